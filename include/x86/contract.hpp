@@ -1,0 +1,32 @@
+/// @file
+/// @brief The contract-check macro, overridable by the user.
+///
+/// `HVKIT_EXPECTS(cond)` states a precondition that only a programming error can break
+/// (bad *input* from a guest or a file is reported through result<>, never through this).
+/// A violation calls `HVKIT_CONTRACT_VIOLATION(expr, file, line)`, which defaults to
+/// `__builtin_trap()`. Define it before including any hvkit header to route violations to
+/// your own panic handler (it must not return). Define `HVKIT_DISABLE_CONTRACTS` to compile
+/// the checks out. In constant evaluation a violation is always a compile error.
+#pragma once
+
+#ifndef HVKIT_CONTRACT_VIOLATION
+#define HVKIT_CONTRACT_VIOLATION(expr, file, line) __builtin_trap()
+#endif
+
+namespace hvkit::detail {
+/// Not constexpr on purpose: reaching it during constant evaluation is a compile error.
+[[noreturn]] inline void contract_violated(const char* expr, const char* file, int line) noexcept {
+  static_cast<void>(expr);
+  static_cast<void>(file);
+  static_cast<void>(line);
+  HVKIT_CONTRACT_VIOLATION(expr, file, line);
+  __builtin_unreachable();
+}
+}  // namespace hvkit::detail
+
+#ifdef HVKIT_DISABLE_CONTRACTS
+#define HVKIT_EXPECTS(cond) static_cast<void>(0)
+#else
+#define HVKIT_EXPECTS(cond) \
+  ((cond) ? static_cast<void>(0) : ::hvkit::detail::contract_violated(#cond, __FILE__, __LINE__))
+#endif

@@ -1,0 +1,36 @@
+// MSR indices typed by hand from SDM Vol. 4, Table 2-2.
+#include <gtest/gtest.h>
+
+#include <x86/msr.hpp>
+
+#include "runtime.hpp"
+
+namespace msr = hvkit::x86::msr;
+using hvkit::test::rt;
+
+TEST(msr, indices) {
+  HVKIT_BOTH(msr::ia32_feature_control == 0x3a && msr::ia32_apic_base == 0x1b);
+  HVKIT_BOTH(msr::ia32_spec_ctrl == 0x48 && msr::ia32_pred_cmd == 0x49);
+  HVKIT_BOTH(msr::ia32_arch_capabilities == 0x10a && msr::ia32_flush_cmd == 0x10b);
+  HVKIT_BOTH(msr::ia32_sysenter_cs == 0x174 && msr::ia32_sysenter_esp == 0x175 && msr::ia32_sysenter_eip == 0x176);
+  HVKIT_BOTH(msr::ia32_debugctl == 0x1d9 && msr::ia32_pat == 0x277);
+  HVKIT_BOTH(msr::ia32_vmx_basic == 0x480 && msr::ia32_vmx_procbased_ctls2 == 0x48b);
+  HVKIT_BOTH(msr::ia32_vmx_ept_vpid_cap == 0x48c && msr::ia32_vmx_true_entry_ctls == 0x490);
+  HVKIT_BOTH(msr::ia32_vmx_vmfunc == 0x491 && msr::ia32_vmx_procbased_ctls3 == 0x492);
+  HVKIT_BOTH(msr::ia32_u_cet == 0x6a0 && msr::ia32_s_cet == 0x6a2 && msr::ia32_pkrs == 0x6e1);
+  HVKIT_BOTH(msr::ia32_xss == 0xda0);
+  HVKIT_BOTH(msr::ia32_efer == 0xc000'0080 && msr::ia32_star == 0xc000'0081 && msr::ia32_lstar == 0xc000'0082);
+  HVKIT_BOTH(msr::ia32_cstar == 0xc000'0083 && msr::ia32_fmask == 0xc000'0084);
+  HVKIT_BOTH(msr::ia32_fs_base == 0xc000'0100 && msr::ia32_gs_base == 0xc000'0101);
+  HVKIT_BOTH(msr::ia32_kernel_gs_base == 0xc000'0102 && msr::ia32_tsc_aux == 0xc000'0103);
+  HVKIT_BOTH(msr::pred_cmd::ibpb == 1 && msr::flush_cmd::l1d_flush == 1);
+}
+
+TEST(msr, x2apic_range) {
+  // SDM 11.12.1.2: the x2APIC registers are MSRs 0x800 through 0x8ff.
+  EXPECT_FALSE(msr::is_x2apic(rt(0x7ffu)));
+  EXPECT_TRUE(msr::is_x2apic(rt(0x800u)));
+  EXPECT_TRUE(msr::is_x2apic(rt(0x8ffu)));
+  EXPECT_FALSE(msr::is_x2apic(rt(0x900u)));
+  HVKIT_BOTH(msr::x2apic_icr == 0x830 && msr::x2apic_eoi == 0x80b && msr::x2apic_self_ipi == 0x83f);
+}
