@@ -1,0 +1,365 @@
+// The conformance guest: a freestanding 64-bit kernel that the hypervisor loads at
+// layout::guest_load_gpa and enters in long mode with the hypervisor's boot page tables.
+// It builds its own page tables, installs an IDT, runs the checks and reports each one by
+// VMCALL (hypercall.hpp). Linked on its own (guest.ld): it cannot reach hypervisor code.
+#include <cstddef>
+#include <cstdint>
+
+#include "../hypercall.hpp"
+#include "../layout.hpp"
+
+namespace hc = hv::hc;
+
+// ---------------------------------------------------------------------------------------
+// Assembly: header, entry, exception stubs and fault probes.
+// A probe performs one access; if it faults, the exception handler resumes at the probe's
+// recovery label (g_recover_rip) and the probe returns 0x100 | vector, else 0.
+asm(R"(
+  .section .text.header, "a"
+  .globl guest_header
+guest_header:
+  .long 0x47544b48                   /* hc::header_magic */
+  .long 0
+  .quad __guest_bss_end              /* image_end */
+  .quad guest_entry
+  .quad guest_stack_top
+  .quad guest_gdt
+  .quad 16 * 8 - 1
+  .quad guest_idt
+  .quad 256 * 16 - 1
+  .quad guest_tss
+
+  .section .bss.stack, "aw", @nobits
+  .balign 16
+  .skip 65536
+guest_stack_top:
+
+  .section .text.entry, "ax"
+  .globl guest_entry
+guest_entry:
+  /* RSP = guest_stack_top, RDI = configuration (hc::cfg_*) */
+  call guest_main
+  mov $5, %eax                       /* hc::done */
+  vmcall
+1:
+  hlt
+  jmp 1b
+
+  .text
+.macro GUEST_ISR n, has_error
+  .balign 16
+guest_isr_\n:
+  .if \has_error == 0
+  push $0
+  .endif
+  push $\n
+  jmp guest_isr_common
+.endm
+  GUEST_ISR 0,0
+  GUEST_ISR 1,0
+  GUEST_ISR 2,0
+  GUEST_ISR 3,0
+  GUEST_ISR 4,0
+  GUEST_ISR 5,0
+  GUEST_ISR 6,0
+  GUEST_ISR 7,0
+  GUEST_ISR 8,1
+  GUEST_ISR 9,0
+  GUEST_ISR 10,1
+  GUEST_ISR 11,1
+  GUEST_ISR 12,1
+  GUEST_ISR 13,1
+  GUEST_ISR 14,1
+  GUEST_ISR 15,0
+  GUEST_ISR 16,0
+  GUEST_ISR 17,1
+  GUEST_ISR 18,0
+  GUEST_ISR 19,0
+  GUEST_ISR 20,0
+  GUEST_ISR 21,1
+  GUEST_ISR 22,0
+  GUEST_ISR 23,0
+  GUEST_ISR 24,0
+  GUEST_ISR 25,0
+  GUEST_ISR 26,0
+  GUEST_ISR 27,0
+  GUEST_ISR 28,0
+  GUEST_ISR 29,1
+  GUEST_ISR 30,1
+  GUEST_ISR 31,0
+
+/* frame on entry: vector, error code, RIP, CS, RFLAGS, RSP, SS */
+guest_isr_common:
+  push %rax
+  push %rcx
+  push %rdx
+  push %rsi
+  push %rdi
+  push %r8
+  push %r9
+  push %r10
+  push %r11
+  push %rbx
+  mov %rsp, %rdi                     /* -> isr_frame */
+  mov %rsp, %rbx
+  and $-16, %rsp
+  cld
+  call guest_exception
+  mov %rbx, %rsp
+  pop %rbx
+  pop %r11
+  pop %r10
+  pop %r9
+  pop %r8
+  pop %rdi
+  pop %rsi
+  pop %rdx
+  pop %rcx
+  pop %rax
+  add $16, %rsp
+  iretq
+
+  .section .rodata
+  .balign 8
+  .globl guest_isr_table
+guest_isr_table:
+  .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
+  .quad guest_isr_\n
+  .endr
+
+  .text
+.macro PROBE_BEGIN name
+  .globl \name
+\name:
+  leaq 9f(%rip), %rax
+  movq %rax, g_recover_rip(%rip)
+.endm
+.macro PROBE_END
+  movq $0, g_recover_rip(%rip)
+  xorl %eax, %eax
+  ret
+9:
+  movl g_fault_vector(%rip), %eax
+  orl $0x100, %eax
+  ret
+.endm
+
+/* unsigned probe_write64(uint64_t* p, uint64_t v) */
+PROBE_BEGIN probe_write64
+  movq %rsi, (%rdi)
+PROBE_END
+
+/* unsigned probe_wrmsr(uint32_t msr, uint64_t v) */
+PROBE_BEGIN probe_wrmsr
+  movl %edi, %ecx
+  movl %esi, %eax
+  movq %rsi, %rdx
+  shrq $32, %rdx
+  wrmsr
+PROBE_END
+
+/* unsigned probe_rdmsr(uint32_t msr, uint64_t* out) */
+PROBE_BEGIN probe_rdmsr
+  movl %edi, %ecx
+  rdmsr
+  movl %eax, (%rsi)
+  movl %edx, 4(%rsi)
+PROBE_END
+)");
+
+extern "C" {
+struct isr_frame {
+  std::uint64_t rbx, r11, r10, r9, r8, rdi, rsi, rdx, rcx, rax;
+  std::uint64_t vector, error_code, rip, cs, rflags, rsp, ss;
+};
+
+alignas(16) std::uint64_t guest_gdt[16];
+alignas(16) std::uint64_t guest_idt[512];
+alignas(16) std::uint8_t guest_tss[104];
+extern const std::uint64_t guest_isr_table[32];
+
+volatile std::uint64_t g_recover_rip;
+volatile std::uint32_t g_fault_vector;
+volatile std::uint64_t g_fault_error;
+volatile std::uint64_t g_fault_cr2;
+volatile std::uint64_t g_fault_count;
+
+unsigned probe_write64(std::uint64_t* p, std::uint64_t v);
+unsigned probe_wrmsr(std::uint32_t msr, std::uint64_t v);
+unsigned probe_rdmsr(std::uint32_t msr, std::uint64_t* out);
+
+void guest_exception(isr_frame* f);
+void guest_main(std::uint64_t config);
+}
+
+namespace {
+
+// ---- hypercalls ----------------------------------------------------------------------
+inline std::uint64_t vmcall(std::uint64_t nr, std::uint64_t a = 0, std::uint64_t b = 0, std::uint64_t c = 0,
+                            std::uint64_t d = 0) {
+  std::uint64_t ret;
+  asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
+  return ret;
+}
+inline std::uint64_t addr(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+void log(const char* s) { vmcall(hc::log, addr(s)); }
+void report(const char* name, bool pass, std::uint64_t a = 0, std::uint64_t b = 0) {
+  vmcall(hc::result, addr(name), pass ? 1 : 0, a, b);
+}
+
+// ---- CPU helpers -----------------------------------------------------------------------
+inline std::uint64_t read_cr0() { std::uint64_t v; asm volatile("mov %%cr0, %0" : "=r"(v)); return v; }
+inline void write_cr0(std::uint64_t v) { asm volatile("mov %0, %%cr0" ::"r"(v) : "memory"); }
+inline void write_cr3(std::uint64_t v) { asm volatile("mov %0, %%cr3" ::"r"(v) : "memory"); }
+inline std::uint64_t rdtsc() {
+  std::uint32_t lo, hi;
+  asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return (static_cast<std::uint64_t>(hi) << 32) | lo;
+}
+struct cpuid_regs {
+  std::uint32_t eax, ebx, ecx, edx;
+};
+inline cpuid_regs cpuid(std::uint32_t leaf, std::uint32_t sub = 0) {
+  cpuid_regs r;
+  asm volatile("cpuid" : "=a"(r.eax), "=b"(r.ebx), "=c"(r.ecx), "=d"(r.edx) : "a"(leaf), "c"(sub));
+  return r;
+}
+
+constexpr std::uint64_t cr0_wp = 1u << 16;
+constexpr std::uint64_t pte_p = 1, pte_rw = 2, pte_ps = 0x80;
+
+// ---- page tables -----------------------------------------------------------------------
+// Identity map of the low 4 GiB with 2 MiB pages, except the 2 MiB region at
+// test_region, mapped with 4 KiB pages so single pages can be made read-only.
+constexpr std::uint64_t test_region = hv::layout::guest_mem_base + 0x800000;  // 24 MiB
+constexpr std::uint64_t ro_page = test_region;                                // read-only data page
+
+alignas(4096) std::uint64_t pml4[512];
+alignas(4096) std::uint64_t pdpt[512];
+alignas(4096) std::uint64_t pd[4][512];
+alignas(4096) std::uint64_t pt_test[512];
+
+void build_page_tables() {
+  pml4[0] = addr(pdpt) | pte_p | pte_rw;
+  for (int i = 0; i < 4; ++i) pdpt[i] = addr(pd[i]) | pte_p | pte_rw;
+  for (std::uint64_t i = 0; i < 2048; ++i) pd[i / 512][i % 512] = (i << 21) | pte_p | pte_rw | pte_ps;
+  for (std::uint64_t i = 0; i < 512; ++i) pt_test[i] = (test_region + (i << 12)) | pte_p | pte_rw;
+  pt_test[0] &= ~pte_rw;  // ro_page
+  std::uint64_t idx = test_region >> 21;
+  pd[idx / 512][idx % 512] = addr(pt_test) | pte_p | pte_rw;
+  write_cr3(addr(pml4));
+}
+
+void build_descriptor_tables() {
+  guest_gdt[1] = 0x00AF9A000000FFFF;  // 0x08 code64
+  guest_gdt[2] = 0x00CF92000000FFFF;  // 0x10 data
+  std::uint64_t t = addr(guest_tss);
+  // 0x18: busy 64-bit TSS: the hypervisor enters with TR = 0x18 loaded (SDM Vol. 3A 8.2.3)
+  guest_gdt[3] = 103 | ((t & 0xFFFFFF) << 16) | (0x8Bull << 40) | (((t >> 24) & 0xFF) << 56);
+  guest_gdt[4] = t >> 32;
+  guest_tss[102] = 104;  // no I/O bitmap
+  for (int v = 0; v < 32; ++v) {
+    std::uint64_t h = guest_isr_table[v];
+    guest_idt[2 * v] = (h & 0xFFFF) | (std::uint64_t{hc::guest_cs} << 16) | (0x8E00ull << 32) |
+                       (((h >> 16) & 0xFFFF) << 48);
+    guest_idt[2 * v + 1] = h >> 32;
+  }
+}
+
+// ---- checks ------------------------------------------------------------------------------
+/// 10000 CR0.WP toggles, each read back: the guest-visible CR0 must be exactly what was
+/// written whether WP is guest-owned or intercepted.
+void check_wp_toggle() {
+  constexpr std::uint64_t toggles = 10000;
+  std::uint64_t base = read_cr0() | cr0_wp;
+  std::uint64_t mismatches = 0;
+  vmcall(hc::mark_begin);
+  std::uint64_t t0 = rdtsc();
+  for (std::uint64_t i = 0; i < toggles / 2; ++i) {
+    write_cr0(base & ~cr0_wp);
+    if (read_cr0() != (base & ~cr0_wp)) ++mismatches;
+    write_cr0(base);
+    if (read_cr0() != base) ++mismatches;
+  }
+  std::uint64_t t1 = rdtsc();
+  vmcall(hc::mark_end, addr("wp_toggle"), toggles, mismatches, t1 - t0);
+}
+
+/// CR0.WP semantics, toggling as above: a supervisor write to a read-only page succeeds
+/// with WP=0 and raises #PF (error code 0x3: present, write, supervisor) with WP=1
+/// (SDM Vol. 3A 4.6.1).
+void check_wp_semantics() {
+  constexpr std::uint64_t toggles = 1000;
+  std::uint64_t base = read_cr0() | cr0_wp;
+  auto* p = reinterpret_cast<std::uint64_t*>(ro_page);
+  std::uint64_t mismatches = 0;
+  vmcall(hc::mark_begin);
+  std::uint64_t t0 = rdtsc();
+  for (std::uint64_t i = 0; i < toggles / 2; ++i) {
+    write_cr0(base & ~cr0_wp);
+    if (probe_write64(p, i) != 0 || *p != i) ++mismatches;
+    write_cr0(base);
+    if (probe_write64(p, ~i) != (0x100 | 14) || g_fault_error != 0x3 || g_fault_cr2 != ro_page || *p != i)
+      ++mismatches;
+  }
+  std::uint64_t t1 = rdtsc();
+  vmcall(hc::mark_end, addr("wp_semantics"), toggles, mismatches, t1 - t0);
+}
+
+/// The CPUID policy as the hypervisor defines it (hypervisor.cpp): hypervisor bit set,
+/// VMX hidden, signature "HVKITHVKITHV", max hypervisor leaf 0x40000001, PV features
+/// bit 0, no hints.
+void check_cpuid() {
+  cpuid_regs l1 = cpuid(1);
+  report("cpuid_hypervisor_bit", (l1.ecx >> 31) & 1, l1.ecx);
+  report("cpuid_vmx_hidden", ((l1.ecx >> 5) & 1) == 0, l1.ecx);
+  cpuid_regs h = cpuid(0x40000000);
+  bool sig = h.ebx == 0x494b5648 && h.ecx == 0x4b564854 && h.edx == 0x56485449;
+  report("cpuid_hv_signature", sig && h.eax == 0x40000001, h.eax, (std::uint64_t{h.ebx} << 32) | h.ecx);
+  cpuid_regs f = cpuid(0x40000001);
+  report("cpuid_pv_features_hints", f.eax == 0x1 && f.edx == 0, f.eax, f.edx);
+}
+
+/// MSR policy derived from the CPUID policy: IA32_PRED_CMD (0x49) accepts IBPB exactly
+/// when CPUID.7.0:EDX[26] is advertised, reserved bits #GP; unknown MSRs #GP.
+void check_msrs() {
+  bool ibpb = (cpuid(0).eax >= 7) && ((cpuid(7, 0).edx >> 26) & 1);
+  unsigned r = probe_wrmsr(0x49, 1);
+  report("msr_pred_cmd_ibpb", ibpb ? r == 0 : r == (0x100 | 13), ibpb, r);
+  r = probe_wrmsr(0x49, 1ull << 5);
+  report("msr_pred_cmd_reserved_gp", r == (0x100 | 13) && g_fault_error == 0, r);
+  std::uint64_t v = 0;
+  r = probe_rdmsr(0x4b564d00, &v);  // not an architectural MSR
+  report("msr_unknown_gp", r == (0x100 | 13), r);
+  r = probe_rdmsr(0xC0000080, &v);
+  report("msr_efer", r == 0 && (v & 0x500) == 0x500, r, v);  // LME and LMA
+}
+
+}  // namespace
+
+extern "C" void guest_exception(isr_frame* f) {
+  std::uint64_t cr2;
+  asm volatile("mov %%cr2, %0" : "=r"(cr2));
+  g_fault_vector = static_cast<std::uint32_t>(f->vector);
+  g_fault_error = f->error_code;
+  g_fault_cr2 = cr2;
+  g_fault_count = g_fault_count + 1;
+  if (g_recover_rip) {
+    f->rip = g_recover_rip;
+    g_recover_rip = 0;
+    return;
+  }
+  vmcall(hc::unexpected, f->vector, f->error_code, f->rip, cr2);
+  for (;;) asm volatile("hlt");
+}
+
+extern "C" void guest_main(std::uint64_t config) {
+  build_descriptor_tables();
+  build_page_tables();
+  log((config & hc::cfg_wp_intercepted) ? "conformance guest up (CR0.WP intercepted)"
+                                        : "conformance guest up (CR0.WP guest-owned)");
+  check_wp_toggle();
+  check_wp_semantics();
+  check_cpuid();
+  check_msrs();
+}

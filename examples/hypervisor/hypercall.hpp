@@ -1,0 +1,46 @@
+/// @file
+/// @brief Hypercall ABI between the conformance guest and the hypervisor (VMCALL).
+///
+/// RAX = hypercall number, RBX/RCX/RDX/RSI = arguments, RAX = return value.
+/// Pointers are guest-physical addresses (the guest runs identity-paged); the hypervisor
+/// bounds-checks them against guest memory before reading.
+#pragma once
+
+#include <cstdint>
+
+namespace hv::hc {
+
+enum : std::uint64_t {
+  log = 1,          ///< RBX = NUL-terminated string: printed as "guest: <text>"
+  mark_begin = 2,   ///< start a measured section: the hypervisor snapshots its exit counters
+  mark_end = 3,     ///< RBX = name, RCX = operations done, RDX = guest-side mismatches,
+                    ///< RSI = guest TSC delta: the hypervisor prints the section's result
+  result = 4,       ///< RBX = name, RCX = 1 pass / 0 fail, RDX, RSI = details
+  done = 5,         ///< the guest has finished: the run ends
+  unexpected = 6,   ///< RBX = vector, RCX = error code, RDX = RIP, RSI = CR2: guest fault
+};
+
+/// Configuration the hypervisor passes to the guest in RDI at its first instruction.
+enum : std::uint64_t {
+  cfg_wp_intercepted = 1u << 0,  ///< CR0.WP is host-owned: every toggle exits
+};
+
+/// First bytes of the guest image (guest/guest.cpp): how to start it.
+struct guest_header {
+  std::uint32_t magic;  ///< header_magic
+  std::uint32_t reserved;
+  std::uint64_t image_end;  ///< first byte after the guest's bss
+  std::uint64_t entry;
+  std::uint64_t stack_top;
+  std::uint64_t gdt_base;
+  std::uint64_t gdt_limit;
+  std::uint64_t idt_base;
+  std::uint64_t idt_limit;
+  std::uint64_t tss_base;
+};
+inline constexpr std::uint32_t header_magic = 0x47544b48;  // "HKTG"
+
+/// Guest GDT layout (the hypervisor's VMCS guest-state area matches it).
+inline constexpr std::uint16_t guest_cs = 0x08, guest_ds = 0x10, guest_tr = 0x18;
+
+}  // namespace hv::hc

@@ -1,0 +1,905 @@
+// hvkit reference L1 hypervisor: VMX bring-up, VMCS, identity EPT, exit dispatch and the
+// reporting of the conformance guest's results over the serial port.
+//
+// Output protocol (parsed by examples/hypervisor/run):
+//   HVKIT INFO <key>=<value> ...
+//   HVKIT RUN <name> begin|end ...
+//   HVKIT EXITS <run> <reason-number> <reason-name> <count>
+//   HVKIT RESULT <check> PASS|FAIL <details>
+//   HVKIT SUMMARY pass=<n> fail=<n>
+//   HVKIT DONE PASS|FAIL          (last line; absent means the hypervisor died)
+#include <cstddef>
+#include <cstdint>
+
+#include "console.hpp"
+#include "hypercall.hpp"
+#include "layout.hpp"
+#include "vmx_glue.hpp"
+
+extern "C" {
+extern const unsigned char guest_blob_start[], guest_blob_end[];
+extern const std::uint64_t host_isr_table[32];
+extern std::uint32_t boot_multiboot_magic;
+int vmx_enter(hv::vmx::guest_regs* regs, int launched);
+void vmx_exit_stub();
+[[noreturn]] void hv_main();
+int hv_handle_exit(hv::vmx::guest_regs* regs);
+[[noreturn]] void hv_host_exception(const std::uint64_t* frame);
+}
+
+namespace hv {
+namespace {
+
+using namespace vmx;
+namespace hc = hv::hc;
+
+constexpr std::uint64_t cr0_pe = 1u << 0, cr0_ts = 1u << 3, cr0_ne = 1u << 5, cr0_wp = 1u << 16;
+constexpr std::uint64_t cr0_nw = 1u << 29, cr0_cd = 1u << 30, cr0_pg = 1u << 31;
+constexpr std::uint64_t cr4_pae = 1u << 5, cr4_vmxe = 1u << 13, cr4_osxsave = 1u << 18;
+constexpr std::uint64_t efer_sce = 1u << 0, efer_lme = 1u << 8, efer_lma = 1u << 10, efer_nxe = 1u << 11;
+
+// ---- configuration ----------------------------------------------------------------------
+/// CR0 bits the host owns in every configuration: the VMX fixed-1 bits PE, NE, PG
+/// (SDM Vol. 3D A.7). Everything else, CR0.WP included, is guest-owned with EPT.
+constexpr std::uint64_t cr0_mask_wp_guest_owned = 0x80000021;
+/// The same with CR0.WP intercepted: every WP toggle is a CR-access exit (SDM Vol. 3C
+/// 26.1.3: MOV to CR0 exits when it would change a bit set in the mask away from the
+/// read shadow).
+constexpr std::uint64_t cr0_mask_wp_intercepted = cr0_mask_wp_guest_owned | cr0_wp;
+/// CR4: host-owned entirely for now (VMXE must read as 0 in the guest).
+constexpr std::uint64_t cr4_mask = ~0ull;
+
+struct run_config {
+  const char* name;
+  bool wp_intercepted;
+};
+constexpr run_config runs[] = {
+    {"guest_owned", false},
+    {"intercepted", true},
+};
+constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
+
+// ---- CPUID policy (glue until include/cpuid/ lands) -----------------------------------
+constexpr std::uint32_t hv_leaf_max = 0x40000001;
+// "HVKITHVKITHV" in EBX, ECX, EDX
+constexpr std::uint32_t hv_sig_ebx = 0x494b5648, hv_sig_ecx = 0x4b564854, hv_sig_edx = 0x56485449;
+constexpr std::uint32_t hv_pv_features = 0x1;  // bit 0: the hvkit reporting hypercalls
+constexpr std::uint32_t hv_pv_hints = 0x0;
+
+// ---- state --------------------------------------------------------------------------------
+alignas(16) std::uint64_t host_gdt[6];
+alignas(16) std::uint8_t host_tss[104];
+alignas(16) std::uint64_t host_idt[64];
+alignas(4096) std::uint8_t vmxon_region[4096];
+alignas(4096) std::uint8_t vmcs_region[4096];
+alignas(4096) std::uint64_t ept_pml4[512];
+alignas(4096) std::uint64_t ept_pdpt[512];
+alignas(4096) std::uint64_t ept_pd[512];
+
+struct capabilities {
+  std::uint64_t basic, pin, proc, proc2, exit, entry, misc, ept_vpid;
+  std::uint64_t cr0_fixed0, cr0_fixed1, cr4_fixed0, cr4_fixed1;
+  bool true_ctls;
+};
+capabilities caps;
+
+struct counters {
+  std::uint64_t total;
+  std::uint64_t by_reason[reason::count];
+};
+
+enum class run_status { running, done, halted, triple_fault, entry_failed, vm_fail, fatal_exit };
+
+struct run_state {
+  const run_config* cfg;
+  guest_regs regs;
+  counters exits;
+  counters mark;  // snapshot taken at hc::mark_begin
+  run_status status;
+  std::uint64_t guest_efer;
+  std::uint64_t cr0_mask;
+  bool ibpb_advertised;
+  // Results of the measured sections, kept for the cross-run comparison.
+  std::uint64_t wp_toggles, wp_cr_exits, wp_mismatch, wp_tsc;
+  bool wp_seen;
+};
+run_state run;
+
+struct run_summary {
+  bool ok;
+  std::uint64_t toggles, cr_exits, mismatch, tsc;
+};
+run_summary summaries[run_count];
+
+int results_pass, results_fail;
+
+// ---- small helpers -------------------------------------------------------------------
+void result(const char* name, bool pass, const char* fmt = nullptr, ...) __attribute__((format(printf, 3, 4)));
+void result(const char* name, bool pass, const char* fmt, ...) {
+  (pass ? results_pass : results_fail)++;
+  kprintf("HVKIT RESULT %s %s", name, pass ? "PASS" : "FAIL");
+  if (fmt) {
+    console_putc(' ');
+    va_list ap;
+    va_start(ap, fmt);
+    kvprintf(fmt, ap);
+    va_end(ap);
+  }
+  console_putc('\n');
+}
+
+void vmwrite(field f, std::uint64_t v) {
+  if (vmwrite_raw(f, v) != vm_status::ok)
+    kprintf("HVKIT ERROR vmwrite field=0x%x value=0x%llx failed (VM-instruction error %llu)\n",
+            static_cast<unsigned>(f), static_cast<unsigned long long>(v),
+            static_cast<unsigned long long>(vmread(field::vm_instruction_error)));
+}
+
+/// Prints milli-units as "<int>.<3 digits>".
+struct milli {
+  unsigned long long whole, frac;
+};
+milli ratio(std::uint64_t num, std::uint64_t den) {
+  if (den == 0) return {0, 0};
+  std::uint64_t m = num * 1000 / den;
+  return {m / 1000, m % 1000};
+}
+
+std::uint64_t& gpr(guest_regs& r, unsigned index) {
+  std::uint64_t* table[16] = {&r.rax, &r.rcx, &r.rdx, &r.rbx, nullptr, &r.rbp, &r.rsi, &r.rdi,
+                              &r.r8,  &r.r9,  &r.r10, &r.r11, &r.r12, &r.r13, &r.r14, &r.r15};
+  return *table[index & 15];
+}
+std::uint64_t read_gpr(guest_regs& r, unsigned index) {
+  return (index & 15) == 4 ? vmread(field::guest_rsp) : gpr(r, index);
+}
+void write_gpr(guest_regs& r, unsigned index, std::uint64_t v) {
+  if ((index & 15) == 4) vmwrite(field::guest_rsp, v);
+  else gpr(r, index) = v;
+}
+
+void skip_instruction() {
+  vmwrite(field::guest_rip, vmread(field::guest_rip) + vmread(field::exit_instruction_length));
+}
+
+void inject_exception(unsigned vector, bool has_error_code, std::uint32_t error_code = 0) {
+  std::uint32_t info = vector | intr_type_hw_exception | intr_info_valid;
+  if (has_error_code) {
+    info |= intr_info_deliver_error_code;
+    vmwrite(field::entry_exception_error_code, error_code);
+  }
+  vmwrite(field::entry_interruption_info, info);
+}
+void inject_gp() { inject_exception(13, true, 0); }
+
+/// Reads a NUL-terminated guest string at a guest-physical address into buf. The guest
+/// runs identity-paged and EPT is an identity map, so the GPA is also the HPA; it is only
+/// trusted after the bounds check against guest memory.
+bool read_guest_string(std::uint64_t gpa, char* buf, std::size_t size) {
+  for (std::size_t i = 0; i + 1 < size; ++i) {
+    std::uint64_t a = gpa + i;
+    if (a < layout::guest_mem_base || a >= layout::guest_mem_base + layout::guest_mem_size) {
+      buf[i] = '\0';
+      return false;
+    }
+    char c = *reinterpret_cast<const volatile char*>(a);
+    buf[i] = c;
+    if (c == '\0') return true;
+    if (c < ' ' || c > '~') buf[i] = '?';
+  }
+  buf[size - 1] = '\0';
+  return true;
+}
+
+// ---- host descriptor tables -----------------------------------------------------------
+void setup_host_tables() {
+  auto tss = reinterpret_cast<std::uint64_t>(host_tss);
+  host_gdt[0] = 0;
+  host_gdt[1] = 0x00AF9A000000FFFF;  // 0x08 code64
+  host_gdt[2] = 0x00CF92000000FFFF;  // 0x10 data
+  // 0x18: 64-bit available TSS (SDM Vol. 3A 8.2.3, Figure 8-4)
+  host_gdt[3] = (sizeof(host_tss) - 1) | ((tss & 0xFFFFFF) << 16) | (0x89ull << 40) | (((tss >> 24) & 0xFF) << 56);
+  host_gdt[4] = tss >> 32;
+  host_gdt[5] = 0;
+  host_tss[102] = sizeof(host_tss);  // I/O map base beyond the limit: no I/O bitmap
+  for (int v = 0; v < 32; ++v) {
+    std::uint64_t h = host_isr_table[v];
+    host_idt[2 * v] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
+    host_idt[2 * v + 1] = h >> 32;
+  }
+  struct __attribute__((packed)) {
+    std::uint16_t limit;
+    std::uint64_t base;
+  } gdtr{sizeof(host_gdt) - 1, reinterpret_cast<std::uint64_t>(host_gdt)},
+      idtr{sizeof(host_idt) - 1, reinterpret_cast<std::uint64_t>(host_idt)};
+  asm volatile(
+      "lgdt %0\n\t"
+      "pushq $0x08\n\t"
+      "leaq 1f(%%rip), %%rax\n\t"
+      "pushq %%rax\n\t"
+      "lretq\n"
+      "1:\n\t"
+      "movl $0x10, %%eax\n\t"
+      "movl %%eax, %%ds\n\t"
+      "movl %%eax, %%es\n\t"
+      "movl %%eax, %%ss\n\t"
+      "movl %%eax, %%fs\n\t"
+      "movl %%eax, %%gs\n\t"
+      "movw $0x18, %%ax\n\t"
+      "ltr %%ax\n\t"
+      "lidt %1"
+      :
+      : "m"(gdtr), "m"(idtr)
+      : "rax", "memory");
+}
+
+// ---- VMX bring-up ------------------------------------------------------------------------
+void read_capabilities() {
+  caps.basic = rdmsr(msr::vmx_basic);
+  caps.true_ctls = (caps.basic & basic_true_ctls) != 0;
+  // SDM Vol. 3D A.2: with bit 55 set, the TRUE_* MSRs report the real default-1 bits.
+  caps.pin = rdmsr(caps.true_ctls ? msr::vmx_true_pinbased : msr::vmx_pinbased);
+  caps.proc = rdmsr(caps.true_ctls ? msr::vmx_true_procbased : msr::vmx_procbased);
+  caps.exit = rdmsr(caps.true_ctls ? msr::vmx_true_exit : msr::vmx_exit);
+  caps.entry = rdmsr(caps.true_ctls ? msr::vmx_true_entry : msr::vmx_entry);
+  caps.misc = rdmsr(msr::vmx_misc);
+  caps.cr0_fixed0 = rdmsr(msr::vmx_cr0_fixed0);
+  caps.cr0_fixed1 = rdmsr(msr::vmx_cr0_fixed1);
+  caps.cr4_fixed0 = rdmsr(msr::vmx_cr4_fixed0);
+  caps.cr4_fixed1 = rdmsr(msr::vmx_cr4_fixed1);
+  // Secondary controls and EPT capabilities exist only if "activate secondary controls"
+  // may be 1 (SDM Vol. 3D A.3.3, A.10).
+  if ((caps.proc >> 32) & proc::activate_secondary) {
+    caps.proc2 = rdmsr(msr::vmx_procbased2);
+    if ((caps.proc2 >> 32) & proc2::enable_ept) caps.ept_vpid = rdmsr(msr::vmx_ept_vpid_cap);
+  }
+  kprintf("HVKIT INFO vmx_basic=0x%016llx true_ctls=%d revision=0x%llx\n", (unsigned long long)caps.basic,
+          caps.true_ctls ? 1 : 0, (unsigned long long)(caps.basic & 0x7FFFFFFF));
+  kprintf("HVKIT INFO pin=0x%016llx proc=0x%016llx proc2=0x%016llx\n", (unsigned long long)caps.pin,
+          (unsigned long long)caps.proc, (unsigned long long)caps.proc2);
+  kprintf("HVKIT INFO exit=0x%016llx entry=0x%016llx ept_vpid_cap=0x%016llx\n", (unsigned long long)caps.exit,
+          (unsigned long long)caps.entry, (unsigned long long)caps.ept_vpid);
+  kprintf("HVKIT INFO cr0_fixed0=0x%llx cr0_fixed1=0x%llx cr4_fixed0=0x%llx cr4_fixed1=0x%llx\n",
+          (unsigned long long)caps.cr0_fixed0, (unsigned long long)caps.cr0_fixed1,
+          (unsigned long long)caps.cr4_fixed0, (unsigned long long)caps.cr4_fixed1);
+}
+
+bool enable_vmx() {
+  // SDM Vol. 3C 24.7 "Enabling and Entering VMX Operation".
+  std::uint64_t fc = rdmsr(msr::feature_control);
+  if ((fc & feature_control_lock) == 0) {
+    fc |= feature_control_lock | feature_control_vmxon_outside_smx;
+    wrmsr(msr::feature_control, fc);
+    kprintf("HVKIT INFO feature_control=0x%llx (set and locked by us)\n", (unsigned long long)fc);
+  } else {
+    kprintf("HVKIT INFO feature_control=0x%llx (locked by firmware)\n", (unsigned long long)fc);
+    if ((fc & feature_control_vmxon_outside_smx) == 0) {
+      result("vmx_enable", false, "reason=feature_control_locked_without_vmx");
+      return false;
+    }
+  }
+  // SDM Vol. 3C 24.8 "Restrictions on VMX Operation": CR0/CR4 fixed bits (CR4.VMXE is a
+  // fixed-1 bit).
+  write_cr0((read_cr0() | caps.cr0_fixed0) & caps.cr0_fixed1);
+  write_cr4((read_cr4() | caps.cr4_fixed0 | cr4_vmxe) & caps.cr4_fixed1);
+
+  auto revision = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
+  *reinterpret_cast<std::uint32_t*>(vmxon_region) = revision;
+  vm_status s = vmxon(reinterpret_cast<std::uint64_t>(vmxon_region));
+  if (s != vm_status::ok) {
+    result("vmx_enable", false, "reason=vmxon_failed status=%d", static_cast<int>(s));
+    return false;
+  }
+  result("vmx_enable", true, "revision=0x%x", revision);
+  return true;
+}
+
+/// Identity EPT for guest memory only: GPA [guest_mem_base, +guest_mem_size) -> same HPA,
+/// 2 MiB pages, RWX, write-back. Nothing else is mapped: neither the hypervisor's memory
+/// nor the MMIO test device (SDM Vol. 3C 29.3.2 "EPT Translation Mechanism").
+bool build_ept() {
+  constexpr std::uint64_t need = ept_cap::walk_4 | ept_cap::wb | ept_cap::pde_2m;
+  if ((caps.ept_vpid & need) != need) {
+    result("ept_setup", false, "reason=missing_capabilities ept_vpid_cap=0x%llx",
+           (unsigned long long)caps.ept_vpid);
+    return false;
+  }
+  for (auto& e : ept_pml4) e = 0;
+  for (auto& e : ept_pdpt) e = 0;
+  for (auto& e : ept_pd) e = 0;
+  ept_pml4[0] = reinterpret_cast<std::uint64_t>(ept_pdpt) | ept::rwx;
+  ept_pdpt[0] = reinterpret_cast<std::uint64_t>(ept_pd) | ept::rwx;
+  static_assert(layout::guest_mem_base + layout::guest_mem_size <= (1ull << 30), "one EPT PD covers 1 GiB");
+  static_assert(layout::guest_mem_base % 0x200000 == 0 && layout::guest_mem_size % 0x200000 == 0);
+  for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size;
+       gpa += 0x200000)
+    ept_pd[gpa >> 21] = gpa | ept::rwx | ept::memtype_wb | ept::large_page;
+  return true;
+}
+
+/// Clears guest memory, copies the guest image in and writes the guest's boot page
+/// tables (identity map of the low 4 GiB with 2 MiB pages; the guest builds its own).
+const hc::guest_header* load_guest() {
+  std::uint64_t words = layout::guest_mem_size / 8;
+  void* dst = reinterpret_cast<void*>(layout::guest_mem_base);
+  asm volatile("rep stosq" : "+D"(dst), "+c"(words) : "a"(0ull) : "memory");
+  auto size = static_cast<std::size_t>(guest_blob_end - guest_blob_start);
+  __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), guest_blob_start, size);
+
+  auto* hdr = reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
+  if (hdr->magic != hc::header_magic || hdr->image_end > layout::guest_boot_pt_gpa ||
+      hdr->entry < layout::guest_load_gpa || hdr->entry >= hdr->image_end) {
+    result("guest_load", false, "reason=bad_header magic=0x%x", hdr->magic);
+    return nullptr;
+  }
+  auto* pml4 = reinterpret_cast<std::uint64_t*>(layout::guest_boot_pt_gpa);
+  auto* pdpt = pml4 + 512;
+  auto* pd = pml4 + 1024;  // four page directories
+  pml4[0] = reinterpret_cast<std::uint64_t>(pdpt) | 0x3;
+  for (int i = 0; i < 4; ++i) pdpt[i] = reinterpret_cast<std::uint64_t>(pd + 512 * i) | 0x3;
+  for (std::uint64_t i = 0; i < 2048; ++i) pd[i] = (i << 21) | 0x83;
+  return hdr;
+}
+
+bool want_bits(const char* what, std::uint32_t wanted, std::uint32_t got) {
+  if ((got & wanted) == wanted) return true;
+  result("vmcs_controls", false, "reason=%s_unsupported wanted=0x%x allowed=0x%x", what, wanted, got);
+  return false;
+}
+
+/// Fills the current VMCS for a fresh run of the conformance guest.
+bool setup_vmcs(const hc::guest_header& g) {
+  // ---- controls, adjusted to the capability MSRs (SDM Vol. 3D A.3-A.5) ----
+  std::uint32_t pin = adjust_controls(0, caps.pin);
+  std::uint32_t proc_want = proc::hlt_exiting | proc::activate_secondary;
+  std::uint32_t proc = adjust_controls(proc_want, caps.proc);
+  // CR3-load/store exiting are default-1 without the TRUE MSRs: then they simply exit
+  // and handle_cr() emulates them.
+  std::uint32_t proc2_want = proc2::enable_ept;
+  std::uint32_t proc2 = adjust_controls(proc2_want, caps.proc2);
+  std::uint32_t exit_want = exit_ctl::host_address_space_size | exit_ctl::save_efer | exit_ctl::load_efer;
+  std::uint32_t exitc = adjust_controls(exit_want, caps.exit);
+  std::uint32_t entry_want = entry_ctl::ia32e_mode_guest | entry_ctl::load_efer;
+  std::uint32_t entry = adjust_controls(entry_want, caps.entry);
+  if (!want_bits("proc", proc_want, proc) || !want_bits("proc2", proc2_want, proc2) ||
+      !want_bits("exit", exit_want, exitc) || !want_bits("entry", entry_want, entry))
+    return false;
+
+  vmwrite(field::pin_controls, pin);
+  vmwrite(field::proc_controls, proc);
+  vmwrite(field::proc_controls2, proc2);
+  vmwrite(field::exit_controls, exitc);
+  vmwrite(field::entry_controls, entry);
+  vmwrite(field::exception_bitmap, 0);  // guest exceptions go to the guest's IDT
+  vmwrite(field::pf_error_mask, 0);
+  vmwrite(field::pf_error_match, 0);
+  vmwrite(field::cr3_target_count, 0);
+  vmwrite(field::exit_msr_store_count, 0);
+  vmwrite(field::exit_msr_load_count, 0);
+  vmwrite(field::entry_msr_load_count, 0);
+  vmwrite(field::entry_interruption_info, 0);
+  vmwrite(field::ept_pointer, reinterpret_cast<std::uint64_t>(ept_pml4) | ept::eptp_wb_4level);
+
+  // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
+  run.cr0_mask = run.cfg->wp_intercepted ? cr0_mask_wp_intercepted : cr0_mask_wp_guest_owned;
+  std::uint64_t guest_cr0 = cr0_pg | cr0_wp | cr0_ne | (1u << 4) /* ET */ | cr0_pe;
+  std::uint64_t guest_cr4_visible = cr4_pae;
+  vmwrite(field::cr0_guest_host_mask, run.cr0_mask);
+  vmwrite(field::cr0_read_shadow, guest_cr0);
+  vmwrite(field::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
+  vmwrite(field::cr4_guest_host_mask, cr4_mask);
+  vmwrite(field::cr4_read_shadow, guest_cr4_visible);
+  vmwrite(field::guest_cr4, (guest_cr4_visible | caps.cr4_fixed0) & caps.cr4_fixed1);
+  vmwrite(field::guest_cr3, layout::guest_boot_pt_gpa);
+
+  // ---- host state (SDM Vol. 3C 26.2.2 / 26.2.3 checks) ----
+  vmwrite(field::host_cr0, read_cr0());
+  vmwrite(field::host_cr3, read_cr3());
+  vmwrite(field::host_cr4, read_cr4());
+  vmwrite(field::host_cs_sel, 0x08);
+  vmwrite(field::host_ss_sel, 0x10);
+  vmwrite(field::host_ds_sel, 0x10);
+  vmwrite(field::host_es_sel, 0x10);
+  vmwrite(field::host_fs_sel, 0x10);
+  vmwrite(field::host_gs_sel, 0x10);
+  vmwrite(field::host_tr_sel, 0x18);  // must be non-zero: hence the host TSS
+  vmwrite(field::host_fs_base, 0);
+  vmwrite(field::host_gs_base, 0);
+  vmwrite(field::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
+  vmwrite(field::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
+  vmwrite(field::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
+  vmwrite(field::host_sysenter_cs, 0);
+  vmwrite(field::host_sysenter_esp, 0);
+  vmwrite(field::host_sysenter_eip, 0);
+  vmwrite(field::host_efer, rdmsr(msr::efer));
+  vmwrite(field::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
+  // host_rsp is written by vmx_enter just before VMLAUNCH/VMRESUME.
+
+  // ---- guest state: 64-bit mode, flat segments matching the guest's GDT ----
+  // Access rights: SDM Vol. 3C 25.4.1, Table 25-2.
+  struct seg {
+    field sel, base, limit, ar;
+  };
+  constexpr seg data_segs[] = {
+      {field::guest_ss_sel, field::guest_ss_base, field::guest_ss_limit, field::guest_ss_ar},
+      {field::guest_ds_sel, field::guest_ds_base, field::guest_ds_limit, field::guest_ds_ar},
+      {field::guest_es_sel, field::guest_es_base, field::guest_es_limit, field::guest_es_ar},
+      {field::guest_fs_sel, field::guest_fs_base, field::guest_fs_limit, field::guest_fs_ar},
+      {field::guest_gs_sel, field::guest_gs_base, field::guest_gs_limit, field::guest_gs_ar},
+  };
+  vmwrite(field::guest_cs_sel, hc::guest_cs);
+  vmwrite(field::guest_cs_base, 0);
+  vmwrite(field::guest_cs_limit, 0xFFFFFFFF);
+  vmwrite(field::guest_cs_ar, 0xA09B);  // code, exec/read, accessed, P, L=1, G=1
+  for (const auto& s : data_segs) {
+    vmwrite(s.sel, hc::guest_ds);
+    vmwrite(s.base, 0);
+    vmwrite(s.limit, 0xFFFFFFFF);
+    vmwrite(s.ar, 0xC093);  // data, read/write, accessed, P, D/B=1, G=1
+  }
+  vmwrite(field::guest_ldtr_sel, 0);
+  vmwrite(field::guest_ldtr_base, 0);
+  vmwrite(field::guest_ldtr_limit, 0);
+  vmwrite(field::guest_ldtr_ar, 1u << 16);  // unusable
+  vmwrite(field::guest_tr_sel, hc::guest_tr);
+  vmwrite(field::guest_tr_base, g.tss_base);
+  vmwrite(field::guest_tr_limit, 103);
+  vmwrite(field::guest_tr_ar, 0x008B);  // busy 64-bit TSS, P
+  vmwrite(field::guest_gdtr_base, g.gdt_base);
+  vmwrite(field::guest_gdtr_limit, g.gdt_limit);
+  vmwrite(field::guest_idtr_base, g.idt_base);
+  vmwrite(field::guest_idtr_limit, g.idt_limit);
+  vmwrite(field::guest_dr7, 0x400);
+  vmwrite(field::guest_debugctl, 0);
+  vmwrite(field::guest_rsp, g.stack_top);
+  vmwrite(field::guest_rip, g.entry);
+  vmwrite(field::guest_rflags, 0x2);
+  vmwrite(field::guest_pending_dbg, 0);
+  vmwrite(field::guest_interruptibility, 0);
+  vmwrite(field::guest_activity_state, 0);
+  vmwrite(field::guest_sysenter_cs, 0);
+  vmwrite(field::guest_sysenter_esp, 0);
+  vmwrite(field::guest_sysenter_eip, 0);
+  bool nx = (cpuid(0x80000001).edx >> 20) & 1;
+  run.guest_efer = efer_lme | efer_lma | (nx ? efer_nxe : 0);
+  vmwrite(field::guest_efer, run.guest_efer);
+  vmwrite(field::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
+  return true;
+}
+
+// ---- exit handlers -------------------------------------------------------------------------
+/// MOV to CR0 as the guest sees it: the architectural #GP checks of MOV CR0 (SDM Vol. 2B
+/// "MOV-Move to/from Control Registers"), then the new read shadow and the value the CPU
+/// really runs with (the VMX fixed bits forced, SDM Vol. 3D A.7).
+void emulate_mov_cr0(std::uint64_t v) {
+  bool gp = (v >> 32) != 0                                     // reserved bits 63:32
+            || ((v & cr0_pg) && !(v & cr0_pe))                 // PG without PE
+            || ((v & cr0_nw) && !(v & cr0_cd))                 // NW without CD
+            || ((run.guest_efer & efer_lma) && !(v & cr0_pg));  // leave paging in IA-32e mode
+  if (gp) {
+    inject_gp();
+    return;
+  }
+  // A WP-only change with EPT needs no MMU work here: EPT entries do not depend on CR0.WP
+  // and this hypervisor caches no guest translations.
+  vmwrite(field::cr0_read_shadow, v);
+  vmwrite(field::guest_cr0, (v | caps.cr0_fixed0) & caps.cr0_fixed1);
+  skip_instruction();
+}
+
+void emulate_mov_cr4(std::uint64_t v) {
+  // The guest may not see or set VMXE (it is not offered in CPUID), and may not leave
+  // PAE while in IA-32e mode; other reserved bits #GP as on hardware.
+  std::uint64_t allowed = caps.cr4_fixed1 & ~cr4_vmxe;
+  if ((v & ~allowed) || ((run.guest_efer & efer_lma) && !(v & cr4_pae))) {
+    inject_gp();
+    return;
+  }
+  vmwrite(field::cr4_read_shadow, v);
+  vmwrite(field::guest_cr4, (v | caps.cr4_fixed0) & caps.cr4_fixed1);
+  skip_instruction();
+}
+
+/// CR-access exit; exit qualification layout: SDM Vol. 3C 28.2.1, Table 28-3.
+bool handle_cr(guest_regs& r) {
+  std::uint64_t q = vmread(field::exit_qualification);
+  unsigned cr = q & 0xF, type = (q >> 4) & 3, reg = (q >> 8) & 0xF;
+  switch (type) {
+    case 0:  // MOV to CR
+      if (cr == 0) return emulate_mov_cr0(read_gpr(r, reg)), true;
+      if (cr == 4) return emulate_mov_cr4(read_gpr(r, reg)), true;
+      if (cr == 3) {
+        vmwrite(field::guest_cr3, read_gpr(r, reg) & ~(1ull << 63));
+        skip_instruction();
+        return true;
+      }
+      break;
+    case 1:  // MOV from CR
+      if (cr == 3) {
+        write_gpr(r, reg, vmread(field::guest_cr3));
+        skip_instruction();
+        return true;
+      }
+      break;
+    case 2: {  // CLTS
+      std::uint64_t shadow = vmread(field::cr0_read_shadow) & ~cr0_ts;
+      vmwrite(field::cr0_read_shadow, shadow);
+      vmwrite(field::guest_cr0, vmread(field::guest_cr0) & ~cr0_ts);
+      skip_instruction();
+      return true;
+    }
+    case 3: {  // LMSW: loads CR0[3:0], can set but never clear PE (SDM Vol. 2A LMSW)
+      std::uint64_t src = (q >> 16) & 0xF;
+      std::uint64_t visible = (vmread(field::guest_cr0) & ~run.cr0_mask) | (vmread(field::cr0_read_shadow) & run.cr0_mask);
+      std::uint64_t v = (visible & ~0xEull) | (src & 0xE) | ((visible | src) & cr0_pe);
+      emulate_mov_cr0(v);
+      return true;
+    }
+  }
+  kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q);
+  run.status = run_status::fatal_exit;
+  return false;
+}
+
+void handle_cpuid(guest_regs& r) {
+  auto leaf = static_cast<std::uint32_t>(r.rax), sub = static_cast<std::uint32_t>(r.rcx);
+  cpuid_regs c{};
+  if (leaf >= 0x40000000 && leaf <= 0x400000FF) {
+    // Hypervisor leaves: signature, then PV features (EAX) and hints (EDX). Features are
+    // stable for the guest's lifetime; hints may change (background.md section 3).
+    if (leaf == 0x40000000) c = {hv_leaf_max, hv_sig_ebx, hv_sig_ecx, hv_sig_edx};
+    else if (leaf == 0x40000001) c = {hv_pv_features, 0, 0, hv_pv_hints};
+  } else {
+    c = cpuid(leaf, sub);
+    if (leaf == 1) {
+      c.ecx &= ~(1u << 5);   // VMX: no nested virtualization offered
+      c.ecx |= 1u << 31;     // hypervisor present
+      // OSXSAVE mirrors the guest's CR4.OSXSAVE (read shadow), not the host's.
+      c.ecx = (c.ecx & ~(1u << 27)) | ((vmread(field::cr4_read_shadow) & cr4_osxsave) ? (1u << 27) : 0);
+    }
+  }
+  r.rax = c.eax;
+  r.rbx = c.ebx;
+  r.rcx = c.ecx;
+  r.rdx = c.edx;
+  skip_instruction();
+}
+
+/// RDMSR/WRMSR: every access exits (no MSR bitmap). The MSR policy follows the CPUID
+/// policy: IA32_PRED_CMD is writable exactly when CPUID.7.0:EDX[26] (IBRS/IBPB) is
+/// advertised; unknown MSRs raise #GP(0) as on hardware.
+bool handle_msr(guest_regs& r, bool write) {
+  auto m = static_cast<std::uint32_t>(r.rcx);
+  std::uint64_t v = (r.rdx << 32) | (r.rax & 0xFFFFFFFF);
+  bool ok = true;
+  if (!write) {
+    switch (m) {
+      case msr::efer: v = vmread(field::guest_efer); break;
+      case msr::fs_base: v = vmread(field::guest_fs_base); break;
+      case msr::gs_base: v = vmread(field::guest_gs_base); break;
+      case msr::sysenter_cs: v = vmread(field::guest_sysenter_cs); break;
+      case msr::sysenter_esp: v = vmread(field::guest_sysenter_esp); break;
+      case msr::sysenter_eip: v = vmread(field::guest_sysenter_eip); break;
+      case msr::pat: v = rdmsr(msr::pat); break;
+      case msr::star: case msr::lstar: case msr::cstar: case msr::fmask: case msr::kernel_gs_base:
+        v = rdmsr(m);  // not used by the host: the guest's values live in the real MSRs
+        break;
+      default: ok = false;  // includes IA32_PRED_CMD, which is write-only
+    }
+    if (ok) {
+      r.rax = v & 0xFFFFFFFF;
+      r.rdx = v >> 32;
+    }
+  } else {
+    switch (m) {
+      case msr::efer: {
+        // SCE and NXE may change; LME may not change while paging is on; LMA is read-only.
+        std::uint64_t changeable = efer_sce | efer_nxe;
+        std::uint64_t cur = vmread(field::guest_efer);
+        if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur) & efer_lme)) ok = false;
+        else vmwrite(field::guest_efer, (cur & ~changeable) | (v & changeable));
+        run.guest_efer = vmread(field::guest_efer);
+        break;
+      }
+      case msr::fs_base: vmwrite(field::guest_fs_base, v); break;
+      case msr::gs_base: vmwrite(field::guest_gs_base, v); break;
+      case msr::sysenter_cs: vmwrite(field::guest_sysenter_cs, v); break;
+      case msr::sysenter_esp: vmwrite(field::guest_sysenter_esp, v); break;
+      case msr::sysenter_eip: vmwrite(field::guest_sysenter_eip, v); break;
+      case msr::star: case msr::lstar: case msr::cstar: case msr::fmask: case msr::kernel_gs_base:
+        wrmsr(m, v);
+        break;
+      case msr::pred_cmd:
+        // Only bit 0 (IBPB) is defined; the barrier itself is issued on the host when the
+        // host has it. Advertised-but-refused would crash the guest (background.md 2).
+        if (!run.ibpb_advertised || (v & ~1ull)) ok = false;
+        else if (v & 1) wrmsr(msr::pred_cmd, 1);
+        break;
+      default: ok = false;
+    }
+  }
+  if (!ok) {
+    inject_gp();
+    return true;
+  }
+  skip_instruction();
+  return true;
+}
+
+void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
+  counters d{};
+  d.total = run.exits.total - run.mark.total - 1;  // minus this mark_end VMCALL
+  for (unsigned i = 0; i < reason::count; ++i) d.by_reason[i] = run.exits.by_reason[i] - run.mark.by_reason[i];
+  d.by_reason[reason::vmcall] -= 1;
+  std::uint64_t cr = d.by_reason[reason::cr_access];
+  std::uint64_t expect = run.cfg->wp_intercepted ? ops : 0;
+  bool pass = cr == expect && d.total == expect && guest_mismatch == 0;
+  milli per = ratio(cr, ops);
+  milli tsc_per = ratio(guest_tsc, ops);
+  char check[64];
+  {
+    // "<section>.<run>"
+    std::size_t n = 0;
+    for (const char* p = name; *p && n < 40; ++p) check[n++] = *p;
+    check[n++] = '.';
+    for (const char* p = run.cfg->name; *p && n < 62; ++p) check[n++] = *p;
+    check[n] = '\0';
+  }
+  result(check, pass, "toggles=%llu cr_exits=%llu all_exits=%llu exits_per_toggle=%llu.%03llu expected=%llu guest_mismatches=%llu tsc_per_toggle=%llu.%03llu",
+         (unsigned long long)ops, (unsigned long long)cr, (unsigned long long)d.total, per.whole, per.frac,
+         (unsigned long long)expect, (unsigned long long)guest_mismatch, tsc_per.whole, tsc_per.frac);
+  if (name[0] == 'w' && name[1] == 'p' && name[3] == 't') {  // "wp_toggle": kept for the comparison
+    run.wp_seen = true;
+    run.wp_toggles = ops;
+    run.wp_cr_exits = cr;
+    run.wp_mismatch = guest_mismatch;
+    run.wp_tsc = guest_tsc;
+  }
+}
+
+bool handle_vmcall(guest_regs& r) {
+  char name[64];
+  // Hypercalls are for the guest kernel only (CPL 0: SS.DPL, SDM Vol. 3C 25.4.1).
+  if (((vmread(field::guest_ss_ar) >> 5) & 3) != 0) {
+    r.rax = ~0ull;
+    skip_instruction();
+    return true;
+  }
+  switch (r.rax) {
+    case hc::log: {
+      char buf[160];
+      read_guest_string(r.rbx, buf, sizeof buf);
+      kprintf("guest: %s\n", buf);
+      break;
+    }
+    case hc::mark_begin:
+      run.mark = run.exits;
+      break;
+    case hc::mark_end:
+      read_guest_string(r.rbx, name, sizeof name);
+      print_section(name, r.rcx, r.rdx, r.rsi);
+      break;
+    case hc::result: {
+      read_guest_string(r.rbx, name, sizeof name);
+      char check[80];
+      std::size_t n = 0;
+      for (const char* p = name; *p && n < 60; ++p) check[n++] = *p;
+      check[n++] = '.';
+      for (const char* p = run.cfg->name; *p && n < 78; ++p) check[n++] = *p;
+      check[n] = '\0';
+      result(check, r.rcx == 1, "a=0x%llx b=0x%llx", (unsigned long long)r.rdx, (unsigned long long)r.rsi);
+      break;
+    }
+    case hc::done:
+      run.status = run_status::done;
+      skip_instruction();
+      return false;
+    case hc::unexpected:
+      kprintf("HVKIT ERROR guest exception vector=%llu error=0x%llx rip=0x%llx cr2=0x%llx\n",
+              (unsigned long long)r.rbx, (unsigned long long)r.rcx, (unsigned long long)r.rdx,
+              (unsigned long long)r.rsi);
+      run.status = run_status::fatal_exit;
+      return false;
+    default:
+      r.rax = ~0ull;  // unknown hypercall: error return, the guest keeps running
+      skip_instruction();
+      return true;
+  }
+  r.rax = 0;
+  skip_instruction();
+  return true;
+}
+
+void report_exit(const char* what) {
+  kprintf("HVKIT ERROR %s: reason=%llu qualification=0x%llx rip=0x%llx gpa=0x%llx intr_info=0x%llx\n", what,
+          (unsigned long long)(vmread(field::exit_reason) & 0xFFFF),
+          (unsigned long long)vmread(field::exit_qualification), (unsigned long long)vmread(field::guest_rip),
+          (unsigned long long)vmread(field::guest_physical_address),
+          (unsigned long long)vmread(field::exit_interruption_info));
+}
+
+}  // namespace
+
+const char* vmx::reason_name(std::uint32_t r) {
+  switch (r) {
+    case reason::exception_or_nmi: return "EXCEPTION_NMI";
+    case reason::external_interrupt: return "EXTERNAL_INTERRUPT";
+    case reason::triple_fault: return "TRIPLE_FAULT";
+    case reason::cpuid: return "CPUID";
+    case reason::hlt: return "HLT";
+    case reason::invlpg: return "INVLPG";
+    case reason::rdtsc: return "RDTSC";
+    case reason::vmcall: return "VMCALL";
+    case reason::cr_access: return "CR_ACCESS";
+    case reason::mov_dr: return "DR_ACCESS";
+    case reason::io: return "IO_INSTRUCTION";
+    case reason::rdmsr: return "MSR_READ";
+    case reason::wrmsr: return "MSR_WRITE";
+    case reason::invalid_guest_state: return "INVALID_GUEST_STATE";
+    case reason::gdtr_idtr: return "GDTR_IDTR";
+    case reason::ldtr_tr: return "LDTR_TR";
+    case reason::ept_violation: return "EPT_VIOLATION";
+    case reason::ept_misconfig: return "EPT_MISCONFIG";
+    case reason::xsetbv: return "XSETBV";
+    default: return "OTHER";
+  }
+}
+
+}  // namespace hv
+
+using namespace hv;
+using namespace hv::vmx;
+
+extern "C" int hv_handle_exit(guest_regs* regs) {
+  guest_regs& r = *regs;
+  auto raw = static_cast<std::uint32_t>(vmread(field::exit_reason));
+  std::uint32_t basic = raw & 0xFFFF;
+  run.exits.total++;
+  run.exits.by_reason[basic < reason::count ? basic : reason::count - 1]++;
+  if (raw & reason::entry_failure_bit) {
+    // SDM Vol. 3C 27.8 "VM-Entry Failures During or After Loading Guest State".
+    report_exit("vm_entry_failed");
+    run.status = run_status::entry_failed;
+    return 0;
+  }
+  switch (basic) {
+    case reason::cpuid:
+      handle_cpuid(r);
+      return 1;
+    case reason::vmcall:
+      return handle_vmcall(r) ? 1 : 0;
+    case reason::cr_access:
+      return handle_cr(r) ? 1 : 0;
+    case reason::rdmsr:
+      return handle_msr(r, false) ? 1 : 0;
+    case reason::wrmsr:
+      return handle_msr(r, true) ? 1 : 0;
+    case reason::hlt:
+      report_exit("guest_halted");
+      run.status = run_status::halted;
+      return 0;
+    case reason::triple_fault:
+      report_exit("guest_triple_fault");
+      run.status = run_status::triple_fault;
+      return 0;
+    case reason::ept_violation:
+      report_exit("ept_violation");
+      run.status = run_status::fatal_exit;
+      return 0;
+    default:
+      report_exit("unexpected_exit");
+      run.status = run_status::fatal_exit;
+      return 0;
+  }
+}
+
+namespace {
+
+const char* status_name(run_status s) {
+  switch (s) {
+    case run_status::running: return "running";
+    case run_status::done: return "done";
+    case run_status::halted: return "halted";
+    case run_status::triple_fault: return "triple_fault";
+    case run_status::entry_failed: return "entry_failed";
+    case run_status::vm_fail: return "vm_fail";
+    case run_status::fatal_exit: return "fatal_exit";
+  }
+  return "?";
+}
+
+bool run_guest(int index) {
+  const run_config& cfg = runs[index];
+  run = run_state{};
+  run.cfg = &cfg;
+  run.status = run_status::running;
+  run.ibpb_advertised = (cpuid(7, 0).edx >> 26) & 1;  // passed through by handle_cpuid
+  kprintf("HVKIT RUN %s begin wp=%s\n", cfg.name, cfg.wp_intercepted ? "intercepted" : "guest_owned");
+
+  const hc::guest_header* g = load_guest();
+  if (!g) return false;
+  std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
+  *reinterpret_cast<std::uint32_t*>(vmcs_region) = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
+  if (vmclear(vmcs) != vm_status::ok || vmptrld(vmcs) != vm_status::ok) {
+    result("vmcs_load", false, "reason=vmclear_or_vmptrld_failed");
+    return false;
+  }
+  if (!setup_vmcs(*g)) return false;
+  if (caps.ept_vpid & ept_cap::invept_all) invept_all_context();
+  run.regs.rdi = cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0;
+
+  std::uint64_t t0 = rdtsc();
+  int rc = vmx_enter(&run.regs, 0);
+  std::uint64_t t1 = rdtsc();
+  if (rc != 0) {
+    run.status = run_status::vm_fail;
+    kprintf("HVKIT ERROR vmlaunch/vmresume failed: %s vm_instruction_error=%llu\n",
+            rc == 1 ? "VMfailInvalid" : "VMfailValid",
+            (unsigned long long)(rc == 2 ? vmread(field::vm_instruction_error) : 0));
+  }
+  for (unsigned i = 0; i < reason::count; ++i)
+    if (run.exits.by_reason[i])
+      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.name, i, reason_name(i),
+              (unsigned long long)run.exits.by_reason[i]);
+  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.name, status_name(run.status),
+          (unsigned long long)run.exits.total, (unsigned long long)(t1 - t0));
+  bool ok = run.status == run_status::done;
+  result((cfg.wp_intercepted ? "run.intercepted" : "run.guest_owned"), ok, "status=%s", status_name(run.status));
+  summaries[index] = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
+  return ok;
+}
+
+}  // namespace
+
+extern "C" void hv_host_exception(const std::uint64_t* f) {
+  // frame: r15..rax (15), vector, error code, rip, cs, rflags, rsp, ss
+  std::uint64_t cr2;
+  asm volatile("mov %%cr2, %0" : "=r"(cr2));
+  kprintf("\nHVKIT ERROR host exception vector=%llu error=0x%llx rip=0x%llx rsp=0x%llx cr2=0x%llx\n",
+          (unsigned long long)f[15], (unsigned long long)f[16], (unsigned long long)f[17],
+          (unsigned long long)f[20], (unsigned long long)cr2);
+  kprintf("HVKIT DONE FAIL\n");
+  machine_exit(false);
+}
+
+extern "C" void hv_main() {
+  console_init();
+  std::uint64_t t_start = rdtsc();
+  kprintf("\nHVKIT BOOT hvkit reference hypervisor (multiboot magic 0x%x)\n", boot_multiboot_magic);
+  setup_host_tables();
+
+  cpuid_regs v = cpuid(0);
+  char vendor[13];
+  __builtin_memcpy(vendor, &v.ebx, 4);
+  __builtin_memcpy(vendor + 4, &v.edx, 4);
+  __builtin_memcpy(vendor + 8, &v.ecx, 4);
+  vendor[12] = '\0';
+  kprintf("HVKIT INFO cpu_vendor=%s max_leaf=0x%x\n", vendor, v.eax);
+  if (((cpuid(1).ecx >> 5) & 1) == 0) {
+    kprintf("HVKIT SKIP this CPU has no VMX (CPUID.1:ECX.VMX=0)\n");
+    kprintf("HVKIT DONE SKIP\n");
+    machine_exit(true);
+  }
+  read_capabilities();
+  bool ok = enable_vmx() && build_ept();
+  if (ok) {
+    for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
+    // Cross-run comparison: the numbers the CR0.WP work is about.
+    const run_summary& owned = summaries[0];
+    const run_summary& icpt = summaries[1];
+    milli po = ratio(owned.cr_exits, owned.toggles), pi = ratio(icpt.cr_exits, icpt.toggles);
+    milli to = ratio(owned.tsc, owned.toggles), ti = ratio(icpt.tsc, icpt.toggles);
+    bool cmp = owned.ok && icpt.ok && owned.toggles == 10000 && icpt.toggles == 10000 && owned.cr_exits == 0 &&
+               icpt.cr_exits == icpt.toggles && owned.mismatch == 0 && icpt.mismatch == 0;
+    result("wp_exits_per_toggle", cmp,
+           "guest_owned=%llu.%03llu intercepted=%llu.%03llu tsc_per_toggle_guest_owned=%llu.%03llu "
+           "tsc_per_toggle_intercepted=%llu.%03llu",
+           po.whole, po.frac, pi.whole, pi.frac, to.whole, to.frac, ti.whole, ti.frac);
+  }
+  std::uint64_t t_end = rdtsc();
+  kprintf("HVKIT INFO tsc_total=%llu\n", (unsigned long long)(t_end - t_start));
+  kprintf("HVKIT SUMMARY pass=%d fail=%d\n", results_pass, results_fail);
+  bool pass = results_fail == 0 && results_pass > 0;
+  kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");
+  machine_exit(pass);
+}

@@ -1,0 +1,24 @@
+/// @file
+/// @brief Physical memory layout shared by the hypervisor and the conformance guest.
+///
+/// Host physical memory (Bochs: 128 MiB):
+///   [1 MiB, 16 MiB)   hypervisor image, stacks, VMXON/VMCS regions, EPT tables
+///   [16 MiB, 32 MiB)  guest memory, identity-mapped by EPT (GPA == HPA)
+/// EPT maps nothing else: the hypervisor's own memory is unreachable from the guest and a
+/// guest access to it is an EPT violation.
+#pragma once
+
+#include <cstdint>
+
+namespace hv::layout {
+
+inline constexpr std::uint64_t guest_mem_base = 0x1000000;  // 16 MiB
+inline constexpr std::uint64_t guest_mem_size = 0x1000000;  // 16 MiB
+inline constexpr std::uint64_t guest_load_gpa = guest_mem_base;  // guest/guest.ld
+/// Boot page tables the hypervisor writes for the guest's first instruction (identity map
+/// of the low 4 GiB with 2 MiB pages); the guest replaces them with its own.
+inline constexpr std::uint64_t guest_boot_pt_gpa = guest_mem_base + guest_mem_size - 0x100000;
+/// The MMIO test device: a guest-physical page that EPT leaves unmapped on purpose.
+inline constexpr std::uint64_t mmio_device_gpa = 0xD0000000;
+
+}  // namespace hv::layout
