@@ -15,14 +15,24 @@ enum : std::uint64_t {
   mark_begin = 2,   ///< start a measured section: the hypervisor snapshots its exit counters
   mark_end = 3,     ///< RBX = name, RCX = operations done, RDX = guest-side mismatches,
                     ///< RSI = guest TSC delta: the hypervisor prints the section's result
-  result = 4,       ///< RBX = name, RCX = 1 pass / 0 fail, RDX, RSI = details
+  result = 4,       ///< RBX = name, RCX = result_*, RDX, RSI = details
   done = 5,         ///< the guest has finished: the run ends
   unexpected = 6,   ///< RBX = vector, RCX = error code, RDX = RIP, RSI = CR2: guest fault
+};
+
+/// RCX of hc::result.
+enum : std::uint64_t {
+  result_fail = 0,
+  result_pass = 1,
+  /// The CPU itself (not the hypervisor) deviated from the SDM: reported apart, not a
+  /// failure. Only used for observations of natively executed instructions.
+  result_erratum = 2,
 };
 
 /// Configuration the hypervisor passes to the guest in RDI at its first instruction.
 enum : std::uint64_t {
   cfg_wp_intercepted = 1u << 0,  ///< CR0.WP is host-owned: every toggle exits
+  cfg_dt_native = 1u << 1,       ///< no descriptor-table exiting: the CPU runs LTR itself
 };
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.
