@@ -33,6 +33,8 @@ enum : std::uint64_t {
 enum : std::uint64_t {
   cfg_wp_intercepted = 1u << 0,  ///< CR0.WP is host-owned: every toggle exits
   cfg_dt_native = 1u << 1,       ///< no descriptor-table exiting: the CPU runs LTR itself
+  cfg_quick = 1u << 2,           ///< only the short smoke checks (run after a hostile guest)
+  cfg_triple_fault = 1u << 3,    ///< hostile: wreck the IDT and triple-fault on purpose
 };
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.

@@ -20,5 +20,15 @@ inline constexpr std::uint64_t guest_load_gpa = guest_mem_base;  // guest/guest.
 inline constexpr std::uint64_t guest_boot_pt_gpa = guest_mem_base + guest_mem_size - 0x100000;
 /// The MMIO test device: a guest-physical page that EPT leaves unmapped on purpose.
 inline constexpr std::uint64_t mmio_device_gpa = 0xD0000000;
+inline constexpr std::uint64_t mmio_device_size = 0x1000;
+/// Test device registers (64-bit, little endian; byte-granular access):
+///   0x00 id (read-only, "HVKITDEV")   0x08 scratch (read/write)
+///   0x10 writes so far (read-only)    0x18 reads so far (read-only)
+///   0x20-0xFFF read as 0, writes ignored
+inline constexpr std::uint64_t mmio_device_id = 0x56454454494B5648;  // "HVKITDEV"
+/// Guest-physical addresses that are neither guest RAM nor a device read as all ones and
+/// drop writes (as unbacked physical addresses do on a PC); the hypervisor's own memory is
+/// such an address for the guest.
+inline constexpr std::uint64_t hypervisor_image_gpa = 0x100000;
 
 }  // namespace hv::layout

@@ -156,6 +156,11 @@ read_str:
   str %rax
   ret
 
+/* unsigned probe_mmio_add(uint32_t* p, uint32_t v): ADD to memory, not emulated for MMIO */
+PROBE_BEGIN probe_mmio_add
+  addl %esi, (%rdi)
+PROBE_END
+
 /* unsigned probe_write64(uint64_t* p, uint64_t v) */
 PROBE_BEGIN probe_write64
   movq %rsi, (%rdi)
@@ -199,6 +204,7 @@ volatile std::uint64_t g_fault_count;
 
 unsigned probe_write64(std::uint64_t* p, std::uint64_t v);
 unsigned probe_ltr(std::uint16_t selector);
+unsigned probe_mmio_add(std::uint32_t* p, std::uint32_t v);
 std::uint64_t read_str();
 unsigned probe_wrmsr(std::uint32_t msr, std::uint64_t v);
 unsigned probe_rdmsr(std::uint32_t msr, std::uint64_t* out);
@@ -405,6 +411,73 @@ void check_ltr() {
   else report("ltr_fault_keeps_tr", tr_ok, tr);
 }
 
+/// The MMIO test device (layout.hpp), one instruction form per step; the hypervisor sees
+/// each access as an EPT violation and emulates it. Bit n of the failure mask = step n.
+void check_mmio() {
+  const std::uint64_t m = hv::layout::mmio_device_gpa;
+  std::uint64_t fails = 0;
+  unsigned n = 0;
+  auto expect = [&](bool ok) {
+    if (!ok) fails |= 1ull << n;
+    ++n;
+  };
+  std::uint64_t v = 0, preset = 0xA5A5A5A5A5A5A5A5;
+  std::uint32_t v32 = 0;
+  asm volatile("movl (%1), %0" : "=r"(v32) : "r"(m) : "memory");  // 8B: 32-bit load
+  expect(v32 == 0x494B5648);
+  asm volatile("movq (%1), %0" : "=r"(v) : "r"(m) : "memory");  // REX.W 8B
+  expect(v == hv::layout::mmio_device_id);
+  asm volatile("movq %0, 8(%1)" ::"r"(0x1122334455667788ull), "r"(m) : "memory");  // REX.W 89, disp8
+  asm volatile("movq 8(%1), %0" : "=r"(v) : "r"(m) : "memory");
+  expect(v == 0x1122334455667788ull);
+  asm volatile("movl $0xCAFEBABE, 8(%0)" ::"r"(m) : "memory");  // C7 imm32
+  asm volatile("movb $0x5A, 8(%0)" ::"r"(m) : "memory");        // C6 imm8
+  asm volatile("movw %w0, 10(%1)" ::"r"(0x7788u), "r"(m) : "memory");  // 66 89
+  asm volatile("movq 8(%1), %0" : "=r"(v) : "r"(m) : "memory");
+  expect(v == 0x112233447788BA5Aull);
+  v = preset;
+  asm volatile("movb 9(%1), %%ah" : "+a"(v) : "r"(m) : "memory");  // 8A, AH (no REX)
+  expect(v == ((preset & ~0xFF00ull) | 0xBA00));
+  asm volatile("movq %2, %%r9\n\tmovb 8(%1), %%r9b\n\tmovq %%r9, %0" : "=r"(v) : "r"(m), "r"(preset) : "r9", "memory");
+  expect(v == ((preset & ~0xFFull) | 0x5A));  // REX 8A, R9B
+  v = preset;
+  asm volatile("movzbl 8(%1), %k0" : "+r"(v) : "r"(m) : "memory");  // 0F B6, zero-extends to 64
+  expect(v == 0x5A);
+  asm volatile("movzwq 10(%1), %0" : "=r"(v) : "r"(m) : "memory");  // REX.W 0F B7
+  expect(v == 0x7788);
+  v = preset;
+  asm volatile("movw 8(%1), %w0" : "+r"(v) : "r"(m) : "memory");  // 66 8B: merges 16 bits
+  expect(v == ((preset & ~0xFFFFull) | 0xBA5A));
+  asm volatile("movq (%1,%2,8), %0" : "=r"(v) : "r"(m), "r"(1ull) : "memory");  // SIB
+  expect(v == 0x112233447788BA5Aull);
+  asm volatile("movl 0x800(%1), %0" : "=r"(v32) : "r"(m) : "memory");  // disp32, no register
+  expect(v32 == 0);
+  asm volatile("movq %0, (%1)" ::"r"(0ull), "r"(m) : "memory");  // write to the read-only id
+  asm volatile("movq (%1), %0" : "=r"(v) : "r"(m) : "memory");
+  expect(v == hv::layout::mmio_device_id);
+  asm volatile("movq 16(%1), %0" : "=r"(v) : "r"(m) : "memory");  // writes so far
+  expect(v == 5);
+  report("mmio_forms", fails == 0, n, fails);
+}
+
+/// Hostile guest: accesses the hypervisor must survive without exposing itself.
+void check_hostile() {
+  report("hostile_unknown_hypercall", vmcall(0x4B4B4B4B) == ~0ull);
+  // The hypervisor's own image (its multiboot header) is not mapped by EPT: reads give
+  // all ones, writes go nowhere.
+  auto* hv_image = reinterpret_cast<volatile std::uint64_t*>(hv::layout::hypervisor_image_gpa);
+  std::uint64_t before = *hv_image;
+  *hv_image = 0;
+  std::uint64_t after = *hv_image;
+  report("hostile_read_hypervisor_memory", before == ~0ull && after == ~0ull, before, after);
+  auto* beyond = reinterpret_cast<volatile std::uint32_t*>(0x40000000);  // no RAM, no device
+  std::uint32_t u = *beyond;
+  report("hostile_unassigned_gpa", u == 0xFFFFFFFFu, u);
+  // An instruction the MMIO emulation does not handle: #UD, and the guest goes on.
+  unsigned r = probe_mmio_add(reinterpret_cast<std::uint32_t*>(hv::layout::mmio_device_gpa + 8), 1);
+  report("hostile_mmio_not_emulable_ud", r == (0x100 | 6), r);
+}
+
 }  // namespace
 
 extern "C" void guest_exception(isr_frame* f) {
@@ -429,9 +502,21 @@ extern "C" void guest_main(std::uint64_t config) {
   build_page_tables();
   log((config & hc::cfg_wp_intercepted) ? "conformance guest up (CR0.WP intercepted)"
                                         : "conformance guest up (CR0.WP guest-owned)");
+  if (config & hc::cfg_triple_fault) {
+    log("hostile: clearing the IDT and raising #UD (expect a triple fault)");
+    for (auto& e : guest_idt) e = 0;
+    asm volatile("ud2");
+  }
+  if (config & hc::cfg_quick) {
+    check_cpuid();
+    check_hostile();
+    return;
+  }
   check_wp_toggle();
   check_wp_semantics();
   check_cpuid();
   check_msrs();
   check_ltr();
+  check_mmio();
+  check_hostile();
 }
