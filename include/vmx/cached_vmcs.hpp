@@ -1,0 +1,116 @@
+/// @file
+/// @brief `cached_vmcs<Backend>`: a caching decorator with per-field available/dirty state.
+///
+/// Between two VM exits a field is read from the backend at most once; writes go to the
+/// cache and are written back by flush() (call it before VM entry). After every VM exit call
+/// on_vm_exit(): it drops the available state (the CPU has rewritten guest state and exit
+/// information). A HIGH-half access goes through the full field's cache entry.
+/// Encodings that name no listed field pass straight through to the backend.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include <vmx/backend.hpp>
+#include <vmx/fields.hpp>
+
+namespace hvkit::vmx {
+
+template <vmcs_backend Backend>
+class cached_vmcs {
+  static constexpr std::size_t words = (field_count + 63) / 64;
+
+ public:
+  constexpr explicit cached_vmcs(Backend& b) noexcept : backend_(&b) {}
+
+  [[nodiscard]] constexpr result<std::uint64_t, vm_fail> read(std::uint32_t enc) noexcept {
+    const int si = slot_of(enc);
+    if (si < 0) return backend_->read(enc);
+    const auto s = static_cast<std::size_t>(si);
+    if (!test(available_, s)) {
+      auto r = backend_->read(enc & ~1u);
+      if (!r) return r;
+      values_[s] = r.value();
+      set(available_, s);
+    }
+    return is_high_access(enc) ? values_[s] >> 32 : values_[s];
+  }
+
+  constexpr result<void, vm_fail> write(std::uint32_t enc, std::uint64_t v) noexcept {
+    const int si = slot_of(enc);
+    if (si < 0) return backend_->write(enc, v);
+    if (type_of(enc) == field_type::exit_info)  // let the backend decide (error 13 or MISC bit 29)
+      return write_through(enc, v, static_cast<std::size_t>(si));
+    const auto s = static_cast<std::size_t>(si);
+    if (is_high_access(enc)) {
+      auto full = read(enc & ~1u);
+      if (!full) return unexpected(full.error());
+      values_[s] = (full.value() & 0xffff'ffffu) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(v)) << 32);
+    } else {
+      values_[s] = v & value_mask(enc);
+    }
+    set(available_, s);
+    set(dirty_, s);
+    return {};
+  }
+
+  /// Writes every dirty field back to the backend, in field-table order. Stops at the first
+  /// failure (that field and the ones after it stay dirty).
+  constexpr result<void, vm_fail> flush() noexcept {
+    for (std::size_t w = 0; w < words; ++w) {
+      while (dirty_[w] != 0) {
+        const auto bit = static_cast<std::size_t>(__builtin_ctzll(dirty_[w]));
+        const std::size_t s = w * 64 + bit;
+        auto r = backend_->write(field_table[s].encoding, values_[s]);
+        if (!r) return r;
+        dirty_[w] &= dirty_[w] - 1;
+      }
+    }
+    return {};
+  }
+
+  /// After a VM exit: every field may have changed in the backend. Dirty fields must have
+  /// been flushed before the VM entry; a dirty field here is a contract violation.
+  constexpr void on_vm_exit() noexcept {
+    HVKIT_EXPECTS(!any_dirty());
+    available_ = {};
+  }
+
+  /// Forget cached values without writing back (e.g. after VMPTRLD of another VMCS).
+  constexpr void invalidate() noexcept {
+    available_ = {};
+    dirty_ = {};
+  }
+
+  [[nodiscard]] constexpr bool any_dirty() const noexcept {
+    for (auto w : dirty_)
+      if (w != 0) return true;
+    return false;
+  }
+  template <std::uint32_t E>
+  [[nodiscard]] constexpr bool is_available(field<E>) const noexcept { return test(available_, slot_v<E>); }
+  template <std::uint32_t E>
+  [[nodiscard]] constexpr bool is_dirty(field<E>) const noexcept { return test(dirty_, slot_v<E>); }
+
+  [[nodiscard]] constexpr Backend& backend() noexcept { return *backend_; }
+
+ private:
+  using bits = std::array<std::uint64_t, words>;
+  static constexpr bool test(const bits& b, std::size_t s) noexcept { return (b[s / 64] >> (s % 64)) & 1u; }
+  static constexpr void set(bits& b, std::size_t s) noexcept { b[s / 64] |= std::uint64_t{1} << (s % 64); }
+  static constexpr void clear(bits& b, std::size_t s) noexcept { b[s / 64] &= ~(std::uint64_t{1} << (s % 64)); }
+
+  constexpr result<void, vm_fail> write_through(std::uint32_t enc, std::uint64_t v, std::size_t s) noexcept {
+    auto r = backend_->write(enc, v);
+    clear(available_, s);  // re-read on next access (HIGH writes, masking done by the backend)
+    return r;
+  }
+
+  Backend* backend_;
+  std::array<std::uint64_t, field_count> values_{};
+  bits available_{};
+  bits dirty_{};
+};
+
+}  // namespace hvkit::vmx

@@ -1,0 +1,125 @@
+/// @file
+/// @brief A VMCS field as a type: `field<Encoding>` derives its width, group, value type and
+/// writability from the encoding bits (SDM Vol. 3C 25.11.2, Vol. 3D Appendix B).
+///
+/// Encoding layout (SDM 25.11.2, Table 25-21):
+/// - bit 0: access type (0 = full, 1 = high 32 bits of a 64-bit field);
+/// - bits 9:1: index;
+/// - bits 11:10: type (0 control, 1 VM-exit information (read-only), 2 guest state, 3 host state);
+/// - bit 12: reserved (0);
+/// - bits 14:13: width (0 16-bit, 1 64-bit, 2 32-bit, 3 natural width);
+/// - bits 31:15: reserved (0).
+///
+/// The caller never chooses a value type: it follows from bits 14:13 (and bit 0 for the HIGH
+/// half). HIGH-half encodings are derived with high_half(), not listed.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <type_traits>
+
+#include <x86/bitfield.hpp>
+
+namespace hvkit::vmx {
+
+/// VMCS field width, bits 14:13 of the encoding.
+enum class field_width : std::uint8_t { w16 = 0, w64 = 1, w32 = 2, natural = 3 };
+
+/// VMCS field type (group), bits 11:10 of the encoding.
+enum class field_type : std::uint8_t { control = 0, exit_info = 1, guest = 2, host = 3 };
+
+/// The encoding's bit fields (SDM 25.11.2, Table 25-21).
+namespace encoding_bits {
+using access_high = x86::bitflag<std::uint32_t, 0>;
+using index = x86::bitfield<std::uint32_t, 1, 9>;
+using type = x86::bitfield<std::uint32_t, 10, 2, field_type>;
+using width = x86::bitfield<std::uint32_t, 13, 2, field_width>;
+/// Bit 12 and bits 31:15 are reserved and must be zero.
+inline constexpr std::uint32_t reserved = (1u << 12) | 0xffff'8000u;
+static_assert(x86::fields_disjoint<access_high, index, type, width>());
+static_assert((x86::fields_mask<access_high, index, type, width> & reserved) == 0);
+}  // namespace encoding_bits
+
+[[nodiscard]] constexpr field_width width_of(std::uint32_t encoding) noexcept {
+  return encoding_bits::width::get(encoding);
+}
+[[nodiscard]] constexpr field_type type_of(std::uint32_t encoding) noexcept {
+  return encoding_bits::type::get(encoding);
+}
+[[nodiscard]] constexpr unsigned index_of(std::uint32_t encoding) noexcept {
+  return encoding_bits::index::get(encoding);
+}
+[[nodiscard]] constexpr bool is_high_access(std::uint32_t encoding) noexcept {
+  return encoding_bits::access_high::get(encoding);
+}
+
+/// True if `encoding` is well formed: reserved bits clear, and the HIGH access type is used
+/// only with 64-bit fields (SDM 25.11.2: "access type must be 0 for other widths").
+[[nodiscard]] constexpr bool is_well_formed(std::uint32_t encoding) noexcept {
+  if ((encoding & encoding_bits::reserved) != 0) return false;
+  if (is_high_access(encoding) && width_of(encoding) != field_width::w64) return false;
+  return true;
+}
+
+/// The number of bits a VMREAD/VMWRITE of `encoding` transfers on x86-64 (a HIGH access
+/// transfers 32 bits).
+[[nodiscard]] constexpr unsigned bits_of(std::uint32_t encoding) noexcept {
+  if (is_high_access(encoding)) return 32;
+  switch (width_of(encoding)) {
+    case field_width::w16: return 16;
+    case field_width::w32: return 32;
+    case field_width::w64: return 64;
+    case field_width::natural: return 64;  // x86-64 only
+  }
+  return 64;
+}
+
+/// Mask of the bits a field of `encoding` holds.
+[[nodiscard]] constexpr std::uint64_t value_mask(std::uint32_t encoding) noexcept {
+  const unsigned b = bits_of(encoding);
+  return b == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << b) - 1);
+}
+
+/// Natural-width fields are 64 bits wide on x86-64 (the only mode hvkit supports for VMX).
+using natural_t = std::uint64_t;
+
+namespace detail {
+template <field_width W, bool High>
+struct value_type_of;
+template <> struct value_type_of<field_width::w16, false> { using type = std::uint16_t; };
+template <> struct value_type_of<field_width::w32, false> { using type = std::uint32_t; };
+template <> struct value_type_of<field_width::w64, false> { using type = std::uint64_t; };
+template <> struct value_type_of<field_width::w64, true> { using type = std::uint32_t; };
+template <> struct value_type_of<field_width::natural, false> { using type = natural_t; };
+}  // namespace detail
+
+/// A VMCS field. Everything about it follows from its encoding.
+template <std::uint32_t Encoding>
+struct field {
+  static_assert(is_well_formed(Encoding), "malformed VMCS field encoding (SDM 25.11.2)");
+  static constexpr std::uint32_t encoding = Encoding;
+  static constexpr field_width width = width_of(Encoding);
+  static constexpr field_type type = type_of(Encoding);
+  static constexpr bool high = is_high_access(Encoding);
+  /// The VM-exit information fields are read-only (SDM 25.9; VMWRITE to them fails with
+  /// VM-instruction error 13 unless IA32_VMX_MISC bit 29 is set).
+  static constexpr bool read_only = type == field_type::exit_info;
+  using value_type = typename detail::value_type_of<width, high>::type;
+};
+
+/// Is `T` a field<>?
+template <class T>
+inline constexpr bool is_field_v = false;
+template <std::uint32_t E>
+inline constexpr bool is_field_v<field<E>> = true;
+template <class T>
+concept vmcs_field = is_field_v<std::remove_cvref_t<T>>;
+
+/// The HIGH half of a 64-bit field (access type 1): a 32-bit view of bits 63:32.
+template <std::uint32_t E>
+  requires(width_of(E) == field_width::w64 && !is_high_access(E))
+[[nodiscard]] constexpr field<E | 1u> high_half(field<E>) noexcept {
+  return {};
+}
+
+}  // namespace hvkit::vmx

@@ -1,0 +1,123 @@
+// The software VMCS against VMREAD/VMWRITE semantics (SDM 31.3, error numbers from 31.4)
+// and the caching decorator's promise: one backend read per field between exits, dirty
+// fields written back on flush.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include <vmx/backend.hpp>
+#include <vmx/cached_vmcs.hpp>
+#include <vmx/soft_vmcs.hpp>
+
+#include "runtime.hpp"
+
+namespace vmx = hvkit::vmx;
+namespace f = hvkit::vmx::fields;
+
+TEST(soft_vmcs, typed_round_trip_and_widths) {
+  vmx::soft_vmcs v;
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_rip, std::uint64_t{0xffff'8000'1234'5678}));
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_cs_selector, std::uint16_t{0x10}));
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_cs_limit, std::uint32_t{0xffff'ffff}));
+  EXPECT_EQ(vmx::vmread(v, f::guest_rip).value(), 0xffff'8000'1234'5678u);
+  EXPECT_EQ(vmx::vmread(v, f::guest_cs_selector).value(), 0x10u);
+  std::uint32_t lim = 0;
+  ASSERT_TRUE(vmx::vmread(v, f::guest_cs_limit, lim));
+  EXPECT_EQ(lim, 0xffff'ffffu);
+  // A raw write keeps only the field's bits (SDM VMWRITE: excess source bits ignored).
+  ASSERT_TRUE(v.write(0x0800, 0x1234'5678));
+  EXPECT_EQ(v.read(0x0800).value(), 0x5678u);
+  ASSERT_TRUE(v.write(0x4800, 0x1'2345'6789));
+  EXPECT_EQ(v.read(0x4800).value(), 0x2345'6789u);
+}
+
+TEST(soft_vmcs, high_half_access) {
+  vmx::soft_vmcs v;
+  ASSERT_TRUE(vmx::vmwrite(v, f::tsc_offset, std::uint64_t{0x1111'2222'3333'4444}));
+  EXPECT_EQ(vmx::vmread(v, vmx::high_half(f::tsc_offset)).value(), 0x1111'2222u);
+  ASSERT_TRUE(vmx::vmwrite(v, vmx::high_half(f::tsc_offset), std::uint32_t{0xaaaa'bbbb}));
+  EXPECT_EQ(vmx::vmread(v, f::tsc_offset).value(), 0xaaaa'bbbb'3333'4444u);
+}
+
+TEST(soft_vmcs, failures_are_sdm_errors) {
+  vmx::soft_vmcs v;
+  // Unsupported component: error 12 (SDM 31.4), reported with the encoding.
+  auto r = v.read(0x6830);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().how, vmx::vm_fail::kind::valid);
+  EXPECT_EQ(static_cast<std::uint32_t>(r.error().error), 12u);
+  EXPECT_EQ(r.error().field_encoding, 0x6830u);
+  // Read-only component: error 13.
+  auto w = v.write(0x4402, 28);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(static_cast<std::uint32_t>(w.error().error), 13u);
+  EXPECT_EQ(w.error().instruction, vmx::vmx_instruction::vmwrite);
+  // With IA32_VMX_MISC bit 29 emulated, VMWRITE may write exit information.
+  vmx::soft_vmcs any(true);
+  ASSERT_TRUE(any.write(0x4402, 28));
+  EXPECT_EQ(any.peek(f::exit_reason), 28u);
+}
+
+TEST(soft_vmcs, constexpr_use) {
+  constexpr auto rip = [] {
+    vmx::soft_vmcs v;
+    (void)vmx::vmwrite(v, f::guest_rip, std::uint64_t{0x7c00});
+    return vmx::vmread(v, f::guest_rip).value();
+  }();
+  static_assert(rip == 0x7c00);
+  EXPECT_EQ(rip, 0x7c00u);
+}
+
+TEST(cached_vmcs, reads_each_field_once_between_exits) {
+  vmx::soft_vmcs v;
+  v.store(f::exit_reason, std::uint32_t{28});
+  v.store(f::guest_rip, std::uint64_t{0x1000});
+  vmx::cached_vmcs c(v);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(vmx::vmread(c, f::exit_reason).value(), 28u);
+    EXPECT_EQ(vmx::vmread(c, f::guest_rip).value(), 0x1000u);
+  }
+  EXPECT_EQ(v.reads(), 2u);
+  EXPECT_TRUE(c.is_available(f::guest_rip));
+  // HIGH half of a cached 64-bit field is served from the full entry.
+  v.store(f::guest_ia32_efer, std::uint64_t{0x5'0000'0d01});
+  EXPECT_EQ(vmx::vmread(c, vmx::high_half(f::guest_ia32_efer)).value(), 5u);
+  EXPECT_EQ(vmx::vmread(c, f::guest_ia32_efer).value(), 0x5'0000'0d01u);
+  EXPECT_EQ(v.reads(), 3u);
+  // A VM exit: the CPU rewrote the fields; the cache re-reads each once.
+  c.on_vm_exit();
+  v.store(f::exit_reason, std::uint32_t{10});
+  EXPECT_EQ(vmx::vmread(c, f::exit_reason).value(), 10u);
+  EXPECT_EQ(vmx::vmread(c, f::exit_reason).value(), 10u);
+  EXPECT_EQ(v.reads(), 4u);
+}
+
+TEST(cached_vmcs, writes_back_dirty_fields_on_flush) {
+  vmx::soft_vmcs v;
+  vmx::cached_vmcs c(v);
+  ASSERT_TRUE(vmx::vmwrite(c, f::guest_rip, std::uint64_t{0x2000}));
+  ASSERT_TRUE(vmx::vmwrite(c, f::guest_rip, std::uint64_t{0x2003}));
+  ASSERT_TRUE(vmx::vmwrite(c, f::guest_cs_selector, std::uint16_t{8}));
+  EXPECT_EQ(v.writes(), 0u);
+  EXPECT_EQ(v.peek(f::guest_rip), 0u);
+  EXPECT_EQ(vmx::vmread(c, f::guest_rip).value(), 0x2003u);  // served from the cache
+  EXPECT_EQ(v.reads(), 0u);
+  EXPECT_TRUE(c.is_dirty(f::guest_rip));
+  ASSERT_TRUE(c.flush());
+  EXPECT_EQ(v.writes(), 2u);  // two dirty fields, each written once
+  EXPECT_EQ(v.peek(f::guest_rip), 0x2003u);
+  EXPECT_EQ(v.peek(f::guest_cs_selector), 8u);
+  EXPECT_FALSE(c.any_dirty());
+  ASSERT_TRUE(c.flush());
+  EXPECT_EQ(v.writes(), 2u);  // nothing left to write
+  // Writing a read-only field through the cache reports the backend's error 13.
+  auto w = c.write(0x6400, 1);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(static_cast<std::uint32_t>(w.error().error), 13u);
+  // HIGH-half write through the cache: read-modify-write of the full field.
+  v.store(f::tsc_offset, std::uint64_t{0x0000'0000'dead'beef});
+  c.on_vm_exit();
+  ASSERT_TRUE(vmx::vmwrite(c, vmx::high_half(f::tsc_offset), std::uint32_t{0x1234}));
+  ASSERT_TRUE(c.flush());
+  EXPECT_EQ(v.peek(f::tsc_offset), 0x1234'dead'beefu);
+}
