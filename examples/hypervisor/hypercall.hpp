@@ -35,6 +35,7 @@ enum : std::uint64_t {
   cfg_dt_native = 1u << 1,       ///< no descriptor-table exiting: the CPU runs LTR itself
   cfg_quick = 1u << 2,           ///< only the short smoke checks (run after a hostile guest)
   cfg_triple_fault = 1u << 3,    ///< hostile: wreck the IDT and triple-fault on purpose
+  cfg_ltr_only = 1u << 4,        ///< only the LTR checks (the negative-control run)
 };
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.

@@ -11,6 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <paging/cr_write.hpp>
+#include <paging/mmu.hpp>
+#include <x86/address.hpp>
 #include <x86/cr.hpp>
 #include <x86/efer.hpp>
 #include <x86/guest_owned.hpp>
@@ -73,6 +76,10 @@ struct run_config {
   bool dt_exiting;
   std::uint64_t guest_flags;  ///< hc::cfg_* beyond the two above
   run_status expected;
+  /// Negative control: the emulator checks permissions with the role cached at the last
+  /// CR exit, without the CR0.WP passthrough refresh (the KVM bug). The run passes if the
+  /// LTR check then fails the way the bug predicts.
+  bool stale_role = false;
 };
 constexpr run_config runs[] = {
     {"guest_owned", false, true, 0, run_status::done},
@@ -82,6 +89,7 @@ constexpr run_config runs[] = {
     // and go on with the next guest.
     {"triple_fault", false, true, hc::cfg_quick | hc::cfg_triple_fault, run_status::triple_fault},
     {"after_triple_fault", false, true, hc::cfg_quick, run_status::done},
+    {"stale_role_demo", false, true, hc::cfg_ltr_only, run_status::done, true},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
@@ -132,8 +140,16 @@ struct run_state {
   bool wp_seen;
   mmio_device device;
   std::uint64_t device_reads, device_writes, unassigned_reads, unassigned_writes, not_emulable;
+  // The guest MMU context the emulator checks permissions with (hvkit::paging), and what
+  // happened to it: refreshes/resets after CR writes that exited, and passthrough refreshes
+  // (CR0.WP found changed at an emulated access, i.e. toggled without an exit).
+  hvkit::paging::mmu_context mmu;
+  std::uint64_t mmu_refreshes, mmu_resets, passthrough_refreshes;
+  std::uint64_t stale_wrong_faults;  // negative control: #PF 0x3 injected while live WP=0
+  std::uint64_t neg_wp0_result;      // negative control: the guest's ltr_ro_gdt_wp0_ok
+  bool neg_wp0_seen;
 };
-run_state run;
+constinit run_state run{};
 
 struct run_summary {
   bool ok;
@@ -514,7 +530,28 @@ bool setup_vmcs(const hc::guest_header& g) {
   run.guest_efer = efer_lme | efer_lma | (nx ? efer_nxe : 0);
   vmwrite(field::guest_efer, run.guest_efer);
   vmwrite(field::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
+  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(field::guest_cr0)}, x86::cr4{vmread(field::guest_cr4)},
+                                             x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
   return true;
+}
+
+hvkit::paging::cr_state current_cr_state() {
+  return {x86::cr0{vmread(field::guest_cr0)}, x86::cr4{vmread(field::guest_cr4)}, x86::efer{vmread(field::guest_efer)}};
+}
+
+/// After a CR0/CR4/EFER write that exited: what the MMU must do (hvkit::paging::
+/// cr_write_actions, EPT = two-dimensional paging). A WP-only change only refreshes the
+/// permission metadata and never unloads roots; this hypervisor has no roots to unload, so
+/// a reset is only counted (and must not happen for a WP toggle).
+void mmu_after_cr_write(const hvkit::paging::cr_state& before) {
+  using hvkit::paging::mmu_actions;
+  const hvkit::paging::cr_state after = current_cr_state();
+  const mmu_actions a = hvkit::paging::cr_write_actions(before, after, hvkit::paging::paging_kind::two_dimensional);
+  if (a.any(mmu_actions::reset_mmu)) ++run.mmu_resets;
+  if (a.any(mmu_actions::refresh_permissions | mmu_actions::reset_mmu)) {
+    ++run.mmu_refreshes;
+    run.mmu = hvkit::paging::mmu_context::make(after.cr0, after.cr4, after.efer, run.mmu.root());
+  }
 }
 
 // ---- exit handlers -------------------------------------------------------------------------
@@ -530,10 +567,10 @@ void emulate_mov_cr0(std::uint64_t v) {
     inject_gp();
     return;
   }
-  // A WP-only change with EPT needs no MMU work here: EPT entries do not depend on CR0.WP
-  // and this hypervisor caches no guest translations.
+  const hvkit::paging::cr_state before = current_cr_state();
   vmwrite(field::cr0_read_shadow, v);
   vmwrite(field::guest_cr0, (v | caps.cr0_fixed0) & caps.cr0_fixed1);
+  mmu_after_cr_write(before);
   skip_instruction();
 }
 
@@ -545,8 +582,10 @@ void emulate_mov_cr4(std::uint64_t v) {
     inject_gp();
     return;
   }
+  const hvkit::paging::cr_state before = current_cr_state();
   vmwrite(field::cr4_read_shadow, v);
   vmwrite(field::guest_cr4, (v | caps.cr4_fixed0) & caps.cr4_fixed1);
+  mmu_after_cr_write(before);
   skip_instruction();
 }
 
@@ -646,8 +685,13 @@ bool handle_msr(guest_regs& r, bool write) {
         // SCE and NXE may change; LME may not change while paging is on; LMA is read-only.
         std::uint64_t changeable = efer_sce | efer_nxe;
         std::uint64_t cur = vmread(field::guest_efer);
-        if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur) & efer_lme)) ok = false;
-        else vmwrite(field::guest_efer, (cur & ~changeable) | (v & changeable));
+        if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur) & efer_lme)) {
+          ok = false;
+        } else {
+          const hvkit::paging::cr_state before = current_cr_state();
+          vmwrite(field::guest_efer, (cur & ~changeable) | (v & changeable));
+          mmu_after_cr_write(before);
+        }
         run.guest_efer = vmread(field::guest_efer);
         break;
       }
@@ -683,9 +727,25 @@ glue::walk_regs live_walk_regs() {
   static unsigned maxphyaddr = 0;
   if (maxphyaddr == 0) maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xFF) : 36;
   return {x86::cr0{vmread(field::guest_cr0)}, x86::cr4{vmread(field::guest_cr4)},
-          x86::efer{vmread(field::guest_efer)}, vmread(field::guest_cr3),
-          ((vmread(field::guest_rflags) >> 18) & 1) != 0, maxphyaddr};
+          x86::efer{vmread(field::guest_efer)}, vmread(field::guest_cr3), x86::rflags{vmread(field::guest_rflags)},
+          maxphyaddr};
 }
+
+/// Runs the walk with the run's MMU context. CR3 is not intercepted (the TRUE controls let
+/// it go), so the root always comes from the live register; CR0.WP is re-synced by the
+/// passthrough refresh unless this is the negative-control run.
+glue::walk_result walk_guest(std::uint64_t la, x86::pfec access) {
+  glue::walk_regs regs = live_walk_regs();
+  run.mmu.set_root(x86::gpa{regs.cr3 & ~0xFFFull});
+  glue::walk_result w = glue::walk_4level(run.mmu, regs, la, access, !run.cfg->stale_role);
+  if (w.role_refreshed) ++run.passthrough_refreshes;
+  if (run.cfg->stale_role && w.status == glue::walk_status::page_fault && w.error.raw() == 0x3 &&
+      !regs.cr0_live.test(x86::cr0::wp))
+    ++run.stale_wrong_faults;
+  return w;
+}
+
+
 
 unsigned guest_cpl() { return (vmread(field::guest_ss_ar) >> 5) & 3; }  // SDM Vol. 3C 25.4.1
 
@@ -694,7 +754,7 @@ enum class mem_status { ok, fault_injected, fatal };
 /// Reads or writes guest linear memory (size <= 8, within one page) through the guest's
 /// page tables; on a page fault the #PF is injected into the guest.
 mem_status guest_linear_access(std::uint64_t la, void* buf, unsigned size, x86::pfec access) {
-  glue::walk_result w = glue::walk_4level(live_walk_regs(), la, access);
+  glue::walk_result w = walk_guest(la, access);
   if (w.status == glue::walk_status::page_fault) {
     inject_pf(la, w.error);
     return mem_status::fault_injected;
@@ -846,7 +906,7 @@ unsigned fetch_guest_insn(std::uint8_t* buf) {
   for (; n < 15; ++n) {
     std::uint64_t la = rip + n;
     if (n == 0 || (la & 0xFFF) == 0) {
-      glue::walk_result w = glue::walk_4level(live_walk_regs(), la, fetch);
+      glue::walk_result w = walk_guest(la, fetch);
       host = w.status == glue::walk_status::ok ? glue::guest_ram(w.gpa, 1) : nullptr;
       if (!host) break;
     }
@@ -971,7 +1031,15 @@ bool handle_vmcall(guest_regs& r) {
       check[n++] = '.';
       for (const char* p = run.cfg->name; *p && n < 78; ++p) check[n++] = *p;
       check[n] = '\0';
-      if (r.rcx == hc::result_erratum && !run.cfg->dt_exiting) {
+      if (run.cfg->stale_role) {
+        // Negative control: the guest's verdicts are evidence, not results.
+        kprintf("HVKIT INFO run=%s guest_check=%s guest_verdict=%s a=0x%llx b=0x%llx\n", run.cfg->name, name,
+                r.rcx == hc::result_pass ? "PASS" : "FAIL", (unsigned long long)r.rdx, (unsigned long long)r.rsi);
+        if (__builtin_strcmp(name, "ltr_ro_gdt_wp0_ok") == 0) {
+          run.neg_wp0_seen = true;
+          run.neg_wp0_result = r.rcx;
+        }
+      } else if (r.rcx == hc::result_erratum && !run.cfg->dt_exiting) {
         // Only runs where the CPU executes the instruction itself may report an erratum.
         ++results_errata;
         kprintf("HVKIT ERRATUM %s a=0x%llx b=0x%llx\n", check, (unsigned long long)r.rdx,
@@ -1144,6 +1212,27 @@ bool run_guest(int index) {
           cfg.name, (unsigned long long)run.device_reads, (unsigned long long)run.device_writes,
           (unsigned long long)run.unassigned_reads, (unsigned long long)run.unassigned_writes,
           (unsigned long long)run.not_emulable);
+  kprintf("HVKIT INFO run=%s mmu_refreshes=%llu mmu_resets=%llu wp_passthrough_refreshes=%llu\n", cfg.name,
+          (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
+          (unsigned long long)run.passthrough_refreshes);
+  if (cfg.stale_role) {
+    result("stale_wp_role_negative_control", run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail &&
+                                                 run.stale_wrong_faults > 0,
+           "guest_ltr_wp0_verdict=%s wrong_pf_0x3_injected=%llu", run.neg_wp0_seen ? (run.neg_wp0_result == hc::result_pass ? "PASS" : "FAIL") : "missing",
+           (unsigned long long)run.stale_wrong_faults);
+  } else if (cfg.dt_exiting && !(cfg.guest_flags & hc::cfg_quick)) {
+    // WP toggles that exit keep the role in sync through cr_write_actions (refresh only,
+    // never a reset); toggles that do not exit are caught by the passthrough refresh at
+    // the next emulated access (the two LTRs run with different WP values).
+    bool pass = run.mmu_resets == 0 &&
+                (cfg.wp_intercepted ? run.mmu_refreshes >= 11000 && run.passthrough_refreshes == 0
+                                    : run.mmu_refreshes == 0 && run.passthrough_refreshes >= 2);
+    char check[48] = "mmu_wp_sync.";
+    for (std::size_t n = 12, i = 0; cfg.name[i] && n < sizeof check - 1; ++i, ++n) check[n] = cfg.name[i];
+    result(check, pass, "cr_exit_refreshes=%llu resets=%llu passthrough_refreshes=%llu",
+           (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
+           (unsigned long long)run.passthrough_refreshes);
+  }
   bool ok = run.status == cfg.expected;
   char check[48] = "run.";
   for (std::size_t n = 4, i = 0; cfg.name[i] && n < sizeof check - 1; ++i, ++n) check[n] = cfg.name[i];

@@ -507,6 +507,10 @@ extern "C" void guest_main(std::uint64_t config) {
     for (auto& e : guest_idt) e = 0;
     asm volatile("ud2");
   }
+  if (config & hc::cfg_ltr_only) {
+    check_ltr();
+    return;
+  }
   if (config & hc::cfg_quick) {
     check_cpuid();
     check_hostile();
