@@ -1,0 +1,300 @@
+/// @file
+/// @brief The EPT walker: 4- and 5-level EPT, 2 MiB / 1 GiB pages, execute-only and
+/// mode-based execute control, EPT A/D, memory types; EPT violations with their exit
+/// qualification and EPT misconfigurations (SDM 29.3).
+///
+/// Order of a walk: per level "present" (any of bits 2:0, or bit 10 with MBEC), then the
+/// misconfiguration rules (SDM 29.3.3.1: W without R; execute-only without the capability;
+/// reserved bits; a reserved memory type in the leaf), rights ANDed; then the EPT
+/// permission check (ept_permission_fault of paging/permission.hpp); then, with EPTP bit 6,
+/// A on every entry used and D on the leaf of a write, by compare-exchange (re-walk if an
+/// entry changed). With EPT A/D enabled, accesses to guest paging structures count as
+/// writes (SDM 29.3.3.2): they need W, set D and report bit 1 in the exit qualification.
+#pragma once
+
+#include <cstdint>
+
+#include <paging/access.hpp>
+#include <paging/ept_entry.hpp>
+#include <paging/guest_memory.hpp>
+#include <paging/permission.hpp>
+#include <paging/role.hpp>
+#include <paging/walk_result.hpp>
+#include <x86/address.hpp>
+#include <x86/bitfield.hpp>
+#include <x86/contract.hpp>
+#include <x86/result.hpp>
+
+namespace hvkit::paging {
+
+/// What the processor and the VM-execution controls allow (IA32_VMX_EPT_VPID_CAP, SDM A.10;
+/// secondary processor-based controls).
+struct ept_capabilities {
+  unsigned maxphyaddr = 52;   ///< CPUID.80000008H:EAX[7:0], 32..52
+  bool execute_only = false;  ///< cap bit 0: execute-only entries are allowed
+  bool walk4 = true;          ///< cap bit 6: 4-level walks
+  bool walk5 = true;          ///< cap bit 7: 5-level walks
+  bool page_2m = true;        ///< cap bit 16: PDEs may map 2 MiB pages
+  bool page_1g = true;        ///< cap bit 17: PDPTEs may map 1 GiB pages
+  bool ad = true;             ///< cap bit 21: EPT accessed and dirty flags
+  bool mbec = false;          ///< the "mode-based execute control for EPT" control is 1
+};
+
+/// Why an EPTP cannot be used (the VM-entry checks of SDM 27.2.1.1 that concern the walk).
+enum class eptp_error : std::uint8_t {
+  none = 0,
+  walk_length,   ///< page-walk length not 4 (or 5) levels, or not supported
+  memory_type,   ///< bits 2:0 neither UC nor WB
+  ad_unsupported,///< bit 6 set without EPT A/D support
+  reserved_bits, ///< bits 11:8 or bits 63:MAXPHYADDR set
+};
+
+/// One guest-physical access to translate.
+struct ept_request {
+  x86::gpa address{};
+  /// read / write / fetch (and ept_access::user_address for a fetch under MBEC).
+  ept_access access = ept_access::read;
+  /// An access to a guest paging-structure entry (exit-qualification bit 8 = 0); with EPT
+  /// A/D enabled it counts as a write (SDM 29.3.3.2).
+  bool paging_structure = false;
+  bool linear_valid = false;  ///< the access has a guest-linear address (qualification bit 7)
+  x86::gva linear{};          ///< that address
+  bool update_ad = true;      ///< set EPT A/D flags (with EPTP bit 6 and writable memory)
+};
+
+/// The EPT walker for one EPTP.
+class ept_walker {
+ public:
+  constexpr ept_walker() noexcept = default;
+
+  /// A walker for `eptp`, checked against the capabilities.
+  [[nodiscard]] static constexpr result<ept_walker, eptp_error> make(ept_pointer eptp, ept_capabilities caps) noexcept {
+    HVKIT_EXPECTS(caps.maxphyaddr >= 32 && caps.maxphyaddr <= 52);
+    const unsigned levels = eptp.levels();
+    if (!((levels == 4 && caps.walk4) || (levels == 5 && caps.walk5))) return unexpected(eptp_error::walk_length);
+    const unsigned mt = ept_pointer::memory_type_field::get(eptp.raw());
+    if (mt != 0 && mt != 6) return unexpected(eptp_error::memory_type);
+    if (eptp.test(ept_pointer::ad_enabled) && !caps.ad) return unexpected(eptp_error::ad_unsupported);
+    if (eptp.raw() & (x86::bit_range(11, 8) | ~x86::physical_address_mask(caps.maxphyaddr)))
+      return unexpected(eptp_error::reserved_bits);
+    ept_walker w;
+    w.role_ = ept_role(caps.execute_only, caps.mbec, eptp.test(ept_pointer::ad_enabled));
+    w.levels_ = levels;
+    w.root_ = eptp.root(caps.maxphyaddr);
+    const std::uint64_t high = caps.maxphyaddr < 52 ? x86::bit_range(51, caps.maxphyaddr) : 0;
+    // SDM 29.3.3.1 / Tables 29-1..29-7: a non-leaf entry reserves bits 7:3 (PS = 1 in a
+    // PML5E/PML4E, or in a PDPTE/PDE where that page size is not supported, is reserved);
+    // a 1 GiB leaf reserves 29:12, a 2 MiB leaf 20:12; all reserve 51:MAXPHYADDR.
+    for (unsigned l = 1; l <= 5; ++l) w.table_rsvd_[l] = high | (l > 1 ? x86::bit_range(7, 3) : 0);
+    w.large_rsvd_[2] = high | x86::bit_range(20, 12);
+    w.large_rsvd_[3] = high | x86::bit_range(29, 12);
+    w.large_ok_[2] = caps.page_2m;
+    w.large_ok_[3] = caps.page_1g;
+    return w;
+  }
+
+  [[nodiscard]] constexpr ept_role role() const noexcept { return role_; }
+  [[nodiscard]] constexpr unsigned levels() const noexcept { return levels_; }
+  [[nodiscard]] constexpr x86::gpa root() const noexcept { return root_; }
+  /// EPTP bit 6: EPT accessed and dirty flags are on.
+  [[nodiscard]] constexpr bool ad_enabled() const noexcept { return role_.ad_enabled(); }
+
+  /// The access the permission check sees: guest paging-structure accesses are writes with
+  /// EPT A/D enabled (SDM 29.3.3.2).
+  [[nodiscard]] constexpr ept_access effective_access(const ept_request& req) const noexcept {
+    return req.paging_structure && role_.ad_enabled() ? req.access | ept_access::write : req.access;
+  }
+
+  /// Translates `req.address`: walk, misconfiguration and permission checks, then EPT A/D.
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result translate(M& mem, const ept_request& req) const noexcept {
+    for (unsigned attempt = 0;; ++attempt) {
+      walk_result r = check(mem, req);
+      if (!r) return r;
+      if constexpr (writable_guest_memory<M>) {
+        if (!req.update_ad || !role_.ad_enabled()) return r;
+        walk_fault f = base_fault(req);
+        const int u = apply_ad(mem, *r, effective_access(req).test(ept_access::write), f);
+        if (u > 0) [[likely]] return r;
+        if (u < 0) return unexpected(f);
+        if (attempt + 1 >= 8) {
+          f.kind = fault_kind::retry_exhausted;
+          return unexpected(f);
+        }
+      } else {
+        return r;
+      }
+    }
+  }
+
+  /// The walk and the permission check, without A/D updates.
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
+    walk_result r{};
+    walk_fault f = base_fault(req);
+    const ept_access acc = effective_access(req);
+    translation& t = r.value();
+    if (!walk_tables(mem, req.address, t, f, acc)) return unexpected(f);
+    const ept_violation v = ept_permission_fault(role_, t.rights, acc);
+    if (!v.none()) [[unlikely]] {
+      permission_report(t, acc, v, f);
+      return unexpected(f);
+    }
+    return r;
+  }
+
+  /// The translation of `address` without permission checks or A/D updates (not-present,
+  /// misconfigured and unbacked entries are still reported).
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result translate_raw(const M& mem, x86::gpa address) const noexcept {
+    walk_result r{};
+    ept_request req{};
+    req.address = address;
+    walk_fault f = base_fault(req);
+    if (!walk_tables(mem, address, r.value(), f, ept_access::read)) return unexpected(f);
+    return r;
+  }
+
+  /// Sets A on every entry of `t.path` and D on its leaf if `dirty`, by compare-exchange.
+  /// Returns 1 when done, 0 when an entry changed (re-walk), -1 if memory refused (f filled).
+  template <writable_guest_memory M>
+  constexpr int apply_ad(M& mem, const translation& t, bool dirty, walk_fault& f) const noexcept {
+    for (unsigned i = 0; i < t.path.count; ++i) {
+      const walked_entry& w = t.path.entries[i];
+      const std::uint64_t want = ad_bits(i + 1 == t.path.count, dirty);
+      if ((w.value & want) == want) continue;
+      const auto r = mem.cmpxchg64(w.address, w.value, w.value | want);
+      if (!r) {
+        f.kind = fault_kind::unbacked;
+        f.level = w.level;
+        f.entry_address = w.address;
+        f.entry_value = w.value;
+        return -1;
+      }
+      if (!*r) return 0;
+    }
+    return 1;
+  }
+  /// The A/D bits entry `leaf`/non-leaf should have after an access (0 without EPT A/D).
+  [[nodiscard]] constexpr std::uint64_t ad_bits(bool leaf, bool dirty) const noexcept {
+    if (!role_.ad_enabled()) return 0;
+    return ept_entry::accessed.raw() | (leaf && dirty ? ept_entry::dirty.raw() : 0);
+  }
+
+  /// The table walk only: fills `t` or `f` (not_present, ept_misconfig or unbacked).
+  template <guest_memory M>
+  constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+                             ept_access acc) const noexcept {
+    const std::uint64_t ga = address.value();
+    constexpr std::uint64_t addr_mask = 0x000f'ffff'ffff'f000u;
+    const std::uint64_t present_mask = role_.mbec() ? 0x407u : 0x7u;
+    std::uint64_t table = root_.value();
+    std::uint64_t rights = pte_access::ept_rights.raw();
+    std::uint64_t e = 0;
+    unsigned level = levels_;
+    for (;; --level) {
+      const x86::gpa ea{(table & addr_mask) + ((ga >> (12 + 9 * (level - 1))) & 511u) * 8u};
+      const auto v = mem.read64(ea);
+      if (!v) [[unlikely]] {
+        f.kind = fault_kind::unbacked;
+        f.level = static_cast<std::uint8_t>(level);
+        f.entry_address = ea;
+        f.path = t.path;
+        return false;
+      }
+      e = *v;
+      t.path.push(ea, e, level);
+      if (!(e & present_mask)) [[unlikely]] {
+        // SDM 28.2.1: bits 6:3 are the ANDed rights including this entry, i.e. 0.
+        fail(f, fault_kind::not_present, level, ea, e, t.path);
+        f.qualification = f.qualification | ept_qualification{acc.raw() & 7u};
+        return false;
+      }
+      const bool large = level > 1 && level < 4 && (e & ept_entry::page_size.raw()) && large_ok_[level];
+      if (misconfigured(e, large ? large_rsvd_[level] : table_rsvd_[level], large || level == 1)) [[unlikely]]
+        return fail(f, fault_kind::ept_misconfig, level, ea, e, t.path);
+      rights &= entry_rights(e);
+      if (level == 1 || large) break;
+      table = e;
+    }
+    const std::uint64_t size = std::uint64_t{1} << (12 + 9 * (level - 1));
+    t.address = x86::gpa{(e & addr_mask & ~(size - 1)) | (ga & (size - 1))};
+    t.page_size = size;
+    t.rights = pte_access{static_cast<std::uint8_t>(rights)};
+    t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
+    return true;
+  }
+
+  /// EPT rights of one entry as pte_access: R -> read, W -> write, X -> exec, XU -> user_exec.
+  [[nodiscard]] static constexpr std::uint64_t entry_rights(std::uint64_t e) noexcept {
+    return ((e & 1u) << 3) | (e & 2u) | ((e >> 2) & 1u) | (((e >> 10) & 1u) << 4);
+  }
+
+ private:
+  [[nodiscard]] constexpr bool misconfigured(std::uint64_t e, std::uint64_t rsvd, bool leaf) const noexcept {
+    // SDM 29.3.3.1: write permission without read permission.
+    if ((e & 3u) == 2u) return true;
+    // Execute-only (R = 0 with X, or XU under MBEC) without the execute-only capability.
+    if (!role_.execute_only_allowed() && !(e & 1u) && ((e & 4u) || (role_.mbec() && (e & 0x400u)))) return true;
+    if (e & rsvd) return true;
+    // A leaf with memory type 2, 3 or 7.
+    return leaf && !is_valid_ept_memory_type(ept_entry{e}.memory_type());
+  }
+
+  [[nodiscard]] static constexpr walk_fault base_fault(const ept_request& req) noexcept {
+    walk_fault f{};
+    f.stage = walk_stage::ept;
+    f.guest_physical = req.address;
+    f.linear = req.linear;
+    // SDM 28.2.1: bit 7 = guest-linear address valid; bit 8 (with bit 7) = the access was
+    // to the translation of that address rather than to a guest paging-structure entry.
+    if (req.linear_valid) {
+      f.qualification = ept_qualification::linear_valid;
+      if (!req.paging_structure) f.qualification = f.qualification | ept_qualification::final_translation;
+    }
+    return f;
+  }
+
+  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e,
+                             const walk_path& path) noexcept {
+    f.kind = k;
+    f.level = static_cast<std::uint8_t>(level);
+    f.entry_address = ea;
+    f.entry_value = e;
+    f.path = path;
+    if (k == fault_kind::ept_misconfig) f.qualification = ept_qualification{};  // a misconfiguration has none
+    return false;
+  }
+
+  /// An EPT violation on permissions: the qualification from ept_permission_fault plus
+  /// bits 7/8; the level blamed is the first entry lacking a needed right.
+  constexpr void permission_report(const translation& t, ept_access acc, ept_violation v, walk_fault& f) const noexcept {
+    f.kind = fault_kind::permission;
+    f.qualification = f.qualification | ept_qualification::from(v);
+    f.path = t.path;
+    std::uint64_t needed = 0;
+    if (acc.test(ept_access::read)) needed |= pte_access::read.raw();
+    if (acc.test(ept_access::write)) needed |= pte_access::write.raw();
+    if (acc.test(ept_access::fetch))
+      needed |= role_.mbec() && acc.test(ept_access::user_address) ? pte_access::user_exec.raw() : pte_access::exec.raw();
+    const walked_entry* blame = &t.path.entries[t.path.count - 1];
+    for (const walked_entry& w : t.path) {
+      if ((entry_rights(w.value) & needed) != needed) {
+        blame = &w;
+        break;
+      }
+    }
+    f.level = blame->level;
+    f.entry_address = blame->address;
+    f.entry_value = blame->value;
+  }
+
+  ept_role role_{};
+  unsigned levels_ = 4;
+  x86::gpa root_{};
+  std::uint64_t table_rsvd_[6]{};
+  std::uint64_t large_rsvd_[6]{};
+  bool large_ok_[6]{};
+};
+
+}  // namespace hvkit::paging

@@ -1,0 +1,283 @@
+/// @file
+/// @brief Two-dimensional (nested) walks: a guest (L2) linear address through the guest's
+/// page tables, where every guest table read and the final guest-physical address go
+/// through a second stage (the EPT walker, or the identity).
+///
+/// Order (SDM 29.3.3: the EPT checks apply to each guest paging-structure access as it is
+/// made, then to the final access):
+///  1. the guest walk; each entry's L2 guest-physical address is translated by the second
+///     stage as a paging-structure access (a read, or a write with EPT A/D) - a failure is
+///     an EPT violation/misconfiguration with exit-qualification bit 7 = 1, bit 8 = 0;
+///  2. the guest permission check (a failure is a guest #PF, stage = guest);
+///  3. the second stage of the final guest-physical address with the real access (bit 8 = 1);
+///  4. only then the A/D updates: guest A/D (each entry written must be EPT-writable: without
+///     EPT A/D this is where a write violation can occur), then EPT A/D for every EPT
+///     translation used. Nothing is written by a walk that faults in steps 1-3 or in the
+///     write check of step 4.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <paging/access.hpp>
+#include <paging/ept_walker.hpp>
+#include <paging/guest_memory.hpp>
+#include <paging/mmu.hpp>
+#include <paging/walk_result.hpp>
+#include <paging/walker.hpp>
+#include <x86/address.hpp>
+#include <x86/pfec.hpp>
+
+namespace hvkit::paging {
+
+/// The identity second stage: guest-physical addresses are addresses in the memory object
+/// (a guest without EPT). Has the interface the nested walk uses of ept_walker.
+struct identity_stage {
+  [[nodiscard]] static constexpr bool ad_enabled() noexcept { return false; }
+  [[nodiscard]] static constexpr std::uint64_t ad_bits(bool, bool) noexcept { return 0; }
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result check(const M&, const ept_request& req) const noexcept {
+    translation t{};
+    t.address = req.address;
+    t.page_size = x86::page_size_4k;
+    t.rights = pte_access::ept_rights;
+    return t;
+  }
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result translate_raw(const M& mem, x86::gpa address) const noexcept {
+    ept_request req{};
+    req.address = address;
+    return check(mem, req);
+  }
+};
+
+namespace detail {
+
+/// Pending second-stage A/D updates, merged by address.
+struct pending_ad {
+  struct item {
+    x86::gpa address{};
+    std::uint64_t value = 0;
+    std::uint64_t want = 0;
+  };
+  std::array<item, 32> items{};
+  unsigned count = 0;
+  bool overflow = false;
+
+  constexpr void add(x86::gpa a, std::uint64_t value, std::uint64_t want) noexcept {
+    if ((value & want) == want) return;
+    for (unsigned i = 0; i < count; ++i) {
+      if (items[i].address == a) {
+        items[i].want |= want;
+        return;
+      }
+    }
+    if (count < items.size()) {
+      items[count++] = item{a, value, want};
+    } else {
+      overflow = true;
+    }
+  }
+  template <class Stage>
+  constexpr void add_path(const Stage& stage, const translation& t, bool dirty) noexcept {
+    for (unsigned i = 0; i < t.path.count; ++i)
+      add(t.path.entries[i].address, t.path.entries[i].value, stage.ad_bits(i + 1 == t.path.count, dirty));
+  }
+};
+
+/// The table accessor of a nested walk (see basic_walker::walk_with).
+template <class Stage, guest_memory M>
+struct nested_tables {
+  const Stage* stage;
+  M* mem;
+  x86::gva linear{};
+  pending_ad ept_ad{};
+  /// L2 gpa -> L1 address of the guest entries read, for their A/D updates.
+  std::array<x86::gpa, max_levels> l2{};
+  std::array<x86::gpa, max_levels> l1{};
+  unsigned mapped = 0;
+  bool raw = false;  ///< no second-stage permission checks (translate())
+
+  static constexpr bool can_update = writable_guest_memory<M>;
+
+  [[nodiscard]] constexpr ept_request table_request(x86::gpa a, ept_access acc) const noexcept {
+    ept_request r{};
+    r.address = a;
+    r.access = acc;
+    r.paging_structure = true;
+    r.linear_valid = true;
+    r.linear = linear;
+    return r;
+  }
+
+  template <unsigned Bytes>
+  constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) noexcept {
+    const walk_result s =
+        raw ? stage->translate_raw(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
+    if (!s) [[unlikely]] {
+      f = s.error();
+      return false;
+    }
+    // With EPT A/D the paging-structure access is a write: D on the EPT leaf too.
+    ept_ad.add_path(*stage, *s, stage->ad_enabled());
+    if (mapped < max_levels) {
+      l2[mapped] = a;
+      l1[mapped] = s->address;
+      ++mapped;
+    }
+    if constexpr (Bytes == 4) {
+      const auto v = mem->read32(s->address);
+      if (v) [[likely]] {
+        out = *v;
+        return true;
+      }
+    } else {
+      const auto v = mem->read64(s->address);
+      if (v) [[likely]] {
+        out = *v;
+        return true;
+      }
+    }
+    f.kind = fault_kind::unbacked;
+    f.stage = walk_stage::ept;
+    f.guest_physical = a;
+    f.entry_address = s->address;
+    return false;
+  }
+
+  [[nodiscard]] constexpr x86::gpa l1_of(x86::gpa a) const noexcept {
+    for (unsigned i = 0; i < mapped; ++i)
+      if (l2[i] == a) return l1[i];
+    return a;  // not reached: every entry written was read first
+  }
+
+  constexpr bool prepare_updates(walk_fault&) const noexcept { return true; }
+
+  /// A guest A/D update is a write to the guest table: it needs EPT write permission
+  /// (already checked with EPT A/D, where the read was treated as a write).
+  template <unsigned Bytes>
+  constexpr bool check_update(x86::gpa a, unsigned, walk_fault& f) const noexcept {
+    if (stage->ad_enabled()) return true;
+    const walk_result s = stage->check(*mem, table_request(a, ept_access::write));
+    if (!s) {
+      f = s.error();
+      return false;
+    }
+    return true;
+  }
+
+  template <unsigned Bytes>
+  constexpr int update(x86::gpa a, std::uint64_t old, std::uint64_t val, walk_fault& f) noexcept {
+    if constexpr (writable_guest_memory<M>) {
+      const x86::gpa h = l1_of(a);
+      const auto r = Bytes == 4 ? mem->cmpxchg32(h, static_cast<std::uint32_t>(old), static_cast<std::uint32_t>(val))
+                                : mem->cmpxchg64(h, old, val);
+      if (!r) {
+        f.kind = fault_kind::unbacked;
+        f.stage = walk_stage::ept;
+        f.guest_physical = a;
+        f.entry_address = h;
+        return -1;
+      }
+      return *r ? 1 : 0;
+    } else {
+      static_cast<void>(a), static_cast<void>(old), static_cast<void>(val), static_cast<void>(f);
+      return 1;
+    }
+  }
+  constexpr bool commit() const noexcept { return true; }
+};
+
+}  // namespace detail
+
+/// A nested walker: a guest walker (format Format) over a second stage (ept_walker or
+/// identity_stage).
+template <class Format, class Stage = ept_walker>
+class nested_walker {
+ public:
+  constexpr nested_walker(const basic_walker<Format>& guest, const Stage& stage) noexcept
+      : guest_(guest), stage_(stage) {}
+
+  /// Translates `req.linear` through both stages (see the file comment for the order).
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result walk(M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
+    for (unsigned attempt = 0;; ++attempt) {
+      detail::nested_tables<Stage, M> tables{&stage_, &mem, req.linear};
+      walk_request r1 = req;
+      r1.update_ad = false;
+      const walk_result g = guest_.walk_with(tables, mmu, r1);
+      if (!g) return unexpected(g.error());
+      // The final access with the rights of the guest translation (SDM 29.3.3.2: under
+      // MBEC, XU applies to fetches from user-mode linear addresses).
+      ept_request fin{};
+      fin.address = g->address;
+      fin.linear_valid = true;
+      fin.linear = req.linear;
+      if (req.access.test(x86::pfec::fetch)) {
+        fin.access = ept_access::fetch;
+        if (g->rights.test(pte_access::user)) fin.access = fin.access | ept_access::user_address;
+      } else if (req.access.test(x86::pfec::write)) {
+        fin.access = ept_access::write;
+      } else {
+        fin.access = ept_access::read;
+      }
+      const walk_result s = stage_.check(mem, fin);
+      if (!s) return unexpected(s.error());
+      nested_result out = nested_translation{*g, *s};
+      if constexpr (writable_guest_memory<M>) {
+        if (!req.update_ad) return out;
+        walk_fault f{};
+        f.linear = req.linear;
+        const int u = guest_.update_accessed_dirty(tables, *g, req.access.test(x86::pfec::write), f);
+        if (u < 0) return unexpected(f);
+        if (u > 0) {
+          tables.ept_ad.add_path(stage_, *s, fin.access.test(ept_access::write));
+          const int e = apply(mem, tables.ept_ad);
+          if (e > 0) [[likely]] return out;
+          if (e < 0) {
+            f.kind = fault_kind::unbacked;
+            f.stage = walk_stage::ept;
+            return unexpected(f);
+          }
+        }
+        if (attempt + 1 >= max_ad_retries) {
+          f.kind = fault_kind::retry_exhausted;
+          return unexpected(f);
+        }
+      } else {
+        return out;
+      }
+    }
+  }
+
+  /// Both stages without permission checks or A/D updates.
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
+    detail::nested_tables<Stage, const M> tables{&stage_, &mem, linear};
+    tables.raw = true;
+    walk_result g{};
+    walk_fault f{};
+    f.linear = linear;
+    if (!guest_.walk_tables(tables, linear, g.value(), f)) return unexpected(f);
+    const walk_result s = stage_.translate_raw(mem, g->address);
+    if (!s) return unexpected(s.error());
+    return nested_translation{*g, *s};
+  }
+
+ private:
+  template <class M>
+  static constexpr int apply(M& mem, const detail::pending_ad& p) noexcept {
+    for (unsigned i = 0; i < p.count; ++i) {
+      const auto& it = p.items[i];
+      const auto r = mem.cmpxchg64(it.address, it.value, it.value | it.want);
+      if (!r) return -1;
+      if (!*r) return 0;
+    }
+    return p.overflow ? 0 : 1;
+  }
+
+  basic_walker<Format> guest_;
+  Stage stage_;
+};
+
+}  // namespace hvkit::paging

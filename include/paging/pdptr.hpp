@@ -1,0 +1,64 @@
+/// @file
+/// @brief PAE paging: loading the four PDPTE registers from the PDPT CR3 points to.
+///
+/// With PAE paging the processor loads the four PDPTEs when CR3 is written (and when CR0 or
+/// CR4 changes enter PAE paging), and checks their reserved bits then: a violation is a
+/// #GP(0) on that MOV, not a #PF (SDM 4.4.1). The walk itself uses the registers and never
+/// re-reads the PDPT (so a later write to the PDPT has no effect until CR3 is reloaded).
+/// `load_pdptrs` does that load; the PAE walker consumes its snapshot.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <paging/guest_memory.hpp>
+#include <paging/pte.hpp>
+#include <paging/reserved.hpp>
+#include <x86/address.hpp>
+#include <x86/cr3.hpp>
+#include <x86/paging_mode.hpp>
+#include <x86/result.hpp>
+#include <x86/vector.hpp>
+
+namespace hvkit::paging {
+
+/// The four PDPTE registers and where they were loaded from.
+struct pdpte_snapshot {
+  std::array<std::uint64_t, 4> entries{};
+  x86::gpa pdpt{};  ///< CR3 bits 31:5: the PDPT the entries came from
+};
+
+/// Why loading the PDPTEs failed.
+struct pdptr_error {
+  enum class kind_type : std::uint8_t { none, reserved_bit, unbacked } kind = kind_type::none;
+  std::uint8_t index = 0;     ///< which PDPTE (0-3)
+  std::uint64_t value = 0;    ///< its value (reserved_bit)
+  x86::gpa address{};         ///< its address
+  /// What the MOV that loaded it raises: #GP(0) for a reserved bit. An unbacked PDPT is
+  /// a host-side problem (no architectural fault): the vector is still #GP for callers
+  /// that must inject something, but `kind` tells the two apart.
+  x86::vector vector = x86::vector::gp;
+};
+
+/// Loads and checks the four PDPTEs at CR3 bits 31:5 (SDM 4.4.1, Table 4-8). A present
+/// PDPTE with a reserved bit (2:1, 8:5, 63:MAXPHYADDR) fails with #GP; a not-present PDPTE
+/// is loaded as is (a walk through it then takes a not-present #PF).
+template <guest_memory M>
+[[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> load_pdptrs(x86::cr3 cr3, const M& memory,
+                                                                       unsigned maxphyaddr) noexcept {
+  pdpte_snapshot s{};
+  s.pdpt = x86::cr3_root(cr3, x86::paging_mode::pae, maxphyaddr);
+  const std::uint64_t rsvd = pae_pdpte_reserved(maxphyaddr);
+  for (unsigned i = 0; i < 4; ++i) {
+    const x86::gpa a = s.pdpt + 8u * i;
+    const auto v = memory.read64(a);
+    if (!v) return unexpected(pdptr_error{pdptr_error::kind_type::unbacked, static_cast<std::uint8_t>(i), 0, a});
+    const pdpte e{*v};
+    if (e.test(pdpte::present) && (e.raw() & rsvd) != 0)
+      return unexpected(pdptr_error{pdptr_error::kind_type::reserved_bit, static_cast<std::uint8_t>(i), *v, a});
+    s.entries[i] = *v;
+  }
+  return s;
+}
+
+}  // namespace hvkit::paging

@@ -1,0 +1,142 @@
+/// @file
+/// @brief What a page walk returns: the translation with its report (address, page size,
+/// rights, protection key, the entries walked) or a fault that says what failed, where,
+/// and carries the ready #PF error code or EPT-violation exit qualification.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <paging/access.hpp>
+#include <x86/address.hpp>
+#include <x86/flags.hpp>
+#include <x86/pfec.hpp>
+#include <x86/result.hpp>
+#include <x86/vector.hpp>
+
+namespace hvkit::paging {
+
+/// The most levels any walk has (5-level paging, 5-level EPT).
+inline constexpr unsigned max_levels = 5;
+
+/// One paging-structure entry the walk read: where it is and what it held. `level` is
+/// 1 for a PTE (EPT PTE) up to 5 for a PML5E; for a PAE PDPTE `address` is where the
+/// PDPTE was loaded from (it comes from the snapshot, not from memory).
+struct walked_entry {
+  x86::gpa address{};
+  std::uint64_t value = 0;
+  std::uint8_t level = 0;
+};
+
+/// The entries of one walk, top level first.
+struct walk_path {
+  std::array<walked_entry, max_levels> entries{};
+  std::uint8_t count = 0;
+
+  constexpr void push(x86::gpa a, std::uint64_t v, unsigned level) noexcept {
+    if (count < max_levels) entries[count++] = walked_entry{a, v, static_cast<std::uint8_t>(level)};
+  }
+  [[nodiscard]] constexpr const walked_entry* begin() const noexcept { return entries.data(); }
+  [[nodiscard]] constexpr const walked_entry* end() const noexcept { return entries.data() + count; }
+};
+
+/// Why a walk failed.
+enum class fault_kind : std::uint8_t {
+  none = 0,
+  not_present,       ///< P = 0 (EPT: bits 2:0, and 10 with MBEC, all 0)
+  reserved_bit,      ///< a reserved bit is set (IA-32 paging: #PF with RSVD)
+  permission,        ///< the accumulated rights deny the access (R/W, U/S, XD, SMEP, SMAP, EPT R/W/X)
+  protection_key,    ///< PKRU/PKRS denies the access (#PF with PK)
+  unbacked,          ///< a paging-structure entry lies in memory the guest_memory does not back
+  ept_misconfig,     ///< an EPT entry is misconfigured (SDM 29.3.3.1): an EPT-misconfiguration exit
+  non_canonical,     ///< the linear address is not canonical: #GP(0) or #SS(0), no walk
+  invalid_pdpte,     ///< a PAE PDPTE has a reserved bit set: #GP(0) at the PDPTE load
+  retry_exhausted,   ///< the entries kept changing under the A/D update (bounded re-walks)
+};
+
+/// Which stage of a (nested) walk failed.
+enum class walk_stage : std::uint8_t {
+  guest,  ///< the guest's own paging structures (stage 1): the fault goes to the guest
+  ept,    ///< the second stage (EPT): an EPT violation or misconfiguration exit
+};
+
+/// The EPT-violation exit qualification (SDM 28.2.1, Table 28-7), bits 8:0.
+class ept_qualification : public x86::flags<ept_qualification> {
+ public:
+  using flags::flags;
+  static const ept_qualification read;             ///< 0: data read
+  static const ept_qualification write;            ///< 1: data write
+  static const ept_qualification fetch;            ///< 2: instruction fetch
+  static const ept_qualification readable;         ///< 3: AND of R over the EPT entries used
+  static const ept_qualification writable;         ///< 4: AND of W
+  static const ept_qualification executable;       ///< 5: AND of X (XS with MBEC)
+  static const ept_qualification user_executable;  ///< 6: AND of XU (MBEC only)
+  static const ept_qualification linear_valid;     ///< 7: the guest-linear-address field is valid
+  /// 8 (with bit 7): 1 = the access was to the translation of the linear address,
+  /// 0 = to a guest paging-structure entry.
+  static const ept_qualification final_translation;
+
+  /// Builds bits 6:0 from the EPT permission bit set.
+  [[nodiscard]] static constexpr ept_qualification from(ept_violation v) noexcept {
+    return ept_qualification{v.raw() & 0x7fu};
+  }
+};
+inline constexpr ept_qualification ept_qualification::read = ept_qualification::bit(0);
+inline constexpr ept_qualification ept_qualification::write = ept_qualification::bit(1);
+inline constexpr ept_qualification ept_qualification::fetch = ept_qualification::bit(2);
+inline constexpr ept_qualification ept_qualification::readable = ept_qualification::bit(3);
+inline constexpr ept_qualification ept_qualification::writable = ept_qualification::bit(4);
+inline constexpr ept_qualification ept_qualification::executable = ept_qualification::bit(5);
+inline constexpr ept_qualification ept_qualification::user_executable = ept_qualification::bit(6);
+inline constexpr ept_qualification ept_qualification::linear_valid = ept_qualification::bit(7);
+inline constexpr ept_qualification ept_qualification::final_translation = ept_qualification::bit(8);
+
+/// A failed walk.
+struct walk_fault {
+  fault_kind kind = fault_kind::none;
+  walk_stage stage = walk_stage::guest;
+  /// The exception the guest gets for a guest-stage fault: #PF, or #GP/#SS for a
+  /// non-canonical address, #GP for an invalid PDPTE. Meaningless for an EPT-stage fault.
+  x86::vector vector = x86::vector::pf;
+  /// Level of the entry at fault (1 = PTE ... 5 = PML5E); 0 when no entry is involved
+  /// (non-canonical address, final permission check with nothing to blame on one entry).
+  std::uint8_t level = 0;
+  x86::gpa entry_address{};   ///< where that entry is (in the faulting stage's memory)
+  std::uint64_t entry_value = 0;
+  x86::gva linear{};          ///< the linear address of the access (also the CR2 value of a #PF)
+  /// Guest-physical address that failed the second stage (EPT faults: the exit's
+  /// guest-physical address); for a guest-stage unbacked fault, the unbacked address.
+  x86::gpa guest_physical{};
+  x86::pfec error_code{};           ///< the #PF error code, hardware bits only (guest stage, #PF)
+  ept_qualification qualification{};  ///< the EPT-violation exit qualification (EPT stage)
+  walk_path path{};                 ///< entries read before the fault (of the faulting stage)
+};
+
+/// A successful walk.
+struct translation {
+  x86::gpa address{};           ///< the byte-exact output address
+  std::uint64_t page_size = 0;  ///< 4 KiB, 2 MiB, 4 MiB or 1 GiB
+  pte_access rights{};          ///< the rights accumulated over every level
+  std::uint8_t pkey = 0;        ///< protection key of the leaf (4/5-level paging; else 0)
+  /// Guest paging: the leaf's PAT/PCD/PWT bits as an index 0-7 (SDM 11.12.3).
+  /// EPT: the leaf's memory type (bits 5:3), with bit 3 = ignore-PAT (bit 6).
+  std::uint8_t memory_type = 0;
+  walk_path path{};             ///< the entries used, top level first
+};
+
+/// The result of a walk.
+using walk_result = result<translation, walk_fault>;
+
+/// A successful two-stage walk: the guest's (L2) translation to its guest-physical address
+/// and the second stage's (L1) output for it.
+struct nested_translation {
+  translation guest;   ///< stage 1: `guest.address` is the L2 guest-physical address
+  translation second;  ///< stage 2 of the final address: `second.address` is the L1 address
+  [[nodiscard]] constexpr x86::gpa l2_gpa() const noexcept { return guest.address; }
+  [[nodiscard]] constexpr x86::gpa l1_address() const noexcept { return second.address; }
+};
+
+/// The result of a nested walk (the fault's `stage` tells which stage failed).
+using nested_result = result<nested_translation, walk_fault>;
+
+}  // namespace hvkit::paging

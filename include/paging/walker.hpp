@@ -1,0 +1,496 @@
+/// @file
+/// @brief The guest page-table walker: one template over the entry format and number of
+/// levels, instantiated for 32-bit, PAE, 4-level and 5-level paging, with permission checks
+/// through mmu_context, A/D updates by compare-exchange and a rich fault report.
+///
+/// Order of a walk (SDM 4.3-4.8):
+///  1. with IA-32e paging, the canonical check (#GP(0), or #SS(0) for a stack access);
+///  2. the walk from the root (CR3 bits with control/PCID bits stripped, or the PAE PDPTE
+///     snapshot): per level P (not present), reserved bits (RSVD), rights ANDed;
+///  3. the permission check on the accumulated rights (mmu_context::permission_fault);
+///  4. only then A on every entry used and D on the leaf of a write, by compare-exchange;
+///     if an entry changed in between the walk is redone (at most `max_ad_retries` times).
+///     Nothing is written by a faulting walk; read-only memory or `update_ad = false`
+///     writes nothing at all.
+/// Every table read goes through a "table accessor" (a guest_memory directly, or a second
+/// stage, see paging/nested.hpp), resolved at compile time.
+#pragma once
+
+#include <cstdint>
+
+#include <paging/access.hpp>
+#include <paging/guest_memory.hpp>
+#include <paging/mmu.hpp>
+#include <paging/pdptr.hpp>
+#include <paging/pkru.hpp>
+#include <paging/pte.hpp>
+#include <paging/reserved.hpp>
+#include <paging/role.hpp>
+#include <paging/walk_result.hpp>
+#include <x86/address.hpp>
+#include <x86/cr3.hpp>
+#include <x86/paging_mode.hpp>
+#include <x86/pfec.hpp>
+#include <x86/result.hpp>
+#include <x86/rflags.hpp>
+#include <x86/vector.hpp>
+
+namespace hvkit::paging {
+
+/// Processor properties a walk depends on beyond the control registers.
+struct cpu_properties {
+  unsigned maxphyaddr = 52;       ///< CPUID.80000008H:EAX[7:0], 32..52
+  bool gbpages = true;            ///< 1 GiB pages (CPUID.80000001H:EDX[26])
+  bool amd_nonleaf_bit8 = false;  ///< AMD: bit 8 of PML4E/PML5E is reserved
+};
+
+/// One access to translate.
+struct walk_request {
+  x86::gva linear{};
+  /// The access: x86::pfec::write, ::user (CPL 3 and not implicit), ::fetch,
+  /// ::implicit_access, ::ss (shadow stack); the same meaning as for permission_fault().
+  x86::pfec access{};
+  x86::rflags rflags{};     ///< only AC matters (SMAP)
+  std::uint32_t pkru = 0;   ///< PKRU, for user-mode addresses with CR4.PKE
+  std::uint32_t pkrs = 0;   ///< IA32_PKRS, for supervisor-mode addresses with CR4.PKS
+  bool stack = false;       ///< an SS-relative access: non-canonical is #SS(0), not #GP(0)
+  bool update_ad = true;    ///< set A/D flags (only with writable_guest_memory)
+};
+
+/// How many times a walk is redone when an entry changes under its A/D update.
+inline constexpr unsigned max_ad_retries = 8;
+
+/// Entry formats: the static shape of each paging mode.
+namespace format {
+/// 32-bit paging (SDM 4.3): two levels of 4-byte entries, 10 index bits each.
+struct ia32 {
+  static constexpr x86::paging_mode mode = x86::paging_mode::two_level;
+  static constexpr unsigned levels = 2;
+  static constexpr unsigned entry_bytes = 4;
+  static constexpr unsigned index_bits = 10;
+  static constexpr bool pdpte_registers = false;
+  static constexpr std::uint64_t address_mask = 0xffff'f000u;
+  [[nodiscard]] static constexpr unsigned shift(unsigned level) noexcept { return 12 + 10 * (level - 1); }
+  /// A 4 MiB page: bits 31:22 from the PDE, bits 39:32 from PDE bits 20:13 (PSE-36,
+  /// SDM 4.3, Table 4-4); bits 21:13 beyond MAXPHYADDR are reserved, PAT (12) is not address.
+  [[nodiscard]] static constexpr std::uint64_t large_base(std::uint64_t e, unsigned) noexcept {
+    return (e & 0xffc0'0000u) | (pte::pse36_field::get(e) << 32);
+  }
+};
+/// PAE paging (SDM 4.4): the PDPTE registers, then PD and PT of 8-byte entries.
+struct pae {
+  static constexpr x86::paging_mode mode = x86::paging_mode::pae;
+  static constexpr unsigned levels = 3;
+  static constexpr unsigned entry_bytes = 8;
+  static constexpr unsigned index_bits = 9;
+  static constexpr bool pdpte_registers = true;
+  static constexpr std::uint64_t address_mask = 0x000f'ffff'ffff'f000u;
+  [[nodiscard]] static constexpr unsigned shift(unsigned level) noexcept { return 12 + 9 * (level - 1); }
+  [[nodiscard]] static constexpr std::uint64_t large_base(std::uint64_t e, unsigned level) noexcept {
+    return e & address_mask & ~((std::uint64_t{1} << shift(level)) - 1);
+  }
+};
+/// 4-level (Levels = 4) and 5-level (Levels = 5) paging (SDM 4.5).
+template <unsigned Levels>
+struct ia32e {
+  static_assert(Levels == 4 || Levels == 5);
+  static constexpr x86::paging_mode mode = Levels == 4 ? x86::paging_mode::four_level : x86::paging_mode::five_level;
+  static constexpr unsigned levels = Levels;
+  static constexpr unsigned entry_bytes = 8;
+  static constexpr unsigned index_bits = 9;
+  static constexpr bool ia32e_mode = true;
+  static constexpr bool pdpte_registers = false;
+  static constexpr std::uint64_t address_mask = 0x000f'ffff'ffff'f000u;
+  static constexpr x86::linear_width width = Levels == 4 ? x86::linear_width::la48 : x86::linear_width::la57;
+  [[nodiscard]] static constexpr unsigned shift(unsigned level) noexcept { return 12 + 9 * (level - 1); }
+  [[nodiscard]] static constexpr std::uint64_t large_base(std::uint64_t e, unsigned level) noexcept {
+    // The PAT bit (12) of a 2 MiB/1 GiB page lies below the page size: never address.
+    return e & address_mask & ~((std::uint64_t{1} << shift(level)) - 1);
+  }
+};
+}  // namespace format
+
+namespace detail {
+
+template <class F>
+concept has_ia32e = requires { F::ia32e_mode; };
+
+/// The walk's per-access data that the table accessor needs (nested walks use it for the
+/// EPT-violation exit qualification).
+struct table_access {
+  x86::gva linear{};
+  bool fetch_user_address = false;
+};
+
+/// Reads guest tables straight from a guest_memory.
+template <guest_memory M>
+struct direct_tables {
+  M* mem;
+  template <unsigned Bytes>
+  constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) const noexcept {
+    if constexpr (Bytes == 4) {
+      const auto v = mem->read32(a);
+      if (v) [[likely]] {
+        out = *v;
+        return true;
+      }
+    } else {
+      const auto v = mem->read64(a);
+      if (v) [[likely]] {
+        out = *v;
+        return true;
+      }
+    }
+    f.kind = fault_kind::unbacked;
+    f.guest_physical = a;
+    return false;
+  }
+  /// 1 = written, 0 = the entry changed (re-walk), -1 = failed (f filled).
+  template <unsigned Bytes>
+  constexpr int update(x86::gpa a, std::uint64_t old, std::uint64_t val, walk_fault& f) const noexcept {
+    if constexpr (writable_guest_memory<M>) {
+      const auto r = Bytes == 4 ? mem->cmpxchg32(a, static_cast<std::uint32_t>(old), static_cast<std::uint32_t>(val))
+                                : mem->cmpxchg64(a, old, val);
+      if (!r) {
+        f.kind = fault_kind::unbacked;
+        f.guest_physical = a;
+        return -1;
+      }
+      return *r ? 1 : 0;
+    } else {
+      static_cast<void>(a), static_cast<void>(old), static_cast<void>(val), static_cast<void>(f);
+      return 1;
+    }
+  }
+  static constexpr bool can_update = writable_guest_memory<M>;
+  constexpr bool prepare_updates(walk_fault&) const noexcept { return true; }
+  template <unsigned Bytes>
+  constexpr bool check_update(x86::gpa, unsigned, walk_fault&) const noexcept { return true; }
+  constexpr bool commit() const noexcept { return true; }
+};
+
+}  // namespace detail
+
+/// What every guest walker holds: the root, the reserved masks, the PDPTEs (PAE) and the
+/// few role bits the walk itself needs (the permission check stays with mmu_context).
+struct walker_state {
+  x86::paging_mode mode = x86::paging_mode::none;
+  x86::gpa root{};
+  reserved_masks rsvd{};
+  bool nx = false;        ///< EFER.NXE with PAE/IA-32e paging: bit 63 is XD
+  bool fetch_bit = false; ///< PFEC.I/D is reported: CR4.SMEP or (CR4.PAE and EFER.NXE) (SDM 4.7)
+  pdpte_snapshot pdptes{};
+};
+
+/// Builds the walker state from a role, the root (e.g. x86::cr3_root(cr3, mode, maxphyaddr))
+/// and processor properties; `pdptes` is the PAE snapshot (load_pdptrs), unused otherwise.
+[[nodiscard]] constexpr walker_state make_walker_state(cpu_role role, x86::gpa root, cpu_properties props,
+                                                       pdpte_snapshot pdptes = {}) noexcept {
+  walker_state s{};
+  s.mode = role.mode();
+  s.root = root;
+  s.nx = role.efer_nx();
+  s.fetch_bit = role.smep() || role.efer_nx();
+  s.rsvd = reserved_bits(s.mode, reserved_params{props.maxphyaddr, role.efer_nx(), role.pse(), props.gbpages,
+                                                 props.amd_nonleaf_bit8});
+  s.pdptes = pdptes;
+  return s;
+}
+
+/// The guest page-table walker for one entry format.
+template <class Format>
+class basic_walker {
+ public:
+  using format_type = Format;
+
+  constexpr basic_walker() noexcept = default;
+  constexpr explicit basic_walker(const walker_state& s) noexcept : s_(s) {}
+  /// The walker for `mmu`'s role and root. For PAE pass the snapshot from load_pdptrs().
+  constexpr basic_walker(const mmu_context& mmu, cpu_properties props, pdpte_snapshot pdptes = {}) noexcept
+      : s_(make_walker_state(mmu.role(), mmu.root(), props, pdptes)) {}
+
+  [[nodiscard]] constexpr const walker_state& state() const noexcept { return s_; }
+
+  /// Translates `req.linear` for the access `req.access`: the canonical check, the walk,
+  /// the permission check through `mmu`, then A/D updates (see the file comment).
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result walk(M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
+    detail::direct_tables<M> tables{&mem};
+    return walk_with(tables, mmu, req);
+  }
+
+  /// The translation of `linear` without permission checks and without A/D updates (for
+  /// debuggers and introspection). Not-present, reserved-bit, unbacked and non-canonical
+  /// faults are still reported.
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gva linear) const noexcept {
+    detail::direct_tables<const M> tables{&mem};
+    walk_result r{};
+    walk_fault f{};
+    f.linear = linear;
+    if (!canonical_ok(linear, false, f) || !walk_tables(tables, linear, r.value(), f)) return unexpected(f);
+    return r;
+  }
+
+  /// The walk over any table accessor (a guest_memory, or a second stage).
+  template <class Tables>
+  [[nodiscard]] constexpr walk_result walk_with(Tables& tables, const mmu_context& mmu,
+                                                const walk_request& req) const noexcept {
+    walk_result r{};
+    walk_fault f{};
+    f.linear = req.linear;
+    if (!canonical_ok(req.linear, req.stack, f)) return unexpected(f);
+    for (unsigned attempt = 0;; ++attempt) {
+      translation& t = r.value();
+      t = translation{};
+      if (!walk_tables(tables, req.linear, t, f)) {
+        if (f.kind != fault_kind::unbacked && f.stage == walk_stage::guest) f.error_code = error_code(req.access, f.error_code);
+        return unexpected(f);
+      }
+      const std::uint32_t pkr = pk_register_for(t.rights, req.pkru, req.pkrs);
+      const x86::pfec pf = mmu.permission_fault(t.rights, t.pkey, req.access, req.rflags, pkr);
+      if (!pf.none()) [[unlikely]] {
+        permission_report(t, req.access, pf, f);
+        return unexpected(f);
+      }
+      if constexpr (Tables::can_update) {
+        if (!req.update_ad) return r;
+        const int u = update_accessed_dirty(tables, t, req.access.test(x86::pfec::write), f);
+        if (u > 0) [[likely]] return r;
+        if (u < 0) return unexpected(f);
+        if (attempt + 1 >= max_ad_retries) {
+          f.kind = fault_kind::retry_exhausted;
+          return unexpected(f);
+        }
+      } else {
+        return r;
+      }
+    }
+  }
+
+  /// Stage-1 table walk only: fills `t` (address, size, rights, pkey, path) or `f`
+  /// (not_present / reserved_bit / unbacked, level, entry; error_code holds P/RSVD only).
+  template <class Tables>
+  constexpr bool walk_tables(Tables& tables, x86::gva linear, translation& t, walk_fault& f) const noexcept {
+    std::uint64_t va = linear.value();
+    if constexpr (!detail::has_ia32e<Format>) va &= 0xffff'ffffu;  // 32-bit linear addresses
+    constexpr std::uint64_t p_bit = pte::present.raw(), ps_bit = pte::page_size.raw();
+    constexpr std::uint64_t idx_mask = (std::uint64_t{1} << Format::index_bits) - 1;
+    unsigned level = Format::levels;
+    std::uint64_t table = s_.root.value();
+    // exec (bit 0), write (bit 1), user (bit 2) accumulate by AND (SDM 4.6.1).
+    std::uint64_t rights = pte_access::paging_rights.raw();
+    std::uint64_t e = 0;
+    if constexpr (Format::pdpte_registers) {
+      // PAE: the PDPTE registers (SDM 4.4.1); their reserved bits were checked at load.
+      const unsigned i = static_cast<unsigned>((va >> 30) & 3u);
+      e = s_.pdptes.entries[i];
+      t.path.push(s_.pdptes.pdpt + 8u * i, e, 3);
+      if (!(e & p_bit)) return fail(f, fault_kind::not_present, 3, s_.pdptes.pdpt + 8u * i, e, t.path);
+      table = e & Format::address_mask;
+      level = 2;
+    }
+    for (;; --level) {
+      const x86::gpa ea{(table & Format::address_mask) +
+                        ((va >> Format::shift(level)) & idx_mask) * Format::entry_bytes};
+      if (!tables.template read<Format::entry_bytes>(ea, e, f)) [[unlikely]] {
+        if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
+          f.level = static_cast<std::uint8_t>(level);
+          f.entry_address = ea;
+          f.path = t.path;
+        }
+        return false;
+      }
+      t.path.push(ea, e, level);
+      if (!(e & p_bit)) [[unlikely]]
+        return fail(f, fault_kind::not_present, level, ea, e, t.path);
+      const bool large = level > 1 && (e & ps_bit) && s_.rsvd.large_ok[level];
+      if (e & (large ? s_.rsvd.large[level] : s_.rsvd.table[level])) [[unlikely]]
+        return fail(f, fault_kind::reserved_bit, level, ea, e, t.path);
+      rights &= entry_rights(e);
+      if (level == 1 || large) break;
+      table = e;
+    }
+    const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
+    const std::uint64_t base = level == 1 ? (e & Format::address_mask) : Format::large_base(e, level);
+    t.address = x86::gpa{base | (va & (size - 1))};
+    t.page_size = size;
+    t.rights = pte_access{static_cast<std::uint8_t>(rights)};
+    if constexpr (detail::has_ia32e<Format>) t.pkey = pte{e}.pkey();
+    // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
+    const std::uint64_t pat = level == 1 ? (e >> 7) & 1u : (e >> 12) & 1u;
+    t.memory_type = static_cast<std::uint8_t>((pat << 2) | ((e >> 3) & 3u));
+    return true;
+  }
+
+  /// Sets A on every entry used and D on the leaf of a write (SDM 4.8). Returns 1 when done,
+  /// 0 when an entry changed (re-walk), -1 on failure (f filled).
+  template <class Tables>
+  constexpr int update_accessed_dirty(Tables& tables, const translation& t, bool write, walk_fault& f) const noexcept {
+    constexpr std::uint64_t a_bit = pte::accessed.raw(), d_bit = pte::dirty.raw();
+    // Fast path: nothing to set.
+    bool any = false;
+    const unsigned first = Format::pdpte_registers ? 1u : 0u;  // PAE PDPTEs have no A bit
+    for (unsigned i = first; i < t.path.count; ++i) {
+      const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
+      if ((t.path.entries[i].value & want) != want) any = true;
+    }
+    if (!any) [[likely]] return 1;
+    // Every entry that needs a write must be writable through the table accessor (a second
+    // stage may refuse): check all first so that a refused write leaves nothing written.
+    if (!tables.prepare_updates(f)) return -1;
+    for (unsigned i = first; i < t.path.count; ++i) {
+      const walked_entry& w = t.path.entries[i];
+      const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
+      if ((w.value & want) == want) continue;
+      if (!tables.template check_update<Format::entry_bytes>(w.address, w.level, f)) {
+        f.path = t.path;
+        return -1;
+      }
+    }
+    for (unsigned i = first; i < t.path.count; ++i) {
+      const walked_entry& w = t.path.entries[i];
+      const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
+      if ((w.value & want) == want) continue;
+      const int u = tables.template update<Format::entry_bytes>(w.address, w.value, w.value | want, f);
+      if (u <= 0) {
+        f.path = t.path;
+        return u;
+      }
+    }
+    return tables.commit() ? 1 : -1;
+  }
+
+ private:
+  [[nodiscard]] constexpr std::uint64_t entry_rights(std::uint64_t e) const noexcept {
+    // R/W and U/S sit at bits 1 and 2, as pte_access::write and ::user do.
+    static_assert(pte_access::write.raw() == pte::writable.raw() && pte_access::user.raw() == pte::user.raw());
+    const std::uint64_t x = s_.nx ? (~e >> 63) : 1u;
+    return (e & 6u) | x;
+  }
+
+  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e,
+                             const walk_path& path) noexcept {
+    f.kind = k;
+    f.stage = walk_stage::guest;
+    f.vector = x86::vector::pf;
+    f.level = static_cast<std::uint8_t>(level);
+    f.entry_address = ea;
+    f.entry_value = e;
+    f.path = path;
+    // SDM 4.7: P = 0 for a not-present entry; a reserved-bit fault has P = 1 and RSVD = 1.
+    f.error_code = k == fault_kind::reserved_bit ? (x86::pfec::present | x86::pfec::rsvd) : x86::pfec{};
+    return false;
+  }
+
+  /// ORs the access bits into a #PF error code (SDM 4.7): W/R, U/S (a user-mode access),
+  /// I/D only with SMEP or PAE+NXE, SS for shadow-stack accesses.
+  [[nodiscard]] constexpr x86::pfec error_code(x86::pfec access, x86::pfec base) const noexcept {
+    x86::pfec ec = base | (access & (x86::pfec::write | x86::pfec::user | x86::pfec::ss));
+    if (s_.fetch_bit && access.test(x86::pfec::fetch)) ec = ec | x86::pfec::fetch;
+    return ec.hardware_bits();
+  }
+
+  [[nodiscard]] constexpr bool canonical_ok(x86::gva linear, bool stack, walk_fault& f) const noexcept {
+    if constexpr (detail::has_ia32e<Format>) {
+      // SDM 3.3.7.1, 6.14 / Vol. 1 3.3.7.1: a non-canonical linear address raises #GP(0),
+      // or #SS(0) when the SS segment is used; no walk takes place.
+      if (!x86::is_canonical(linear, Format::width)) [[unlikely]] {
+        f.kind = fault_kind::non_canonical;
+        f.vector = stack ? x86::vector::ss : x86::vector::gp;
+        return false;
+      }
+    } else {
+      static_cast<void>(linear), static_cast<void>(stack), static_cast<void>(f);
+    }
+    return true;
+  }
+
+  /// Fills the report of a permission or protection-key fault. The level blamed is the
+  /// first (top-down) entry that lacks a right the access needs (R/W for a write, U/S for a
+  /// user-mode access, XD for a fetch); when no single entry lacks one (SMEP, SMAP, keys),
+  /// the leaf.
+  constexpr void permission_report(const translation& t, x86::pfec access, x86::pfec pf, walk_fault& f) const noexcept {
+    f.kind = pf.test(x86::pfec::pk) ? fault_kind::protection_key : fault_kind::permission;
+    f.stage = walk_stage::guest;
+    f.vector = x86::vector::pf;
+    f.path = t.path;
+    std::uint64_t needed = 0;
+    if (access.test(x86::pfec::write)) needed |= pte_access::write.raw();
+    if (access.test(x86::pfec::user)) needed |= pte_access::user.raw();
+    if (access.test(x86::pfec::fetch)) needed |= pte_access::exec.raw();
+    needed &= ~static_cast<std::uint64_t>(t.rights.raw());
+    const walked_entry* blame = &t.path.entries[t.path.count - 1];
+    if (needed != 0 && f.kind == fault_kind::permission) {
+      for (const walked_entry& w : t.path) {
+        const std::uint64_t r = (Format::pdpte_registers && w.level == 3) ? pte_access::paging_rights.raw()
+                                                                           : entry_rights(w.value);
+        if ((r & needed) != needed) {
+          blame = &w;
+          break;
+        }
+      }
+    }
+    f.level = blame->level;
+    f.entry_address = blame->address;
+    f.entry_value = blame->value;
+    f.error_code = error_code(access, pf);
+  }
+
+  walker_state s_{};
+};
+
+using walker_32bit = basic_walker<format::ia32>;      ///< 32-bit paging
+using walker_pae = basic_walker<format::pae>;         ///< PAE paging
+using walker_4level = basic_walker<format::ia32e<4>>; ///< 4-level paging
+using walker_5level = basic_walker<format::ia32e<5>>; ///< 5-level paging
+
+/// A walker for whatever mode the role selects: one switch per walk (static dispatch; no
+/// function pointers), for tools that do not know the mode at compile time. With paging
+/// off, the translation is the identity (32-bit linear = physical).
+class guest_walker {
+ public:
+  constexpr guest_walker() noexcept = default;
+  constexpr explicit guest_walker(const walker_state& s) noexcept : s_(s) {}
+  constexpr guest_walker(const mmu_context& mmu, cpu_properties props, pdpte_snapshot pdptes = {}) noexcept
+      : s_(make_walker_state(mmu.role(), mmu.root(), props, pdptes)) {}
+
+  [[nodiscard]] constexpr const walker_state& state() const noexcept { return s_; }
+
+  /// See basic_walker::walk().
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result walk(M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
+    switch (s_.mode) {
+      case x86::paging_mode::two_level: return walker_32bit{s_}.walk(mem, mmu, req);
+      case x86::paging_mode::pae: return walker_pae{s_}.walk(mem, mmu, req);
+      case x86::paging_mode::four_level: return walker_4level{s_}.walk(mem, mmu, req);
+      case x86::paging_mode::five_level: return walker_5level{s_}.walk(mem, mmu, req);
+      case x86::paging_mode::none: break;
+    }
+    return identity(req.linear);
+  }
+  /// See basic_walker::translate().
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gva linear) const noexcept {
+    switch (s_.mode) {
+      case x86::paging_mode::two_level: return walker_32bit{s_}.translate(mem, linear);
+      case x86::paging_mode::pae: return walker_pae{s_}.translate(mem, linear);
+      case x86::paging_mode::four_level: return walker_4level{s_}.translate(mem, linear);
+      case x86::paging_mode::five_level: return walker_5level{s_}.translate(mem, linear);
+      case x86::paging_mode::none: break;
+    }
+    return identity(linear);
+  }
+
+ private:
+  [[nodiscard]] static constexpr walk_result identity(x86::gva linear) noexcept {
+    translation t{};
+    t.address = x86::gpa{linear.value() & 0xffff'ffffu};
+    t.page_size = x86::page_size_4k;
+    t.rights = pte_access::paging_rights;
+    return t;
+  }
+  walker_state s_{};
+};
+
+}  // namespace hvkit::paging
