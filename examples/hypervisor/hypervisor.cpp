@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <emulate/decoder.hpp>
+#include <emulate/instruction.hpp>
 #include <paging/cr_write.hpp>
 #include <paging/mmu.hpp>
 #include <x86/address.hpp>
@@ -24,7 +26,7 @@
 #include "guest_paging_glue.hpp"
 #include "hypercall.hpp"
 #include "layout.hpp"
-#include "mmio_decode_glue.hpp"
+
 #include "vmx_glue.hpp"
 
 extern "C" {
@@ -175,11 +177,18 @@ void result(const char* name, bool pass, const char* fmt, ...) {
   console_putc('\n');
 }
 
-void vmwrite(field f, std::uint64_t v) {
-  if (vmwrite_raw(f, v) != vm_status::ok)
-    kprintf("HVKIT ERROR vmwrite field=0x%x value=0x%llx failed (VM-instruction error %llu)\n",
-            static_cast<unsigned>(f), static_cast<unsigned long long>(v),
-            static_cast<unsigned long long>(vmread(field::vm_instruction_error)));
+/// VMWRITE through hvkit::vmx (typed field, hardware backend). Values are computed in
+/// 64 bits here; the narrowing to the field's own width is explicit and checked.
+template <std::uint32_t E>
+void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
+  using T = typename hvkit::vmx::field<E>::value_type;
+  if (v & ~hvkit::vmx::value_mask(E))
+    kprintf("HVKIT ERROR vmwrite field=0x%x value=0x%llx does not fit the field\n", E, (unsigned long long)v);
+  hvkit::vmx::hw::current_vmcs vmcs;
+  auto r = hvkit::vmx::vmwrite(vmcs, f, static_cast<T>(v));
+  if (!r)
+    kprintf("HVKIT ERROR vmwrite field=0x%x value=0x%llx failed (VM-instruction error %u)\n", E,
+            (unsigned long long)v, static_cast<unsigned>(r.error().error));
 }
 
 /// Prints milli-units as "<int>.<3 digits>".
@@ -198,24 +207,24 @@ std::uint64_t& gpr(guest_regs& r, unsigned index) {
   return *table[index & 15];
 }
 std::uint64_t read_gpr(guest_regs& r, unsigned index) {
-  return (index & 15) == 4 ? vmread(field::guest_rsp) : gpr(r, index);
+  return (index & 15) == 4 ? vmread(fields::guest_rsp) : gpr(r, index);
 }
 void write_gpr(guest_regs& r, unsigned index, std::uint64_t v) {
-  if ((index & 15) == 4) vmwrite(field::guest_rsp, v);
+  if ((index & 15) == 4) vmwrite(fields::guest_rsp, v);
   else gpr(r, index) = v;
 }
 
 void skip_instruction() {
-  vmwrite(field::guest_rip, vmread(field::guest_rip) + vmread(field::exit_instruction_length));
+  vmwrite(fields::guest_rip, vmread(fields::guest_rip) + vmread(fields::vm_exit_instruction_length));
 }
 
 void inject_exception(unsigned vector, bool has_error_code, std::uint32_t error_code = 0) {
   std::uint32_t info = vector | intr_type_hw_exception | intr_info_valid;
   if (has_error_code) {
     info |= intr_info_deliver_error_code;
-    vmwrite(field::entry_exception_error_code, error_code);
+    vmwrite(fields::vm_entry_exception_error_code, error_code);
   }
-  vmwrite(field::entry_interruption_info, info);
+  vmwrite(fields::vm_entry_interruption_info, info);
 }
 void inject_gp(std::uint32_t error_code = 0) { inject_exception(13, true, error_code); }
 
@@ -340,9 +349,9 @@ bool enable_vmx() {
 
   auto revision = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
   *reinterpret_cast<std::uint32_t*>(vmxon_region) = revision;
-  vm_status s = vmxon(reinterpret_cast<std::uint64_t>(vmxon_region));
-  if (s != vm_status::ok) {
-    result("vmx_enable", false, "reason=vmxon_failed status=%d", static_cast<int>(s));
+  auto on = hvkit::vmx::hw::vmxon(x86::hpa{reinterpret_cast<std::uint64_t>(vmxon_region)});
+  if (!on) {
+    result("vmx_enable", false, "reason=vmxon_failed kind=%s", on.error().how == hvkit::vmx::vm_fail::kind::invalid ? "VMfailInvalid" : "VMfailValid");
     return false;
   }
   result("vmx_enable", true, "revision=0x%x", revision);
@@ -420,20 +429,20 @@ bool setup_vmcs(const hc::guest_header& g) {
       !want_bits("exit", exit_want, exitc) || !want_bits("entry", entry_want, entry))
     return false;
 
-  vmwrite(field::pin_controls, pin);
-  vmwrite(field::proc_controls, proc);
-  vmwrite(field::proc_controls2, proc2);
-  vmwrite(field::exit_controls, exitc);
-  vmwrite(field::entry_controls, entry);
-  vmwrite(field::exception_bitmap, 0);  // guest exceptions go to the guest's IDT
-  vmwrite(field::pf_error_mask, 0);
-  vmwrite(field::pf_error_match, 0);
-  vmwrite(field::cr3_target_count, 0);
-  vmwrite(field::exit_msr_store_count, 0);
-  vmwrite(field::exit_msr_load_count, 0);
-  vmwrite(field::entry_msr_load_count, 0);
-  vmwrite(field::entry_interruption_info, 0);
-  vmwrite(field::ept_pointer, reinterpret_cast<std::uint64_t>(ept_pml4) | ept::eptp_wb_4level);
+  vmwrite(fields::pin_based_controls, pin);
+  vmwrite(fields::primary_processor_based_controls, proc);
+  vmwrite(fields::secondary_processor_based_controls, proc2);
+  vmwrite(fields::primary_vm_exit_controls, exitc);
+  vmwrite(fields::vm_entry_controls, entry);
+  vmwrite(fields::exception_bitmap, 0);  // guest exceptions go to the guest's IDT
+  vmwrite(fields::page_fault_error_code_mask, 0);
+  vmwrite(fields::page_fault_error_code_match, 0);
+  vmwrite(fields::cr3_target_count, 0);
+  vmwrite(fields::vm_exit_msr_store_count, 0);
+  vmwrite(fields::vm_exit_msr_load_count, 0);
+  vmwrite(fields::vm_entry_msr_load_count, 0);
+  vmwrite(fields::vm_entry_interruption_info, 0);
+  vmwrite(fields::ept_pointer, reinterpret_cast<std::uint64_t>(ept_pml4) | ept::eptp_wb_4level);
 
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   run.cr0_mask = run.cfg->wp_intercepted ? ~policy_wp_intercepted::cr0_bits.raw()
@@ -450,93 +459,88 @@ bool setup_vmcs(const hc::guest_header& g) {
           run.cfg->dt_exiting ? 1 : 0);
   std::uint64_t guest_cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
   std::uint64_t guest_cr4_visible = cr4_pae;
-  vmwrite(field::cr0_guest_host_mask, run.cr0_mask);
-  vmwrite(field::cr0_read_shadow, guest_cr0);
-  vmwrite(field::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
-  vmwrite(field::cr4_guest_host_mask, run.cr4_mask);
-  vmwrite(field::cr4_read_shadow, guest_cr4_visible);
-  vmwrite(field::guest_cr4, (guest_cr4_visible | caps.cr4_fixed0) & caps.cr4_fixed1);
-  vmwrite(field::guest_cr3, layout::guest_boot_pt_gpa);
+  vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
+  vmwrite(fields::cr0_read_shadow, guest_cr0);
+  vmwrite(fields::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
+  vmwrite(fields::cr4_guest_host_mask, run.cr4_mask);
+  vmwrite(fields::cr4_read_shadow, guest_cr4_visible);
+  vmwrite(fields::guest_cr4, (guest_cr4_visible | caps.cr4_fixed0) & caps.cr4_fixed1);
+  vmwrite(fields::guest_cr3, layout::guest_boot_pt_gpa);
 
   // ---- host state (SDM Vol. 3C 26.2.2 / 26.2.3 checks) ----
-  vmwrite(field::host_cr0, read_cr0());
-  vmwrite(field::host_cr3, read_cr3());
-  vmwrite(field::host_cr4, read_cr4());
-  vmwrite(field::host_cs_sel, 0x08);
-  vmwrite(field::host_ss_sel, 0x10);
-  vmwrite(field::host_ds_sel, 0x10);
-  vmwrite(field::host_es_sel, 0x10);
-  vmwrite(field::host_fs_sel, 0x10);
-  vmwrite(field::host_gs_sel, 0x10);
-  vmwrite(field::host_tr_sel, 0x18);  // must be non-zero: hence the host TSS
-  vmwrite(field::host_fs_base, 0);
-  vmwrite(field::host_gs_base, 0);
-  vmwrite(field::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
-  vmwrite(field::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
-  vmwrite(field::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
-  vmwrite(field::host_sysenter_cs, 0);
-  vmwrite(field::host_sysenter_esp, 0);
-  vmwrite(field::host_sysenter_eip, 0);
-  vmwrite(field::host_efer, rdmsr(msr::efer));
-  vmwrite(field::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
+  vmwrite(fields::host_cr0, read_cr0());
+  vmwrite(fields::host_cr3, read_cr3());
+  vmwrite(fields::host_cr4, read_cr4());
+  vmwrite(fields::host_cs_selector, 0x08);
+  vmwrite(fields::host_ss_selector, 0x10);
+  vmwrite(fields::host_ds_selector, 0x10);
+  vmwrite(fields::host_es_selector, 0x10);
+  vmwrite(fields::host_fs_selector, 0x10);
+  vmwrite(fields::host_gs_selector, 0x10);
+  vmwrite(fields::host_tr_selector, 0x18);  // must be non-zero: hence the host TSS
+  vmwrite(fields::host_fs_base, 0);
+  vmwrite(fields::host_gs_base, 0);
+  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
+  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
+  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
+  vmwrite(fields::host_ia32_sysenter_cs, 0);
+  vmwrite(fields::host_ia32_sysenter_esp, 0);
+  vmwrite(fields::host_ia32_sysenter_eip, 0);
+  vmwrite(fields::host_ia32_efer, rdmsr(msr::efer));
+  vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
   // host_rsp is written by vmx_enter just before VMLAUNCH/VMRESUME.
 
   // ---- guest state: 64-bit mode, flat segments matching the guest's GDT ----
   // Access rights: SDM Vol. 3C 25.4.1, Table 25-2.
-  struct seg {
-    field sel, base, limit, ar;
+  auto data_segment = [](auto sel, auto base, auto limit, auto ar) {
+    vmwrite(sel, hc::guest_ds);
+    vmwrite(base, 0);
+    vmwrite(limit, 0xFFFFFFFF);
+    vmwrite(ar, 0xC093);  // data, read/write, accessed, P, D/B=1, G=1
   };
-  constexpr seg data_segs[] = {
-      {field::guest_ss_sel, field::guest_ss_base, field::guest_ss_limit, field::guest_ss_ar},
-      {field::guest_ds_sel, field::guest_ds_base, field::guest_ds_limit, field::guest_ds_ar},
-      {field::guest_es_sel, field::guest_es_base, field::guest_es_limit, field::guest_es_ar},
-      {field::guest_fs_sel, field::guest_fs_base, field::guest_fs_limit, field::guest_fs_ar},
-      {field::guest_gs_sel, field::guest_gs_base, field::guest_gs_limit, field::guest_gs_ar},
-  };
-  vmwrite(field::guest_cs_sel, hc::guest_cs);
-  vmwrite(field::guest_cs_base, 0);
-  vmwrite(field::guest_cs_limit, 0xFFFFFFFF);
-  vmwrite(field::guest_cs_ar, 0xA09B);  // code, exec/read, accessed, P, L=1, G=1
-  for (const auto& s : data_segs) {
-    vmwrite(s.sel, hc::guest_ds);
-    vmwrite(s.base, 0);
-    vmwrite(s.limit, 0xFFFFFFFF);
-    vmwrite(s.ar, 0xC093);  // data, read/write, accessed, P, D/B=1, G=1
-  }
-  vmwrite(field::guest_ldtr_sel, 0);
-  vmwrite(field::guest_ldtr_base, 0);
-  vmwrite(field::guest_ldtr_limit, 0);
-  vmwrite(field::guest_ldtr_ar, 1u << 16);  // unusable
-  vmwrite(field::guest_tr_sel, hc::guest_tr);
-  vmwrite(field::guest_tr_base, g.tss_base);
-  vmwrite(field::guest_tr_limit, 103);
-  vmwrite(field::guest_tr_ar, 0x008B);  // busy 64-bit TSS, P
-  vmwrite(field::guest_gdtr_base, g.gdt_base);
-  vmwrite(field::guest_gdtr_limit, g.gdt_limit);
-  vmwrite(field::guest_idtr_base, g.idt_base);
-  vmwrite(field::guest_idtr_limit, g.idt_limit);
-  vmwrite(field::guest_dr7, 0x400);
-  vmwrite(field::guest_debugctl, 0);
-  vmwrite(field::guest_rsp, g.stack_top);
-  vmwrite(field::guest_rip, g.entry);
-  vmwrite(field::guest_rflags, 0x2);
-  vmwrite(field::guest_pending_dbg, 0);
-  vmwrite(field::guest_interruptibility, 0);
-  vmwrite(field::guest_activity_state, 0);
-  vmwrite(field::guest_sysenter_cs, 0);
-  vmwrite(field::guest_sysenter_esp, 0);
-  vmwrite(field::guest_sysenter_eip, 0);
+  vmwrite(fields::guest_cs_selector, hc::guest_cs);
+  vmwrite(fields::guest_cs_base, 0);
+  vmwrite(fields::guest_cs_limit, 0xFFFFFFFF);
+  vmwrite(fields::guest_cs_access_rights, 0xA09B);  // code, exec/read, accessed, P, L=1, G=1
+  data_segment(fields::guest_ss_selector, fields::guest_ss_base, fields::guest_ss_limit, fields::guest_ss_access_rights);
+  data_segment(fields::guest_ds_selector, fields::guest_ds_base, fields::guest_ds_limit, fields::guest_ds_access_rights);
+  data_segment(fields::guest_es_selector, fields::guest_es_base, fields::guest_es_limit, fields::guest_es_access_rights);
+  data_segment(fields::guest_fs_selector, fields::guest_fs_base, fields::guest_fs_limit, fields::guest_fs_access_rights);
+  data_segment(fields::guest_gs_selector, fields::guest_gs_base, fields::guest_gs_limit, fields::guest_gs_access_rights);
+  vmwrite(fields::guest_ldtr_selector, 0);
+  vmwrite(fields::guest_ldtr_base, 0);
+  vmwrite(fields::guest_ldtr_limit, 0);
+  vmwrite(fields::guest_ldtr_access_rights, 1u << 16);  // unusable
+  vmwrite(fields::guest_tr_selector, hc::guest_tr);
+  vmwrite(fields::guest_tr_base, g.tss_base);
+  vmwrite(fields::guest_tr_limit, 103);
+  vmwrite(fields::guest_tr_access_rights, 0x008B);  // busy 64-bit TSS, P
+  vmwrite(fields::guest_gdtr_base, g.gdt_base);
+  vmwrite(fields::guest_gdtr_limit, g.gdt_limit);
+  vmwrite(fields::guest_idtr_base, g.idt_base);
+  vmwrite(fields::guest_idtr_limit, g.idt_limit);
+  vmwrite(fields::guest_dr7, 0x400);
+  vmwrite(fields::guest_ia32_debugctl, 0);
+  vmwrite(fields::guest_rsp, g.stack_top);
+  vmwrite(fields::guest_rip, g.entry);
+  vmwrite(fields::guest_rflags, 0x2);
+  vmwrite(fields::guest_pending_debug_exceptions, 0);
+  vmwrite(fields::guest_interruptibility_state, 0);
+  vmwrite(fields::guest_activity_state, 0);
+  vmwrite(fields::guest_ia32_sysenter_cs, 0);
+  vmwrite(fields::guest_ia32_sysenter_esp, 0);
+  vmwrite(fields::guest_ia32_sysenter_eip, 0);
   bool nx = (cpuid(0x80000001).edx >> 20) & 1;
   run.guest_efer = efer_lme | efer_lma | (nx ? efer_nxe : 0);
-  vmwrite(field::guest_efer, run.guest_efer);
-  vmwrite(field::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
-  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(field::guest_cr0)}, x86::cr4{vmread(field::guest_cr4)},
+  vmwrite(fields::guest_ia32_efer, run.guest_efer);
+  vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
+  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
                                              x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
   return true;
 }
 
 hvkit::paging::cr_state current_cr_state() {
-  return {x86::cr0{vmread(field::guest_cr0)}, x86::cr4{vmread(field::guest_cr4)}, x86::efer{vmread(field::guest_efer)}};
+  return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)}, x86::efer{vmread(fields::guest_ia32_efer)}};
 }
 
 /// After a CR0/CR4/EFER write that exited: what the MMU must do (hvkit::paging::
@@ -568,8 +572,8 @@ void emulate_mov_cr0(std::uint64_t v) {
     return;
   }
   const hvkit::paging::cr_state before = current_cr_state();
-  vmwrite(field::cr0_read_shadow, v);
-  vmwrite(field::guest_cr0, (v | caps.cr0_fixed0) & caps.cr0_fixed1);
+  vmwrite(fields::cr0_read_shadow, v);
+  vmwrite(fields::guest_cr0, (v | caps.cr0_fixed0) & caps.cr0_fixed1);
   mmu_after_cr_write(before);
   skip_instruction();
 }
@@ -583,43 +587,43 @@ void emulate_mov_cr4(std::uint64_t v) {
     return;
   }
   const hvkit::paging::cr_state before = current_cr_state();
-  vmwrite(field::cr4_read_shadow, v);
-  vmwrite(field::guest_cr4, (v | caps.cr4_fixed0) & caps.cr4_fixed1);
+  vmwrite(fields::cr4_read_shadow, v);
+  vmwrite(fields::guest_cr4, (v | caps.cr4_fixed0) & caps.cr4_fixed1);
   mmu_after_cr_write(before);
   skip_instruction();
 }
 
 /// CR-access exit; exit qualification layout: SDM Vol. 3C 28.2.1, Table 28-3.
 bool handle_cr(guest_regs& r) {
-  std::uint64_t q = vmread(field::exit_qualification);
+  std::uint64_t q = vmread(fields::exit_qualification);
   unsigned cr = q & 0xF, type = (q >> 4) & 3, reg = (q >> 8) & 0xF;
   switch (type) {
     case 0:  // MOV to CR
       if (cr == 0) return emulate_mov_cr0(read_gpr(r, reg)), true;
       if (cr == 4) return emulate_mov_cr4(read_gpr(r, reg)), true;
       if (cr == 3) {
-        vmwrite(field::guest_cr3, read_gpr(r, reg) & ~(1ull << 63));
+        vmwrite(fields::guest_cr3, read_gpr(r, reg) & ~(1ull << 63));
         skip_instruction();
         return true;
       }
       break;
     case 1:  // MOV from CR
       if (cr == 3) {
-        write_gpr(r, reg, vmread(field::guest_cr3));
+        write_gpr(r, reg, vmread(fields::guest_cr3));
         skip_instruction();
         return true;
       }
       break;
     case 2: {  // CLTS
-      std::uint64_t shadow = vmread(field::cr0_read_shadow) & ~cr0_ts;
-      vmwrite(field::cr0_read_shadow, shadow);
-      vmwrite(field::guest_cr0, vmread(field::guest_cr0) & ~cr0_ts);
+      std::uint64_t shadow = vmread(fields::cr0_read_shadow) & ~cr0_ts;
+      vmwrite(fields::cr0_read_shadow, shadow);
+      vmwrite(fields::guest_cr0, vmread(fields::guest_cr0) & ~cr0_ts);
       skip_instruction();
       return true;
     }
     case 3: {  // LMSW: loads CR0[3:0], can set but never clear PE (SDM Vol. 2A LMSW)
       std::uint64_t src = (q >> 16) & 0xF;
-      std::uint64_t visible = (vmread(field::guest_cr0) & ~run.cr0_mask) | (vmread(field::cr0_read_shadow) & run.cr0_mask);
+      std::uint64_t visible = (vmread(fields::guest_cr0) & ~run.cr0_mask) | (vmread(fields::cr0_read_shadow) & run.cr0_mask);
       std::uint64_t v = (visible & ~0xEull) | (src & 0xE) | ((visible | src) & cr0_pe);
       emulate_mov_cr0(v);
       return true;
@@ -644,7 +648,7 @@ void handle_cpuid(guest_regs& r) {
       c.ecx &= ~(1u << 5);   // VMX: no nested virtualization offered
       c.ecx |= 1u << 31;     // hypervisor present
       // OSXSAVE mirrors the guest's CR4.OSXSAVE (read shadow), not the host's.
-      c.ecx = (c.ecx & ~(1u << 27)) | ((vmread(field::cr4_read_shadow) & cr4_osxsave) ? (1u << 27) : 0);
+      c.ecx = (c.ecx & ~(1u << 27)) | ((vmread(fields::cr4_read_shadow) & cr4_osxsave) ? (1u << 27) : 0);
     }
   }
   r.rax = c.eax;
@@ -663,12 +667,12 @@ bool handle_msr(guest_regs& r, bool write) {
   bool ok = true;
   if (!write) {
     switch (m) {
-      case msr::efer: v = vmread(field::guest_efer); break;
-      case msr::fs_base: v = vmread(field::guest_fs_base); break;
-      case msr::gs_base: v = vmread(field::guest_gs_base); break;
-      case msr::sysenter_cs: v = vmread(field::guest_sysenter_cs); break;
-      case msr::sysenter_esp: v = vmread(field::guest_sysenter_esp); break;
-      case msr::sysenter_eip: v = vmread(field::guest_sysenter_eip); break;
+      case msr::efer: v = vmread(fields::guest_ia32_efer); break;
+      case msr::fs_base: v = vmread(fields::guest_fs_base); break;
+      case msr::gs_base: v = vmread(fields::guest_gs_base); break;
+      case msr::sysenter_cs: v = vmread(fields::guest_ia32_sysenter_cs); break;
+      case msr::sysenter_esp: v = vmread(fields::guest_ia32_sysenter_esp); break;
+      case msr::sysenter_eip: v = vmread(fields::guest_ia32_sysenter_eip); break;
       case msr::pat: v = rdmsr(msr::pat); break;
       case msr::star: case msr::lstar: case msr::cstar: case msr::fmask: case msr::kernel_gs_base:
         v = rdmsr(m);  // not used by the host: the guest's values live in the real MSRs
@@ -684,22 +688,22 @@ bool handle_msr(guest_regs& r, bool write) {
       case msr::efer: {
         // SCE and NXE may change; LME may not change while paging is on; LMA is read-only.
         std::uint64_t changeable = efer_sce | efer_nxe;
-        std::uint64_t cur = vmread(field::guest_efer);
+        std::uint64_t cur = vmread(fields::guest_ia32_efer);
         if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur) & efer_lme)) {
           ok = false;
         } else {
           const hvkit::paging::cr_state before = current_cr_state();
-          vmwrite(field::guest_efer, (cur & ~changeable) | (v & changeable));
+          vmwrite(fields::guest_ia32_efer, (cur & ~changeable) | (v & changeable));
           mmu_after_cr_write(before);
         }
-        run.guest_efer = vmread(field::guest_efer);
+        run.guest_efer = vmread(fields::guest_ia32_efer);
         break;
       }
-      case msr::fs_base: vmwrite(field::guest_fs_base, v); break;
-      case msr::gs_base: vmwrite(field::guest_gs_base, v); break;
-      case msr::sysenter_cs: vmwrite(field::guest_sysenter_cs, v); break;
-      case msr::sysenter_esp: vmwrite(field::guest_sysenter_esp, v); break;
-      case msr::sysenter_eip: vmwrite(field::guest_sysenter_eip, v); break;
+      case msr::fs_base: vmwrite(fields::guest_fs_base, v); break;
+      case msr::gs_base: vmwrite(fields::guest_gs_base, v); break;
+      case msr::sysenter_cs: vmwrite(fields::guest_ia32_sysenter_cs, v); break;
+      case msr::sysenter_esp: vmwrite(fields::guest_ia32_sysenter_esp, v); break;
+      case msr::sysenter_eip: vmwrite(fields::guest_ia32_sysenter_eip, v); break;
       case msr::star: case msr::lstar: case msr::cstar: case msr::fmask: case msr::kernel_gs_base:
         wrmsr(m, v);
         break;
@@ -726,8 +730,8 @@ bool handle_msr(guest_regs& r, bool write) {
 glue::walk_regs live_walk_regs() {
   static unsigned maxphyaddr = 0;
   if (maxphyaddr == 0) maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xFF) : 36;
-  return {x86::cr0{vmread(field::guest_cr0)}, x86::cr4{vmread(field::guest_cr4)},
-          x86::efer{vmread(field::guest_efer)}, vmread(field::guest_cr3), x86::rflags{vmread(field::guest_rflags)},
+  return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+          x86::efer{vmread(fields::guest_ia32_efer)}, vmread(fields::guest_cr3), x86::rflags{vmread(fields::guest_rflags)},
           maxphyaddr};
 }
 
@@ -747,7 +751,7 @@ glue::walk_result walk_guest(std::uint64_t la, x86::pfec access) {
 
 
 
-unsigned guest_cpl() { return (vmread(field::guest_ss_ar) >> 5) & 3; }  // SDM Vol. 3C 25.4.1
+unsigned guest_cpl() { return (vmread(fields::guest_ss_access_rights) >> 5) & 3; }  // SDM Vol. 3C 25.4.1
 
 enum class mem_status { ok, fault_injected, fatal };
 
@@ -778,7 +782,7 @@ mem_status emulate_ltr(std::uint16_t sel) {
   std::uint32_t sel_ec = sel & 0xFFFC;
   if ((sel & 0xFFFC) == 0) return inject_gp(0), mem_status::fault_injected;
   if (sel & 4) return inject_gp(sel_ec), mem_status::fault_injected;  // TI=1: not in the GDT
-  std::uint64_t gdt = vmread(field::guest_gdtr_base), limit = vmread(field::guest_gdtr_limit);
+  std::uint64_t gdt = vmread(fields::guest_gdtr_base), limit = vmread(fields::guest_gdtr_limit);
   std::uint64_t index = sel & ~7u;
   if (index + 15 > limit) return inject_gp(sel_ec), mem_status::fault_injected;
   std::uint64_t la = gdt + index;
@@ -801,10 +805,10 @@ mem_status emulate_ltr(std::uint16_t sel) {
   bool g = (lo >> 55) & 1;
   if (g) seg_limit = (seg_limit << 12) | 0xFFF;
   std::uint64_t ar = ((lo >> 40) & 0xFF) | 0x2 /* busy */ | (((lo >> 52) & 0xF) << 12);
-  vmwrite(field::guest_tr_sel, sel);
-  vmwrite(field::guest_tr_base, base);
-  vmwrite(field::guest_tr_limit, seg_limit);
-  vmwrite(field::guest_tr_ar, ar);
+  vmwrite(fields::guest_tr_selector, sel);
+  vmwrite(fields::guest_tr_base, base);
+  vmwrite(fields::guest_tr_limit, seg_limit);
+  vmwrite(fields::guest_tr_access_rights, ar);
   return mem_status::ok;
 }
 
@@ -813,28 +817,28 @@ mem_status emulate_ltr(std::uint16_t sel) {
 /// bits 17:15 segment, 21:18 index, 22 index invalid, 26:23 base, 27 base invalid,
 /// 1:0 scale, 9:7 address size; the displacement is in the exit qualification).
 bool handle_ldtr_tr(guest_regs& r) {
-  std::uint32_t info = static_cast<std::uint32_t>(vmread(field::exit_instruction_info));
+  std::uint32_t info = static_cast<std::uint32_t>(vmread(fields::vm_exit_instruction_info));
   unsigned identity = (info >> 28) & 3;  // 0 SLDT, 1 STR, 2 LLDT, 3 LTR
   bool reg_operand = (info >> 10) & 1;
   std::uint64_t la = 0;
   if (!reg_operand) {
-    la = vmread(field::exit_qualification);
+    la = vmread(fields::exit_qualification);
     if (!((info >> 27) & 1)) la += read_gpr(r, (info >> 23) & 0xF);
     if (!((info >> 22) & 1)) la += read_gpr(r, (info >> 18) & 0xF) << (info & 3);
     unsigned asize = (info >> 7) & 7;
     if (asize == 1) la &= 0xFFFFFFFF;
     else if (asize == 0) la &= 0xFFFF;
     unsigned seg = (info >> 15) & 7;  // in 64-bit mode only FS and GS have a base
-    if (seg == 4) la += vmread(field::guest_fs_base);
-    if (seg == 5) la += vmread(field::guest_gs_base);
+    if (seg == 4) la += vmread(fields::guest_fs_base);
+    if (seg == 5) la += vmread(fields::guest_gs_base);
   }
   mem_status st = mem_status::ok;
   if (identity <= 1) {  // SLDT / STR: CPL 3 allowed unless CR4.UMIP (SDM Vol. 2B STR)
-    if (guest_cpl() > 0 && (vmread(field::cr4_read_shadow) & cr4_umip)) {
+    if (guest_cpl() > 0 && (vmread(fields::cr4_read_shadow) & cr4_umip)) {
       inject_gp(0);
       return true;
     }
-    std::uint16_t sel = static_cast<std::uint16_t>(vmread(identity == 1 ? field::guest_tr_sel : field::guest_ldtr_sel));
+    auto sel = static_cast<std::uint16_t>(identity == 1 ? vmread(fields::guest_tr_selector) : vmread(fields::guest_ldtr_selector));
     if (reg_operand) {
       // Stand-in: assumes a 32/64-bit destination (the selector zero-extended); the
       // 16-bit form needs the operand size, which the exit does not report (emulate/).
@@ -898,7 +902,7 @@ void device_write(std::uint64_t offset, unsigned size, std::uint64_t v) {
 
 /// Fetches up to 15 instruction bytes at the guest RIP through the guest's page tables.
 unsigned fetch_guest_insn(std::uint8_t* buf) {
-  std::uint64_t rip = vmread(field::guest_rip);
+  std::uint64_t rip = vmread(fields::guest_rip);
   x86::pfec fetch = x86::pfec::fetch;
   if (guest_cpl() == 3) fetch = fetch.set(x86::pfec::user);
   unsigned n = 0;
@@ -919,9 +923,9 @@ unsigned fetch_guest_insn(std::uint8_t* buf) {
 /// read, 1 write, 2 fetch). The VM-exit instruction length is not defined for this exit,
 /// so the length comes from decoding the instruction.
 bool handle_ept_violation(guest_regs& r) {
-  std::uint64_t gpa = vmread(field::guest_physical_address);
-  std::uint64_t q = vmread(field::exit_qualification);
-  if ((vmread(field::idt_vectoring_info) >> 31) & 1) {
+  std::uint64_t gpa = vmread(fields::guest_physical_address);
+  std::uint64_t q = vmread(fields::exit_qualification);
+  if ((vmread(fields::idt_vectoring_info) >> 31) & 1) {
     report_exit("ept_violation_during_event_delivery");
     run.status = run_status::fatal_exit;
     return false;
@@ -934,39 +938,61 @@ bool handle_ept_violation(guest_regs& r) {
   bool device = gpa >= layout::mmio_device_gpa && gpa < layout::mmio_device_gpa + layout::mmio_device_size;
   std::uint8_t bytes[15];
   unsigned n = fetch_guest_insn(bytes);
-  glue::mmio_insn in = glue::decode_mmio_mov(bytes, n);
-  if (!in.ok || in.is_store != ((q & 2) != 0)) {
+  // Decoded by hvkit::emulate; the MOV/MOVZX execution below stands in for emulate/'s
+  // emulator until it lands. Anything else is not emulated for MMIO: #UD.
+  namespace em = hvkit::emulate;
+  std::uint64_t cs_ar = vmread(fields::guest_cs_access_rights);
+  em::code_size mode = (cs_ar >> 13) & 1 ? em::code_size::c64 : ((cs_ar >> 14) & 1 ? em::code_size::c32 : em::code_size::c16);
+  auto d = em::decode(bytes, n, mode);
+  const em::instruction* in = d.has_value() ? &d.value() : nullptr;
+  bool store = false, load = false;
+  unsigned mem_size = 0;
+  if (in && !in->lock && in->rep == em::rep_prefix::none) {
+    if (in->op == em::mnemonic::mov && in->dst.kind == em::operand_kind::mem &&
+        (in->src.kind == em::operand_kind::gpr || in->src.kind == em::operand_kind::imm)) {
+      store = true;
+      mem_size = in->dst.size;
+    } else if ((in->op == em::mnemonic::mov || in->op == em::mnemonic::movzx) &&
+               in->dst.kind == em::operand_kind::gpr && in->src.kind == em::operand_kind::mem) {
+      load = true;
+      mem_size = in->src.size;
+    }
+  }
+  if ((!store && !load) || store != ((q & 2) != 0)) {
     // Not an access this hypervisor emulates (or bytes that do not match the access the
     // CPU reported): #UD, the guest keeps running.
     ++run.not_emulable;
-    kprintf("HVKIT INFO run=%s not_emulable gpa=0x%llx rip=0x%llx bytes=%02x %02x %02x %02x\n", run.cfg->name,
-            (unsigned long long)gpa, (unsigned long long)vmread(field::guest_rip), n > 0 ? bytes[0] : 0,
-            n > 1 ? bytes[1] : 0, n > 2 ? bytes[2] : 0, n > 3 ? bytes[3] : 0);
+    kprintf("HVKIT INFO run=%s not_emulable gpa=0x%llx rip=0x%llx decode=%s bytes=%02x %02x %02x %02x\n",
+            run.cfg->name, (unsigned long long)gpa, (unsigned long long)vmread(fields::guest_rip),
+            in ? "ok" : "error", n > 0 ? bytes[0] : 0, n > 1 ? bytes[1] : 0, n > 2 ? bytes[2] : 0,
+            n > 3 ? bytes[3] : 0);
     inject_exception(6, false);
     return true;
   }
-  std::uint64_t size_mask = in.mem_size == 8 ? ~0ull : ((1ull << (8 * in.mem_size)) - 1);
-  if (in.is_store) {
-    std::uint64_t v = in.has_imm ? in.imm : (read_gpr(r, in.reg) >> (in.high_byte ? 8 : 0));
+  std::uint64_t size_mask = mem_size >= 8 ? ~0ull : ((1ull << (8 * mem_size)) - 1);
+  if (store) {
+    std::uint64_t v = in->src.kind == em::operand_kind::imm
+                          ? in->imm
+                          : read_gpr(r, in->src.reg) >> (in->src.high8 ? 8 : 0);
     v &= size_mask;
-    if (device) device_write(gpa - layout::mmio_device_gpa, in.mem_size, v);
+    if (device) device_write(gpa - layout::mmio_device_gpa, mem_size, v);
     else ++run.unassigned_writes;
   } else {
-    std::uint64_t v = device ? device_read(gpa - layout::mmio_device_gpa, in.mem_size) : size_mask;
+    std::uint64_t v = device ? device_read(gpa - layout::mmio_device_gpa, mem_size) : size_mask;
     if (!device) ++run.unassigned_reads;
-    std::uint64_t old = read_gpr(r, in.reg);
+    std::uint64_t old = read_gpr(r, in->dst.reg);
     std::uint64_t nv;
-    if (in.high_byte) nv = (old & ~0xFF00ull) | ((v & 0xFF) << 8);
-    else if (in.reg_size == 1) nv = (old & ~0xFFull) | (v & 0xFF);
-    else if (in.reg_size == 2) nv = (old & ~0xFFFFull) | (v & 0xFFFF);
-    else if (in.reg_size == 4) nv = v & 0xFFFFFFFF;  // 32-bit destinations zero-extend
+    if (in->dst.high8) nv = (old & ~0xFF00ull) | ((v & 0xFF) << 8);
+    else if (in->dst.size == 1) nv = (old & ~0xFFull) | (v & 0xFF);
+    else if (in->dst.size == 2) nv = (old & ~0xFFFFull) | (v & 0xFFFF);
+    else if (in->dst.size == 4) nv = v & 0xFFFFFFFF;  // 32-bit destinations zero-extend (SDM 3.4.1.1)
     else nv = v;
-    write_gpr(r, in.reg, nv);
+    write_gpr(r, in->dst.reg, nv);
   }
   if (!device && run.unassigned_reads + run.unassigned_writes <= 8)
     kprintf("HVKIT INFO run=%s unassigned_access gpa=0x%llx %s size=%u\n", run.cfg->name,
-            (unsigned long long)gpa, in.is_store ? "write(dropped)" : "read(all-ones)", in.mem_size);
-  vmwrite(field::guest_rip, vmread(field::guest_rip) + in.length);
+            (unsigned long long)gpa, store ? "write(dropped)" : "read(all-ones)", mem_size);
+  vmwrite(fields::guest_rip, vmread(fields::guest_rip) + in->length);
   return true;
 }
 
@@ -1004,7 +1030,7 @@ void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mism
 bool handle_vmcall(guest_regs& r) {
   char name[64];
   // Hypercalls are for the guest kernel only (CPL 0: SS.DPL, SDM Vol. 3C 25.4.1).
-  if (((vmread(field::guest_ss_ar) >> 5) & 3) != 0) {
+  if (((vmread(fields::guest_ss_access_rights) >> 5) & 3) != 0) {
     r.rax = ~0ull;
     skip_instruction();
     return true;
@@ -1075,10 +1101,10 @@ bool handle_vmcall(guest_regs& r) {
 void report_exit(const char* what, bool expected) {
   kprintf("HVKIT %s %s: reason=%llu qualification=0x%llx rip=0x%llx gpa=0x%llx intr_info=0x%llx\n",
           expected ? "INFO expected" : "ERROR", what,
-          (unsigned long long)(vmread(field::exit_reason) & 0xFFFF),
-          (unsigned long long)vmread(field::exit_qualification), (unsigned long long)vmread(field::guest_rip),
-          (unsigned long long)vmread(field::guest_physical_address),
-          (unsigned long long)vmread(field::exit_interruption_info));
+          (unsigned long long)(vmread(fields::exit_reason) & 0xFFFF),
+          (unsigned long long)vmread(fields::exit_qualification), (unsigned long long)vmread(fields::guest_rip),
+          (unsigned long long)vmread(fields::guest_physical_address),
+          (unsigned long long)vmread(fields::vm_exit_interruption_info));
 }
 
 }  // namespace
@@ -1115,7 +1141,7 @@ using namespace hv::vmx;
 
 extern "C" int hv_handle_exit(guest_regs* regs) {
   guest_regs& r = *regs;
-  auto raw = static_cast<std::uint32_t>(vmread(field::exit_reason));
+  auto raw = static_cast<std::uint32_t>(vmread(fields::exit_reason));
   std::uint32_t basic = raw & 0xFFFF;
   run.exits.total++;
   run.exits.by_reason[basic < reason::count ? basic : reason::count - 1]++;
@@ -1183,12 +1209,13 @@ bool run_guest(int index) {
   if (!g) return false;
   std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
   *reinterpret_cast<std::uint32_t*>(vmcs_region) = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
-  if (vmclear(vmcs) != vm_status::ok || vmptrld(vmcs) != vm_status::ok) {
+  if (!hvkit::vmx::hw::vmclear(x86::hpa{vmcs}) || !hvkit::vmx::hw::vmptrld(x86::hpa{vmcs})) {
     result("vmcs_load", false, "reason=vmclear_or_vmptrld_failed");
     return false;
   }
   if (!setup_vmcs(*g)) return false;
-  if (caps.ept_vpid & ept_cap::invept_all) invept_all_context();
+  if (caps.ept_vpid & ept_cap::invept_all)
+    static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   run.regs.rdi = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                  (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.guest_flags;
 
@@ -1199,7 +1226,7 @@ bool run_guest(int index) {
     run.status = run_status::vm_fail;
     kprintf("HVKIT ERROR vmlaunch/vmresume failed: %s vm_instruction_error=%llu\n",
             rc == 1 ? "VMfailInvalid" : "VMfailValid",
-            (unsigned long long)(rc == 2 ? vmread(field::vm_instruction_error) : 0));
+            (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
   }
   for (unsigned i = 0; i < reason::count; ++i)
     if (run.exits.by_reason[i])

@@ -1,11 +1,16 @@
 /// @file
-/// @brief Minimal VMX glue: VMCS field encodings, control bits, capability MSRs and the
-/// VMX instructions, kept in one place so they can be swapped for include/vmx/ when it
-/// lands. Encodings: SDM Vol. 3D Appendix B; control bits: SDM Vol. 3C 25.6 / 25.7 / 25.8
-/// ("VM-Execution/VM-Exit/VM-Entry Control Fields"); capability MSRs: Appendix A.
+/// @brief VMX glue: what the example still needs beyond the committed include/vmx/ headers
+/// (fields, hardware backend): control bits and their adjustment, capability MSR numbers,
+/// exit reasons, EPT entry bits. Each block goes when its vmx/ header lands. Control bits:
+/// SDM Vol. 3C 25.6 / 25.7 / 25.8; capability MSRs: Vol. 3D Appendix A; exit reasons:
+/// Appendix C.
 #pragma once
 
 #include <cstdint>
+
+#include <vmx/backend.hpp>
+#include <vmx/fields.hpp>
+#include <vmx/hardware.hpp>
 
 namespace hv::vmx {
 
@@ -33,53 +38,18 @@ inline constexpr std::uint64_t feature_control_vmxon_outside_smx = 1u << 2;
 /// IA32_VMX_BASIC bit 55: the TRUE_* control MSRs exist (SDM Vol. 3D A.1).
 inline constexpr std::uint64_t basic_true_ctls = 1ull << 55;
 
-// ---- VMCS field encodings (SDM Vol. 3D Appendix B) -----------------------------------
-enum class field : std::uint32_t {
-  // 16-bit
-  vpid = 0x0000,
-  guest_es_sel = 0x0800, guest_cs_sel = 0x0802, guest_ss_sel = 0x0804, guest_ds_sel = 0x0806,
-  guest_fs_sel = 0x0808, guest_gs_sel = 0x080A, guest_ldtr_sel = 0x080C, guest_tr_sel = 0x080E,
-  host_es_sel = 0x0C00, host_cs_sel = 0x0C02, host_ss_sel = 0x0C04, host_ds_sel = 0x0C06,
-  host_fs_sel = 0x0C08, host_gs_sel = 0x0C0A, host_tr_sel = 0x0C0C,
-  // 64-bit
-  io_bitmap_a = 0x2000, io_bitmap_b = 0x2002, msr_bitmap = 0x2004,
-  exit_msr_store_addr = 0x2006, exit_msr_load_addr = 0x2008, entry_msr_load_addr = 0x200A,
-  tsc_offset = 0x2010, ept_pointer = 0x201A,
-  guest_physical_address = 0x2400,
-  vmcs_link_pointer = 0x2800, guest_debugctl = 0x2802, guest_pat = 0x2804, guest_efer = 0x2806,
-  host_pat = 0x2C00, host_efer = 0x2C02,
-  // 32-bit
-  pin_controls = 0x4000, proc_controls = 0x4002, exception_bitmap = 0x4004,
-  pf_error_mask = 0x4006, pf_error_match = 0x4008, cr3_target_count = 0x400A,
-  exit_controls = 0x400C, exit_msr_store_count = 0x400E, exit_msr_load_count = 0x4010,
-  entry_controls = 0x4012, entry_msr_load_count = 0x4014, entry_interruption_info = 0x4016,
-  entry_exception_error_code = 0x4018, entry_instruction_length = 0x401A,
-  proc_controls2 = 0x401E,
-  vm_instruction_error = 0x4400, exit_reason = 0x4402, exit_interruption_info = 0x4404,
-  exit_interruption_error_code = 0x4406, idt_vectoring_info = 0x4408,
-  idt_vectoring_error_code = 0x440A, exit_instruction_length = 0x440C,
-  exit_instruction_info = 0x440E,
-  guest_es_limit = 0x4800, guest_cs_limit = 0x4802, guest_ss_limit = 0x4804, guest_ds_limit = 0x4806,
-  guest_fs_limit = 0x4808, guest_gs_limit = 0x480A, guest_ldtr_limit = 0x480C, guest_tr_limit = 0x480E,
-  guest_gdtr_limit = 0x4810, guest_idtr_limit = 0x4812,
-  guest_es_ar = 0x4814, guest_cs_ar = 0x4816, guest_ss_ar = 0x4818, guest_ds_ar = 0x481A,
-  guest_fs_ar = 0x481C, guest_gs_ar = 0x481E, guest_ldtr_ar = 0x4820, guest_tr_ar = 0x4822,
-  guest_interruptibility = 0x4824, guest_activity_state = 0x4826, guest_sysenter_cs = 0x482A,
-  host_sysenter_cs = 0x4C00,
-  // natural width
-  cr0_guest_host_mask = 0x6000, cr4_guest_host_mask = 0x6002,
-  cr0_read_shadow = 0x6004, cr4_read_shadow = 0x6006,
-  exit_qualification = 0x6400, guest_linear_address = 0x640A,
-  guest_cr0 = 0x6800, guest_cr3 = 0x6802, guest_cr4 = 0x6804,
-  guest_es_base = 0x6806, guest_cs_base = 0x6808, guest_ss_base = 0x680A, guest_ds_base = 0x680C,
-  guest_fs_base = 0x680E, guest_gs_base = 0x6810, guest_ldtr_base = 0x6812, guest_tr_base = 0x6814,
-  guest_gdtr_base = 0x6816, guest_idtr_base = 0x6818, guest_dr7 = 0x681A, guest_rsp = 0x681C,
-  guest_rip = 0x681E, guest_rflags = 0x6820, guest_pending_dbg = 0x6822,
-  guest_sysenter_esp = 0x6824, guest_sysenter_eip = 0x6826,
-  host_cr0 = 0x6C00, host_cr3 = 0x6C02, host_cr4 = 0x6C04, host_fs_base = 0x6C06,
-  host_gs_base = 0x6C08, host_tr_base = 0x6C0A, host_gdtr_base = 0x6C0C, host_idtr_base = 0x6C0E,
-  host_sysenter_esp = 0x6C10, host_sysenter_eip = 0x6C12, host_rsp = 0x6C14, host_rip = 0x6C16,
-};
+// ---- VMCS access: hvkit::vmx (typed fields, hardware VMREAD/VMWRITE backend) -------
+namespace fields = hvkit::vmx::fields;
+
+/// VMREAD of a typed field, widened to 64 bits for the arithmetic in the exit handlers.
+/// A failing VMREAD (no current VMCS, bad encoding) reads as 0; the handlers only run
+/// with a current VMCS, and every encoding is checked at compile time by vmx/fields.hpp.
+template <std::uint32_t E>
+inline std::uint64_t vmread(hvkit::vmx::field<E> f) {
+  hvkit::vmx::hw::current_vmcs vmcs;
+  auto r = hvkit::vmx::vmread(vmcs, f);
+  return r.has_value() ? static_cast<std::uint64_t>(r.value()) : 0;
+}
 
 // ---- control bits -------------------------------------------------------------------
 namespace pin {
@@ -149,49 +119,6 @@ struct guest_regs {
   std::uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15;
 };
 static_assert(sizeof(guest_regs) == 15 * 8, "boot.cpp's vmx_enter/vmx_exit_stub use these offsets");
-
-// ---- instructions -------------------------------------------------------------------
-/// Result of a VMX instruction: RFLAGS.CF = VMfailInvalid, ZF = VMfailValid (SDM Vol. 3C 31.2).
-enum class vm_status : std::uint8_t { ok = 0, fail_invalid = 1, fail_valid = 2 };
-
-inline vm_status flags_to_status(bool cf, bool zf) {
-  return cf ? vm_status::fail_invalid : (zf ? vm_status::fail_valid : vm_status::ok);
-}
-
-inline vm_status vmxon(std::uint64_t phys) {
-  bool cf, zf;
-  asm volatile("vmxon %2" : "=@ccc"(cf), "=@ccz"(zf) : "m"(phys) : "memory", "cc");
-  return flags_to_status(cf, zf);
-}
-inline vm_status vmclear(std::uint64_t phys) {
-  bool cf, zf;
-  asm volatile("vmclear %2" : "=@ccc"(cf), "=@ccz"(zf) : "m"(phys) : "memory", "cc");
-  return flags_to_status(cf, zf);
-}
-inline vm_status vmptrld(std::uint64_t phys) {
-  bool cf, zf;
-  asm volatile("vmptrld %2" : "=@ccc"(cf), "=@ccz"(zf) : "m"(phys) : "memory", "cc");
-  return flags_to_status(cf, zf);
-}
-inline vm_status vmwrite_raw(field f, std::uint64_t v) {
-  bool cf, zf;
-  asm volatile("vmwrite %3, %2"
-               : "=@ccc"(cf), "=@ccz"(zf)
-               : "r"(static_cast<std::uint64_t>(f)), "rm"(v)
-               : "memory", "cc");
-  return flags_to_status(cf, zf);
-}
-inline std::uint64_t vmread(field f) {
-  std::uint64_t v = 0;
-  asm volatile("vmread %1, %0" : "=rm"(v) : "r"(static_cast<std::uint64_t>(f)) : "cc");
-  return v;
-}
-inline void invept_all_context() {
-  struct {
-    std::uint64_t eptp, reserved;
-  } desc{0, 0};
-  asm volatile("invept %0, %1" ::"m"(desc), "r"(2ull) : "memory", "cc");
-}
 
 // ---- plain x86 helpers ----------------------------------------------------------------
 inline std::uint64_t rdmsr(std::uint32_t m) {
