@@ -14,7 +14,11 @@
 #include <emulate/decoder.hpp>
 #include <emulate/instruction.hpp>
 #include <paging/cr_write.hpp>
+#include <paging/guest_memory.hpp>
 #include <paging/mmu.hpp>
+#include <paging/walker.hpp>
+#include <x86/cr3.hpp>
+#include <x86/rflags.hpp>
 #include <x86/address.hpp>
 #include <x86/cr.hpp>
 #include <x86/efer.hpp>
@@ -23,7 +27,6 @@
 #include <x86/pfec.hpp>
 
 #include "console.hpp"
-#include "guest_paging_glue.hpp"
 #include "hypercall.hpp"
 #include "layout.hpp"
 
@@ -725,31 +728,66 @@ bool handle_msr(guest_regs& r, bool write) {
 }
 
 // ---- descriptor-table instructions (LTR/STR/LLDT/SLDT) --------------------------------
-/// The live guest paging registers. CR0 is read from the VMCS every time: CR0.WP may be
-/// guest-owned and change without an exit (background.md 1, "THE BUG").
-glue::walk_regs live_walk_regs() {
-  static unsigned maxphyaddr = 0;
-  if (maxphyaddr == 0) maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xFF) : 36;
-  return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
-          x86::efer{vmread(fields::guest_ia32_efer)}, vmread(fields::guest_cr3), x86::rflags{vmread(fields::guest_rflags)},
-          maxphyaddr};
+/// Guest RAM as hvkit::paging sees it: EPT is an identity map, so guest-physical
+/// [guest_mem_base, +guest_mem_size) is also host memory at the same address. Anything
+/// outside is "unbacked" for the walker: a guest page table there is reported, never read.
+hvkit::paging::flat_memory guest_ram_view() {
+  return {reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
+          x86::gpa{layout::guest_mem_base}};
+}
+std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size) {
+  if (gpa < layout::guest_mem_base || size > layout::guest_mem_size ||
+      gpa - layout::guest_mem_base > layout::guest_mem_size - size)
+    return nullptr;
+  return reinterpret_cast<std::uint8_t*>(gpa);
 }
 
-/// Runs the walk with the run's MMU context. CR3 is not intercepted (the TRUE controls let
-/// it go), so the root always comes from the live register; CR0.WP is re-synced by the
-/// passthrough refresh unless this is the negative-control run.
-glue::walk_result walk_guest(std::uint64_t la, x86::pfec access) {
-  glue::walk_regs regs = live_walk_regs();
-  run.mmu.set_root(x86::gpa{regs.cr3 & ~0xFFFull});
-  glue::walk_result w = glue::walk_4level(run.mmu, regs, la, access, !run.cfg->stale_role);
-  if (w.role_refreshed) ++run.passthrough_refreshes;
-  if (run.cfg->stale_role && w.status == glue::walk_status::page_fault && w.error.raw() == 0x3 &&
-      !regs.cr0_live.test(x86::cr0::wp))
+hvkit::paging::cpu_properties guest_cpu_properties() {
+  static hvkit::paging::cpu_properties props{};
+  static bool done = false;
+  if (!done) {
+    bool ext8 = cpuid(0x80000000).eax >= 0x80000008;
+    props.maxphyaddr = ext8 ? (cpuid(0x80000008).eax & 0xFF) : 36;
+    props.gbpages = (cpuid(0x80000001).edx >> 26) & 1;
+    done = true;
+  }
+  return props;
+}
+
+enum class walk_status : std::uint8_t { ok, fault, outside_ram };
+struct guest_walk {
+  walk_status status;
+  std::uint64_t gpa;        ///< ok: the translation
+  x86::vector vector;       ///< fault: #PF, or #GP for a non-canonical address
+  x86::pfec error;          ///< fault: the #PF error code
+  std::uint64_t bad_gpa;    ///< outside_ram: the unbacked address
+};
+
+/// One guest-linear access through hvkit::paging: the 4-level walker over guest RAM with
+/// the run's mmu_context. CR0.WP is re-synced from the live VMCS guest CR0 first (the
+/// passthrough refresh; skipped only in the negative-control run, which is the KVM bug).
+/// CR3 is not intercepted (the TRUE controls let it go), so the root comes from the live
+/// register too.
+guest_walk walk_guest(std::uint64_t la, x86::pfec access) {
+  namespace pg = hvkit::paging;
+  const x86::cr0 live_cr0{vmread(fields::guest_cr0)};
+  if (!run.cfg->stale_role && run.mmu.refresh_passthrough_bits(live_cr0)) ++run.passthrough_refreshes;
+  const pg::cpu_properties props = guest_cpu_properties();
+  run.mmu.set_root(x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, run.mmu.role().mode(), props.maxphyaddr));
+  pg::walk_request req{};
+  req.linear = x86::gva{la};
+  req.access = access;
+  req.rflags = x86::rflags{vmread(fields::guest_rflags)};
+  pg::flat_memory mem = guest_ram_view();
+  const pg::walk_result res = pg::guest_walker{run.mmu, props}.walk(mem, run.mmu, req);
+  if (res.has_value()) return {walk_status::ok, res.value().address.value(), x86::vector::pf, {}, 0};
+  const pg::walk_fault& f = res.error();
+  if (f.kind == pg::fault_kind::unbacked)
+    return {walk_status::outside_ram, 0, x86::vector::pf, {}, f.guest_physical.value()};
+  if (run.cfg->stale_role && f.vector == x86::vector::pf && f.error_code.raw() == 0x3 && !live_cr0.test(x86::cr0::wp))
     ++run.stale_wrong_faults;
-  return w;
+  return {walk_status::fault, 0, f.vector, f.error_code, 0};
 }
-
-
 
 unsigned guest_cpl() { return (vmread(fields::guest_ss_access_rights) >> 5) & 3; }  // SDM Vol. 3C 25.4.1
 
@@ -758,15 +796,16 @@ enum class mem_status { ok, fault_injected, fatal };
 /// Reads or writes guest linear memory (size <= 8, within one page) through the guest's
 /// page tables; on a page fault the #PF is injected into the guest.
 mem_status guest_linear_access(std::uint64_t la, void* buf, unsigned size, x86::pfec access) {
-  glue::walk_result w = walk_guest(la, access);
-  if (w.status == glue::walk_status::page_fault) {
-    inject_pf(la, w.error);
+  guest_walk w = walk_guest(la, access);
+  if (w.status == walk_status::fault) {
+    if (w.vector == x86::vector::pf) inject_pf(la, w.error);
+    else inject_gp(0);  // non-canonical
     return mem_status::fault_injected;
   }
-  std::uint8_t* host = w.status == glue::walk_status::ok ? glue::guest_ram(w.gpa, size) : nullptr;
+  std::uint8_t* host = w.status == walk_status::ok ? guest_ram(w.gpa, size) : nullptr;
   if (!host) {
     kprintf("HVKIT ERROR guest access la=0x%llx: paging structure or page outside guest RAM (gpa 0x%llx)\n",
-            (unsigned long long)la, (unsigned long long)(w.status == glue::walk_status::ok ? w.gpa : w.bad_gpa));
+            (unsigned long long)la, (unsigned long long)(w.status == walk_status::ok ? w.gpa : w.bad_gpa));
     return mem_status::fatal;
   }
   if (access.test(x86::pfec::write)) __builtin_memcpy(host, buf, size);
@@ -910,8 +949,8 @@ unsigned fetch_guest_insn(std::uint8_t* buf) {
   for (; n < 15; ++n) {
     std::uint64_t la = rip + n;
     if (n == 0 || (la & 0xFFF) == 0) {
-      glue::walk_result w = walk_guest(la, fetch);
-      host = w.status == glue::walk_status::ok ? glue::guest_ram(w.gpa, 1) : nullptr;
+      guest_walk w = walk_guest(la, fetch);
+      host = w.status == walk_status::ok ? guest_ram(w.gpa, 1) : nullptr;
       if (!host) break;
     }
     buf[n] = *host++;
