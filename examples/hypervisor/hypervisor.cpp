@@ -165,6 +165,10 @@ run_summary summaries[run_count];
 int results_pass, results_fail, results_errata;
 
 // ---- small helpers -------------------------------------------------------------------
+bool str_eq(const char* a, const char* b) {
+  while (*a && *a == *b) ++a, ++b;
+  return *a == *b;
+}
 void report_exit(const char* what, bool expected = false);
 void result(const char* name, bool pass, const char* fmt = nullptr, ...) __attribute__((format(printf, 3, 4)));
 void result(const char* name, bool pass, const char* fmt, ...) {
@@ -1100,7 +1104,7 @@ bool handle_vmcall(guest_regs& r) {
         // Negative control: the guest's verdicts are evidence, not results.
         kprintf("HVKIT INFO run=%s guest_check=%s guest_verdict=%s a=0x%llx b=0x%llx\n", run.cfg->name, name,
                 r.rcx == hc::result_pass ? "PASS" : "FAIL", (unsigned long long)r.rdx, (unsigned long long)r.rsi);
-        if (__builtin_strcmp(name, "ltr_ro_gdt_wp0_ok") == 0) {
+        if (str_eq(name, "ltr_ro_gdt_wp0_ok")) {
           run.neg_wp0_seen = true;
           run.neg_wp0_result = r.rcx;
         }
