@@ -1,0 +1,769 @@
+// Golden cases for the walkers, expectations typed by hand from the SDM: the classic bugs
+// named in the issue (XSA-176, PSE-36, 4 MiB PDE without PSE, SMEP with NX off, WP=0 sets
+// D, P bit on an upper-level permission fault, non-canonical #GP/#SS, EPT write-only
+// misconfiguration, EPT A/D paging-structure writes) and the guest_memory implementations.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include <paging/ept_walker.hpp>
+#include <paging/guest_memory.hpp>
+#include <paging/mmu.hpp>
+#include <paging/nested.hpp>
+#include <paging/pdptr.hpp>
+#include <paging/walker.hpp>
+#include <x86/cr3.hpp>
+
+#include "runtime.hpp"
+
+namespace {
+
+using namespace hvkit;
+using paging::fault_kind;
+using std::uint64_t;
+
+// A guest-physical memory image with helpers to place entries.
+struct image {
+  std::vector<std::uint8_t> bytes;
+  explicit image(std::size_t n = 0x20000) : bytes(n) {}
+  void put64(uint64_t a, uint64_t v) {
+    for (unsigned i = 0; i < 8; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
+  }
+  void put32(uint64_t a, std::uint32_t v) {
+    for (unsigned i = 0; i < 4; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
+  }
+  uint64_t get64(uint64_t a) const {
+    uint64_t v = 0;
+    for (unsigned i = 0; i < 8; ++i) v |= uint64_t{bytes[a + i]} << (8 * i);
+    return v;
+  }
+  std::uint32_t get32(uint64_t a) const { return static_cast<std::uint32_t>(get64(a) & 0xffffffffu); }
+  paging::flat_memory mem() { return paging::flat_memory(bytes.data(), bytes.size()); }
+  paging::flat_view view() const { return paging::flat_view(bytes.data(), bytes.size()); }
+};
+
+// Entry bits, typed from SDM Tables 4-14..4-20.
+constexpr uint64_t P = 1, RW = 2, US = 4, A = 0x20, D = 0x40, PS = 0x80, XD = uint64_t{1} << 63;
+
+const x86::cr0 cr0_pg = x86::cr0::pg | x86::cr0::pe;
+const x86::cr0 cr0_pg_wp = cr0_pg | x86::cr0::wp;
+const x86::efer efer_lma = x86::efer::lme | x86::efer::lma;
+
+// 4-level tables for VA 0x0000'0040'0020'1abc: PML4[0] -> PDPT[1] -> PD[1] -> PT[1].
+constexpr uint64_t va4 = (uint64_t{1} << 30) | (uint64_t{1} << 21) | (uint64_t{1} << 12) | 0xabc;
+void four_level(image& m, uint64_t pml4e, uint64_t pdpte, uint64_t pde, uint64_t pte) {
+  m.put64(0x1000 + 0 * 8, 0x2000 | pml4e);
+  m.put64(0x2000 + 1 * 8, 0x3000 | pdpte);
+  m.put64(0x3000 + 1 * 8, 0x4000 | pde);
+  m.put64(0x4000 + 1 * 8, 0x7000 | pte);
+}
+
+paging::walk_result walk4(image& m, x86::cr0 cr0, x86::cr4 cr4, x86::efer efer, x86::pfec access,
+                          uint64_t va = va4, paging::cpu_properties props = {}, bool stack = false) {
+  const auto mmu = paging::mmu_context::make(cr0, cr4 | x86::cr4::pae, efer | efer_lma, x86::gpa{0x1000});
+  const paging::walker_4level w(mmu, props);
+  auto mem = m.mem();
+  paging::walk_request req{};
+  req.linear = x86::gva{va};
+  req.access = access;
+  req.stack = stack;
+  return w.walk(mem, mmu, req);
+}
+
+TEST(WalkGolden, Xsa176PsInPml4eIsReserved) {
+  image m;
+  four_level(m, P | RW | PS, P | RW, P | RW, P | RW);
+  const auto r = walk4(m, cr0_pg, {}, {}, x86::pfec::write);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::reserved_bit);
+  EXPECT_EQ(r.error().level, 4);
+  EXPECT_EQ(r.error().entry_address.value(), 0x1000u);
+  EXPECT_EQ(r.error().error_code.raw(), 0xbu);  // P | W | RSVD
+  EXPECT_EQ(r.error().vector, x86::vector::pf);
+}
+
+TEST(WalkGolden, Xsa176PdptePsWithoutGbpagesIsReserved) {
+  image m;
+  // PDPTE maps a 1 GiB page at 0x4000'0000 when 1 GiB pages exist.
+  m.put64(0x1000, 0x2000 | P | RW);
+  m.put64(0x2000 + 8, 0x4000'0000 | P | RW | PS);
+  paging::cpu_properties no1g{};
+  no1g.gbpages = false;
+  const auto r = walk4(m, cr0_pg, {}, {}, {}, va4, no1g);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::reserved_bit);
+  EXPECT_EQ(r.error().level, 3);
+  EXPECT_EQ(r.error().error_code.raw(), 0x9u);  // P | RSVD
+  const auto ok = walk4(m, cr0_pg, {}, {}, {});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->address.value(), 0x4000'0000u + 0x20'1abcu);
+  EXPECT_EQ(ok->page_size, uint64_t{1} << 30);
+}
+
+TEST(WalkGolden, LargePagePatBitIsNotAddress) {
+  image m;
+  m.put64(0x1000, 0x2000 | P | RW);
+  m.put64(0x2000 + 8, 0x3000 | P | RW);
+  m.put64(0x3000 + 8, 0x0060'0000 | 0x1000 /*PAT*/ | P | RW | PS);
+  const auto r = walk4(m, cr0_pg, {}, {}, {});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x0060'0000u + 0x1abcu);
+  EXPECT_EQ(r->page_size, uint64_t{2} << 20);
+  EXPECT_EQ(r->memory_type, 4);  // PAT=1, PCD=0, PWT=0
+  // Bit 13 of a 2 MiB PDE is reserved.
+  m.put64(0x3000 + 8, 0x0060'0000 | 0x2000 | P | RW | PS);
+  const auto bad = walk4(m, cr0_pg, {}, {}, {});
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, fault_kind::reserved_bit);
+  EXPECT_EQ(bad.error().level, 2);
+}
+
+paging::walk_result walk32(image& m, x86::cr4 cr4, uint64_t va, unsigned maxphy = 40, x86::pfec access = {}) {
+  const auto mmu = paging::mmu_context::make(cr0_pg, cr4, {}, x86::gpa{0x1000});
+  paging::cpu_properties props{};
+  props.maxphyaddr = maxphy;
+  const paging::walker_32bit w(mmu, props);
+  auto mem = m.mem();
+  paging::walk_request req{};
+  req.linear = x86::gva{va};
+  req.access = access;
+  return w.walk(mem, mmu, req);
+}
+
+TEST(WalkGolden, Pse36Address) {
+  image m;
+  // PDE 3 (VA 0x00c0'0000..): 4 MiB page, PA bits 31:22 = 0x00c0'0000, PA bits 39:32 = 0x12.
+  m.put32(0x1000 + 3 * 4, 0x00c0'0000u | (0x12u << 13) | 0x83u);
+  const auto r = walk32(m, x86::cr4::pse, 0x00c1'2345);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x12'00c1'2345u);
+  EXPECT_EQ(r->page_size, uint64_t{4} << 20);
+  // MAXPHYADDR 36: PDE bit 17 (PA bit 36) is reserved (bits 21:17), so is 0x12 << 13.
+  const auto r36 = walk32(m, x86::cr4::pse, 0x00c1'2345, 36);
+  ASSERT_FALSE(r36);
+  EXPECT_EQ(r36.error().kind, fault_kind::reserved_bit);
+  EXPECT_EQ(r36.error().error_code.raw(), 0x9u);
+  // Bit 21 is always reserved.
+  m.put32(0x1000 + 3 * 4, 0x00c0'0000u | (1u << 21) | 0x83u);
+  EXPECT_EQ(walk32(m, x86::cr4::pse, 0x00c1'2345).error().kind, fault_kind::reserved_bit);
+}
+
+TEST(WalkGolden, FourMegPdeWithoutPseWalksPageTable) {
+  image m;
+  // PDE 3 has PS=1 and address 0x5000; without CR4.PSE it references the page table at 0x5000.
+  m.put32(0x1000 + 3 * 4, 0x5000u | 0x83u);
+  m.put32(0x5000 + 0x12 * 4, 0x9000u | 0x3u);  // PTE for VA 0x00c1'2345 (PT index 0x12)
+  const auto r = walk32(m, {}, 0x00c1'2345);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x9345u);
+  EXPECT_EQ(r->page_size, 4096u);
+  EXPECT_EQ(r->path.count, 2);
+  EXPECT_EQ(m.get32(0x1000 + 3 * 4) & 0x20u, 0x20u);  // A set on the PDE
+  EXPECT_EQ(m.get32(0x5000 + 0x12 * 4) & 0x60u, 0x20u);  // A, no D (read)
+}
+
+TEST(WalkGolden, SmepFetchFromUserPageWithNxOff) {
+  image m;
+  four_level(m, P | RW | US, P | RW | US, P | RW | US, P | RW | US);
+  const auto r = walk4(m, cr0_pg_wp, x86::cr4::smep, {}, x86::pfec::fetch);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::permission);
+  EXPECT_EQ(r.error().error_code.raw(), 0x11u);  // P | I/D (I/D is reported because SMEP=1)
+  // Without SMEP the fetch is allowed (no NX).
+  EXPECT_TRUE(walk4(m, cr0_pg_wp, {}, {}, x86::pfec::fetch));
+  // Nothing written by the faulting walk: A is still clear everywhere.
+  image fresh;
+  four_level(fresh, P | RW | US, P | RW | US, P | RW | US, P | RW | US);
+  EXPECT_FALSE(walk4(fresh, cr0_pg_wp, x86::cr4::smep, {}, x86::pfec::fetch));
+  EXPECT_EQ(fresh.get64(0x1000) & A, 0u);
+  EXPECT_EQ(fresh.get64(0x4000 + 8) & A, 0u);
+}
+
+TEST(WalkGolden, SupervisorWriteWpZeroToReadOnlyPageSetsDirty) {
+  image m;
+  four_level(m, P, P, P, P);  // read-only everywhere, supervisor
+  const auto r = walk4(m, cr0_pg, {}, {}, x86::pfec::write);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x7abcu);
+  EXPECT_EQ(m.get64(0x4000 + 8), 0x7000u | P | A | D);  // leaf: A and D
+  EXPECT_EQ(m.get64(0x3000 + 8), 0x4000u | P | A);      // non-leaf: A only
+  EXPECT_EQ(m.get64(0x1000), 0x2000u | P | A);
+  // With WP=1 the same write faults: P | W.
+  image m2;
+  four_level(m2, P, P, P, P);
+  const auto f = walk4(m2, cr0_pg_wp, {}, {}, x86::pfec::write);
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().error_code.raw(), 0x3u);
+  EXPECT_EQ(m2.get64(0x4000 + 8), 0x7000u | P);  // nothing written
+}
+
+TEST(WalkGolden, PresentBitOnUpperLevelPermissionFault) {
+  image m;
+  four_level(m, P | RW /* U/S=0 at the PML4E */, P | RW | US, P | RW | US, P | RW | US);
+  const auto r = walk4(m, cr0_pg_wp, {}, {}, x86::pfec::user);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::permission);
+  EXPECT_EQ(r.error().error_code.raw(), 0x5u);  // P | U
+  EXPECT_EQ(r.error().level, 4);
+  EXPECT_EQ(r.error().entry_address.value(), 0x1000u);
+  EXPECT_EQ(r.error().path.count, 4);
+  // A user write to a page read-only at the PDPTE: P | W | U, blamed on level 3.
+  image m2;
+  four_level(m2, P | RW | US, P | US, P | RW | US, P | RW | US);
+  const auto w = walk4(m2, cr0_pg_wp, {}, {}, x86::pfec::user | x86::pfec::write);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().error_code.raw(), 0x7u);
+  EXPECT_EQ(w.error().level, 3);
+}
+
+TEST(WalkGolden, NonCanonicalIsGpOrSsNotPf) {
+  image m;
+  four_level(m, P | RW, P | RW, P | RW, P | RW);
+  const uint64_t bad = 0x0000'8000'0000'0000;  // bit 47 set, 63:48 clear
+  const auto r = walk4(m, cr0_pg, {}, {}, {}, bad);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::non_canonical);
+  EXPECT_EQ(r.error().vector, x86::vector::gp);
+  EXPECT_EQ(r.error().error_code.raw(), 0u);
+  EXPECT_EQ(r.error().path.count, 0);  // no walk took place
+  const auto s = walk4(m, cr0_pg, {}, {}, {}, bad, {}, true);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().vector, x86::vector::ss);
+  // 0xffff'8000'0000'0000 is canonical (and not mapped here: a #PF).
+  const auto c = walk4(m, cr0_pg, {}, {}, {}, 0xffff'8000'0000'0000);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().kind, fault_kind::not_present);
+  EXPECT_EQ(c.error().vector, x86::vector::pf);
+  // With LA57 the same address is canonical and walks 5 levels.
+  const auto mmu5 = paging::mmu_context::make(cr0_pg, x86::cr4::pae | x86::cr4::la57, efer_lma, x86::gpa{0x1000});
+  const paging::walker_5level w5(mmu5, {});
+  auto mem = m.mem();
+  const auto r5 = w5.walk(mem, mmu5, {x86::gva{bad}});
+  ASSERT_FALSE(r5);
+  EXPECT_EQ(r5.error().kind, fault_kind::not_present);
+  EXPECT_EQ(r5.error().level, 4);  // PML5[0] -> 0x2000; PML4 index 256 there is empty
+}
+
+TEST(WalkGolden, Cr3ControlAndPcidBitsStripped) {
+  image m;
+  four_level(m, P | RW, P | RW, P | RW, P | RW);
+  // CR3 = 0x1000 | PCID 0x123 | no-flush bit 63 | LAM bit 61.
+  const x86::cr3 cr3{0x1000 | 0x123 | (uint64_t{1} << 63) | (uint64_t{1} << 61)};
+  const auto root = x86::cr3_root(cr3, x86::paging_mode::four_level, 52);
+  EXPECT_EQ(root.value(), 0x1000u);
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae | x86::cr4::pcide, efer_lma, root);
+  const paging::walker_4level w(mmu, {});
+  auto mem = m.mem();
+  const auto r = w.walk(mem, mmu, {x86::gva{va4}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x7abcu);
+}
+
+TEST(WalkGolden, ReadOnlyMemoryAndSwitchedOffAdWriteNothing) {
+  image m;
+  four_level(m, P | RW, P | RW, P | RW, P | RW);
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
+  const paging::walker_4level w(mmu, {});
+  const auto view = m.view();
+  paging::walk_request req{};
+  req.linear = x86::gva{va4};
+  req.access = x86::pfec::write;
+  auto v = view;
+  ASSERT_TRUE(w.walk(v, mmu, req));
+  EXPECT_EQ(m.get64(0x4000 + 8), 0x7000u | P | RW);
+  auto mem = m.mem();
+  req.update_ad = false;
+  ASSERT_TRUE(w.walk(mem, mmu, req));
+  EXPECT_EQ(m.get64(0x4000 + 8), 0x7000u | P | RW);
+  req.update_ad = true;
+  ASSERT_TRUE(w.walk(mem, mmu, req));
+  EXPECT_EQ(m.get64(0x4000 + 8), 0x7000u | P | RW | A | D);
+}
+
+TEST(WalkGolden, UnbackedTableIsATypedError) {
+  image m(0x5000);
+  m.put64(0x1000, 0x2000 | P | RW);
+  m.put64(0x2000 + 8, 0x3000 | P | RW);
+  m.put64(0x3000 + 8, 0x10'0000 | P | RW);  // page table outside the image
+  const auto r = walk4(m, cr0_pg, {}, {}, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::unbacked);
+  EXPECT_EQ(r.error().level, 1);
+  EXPECT_EQ(r.error().entry_address.value(), 0x10'0000u + 8);
+  EXPECT_EQ(r.error().path.count, 3);
+}
+
+TEST(WalkGolden, AmdNonLeafBit8) {
+  image m;
+  four_level(m, P | RW | 0x100, P | RW | 0x100, P | RW, P | RW | 0x100);
+  EXPECT_TRUE(walk4(m, cr0_pg, {}, {}, {}));  // Intel: ignored (and G in the PTE)
+  paging::cpu_properties amd{};
+  amd.amd_nonleaf_bit8 = true;
+  const auto r = walk4(m, cr0_pg, {}, {}, {}, va4, amd);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::reserved_bit);
+  EXPECT_EQ(r.error().level, 4);
+  image m2;
+  four_level(m2, P | RW, P | RW | 0x100, P | RW, P | RW);  // PDPTE bit 8 stays ignored on AMD
+  EXPECT_TRUE(walk4(m2, cr0_pg, {}, {}, {}, va4, amd));
+}
+
+TEST(WalkGolden, NxBitReservedWithoutNxeAndProtectionKey) {
+  image m;
+  four_level(m, P | RW | US, P | RW | US, P | RW | US, P | RW | US | XD | (uint64_t{5} << 59));
+  const auto r = walk4(m, cr0_pg, {}, {}, {});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::reserved_bit);
+  EXPECT_EQ(r.error().level, 1);
+  const auto ok = walk4(m, cr0_pg, {}, x86::efer::nxe, x86::pfec::user);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->pkey, 5);
+  EXPECT_EQ(ok->address.value(), 0x7abcu);  // bits 62:59 are not address
+  EXPECT_FALSE(ok->rights.test(paging::pte_access::exec));
+  EXPECT_TRUE(ok->rights.test(paging::pte_access::user | paging::pte_access::write));
+  // PKRU.AD for key 5 with CR4.PKE: a user read faults with P | U | PK.
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae | x86::cr4::pke, efer_lma | x86::efer::nxe,
+                                             x86::gpa{0x1000});
+  const paging::walker_4level w(mmu, {});
+  auto mem = m.mem();
+  paging::walk_request req{};
+  req.linear = x86::gva{va4};
+  req.access = x86::pfec::user;
+  req.pkru = 1u << 10;
+  const auto pk = w.walk(mem, mmu, req);
+  ASSERT_FALSE(pk);
+  EXPECT_EQ(pk.error().kind, fault_kind::protection_key);
+  EXPECT_EQ(pk.error().error_code.raw(), 0x25u);
+}
+
+TEST(WalkGolden, PaePdptesComeFromTheSnapshot) {
+  image m;
+  // PDPT at 0x1020 (32-byte aligned); PDPTE 1 -> PD 0x3000 -> PT 0x4000 -> 0x7000.
+  m.put64(0x1020 + 8, 0x3000 | P);
+  m.put64(0x3000 + 8, 0x4000 | P | RW);
+  m.put64(0x4000 + 8, 0x7000 | P | RW);
+  const x86::cr3 cr3{0x1020 | 0x18 /* PWT, PCD */};
+  const auto pd = paging::load_pdptrs(cr3, m.view(), 36);
+  ASSERT_TRUE(pd);
+  EXPECT_EQ(pd->pdpt.value(), 0x1020u);
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae, {}, pd->pdpt);
+  paging::cpu_properties props{};
+  props.maxphyaddr = 36;
+  const paging::walker_pae w(mmu, props, *pd);
+  const uint64_t va = (1u << 30) | (1u << 21) | (1u << 12) | 0x123;
+  // Later writes to the PDPT have no effect: the walker uses the registers.
+  m.put64(0x1020 + 8, 0);
+  auto mem = m.mem();
+  const auto r = w.walk(mem, mmu, {x86::gva{va}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x7123u);
+  EXPECT_EQ(r->path.count, 3);
+  EXPECT_EQ(r->path.entries[0].address.value(), 0x1028u);
+  EXPECT_EQ(m.get64(0x1020 + 8), 0u);  // no A bit in PDPTEs
+  // A PDPTE with a reserved bit (bit 1, or bit 36 with MAXPHYADDR 36) is #GP at load time.
+  m.put64(0x1020 + 16, 0x5000 | P | 2);
+  const auto bad = paging::load_pdptrs(cr3, m.view(), 36);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, paging::pdptr_error::kind_type::reserved_bit);
+  EXPECT_EQ(bad.error().index, 2);
+  EXPECT_EQ(bad.error().vector, x86::vector::gp);
+  m.put64(0x1020 + 16, (uint64_t{1} << 36) | P);
+  EXPECT_FALSE(paging::load_pdptrs(cr3, m.view(), 36));
+  EXPECT_TRUE(paging::load_pdptrs(cr3, m.view(), 40));
+  // Not present PDPTE: loads fine; the walk takes a not-present #PF at level 3.
+  m.put64(0x1020 + 16, 0xfff0);
+  const auto np = paging::load_pdptrs(cr3, m.view(), 36);
+  ASSERT_TRUE(np);
+  const paging::walker_pae w2(mmu, props, *np);
+  const auto f = w2.walk(mem, mmu, {x86::gva{2u << 30}, x86::pfec::write});
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().kind, fault_kind::not_present);
+  EXPECT_EQ(f.error().level, 3);
+  EXPECT_EQ(f.error().error_code.raw(), 0x2u);
+}
+
+TEST(WalkGolden, PaeReservedBitsAndNx) {
+  image m;
+  m.put64(0x1000, 0x3000 | P);
+  m.put64(0x3000, 0x4000 | P | RW | (uint64_t{1} << 52));  // bit 52: reserved in PAE (62:M)
+  const auto pd = paging::load_pdptrs(x86::cr3{0x1000}, m.view(), 52);
+  ASSERT_TRUE(pd);
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae, x86::efer::nxe, x86::gpa{0x1000});
+  const paging::walker_pae w(mmu, {}, *pd);
+  auto mem = m.mem();
+  const auto r = w.walk(mem, mmu, {x86::gva{0x123}, x86::pfec::fetch});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::reserved_bit);
+  EXPECT_EQ(r.error().error_code.raw(), 0x19u);  // P | RSVD | I/D (PAE with NXE)
+}
+
+// A memory whose compare-exchange reports a concurrent change `fail_times` times.
+struct flaky {
+  image* img;
+  int* fail_times;
+  bool operator()(x86::gpa a, unsigned n, uint64_t& out) const {
+    if (a.value() + n > img->bytes.size()) return false;
+    out = n == 8 ? img->get64(a.value()) : img->get32(a.value());
+    return true;
+  }
+};
+struct flaky_cas {
+  image* img;
+  int* fail_times;
+  result<bool, paging::memory_error> operator()(x86::gpa a, unsigned n, uint64_t expected, uint64_t desired) const {
+    if (a.value() + n > img->bytes.size()) return unexpected(paging::memory_error::unbacked);
+    if (*fail_times > 0) {
+      --*fail_times;
+      return false;
+    }
+    const uint64_t cur = n == 8 ? img->get64(a.value()) : img->get32(a.value());
+    if (cur != expected) return false;
+    if (n == 8) img->put64(a.value(), desired);
+    else img->put32(a.value(), static_cast<std::uint32_t>(desired));
+    return true;
+  }
+};
+
+TEST(WalkGolden, AdUpdateRewalksWhenAnEntryChanges) {
+  image m;
+  four_level(m, P | RW, P | RW, P | RW, P | RW);
+  int fails = 3;
+  auto mem = paging::make_callback_memory(flaky{&m, &fails}, flaky_cas{&m, &fails});
+  static_assert(paging::writable_guest_memory<decltype(mem)>);
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
+  const paging::walker_4level w(mmu, {});
+  const auto r = w.walk(mem, mmu, {x86::gva{va4}, x86::pfec::write});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(fails, 0);
+  EXPECT_EQ(m.get64(0x4000 + 8), 0x7000u | P | RW | A | D);
+  fails = 1000;
+  image m2;
+  four_level(m2, P | RW, P | RW, P | RW, P | RW);
+  auto mem2 = paging::make_callback_memory(flaky{&m2, &fails}, flaky_cas{&m2, &fails});
+  const auto e = w.walk(mem2, mmu, {x86::gva{va4}, x86::pfec::write});
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().kind, fault_kind::retry_exhausted);
+  EXPECT_EQ(fails, 1000 - static_cast<int>(paging::max_ad_retries));
+  // Read-only callback memory: no A/D.
+  auto ro = paging::make_callback_memory(flaky{&m2, &fails});
+  static_assert(paging::guest_memory<decltype(ro)> && !paging::writable_guest_memory<decltype(ro)>);
+  EXPECT_TRUE(w.walk(ro, mmu, {x86::gva{va4}, x86::pfec::write}));
+}
+
+TEST(WalkGolden, FlatMemoryBounds) {
+  std::array<std::uint8_t, 16> b{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  paging::flat_memory m(b.data(), b.size(), x86::gpa{0x1000});
+  EXPECT_EQ(*m.read64(x86::gpa{0x1008}), 0x100f0e0d0c0b0a09u);
+  EXPECT_EQ(*m.read32(x86::gpa{0x100c}), 0x100f0e0du);
+  EXPECT_FALSE(m.read64(x86::gpa{0x1009}));   // crosses the end
+  EXPECT_FALSE(m.read32(x86::gpa{0xffc}));    // below the base
+  EXPECT_FALSE(m.read64(x86::gpa{~uint64_t{0} - 3}));  // no wrap-around
+  EXPECT_EQ(m.read64(x86::gpa{0x1010}).error(), paging::memory_error::unbacked);
+  EXPECT_TRUE(*m.cmpxchg64(x86::gpa{0x1000}, 0x0807060504030201u, 42));
+  EXPECT_FALSE(*m.cmpxchg64(x86::gpa{0x1000}, 0x0807060504030201u, 43));
+  EXPECT_EQ(*m.read64(x86::gpa{0x1000}), 42u);
+  EXPECT_FALSE(m.cmpxchg32(x86::gpa{0x100e}, 0, 1));
+}
+
+// A constant-evaluated walk: 4-level, 4 KiB page, through a flat_view over a constexpr image.
+constexpr std::array<std::uint8_t, 0x5000> const_image() {
+  std::array<std::uint8_t, 0x5000> b{};
+  auto put = [&b](uint64_t a, uint64_t v) {
+    for (unsigned i = 0; i < 8; ++i) b[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
+  };
+  put(0x1000, 0x2000 | P | RW);
+  put(0x2000 + 8, 0x3000 | P | RW);
+  put(0x3000 + 8, 0x4000 | P | RW);
+  put(0x4000 + 8, 0x7000 | P);
+  return b;
+}
+constexpr auto cimg = const_image();
+constexpr paging::walk_result const_walk(uint64_t va, x86::pfec access) {
+  const auto mmu = paging::mmu_context::make(x86::cr0{0x80010001}, x86::cr4{0x20}, x86::efer{0x500}, x86::gpa{0x1000});
+  const paging::walker_4level w(mmu, {});
+  paging::flat_view v(cimg.data(), cimg.size());
+  return w.walk(v, mmu, {x86::gva{va}, access});
+}
+
+TEST(WalkGolden, ConstexprWalk) {
+  using hvkit::test::rt;
+  HVKIT_BOTH(const_walk(va4, {})->address.value() == 0x7abc);
+  HVKIT_BOTH(const_walk(va4, x86::pfec::write).error().error_code.raw() == 0x3);  // WP=1, read-only
+  HVKIT_BOTH(const_walk(va4 + 0x1000, {}).error().kind == fault_kind::not_present);
+  EXPECT_EQ(const_walk(rt(va4), {})->address.value(), 0x7abcu);
+}
+
+// ---- EPT ----
+
+constexpr uint64_t R = 1, W = 2, X = 4, EPT_PS = 0x80, EA = 0x100, ED = 0x200, XU = 0x400, WB = 6u << 3;
+
+// EPT tables for GPA 0x4020'1abc: PML4 0x10000 -> PDPT 0x11000[1] -> PD 0x12000[1] -> PT 0x13000[1].
+constexpr uint64_t gpa4 = (uint64_t{1} << 30) | (uint64_t{1} << 21) | (uint64_t{1} << 12) | 0xabc;
+void ept_tables(image& m, uint64_t l4, uint64_t l3, uint64_t l2, uint64_t l1) {
+  m.put64(0x10000, 0x11000 | l4);
+  m.put64(0x11000 + 8, 0x12000 | l3);
+  m.put64(0x12000 + 8, 0x13000 | l2);
+  m.put64(0x13000 + 8, 0x18000 | l1);
+}
+paging::ept_walker make_ept(bool ad, paging::ept_capabilities caps = {}) {
+  const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x10000}, 4, ad), caps);
+  EXPECT_TRUE(w);
+  return *w;
+}
+
+TEST(EptGolden, WriteOnlyEntryIsMisconfiguration) {
+  image m;
+  ept_tables(m, R | W | X, R | W | X, W /* write-only */, R | W | X | WB);
+  auto mem = m.mem();
+  const auto r = make_ept(false).translate(mem, {x86::gpa{gpa4}});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::ept_misconfig);
+  EXPECT_EQ(r.error().stage, paging::walk_stage::ept);
+  EXPECT_EQ(r.error().level, 2);
+  EXPECT_EQ(r.error().entry_address.value(), 0x12008u);
+  EXPECT_EQ(r.error().qualification.raw(), 0u);
+  EXPECT_EQ(r.error().guest_physical.value(), gpa4);
+}
+
+TEST(EptGolden, ExecuteOnlyAndMemoryTypes) {
+  image m;
+  ept_tables(m, R | W | X, R | W | X, R | W | X, X | WB);
+  auto mem = m.mem();
+  const auto mis = make_ept(false).translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
+  ASSERT_FALSE(mis);
+  EXPECT_EQ(mis.error().kind, fault_kind::ept_misconfig);
+  paging::ept_capabilities xo{};
+  xo.execute_only = true;
+  const auto w = make_ept(false, xo);
+  const auto f = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->address.value(), 0x18abcu);
+  EXPECT_EQ(f->memory_type, 6);
+  const auto rd = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::read});
+  ASSERT_FALSE(rd);
+  EXPECT_EQ(rd.error().kind, fault_kind::permission);
+  EXPECT_EQ(rd.error().qualification.raw(), 0x21u);  // read; executable
+  EXPECT_EQ(rd.error().level, 1);
+  // Memory type 2, 3 or 7 in the leaf: misconfiguration.
+  for (uint64_t mt : {2u, 3u, 7u}) {
+    m.put64(0x13000 + 8, 0x18000 | R | W | X | (mt << 3));
+    EXPECT_EQ(w.translate(mem, {x86::gpa{gpa4}}).error().kind, fault_kind::ept_misconfig) << mt;
+  }
+  // Memory type bits in a non-leaf entry (bits 7:3 reserved): misconfiguration.
+  ept_tables(m, R | W | X | WB, R | W | X, R | W | X, R | W | X | WB);
+  EXPECT_EQ(w.translate(mem, {x86::gpa{gpa4}}).error().level, 4);
+}
+
+TEST(EptGolden, LargePagesAndNotPresentQualification) {
+  image m;
+  m.put64(0x10000, 0x11000 | R | W | X);
+  m.put64(0x11000 + 8, 0x8000'0000 | R | W | X | EPT_PS | WB | 0x40 /* ignore PAT */);  // 1 GiB
+  auto mem = m.mem();
+  const auto w = make_ept(false);
+  const auto r = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::write});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x8000'0000u + 0x20'1abcu);
+  EXPECT_EQ(r->page_size, uint64_t{1} << 30);
+  EXPECT_EQ(r->memory_type, 6 | 8);
+  paging::ept_capabilities no1g{};
+  no1g.page_1g = false;
+  EXPECT_EQ(make_ept(false, no1g).translate(mem, {x86::gpa{gpa4}}).error().kind, fault_kind::ept_misconfig);
+  // Not present at the PDPTE: qualification = access bits only, plus 7/8 for the linear address.
+  m.put64(0x11000 + 8, 0);
+  paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::write};
+  req.linear_valid = true;
+  req.linear = x86::gva{0x1234};
+  const auto np = w.translate(mem, req);
+  ASSERT_FALSE(np);
+  EXPECT_EQ(np.error().kind, fault_kind::not_present);
+  EXPECT_EQ(np.error().qualification.raw(), 0x182u);  // write, linear valid, final translation
+  EXPECT_EQ(np.error().level, 3);
+  req.paging_structure = true;
+  EXPECT_EQ(w.translate(mem, req).error().qualification.raw(), 0x82u);
+}
+
+TEST(EptGolden, PermissionQualificationAndMbec) {
+  image m;
+  ept_tables(m, R | W | X | XU, R | X | XU, R | W | X | XU, R | W | XU | WB);  // W=0 at PDPTE, XS=0 at PTE
+  auto mem = m.mem();
+  const auto w = make_ept(false);
+  const auto wr = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::write});
+  ASSERT_FALSE(wr);
+  EXPECT_EQ(wr.error().qualification.raw(), 0x0au);  // write; readable; not writable, not executable
+  EXPECT_EQ(wr.error().level, 3);
+  paging::ept_capabilities mb{};
+  mb.mbec = true;
+  const auto wm = make_ept(false, mb);
+  // Supervisor-mode linear address: XS (bit 2) = 0 at the PTE.
+  const auto fs = wm.translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
+  ASSERT_FALSE(fs);
+  EXPECT_EQ(fs.error().qualification.raw(), 0x4cu);  // fetch; readable; user-executable
+  // User-mode linear address: XU = 1 everywhere.
+  EXPECT_TRUE(wm.translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch | paging::ept_access::user_address}));
+}
+
+TEST(EptGolden, AccessedDirtyAndEptp) {
+  image m;
+  ept_tables(m, R | W | X, R | W | X, R | W | X, R | W | X | WB);
+  auto mem = m.mem();
+  const auto w = make_ept(true);
+  ASSERT_TRUE(w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::read}));
+  EXPECT_EQ(m.get64(0x10000) & (EA | ED), EA);
+  EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA);
+  ASSERT_TRUE(w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::write}));
+  EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA | ED);
+  EXPECT_EQ(m.get64(0x12008) & (EA | ED), EA);
+  // Without A/D in the EPTP nothing is written.
+  image m2;
+  ept_tables(m2, R | W | X, R | W | X, R | W | X, R | W | X | WB);
+  auto mem2 = m2.mem();
+  ASSERT_TRUE(make_ept(false).translate(mem2, {x86::gpa{gpa4}, paging::ept_access::write}));
+  EXPECT_EQ(m2.get64(0x13008) & (EA | ED), 0u);
+  // EPTP checks.
+  paging::ept_capabilities caps{};
+  EXPECT_EQ(paging::ept_walker::make(paging::ept_pointer{0x10000 | (2u << 3) | 6}, caps).error(),
+            paging::eptp_error::walk_length);
+  EXPECT_EQ(paging::ept_walker::make(paging::ept_pointer{0x10000 | (3u << 3) | 1}, caps).error(),
+            paging::eptp_error::memory_type);
+  EXPECT_EQ(paging::ept_walker::make(paging::ept_pointer{0x10000 | (3u << 3) | 6 | 0x100}, caps).error(),
+            paging::eptp_error::reserved_bits);
+  caps.ad = false;
+  EXPECT_EQ(paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x10000}, 4, true), caps).error(),
+            paging::eptp_error::ad_unsupported);
+}
+
+// ---- nested ----
+
+// L2 guest: 4-level tables at L2 gpa 0x1000..0x4000 mapping va4 -> L2 gpa 0x7abc.
+// EPT: identity-ish map of L2 gpa 0x0000-0x7fff to L1 0x20000 + gpa, 4 KiB pages, in PT 0x13000.
+struct nested_setup {
+  image m{0x40000};
+  nested_setup(uint64_t ept_pte_flags, uint64_t guest_flags) {
+    m.put64(0x10000, 0x11000 | R | W | X);
+    m.put64(0x11000, 0x12000 | R | W | X);
+    m.put64(0x12000, 0x13000 | R | W | X);
+    for (uint64_t p = 0; p < 8; ++p) m.put64(0x13000 + 8 * p, (0x20000 + p * 0x1000) | ept_pte_flags | WB);
+    // Guest tables live at L1 0x20000 + L2 gpa.
+    m.put64(0x21000, 0x2000 | guest_flags);
+    m.put64(0x22000 + 8, 0x3000 | guest_flags);
+    m.put64(0x23000 + 8, 0x4000 | guest_flags);
+    m.put64(0x24000 + 8, 0x7000 | guest_flags);
+  }
+};
+
+paging::nested_result nested_walk(nested_setup& s, bool ept_ad, x86::pfec access) {
+  const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
+  const paging::walker_4level g(mmu, {});
+  const paging::nested_walker<paging::format::ia32e<4>> n(g, make_ept(ept_ad));
+  auto mem = s.m.mem();
+  return n.walk(mem, mmu, {x86::gva{va4}, access});
+}
+
+TEST(NestedGolden, FourByFourSuccessGivesL2AndL1Addresses) {
+  nested_setup s(R | W | X, P | RW);
+  const auto r = nested_walk(s, false, x86::pfec::write);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->l2_gpa().value(), 0x7abcu);
+  EXPECT_EQ(r->l1_address().value(), 0x27abcu);
+  EXPECT_EQ(r->guest.path.count, 4);
+  EXPECT_EQ(r->guest.path.entries[0].address.value(), 0x1000u);  // L2 gpa of the PML4E
+  EXPECT_EQ(r->second.path.count, 4);
+  // Guest A/D written at the L1 address of each guest entry.
+  EXPECT_EQ(s.m.get64(0x24008), 0x7000u | P | RW | A | D);
+  EXPECT_EQ(s.m.get64(0x21000), 0x2000u | P | RW | A);
+  // No EPT A/D without EPTP bit 6.
+  EXPECT_EQ(s.m.get64(0x13000 + 8) & (EA | ED), 0u);
+}
+
+TEST(NestedGolden, EptAdMarksPagingStructureReadsAsWrites) {
+  nested_setup s(R | W | X, P | RW | A);
+  const auto r = nested_walk(s, true, {});
+  ASSERT_TRUE(r);
+  // The EPT PTEs of the guest tables (L2 gpa 0x1000..0x4000) are dirty: their accesses were
+  // writes. The final page (L2 gpa 0x7000, a read) is accessed, not dirty.
+  for (uint64_t p = 1; p <= 4; ++p) EXPECT_EQ(s.m.get64(0x13000 + 8 * p) & (EA | ED), EA | ED) << p;
+  EXPECT_EQ(s.m.get64(0x13000 + 8 * 7) & (EA | ED), EA);
+  EXPECT_EQ(s.m.get64(0x10000) & (EA | ED), EA);
+  // Guest tables read-only in EPT: with EPT A/D the first table read is an EPT violation
+  // with a write access, linear address valid, paging-structure access (bit 8 clear).
+  nested_setup ro(R | X, P | RW | A);
+  const auto v = nested_walk(ro, true, {});
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().stage, paging::walk_stage::ept);
+  EXPECT_EQ(v.error().kind, fault_kind::permission);
+  EXPECT_EQ(v.error().qualification.raw(), 0x80u | 0x20u | 0x08u | 0x03u);  // read+write; R, X; bit 7
+  EXPECT_EQ(v.error().guest_physical.value(), 0x1000u);
+  EXPECT_EQ(v.error().linear.value(), va4);
+  // Without EPT A/D the same reads are fine, and the walk succeeds when A/D are already set.
+  nested_setup ro2(R | X, P | RW | A);
+  ro2.m.put64(0x24008, 0x7000 | P | RW | A);
+  EXPECT_TRUE(nested_walk(ro2, false, {}));
+}
+
+TEST(NestedGolden, GuestAdUpdateNeedsEptWrite) {
+  // EPT read-only guest tables, no EPT A/D, guest A clear: setting A is a write that EPT refuses.
+  nested_setup s(R | X, P | RW);
+  const auto v = nested_walk(s, false, {});
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().stage, paging::walk_stage::ept);
+  EXPECT_EQ(v.error().qualification.raw(), 0x80u | 0x20u | 0x08u | 0x02u);  // write; R, X; bit 7
+  EXPECT_EQ(s.m.get64(0x21000), 0x2000u | P | RW);  // nothing written
+}
+
+TEST(NestedGolden, WhichStageFailed) {
+  // Guest not-present PTE: a guest #PF.
+  nested_setup s(R | W | X, P | RW);
+  s.m.put64(0x24008, 0);
+  const auto g = nested_walk(s, false, x86::pfec::write);
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().stage, paging::walk_stage::guest);
+  EXPECT_EQ(g.error().kind, fault_kind::not_present);
+  EXPECT_EQ(g.error().error_code.raw(), 0x2u);
+  EXPECT_EQ(g.error().level, 1);
+  // Final page not present in EPT: EPT violation with bit 8 set.
+  nested_setup f(R | W | X, P | RW);
+  f.m.put64(0x13000 + 8 * 7, 0);
+  const auto e = nested_walk(f, false, x86::pfec::write);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error().stage, paging::walk_stage::ept);
+  EXPECT_EQ(e.error().kind, fault_kind::not_present);
+  EXPECT_EQ(e.error().qualification.raw(), 0x182u);
+  EXPECT_EQ(e.error().guest_physical.value(), 0x7abcu);
+  EXPECT_EQ(f.m.get64(0x21000), 0x2000u | P | RW);  // no guest A/D on a faulting walk
+  // EPT misconfiguration on a guest-table translation.
+  nested_setup mc(R | W | X, P | RW);
+  mc.m.put64(0x13000 + 8 * 3, 0x23000 | W | WB);
+  const auto c = nested_walk(mc, false, {});
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().kind, fault_kind::ept_misconfig);
+  EXPECT_EQ(c.error().guest_physical.value(), 0x3008u);
+}
+
+TEST(NestedGolden, IdentityStageAndRawTranslate) {
+  nested_setup s(R | W | X, P | RW);
+  const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x21000});
+  // With the identity second stage the guest tables are at their L1 addresses directly.
+  image m;
+  four_level(m, P | RW, P | RW, P | RW, P | RW);
+  const auto mmu1 = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
+  const paging::walker_4level g1(mmu1, {});
+  const paging::nested_walker<paging::format::ia32e<4>, paging::identity_stage> id(g1, {});
+  auto mem = m.mem();
+  const auto r = id.walk(mem, mmu1, {x86::gva{va4}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->l2_gpa().value(), 0x7abcu);
+  EXPECT_EQ(r->l1_address().value(), 0x7abcu);
+  // Raw nested translate (no permission checks): a supervisor-only read-only page.
+  const paging::walker_4level g(mmu, {});
+  static_cast<void>(g);
+  const auto mmu2 = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
+  const paging::nested_walker<paging::format::ia32e<4>> n(paging::walker_4level(mmu2, {}), make_ept(true));
+  const auto t = n.translate(s.m.view(), x86::gva{va4});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->l1_address().value(), 0x27abcu);
+  EXPECT_EQ(s.m.get64(0x13000 + 8) & EA, 0u);  // raw translate writes nothing
+}
+
+}  // namespace

@@ -1,0 +1,1 @@
+// Randomized page-table trees: see below (filled in by the next commit).
