@@ -18,7 +18,17 @@ enum : std::uint64_t {
   result = 4,       ///< RBX = name, RCX = result_*, RDX, RSI = details
   done = 5,         ///< the guest has finished: the run ends
   unexpected = 6,   ///< RBX = vector, RCX = error code, RDX = RIP, RSI = CR2: guest fault
+  /// One differential paging case, right after the guest performed the access natively
+  /// (control registers and RFLAGS.AC still as they were for the access):
+  /// RBX = linear address, RCX = access (pfec bits) | CPU A/D mask << 32,
+  /// RDX = probe result (0 or 0x100 | vector) | error code << 32, RSI = CR2.
+  /// The hypervisor walks the same address with hvkit and compares. RAX = 0 if they agree.
+  paging_case = 7,
 };
+
+/// A/D mask of a paging case: bit (level - 1) = accessed, bit (4 + level - 1) = dirty, for
+/// the entries of the walk (level 1 = PTE ... 4 = PML4E).
+inline constexpr unsigned ad_dirty_shift = 4;
 
 /// RCX of hc::result.
 enum : std::uint64_t {
@@ -36,6 +46,7 @@ enum : std::uint64_t {
   cfg_quick = 1u << 2,           ///< only the short smoke checks (run after a hostile guest)
   cfg_triple_fault = 1u << 3,    ///< hostile: wreck the IDT and triple-fault on purpose
   cfg_ltr_only = 1u << 4,        ///< only the LTR checks (the negative-control run)
+  cfg_paging_diff = 1u << 5,     ///< only the differential paging cases
 };
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.

@@ -95,6 +95,9 @@ constexpr run_config runs[] = {
     {"triple_fault", false, true, hc::cfg_quick | hc::cfg_triple_fault, run_status::triple_fault},
     {"after_triple_fault", false, true, hc::cfg_quick, run_status::done},
     {"stale_role_demo", false, true, hc::cfg_ltr_only, run_status::done, true},
+    // The CPU as the oracle: random page tables and registers, each access done natively
+    // by the guest and repeated by hvkit's walker (issue 9, CPL 0 part).
+    {"paging_diff", false, false, hc::cfg_paging_diff, run_status::done},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
@@ -153,6 +156,8 @@ struct run_state {
   std::uint64_t stale_wrong_faults;  // negative control: #PF 0x3 injected while live WP=0
   std::uint64_t neg_wp0_result;      // negative control: the guest's ltr_ro_gdt_wp0_ok
   bool neg_wp0_seen;
+  // Differential paging.
+  std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
 };
 constinit run_state run{};
 
@@ -1070,6 +1075,80 @@ void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mism
   }
 }
 
+/// One differential paging case (hc::paging_case): the guest just did the access natively;
+/// hvkit's walker repeats it with the live guest registers against the same memory, with
+/// the entries restored to their state before the access.
+///
+/// Comparison rules: the outcome must be identical (no fault, or #PF with the same error
+/// code and CR2 = the linear address). A/D: on success the CPU and hvkit must set exactly
+/// the same A flags (every entry used) and D flag (the leaf of a write). On a faulting walk
+/// hvkit sets nothing; the SDM allows a processor to set A flags of entries it used before
+/// the fault (SDM Vol. 3A 4.8), so A flags set by the CPU on a faulting walk are counted
+/// apart, not as mismatches; a D flag there is a mismatch.
+std::uint64_t handle_paging_case(guest_regs& r) {
+  namespace pg = hvkit::paging;
+  const std::uint64_t la = r.rbx;
+  const x86::pfec access{r.rcx & 0xFFFFFFFF};
+  const std::uint64_t cpu_ad = r.rcx >> 32;
+  const auto cpu_result = static_cast<std::uint32_t>(r.rdx);
+  const auto cpu_error = static_cast<std::uint32_t>(r.rdx >> 32);
+  const std::uint64_t cpu_cr2 = r.rsi;
+
+  const x86::cr0 cr0{vmread(fields::guest_cr0)};
+  const x86::cr4 cr4{vmread(fields::guest_cr4)};
+  const x86::efer efer{vmread(fields::guest_ia32_efer)};
+  const pg::cpu_properties props = guest_cpu_properties();
+  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
+  const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
+  pg::walk_request req{};
+  req.linear = x86::gva{la};
+  req.access = access;
+  req.rflags = x86::rflags{vmread(fields::guest_rflags)};
+  pg::flat_memory mem = guest_ram_view();
+  const pg::walk_result res = pg::guest_walker{mmu, props}.walk(mem, mmu, req);
+
+  std::uint32_t hv_result = 0, hv_error = 0;
+  std::uint64_t hv_ad = 0;
+  if (res.has_value()) {
+    for (const pg::walked_entry& e : res.value().path) {
+      std::uint8_t* p = guest_ram(e.address.value(), 8);
+      std::uint64_t now = p ? *reinterpret_cast<volatile std::uint64_t*>(p) : 0;
+      if (now & 0x20) hv_ad |= 1ull << (e.level - 1);
+      if (now & 0x40) hv_ad |= 1ull << (hc::ad_dirty_shift + e.level - 1);
+    }
+  } else {
+    const pg::walk_fault& f = res.error();
+    hv_result = 0x100 | static_cast<std::uint32_t>(f.vector);
+    hv_error = static_cast<std::uint32_t>(f.error_code.raw());
+    if (f.kind == pg::fault_kind::unbacked) hv_result = 0xFFFF;  // a paging structure outside RAM: never expected
+  }
+  ++run.pg_cases;
+  if (cpu_result != 0) ++run.pg_cpu_faults;
+  bool same = cpu_result == hv_result;
+  if (same && hv_result != 0) same = cpu_error == hv_error && cpu_cr2 == la;
+  if (same && hv_result == 0) same = cpu_ad == hv_ad;
+  if (same && hv_result != 0 && cpu_ad != 0) {
+    if ((cpu_ad >> hc::ad_dirty_shift) != 0) same = false;
+    else ++run.pg_a_on_fault;
+  }
+  if (!same) {
+    ++run.pg_mismatches;
+    if (run.pg_mismatches <= 8) {
+      kprintf("HVKIT MISMATCH paging case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
+              "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
+              (unsigned long long)run.pg_cases, (unsigned long long)la, (unsigned long long)access.raw(),
+              (unsigned long long)cr0.raw(), (unsigned long long)cr4.raw(), (unsigned long long)efer.raw(),
+              req.rflags.test(x86::rflags::ac) ? 1 : 0, cpu_result, cpu_error, (unsigned long long)cpu_cr2,
+              (unsigned long long)cpu_ad, hv_result, hv_error, (unsigned long long)hv_ad);
+      const pg::walk_path& path = res.has_value() ? res.value().path : res.error().path;
+      for (const pg::walked_entry& e : path)
+        kprintf("HVKIT MISMATCH   level=%u entry@0x%llx=0x%016llx\n", e.level, (unsigned long long)e.address.value(),
+                (unsigned long long)e.value);
+    }
+  }
+  return same ? 0 : 1;
+}
+
 bool handle_vmcall(guest_regs& r) {
   char name[64];
   // Hypercalls are for the guest kernel only (CPL 0: SS.DPL, SDM Vol. 3C 25.4.1).
@@ -1119,6 +1198,10 @@ bool handle_vmcall(guest_regs& r) {
       }
       break;
     }
+    case hc::paging_case:
+      r.rax = handle_paging_case(r);
+      skip_instruction();
+      return true;
     case hc::done:
       run.status = run_status::done;
       skip_instruction();
@@ -1285,6 +1368,12 @@ bool run_guest(int index) {
   kprintf("HVKIT INFO run=%s mmu_refreshes=%llu mmu_resets=%llu wp_passthrough_refreshes=%llu\n", cfg.name,
           (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
           (unsigned long long)run.passthrough_refreshes);
+  if (cfg.guest_flags & hc::cfg_paging_diff) {
+    result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
+           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu", (unsigned long long)run.pg_cases,
+           (unsigned long long)run.pg_mismatches, (unsigned long long)run.pg_cpu_faults,
+           (unsigned long long)run.pg_a_on_fault);
+  }
   if (cfg.stale_role) {
     result("stale_wp_role_negative_control", run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail &&
                                                  run.stale_wrong_faults > 0,

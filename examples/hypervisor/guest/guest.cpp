@@ -161,6 +161,28 @@ PROBE_BEGIN probe_mmio_add
   addl %esi, (%rdi)
 PROBE_END
 
+/* unsigned probe_read64(const uint64_t* p) */
+PROBE_BEGIN probe_read64
+  movq (%rdi), %rax
+PROBE_END
+
+/* unsigned probe_fetch(void (*f)(void)): calls f (a RET); a fault at the fetch leaves the
+   return address pushed, so the recovery path restores RSP first. */
+  .globl probe_fetch
+probe_fetch:
+  leaq 8f(%rip), %rax
+  movq %rax, g_recover_rip(%rip)
+  movq %rsp, g_probe_rsp(%rip)
+  call *%rdi
+  movq $0, g_recover_rip(%rip)
+  xorl %eax, %eax
+  ret
+8:
+  movq g_probe_rsp(%rip), %rsp
+  movl g_fault_vector(%rip), %eax
+  orl $0x100, %eax
+  ret
+
 /* unsigned probe_write64(uint64_t* p, uint64_t v) */
 PROBE_BEGIN probe_write64
   movq %rsi, (%rdi)
@@ -197,6 +219,7 @@ alignas(16) std::uint8_t guest_tss_b[104];
 extern const std::uint64_t guest_isr_table[32];
 
 volatile std::uint64_t g_recover_rip;
+volatile std::uint64_t g_probe_rsp;
 volatile std::uint32_t g_fault_vector;
 volatile std::uint64_t g_fault_error;
 volatile std::uint64_t g_fault_cr2;
@@ -205,6 +228,8 @@ volatile std::uint64_t g_fault_count;
 unsigned probe_write64(std::uint64_t* p, std::uint64_t v);
 unsigned probe_ltr(std::uint16_t selector);
 unsigned probe_mmio_add(std::uint32_t* p, std::uint32_t v);
+unsigned probe_read64(const std::uint64_t* p);
+unsigned probe_fetch(const void* code);
 std::uint64_t read_str();
 unsigned probe_wrmsr(std::uint32_t msr, std::uint64_t v);
 unsigned probe_rdmsr(std::uint32_t msr, std::uint64_t* out);
@@ -478,6 +503,145 @@ void check_hostile() {
   report("hostile_mmio_not_emulable_ud", r == (0x100 | 6), r);
 }
 
+// ---- differential paging against the CPU --------------------------------------------
+// The test region: PML4 slot 1 (linear 512 GiB) with its own PDPT, PD and PT, all
+// randomised per case. Every page size lands on the same guest-physical scratch page:
+//   4 KiB: PT[0] -> scratch; 2 MiB: PD[14] -> scratch 2 MiB; 1 GiB: PDPT[0] -> GPA 0, and
+//   the linear offset inside that 1 GiB page is the scratch address itself.
+constexpr std::uint64_t scratch_gpa = hv::layout::guest_mem_base + 0xC00000;  // 28 MiB, 2 MiB aligned
+constexpr std::uint64_t test_la = (1ull << 39) + scratch_gpa;
+constexpr unsigned test_pd_index = (scratch_gpa >> 21) & 511;
+alignas(4096) std::uint64_t test_pdpt[512];
+alignas(4096) std::uint64_t test_pd[512];
+alignas(4096) std::uint64_t test_pt[512];
+
+struct rng {
+  std::uint64_t s;
+  std::uint64_t next() {  // xorshift64*
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    return s * 0x2545F4914F6CDD1Dull;
+  }
+  bool chance(unsigned one_in) { return next() % one_in == 0; }
+};
+
+inline std::uint64_t read_cr4() { std::uint64_t v; asm volatile("mov %%cr4, %0" : "=r"(v)); return v; }
+inline void write_cr4(std::uint64_t v) { asm volatile("mov %0, %%cr4" ::"r"(v) : "memory"); }
+inline std::uint64_t rdmsr(std::uint32_t m) {
+  std::uint32_t lo, hi;
+  asm volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(m));
+  return (std::uint64_t{hi} << 32) | lo;
+}
+inline void wrmsr(std::uint32_t m, std::uint64_t v) {
+  asm volatile("wrmsr" ::"c"(m), "a"(static_cast<std::uint32_t>(v)), "d"(static_cast<std::uint32_t>(v >> 32)) : "memory");
+}
+inline void flush_tlb() {
+  std::uint64_t cr3;
+  asm volatile("mov %%cr3, %0\n\tmov %0, %%cr3" : "=r"(cr3) : : "memory");
+}
+
+/// One random paging-structure entry pointing at `target`. Rights are mostly permissive so
+/// that many walks reach the leaf; A/D start clear so that what the CPU sets is visible.
+std::uint64_t random_entry(rng& g, std::uint64_t target, int level, bool large, bool nx_defined) {
+  std::uint64_t e = target | pte_p;
+  if (g.chance(16)) e &= ~pte_p;
+  if (!g.chance(4)) e |= pte_rw;
+  if (!g.chance(4)) e |= 4;  // U/S
+  if (large) e |= pte_ps;
+  if (g.chance(4)) e |= 1ull << 63;  // XD (reserved when EFER.NXE = 0)
+  if (g.chance(24)) {
+    // A reserved bit: above MAXPHYADDR (40 on Bochs' models: bit 45), PS in a PML4E, or
+    // the low address bits of a large page.
+    unsigned pick = static_cast<unsigned>(g.next() % 3);
+    if (pick == 0) e |= 1ull << 45;
+    else if (pick == 1 && level == 4) e |= pte_ps;
+    else if (large) e |= 1ull << 13;
+    else e |= 1ull << 45;
+  }
+  static_cast<void>(nx_defined);
+  return e;
+}
+
+/// Snapshot of the four test entries (the ones a walk of test_la can use).
+struct entries {
+  std::uint64_t e[4];  // index level - 1
+};
+entries read_entries() {
+  return {{*(volatile std::uint64_t*)&test_pt[0], *(volatile std::uint64_t*)&test_pd[test_pd_index],
+           *(volatile std::uint64_t*)&test_pdpt[0], *(volatile std::uint64_t*)&pml4[1]}};
+}
+void write_entries(const entries& x) {
+  *(volatile std::uint64_t*)&test_pt[0] = x.e[0];
+  *(volatile std::uint64_t*)&test_pd[test_pd_index] = x.e[1];
+  *(volatile std::uint64_t*)&test_pdpt[0] = x.e[2];
+  *(volatile std::uint64_t*)&pml4[1] = x.e[3];
+}
+
+/// Performs random accesses natively and has the hypervisor repeat each with hvkit's walker
+/// against the same memory and registers. CPL 0 accesses (reads, writes, fetches) under
+/// random CR0.WP, CR4.SMEP, CR4.SMAP, EFER.NXE and RFLAGS.AC; CPL 3 is not covered yet.
+void check_paging_differential(std::uint64_t cases) {
+  rng g{0x6876'6b69'7400'0001ull};  // fixed seed: the same cases every run
+  const bool has_smep = (cpuid(7).ebx >> 7) & 1, has_smap = (cpuid(7).ebx >> 20) & 1;
+  const bool has_nx = (cpuid(0x80000001).edx >> 20) & 1, has_1g = (cpuid(0x80000001).edx >> 26) & 1;
+  *reinterpret_cast<volatile std::uint8_t*>(scratch_gpa) = 0xC3;  // RET, for fetches
+  const std::uint64_t cr0_base = read_cr0() | cr0_wp, cr4_base = read_cr4(), efer_base = rdmsr(0xC0000080);
+  std::uint64_t mismatches = 0, faults = 0;
+  for (std::uint64_t i = 0; i < cases; ++i) {
+    // Registers.
+    bool wp = !g.chance(3), smep = has_smep && g.chance(2), smap = has_smap && g.chance(2);
+    bool nxe = has_nx && !g.chance(4), ac = has_smap && g.chance(2);
+    std::uint64_t cr4 = (cr4_base & ~((1ull << 20) | (1ull << 21))) | (smep ? 1ull << 20 : 0) | (smap ? 1ull << 21 : 0);
+    if (read_cr4() != cr4) write_cr4(cr4);
+    std::uint64_t efer = (efer_base & ~(1ull << 11)) | (nxe ? 1ull << 11 : 0);
+    if (rdmsr(0xC0000080) != efer) wrmsr(0xC0000080, efer);
+    // Entries: page size first.
+    unsigned size = static_cast<unsigned>(g.next() % 8);  // 0-4: 4 KiB, 5-6: 2 MiB, 7: 1 GiB
+    bool big2m = size == 5 || size == 6, big1g = size == 7 && has_1g;
+    entries x{};
+    x.e[3] = random_entry(g, addr(test_pdpt), 4, false, nxe);
+    x.e[2] = random_entry(g, big1g ? 0 : addr(test_pd), 3, big1g, nxe);
+    x.e[1] = random_entry(g, big2m ? scratch_gpa : addr(test_pt), 2, big2m, nxe);
+    x.e[0] = random_entry(g, scratch_gpa, 1, false, nxe);
+    write_entries(x);
+    flush_tlb();
+    // The access.
+    unsigned kind = static_cast<unsigned>(g.next() % 3);  // 0 read, 1 write, 2 fetch
+    std::uint64_t la = test_la + (kind == 2 ? 0 : 0x100);
+    std::uint64_t access = kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0);
+    write_cr0(wp ? cr0_base : cr0_base & ~cr0_wp);
+    if (ac) asm volatile("stac" ::: "memory");
+    g_fault_error = 0;
+    g_fault_cr2 = 0;
+    unsigned r;
+    if (kind == 0) r = probe_read64(reinterpret_cast<const std::uint64_t*>(la));
+    else if (kind == 1) r = probe_write64(reinterpret_cast<std::uint64_t*>(la), 0x5A5A5A5A5A5A5A5Aull);
+    else r = probe_fetch(reinterpret_cast<const void*>(la));
+    std::uint64_t err = g_fault_error, cr2 = g_fault_cr2;
+    entries after = read_entries();
+    std::uint64_t ad = 0;
+    for (int lvl = 1; lvl <= 4; ++lvl) {
+      if (after.e[lvl - 1] & 0x20) ad |= 1ull << (lvl - 1);
+      if (after.e[lvl - 1] & 0x40) ad |= 1ull << (hc::ad_dirty_shift + lvl - 1);
+    }
+    if (kind == 1 && r == 0) *reinterpret_cast<volatile std::uint8_t*>(scratch_gpa) = 0xC3;
+    write_entries(x);  // A/D clear again: the hypervisor walks the same state
+    if (r != 0) ++faults;
+    // Same registers (AC included) for the hypervisor's walk.
+    std::uint64_t verdict = vmcall(hc::paging_case, la, access | (ad << 32), r | (err << 32), cr2);
+    if (ac) asm volatile("clac" ::: "memory");
+    write_cr0(cr0_base);
+    if (verdict != 0) ++mismatches;
+  }
+  // Back to the registers the other checks expect.
+  write_cr4(cr4_base);
+  wrmsr(0xC0000080, efer_base);
+  write_entries(entries{});
+  flush_tlb();
+  report("paging_differential_guest", mismatches == 0, cases, (faults << 32) | mismatches);
+}
+
 }  // namespace
 
 extern "C" void guest_exception(isr_frame* f) {
@@ -506,6 +670,10 @@ extern "C" void guest_main(std::uint64_t config) {
     log("hostile: clearing the IDT and raising #UD (expect a triple fault)");
     for (auto& e : guest_idt) e = 0;
     asm volatile("ud2");
+  }
+  if (config & hc::cfg_paging_diff) {
+    check_paging_differential(12000);
+    return;
   }
   if (config & hc::cfg_ltr_only) {
     check_ltr();
