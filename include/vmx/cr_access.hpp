@@ -1,0 +1,146 @@
+/// @file
+/// @brief CR-access VM exits (exit reason 28): from the decoded qualification to the new
+/// guest CR value, its legality (#GP), and the MMU actions from paging::cr_write_actions.
+///
+/// Architecture (SDM Vol. 3C 26.1.3, 28.2.1 Table 28-3; Vol. 2 MOV CR, CLTS, LMSW):
+/// - MOV to CR0/CR4 exits if a host-owned bit would differ from the read shadow;
+/// - CLTS exits if CR0.TS is host-owned and the shadow's TS is 1; it clears TS;
+/// - LMSW exits if a host-owned bit of CR0[3:0] would change; it loads CR0[3:0] from the
+///   source but can never clear PE;
+/// - MOV from CR3/CR8 exits with the CR3/CR8-store controls; MOV from CR0/CR4 never exits.
+#pragma once
+
+#include <cstdint>
+
+#include <paging/cr_write.hpp>
+#include <vmx/cr_mask.hpp>
+#include <vmx/exit_qualification.hpp>
+#include <x86/cr.hpp>
+#include <x86/efer.hpp>
+#include <x86/result.hpp>
+
+namespace hvkit::vmx {
+
+/// Why a CR write is illegal (each is #GP(0), SDM Vol. 2 "MOV—Move to/from Control Registers").
+enum class cr_write_fault : std::uint8_t {
+  none,
+  reserved_bit,         ///< a reserved bit set (CR0[63:32] and undefined bits; CR4 bits the guest may not set)
+  pg_without_pe,        ///< CR0.PG=1 with CR0.PE=0
+  nw_without_cd,        ///< CR0.NW=1 with CR0.CD=0
+  long_mode_without_pae,///< CR0.PG=1 with EFER.LME=1 and CR4.PAE=0
+  clear_wp_with_cet,    ///< CR0.WP=0 while CR4.CET=1
+  cet_without_wp,       ///< CR4.CET=1 while CR0.WP=0
+  clear_pae_in_long_mode,///< CR4.PAE=0 while EFER.LMA=1
+  change_la57_in_long_mode,///< CR4.LA57 changed while EFER.LMA=1
+  pcide_bad_state,      ///< CR4.PCIDE 0->1 outside IA-32e mode or with CR3[11:0] != 0
+};
+
+/// The guest CR state a write is checked against.
+struct cr_context {
+  x86::cr0 cr0{};
+  x86::cr4 cr4{};
+  x86::efer efer{};
+  std::uint64_t cr3 = 0;
+  /// CR4 bits the guest may set (from its CPUID); others are reserved for it.
+  x86::cr4 cr4_allowed = x86::cr4::defined;
+};
+
+/// #GP check for MOV to CR0 with `v`.
+[[nodiscard]] constexpr cr_write_fault check_cr0_write(const cr_context& c, x86::cr0 v) noexcept {
+  if ((v & ~x86::cr0::defined).raw() != 0) return cr_write_fault::reserved_bit;
+  if (v.test(x86::cr0::pg) && !v.test(x86::cr0::pe)) return cr_write_fault::pg_without_pe;
+  if (v.test(x86::cr0::nw) && !v.test(x86::cr0::cd)) return cr_write_fault::nw_without_cd;
+  if (v.test(x86::cr0::pg) && !c.cr0.test(x86::cr0::pg) && c.efer.test(x86::efer::lme) && !c.cr4.test(x86::cr4::pae))
+    return cr_write_fault::long_mode_without_pae;
+  if (!cet_wp_consistent(v, c.cr4)) return cr_write_fault::clear_wp_with_cet;
+  return cr_write_fault::none;
+}
+
+/// #GP check for MOV to CR4 with `v`.
+[[nodiscard]] constexpr cr_write_fault check_cr4_write(const cr_context& c, x86::cr4 v) noexcept {
+  if ((v & ~(x86::cr4::defined & c.cr4_allowed)).raw() != 0) return cr_write_fault::reserved_bit;
+  if (!cet_wp_consistent(c.cr0, v)) return cr_write_fault::cet_without_wp;
+  const bool lma = c.efer.test(x86::efer::lma);
+  if (lma && !v.test(x86::cr4::pae)) return cr_write_fault::clear_pae_in_long_mode;
+  if (lma && ((v ^ c.cr4) & x86::cr4::la57).raw() != 0) return cr_write_fault::change_la57_in_long_mode;
+  if (v.test(x86::cr4::pcide) && !c.cr4.test(x86::cr4::pcide) && (!lma || (c.cr3 & 0xfff) != 0))
+    return cr_write_fault::pcide_bad_state;
+  return cr_write_fault::none;
+}
+
+/// The CR0 value after CLTS: TS cleared.
+[[nodiscard]] constexpr x86::cr0 cr0_after_clts(x86::cr0 cr0) noexcept { return cr0.clear(x86::cr0::ts); }
+
+/// The CR0 value after LMSW `src`: bits 3:0 (PE, MP, EM, TS) loaded, PE never cleared.
+[[nodiscard]] constexpr x86::cr0 cr0_after_lmsw(x86::cr0 cr0, std::uint16_t src) noexcept {
+  const std::uint64_t low4 = 0xf;
+  const std::uint64_t v = (cr0.raw() & ~low4) | (src & low4) | (cr0.raw() & x86::cr0::pe.raw());
+  return x86::cr0{v};
+}
+
+/// The outcome of a CR-access exit that writes CR0 or CR4.
+struct cr_write_outcome {
+  unsigned cr = 0;                      ///< 0 or 4
+  cr_write_fault fault = cr_write_fault::none;  ///< not none: inject #GP(0), change nothing
+  paging::cr_state after{};             ///< the new guest-visible state (if no fault)
+  paging::mmu_actions actions{};        ///< what the MMU must do (if no fault)
+};
+
+/// Evaluates a CR-access exit that writes CR0 or CR4 (MOV to CR0/CR4, CLTS, LMSW).
+/// `gpr_value` is the source register for MOV to CR (outside 64-bit mode pass its low 32 bits).
+/// Sets `cr` to ~0u for accesses that do not write CR0/CR4 (MOV from CR,
+/// MOV to CR3/CR8): those are the caller's (CR3 handling is a paging concern).
+[[nodiscard]] constexpr cr_write_outcome evaluate_cr_write(cr_access_qualification q, const cr_context& c,
+                                                           std::uint64_t gpr_value, paging::paging_kind kind) noexcept {
+  using access = cr_access_qualification::access;
+  cr_write_outcome out;
+  paging::cr_state after{c.cr0, c.cr4, c.efer};
+  switch (q.type()) {
+    case access::mov_to_cr:
+      if (q.cr() == 0) {
+        out.cr = 0;
+        const x86::cr0 v{gpr_value};
+        out.fault = check_cr0_write(c, v);
+        // Bit 4 (ET) is hardwired to 1 on every processor since the i486 (SDM 2.5).
+        after.cr0 = v.set(x86::cr0::et);
+      } else if (q.cr() == 4) {
+        out.cr = 4;
+        const x86::cr4 v{gpr_value};
+        out.fault = check_cr4_write(c, v);
+        after.cr4 = v;
+      } else {
+        out.cr = ~0u;
+        return out;
+      }
+      break;
+    case access::clts:
+      out.cr = 0;
+      after.cr0 = cr0_after_clts(c.cr0);
+      break;
+    case access::lmsw:
+      out.cr = 0;
+      after.cr0 = cr0_after_lmsw(c.cr0, q.lmsw_source());
+      break;
+    case access::mov_from_cr:
+      out.cr = ~0u;
+      return out;
+  }
+  if (out.fault != cr_write_fault::none) return out;
+  out.after = after;
+  out.actions = paging::cr_write_actions({c.cr0, c.cr4, c.efer}, after, kind);
+  return out;
+}
+
+/// The CR0/CR4 read shadow and real value to load after an emulated write of guest-visible
+/// value `v`: the shadow holds the guest's view of the host-owned bits; the real register gets
+/// the guest's bits plus the bits the hypervisor forces (FIXED0/FIXED1, e.g. CR0.NE, CR4.VMXE).
+struct cr_vmcs_values {
+  std::uint64_t actual = 0;
+  std::uint64_t read_shadow = 0;
+};
+[[nodiscard]] constexpr cr_vmcs_values cr_values_for(std::uint64_t v, std::uint64_t must_be_one,
+                                                     std::uint64_t may_be_one) noexcept {
+  return {(v | must_be_one) & may_be_one, v};
+}
+
+}  // namespace hvkit::vmx

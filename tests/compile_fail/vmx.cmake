@@ -1,0 +1,7 @@
+# vmx/: what must not compile (tests/compile_fail/CMakeLists.txt includes this file).
+hvkit_add_compile_fail(vmx_write_read_only vmx_write_read_only.cpp "read-only VMCS field")
+hvkit_add_compile_fail(vmx_write_wrong_width vmx_write_wrong_width.cpp "width mismatch")
+hvkit_add_compile_fail(vmx_read_wrong_width vmx_read_wrong_width.cpp "width mismatch")
+hvkit_add_compile_fail(vmx_high_of_32bit vmx_high_of_32bit.cpp "high_half|constraints|no matching")
+hvkit_add_compile_fail(vmx_malformed_field vmx_malformed_field.cpp "malformed VMCS field encoding")
+hvkit_add_compile_fail(vmx_guest_owned_cr4_pae vmx_guest_owned_cr4_pae.cpp "CR4 bit that may never be guest-owned")

@@ -1,0 +1,13 @@
+// A CR mask policy that lets the guest own CR4.PAE (an MMU-role bit) must not compile.
+#include <vmx/cr_mask.hpp>
+
+namespace vmx = hvkit::vmx;
+namespace x86 = hvkit::x86;
+
+#ifdef HVKIT_COMPILE_FAIL
+using policy = x86::guest_owned_set<0x8, (x86::cr4::pge | x86::cr4::pae).raw()>;
+#else
+using policy = x86::guest_owned_set<0x8, x86::cr4::pge.raw()>;
+#endif
+constexpr auto owned = vmx::make_guest_owned<policy>({true, x86::cr4::defined});
+static_assert(owned.cr0.raw() == 0x8);

@@ -1,0 +1,17 @@
+// Reading a natural-width field (guest RIP) into a 32-bit variable must not compile.
+#include <cstdint>
+
+#include <vmx/backend.hpp>
+#include <vmx/fields.hpp>
+#include <vmx/soft_vmcs.hpp>
+
+namespace vmx = hvkit::vmx;
+
+void f(vmx::soft_vmcs& v) {
+#ifdef HVKIT_COMPILE_FAIL
+  std::uint32_t rip = 0;
+#else
+  std::uint64_t rip = 0;
+#endif
+  (void)vmx::vmread(v, vmx::fields::guest_rip, rip);
+}

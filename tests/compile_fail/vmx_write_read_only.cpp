@@ -1,0 +1,16 @@
+// VMWRITE to a VM-exit information field (read-only, SDM 25.9) must not compile.
+#include <cstdint>
+
+#include <vmx/backend.hpp>
+#include <vmx/fields.hpp>
+#include <vmx/soft_vmcs.hpp>
+
+namespace vmx = hvkit::vmx;
+
+void f(vmx::soft_vmcs& v) {
+#ifdef HVKIT_COMPILE_FAIL
+  (void)vmx::vmwrite(v, vmx::fields::exit_qualification, std::uint64_t{0});
+#else
+  (void)vmx::vmwrite(v, vmx::fields::guest_rip, std::uint64_t{0});
+#endif
+}

@@ -1,0 +1,151 @@
+// MSR bitmap (SDM 25.6.9, 26.1.3), I/O bitmaps (25.6.4, 26.1.3) and the EPT entry builders
+// (29.3.3.1, 25.6.11) against rule models written in this file.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+
+#include <vmx/ept_entry.hpp>
+#include <vmx/io_bitmap.hpp>
+#include <vmx/msr_bitmap.hpp>
+
+#include "runtime.hpp"
+
+namespace vmx = hvkit::vmx;
+namespace x86 = hvkit::x86;
+
+TEST(vmx_msr_bitmap, quadrant_layout) {
+  // Hand-computed: MSR 0x10 read -> byte 2 bit 0; write -> byte 2050 bit 0;
+  // MSR 0xC0000082 read -> byte 1024 + 0x82/8 = 1040 bit 2; write -> 3088 bit 2.
+  HVKIT_BOTH(vmx::msr_bitmap::bit_index(0x10, vmx::msr_access::read).value() == 2 * 8 + 0);
+  HVKIT_BOTH(vmx::msr_bitmap::bit_index(0x10, vmx::msr_access::write).value() == 2050 * 8 + 0);
+  HVKIT_BOTH(vmx::msr_bitmap::bit_index(0xc000'0082, vmx::msr_access::read).value() == 1040 * 8 + 2);
+  HVKIT_BOTH(vmx::msr_bitmap::bit_index(0xc000'0082, vmx::msr_access::write).value() == 3088 * 8 + 2);
+  HVKIT_BOTH(vmx::msr_bitmap::bit_index(0x1fff, vmx::msr_access::write).value() == 3071 * 8 + 7);
+  HVKIT_BOTH(!vmx::msr_bitmap::bit_index(0x2000, vmx::msr_access::read).has_value());
+  auto b = vmx::msr_bitmap::none_exit();
+  ASSERT_TRUE(b.set_intercept(0xc000'0082, vmx::msr_access::write, true));
+  EXPECT_EQ(b.bytes()[3088], 0x04);
+  EXPECT_FALSE(b.set_intercept(0x4000'0000, vmx::msr_access::read, true));  // Hyper-V range: not describable
+}
+
+TEST(vmx_msr_bitmap, boundaries_against_rule_model) {
+  auto in_range = [](std::uint32_t m) { return m <= 0x1fff || (m >= 0xc000'0000 && m <= 0xc000'1fff); };
+  const std::uint32_t edges[] = {0x0, 0x1, 0x1ffe, 0x1fff, 0x2000, 0x2001, 0xbfff'ffff, 0xc000'0000, 0xc000'0001,
+                                 0xc000'1ffe, 0xc000'1fff, 0xc000'2000, 0xffff'ffff, 0x4000'0000, 0xc001'0114};
+  std::size_t n = 0;
+  // none_exit: only out-of-range MSRs exit; all_exit: everything exits.
+  const auto none = vmx::msr_bitmap::none_exit();
+  const auto all = vmx::msr_bitmap::all_exit();
+  for (auto m : edges)
+    for (auto a : {vmx::msr_access::read, vmx::msr_access::write}) {
+      EXPECT_EQ(none.exits(m, a), !in_range(m)) << std::hex << m;
+      EXPECT_TRUE(all.exits(m, a));
+      n += 2;
+    }
+  // Random interception sets against a model of (msr, access) pairs.
+  std::mt19937 rng(5);
+  for (int round = 0; round < 20; ++round) {
+    auto b = vmx::msr_bitmap::none_exit();
+    std::uint32_t chosen[32];
+    bool chosen_write[32];
+    for (int i = 0; i < 32; ++i) {
+      chosen[i] = (rng() & 1 ? 0xc000'0000u : 0u) | (rng() & 0x1fffu);
+      chosen_write[i] = rng() & 1;
+      ASSERT_TRUE(b.set_intercept(chosen[i], chosen_write[i] ? vmx::msr_access::write : vmx::msr_access::read, true));
+    }
+    for (std::uint32_t base : {0u, 0xc000'0000u})
+      for (std::uint32_t i = 0; i < 0x2000; ++i)
+        for (bool w : {false, true}) {
+          bool model = false;
+          for (int k = 0; k < 32; ++k) model |= chosen[k] == base + i && chosen_write[k] == w;
+          EXPECT_EQ(b.exits(base + i, w ? vmx::msr_access::write : vmx::msr_access::read), model);
+          ++n;
+        }
+  }
+  std::printf("compared %zu MSR-bitmap exit decisions with the rule model\n", n);
+}
+
+TEST(vmx_io_bitmap, every_port_and_size_against_rule_model) {
+  std::mt19937 rng(7);
+  auto b = vmx::io_bitmaps::none_exit();
+  bool model[0x10000] = {};
+  for (int i = 0; i < 300; ++i) {
+    const auto p = static_cast<std::uint16_t>(rng());
+    b.set_intercept(p, true);
+    model[p] = true;
+  }
+  // The bitmap A/B boundary and the top port.
+  for (unsigned p : {0x7fffu, 0x8000u, 0xfffeu}) {
+    b.set_intercept(static_cast<std::uint16_t>(p), true);
+    model[p] = true;
+  }
+  std::size_t n = 0;
+  for (std::uint32_t p = 0; p <= 0xffff; ++p)
+    for (unsigned size : {1u, 2u, 4u}) {
+      bool expect = p + size - 1 > 0xffff;  // wraps around the port space: always exits
+      for (unsigned i = 0; i < size && p + i <= 0xffff; ++i) expect |= model[p + i];
+      EXPECT_EQ(b.exits(static_cast<std::uint16_t>(p), size), expect) << p << " " << size;
+      ++n;
+    }
+  // Port 0x7fff is bit 0x7fff of A (byte 0xfff, bit 7); 0x8000 is bit 0 of B.
+  EXPECT_EQ(b.a()[0xfff] & 0x80, 0x80);
+  EXPECT_EQ(b.b()[0] & 0x01, 0x01);
+  // Port 0xffff with size 1 does not wrap; with size 2 it does.
+  auto clear = vmx::io_bitmaps::none_exit();
+  EXPECT_FALSE(clear.exits(0xffff, 1));
+  EXPECT_TRUE(clear.exits(0xffff, 2));
+  EXPECT_TRUE(clear.exits(0xfffd, 4));
+  EXPECT_FALSE(clear.exits(0xfffc, 4));
+  std::printf("compared %zu I/O exit decisions (every port, sizes 1/2/4) with the rule model\n", n);
+}
+
+TEST(vmx_ept_entry, leaf_builder_against_misconfiguration_rules) {
+  std::size_t n = 0, refused = 0;
+  for (std::uint64_t cap_xo : {0ull, 1ull})
+    for (std::uint64_t cap_large : {0ull, (1ull << 16) | (1ull << 17)})
+      for (unsigned rwx = 0; rwx < 8; ++rwx)
+        for (unsigned mt = 0; mt < 8; ++mt)
+          for (unsigned lvl = 1; lvl <= 5; ++lvl) {
+            const vmx::ept_caps caps{cap_xo | cap_large};
+            const vmx::ept_permissions p{(rwx & 1) != 0, (rwx & 2) != 0, (rwx & 4) != 0, false};
+            auto r = vmx::make_ept_leaf(x86::hpa{0x4000'0000}, static_cast<vmx::ept_level>(lvl), p,
+                                        static_cast<vmx::ept_memory_type>(mt), caps);
+            // The rules of SDM 29.3.3.1, written here.
+            const bool w_no_r = (rwx & 3) == 2;
+            const bool xo_bad = rwx == 4 && !cap_xo;
+            const bool mt_bad = mt == 2 || mt == 3 || mt == 7;
+            const bool level_bad = lvl >= 4 || (lvl >= 2 && !cap_large);
+            const bool ok = !w_no_r && !xo_bad && !mt_bad && !level_bad;
+            EXPECT_EQ(r.has_value(), ok) << rwx << " " << mt << " " << lvl;
+            if (ok) {
+              const std::uint64_t expect = 0x4000'0000ull | rwx | (std::uint64_t{mt} << 3) | (lvl > 1 ? 0x80 : 0);
+              EXPECT_EQ(r.value(), expect);
+              EXPECT_TRUE(vmx::ept_leaf_memory_type_ok(r.value()));
+            } else {
+              ++refused;
+            }
+            ++n;
+          }
+  std::printf("compared %zu EPT leaf requests with the misconfiguration rules (%zu refused)\n", n, refused);
+  // Specific errors.
+  const vmx::ept_caps bochs{0x00000f0106334141};  // Bochs skylake EPT_VPID_CAP: XO, 4-level, WB, 2M, 1G, A/D
+  EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{0}, vmx::ept_level::pte, {false, true, false}, vmx::ept_memory_type::wb, bochs).error(),
+            vmx::ept_error::write_without_read);
+  EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{0x1000}, vmx::ept_level::pde, {true, true, true}, vmx::ept_memory_type::wb, bochs).error(),
+            vmx::ept_error::misaligned_address);
+  EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{1ull << 40}, vmx::ept_level::pte, {true, true, true}, vmx::ept_memory_type::wb, bochs,
+                               false, 40).error(),
+            vmx::ept_error::address_too_wide);
+  EXPECT_TRUE(vmx::make_ept_leaf(x86::hpa{0}, vmx::ept_level::pte, {false, false, true}, vmx::ept_memory_type::wb, bochs));
+  // A non-leaf entry: 0x5000 | RWX.
+  EXPECT_EQ(vmx::make_ept_table_entry(x86::hpa{0x5000}, {true, true, true}, bochs).value(), 0x5007u);
+  // EPTP: WB (6), 4 levels (3 << 3), A/D (bit 6): 0x...05e.
+  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, vmx::ept_memory_type::wb, 4, true, vmx::ept_caps{0x00000f0106334141}).value() ==
+             0x10'005eu);
+  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, vmx::ept_memory_type::wb, 5, false, vmx::ept_caps{0x00000f0106334141}).error() ==
+             vmx::ept_error::walk_length_unsupported);
+  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, vmx::ept_memory_type::wt, 4, false, vmx::ept_caps{0x00000f0106334141}).error() ==
+             vmx::ept_error::eptp_memory_type_unsupported);
+}

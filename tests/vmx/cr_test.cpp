@@ -1,0 +1,193 @@
+// CR guest/host masks and guest-owned bits (background.md §1, SDM 25.6.6, 26.3), the
+// guest-visible value, read_cr0_bits() VMCS-read counting, CR4.CET/CR0.WP, and CR-access
+// exits (SDM Table 28-3; MOV CR, CLTS, LMSW) feeding paging::cr_write_actions.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+
+#include <vmx/cr_access.hpp>
+#include <vmx/cr_mask.hpp>
+#include <vmx/guest_cr.hpp>
+#include <vmx/soft_vmcs.hpp>
+
+#include "runtime.hpp"
+
+namespace vmx = hvkit::vmx;
+namespace x86 = hvkit::x86;
+namespace paging = hvkit::paging;
+
+TEST(vmx_cr_mask, policy_by_features) {
+  // Everything allowed to the guest: TS, WP (with EPT); PVI DE PCE OSFXSR OSXMMEXCPT PGE TSD FSGSBASE CET.
+  constexpr vmx::cr_mask_features ept_all{true, x86::cr4::defined};
+  constexpr auto o = vmx::make_guest_owned(ept_all);
+  HVKIT_BOTH(o.cr0.raw() == 0x1'0008u);
+  HVKIT_BOTH(o.cr4.raw() == 0x81'078eu);
+  HVKIT_BOTH(o.cr0_mask() == 0xffff'ffff'fffe'fff7u);  // the mask of the nested case
+  // Shadow paging: WP stays intercepted.
+  constexpr auto s = vmx::make_guest_owned(vmx::cr_mask_features{false, x86::cr4::defined});
+  HVKIT_BOTH(s.cr0.raw() == 0x8u);
+  HVKIT_BOTH(s.cr0_mask() == 0xffff'ffff'ffff'fff7u);
+  // A guest without FSGSBASE and CET in its CPUID: those bits stay host-owned.
+  constexpr auto n = vmx::make_guest_owned(vmx::cr_mask_features{true, x86::cr4::defined.clear(x86::cr4::fsgsbase | x86::cr4::cet)});
+  HVKIT_BOTH(n.cr4.raw() == 0x78eu);
+  // A narrower compile-time policy: TS only, no CR4 bits.
+  using ts_only = x86::guest_owned_set<0x8, 0>;
+  constexpr auto t = vmx::make_guest_owned<ts_only>(ept_all);
+  HVKIT_BOTH(t.cr0.raw() == 0x8u && t.cr4.none());
+}
+
+TEST(vmx_cr_mask, guest_visible_value_nested_case) {
+  // background.md §1: actual 0x80040033, shadow 0x80050033, mask 0xfffffffffffefff7.
+  constexpr auto v = vmx::guest_visible_cr0(x86::cr0{0x8004'0033}, x86::cr0{0x8005'0033}, 0xffff'ffff'fffe'fff7);
+  HVKIT_BOTH(!v.test(x86::cr0::wp));
+  HVKIT_BOTH(v.raw() == 0x8004'0033u);
+  // Host owns WP instead: the shadow's WP=1 is what the guest sees.
+  HVKIT_BOTH(vmx::guest_visible(0x8004'0033, 0x8005'0033, 0xffff'ffff'ffff'fff7) == 0x8005'0033u);
+  // Exhaustive over 4 bits of actual/shadow/mask against the per-bit rule written here.
+  std::size_t n = 0;
+  for (unsigned a = 0; a < 16; ++a)
+    for (unsigned s = 0; s < 16; ++s)
+      for (unsigned m = 0; m < 16; ++m, ++n) {
+        unsigned expect = 0;
+        for (unsigned b = 0; b < 4; ++b) {
+          const unsigned bit = (m >> b) & 1 ? (s >> b) & 1 : (a >> b) & 1;
+          expect |= bit << b;
+        }
+        EXPECT_EQ(vmx::guest_visible(hvkit::test::rt(a), s, m), expect);
+      }
+  std::printf("compared %zu actual/shadow/mask combinations with the per-bit rule\n", n);
+}
+
+TEST(vmx_cr_mask, mov_to_cr_exit_rule) {
+  // Toggling a guest-owned WP does not exit; toggling a host-owned bit does (SDM 26.1.3).
+  const std::uint64_t mask = 0xffff'ffff'fffe'fff7;
+  EXPECT_FALSE(vmx::mov_to_cr_exits(0x8004'0033, 0x8005'0033 & ~0x1'0000ull, mask));
+  EXPECT_FALSE(vmx::mov_to_cr_exits(0x8005'0033, 0x8004'0033, mask));
+  EXPECT_TRUE(vmx::mov_to_cr_exits(0x8005'0033, 0x8005'0033 & ~0x8000'0000ull, mask));
+  // The bochs measurement: mask 0x80010021 (WP host-owned) exits on a WP toggle; 0x80000021 does not.
+  EXPECT_TRUE(vmx::mov_to_cr_exits(0x8001'0033, 0x8000'0033, 0x8001'0021));
+  EXPECT_FALSE(vmx::mov_to_cr_exits(0x8001'0033, 0x8000'0033, 0x8000'0021));
+}
+
+TEST(vmx_cr_mask, cet_requires_wp) {
+  HVKIT_BOTH(!vmx::cet_wp_consistent(x86::cr0{0x8000'0033}, x86::cr4{x86::cr4::cet.raw()}));
+  HVKIT_BOTH(vmx::cet_wp_consistent(x86::cr0{0x8001'0033}, x86::cr4{x86::cr4::cet.raw()}));
+  HVKIT_BOTH(vmx::cet_wp_consistent(x86::cr0{0x8000'0033}, x86::cr4{0x20}));
+}
+
+TEST(vmx_guest_cr, reads_vmcs_only_for_guest_owned_bits) {
+  vmx::soft_vmcs v;
+  v.store(vmx::fields::guest_cr0, std::uint64_t{0x8000'0033});  // the guest cleared WP without an exit
+  v.store(vmx::fields::guest_cr4, std::uint64_t{0x20a0});
+  const auto owned = vmx::make_guest_owned({true, x86::cr4::defined});
+  vmx::guest_cr cr(x86::cr0{0x8001'0033}, x86::cr4{0x20a0}, owned);
+  cr.on_vm_exit();
+  // Host-owned bits: answered from the cache, no VMREAD.
+  EXPECT_EQ(cr.read_cr0_bits(v, x86::cr0::pg | x86::cr0::pe).value().raw(), 0x8000'0001u);
+  EXPECT_EQ(cr.read_cr4_bits(v, x86::cr4::pae | x86::cr4::smep).value().raw(), 0x20u);
+  EXPECT_EQ(v.reads(), 0u);
+  // WP is guest-owned: one VMREAD, and it sees the guest's WP=0 (the stale-role bug's cure).
+  EXPECT_FALSE(cr.read_cr0_bits(v, x86::cr0::wp).value().test(x86::cr0::wp));
+  EXPECT_EQ(v.reads(), 1u);
+  EXPECT_FALSE(cr.read_cr0_bits(v, x86::cr0::wp | x86::cr0::pg).value().test(x86::cr0::wp));
+  EXPECT_EQ(v.reads(), 1u);  // not again before the next exit
+  cr.on_vm_exit();
+  v.store(vmx::fields::guest_cr0, std::uint64_t{0x8001'0033});
+  EXPECT_TRUE(cr.read_cr0_bits(v, x86::cr0::wp).value().test(x86::cr0::wp));
+  EXPECT_EQ(v.reads(), 2u);
+  // PGE is guest-owned in CR4.
+  EXPECT_TRUE(cr.read_cr4_bits(v, x86::cr4::pge).value().test(x86::cr4::pge));
+  EXPECT_EQ(v.reads(), 3u);
+  // Shadow paging policy: WP is host-owned, asking for it never reads.
+  vmx::guest_cr sh(x86::cr0{0x8001'0033}, x86::cr4{0x20}, vmx::make_guest_owned({false, x86::cr4::defined}));
+  v.reset_counts();
+  sh.on_vm_exit();
+  EXPECT_TRUE(sh.read_cr0_bits(v, x86::cr0::wp).value().test(x86::cr0::wp));
+  EXPECT_EQ(v.reads(), 0u);
+}
+
+namespace {
+constexpr vmx::cr_access_qualification mov_to_cr(unsigned cr, unsigned gpr) {
+  return vmx::cr_access_qualification{cr | (0u << 4) | (gpr << 8)};
+}
+}  // namespace
+
+TEST(vmx_cr_access, qualification_decoding) {
+  // MOV to CR4 from RBX (gpr 3): 0x304.
+  constexpr vmx::cr_access_qualification q{0x304};
+  HVKIT_BOTH(q.cr() == 4 && q.gpr() == 3 && q.type() == vmx::cr_access_qualification::access::mov_to_cr);
+  // MOV from CR3 to R15: 0xf13.
+  constexpr vmx::cr_access_qualification r{0xf13};
+  HVKIT_BOTH(r.cr() == 3 && r.gpr() == 15 && r.type() == vmx::cr_access_qualification::access::mov_from_cr);
+  // CLTS: type 2.
+  HVKIT_BOTH(vmx::cr_access_qualification{0x20}.type() == vmx::cr_access_qualification::access::clts);
+  // LMSW from memory with source 0x000b: type 3, bit 6, data in 31:16.
+  constexpr vmx::cr_access_qualification l{0x000b'0070};
+  HVKIT_BOTH(l.type() == vmx::cr_access_qualification::access::lmsw && l.lmsw_memory_operand() && l.lmsw_source() == 0xb);
+}
+
+TEST(vmx_cr_access, clts_and_lmsw) {
+  HVKIT_BOTH(vmx::cr0_after_clts(x86::cr0{0x8000'003b}).raw() == 0x8000'0033u);
+  // LMSW loads PE MP EM TS but cannot clear PE.
+  HVKIT_BOTH(vmx::cr0_after_lmsw(x86::cr0{0x8000'0031}, 0x000e).raw() == 0x8000'003fu);
+  HVKIT_BOTH(vmx::cr0_after_lmsw(x86::cr0{0x0000'0010}, 0x0001).raw() == 0x11u);
+  HVKIT_BOTH(vmx::cr0_after_lmsw(x86::cr0{0x8000'003f}, 0xfff0).raw() == 0x8000'0031u);
+}
+
+TEST(vmx_cr_access, mov_to_cr0_wp_toggle_feeds_paging) {
+  const vmx::cr_context ctx{x86::cr0{0x8001'0033}, x86::cr4{0x20a0}, x86::efer{0xd01}, 0x1000, x86::cr4::defined};
+  // WP 1 -> 0 under EPT: refresh permissions only, never reset the MMU.
+  auto o = vmx::evaluate_cr_write(mov_to_cr(0, 0), ctx, 0x8000'0033, paging::paging_kind::two_dimensional);
+  ASSERT_EQ(o.fault, vmx::cr_write_fault::none);
+  EXPECT_EQ(o.cr, 0u);
+  EXPECT_EQ(o.after.cr0.raw(), 0x8000'0033u);
+  EXPECT_EQ(o.actions, paging::mmu_actions::refresh_permissions);
+  // Same toggle with shadow paging: reset.
+  auto s = vmx::evaluate_cr_write(mov_to_cr(0, 0), ctx, 0x8000'0033, paging::paging_kind::shadow);
+  EXPECT_TRUE(s.actions.test(paging::mmu_actions::reset_mmu));
+  // WP toggle with paging off: nothing to do.
+  const vmx::cr_context off{x86::cr0{0x1'0011}, x86::cr4{}, x86::efer{}, 0, x86::cr4::defined};
+  auto p = vmx::evaluate_cr_write(mov_to_cr(0, 2), off, 0x11, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(p.fault, vmx::cr_write_fault::none);
+  EXPECT_TRUE(p.actions.none());
+}
+
+TEST(vmx_cr_access, illegal_writes_fault) {
+  const vmx::cr_context cet{x86::cr0{0x8001'0033}, x86::cr4{0x80'20a0}, x86::efer{0xd01}, 0x1000, x86::cr4::defined};
+  // Clearing WP with CR4.CET=1: #GP.
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(0, 0), cet, 0x8000'0033, paging::paging_kind::two_dimensional).fault,
+            vmx::cr_write_fault::clear_wp_with_cet);
+  // Setting CET with WP=0: #GP.
+  const vmx::cr_context nowp{x86::cr0{0x8000'0033}, x86::cr4{0x20a0}, x86::efer{0xd01}, 0x1000, x86::cr4::defined};
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(4, 1), nowp, 0x80'20a0, paging::paging_kind::two_dimensional).fault,
+            vmx::cr_write_fault::cet_without_wp);
+  // CR0: PG without PE, NW without CD, bits 63:32.
+  const vmx::cr_context real{x86::cr0{0x10}, x86::cr4{}, x86::efer{}, 0, x86::cr4::defined};
+  EXPECT_EQ(vmx::check_cr0_write(real, x86::cr0{0x8000'0010}), vmx::cr_write_fault::pg_without_pe);
+  EXPECT_EQ(vmx::check_cr0_write(real, x86::cr0{0x2000'0010}), vmx::cr_write_fault::nw_without_cd);
+  EXPECT_EQ(vmx::check_cr0_write(real, x86::cr0{0x1'0000'0010}), vmx::cr_write_fault::reserved_bit);
+  // Long mode: PG with LME and no PAE; clearing PAE with LMA; PCIDE with CR3[11:0] != 0.
+  const vmx::cr_context lme{x86::cr0{0x11}, x86::cr4{}, x86::efer{0x100}, 0, x86::cr4::defined};
+  EXPECT_EQ(vmx::check_cr0_write(lme, x86::cr0{0x8000'0011}), vmx::cr_write_fault::long_mode_without_pae);
+  const vmx::cr_context lma{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1005, x86::cr4::defined};
+  EXPECT_EQ(vmx::check_cr4_write(lma, x86::cr4{0x0}), vmx::cr_write_fault::clear_pae_in_long_mode);
+  EXPECT_EQ(vmx::check_cr4_write(lma, x86::cr4{0x1020}), vmx::cr_write_fault::change_la57_in_long_mode);
+  EXPECT_EQ(vmx::check_cr4_write(lma, x86::cr4{0x2'0020}), vmx::cr_write_fault::pcide_bad_state);
+  // A CR4 bit the guest's CPUID does not allow is reserved for it.
+  const vmx::cr_context nofsgs{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000,
+                               x86::cr4::defined.clear(x86::cr4::fsgsbase)};
+  EXPECT_EQ(vmx::check_cr4_write(nofsgs, x86::cr4{0x1'0020}), vmx::cr_write_fault::reserved_bit);
+  // MOV from CR and MOV to CR3 are not CR0/CR4 writes.
+  EXPECT_EQ(vmx::evaluate_cr_write(vmx::cr_access_qualification{0x13}, lma, 0, paging::paging_kind::shadow).cr, ~0u);
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(3, 0), lma, 0, paging::paging_kind::shadow).cr, ~0u);
+}
+
+TEST(vmx_cr_access, clts_and_lmsw_exits) {
+  const vmx::cr_context ctx{x86::cr0{0x8001'003b}, x86::cr4{0x20}, x86::efer{0x500}, 0, x86::cr4::defined};
+  auto c = vmx::evaluate_cr_write(vmx::cr_access_qualification{0x20}, ctx, 0, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(c.after.cr0.raw(), 0x8001'0033u);
+  EXPECT_TRUE(c.actions.none());  // TS does not feed the MMU
+  auto l = vmx::evaluate_cr_write(vmx::cr_access_qualification{0x0000'0030}, ctx, 0, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(l.after.cr0.raw(), 0x8001'0031u);  // LMSW 0: MP EM TS cleared, PE kept
+}
