@@ -1,0 +1,1093 @@
+/// @file
+/// @brief The emulator: fetch (through the walker, with execute access), decode, execute
+/// one instruction of the subset over an emulation context, with every memory access
+/// translated by the walker and permission-checked with the live CR0.WP.
+///
+/// @code
+///   hvkit::paging::mmu_context mmu = ...;            // the hypervisor's, possibly stale
+///   hvkit::emulate::flat_ram ram{guest_mem, size};
+///   hvkit::emulate::walker_translator tr{mmu, ram};
+///   my_platform devices;                              // models emulate::platform
+///   hvkit::emulate::outcome o = hvkit::emulate::emulate(ctx, tr, ram, devices);
+/// @endcode
+///
+/// Guarantees:
+///  - the passthrough bits (CR0.WP) are refreshed from `ctx.cr0` before every translation;
+///  - every fault of an instruction (segmentation, paging, privilege, descriptor checks) is
+///    found before anything is written: a non-`done` outcome leaves `ctx` and guest memory
+///    unchanged (except the completed iterations of a REP string instruction, as on the
+///    processor);
+///  - GDT/LDT/IDT/TSS accesses are implicit supervisor accesses (SDM 4.6.1), even at CPL 3;
+///  - accesses are split at 4 KiB page boundaries; MMIO pieces reach the platform at their
+///    byte-exact guest-physical address in 1-, 2-, 4- or 8-byte chunks.
+///
+/// Limitations (documented in docs/emulate.md): LOCKed read-modify-writes on RAM are not
+/// atomic against other vCPUs (LTR's busy bit is: it uses compare-exchange); a needs_io /
+/// needs_mmio completion covers one access per instruction; task switches, call gates and
+/// far transfers are outside the subset.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include <emulate/alu.hpp>
+#include <emulate/context.hpp>
+#include <emulate/decoder.hpp>
+#include <emulate/instruction.hpp>
+#include <emulate/linearize.hpp>
+#include <emulate/outcome.hpp>
+#include <emulate/platform.hpp>
+#include <emulate/segment.hpp>
+#include <paging/walk_result.hpp>
+#include <paging/walker.hpp>
+#include <x86/address.hpp>
+#include <x86/cr.hpp>
+#include <x86/efer.hpp>
+#include <x86/pfec.hpp>
+#include <x86/result.hpp>
+#include <x86/rflags.hpp>
+#include <x86/vector.hpp>
+
+namespace hvkit::emulate {
+
+/// Maximum iterations of a REP string instruction per emulate() call; the rest re-executes
+/// (RIP stays on the instruction until rCX reaches 0, as after an interrupted iteration).
+inline constexpr unsigned max_rep_iterations = 4096;
+
+namespace detail {
+
+using x86::gva;
+using x86::gpa;
+using x86::pfec;
+using x86::vector;
+
+/// A linear range translated for one access: at most two pieces (a page split).
+struct mapped_range {
+  gva linear{};
+  std::array<gpa, 2> address{};
+  std::array<std::uint16_t, 2> length{};
+  std::uint8_t count = 0;
+  std::uint8_t size = 0;
+};
+
+/// Bytes in flight, little-endian.
+struct byte_buffer {
+  std::array<std::uint8_t, 16> b{};
+  [[nodiscard]] constexpr std::uint64_t value(unsigned size) const noexcept {
+    std::uint64_t v = 0;
+    for (unsigned i = 0; i < size && i < 8; ++i) v |= std::uint64_t{b[i]} << (8 * i);
+    return v;
+  }
+  constexpr void set(std::uint64_t v, unsigned size, unsigned at = 0) noexcept {
+    for (unsigned i = 0; i < size && i < 8 && at + i < b.size(); ++i) b[at + i] = static_cast<std::uint8_t>(v >> (8 * i));
+  }
+};
+
+using step_result = result<std::uint64_t, outcome>;
+
+template <translator T, guest_ram R, platform P>
+class machine {
+ public:
+  constexpr machine(context& ctx, T& tr, R& ram, P& plat) noexcept
+      : live_(ctx), ctx_(ctx), tr_(tr), ram_(ram), plat_(plat) {}
+
+  /// Fetches, decodes and executes one instruction at CS:RIP.
+  constexpr outcome step() noexcept {
+    instruction in;
+    if (auto f = fetch_decode(in); !f.is_done()) return f;
+    return run(in);
+  }
+
+  /// Executes an instruction that was already decoded (its bytes at CS:RIP).
+  constexpr outcome run(const instruction& in) noexcept {
+    const outcome o = execute(in);
+    if (o.is_done()) {
+      ctx_.pending = completion{};
+      live_ = ctx_;
+    } else if (rep_progress_) {
+      live_ = rep_committed_;  // completed iterations of a REP string instruction stay
+    }
+    return o;
+  }
+
+ private:
+  // ---------------------------------------------------------------- faults
+  static constexpr outcome gp0() noexcept { return outcome::make_exception(vector::gp, 0); }
+  static constexpr outcome ud() noexcept { return outcome::make_exception(vector::ud); }
+  static constexpr outcome from_segment_fault(const segment_fault& f) noexcept {
+    return outcome::make_exception(f.vector, f.error_code);
+  }
+  static constexpr outcome from_walk_fault(const paging::walk_fault& f) noexcept {
+    if (f.stage == paging::walk_stage::ept) return outcome::make_unsupported(unsupported_reason::second_stage_fault);
+    switch (f.kind) {
+      case paging::fault_kind::unbacked:
+      case paging::fault_kind::retry_exhausted:
+      case paging::fault_kind::ept_misconfig:
+        return outcome::make_unsupported(unsupported_reason::page_table_unbacked);
+      case paging::fault_kind::non_canonical:
+      case paging::fault_kind::invalid_pdpte: return outcome::make_exception(f.vector, 0);
+      default: break;
+    }
+    return outcome::make_exception(vector::pf, static_cast<std::uint32_t>(f.error_code.hardware_bits().raw()),
+                                   f.linear.value());
+  }
+
+  // ---------------------------------------------------------------- translation
+  /// The access bits for a data access at the current CPL (SDM 4.6: CPL 3 is user mode,
+  /// unless the access is implicit supervisor).
+  [[nodiscard]] constexpr pfec access_bits(bool write, bool implicit) const noexcept {
+    pfec a{};
+    if (write) a = a.set(pfec::write);
+    if (implicit)
+      a = a.set(pfec::implicit_access);
+    else if (ctx_.effective_cpl() == 3)
+      a = a.set(pfec::user);
+    return a;
+  }
+
+  /// Translates `size` bytes at `linear`, split at the page boundary; both pieces are
+  /// checked before the caller touches either.
+  constexpr result<mapped_range, outcome> map(gva linear, unsigned size, pfec access, bool stack) noexcept {
+    mapped_range m;
+    m.linear = linear;
+    m.size = static_cast<std::uint8_t>(size);
+    // Outside IA-32e mode linear addresses are 32 bits and wrap (SDM 3.3.2).
+    const bool wide = ctx_.efer.test(x86::efer::lma);
+    std::uint64_t at = linear.value();
+    unsigned left = size;
+    while (left != 0 && m.count < 2) {
+      const unsigned chunk = static_cast<unsigned>(
+          left < x86::page_size_4k - (at & 0xfff) ? left : x86::page_size_4k - (at & 0xfff));
+      paging::walk_request req;
+      req.linear = gva{at};
+      req.access = access;
+      req.rflags = ctx_.rflags;
+      req.pkru = ctx_.pkru;
+      req.pkrs = ctx_.pkrs;
+      req.stack = stack;
+      // THE RULE (background §1): the live CR0.WP, not the one the context was built with.
+      static_cast<void>(tr_.refresh_passthrough_bits(ctx_.cr0));
+      const paging::walk_result w = tr_.translate(req);
+      if (!w) return unexpected(from_walk_fault(w.error()));
+      m.address[m.count] = w->address;
+      m.length[m.count] = static_cast<std::uint16_t>(chunk);
+      ++m.count;
+      left -= chunk;
+      at += chunk;
+      if (!wide) at &= 0xffff'ffffu;
+    }
+    return m;
+  }
+
+  // ---------------------------------------------------------------- physical access
+  /// Reads or writes one piece (within a page), RAM first, then MMIO in 8/4/2/1-byte chunks.
+  constexpr result<void, outcome> access_piece(gpa a, std::uint8_t* p, unsigned n, bool write) noexcept {
+    if (write ? ram_.write(a, p, n) : ram_.read(a, p, n)) return {};
+    unsigned done = 0;
+    while (done < n) {
+      const unsigned rest = n - done;
+      const unsigned chunk = rest >= 8 ? 8 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;
+      const gpa at = a + done;
+      std::uint64_t v = 0;
+      for (unsigned i = 0; i < chunk; ++i) v |= std::uint64_t{p[done + i]} << (8 * i);
+      const completion& c = ctx_.pending;
+      bool handled = false;
+      if (c.what == completion::kind::mmio && c.address == at.value() && c.size == chunk && c.write == write) {
+        if (!write) v = c.value;
+        handled = true;
+      } else {
+        handled = write ? plat_.mmio_write(at, chunk, v) : plat_.mmio_read(at, chunk, v);
+      }
+      if (!handled) {
+        outcome o;
+        o.kind = outcome_kind::needs_mmio;
+        o.address = at.value();
+        o.size = static_cast<std::uint8_t>(chunk);
+        o.write = write;
+        o.value = write ? v : 0;
+        return unexpected(o);
+      }
+      if (!write)
+        for (unsigned i = 0; i < chunk; ++i) p[done + i] = static_cast<std::uint8_t>(v >> (8 * i));
+      done += chunk;
+    }
+    return {};
+  }
+
+  constexpr result<void, outcome> read_mapped(const mapped_range& m, byte_buffer& buf) noexcept {
+    unsigned off = 0;
+    for (unsigned i = 0; i < m.count; ++i) {
+      if (auto r = access_piece(m.address[i], buf.b.data() + off, m.length[i], false); !r) return r;
+      off += m.length[i];
+    }
+    return {};
+  }
+  constexpr result<void, outcome> write_mapped(const mapped_range& m, byte_buffer& buf) noexcept {
+    unsigned off = 0;
+    for (unsigned i = 0; i < m.count; ++i) {
+      if (auto r = access_piece(m.address[i], buf.b.data() + off, m.length[i], true); !r) return r;
+      off += m.length[i];
+    }
+    return {};
+  }
+
+  /// Segment check + translation of a logical data access.
+  constexpr result<mapped_range, outcome> map_logical(sreg s, std::uint64_t offset, unsigned size, bool write) noexcept {
+    const auto lin = linearize(ctx_, s, offset, size, write ? segment_access::write : segment_access::read);
+    if (!lin) return unexpected(from_segment_fault(lin.error()));
+    return map(*lin, size, access_bits(write, false), s == sreg::ss);
+  }
+
+  /// Implicit supervisor read of `size` bytes at a linear address (GDT/LDT/IDT/TSS).
+  constexpr result<std::uint64_t, outcome> read_system(std::uint64_t linear, unsigned size) noexcept {
+    auto m = map(gva{linear}, size, access_bits(false, true), false);
+    if (!m) return unexpected(m.error());
+    byte_buffer b;
+    if (auto r = read_mapped(*m, b); !r) return unexpected(r.error());
+    return b.value(size);
+  }
+
+  // ---------------------------------------------------------------- registers
+  [[nodiscard]] constexpr std::uint64_t gpr(const operand& o) const noexcept {
+    if (o.high8) return (ctx_.gpr[o.reg] >> 8) & 0xff;
+    return ctx_.gpr[o.reg & 15] & alu_mask(o.size);
+  }
+  /// Register write with the architectural width rules: 32-bit writes zero-extend to 64
+  /// bits, 8- and 16-bit writes keep the other bits (SDM 3.4.1.1).
+  constexpr void set_gpr(unsigned reg, unsigned size, bool high8, std::uint64_t v) noexcept {
+    std::uint64_t& r = ctx_.gpr[reg & 15];
+    if (high8) {
+      r = (r & ~std::uint64_t{0xff00}) | ((v & 0xff) << 8);
+    } else if (size >= 8) {
+      r = v;
+    } else if (size == 4) {
+      r = v & 0xffff'ffffu;
+    } else {
+      const std::uint64_t m = alu_mask(size);
+      r = (r & ~m) | (v & m);
+    }
+  }
+  constexpr void set_gpr(const operand& o, std::uint64_t v) noexcept { set_gpr(o.reg, o.size, o.high8, v); }
+  static constexpr std::uint64_t alu_mask(unsigned size) noexcept { return detail::mask_of(size); }
+
+  /// Register rSI/rDI/rCX as an address-size quantity.
+  [[nodiscard]] constexpr std::uint64_t areg(unsigned reg, unsigned asz) const noexcept {
+    return ctx_.gpr[reg] & alu_mask(asz);
+  }
+  constexpr void set_areg(unsigned reg, unsigned asz, std::uint64_t v) noexcept { set_gpr(reg, asz, false, v); }
+
+  /// Effective address of the memory operand (SDM 3.7.5), truncated to the address size.
+  [[nodiscard]] constexpr std::uint64_t effective_address(const instruction& in) const noexcept {
+    const memory_operand& m = in.mem;
+    std::uint64_t ea = static_cast<std::uint64_t>(m.disp);
+    if (m.rip_relative) ea += next_rip_;
+    if (m.base != no_register) ea += ctx_.gpr[m.base];
+    if (m.index != no_register) ea += ctx_.gpr[m.index] * m.scale;
+    return ea & alu_mask(in.address_size);
+  }
+
+  // ---------------------------------------------------------------- fetch
+  constexpr outcome fetch_decode(instruction& in) noexcept {
+    const code_size cs = ctx_.code();
+    const bool long_mode = ctx_.mode() == cpu_mode::long64;
+    std::uint64_t avail = max_instruction_length;
+    if (!long_mode) {
+      const segment& c = ctx_[sreg::cs];
+      if (ctx_.rip > c.limit) return gp0();
+      const std::uint64_t room = std::uint64_t{c.limit} - ctx_.rip + 1;
+      if (room < avail) avail = room;
+    }
+    const auto lin = linearize(ctx_, sreg::cs, ctx_.rip, 1, segment_access::execute);
+    if (!lin) return gp0();
+    std::array<std::uint8_t, max_instruction_length> bytes{};
+    std::uint64_t have = 0;
+    pfec access = pfec::fetch;
+    if (ctx_.effective_cpl() == 3) access = access.set(pfec::user);
+    while (true) {
+      // Fetch up to the page end (or the limit), decode; fetch the next page only if the
+      // instruction needs it, so a fault on it is reported only then (SDM 6.15 #PF).
+      const std::uint64_t at = lin->value() + have;
+      const std::uint64_t to_page_end = x86::page_size_4k - (at & 0xfff);
+      std::uint64_t n = avail - have;
+      if (n > to_page_end) n = to_page_end;
+      auto m = map(gva{long_mode ? at : (at & 0xffff'ffffu)}, static_cast<unsigned>(n), access, false);
+      if (!m) return m.error();
+      if (!ram_.read(m->address[0], bytes.data() + have, static_cast<std::size_t>(n)))
+        return outcome::make_unsupported(unsupported_reason::fetch_not_ram);
+      have += n;
+      const auto d = decode(bytes.data(), static_cast<std::size_t>(have), cs);
+      if (d) {
+        in = *d;
+        break;
+      }
+      switch (d.error()) {
+        case decode_error::truncated:
+          if (have < avail) continue;
+          return gp0();  // the instruction runs past the CS limit (SDM 6.15, #GP)
+        case decode_error::too_long: return gp0();  // SDM 2.3.11
+        case decode_error::invalid: return ud();
+        case decode_error::unsupported: return outcome::make_unsupported(unsupported_reason::instruction);
+      }
+    }
+    return outcome::make_done();
+  }
+
+  // ---------------------------------------------------------------- helpers
+  [[nodiscard]] constexpr bool cpl0() const noexcept { return ctx_.effective_cpl() == 0; }
+  [[nodiscard]] constexpr bool protected_mode() const noexcept {
+    return ctx_.mode() == cpu_mode::protected_ || ctx_.mode() == cpu_mode::long64;
+  }
+  [[nodiscard]] constexpr bool umip_blocks() const noexcept {
+    // SDM 2.5 (CR4.UMIP): SGDT, SIDT, SLDT, SMSW, STR at CPL > 0 raise #GP(0).
+    return ctx_.cr4.test(x86::cr4::umip) && ctx_.effective_cpl() > 0;
+  }
+  constexpr void advance() noexcept {
+    ctx_.rip = next_rip_;
+    // Every instruction that completes clears RF (SDM 18.3.1.1).
+    ctx_.rflags = ctx_.rflags.clear(x86::rflags::rf);
+  }
+  constexpr outcome done(event e = event::none) noexcept {
+    advance();
+    return outcome::make_done(e);
+  }
+
+  /// Reads an 8- (or 16-byte, IA-32e system) descriptor for `sel` from the GDT or LDT.
+  /// Returns #GP(selector) if it lies beyond the table limit.
+  constexpr result<descriptor, outcome> read_descriptor(selector sel, bool system16) noexcept {
+    const bool ldt = sel.ldt();
+    if (ldt && ctx_.ldtr.ar.test(segment_ar::unusable))
+      return unexpected(outcome::make_exception(vector::gp, sel.error_code()));
+    const std::uint64_t base = ldt ? ctx_.ldtr.base : ctx_.gdtr.base;
+    const std::uint64_t limit = ldt ? ctx_.ldtr.limit : ctx_.gdtr.limit;
+    const std::uint64_t off = std::uint64_t{sel.index()} * 8;
+    const unsigned bytes = system16 ? 16 : 8;
+    if (off + bytes - 1 > limit) return unexpected(outcome::make_exception(vector::gp, sel.error_code()));
+    const bool wide = ctx_.efer.test(x86::efer::lma);
+    const std::uint64_t lin = wide ? base + off : (base + off) & 0xffff'ffffu;
+    descriptor d;
+    auto lo = read_system(lin, 8);
+    if (!lo) return unexpected(lo.error());
+    d.raw = *lo;
+    if (system16) {
+      auto hi = read_system(wide ? lin + 8 : (lin + 8) & 0xffff'ffffu, 8);
+      if (!hi) return unexpected(hi.error());
+      d.high = *hi;
+    }
+    return d;
+  }
+  [[nodiscard]] constexpr std::uint64_t descriptor_linear(selector sel) const noexcept {
+    const std::uint64_t a = ctx_.gdtr.base + std::uint64_t{sel.index()} * 8;
+    return ctx_.efer.test(x86::efer::lma) ? a : a & 0xffff'ffffu;
+  }
+
+  // ---------------------------------------------------------------- execute
+  constexpr outcome execute(const instruction& in) noexcept {
+    next_rip_ = ctx_.rip + in.length;
+    if (ctx_.code() != code_size::c64) next_rip_ &= ctx_.code() == code_size::c16 ? 0xffffu : 0xffff'ffffu;
+    switch (in.op) {
+      case mnemonic::mov: case mnemonic::movzx: case mnemonic::movsx: case mnemonic::movsxd:
+      case mnemonic::add: case mnemonic::or_: case mnemonic::adc: case mnemonic::sbb: case mnemonic::and_:
+      case mnemonic::sub: case mnemonic::xor_: case mnemonic::cmp: case mnemonic::test:
+      case mnemonic::not_: case mnemonic::neg: case mnemonic::inc: case mnemonic::dec: case mnemonic::xchg:
+      case mnemonic::bt: case mnemonic::bts: case mnemonic::btr: case mnemonic::btc:
+        return data_op(in);
+      case mnemonic::mov_from_sreg: return mov_from_sreg(in);
+      case mnemonic::mov_to_sreg: return mov_to_sreg(in);
+      case mnemonic::movs: case mnemonic::cmps: case mnemonic::stos: case mnemonic::lods:
+      case mnemonic::ins: case mnemonic::outs:
+        return string_op(in);
+      case mnemonic::in: case mnemonic::out: return port_op(in);
+      case mnemonic::sldt: case mnemonic::str: case mnemonic::smsw: return store_system(in);
+      case mnemonic::sgdt: case mnemonic::sidt: return store_table(in);
+      case mnemonic::lgdt: case mnemonic::lidt: return load_table(in);
+      case mnemonic::lldt: return lldt(in);
+      case mnemonic::ltr: return ltr(in);
+      case mnemonic::verr: case mnemonic::verw: return verify(in);
+      case mnemonic::lmsw: return lmsw(in);
+      case mnemonic::invlpg: return invlpg(in);
+      case mnemonic::mov_from_cr: return mov_from_cr(in);
+      case mnemonic::mov_to_cr: return mov_to_cr(in);
+      case mnemonic::mov_from_dr: case mnemonic::mov_to_dr: return mov_dr(in);
+      case mnemonic::clts:
+        if (!cpl0()) return gp0();
+        ctx_.cr0 = ctx_.cr0.clear(x86::cr0::ts);
+        return done_reg(event::cr_write, 0);
+      case mnemonic::cpuid: {
+        cpuid_regs r;
+        if (!plat_.cpuid(static_cast<std::uint32_t>(ctx_.gpr[0]), static_cast<std::uint32_t>(ctx_.gpr[1]), r))
+          return outcome::make_unsupported(unsupported_reason::instruction);
+        set_gpr(0, 4, false, r.eax);
+        set_gpr(3, 4, false, r.ebx);
+        set_gpr(1, 4, false, r.ecx);
+        set_gpr(2, 4, false, r.edx);
+        return done();
+      }
+      case mnemonic::rdmsr: {
+        if (!cpl0()) return gp0();
+        std::uint64_t v = 0;
+        if (!plat_.rdmsr(static_cast<std::uint32_t>(ctx_.gpr[1]), v)) return gp0();
+        set_gpr(0, 4, false, v & 0xffff'ffffu);
+        set_gpr(2, 4, false, v >> 32);
+        return done();
+      }
+      case mnemonic::wrmsr: {
+        if (!cpl0()) return gp0();
+        const std::uint64_t v = (ctx_.gpr[0] & 0xffff'ffffu) | (ctx_.gpr[2] << 32);
+        if (!plat_.wrmsr(static_cast<std::uint32_t>(ctx_.gpr[1]), v)) return gp0();
+        return done(event::msr_write);
+      }
+      case mnemonic::hlt:
+        if (!cpl0()) return gp0();
+        return done(event::halt);
+      case mnemonic::invd: case mnemonic::wbinvd:
+        if (!cpl0()) return gp0();
+        return done(event::cache_flush);
+      case mnemonic::invalid: break;
+    }
+    return outcome::make_unsupported(unsupported_reason::instruction);
+  }
+
+  constexpr outcome done_reg(event e, unsigned reg) noexcept {
+    outcome o = done(e);
+    o.reg = static_cast<std::uint8_t>(reg);
+    return o;
+  }
+
+  /// MOV/ALU/TEST/NOT/NEG/INC/DEC/XCHG/BT*/MOVZX/MOVSX/MOVSXD.
+  constexpr outcome data_op(const instruction& in) noexcept {
+    const mnemonic op = in.op;
+    const bool dst_mem = in.dst.kind == operand_kind::mem;
+    const bool src_mem = in.src.kind == operand_kind::mem;
+    const bool reads_dst = op != mnemonic::mov && op != mnemonic::movzx && op != mnemonic::movsx &&
+                           op != mnemonic::movsxd;
+    const bool writes_dst = op != mnemonic::cmp && op != mnemonic::test && op != mnemonic::bt;
+    const bool bit_op = op == mnemonic::bt || op == mnemonic::bts || op == mnemonic::btr || op == mnemonic::btc;
+    const unsigned size = in.dst.size;
+
+    // BT* with a register bit offset address a bit string: the offset is signed and may
+    // reach outside the operand (SDM BT: "bit base" addressing).
+    std::uint64_t bit_offset = 0;
+    std::int64_t byte_adjust = 0;
+    if (bit_op) {
+      const unsigned bits = 8u * size;
+      if (in.src.kind == operand_kind::imm) {
+        bit_offset = in.imm & (bits - 1);
+      } else {
+        const std::uint64_t raw = gpr(in.src);
+        if (dst_mem) {
+          const std::int64_t sraw = sign_extend(raw, size);
+          // floor division by the operand width, in units of the operand size
+          const std::int64_t words = sraw >= 0 ? sraw / bits : -((-(sraw + 1)) / bits) - 1;
+          byte_adjust = words * static_cast<std::int64_t>(size);
+          bit_offset = static_cast<std::uint64_t>(sraw - words * static_cast<std::int64_t>(bits));
+        } else {
+          bit_offset = raw & (bits - 1);
+        }
+      }
+    }
+
+    mapped_range m;
+    if (dst_mem || src_mem) {
+      const unsigned msize = dst_mem ? in.dst.size : in.src.size;
+      const std::uint64_t ea = (effective_address(in) + static_cast<std::uint64_t>(byte_adjust)) & alu_mask(in.address_size);
+      auto r = map_logical(in.mem.segment, ea, msize, dst_mem && writes_dst);
+      if (!r) return r.error();
+      m = *r;
+    }
+    auto read_op = [&](const operand& o) -> step_result {
+      switch (o.kind) {
+        case operand_kind::gpr: return gpr(o);
+        case operand_kind::imm: return in.imm & alu_mask(o.size);
+        case operand_kind::mem: {
+          byte_buffer b;
+          if (auto r = read_mapped(m, b); !r) return unexpected(r.error());
+          return b.value(o.size);
+        }
+        default: return std::uint64_t{0};
+      }
+    };
+
+    std::uint64_t dst_val = 0;
+    if (reads_dst) {
+      auto v = read_op(in.dst);
+      if (!v) return v.error();
+      dst_val = *v;
+    }
+    std::uint64_t src_val = 0;
+    if (in.src.kind != operand_kind::none && !(bit_op && in.src.kind == operand_kind::gpr)) {
+      auto v = read_op(in.src);
+      if (!v) return v.error();
+      src_val = *v;
+    }
+
+    std::uint64_t result_val = 0;
+    std::uint64_t xchg_reg_val = 0;
+    switch (op) {
+      case mnemonic::mov: result_val = src_val; break;
+      case mnemonic::movzx: result_val = src_val; break;
+      case mnemonic::movsx:
+      case mnemonic::movsxd: result_val = static_cast<std::uint64_t>(sign_extend(src_val, in.src.size)) & alu_mask(size); break;
+      case mnemonic::not_: result_val = ~dst_val & alu_mask(size); break;
+      case mnemonic::xchg: result_val = src_val; xchg_reg_val = dst_val; break;
+      case mnemonic::bt: case mnemonic::bts: case mnemonic::btr: case mnemonic::btc: {
+        const std::uint64_t bit = std::uint64_t{1} << bit_offset;
+        // SDM BT*: CF = the selected bit; OF, SF, AF, PF undefined (left unchanged here), ZF unchanged.
+        ctx_.rflags = ctx_.rflags.assign(x86::rflags::cf, (dst_val & bit) != 0);
+        result_val = op == mnemonic::bts ? dst_val | bit : op == mnemonic::btr ? dst_val & ~bit
+                   : op == mnemonic::btc ? dst_val ^ bit : dst_val;
+        break;
+      }
+      default: {
+        const alu_result a = alu(op, dst_val, src_val, size, ctx_.rflags);
+        result_val = a.value;
+        ctx_.rflags = a.flags;
+        break;
+      }
+    }
+
+    if (writes_dst) {
+      if (dst_mem) {
+        byte_buffer b;
+        b.set(result_val, size);
+        if (auto r = write_mapped(m, b); !r) return r.error();
+      } else {
+        set_gpr(in.dst, result_val);
+      }
+      if (op == mnemonic::xchg) set_gpr(in.src, xchg_reg_val);
+    }
+    return done();
+  }
+
+  constexpr outcome mov_from_sreg(const instruction& in) noexcept {
+    const std::uint64_t sel = ctx_.seg[in.src.reg].selector;
+    if (in.dst.kind == operand_kind::mem) {
+      auto m = map_logical(in.mem.segment, effective_address(in), 2, true);
+      if (!m) return m.error();
+      byte_buffer b;
+      b.set(sel, 2);
+      if (auto r = write_mapped(*m, b); !r) return r.error();
+    } else {
+      // A 32/64-bit register destination gets the zero-extended selector (SDM MOV, note).
+      set_gpr(in.dst.reg, in.dst.size, false, sel);
+    }
+    return done();
+  }
+
+  constexpr outcome mov_to_sreg(const instruction& in) noexcept {
+    std::uint64_t v = 0;
+    if (in.src.kind == operand_kind::mem) {
+      auto m = map_logical(in.mem.segment, effective_address(in), 2, false);
+      if (!m) return m.error();
+      byte_buffer b;
+      if (auto r = read_mapped(*m, b); !r) return r.error();
+      v = b.value(2);
+    } else {
+      v = gpr(in.src) & 0xffff;
+    }
+    const sreg target = static_cast<sreg>(in.dst.reg);
+    segment& s = ctx_[target];
+    const selector sel{static_cast<std::uint16_t>(v)};
+    if (!protected_mode()) {
+      // Real and virtual-8086 mode: base = selector * 16, limit and rights unchanged (SDM 20.1.1).
+      s.selector = sel.value;
+      s.base = std::uint64_t{sel.value} << 4;
+      return done();
+    }
+    const std::uint8_t cpl = ctx_.effective_cpl();
+    if (sel.null()) {
+      // SDM MOV: a null selector may be loaded into DS/ES/FS/GS; into SS only in 64-bit mode
+      // at CPL < 3 with RPL = CPL.
+      if (target == sreg::ss &&
+          !(ctx_.mode() == cpu_mode::long64 && cpl != 3 && sel.rpl() == cpl))
+        return gp0();
+      s.selector = sel.value;
+      s.ar = s.ar.set(segment_ar::unusable);
+      return done();
+    }
+    auto d = read_descriptor(sel, false);
+    if (!d) return d.error();
+    const segment_ar ar = d->access_rights();
+    const std::uint16_t ec = sel.error_code();
+    if (target == sreg::ss) {
+      if (sel.rpl() != cpl || d->system() || ar.code() || !ar.writable_or_readable() || d->dpl() != cpl)
+        return outcome::make_exception(vector::gp, ec);
+      if (!d->present()) return outcome::make_exception(vector::ss, ec);
+    } else {
+      if (d->system() || (ar.code() && !ar.writable_or_readable())) return outcome::make_exception(vector::gp, ec);
+      const bool conforming_code = ar.code() && ar.expand_down_or_conforming();
+      if (!conforming_code && (d->dpl() < cpl || d->dpl() < sel.rpl())) return outcome::make_exception(vector::gp, ec);
+      if (!d->present()) return outcome::make_exception(vector::np, ec);
+    }
+    // Set the accessed bit in the descriptor (an implicit supervisor write, SDM 3.4.5.1).
+    segment loaded = d->to_segment(sel.value, false);
+    if (!ar.test(segment_ar::accessed)) {
+      if (auto r = set_descriptor_bit(sel, *d, 1); !r) return r.error();
+      loaded.ar = loaded.ar.set(segment_ar::accessed);
+    }
+    s = loaded;
+    return done();
+  }
+
+  /// Sets type bit `bit_value` (accessed = 1, busy = 2) in the descriptor with a 1-byte
+  /// compare-exchange on its type byte: an implicit supervisor write (SDM 4.6.1).
+  constexpr result<void, outcome> set_descriptor_bit(selector sel, const descriptor& d, std::uint8_t bit_value) noexcept {
+    const std::uint64_t base = sel.ldt() ? ctx_.ldtr.base + std::uint64_t{sel.index()} * 8 : descriptor_linear(sel);
+    const std::uint64_t lin = (ctx_.efer.test(x86::efer::lma) ? base : base & 0xffff'ffffu) + 5;
+    auto m = map(gva{ctx_.efer.test(x86::efer::lma) ? lin : lin & 0xffff'ffffu}, 1, access_bits(true, true), false);
+    if (!m) return unexpected(m.error());
+    const std::uint8_t old = static_cast<std::uint8_t>(d.raw >> 40);
+    const auto r = ram_.cmpxchg(m->address[0], 1, old, static_cast<std::uint8_t>(old | bit_value));
+    if (!r) return unexpected(outcome::make_unsupported(unsupported_reason::page_table_unbacked));
+    // Another agent changed the descriptor since we read it: re-execute the instruction.
+    if (!*r) return unexpected(outcome::make_unsupported(unsupported_reason::instruction));
+    return {};
+  }
+
+  // ---------------------------------------------------------------- string and port I/O
+  /// The I/O permission check (SDM Vol. 1 19.5 (I/O privilege level), 19.5.2 (I/O
+  /// permission bit map)): needed in protected mode when CPL > IOPL, and always in
+  /// virtual-8086 mode. The TSS reads are implicit supervisor reads.
+  constexpr result<void, outcome> io_permitted(std::uint16_t port, unsigned size) noexcept {
+    if (ctx_.mode() == cpu_mode::real) return {};
+    if (ctx_.mode() != cpu_mode::vm86 && ctx_.effective_cpl() <= ctx_.rflags.iopl_value()) return {};
+    const segment& tr = ctx_.tr;
+    const std::uint8_t type = tr.ar.type();
+    if ((type != system_type::tss_available && type != system_type::tss_busy) || tr.limit < 0x67)
+      return unexpected(gp0());
+    auto base = read_system(tr.base + 0x66, 2);
+    if (!base) return unexpected(base.error());
+    const std::uint64_t off = *base + port / 8;
+    if (off + 1 > tr.limit) return unexpected(gp0());
+    auto bits = read_system(tr.base + off, 2);
+    if (!bits) return unexpected(bits.error());
+    const std::uint64_t want = ((std::uint64_t{1} << size) - 1) << (port & 7);
+    if ((*bits & want) != 0) return unexpected(gp0());
+    return {};
+  }
+
+  constexpr result<std::uint64_t, outcome> port_in(std::uint16_t port, unsigned size) noexcept {
+    const completion& c = ctx_.pending;
+    if (c.what == completion::kind::pio && c.address == port && c.size == size && !c.write)
+      return c.value & alu_mask(size);
+    std::uint64_t v = 0;
+    if (plat_.pio_in(port, size, v)) return v & alu_mask(size);
+    outcome o;
+    o.kind = outcome_kind::needs_io;
+    o.address = port;
+    o.size = static_cast<std::uint8_t>(size);
+    return unexpected(o);
+  }
+  constexpr result<void, outcome> port_out(std::uint16_t port, unsigned size, std::uint64_t v) noexcept {
+    const completion& c = ctx_.pending;
+    if (c.what == completion::kind::pio && c.address == port && c.size == size && c.write) return {};
+    if (plat_.pio_out(port, size, v & alu_mask(size))) return {};
+    outcome o;
+    o.kind = outcome_kind::needs_io;
+    o.address = port;
+    o.size = static_cast<std::uint8_t>(size);
+    o.write = true;
+    o.value = v & alu_mask(size);
+    return unexpected(o);
+  }
+
+  constexpr outcome port_op(const instruction& in) noexcept {
+    const bool is_in = in.op == mnemonic::in;
+    const operand& port_operand = is_in ? in.src : in.dst;
+    const std::uint16_t port = port_operand.kind == operand_kind::imm ? static_cast<std::uint16_t>(in.imm & 0xff)
+                                                                      : static_cast<std::uint16_t>(ctx_.gpr[2]);
+    const unsigned size = in.operand_size;
+    if (auto r = io_permitted(port, size); !r) return r.error();
+    if (is_in) {
+      auto v = port_in(port, size);
+      if (!v) return v.error();
+      set_gpr(0, size, false, *v);
+    } else {
+      if (auto r = port_out(port, size, ctx_.gpr[0]); !r) return r.error();
+    }
+    return done();
+  }
+
+  constexpr outcome string_op(const instruction& in) noexcept {
+    const unsigned size = in.operand_size;
+    const unsigned asz = in.address_size;
+    const bool rep = in.rep != rep_prefix::none;
+    const mnemonic op = in.op;
+    const std::int64_t step = ctx_.rflags.test(x86::rflags::df) ? -static_cast<std::int64_t>(size)
+                                                                 : static_cast<std::int64_t>(size);
+    const bool reads_src = op == mnemonic::movs || op == mnemonic::cmps || op == mnemonic::lods || op == mnemonic::outs;
+    const bool uses_dst = op == mnemonic::movs || op == mnemonic::cmps || op == mnemonic::stos || op == mnemonic::ins;
+    const bool dst_write = op != mnemonic::cmps;
+    const std::uint16_t port = static_cast<std::uint16_t>(ctx_.gpr[2]);
+    if (op == mnemonic::ins || op == mnemonic::outs)
+      if (auto r = io_permitted(port, size); !r) return r.error();
+
+    for (unsigned iter = 0;; ++iter) {
+      if (rep && areg(1, asz) == 0) return done();
+      if (iter == max_rep_iterations) return outcome::make_done();  // RIP stays: re-executes
+      mapped_range src_m, dst_m;
+      if (reads_src) {
+        auto r = map_logical(in.mem.segment, areg(6, asz), size, false);
+        if (!r) return r.error();
+        src_m = *r;
+      }
+      if (uses_dst) {
+        // The destination is always ES:rDI, no override (SDM MOVS/STOS/INS).
+        auto r = map_logical(sreg::es, areg(7, asz), size, dst_write);
+        if (!r) return r.error();
+        dst_m = *r;
+      }
+      std::uint64_t v = 0;
+      if (reads_src) {
+        byte_buffer b;
+        if (auto r = read_mapped(src_m, b); !r) return r.error();
+        v = b.value(size);
+      } else if (op == mnemonic::ins) {
+        auto r = port_in(port, size);
+        if (!r) return r.error();
+        v = *r;
+      } else {
+        v = ctx_.gpr[0] & alu_mask(size);
+      }
+      switch (op) {
+        case mnemonic::movs: case mnemonic::stos: case mnemonic::ins: {
+          byte_buffer b;
+          b.set(v, size);
+          if (auto r = write_mapped(dst_m, b); !r) return r.error();
+          break;
+        }
+        case mnemonic::cmps: {
+          byte_buffer b;
+          if (auto r = read_mapped(dst_m, b); !r) return r.error();
+          ctx_.rflags = alu(mnemonic::cmp, v, b.value(size), size, ctx_.rflags).flags;
+          break;
+        }
+        case mnemonic::lods: set_gpr(0, size, false, v); break;
+        case mnemonic::outs:
+          if (auto r = port_out(port, size, v); !r) return r.error();
+          break;
+        default: break;
+      }
+      if (reads_src) set_areg(6, asz, areg(6, asz) + static_cast<std::uint64_t>(step));
+      if (uses_dst) set_areg(7, asz, areg(7, asz) + static_cast<std::uint64_t>(step));
+      if (!rep) return done();
+      set_areg(1, asz, areg(1, asz) - 1);
+      ctx_.pending = completion{};  // a completion covers one iteration
+      rep_committed_ = ctx_;
+      rep_progress_ = true;
+      if (op == mnemonic::cmps) {
+        // REPE stops when ZF = 0, REPNE when ZF = 1 (SDM REP/REPE/REPNE).
+        const bool zf = ctx_.rflags.test(x86::rflags::zf);
+        if ((in.rep == rep_prefix::rep_e && !zf) || (in.rep == rep_prefix::rep_ne && zf)) return done();
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- system instructions
+  constexpr outcome store_system(const instruction& in) noexcept {
+    if (in.op != mnemonic::smsw && !protected_mode()) return ud();  // SLDT/STR: #UD in real/VM86 mode
+    if (umip_blocks()) return gp0();
+    std::uint64_t v = in.op == mnemonic::sldt ? ctx_.ldtr.selector
+                    : in.op == mnemonic::str  ? ctx_.tr.selector
+                                              : ctx_.cr0.raw() & 0xffff'ffffu;
+    if (in.dst.kind == operand_kind::mem) {
+      auto m = map_logical(in.mem.segment, effective_address(in), 2, true);
+      if (!m) return m.error();
+      byte_buffer b;
+      b.set(v, 2);
+      if (auto r = write_mapped(*m, b); !r) return r.error();
+    } else {
+      set_gpr(in.dst.reg, in.dst.size, false, v);
+    }
+    return done();
+  }
+
+  constexpr outcome store_table(const instruction& in) noexcept {
+    if (umip_blocks()) return gp0();
+    const descriptor_table& t = in.op == mnemonic::sgdt ? ctx_.gdtr : ctx_.idtr;
+    const unsigned base_bytes = ctx_.mode() == cpu_mode::long64 ? 8 : 4;
+    auto m = map_logical(in.mem.segment, effective_address(in), 2 + base_bytes, true);
+    if (!m) return m.error();
+    byte_buffer b;
+    b.set(t.limit, 2);
+    // SDM SGDT: with a 16- or 32-bit operand size the full 32-bit base is stored.
+    b.set(t.base, base_bytes, 2);
+    if (auto r = write_mapped(*m, b); !r) return r.error();
+    return done();
+  }
+
+  constexpr outcome load_table(const instruction& in) noexcept {
+    if (!cpl0()) return gp0();
+    const bool long_mode = ctx_.mode() == cpu_mode::long64;
+    const unsigned base_bytes = long_mode ? 8 : 4;
+    auto m = map_logical(in.mem.segment, effective_address(in), 2 + base_bytes, false);
+    if (!m) return m.error();
+    byte_buffer b;
+    if (auto r = read_mapped(*m, b); !r) return r.error();
+    descriptor_table t;
+    t.limit = static_cast<std::uint16_t>(b.value(2));
+    std::uint64_t base = 0;
+    for (unsigned i = 0; i < base_bytes; ++i) base |= std::uint64_t{b.b[2 + i]} << (8 * i);
+    // SDM LGDT/LIDT: a 16-bit operand size loads a 24-bit base.
+    if (!long_mode && in.operand_size == 2) base &= 0x00ff'ffffu;
+    t.base = base;
+    (in.op == mnemonic::lgdt ? ctx_.gdtr : ctx_.idtr) = t;
+    return done(event::descriptor_table_load);
+  }
+
+  constexpr result<selector, outcome> selector_operand(const instruction& in) noexcept {
+    if (in.src.kind == operand_kind::mem) {
+      auto m = map_logical(in.mem.segment, effective_address(in), 2, false);
+      if (!m) return unexpected(m.error());
+      byte_buffer b;
+      if (auto r = read_mapped(*m, b); !r) return unexpected(r.error());
+      return selector{static_cast<std::uint16_t>(b.value(2))};
+    }
+    return selector{static_cast<std::uint16_t>(gpr(in.src) & 0xffff)};
+  }
+
+  constexpr outcome lldt(const instruction& in) noexcept {
+    if (!protected_mode()) return ud();
+    if (!cpl0()) return gp0();
+    auto s = selector_operand(in);
+    if (!s) return s.error();
+    const selector sel = *s;
+    if (sel.null()) {
+      // SDM LLDT: a null selector marks LDTR invalid.
+      ctx_.ldtr.selector = sel.value;
+      ctx_.ldtr.ar = ctx_.ldtr.ar.set(segment_ar::unusable);
+      return done(event::descriptor_table_load);
+    }
+    const std::uint16_t ec = sel.error_code();
+    if (sel.ldt()) return outcome::make_exception(vector::gp, ec);
+    const bool wide = ctx_.mode() == cpu_mode::long64;
+    auto d = read_descriptor(sel, wide);
+    if (!d) return d.error();
+    if (!d->system() || d->type() != system_type::ldt) return outcome::make_exception(vector::gp, ec);
+    if (wide && !d->high_type_valid()) return outcome::make_exception(vector::gp, ec);
+    if (!d->present()) return outcome::make_exception(vector::np, ec);
+    const segment loaded = d->to_segment(sel.value, wide);
+    if (wide && !x86::is_canonical(gva{loaded.base}, ctx_.cr4.test(x86::cr4::la57) ? x86::linear_width::la57
+                                                                                      : x86::linear_width::la48))
+      return outcome::make_exception(vector::gp, ec);
+    ctx_.ldtr = loaded;
+    return done(event::descriptor_table_load);
+  }
+
+  /// LTR (SDM Vol. 2 "LTR"): every check first, then the busy bit by compare-exchange as an
+  /// implicit supervisor write: with a read-only GDT this faults exactly when CR0.WP = 1.
+  constexpr outcome ltr(const instruction& in) noexcept {
+    if (!protected_mode()) return ud();
+    if (!cpl0()) return gp0();
+    auto s = selector_operand(in);
+    if (!s) return s.error();
+    const selector sel = *s;
+    if (sel.null()) return gp0();
+    const std::uint16_t ec = sel.error_code();
+    if (sel.ldt()) return outcome::make_exception(vector::gp, ec);
+    const bool wide = ctx_.mode() == cpu_mode::long64;
+    auto d = read_descriptor(sel, wide);
+    if (!d) return d.error();
+    const std::uint8_t type = d->type();
+    // Available TSS only; in IA-32e mode only the 64-bit TSS (type 9) (SDM 8.2.3, Table 3-2).
+    const bool ok_type = type == system_type::tss_available || (!ctx_.efer.test(x86::efer::lma) && type == system_type::tss16_available);
+    if (!d->system() || !ok_type) return outcome::make_exception(vector::gp, ec);
+    if (wide && !d->high_type_valid()) return outcome::make_exception(vector::gp, ec);
+    if (!d->present()) return outcome::make_exception(vector::np, ec);
+    segment loaded = d->to_segment(sel.value, wide);
+    if (wide && !x86::is_canonical(gva{loaded.base}, ctx_.cr4.test(x86::cr4::la57) ? x86::linear_width::la57
+                                                                                      : x86::linear_width::la48))
+      return outcome::make_exception(vector::gp, ec);
+    if (auto r = set_descriptor_bit(sel, *d, system_type::busy_bit); !r) return r.error();
+    loaded.ar = loaded.ar.with_type(static_cast<std::uint8_t>(type | system_type::busy_bit));
+    ctx_.tr = loaded;
+    return done(event::descriptor_table_load);
+  }
+
+  /// VERR/VERW (SDM Vol. 2): ZF = 1 if the segment is readable/writable at the current
+  /// privilege; an unusable selector only clears ZF (faults come from the table read).
+  constexpr outcome verify(const instruction& in) noexcept {
+    if (!protected_mode()) return ud();
+    auto s = selector_operand(in);
+    if (!s) return s.error();
+    const selector sel = *s;
+    bool ok = false;
+    if (!sel.null()) {
+      const bool ldt = sel.ldt();
+      const std::uint64_t limit = ldt ? ctx_.ldtr.limit : ctx_.gdtr.limit;
+      const bool usable = !(ldt && ctx_.ldtr.ar.test(segment_ar::unusable));
+      if (usable && std::uint64_t{sel.index()} * 8 + 7 <= limit) {
+        auto d = read_descriptor(sel, false);
+        if (!d) return d.error();
+        const segment_ar ar = d->access_rights();
+        const bool conforming_code = ar.code() && ar.expand_down_or_conforming();
+        const bool priv = conforming_code || (d->dpl() >= ctx_.effective_cpl() && d->dpl() >= sel.rpl());
+        const bool kind_ok = in.op == mnemonic::verr ? (!ar.code() || ar.writable_or_readable())
+                                                     : (!ar.code() && ar.writable_or_readable());
+        ok = !d->system() && priv && kind_ok;
+      }
+    }
+    ctx_.rflags = ctx_.rflags.assign(x86::rflags::zf, ok);
+    return done();
+  }
+
+  constexpr outcome lmsw(const instruction& in) noexcept {
+    if (!cpl0()) return gp0();
+    auto s = selector_operand(in);  // a 16-bit source, register or memory
+    if (!s) return s.error();
+    const std::uint64_t v = s->value;
+    // SDM LMSW: loads PE, MP, EM, TS; it can set PE but never clear it.
+    const std::uint64_t low4 = 0xf;
+    std::uint64_t cr0 = (ctx_.cr0.raw() & ~low4) | (v & low4);
+    if (ctx_.cr0.test(x86::cr0::pe)) cr0 |= 1;
+    ctx_.cr0 = x86::cr0{cr0};
+    return done_reg(event::cr_write, 0);
+  }
+
+  constexpr outcome invlpg(const instruction& in) noexcept {
+    if (!cpl0()) return gp0();
+    const std::uint64_t ea = effective_address(in);
+    std::uint64_t lin = 0;
+    if (ctx_.mode() == cpu_mode::long64) {
+      const segment& s = ctx_[in.mem.segment];
+      lin = (in.mem.segment == sreg::fs || in.mem.segment == sreg::gs ? s.base : 0) + ea;
+    } else {
+      lin = (ctx_[in.mem.segment].base + ea) & 0xffff'ffffu;
+    }
+    outcome o = done(event::invlpg);
+    o.address = lin;
+    return o;
+  }
+
+  constexpr outcome mov_from_cr(const instruction& in) noexcept {
+    if (!cpl0()) return gp0();
+    std::uint64_t v = 0;
+    switch (in.src.reg) {
+      case 0: v = ctx_.cr0.raw(); break;
+      case 2: v = ctx_.cr2; break;
+      case 3: v = ctx_.cr3.raw(); break;
+      case 4: v = ctx_.cr4.raw(); break;
+      case 8: v = ctx_.cr8 & 0xf; break;
+      default: return ud();
+    }
+    set_gpr(in.dst.reg, in.dst.size, false, v);
+    return done();
+  }
+
+  /// MOV to CR0/CR2/CR3/CR4/CR8 with the #GP conditions of SDM Vol. 2 "MOV—Move to/from
+  /// Control Registers" and the IA-32e activation rules (SDM 10.8.5).
+  constexpr outcome mov_to_cr(const instruction& in) noexcept {
+    if (!cpl0()) return gp0();
+    const std::uint64_t v = gpr(in.src);
+    const bool long_mode = ctx_.mode() == cpu_mode::long64;
+    const bool lma = ctx_.efer.test(x86::efer::lma);
+    switch (in.dst.reg) {
+      case 0: {
+        if (v >> 32) return gp0();
+        const x86::cr0 n{v | x86::cr0::et.raw()};
+        if (n.test(x86::cr0::pg) && !n.test(x86::cr0::pe)) return gp0();
+        if (n.test(x86::cr0::nw) && !n.test(x86::cr0::cd)) return gp0();
+        if (!n.test(x86::cr0::wp) && ctx_.cr4.test(x86::cr4::cet)) return gp0();
+        const bool pg_on = n.test(x86::cr0::pg) && !ctx_.cr0.test(x86::cr0::pg);
+        const bool pg_off = !n.test(x86::cr0::pg) && ctx_.cr0.test(x86::cr0::pg);
+        if (pg_off && long_mode) return gp0();
+        x86::efer e = ctx_.efer;
+        if (pg_on && e.test(x86::efer::lme)) {
+          if (!ctx_.cr4.test(x86::cr4::pae) || ctx_[sreg::cs].ar.test(segment_ar::l)) return gp0();
+          e = e.set(x86::efer::lma);
+        }
+        if (pg_off && lma) e = e.clear(x86::efer::lma);
+        ctx_.cr0 = n;
+        ctx_.efer = e;
+        break;
+      }
+      case 2: ctx_.cr2 = v; break;
+      case 3: {
+        std::uint64_t c3 = v;
+        if (lma) {
+          // Bit 63 is the PCID no-flush hint with CR4.PCIDE and is not stored (SDM 4.10.4.1).
+          if (ctx_.cr4.test(x86::cr4::pcide)) c3 &= ~x86::cr3::noflush.raw();
+          const std::uint64_t reserved = ~((std::uint64_t{1} << ctx_.maxphyaddr) - 1);
+          if (c3 & reserved) return gp0();
+        } else {
+          c3 &= 0xffff'ffffu;
+        }
+        ctx_.cr3 = x86::cr3{c3};
+        break;
+      }
+      case 4: {
+        const x86::cr4 n{v};
+        if ((n & ~x86::cr4::defined).raw() != 0) return gp0();
+        if (lma && !n.test(x86::cr4::pae)) return gp0();
+        if (lma && n.test(x86::cr4::la57) != ctx_.cr4.test(x86::cr4::la57)) return gp0();
+        if (n.test(x86::cr4::pcide) && !ctx_.cr4.test(x86::cr4::pcide) &&
+            (!lma || (ctx_.cr3.raw() & 0xfff) != 0))
+          return gp0();
+        if (n.test(x86::cr4::cet) && !ctx_.cr0.test(x86::cr0::wp)) return gp0();
+        ctx_.cr4 = n;
+        break;
+      }
+      case 8:
+        if (v >> 4) return gp0();
+        ctx_.cr8 = v;
+        break;
+      default: return ud();
+    }
+    return done_reg(event::cr_write, in.dst.reg);
+  }
+
+  /// MOV to/from DR0-DR7 (SDM Vol. 2 "MOV—Move to/from Debug Registers", 18.2).
+  constexpr outcome mov_dr(const instruction& in) noexcept {
+    const bool to = in.op == mnemonic::mov_to_dr;
+    unsigned n = to ? in.dst.reg : in.src.reg;
+    if (!cpl0()) return gp0();
+    if (n == 4 || n == 5) {
+      if (ctx_.cr4.test(x86::cr4::de)) return ud();
+      n += 2;  // DR4/DR5 alias DR6/DR7 when CR4.DE = 0
+    }
+    // DR7.GD: any DR access raises #DB (DR6.BD is set by the handler's delivery, SDM 18.2.4).
+    if (ctx_.dr[7] & (std::uint64_t{1} << 13)) {
+      outcome o = outcome::make_exception(vector::db);
+      o.value = std::uint64_t{1} << 13;  // DR6.BD, for the caller to merge into DR6
+      return o;
+    }
+    if (to) {
+      std::uint64_t v = gpr(in.src);
+      if ((n == 6 || n == 7) && ctx_.mode() == cpu_mode::long64 && (v >> 32) != 0) return gp0();
+      if (n == 6) v = (v & 0xffff'ffffu) | 0xffff'0ff0u;
+      if (n == 7) v = (v & 0xffff'ffffu) | 0x400u;
+      ctx_.dr[n] = v;
+      return done_reg(event::dr_write, n);
+    }
+    set_gpr(in.dst.reg, in.dst.size, false, ctx_.dr[n]);
+    return done();
+  }
+
+  context& live_;
+  context ctx_;  // working copy: committed to live_ only on `done`
+  T& tr_;
+  R& ram_;
+  P& plat_;
+  std::uint64_t next_rip_ = 0;
+  context rep_committed_{};
+  bool rep_progress_ = false;
+};
+
+}  // namespace detail
+
+/// Fetches, decodes and emulates the instruction at CS:RIP (see the file comment).
+template <translator T, guest_ram R, platform P>
+[[nodiscard]] constexpr outcome emulate(context& ctx, T& tr, R& ram, P& plat) noexcept {
+  detail::machine<T, R, P> m{ctx, tr, ram, plat};
+  return m.step();
+}
+
+/// Emulates an instruction the caller already decoded (e.g. from bytes it fetched itself);
+/// `in` must be the instruction at CS:RIP.
+template <translator T, guest_ram R, platform P>
+[[nodiscard]] constexpr outcome emulate(context& ctx, const instruction& in, T& tr, R& ram, P& plat) noexcept {
+  detail::machine<T, R, P> m{ctx, tr, ram, plat};
+  return m.run(in);
+}
+
+}  // namespace hvkit::emulate

@@ -1,0 +1,91 @@
+/// @file
+/// @brief What emulating one instruction produced: done, an exception to inject, an I/O or
+/// MMIO access the caller must complete, or an instruction hvkit does not emulate.
+///
+/// Only `done` commits anything to the context: every other outcome leaves registers,
+/// RIP and memory exactly as they were (REP string instructions commit the iterations that
+/// completed before it, like the processor: SDM Vol. 2 "REP", interrupted iterations).
+#pragma once
+
+#include <cstdint>
+
+#include <emulate/instruction.hpp>
+#include <x86/address.hpp>
+#include <x86/vector.hpp>
+
+namespace hvkit::emulate {
+
+/// The outcome kinds.
+enum class outcome_kind : std::uint8_t {
+  done,         ///< registers and RIP updated; see `event` for what the caller must act on
+  exception,    ///< inject `vector` (with `error_code` if has_error_code(vector); CR2 for #PF)
+  needs_io,     ///< a port access no platform handler took: complete it and re-run
+  needs_mmio,   ///< an MMIO access no device took: complete it and re-run
+  unsupported,  ///< not emulated (see `why`); injecting #UD is the architectural default
+};
+
+/// Side effects of a `done` instruction the hypervisor must apply beyond the context.
+enum class event : std::uint8_t {
+  none,
+  halt,           ///< HLT: the vCPU halts until an interrupt
+  invlpg,         ///< INVLPG: flush `address` (a linear address) from the guest TLB
+  cr_write,       ///< MOV to CRn / LMSW / CLTS: `reg` says which CR changed
+  dr_write,       ///< MOV to DRn: `reg` says which DR changed
+  msr_write,      ///< WRMSR completed through the platform
+  descriptor_table_load,  ///< LGDT / LIDT / LLDT / LTR changed GDTR, IDTR, LDTR or TR
+  cache_flush,    ///< INVD / WBINVD
+};
+
+/// Why an instruction is unsupported.
+enum class unsupported_reason : std::uint8_t {
+  none,
+  instruction,        ///< valid, but outside the subset (or a form of it hvkit does not emulate)
+  fetch_not_ram,      ///< the instruction bytes are not in RAM (executing from MMIO)
+  page_table_unbacked,///< the guest page tables point outside guest memory
+  second_stage_fault, ///< the translator reported an EPT/NPT-stage fault
+};
+
+/// The outcome of emulate().
+struct outcome {
+  outcome_kind kind = outcome_kind::done;
+  // exception
+  x86::vector vector = x86::vector::ud;
+  std::uint32_t error_code = 0;
+  std::uint64_t cr2 = 0;  ///< #PF only: the faulting linear address
+  // done
+  event what = event::none;
+  std::uint8_t reg = 0;       ///< CR/DR number for cr_write / dr_write
+  std::uint64_t address = 0;  ///< invlpg: linear address; needs_io: port; needs_mmio: gpa
+  // needs_io / needs_mmio
+  std::uint8_t size = 0;
+  bool write = false;
+  std::uint64_t value = 0;    ///< the value to write (writes)
+  // unsupported
+  unsupported_reason why = unsupported_reason::none;
+  mnemonic op = mnemonic::invalid;  ///< the instruction (when it was decoded)
+
+  [[nodiscard]] static constexpr outcome make_done(event e = event::none) noexcept {
+    outcome o;
+    o.what = e;
+    return o;
+  }
+  [[nodiscard]] static constexpr outcome make_exception(x86::vector v, std::uint32_t ec = 0, std::uint64_t cr2 = 0) noexcept {
+    outcome o;
+    o.kind = outcome_kind::exception;
+    o.vector = v;
+    o.error_code = x86::has_error_code(v) ? ec : 0;
+    o.cr2 = cr2;
+    return o;
+  }
+  [[nodiscard]] static constexpr outcome make_unsupported(unsupported_reason r) noexcept {
+    outcome o;
+    o.kind = outcome_kind::unsupported;
+    o.vector = x86::vector::ud;
+    o.why = r;
+    return o;
+  }
+  [[nodiscard]] constexpr bool is_done() const noexcept { return kind == outcome_kind::done; }
+  [[nodiscard]] constexpr bool is_exception() const noexcept { return kind == outcome_kind::exception; }
+};
+
+}  // namespace hvkit::emulate
