@@ -158,6 +158,7 @@ struct run_state {
   bool neg_wp0_seen;
   // Differential paging.
   std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
+  std::uint64_t pg_by_kind[6][2];  // [read/write/fetch at CPL 0, then CPL 3][ok, fault]
 };
 constinit run_state run{};
 
@@ -1124,6 +1125,9 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   }
   ++run.pg_cases;
   if (cpu_result != 0) ++run.pg_cpu_faults;
+  unsigned kind = access.test(x86::pfec::write) ? 1 : (access.test(x86::pfec::fetch) ? 2 : 0);
+  if (access.test(x86::pfec::user)) kind += 3;
+  ++run.pg_by_kind[kind][cpu_result != 0 ? 1 : 0];
   bool same = cpu_result == hv_result;
   if (same && hv_result != 0) same = cpu_error == hv_error && cpu_cr2 == la;
   if (same && hv_result == 0) same = cpu_ad == hv_ad;
@@ -1369,6 +1373,10 @@ bool run_guest(int index) {
           (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
           (unsigned long long)run.passthrough_refreshes);
   if (cfg.guest_flags & hc::cfg_paging_diff) {
+    static const char* const kinds[6] = {"cpl0_read", "cpl0_write", "cpl0_fetch", "cpl3_read", "cpl3_write", "cpl3_fetch"};
+    for (unsigned k = 0; k < 6; ++k)
+      kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.name, kinds[k],
+              (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
     result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
            "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu", (unsigned long long)run.pg_cases,
            (unsigned long long)run.pg_mismatches, (unsigned long long)run.pg_cpu_faults,

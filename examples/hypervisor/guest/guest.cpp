@@ -87,6 +87,7 @@ guest_isr_\n:
   GUEST_ISR 29,1
   GUEST_ISR 30,1
   GUEST_ISR 31,0
+  GUEST_ISR 128,0                    /* INT 0x80 (DPL 3): user code returns to the kernel */
 
 /* frame on entry: vector, error code, RIP, CS, RFLAGS, RSP, SS */
 guest_isr_common:
@@ -126,6 +127,9 @@ guest_isr_table:
   .irp n, 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31
   .quad guest_isr_\n
   .endr
+  .globl guest_isr_128_addr
+guest_isr_128_addr:
+  .quad guest_isr_128
 
   .text
 .macro PROBE_BEGIN name
@@ -183,6 +187,67 @@ probe_fetch:
   orl $0x100, %eax
   ret
 
+/* unsigned probe_user(uint64_t addr, unsigned kind, uint64_t value, uint64_t user_rip,
+                        uint64_t user_rsp): runs the user stub at CPL 3 (IRETQ), which does
+   the access and returns with INT 0x80; a fault comes back the same way (guest_exception
+   redirects both to label 7 at CPL 0 with the saved kernel RSP). */
+  .globl probe_user
+probe_user:
+  push %rbx
+  push %rbp
+  push %r12
+  push %r13
+  push %r14
+  push %r15
+  leaq 7f(%rip), %rax
+  movq %rax, g_recover_rip(%rip)
+  movq %rsp, g_probe_rsp(%rip)
+  pushfq
+  popq %rax
+  pushq $0x53                        /* SS: user data (0x50), RPL 3 */
+  pushq %r8                          /* RSP */
+  pushq %rax                         /* RFLAGS (AC as for the case) */
+  pushq $0x5B                        /* CS: user code64 (0x58), RPL 3 */
+  pushq %rcx                         /* RIP */
+  iretq
+7:
+  movq g_probe_rsp(%rip), %rsp
+  movl g_fault_vector(%rip), %eax
+  cmpl $0x80, %eax
+  je 6f
+  orl $0x100, %eax
+  jmp 5f
+6:
+  xorl %eax, %eax
+5:
+  pop %r15
+  pop %r14
+  pop %r13
+  pop %r12
+  pop %rbp
+  pop %rbx
+  ret
+
+/* The CPL 3 stub, copied into a user page: RDI = address, ESI = kind (0 read, 1 write,
+   2 fetch), RDX = value to write. */
+  .section .rodata
+  .globl user_stub_start, user_stub_end
+user_stub_start:
+  cmpl $1, %esi
+  je 1f
+  cmpl $2, %esi
+  je 2f
+  movq (%rdi), %rax
+  int $0x80
+1:
+  movq %rdx, (%rdi)
+  int $0x80
+2:
+  call *%rdi
+  int $0x80
+user_stub_end:
+  .text
+
 /* unsigned probe_write64(uint64_t* p, uint64_t v) */
 PROBE_BEGIN probe_write64
   movq %rsi, (%rdi)
@@ -230,6 +295,10 @@ unsigned probe_ltr(std::uint16_t selector);
 unsigned probe_mmio_add(std::uint32_t* p, std::uint32_t v);
 unsigned probe_read64(const std::uint64_t* p);
 unsigned probe_fetch(const void* code);
+unsigned probe_user(std::uint64_t addr, unsigned kind, std::uint64_t value, std::uint64_t user_rip,
+                    std::uint64_t user_rsp);
+extern const std::uint8_t user_stub_start[], user_stub_end[];
+extern const std::uint64_t guest_isr_128_addr;
 std::uint64_t read_str();
 unsigned probe_wrmsr(std::uint32_t msr, std::uint64_t v);
 unsigned probe_rdmsr(std::uint32_t msr, std::uint64_t* out);
@@ -285,10 +354,14 @@ constexpr std::uint64_t pte_p = 1, pte_rw = 2, pte_ps = 0x80;
 constexpr std::uint64_t test_region = hv::layout::guest_mem_base + 0x800000;  // 24 MiB
 constexpr std::uint64_t ro_page = test_region;                                // read-only data page
 constexpr std::uint64_t gdt_page = test_region + 0x1000;  // the GDT, read-only (header: gdt_base)
+constexpr std::uint64_t user_code_page = test_region + 0x2000;   // user-mode stub (U/S = 1)
+constexpr std::uint64_t user_stack_page = test_region + 0x3000;  // its stack (U/S = 1)
+constexpr std::uint16_t sel_user_data = 0x50, sel_user_code = 0x58;  // DPL 3 (after the 16-byte TSS descriptors)
 auto* const gdt = reinterpret_cast<volatile std::uint64_t*>(gdt_page);
 constexpr std::uint16_t sel_tss_a = 0x28, sel_tss_b = 0x38;
 
 alignas(4096) std::uint64_t pml4[512];
+alignas(16) std::uint8_t guest_event_stack[16384];
 alignas(4096) std::uint64_t pdpt[512];
 alignas(4096) std::uint64_t pd[4][512];
 alignas(4096) std::uint64_t pt_test[512];
@@ -300,8 +373,14 @@ void build_page_tables() {
   for (std::uint64_t i = 0; i < 512; ++i) pt_test[i] = (test_region + (i << 12)) | pte_p | pte_rw;
   pt_test[0] &= ~pte_rw;  // ro_page
   pt_test[1] &= ~pte_rw;  // gdt_page
+  // The two user pages: U/S = 1 on their whole path. U/S is ANDed over the levels, so the
+  // upper entries having it changes no other page (their leaves keep U/S = 0).
+  pt_test[2] |= 4;
+  pt_test[3] |= 4;
   std::uint64_t idx = test_region >> 21;
-  pd[idx / 512][idx % 512] = addr(pt_test) | pte_p | pte_rw;
+  pd[idx / 512][idx % 512] = addr(pt_test) | pte_p | pte_rw | 4;
+  pml4[0] |= 4;
+  pdpt[0] |= 4;
   write_cr3(addr(pml4));
 }
 
@@ -324,6 +403,13 @@ void build_descriptor_tables() {
   set_tss_descriptor(sel_tss_a / 8, guest_tss_a, 0x9);
   set_tss_descriptor(sel_tss_b / 8, guest_tss_b, 0x9);
   for (unsigned i = 9; i < 16; ++i) gdt[i] = 0;
+  gdt[sel_user_data / 8] = 0x00CFF3000000FFFF;  // user data, DPL 3, accessed
+  gdt[sel_user_code / 8] = 0x00AFFB000000FFFF;  // user code64, DPL 3, accessed
+  // Kernel stack for events taken at CPL 3 (TSS.RSP0, SDM Vol. 3A 8.7), in every TSS.
+  std::uint64_t rsp0 = addr(guest_event_stack) + sizeof guest_event_stack;
+  std::uint8_t* const tsses[] = {guest_tss, guest_tss_a, guest_tss_b};
+  for (std::uint8_t* t : tsses)
+    for (unsigned b = 0; b < 8; ++b) t[4 + b] = static_cast<std::uint8_t>(rsp0 >> (8 * b));
   guest_tss[102] = guest_tss_a[102] = guest_tss_b[102] = 104;  // no I/O bitmap
   for (int v = 0; v < 32; ++v) {
     std::uint64_t h = guest_isr_table[v];
@@ -331,6 +417,10 @@ void build_descriptor_tables() {
                        (((h >> 16) & 0xFFFF) << 48);
     guest_idt[2 * v + 1] = h >> 32;
   }
+  std::uint64_t h = guest_isr_128_addr;  // INT 0x80: interrupt gate, DPL 3
+  guest_idt[2 * 0x80] = (h & 0xFFFF) | (std::uint64_t{hc::guest_cs} << 16) | (0xEE00ull << 32) |
+                        (((h >> 16) & 0xFFFF) << 48);
+  guest_idt[2 * 0x80 + 1] = h >> 32;
 }
 
 // ---- checks ------------------------------------------------------------------------------
@@ -579,13 +669,15 @@ void write_entries(const entries& x) {
 }
 
 /// Performs random accesses natively and has the hypervisor repeat each with hvkit's walker
-/// against the same memory and registers. CPL 0 accesses (reads, writes, fetches) under
-/// random CR0.WP, CR4.SMEP, CR4.SMAP, EFER.NXE and RFLAGS.AC; CPL 3 is not covered yet.
+/// against the same memory and registers: reads, writes and fetches at CPL 0 and CPL 3
+/// under random CR0.WP, CR4.SMEP, CR4.SMAP, EFER.NXE and RFLAGS.AC.
 void check_paging_differential(std::uint64_t cases) {
   rng g{0x6876'6b69'7400'0001ull};  // fixed seed: the same cases every run
   const bool has_smep = (cpuid(7).ebx >> 7) & 1, has_smap = (cpuid(7).ebx >> 20) & 1;
   const bool has_nx = (cpuid(0x80000001).edx >> 20) & 1, has_1g = (cpuid(0x80000001).edx >> 26) & 1;
   *reinterpret_cast<volatile std::uint8_t*>(scratch_gpa) = 0xC3;  // RET, for fetches
+  for (const std::uint8_t* b = user_stub_start; b != user_stub_end; ++b)
+    reinterpret_cast<volatile std::uint8_t*>(user_code_page)[b - user_stub_start] = *b;
   const std::uint64_t cr0_base = read_cr0() | cr0_wp, cr4_base = read_cr4(), efer_base = rdmsr(0xC0000080);
   std::uint64_t mismatches = 0, faults = 0;
   for (std::uint64_t i = 0; i < cases; ++i) {
@@ -608,14 +700,16 @@ void check_paging_differential(std::uint64_t cases) {
     flush_tlb();
     // The access.
     unsigned kind = static_cast<unsigned>(g.next() % 3);  // 0 read, 1 write, 2 fetch
+    bool user = g.chance(2);                                // CPL 3 or CPL 0
     std::uint64_t la = test_la + (kind == 2 ? 0 : 0x100);
-    std::uint64_t access = kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0);
+    std::uint64_t access = (kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0)) | (user ? 0x4 : 0);
     write_cr0(wp ? cr0_base : cr0_base & ~cr0_wp);
     if (ac) asm volatile("stac" ::: "memory");
     g_fault_error = 0;
     g_fault_cr2 = 0;
     unsigned r;
-    if (kind == 0) r = probe_read64(reinterpret_cast<const std::uint64_t*>(la));
+    if (user) r = probe_user(la, kind, 0x5A5A5A5A5A5A5A5Aull, user_code_page, user_stack_page + 4096);
+    else if (kind == 0) r = probe_read64(reinterpret_cast<const std::uint64_t*>(la));
     else if (kind == 1) r = probe_write64(reinterpret_cast<std::uint64_t*>(la), 0x5A5A5A5A5A5A5A5Aull);
     else r = probe_fetch(reinterpret_cast<const void*>(la));
     std::uint64_t err = g_fault_error, cr2 = g_fault_cr2;
@@ -652,6 +746,11 @@ extern "C" void guest_exception(isr_frame* f) {
   g_fault_cr2 = cr2;
   g_fault_count = g_fault_count + 1;
   if (g_recover_rip) {
+    if (f->cs & 3) {  // from CPL 3 (probe_user): back to the kernel at the saved stack
+      f->cs = hc::guest_cs;
+      f->ss = hc::guest_ds;
+      f->rsp = g_probe_rsp;
+    }
     f->rip = g_recover_rip;
     g_recover_rip = 0;
     return;
