@@ -1,0 +1,80 @@
+/// @file
+/// @brief XSAVE state-component layout (CPUID.0xD.i) and XSAVE-area sizes in the standard
+/// and compacted formats (SDM Vol. 1, 13.2 and 13.4).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <cpuid/leaf.hpp>
+#include <x86/result.hpp>
+#include <x86/xcr0.hpp>
+
+namespace hvkit::cpuid {
+
+/// The legacy region (512 bytes) plus the XSAVE header (64 bytes): components 0 and 1 live
+/// in the legacy region, and the extended region starts at byte 576 (SDM Vol. 1, 13.4).
+inline constexpr std::uint32_t xsave_legacy_and_header_size = 576;
+/// hvkit tracks components 0..31 (the highest defined today is 19, APX).
+inline constexpr unsigned xsave_max_components = 32;
+
+/// One state component as CPUID.(EAX=0DH, ECX=i) describes it (SDM Vol. 2A, CPUID leaf 0DH).
+struct xsave_component {
+  std::uint32_t size = 0;    ///< EAX: size in bytes
+  std::uint32_t offset = 0;  ///< EBX: offset in the standard format (0 for supervisor state)
+  bool supervisor = false;   ///< ECX[0]: managed through IA32_XSS
+  bool align64 = false;      ///< ECX[1]: 64-byte aligned in the compacted format
+
+  [[nodiscard]] static constexpr xsave_component from(const regs& r) noexcept {
+    return {r.eax, r.ebx, (r.ecx & 1u) != 0, (r.ecx & 2u) != 0};
+  }
+  [[nodiscard]] constexpr regs to_regs() const noexcept {
+    return {size, offset, (supervisor ? 1u : 0u) | (align64 ? 2u : 0u), 0};
+  }
+  friend constexpr bool operator==(const xsave_component&, const xsave_component&) noexcept = default;
+};
+
+/// Why a size could not be computed.
+enum class xsave_error : std::uint8_t {
+  none,
+  unknown_component,  ///< a requested component >= 2 has size 0 (not enumerated)
+  out_of_range,       ///< a requested component number >= xsave_max_components
+};
+
+/// The layout of components 2..31 (0 and 1 are the legacy region).
+struct xsave_layout {
+  std::array<xsave_component, xsave_max_components> components{};
+
+  /// Size of an XSAVE area in the standard (non-compacted) format holding `mask`: the end
+  /// of the highest-ending component, at least 576 (this is CPUID.0xD.0 EBX for mask = XCR0
+  /// and ECX for mask = all supported user components).
+  [[nodiscard]] constexpr result<std::uint32_t, xsave_error> standard_size(x86::xfeatures mask) const noexcept {
+    if ((mask.raw() >> xsave_max_components) != 0) return unexpected(xsave_error::out_of_range);
+    std::uint32_t size = xsave_legacy_and_header_size;
+    for (unsigned i = 2; i < xsave_max_components; ++i) {
+      if (((mask.raw() >> i) & 1u) == 0) continue;
+      const xsave_component& c = components[i];
+      if (c.size == 0) return unexpected(xsave_error::unknown_component);
+      if (c.offset + c.size > size) size = c.offset + c.size;
+    }
+    return size;
+  }
+  /// Size of an XSAVE area in the compacted format (XSAVEC/XSAVES) holding `mask`: the
+  /// components follow each other in bit order from byte 576, each one 64-byte aligned when
+  /// its align64 bit is set (SDM Vol. 1, 13.4.3). For mask = XCR0 | IA32_XSS this is
+  /// CPUID.0xD.1 EBX.
+  [[nodiscard]] constexpr result<std::uint32_t, xsave_error> compacted_size(x86::xfeatures mask) const noexcept {
+    if ((mask.raw() >> xsave_max_components) != 0) return unexpected(xsave_error::out_of_range);
+    std::uint32_t size = xsave_legacy_and_header_size;
+    for (unsigned i = 2; i < xsave_max_components; ++i) {
+      if (((mask.raw() >> i) & 1u) == 0) continue;
+      const xsave_component& c = components[i];
+      if (c.size == 0) return unexpected(xsave_error::unknown_component);
+      if (c.align64) size = (size + 63u) & ~63u;
+      size += c.size;
+    }
+    return size;
+  }
+};
+
+}  // namespace hvkit::cpuid

@@ -1,0 +1,113 @@
+// The real host CPU decoded by hvkit, compared with the kernel's view in /proc/cpuinfo.
+//
+// The oracle is Linux: it reads the same CPUID bits independently. Known differences:
+//  - flags Linux synthesizes or derives (constant_tsc, rep_good, nopl, xtopology, cpuid,
+//    ibpb, ssbd, ...) have no single CPUID bit: they are not in hvkit's table and are
+//    skipped with a message;
+//  - kernel_may_clear lists CPUID bits the kernel clears in some configurations (TSX off,
+//    4-level paging, BIOS-disabled VMX/SGX, inactive SME/SEV, errata): a host bit set
+//    without the flag is then reported, not failed. A flag the kernel shows whose CPUID
+//    bit is clear always fails;
+//  - "address sizes" physical can be reduced by the kernel when memory encryption steals
+//    address bits (SME/TME): compared only when the host has neither.
+#include <gtest/gtest.h>
+
+#include <cpuid/decode.hpp>
+#include <cpuid/host.hpp>
+#include <cpuid/hosted/host.hpp>
+
+#include <cstdio>
+#include <set>
+#include <string>
+
+namespace cpuid = hvkit::cpuid;
+namespace hosted = cpuid::hosted;
+
+namespace {
+const std::set<std::string> kernel_may_clear = {
+    "hle", "rtm", "la57", "sgx", "sgx_lc", "vmx", "smx", "sme", "sev", "sev_es", "sev_snp", "tsc_deadline_timer",
+    "monitor", "mwaitx", "x2apic", "pku", "tme", "pconfig", "arch_lbr", "cqm", "rdt_a", "hwp", "hwp_notify",
+    "hwp_act_window", "hwp_epp", "hwp_pkg_req", "hfi", "intel_pt", "avx512pf", "avx512er", "avx512_4vnniw",
+    "avx512_4fmaps", "avx512_vp2intersect", "svm", "ibs", "lwp", "tsxldtrk", "waitpkg", "uintr", "enqcmd",
+    "xsaves", "xsavec", "xsaveopt", "xgetbv1", "pcid", "invpcid", "cppc", "irperf", "amd_ppin", "dca", "pdcm",
+    "dtes64", "ds_cpl", "dts", "est", "tm", "tm2", "pbe", "acpi", "ht", "cid", "sdbg", "xtpr", "pln", "pts",
+    "dtherm", "ida", "bus_lock_detect", "topoext", "perfctr_core", "perfctr_nb", "perfctr_llc", "bpext", "ptsc",
+    "nodeid_msr", "wdt", "skinit", "extapic", "osvw"};
+// Flags that are names of a feature hvkit knows but that the kernel sets from more than
+// one source (so the flag can be present while hvkit's bit is clear).
+const std::set<std::string> kernel_may_synthesize = {"hypervisor"};
+}  // namespace
+
+TEST(cpuid_host, parse_proc_cpuinfo_text) {
+  const auto p = hosted::parse_proc_cpuinfo(
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: AMD EPYC\n"
+      "stepping\t: 1\nflags\t\t: fpu vme sse2 avx512f\naddress sizes\t: 48 bits physical, 48 bits virtual\n\n"
+      "processor\t: 1\nvendor_id\t: GenuineIntel\n");
+  ASSERT_TRUE(p.valid);
+  EXPECT_EQ(p.vendor_id, "AuthenticAMD");
+  EXPECT_EQ(p.family, 25u);
+  EXPECT_EQ(p.model, 17u);
+  EXPECT_EQ(p.stepping, 1u);
+  EXPECT_EQ(p.physical_bits, 48u);
+  EXPECT_EQ(p.virtual_bits, 48u);
+  EXPECT_EQ(p.flags, (std::set<std::string>{"fpu", "vme", "sse2", "avx512f"}));
+}
+
+class cpuid_host_vs_kernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kernel = hosted::read_proc_cpuinfo();
+    if (!kernel.valid) GTEST_SKIP() << "/proc/cpuinfo not readable";
+    auto t = hosted::read_host();
+    ASSERT_TRUE(t.has_value()) << "host table full";
+    host = t.value();
+    info = cpuid::decode(host);
+  }
+  hosted::proc_cpuinfo kernel;
+  cpuid::table<> host;
+  cpuid::host_info info;
+};
+
+TEST_F(cpuid_host_vs_kernel, vendor_family_model_stepping) {
+  const auto s = cpuid::vendor_string(host.get(0));
+  EXPECT_EQ(std::string(s.data(), s.size()), kernel.vendor_id);
+  EXPECT_NE(info.v, cpuid::vendor::unknown) << "vendor " << kernel.vendor_id;
+  EXPECT_EQ(info.sig.family, kernel.family);
+  EXPECT_EQ(info.sig.model, kernel.model);
+  EXPECT_EQ(info.sig.stepping, kernel.stepping);
+}
+
+TEST_F(cpuid_host_vs_kernel, address_sizes) {
+  EXPECT_EQ(info.widths.linear, kernel.virtual_bits);
+  if (info.features.test(cpuid::feat::sme) || info.features.test(cpuid::feat::tme))
+    GTEST_SKIP() << "memory encryption may reduce the kernel's physical address bits";
+  EXPECT_EQ(info.widths.physical, kernel.physical_bits);
+}
+
+TEST_F(cpuid_host_vs_kernel, feature_flags) {
+  int compared = 0;
+  for (const auto& n : cpuid::named_features) {
+    if (!n.in_proc_cpuinfo) continue;
+    const bool cpu = info.features.test(n.f);
+    const bool os = kernel.flags.count(n.name) != 0;
+    ++compared;
+    if (os && !cpu && !kernel_may_synthesize.count(n.name)) ADD_FAILURE() << n.name << ": the kernel shows it, CPUID bit clear";
+    if (cpu && !os) {
+      if (kernel_may_clear.count(n.name))
+        std::printf("[   NOTE   ] %s: CPUID bit set, the kernel cleared it (allowed)\n", n.name);
+      else
+        ADD_FAILURE() << n.name << ": CPUID bit set, not in /proc/cpuinfo";
+    }
+  }
+  std::string skipped;
+  for (const auto& f : kernel.flags) {
+    const auto* n = cpuid::find_named(f.c_str());
+    if (n == nullptr || !n->in_proc_cpuinfo) skipped += " " + f;
+  }
+  std::printf("[   NOTE   ] %d named features compared; kernel flags without a single CPUID bit in hvkit's table, skipped:%s\n",
+              compared, skipped.c_str());
+  EXPECT_GT(compared, 100);
+  // Something must actually be set on any x86-64 host: the check cannot pass vacuously.
+  EXPECT_TRUE(info.features.test(cpuid::feat::lm) && kernel.flags.count("lm"));
+  EXPECT_TRUE(info.features.test(cpuid::feat::sse2) && kernel.flags.count("sse2"));
+}

@@ -1,0 +1,143 @@
+// Golden policies: the whole composition for a recorded AMD host and a hand-composed Intel
+// host. Every expected register was worked out by hand from the fixture and the rules.
+#include <gtest/gtest.h>
+
+#include <cpuid/policy.hpp>
+
+#include "policy_helpers.hpp"
+#include "runtime.hpp"
+
+namespace cpuid = hvkit::cpuid;
+namespace feat = cpuid::feat;
+namespace x86 = hvkit::x86;
+using cpuid::regs;
+using hvkit::test::rt;
+using namespace helpers;
+
+namespace {
+constexpr cpuid::policy amd = build(amd_host, everything(), config(1, 2));
+constexpr cpuid::policy intel = build(intel_host, everything(), config(2, 4));
+constexpr cpuid::vcpu_state reset{};
+}  // namespace
+
+TEST(cpuid_policy_golden, amd_static_leaves) {
+  const auto& t = amd.leaves();
+  HVKIT_BOTH(amd.cpu_vendor() == cpuid::vendor::amd);
+  // Highest basic leaf present: 0xD (0x10-0x1C were zero, reserved on AMD, and dropped).
+  HVKIT_BOTH(t.get(0x0) == (regs{0xd, 0x68747541, 0x444d4163, 0x69746e65}));
+  // OSXSAVE cleared (dynamic), hypervisor bit kept, 1 x 2 topology -> 2 IDs, HTT set.
+  HVKIT_BOTH(t.get(0x1) == (regs{0x00a10f11, 0x00020800, 0xf7fa3203, 0x178bfbff}));
+  HVKIT_BOTH(t.get(0x6) == (regs{0x4, 0, 0, 0}));
+  HVKIT_BOTH(t.get(0x7, 0) == (regs{0x1, 0xf1bf07ab, 0x00405fc6, 0x10}));
+  HVKIT_BOTH(t.get(0x7, 1) == (regs{0x20, 0, 0, 0}));
+  HVKIT_BOTH(t.get(0xb, 0) == (regs{0, 1, 0x100, 0}));
+  HVKIT_BOTH(t.get(0xb, 1) == (regs{1, 2, 0x201, 0}));
+  HVKIT_BOTH(t.get(0xd, 0) == (regs{0xe7, 0x240, 0x980, 0}));
+  HVKIT_BOTH(t.get(0xd, 1) == (regs{0xf, 0x240, 0x1800, 0}));
+  HVKIT_BOTH(t.get(0xd, 11) == (regs{0x10, 0, 1, 0}));
+  HVKIT_BOTH(t.get(0x40000000) == (regs{0x40000001, 0x4b4d564b, 0x564b4d56, 0x4d}));
+  // clocksource2 (3) | pv_eoi (6) | pv_send_ipi (11); no hints.
+  HVKIT_BOTH(t.get(0x40000001) == (regs{0x848, 0, 0, 0}));
+  HVKIT_BOTH(t.get(0x80000000) == (regs{0x80000021, 0x68747541, 0x444d4163, 0x69746e65}));
+  // TOPOEXT (ECX[22]) hidden.
+  HVKIT_BOTH(t.get(0x80000001) == (regs{0x00a10f11, 0x40000000, 0x000003f3, 0x2fd3fbff}));
+  HVKIT_BOTH(t.get(0x80000007) == (regs{0, 0, 0, 0x100}));
+  // NC = 1 (2 threads), ApicIdCoreIdSize = 1.
+  HVKIT_BOTH(t.get(0x80000008) == (regs{0x3030, 0x50020005, 0x1001, 0}));
+  HVKIT_BOTH(t.get(0x80000021) == (regs{0x204, 0, 0, 0}));
+  HVKIT_BOTH(!t.has_leaf(0x8000001d) && !t.has_leaf(0x8000001e) && !t.has_leaf(0x8000001a));
+  HVKIT_BOTH(!t.has_leaf(0x2) || t.get(0x2) == regs{});
+}
+
+TEST(cpuid_policy_golden, amd_dynamic_answers) {
+  constexpr cpuid::vcpu_state v{x86::cr4::osxsave | x86::cr4::pae, x86::xfeatures{0xe7}, x86::xfeatures{0x1800}, 1};
+  // The XSAVE sizes the real CPU reported for XCR0 = 0xe7, XSS = 0x1800.
+  HVKIT_BOTH(amd.answer(0xd, 0, v).ebx == 0x980 && amd.answer(0xd, 1, v).ebx == 0x9a8);
+  HVKIT_BOTH(amd.answer(0x1, 0, v) == (regs{0x00a10f11, 0x01020800, 0xfffa3203, 0x178bfbff}));
+  HVKIT_BOTH(amd.answer(0xb, 1, v) == (regs{1, 2, 0x201, 1}));
+  // Past the last topology level: ECX echoes the level, EDX the x2APIC ID.
+  HVKIT_BOTH(amd.answer(0xb, 2, v) == (regs{0, 0, 2, 1}));
+  // AMD: out-of-range and undefined leaves read as zero.
+  HVKIT_BOTH(amd.answer(0x1c, 0, v) == regs{} && amd.answer(0x80000022, 0, v) == regs{});
+  HVKIT_BOTH(amd.answer(0x40000002, 0, v) == regs{} && amd.answer(0xc0000000, 0, v) == regs{});
+  EXPECT_EQ(amd.answer(rt(0xdu), rt(1u), v).ebx, 0x9a8u);
+}
+
+TEST(cpuid_policy_golden, intel_static_leaves) {
+  const auto& t = intel.leaves();
+  HVKIT_BOTH(intel.cpu_vendor() == cpuid::vendor::intel);
+  // Leaf 0x20 is not exposed, so the highest basic leaf is 0x1F.
+  HVKIT_BOTH(t.get(0x0) == (regs{0x1f, 0x756e6547, 0x6c65746e, 0x49656e69}));
+  // VMX is offered (hypervisor and config allow nesting? config does not): VMX cleared,
+  // OSXSAVE cleared, hypervisor set; 2 x 4 topology -> 8 IDs.
+  HVKIT_BOTH(t.get(0x1) == (regs{0x000806f8, 0x00080800, 0xf7fefbdf, 0xbfebfbff}));
+  // Cache leaves: L1/L2 shared by the 2 threads of a core, L3 by the package of 8;
+  // 4 addressable cores -> EAX[31:26] = 3.
+  HVKIT_BOTH(t.get(0x4, 0).eax == 0x0c004121 && t.get(0x4, 2).eax == 0x0c004143);
+  HVKIT_BOTH(t.get(0x4, 3).eax == 0x0c01c163 && t.get(0x4, 3).ebx == 0x0380003f);
+  HVKIT_BOTH(t.get(0x6) == (regs{0x000df7f7, 0, 0, 0}));  // EAX passed through; EBX-EDX dropped
+  // MPX (EBX[14]) hidden: no MPX state; OSPKE (ECX[4]) dynamic; CET (shadow stack ECX[7],
+  // IBT EDX[20]) hidden: the host's XSS has no CET state.
+  HVKIT_BOTH(t.get(0x7, 0) == (regs{0x2, 0xf3bfb7eb, 0xbb417f4e, 0xffcd4410}));
+  HVKIT_BOTH(t.get(0x7, 1) == (regs{0x00200030, 0, 0, 0}));
+  HVKIT_BOTH(t.get(0x7, 2) == (regs{0, 0, 0, 0x17}));
+  HVKIT_BOTH(!t.has_leaf(0xa) && !t.has_leaf(0x5) && !t.has_leaf(0x20));
+  HVKIT_BOTH(t.get(0xb, 0) == (regs{1, 2, 0x100, 0}) && t.get(0xb, 1) == (regs{3, 8, 0x201, 0}));
+  HVKIT_BOTH(t.get(0x1f, 0) == (regs{1, 2, 0x100, 0}) && t.get(0x1f, 1) == (regs{3, 8, 0x201, 0}));
+  // XSAVE: all user components exposed (0x602e7, 11008 bytes); PT state (XSS bit 8) has no
+  // exposed owner, so XSS is empty and subleaf 8 is gone.
+  HVKIT_BOTH(t.get(0xd, 0) == (regs{0x602e7, 0x240, 0x2b00, 0}));
+  HVKIT_BOTH(t.get(0xd, 1) == (regs{0xf, 0x240, 0, 0}));
+  HVKIT_BOTH(t.find(0xd, 8) == nullptr && t.get(0xd, 18) == (regs{0x2000, 0xb00, 2, 0}));
+  HVKIT_BOTH(t.get(0x14, 0) == (regs{1, 0x5f, 7, 0}) && t.get(0x14, 1) == (regs{0x02490002, 0x003f3fff, 0, 0}));
+  HVKIT_BOTH(t.get(0x80000000).eax == 0x80000008);
+  HVKIT_BOTH(t.get(0x80000001) == (regs{0, 0, 0x121, 0x2c100800}));
+  HVKIT_BOTH(t.get(0x80000008) == (regs{0x302e, 0x200, 0, 0}));  // Intel: ECX untouched (0)
+}
+
+TEST(cpuid_policy_golden, intel_dynamic_answers) {
+  constexpr cpuid::vcpu_state v{x86::cr4::osxsave | x86::cr4::pke, x86::xfeatures{0x602e7}, {}, 5};
+  HVKIT_BOTH(intel.answer(0x1, 0, v) == (regs{0x000806f8, 0x05080800, 0xfffefbdf, 0xbfebfbff}));
+  HVKIT_BOTH(intel.answer(0x7, 0, v).ecx == 0xbb417f5e);  // OSPKE from CR4.PKE
+  HVKIT_BOTH(intel.answer(0xd, 0, v).ebx == 11008 && intel.answer(0xd, 1, v).ebx == 10752);
+  constexpr cpuid::vcpu_state avx_only{x86::cr4::osxsave, x86::xfeatures{0x7}, {}, 0};
+  HVKIT_BOTH(intel.answer(0xd, 0, avx_only).ebx == 832 && intel.answer(0xd, 1, avx_only).ebx == 832);
+  // XCR0 bits the policy does not expose do not count (a hypervisor rejects such an XSETBV
+  // anyway; the size stays that of the exposed part).
+  constexpr cpuid::vcpu_state bogus{x86::cr4::osxsave, x86::xfeatures{0x1f}, x86::xfeatures{0x100}, 0};
+  HVKIT_BOTH(intel.answer(0xd, 0, bogus).ebx == 832 && intel.answer(0xd, 1, bogus).ebx == 832);
+  // Intel: a leaf above the maximum answers as the highest basic leaf (0x1F) with the same
+  // subleaf (SDM Vol. 2A CPUID); an undefined leaf in range reads as zero.
+  HVKIT_BOTH(intel.answer(0x21, 1, v) == (regs{3, 8, 0x201, 5}));
+  HVKIT_BOTH(intel.answer(0x80000009, 0, v) == (regs{1, 2, 0x100, 5}));
+  HVKIT_BOTH(intel.answer(0x40000002, 7, v) == (regs{0, 0, 7, 5}));
+  HVKIT_BOTH(intel.answer(0x5, 0, v) == regs{} && intel.answer(0x8, 0, v) == regs{});
+  HVKIT_BOTH(intel.answer(0x7, 3, v) == regs{});
+  EXPECT_EQ(intel.answer(rt(0x1u), 0, v).ebx >> 24, 5u);
+}
+
+TEST(cpuid_policy_golden, reset_state) {
+  // At reset CR4 = 0, XCR0 = 1, XSS = 0: no OSXSAVE/OSPKE, XSAVE sizes of the legacy area.
+  HVKIT_BOTH(!((intel.answer(0x1, 0, reset).ecx >> 27) & 1) && !((intel.answer(0x7, 0, reset).ecx >> 4) & 1));
+  HVKIT_BOTH(intel.answer(0xd, 0, reset).ebx == 576 && intel.answer(0xd, 1, reset).ebx == 576);
+}
+
+TEST(cpuid_policy_golden, errors) {
+  constexpr auto bad_base = [] {
+    auto c = config(1, 1);
+    c.kvm_base = 0x40000080;
+    return cpuid::build_policy(amd_host, everything(), c).error();
+  }();
+  HVKIT_BOTH(bad_base == cpuid::policy_error::bad_kvm_base);
+  constexpr auto bad_topo = cpuid::build_policy(amd_host, everything(), config(0, 1)).error();
+  HVKIT_BOTH(bad_topo == cpuid::policy_error::bad_topology);
+  constexpr auto empty = cpuid::build_policy(cpuid::table<4>{}, everything(), config(1, 1)).error();
+  HVKIT_BOTH(empty == cpuid::policy_error::no_basic_leaves);
+  // A host table claiming an XSAVE component without its subleaf.
+  constexpr auto broken = [] {
+    auto t = intel_host;
+    (void)t.erase(0xd, 9);
+    return cpuid::build_policy(t, everything(), config(1, 1)).error();
+  }();
+  HVKIT_BOTH(broken == cpuid::policy_error::xsave_layout);
+}
