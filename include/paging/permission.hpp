@@ -7,15 +7,19 @@
 /// combinations (execute-only, MBEC) are constexpr data, and a role selects its table with
 /// one shift and mask (cpu_role::permission_index()).
 ///
-/// Guest-paging table layout (one `permission_table` per role, 16 x uint16_t = 32 bytes):
-/// - index = access class, 4 bits: bit 0 W (write), bit 1 U (user-mode access), bit 2 SMAP
-///   override (explicit supervisor access with RFLAGS.AC=1), bit 3 F (instruction fetch).
-///   This is the #PF error code shifted right by one with the RSVD position reused for the
-///   override, so it is computed with a shift, a mask and one OR.
-/// - entry bits 7:0: bit r is 1 if an access of that class to a page with accumulated
-///   rights r (pte_access exec|write|user, 0-7) violates paging rights;
-/// - entry bits 9:8: protection-key mask for user-mode addresses (bit 8 AD applies, bit 9 WD
-///   applies) and bits 11:10 the same for supervisor-mode addresses (PKS).
+/// Guest-paging table layout (one `permission_table` per role, 128 bytes; 8 KiB in all):
+/// - index, 7 bits: bits 2:0 the page's accumulated rights (pte_access exec, write, user),
+///   bit 3 W (write access), bit 4 U (user-mode access), bit 5 SMAP override (an explicit
+///   supervisor-mode access with RFLAGS.AC=1), bit 6 I/D (instruction fetch). Bits 3, 4 and
+///   6 are the #PF error-code bits W, U and I/D shifted left by two, so the index is a shift,
+///   two masks and two ORs away from the inputs;
+/// - entry bits 1:0: which bits of the protection key apply, in the PKRU/PKRS layout: bit 0
+///   AD, bit 1 WD (SDM 4.6.2: data accesses only; WD for user-mode writes, and for
+///   supervisor writes only with CR0.WP=1; user-mode addresses under CR4.PKE, supervisor-mode
+///   addresses under CR4.PKS);
+/// - entry bit 2: paging rights deny the access (SDM 4.6.1).
+/// The check is then one table load, one variable shift of the PK register, a 4-entry
+/// result lookup and a few ALU operations, with no branch.
 #pragma once
 
 #include <array>
@@ -30,46 +34,44 @@ namespace hvkit::paging {
 
 /// The permission table of one cpu_role (see the file comment for the layout).
 struct permission_table {
-  std::array<std::uint16_t, 16> entries{};
+  std::array<std::uint8_t, 128> entries{};
 
-  static constexpr unsigned idx_write = 1;     ///< access-class bit: write
-  static constexpr unsigned idx_user = 2;      ///< access-class bit: user-mode access
-  static constexpr unsigned idx_smap_ok = 4;   ///< access-class bit: SMAP overridden (explicit, AC=1)
-  static constexpr unsigned idx_fetch = 8;     ///< access-class bit: instruction fetch
-  static constexpr unsigned pk_user_shift = 8;        ///< entry bits 9:8: PK mask, user-mode address
-  static constexpr unsigned pk_supervisor_shift = 10; ///< entry bits 11:10: PK mask, supervisor-mode address
+  static constexpr unsigned idx_write = 1u << 3;    ///< index bit: write access
+  static constexpr unsigned idx_user = 1u << 4;     ///< index bit: user-mode access
+  static constexpr unsigned idx_smap_ok = 1u << 5;  ///< index bit: SMAP overridden (explicit, AC=1)
+  static constexpr unsigned idx_fetch = 1u << 6;    ///< index bit: instruction fetch
+  static constexpr std::uint8_t pk_ad = 1u;         ///< entry bit: the key's AD bit applies
+  static constexpr std::uint8_t pk_wd = 2u;         ///< entry bit: the key's WD bit applies
+  static constexpr std::uint8_t deny = 4u;          ///< entry bit: paging rights deny
 
   friend constexpr bool operator==(const permission_table&, const permission_table&) noexcept = default;
 };
 
 namespace detail {
 
-/// One table: the SDM 4.6.1 / 4.6.2 rules evaluated for each access class and each of the
-/// 8 rights combinations. `p` holds WP, SMEP, SMAP, NX, PKE, PKS in bits 0-5.
+/// One table: the SDM 4.6.1 / 4.6.2 rules evaluated for every index. `p` holds WP, SMEP,
+/// SMAP, NX, PKE, PKS in bits 0-5 (cpu_role::permission_index()).
 consteval permission_table make_permission_table(unsigned p) {
   const bool wp = p & 1u, smep = p & 2u, smap = p & 4u, nx = p & 8u, pke = p & 16u, pks = p & 32u;
   permission_table t{};
-  for (unsigned a = 0; a < 16; ++a) {
-    const bool w = a & permission_table::idx_write, u = a & permission_table::idx_user;
-    const bool smap_ok = a & permission_table::idx_smap_ok, f = a & permission_table::idx_fetch;
-    std::uint16_t e = 0;
-    for (unsigned r = 0; r < 8; ++r) {
-      const bool x = r & pte_access::exec.raw(), rw = r & pte_access::write.raw();
-      const bool uaddr = r & pte_access::user.raw();
-      bool fault = false;
-      fault |= u && !uaddr;                   // user access to a supervisor-mode address
-      fault |= w && !rw && (u || wp);         // read-only: user writes always, supervisor with WP
-      fault |= f && nx && !x;                 // XD=1 somewhere, with EFER.NXE
-      fault |= f && !u && uaddr && smep;      // SMEP: supervisor fetch from a user-mode address
-      fault |= !f && !u && uaddr && smap && !smap_ok;  // SMAP: supervisor data access, AC=0 or implicit
-      if (fault) e = static_cast<std::uint16_t>(e | (1u << r));
-    }
-    // SDM 4.6.2 / 4.7 (PK): keys govern data accesses only; AD blocks every data access, WD
-    // blocks writes by user-mode accesses, and supervisor writes only with CR0.WP=1.
-    const unsigned pk = f ? 0u : (1u | ((w && (u || wp)) ? 2u : 0u));
-    if (pke) e = static_cast<std::uint16_t>(e | (pk << permission_table::pk_user_shift));
-    if (pks) e = static_cast<std::uint16_t>(e | (pk << permission_table::pk_supervisor_shift));
-    t.entries[a] = e;
+  for (unsigned i = 0; i < 128; ++i) {
+    const bool x = i & pte_access::exec.raw(), rw = i & pte_access::write.raw();
+    const bool uaddr = i & pte_access::user.raw();
+    const bool w = i & permission_table::idx_write, u = i & permission_table::idx_user;
+    const bool smap_ok = i & permission_table::idx_smap_ok, f = i & permission_table::idx_fetch;
+    bool fault = false;
+    fault |= u && !uaddr;                             // user access to a supervisor-mode address
+    fault |= w && !rw && (u || wp);                   // read-only: user writes always, supervisor with WP
+    fault |= f && nx && !x;                           // XD=1 somewhere, with EFER.NXE
+    fault |= f && !u && uaddr && smep;                // SMEP: supervisor fetch from a user-mode address
+    fault |= !f && !u && uaddr && smap && !smap_ok;   // SMAP: supervisor data access, AC=0 or implicit
+    // SDM 4.6.2 / 4.7 (PK): keys govern data accesses only, PKRU for user-mode addresses
+    // (CR4.PKE), IA32_PKRS for supervisor-mode ones (CR4.PKS). AD blocks every data access;
+    // WD blocks user-mode writes, and supervisor-mode writes only with CR0.WP=1.
+    const bool keyed = !f && (uaddr ? pke : pks);
+    unsigned e = fault ? permission_table::deny : 0u;
+    if (keyed) e |= permission_table::pk_ad | ((w && (u || wp)) ? permission_table::pk_wd : 0u);
+    t.entries[i] = static_cast<std::uint8_t>(e);
   }
   return t;
 }
@@ -79,6 +81,9 @@ consteval std::array<permission_table, 64> make_permission_tables() {
   for (unsigned p = 0; p < 64; ++p) all[p] = make_permission_table(p);
   return all;
 }
+
+/// #PF bits for the PK part of a check, indexed by the key's denying AD/WD bits: P|PK if any.
+inline constexpr std::array<std::uint8_t, 4> pk_error_bits{0x00, 0x21, 0x21, 0x21};
 
 }  // namespace detail
 
@@ -95,23 +100,25 @@ inline constexpr std::array<permission_table, 64> permission_tables = detail::ma
 [[nodiscard]] constexpr x86::pfec permission_fault(const permission_table& table, pte_access rights,
                                                    std::uint8_t pkey, x86::pfec access, x86::rflags rflags,
                                                    std::uint32_t pkr) noexcept {
+  static_assert(x86::pfec::write.raw() << 2 == permission_table::idx_write &&
+                    x86::pfec::user.raw() << 2 == permission_table::idx_user &&
+                    x86::pfec::fetch.raw() << 2 == permission_table::idx_fetch &&
+                    x86::pfec::implicit_access.raw() >> 46 == x86::pfec::user.raw() &&
+                    x86::rflags::ac.raw() >> 16 == x86::pfec::user.raw(),
+                "permission_fault() hard-codes the W, U, I/D, implicit and AC bit positions");
   const std::uint64_t a = access.raw();
-  // SMAP override: RFLAGS.AC=1 for an explicit supervisor-mode access (SDM 4.6.1). The
-  // override bit sits where the #PF RSVD bit would be after the shift below.
-  const std::uint64_t explicit_sup = ~((a >> 2) | (a >> 48)) & 1u;  // !U && !implicit
-  const std::uint64_t smap_ok = (rflags.raw() >> 18) & explicit_sup;
-  static_assert(x86::pfec::user.raw() == 1u << 2 && x86::pfec::implicit_access.raw() == std::uint64_t{1} << 48 &&
-                    x86::rflags::ac.raw() == 1u << 18,
-                "permission_fault() hard-codes the U, implicit and AC bit positions");
-  const unsigned idx = static_cast<unsigned>(((a >> 1) & 0xbu) | ((smap_ok & 1u) << 2));
+  // SMAP override (SDM 4.6.1): RFLAGS.AC=1 and an explicit supervisor-mode access, i.e.
+  // neither U nor implicit. Both tests line up at bit 2 (U's position) before the shift.
+  const std::uint64_t user_or_implicit = a | (a >> 46);
+  const std::uint64_t smap_ok = (rflags.raw() >> 16) & ~user_or_implicit & x86::pfec::user.raw();
+  const unsigned idx = static_cast<unsigned>(((a << 2) & (permission_table::idx_write | permission_table::idx_user |
+                                                          permission_table::idx_fetch)) |
+                                             (smap_ok << 3) | (rights.raw() & 7u));
   const unsigned e = table.entries[idx];
-  const unsigned r = rights.raw();
-  const unsigned fault = (e >> (r & 7u)) & 1u;
-  // PK: the mask for the address's kind (user-mode: PKRU bits, supervisor-mode: PKRS bits).
-  const unsigned pk_shift = permission_table::pk_supervisor_shift - 2u * ((r >> 2) & 1u);
-  const unsigned pk_bits = (pkr >> (2u * (pkey & 15u))) & (e >> pk_shift) & 3u;
-  const unsigned pk = (pk_bits | (pk_bits >> 1)) & 1u;
-  return x86::pfec{static_cast<std::uint64_t>((fault | pk) | (pk << 5))};
+  // Protection key: its AD and WD bits, masked by the ones that apply to this access.
+  const unsigned pk_bits = (pkr >> (2u * (pkey & 15u))) & e & 3u;
+  // P if paging rights or the key deny; PK if the key denies (SDM 4.7).
+  return x86::pfec{static_cast<std::uint64_t>((e >> 2) | detail::pk_error_bits[pk_bits])};
 }
 static_assert(x86::pfec::present.raw() == 1 && x86::pfec::pk.raw() == 1u << 5);
 

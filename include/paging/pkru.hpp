@@ -34,13 +34,10 @@ inline constexpr unsigned pkey_count = 16;
 
 /// The protection-key register that applies to an address with accumulated rights
 /// `rights`: PKRU for a user-mode address (U/S=1 at every level), IA32_PKRS otherwise
-/// (SDM 4.6.2). This is the `pkr` argument of permission_fault(). Branch-free.
+/// (SDM 4.6.2). This is the `pkr` argument of permission_fault().
 [[nodiscard]] constexpr std::uint32_t pk_register_for(pte_access rights, std::uint32_t pkru,
                                                       std::uint32_t pkrs) noexcept {
-  const std::uint32_t user = (rights.raw() >> 2) & 1u;  // pte_access::user is bit 2
-  const std::uint32_t pick_pkru = 0u - user;            // all ones for a user-mode address
-  return (pkru & pick_pkru) | (pkrs & ~pick_pkru);
+  return rights.any(pte_access::user) ? pkru : pkrs;  // a select (cmov), not a branch
 }
-static_assert(pte_access::user.raw() == 1u << 2, "pk_register_for() reads pte_access::user as bit 2");
 
 }  // namespace hvkit::paging

@@ -404,21 +404,27 @@ TEST(Pkru, Helpers) {
 // ---- EPT ----
 
 TEST(EptPermission, ExhaustiveAgainstModel) {
+  // Every role x every non-empty combination of read/write/fetch (a guest paging-structure
+  // access with EPT A/D is a read and a write at once) x user/supervisor linear address x
+  // all 32 rights combinations.
   std::uint64_t compared = 0;
   for (bool xo : {false, true}) {
     for (bool mbec : {false, true}) {
       const paging::ept_role role{xo, mbec, false};
-      for (unsigned k = 0; k < 3; ++k) {
+      for (unsigned kinds = 1; kinds < 8; ++kinds) {
         for (bool uaddr : {false, true}) {
           for (unsigned r = 0; r < 32; ++r) {
             const bool rd = r & 8, wr = r & 2, xs = r & 1, xu = r & 16;
-            const bool want = model::ept_denies(mbec, static_cast<model::kind>(k), uaddr, {rd, wr, xs, xu});
-            const auto acc = paging::ept_access{(1ull << k) | (uaddr ? 1ull << 48 : 0)};
+            bool want = false;
+            for (unsigned k = 0; k < 3; ++k) {
+              if (kinds & (1u << k))
+                want = want || model::ept_denies(mbec, static_cast<model::kind>(k), uaddr, {rd, wr, xs, xu});
+            }
+            const auto acc = paging::ept_access{kinds | (uaddr ? 1ull << 48 : 0)};
             const auto got = paging::ept_permission_fault(role, pte_access{static_cast<std::uint8_t>(r)}, acc);
-            // Qualification bits 6:0: access kind, then R, W, X(S), XU (XU only under MBEC).
-            const std::uint64_t q = (1ull << k) | (rd ? 8 : 0) | (wr ? 16 : 0) | (xs ? 32 : 0) |
-                                    (mbec && xu ? 64 : 0);
-            EXPECT_EQ(got.raw(), want ? q : 0) << "xo=" << xo << " mbec=" << mbec << " k=" << k << " r=" << r;
+            // Qualification bits 6:0: access kinds, then R, W, X(S), XU (XU only under MBEC).
+            const std::uint64_t q = kinds | (rd ? 8 : 0) | (wr ? 16 : 0) | (xs ? 32 : 0) | (mbec && xu ? 64 : 0);
+            EXPECT_EQ(got.raw(), want ? q : 0) << "xo=" << xo << " mbec=" << mbec << " kinds=" << kinds << " r=" << r;
             ++compared;
           }
         }
@@ -427,6 +433,7 @@ TEST(EptPermission, ExhaustiveAgainstModel) {
   }
   std::printf("ept_permission_fault vs model: %llu combinations compared\n",
               static_cast<unsigned long long>(compared));
+  EXPECT_EQ(compared, 4ull * 7 * 2 * 32);
 }
 
 TEST(EptPermission, Golden) {
