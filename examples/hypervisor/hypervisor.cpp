@@ -11,8 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <emulate/decoder.hpp>
-#include <emulate/instruction.hpp>
+#include <emulate/context.hpp>
+#include <emulate/emulator.hpp>
+#include <emulate/outcome.hpp>
+#include <emulate/platform.hpp>
 #include <paging/cr_write.hpp>
 #include <paging/guest_memory.hpp>
 #include <paging/mmu.hpp>
@@ -147,7 +149,7 @@ struct run_state {
   std::uint64_t wp_toggles, wp_cr_exits, wp_mismatch, wp_tsc;
   bool wp_seen;
   mmio_device device;
-  std::uint64_t device_reads, device_writes, unassigned_reads, unassigned_writes, not_emulable;
+  std::uint64_t device_reads, device_writes, unassigned_reads, unassigned_writes, not_emulable, emulated;
   // The guest MMU context the emulator checks permissions with (hvkit::paging), and what
   // happened to it: refreshes/resets after CR writes that exited, and passthrough refreshes
   // (CR0.WP found changed at an emulated access, i.e. toggled without an exit).
@@ -737,7 +739,7 @@ bool handle_msr(guest_regs& r, bool write) {
   return true;
 }
 
-// ---- descriptor-table instructions (LTR/STR/LLDT/SLDT) --------------------------------
+// ---- guest memory and the emulator ---------------------------------------------------
 /// Guest RAM as hvkit::paging sees it: EPT is an identity map, so guest-physical
 /// [guest_mem_base, +guest_mem_size) is also host memory at the same address. Anything
 /// outside is "unbacked" for the walker: a guest page table there is reported, never read.
@@ -764,166 +766,9 @@ hvkit::paging::cpu_properties guest_cpu_properties() {
   return props;
 }
 
-enum class walk_status : std::uint8_t { ok, fault, outside_ram };
-struct guest_walk {
-  walk_status status;
-  std::uint64_t gpa;        ///< ok: the translation
-  x86::vector vector;       ///< fault: #PF, or #GP for a non-canonical address
-  x86::pfec error;          ///< fault: the #PF error code
-  std::uint64_t bad_gpa;    ///< outside_ram: the unbacked address
-};
-
-/// One guest-linear access through hvkit::paging: the 4-level walker over guest RAM with
-/// the run's mmu_context. CR0.WP is re-synced from the live VMCS guest CR0 first (the
-/// passthrough refresh; skipped only in the negative-control run, which is the KVM bug).
-/// CR3 is not intercepted (the TRUE controls let it go), so the root comes from the live
-/// register too.
-guest_walk walk_guest(std::uint64_t la, x86::pfec access) {
-  namespace pg = hvkit::paging;
-  const x86::cr0 live_cr0{vmread(fields::guest_cr0)};
-  if (!run.cfg->stale_role && run.mmu.refresh_passthrough_bits(live_cr0)) ++run.passthrough_refreshes;
-  const pg::cpu_properties props = guest_cpu_properties();
-  run.mmu.set_root(x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, run.mmu.role().mode(), props.maxphyaddr));
-  pg::walk_request req{};
-  req.linear = x86::gva{la};
-  req.access = access;
-  req.rflags = x86::rflags{vmread(fields::guest_rflags)};
-  pg::flat_memory mem = guest_ram_view();
-  const pg::walk_result res = pg::guest_walker{run.mmu, props}.walk(mem, run.mmu, req);
-  if (res.has_value()) return {walk_status::ok, res.value().address.value(), x86::vector::pf, {}, 0};
-  const pg::walk_fault& f = res.error();
-  if (f.kind == pg::fault_kind::unbacked)
-    return {walk_status::outside_ram, 0, x86::vector::pf, {}, f.guest_physical.value()};
-  if (run.cfg->stale_role && f.vector == x86::vector::pf && f.error_code.raw() == 0x3 && !live_cr0.test(x86::cr0::wp))
-    ++run.stale_wrong_faults;
-  return {walk_status::fault, 0, f.vector, f.error_code, 0};
-}
-
 unsigned guest_cpl() { return (vmread(fields::guest_ss_access_rights) >> 5) & 3; }  // SDM Vol. 3C 25.4.1
 
-enum class mem_status { ok, fault_injected, fatal };
-
-/// Reads or writes guest linear memory (size <= 8, within one page) through the guest's
-/// page tables; on a page fault the #PF is injected into the guest.
-mem_status guest_linear_access(std::uint64_t la, void* buf, unsigned size, x86::pfec access) {
-  guest_walk w = walk_guest(la, access);
-  if (w.status == walk_status::fault) {
-    if (w.vector == x86::vector::pf) inject_pf(la, w.error);
-    else inject_gp(0);  // non-canonical
-    return mem_status::fault_injected;
-  }
-  std::uint8_t* host = w.status == walk_status::ok ? guest_ram(w.gpa, size) : nullptr;
-  if (!host) {
-    kprintf("HVKIT ERROR guest access la=0x%llx: paging structure or page outside guest RAM (gpa 0x%llx)\n",
-            (unsigned long long)la, (unsigned long long)(w.status == walk_status::ok ? w.gpa : w.bad_gpa));
-    return mem_status::fatal;
-  }
-  if (access.test(x86::pfec::write)) __builtin_memcpy(host, buf, size);
-  else __builtin_memcpy(buf, host, size);
-  return mem_status::ok;
-}
-
-/// LTR in IA-32e mode (SDM Vol. 2A "LTR-Load Task Register", Vol. 3A 8.2.3 and 8.2.4):
-/// the descriptor read and the busy-bit write are implicit supervisor accesses, so a TSS
-/// descriptor in a read-only GDT page can be marked busy with CR0.WP=0 and faults with
-/// #PF(P|W = 0x3) with CR0.WP=1.
-mem_status emulate_ltr(std::uint16_t sel) {
-  std::uint32_t sel_ec = sel & 0xFFFC;
-  if ((sel & 0xFFFC) == 0) return inject_gp(0), mem_status::fault_injected;
-  if (sel & 4) return inject_gp(sel_ec), mem_status::fault_injected;  // TI=1: not in the GDT
-  std::uint64_t gdt = vmread(fields::guest_gdtr_base), limit = vmread(fields::guest_gdtr_limit);
-  std::uint64_t index = sel & ~7u;
-  if (index + 15 > limit) return inject_gp(sel_ec), mem_status::fault_injected;
-  std::uint64_t la = gdt + index;
-  std::uint64_t lo = 0, hi = 0;
-  const x86::pfec read = x86::pfec::implicit_access;
-  if (auto st = guest_linear_access(la, &lo, 8, read); st != mem_status::ok) return st;
-  if (auto st = guest_linear_access(la + 8, &hi, 8, read); st != mem_status::ok) return st;
-  unsigned type = (lo >> 40) & 0xF, s = (lo >> 44) & 1, present = (lo >> 47) & 1;
-  if (s || type != 9) return inject_gp(sel_ec), mem_status::fault_injected;  // available 64-bit TSS
-  if (!present) return inject_exception(11, true, sel_ec), mem_status::fault_injected;  // #NP
-  if ((hi >> 40) & 0x1F) return inject_gp(sel_ec), mem_status::fault_injected;  // upper type must be 0
-  std::uint64_t base = ((lo >> 16) & 0xFFFFFF) | (((lo >> 56) & 0xFF) << 24) | ((hi & 0xFFFFFFFF) << 32);
-  if (static_cast<std::uint64_t>((static_cast<std::int64_t>(base << 16) >> 16)) != base)
-    return inject_gp(sel_ec), mem_status::fault_injected;  // non-canonical base
-  // Busy bit: a locked read-modify-write of the access byte, an implicit supervisor write.
-  std::uint8_t access_byte = static_cast<std::uint8_t>((lo >> 40) | 0x2);
-  if (auto st = guest_linear_access(la + 5, &access_byte, 1, read.set(x86::pfec::write)); st != mem_status::ok)
-    return st;
-  std::uint64_t seg_limit = (lo & 0xFFFF) | (((lo >> 48) & 0xF) << 16);
-  bool g = (lo >> 55) & 1;
-  if (g) seg_limit = (seg_limit << 12) | 0xFFF;
-  std::uint64_t ar = ((lo >> 40) & 0xFF) | 0x2 /* busy */ | (((lo >> 52) & 0xF) << 12);
-  vmwrite(fields::guest_tr_selector, sel);
-  vmwrite(fields::guest_tr_base, base);
-  vmwrite(fields::guest_tr_limit, seg_limit);
-  vmwrite(fields::guest_tr_access_rights, ar);
-  return mem_status::ok;
-}
-
-/// LDTR/TR-access exit (reason 47). Instruction information: SDM Vol. 3C 28.2.5,
-/// Table 28-12 (bits 29:28 identity, bit 10 register operand, bits 6:3 register,
-/// bits 17:15 segment, 21:18 index, 22 index invalid, 26:23 base, 27 base invalid,
-/// 1:0 scale, 9:7 address size; the displacement is in the exit qualification).
-bool handle_ldtr_tr(guest_regs& r) {
-  std::uint32_t info = static_cast<std::uint32_t>(vmread(fields::vm_exit_instruction_info));
-  unsigned identity = (info >> 28) & 3;  // 0 SLDT, 1 STR, 2 LLDT, 3 LTR
-  bool reg_operand = (info >> 10) & 1;
-  std::uint64_t la = 0;
-  if (!reg_operand) {
-    la = vmread(fields::exit_qualification);
-    if (!((info >> 27) & 1)) la += read_gpr(r, (info >> 23) & 0xF);
-    if (!((info >> 22) & 1)) la += read_gpr(r, (info >> 18) & 0xF) << (info & 3);
-    unsigned asize = (info >> 7) & 7;
-    if (asize == 1) la &= 0xFFFFFFFF;
-    else if (asize == 0) la &= 0xFFFF;
-    unsigned seg = (info >> 15) & 7;  // in 64-bit mode only FS and GS have a base
-    if (seg == 4) la += vmread(fields::guest_fs_base);
-    if (seg == 5) la += vmread(fields::guest_gs_base);
-  }
-  mem_status st = mem_status::ok;
-  if (identity <= 1) {  // SLDT / STR: CPL 3 allowed unless CR4.UMIP (SDM Vol. 2B STR)
-    if (guest_cpl() > 0 && (vmread(fields::cr4_read_shadow) & cr4_umip)) {
-      inject_gp(0);
-      return true;
-    }
-    auto sel = static_cast<std::uint16_t>(identity == 1 ? vmread(fields::guest_tr_selector) : vmread(fields::guest_ldtr_selector));
-    if (reg_operand) {
-      // Stand-in: assumes a 32/64-bit destination (the selector zero-extended); the
-      // 16-bit form needs the operand size, which the exit does not report (emulate/).
-      write_gpr(r, (info >> 3) & 0xF, sel);
-    } else {
-      x86::pfec w = x86::pfec::write;
-      if (guest_cpl() == 3) w = w.set(x86::pfec::user);
-      st = guest_linear_access(la, &sel, 2, w);
-    }
-  } else {
-    if (guest_cpl() != 0) {
-      inject_gp(0);
-      return true;
-    }
-    std::uint16_t sel = 0;
-    if (reg_operand) sel = static_cast<std::uint16_t>(read_gpr(r, (info >> 3) & 0xF));
-    else st = guest_linear_access(la, &sel, 2, x86::pfec{});
-    if (st == mem_status::ok) {
-      if (identity == 3) {
-        st = emulate_ltr(sel);
-      } else {
-        kprintf("HVKIT ERROR LLDT emulation not supported yet (selector 0x%x)\n", sel);
-        inject_gp(0);
-        st = mem_status::fault_injected;
-      }
-    }
-  }
-  if (st == mem_status::fatal) {
-    run.status = run_status::fatal_exit;
-    return false;
-  }
-  if (st == mem_status::ok) skip_instruction();
-  return true;
-}
-
-// ---- EPT violations: the MMIO test device and unassigned guest-physical space ---------
+// ---- the MMIO test device and unassigned guest-physical space --------------------------
 std::uint64_t device_read(std::uint64_t offset, unsigned size) {
   mmio_device& d = run.device;
   d.regs[0] = layout::mmio_device_id;
@@ -949,30 +794,174 @@ void device_write(std::uint64_t offset, unsigned size, std::uint64_t v) {
   d.regs[2] = ++run.device_writes;
 }
 
-/// Fetches up to 15 instruction bytes at the guest RIP through the guest's page tables.
-unsigned fetch_guest_insn(std::uint8_t* buf) {
-  std::uint64_t rip = vmread(fields::guest_rip);
-  x86::pfec fetch = x86::pfec::fetch;
-  if (guest_cpl() == 3) fetch = fetch.set(x86::pfec::user);
-  unsigned n = 0;
-  std::uint8_t* host = nullptr;
-  for (; n < 15; ++n) {
-    std::uint64_t la = rip + n;
-    if (n == 0 || (la & 0xFFF) == 0) {
-      guest_walk w = walk_guest(la, fetch);
-      host = w.status == walk_status::ok ? guest_ram(w.gpa, 1) : nullptr;
-      if (!host) break;
+namespace em = hvkit::emulate;
+namespace pg = hvkit::paging;
+
+/// The emulator's platform: the test device, and every other non-RAM guest-physical
+/// address as unassigned (reads all ones, writes dropped). Ports, CPUID and MSRs are not
+/// routed through the emulator here (their exits are handled directly).
+struct hv_platform : em::null_platform {
+  bool mmio_read(x86::gpa a, unsigned size, std::uint64_t& out) {
+    std::uint64_t g = a.value();
+    if (g >= layout::mmio_device_gpa && g < layout::mmio_device_gpa + layout::mmio_device_size) {
+      out = device_read(g - layout::mmio_device_gpa, size);
+    } else {
+      out = size >= 8 ? ~0ull : ((1ull << (8 * size)) - 1);
+      if (++run.unassigned_reads <= 4)
+        kprintf("HVKIT INFO run=%s unassigned_access gpa=0x%llx read(all-ones) size=%u\n", run.cfg->name,
+                (unsigned long long)g, size);
     }
-    buf[n] = *host++;
+    return true;
   }
-  return n;
+  bool mmio_write(x86::gpa a, unsigned size, std::uint64_t v) {
+    std::uint64_t g = a.value();
+    if (g >= layout::mmio_device_gpa && g < layout::mmio_device_gpa + layout::mmio_device_size) {
+      device_write(g - layout::mmio_device_gpa, size, v);
+    } else if (++run.unassigned_writes <= 4) {
+      kprintf("HVKIT INFO run=%s unassigned_access gpa=0x%llx write(dropped) size=%u\n", run.cfg->name,
+              (unsigned long long)g, size);
+    }
+    return true;
+  }
+};
+static_assert(em::platform<hv_platform>);
+
+/// The translator the emulator walks guest page tables with: emulate::walker_translator over
+/// the run's mmu_context. Its refresh_passthrough_bits() re-syncs CR0.WP from the live CR0
+/// before every translation; the negative-control run skips that refresh, which is the
+/// KVM bug (a role cached at the last CR exit).
+struct hv_translator {
+  em::walker_translator<pg::flat_memory> inner;
+  bool stale;
+  bool refresh_passthrough_bits(x86::cr0 live) {
+    if (stale) return false;
+    bool changed = inner.refresh_passthrough_bits(live);
+    if (changed) ++run.passthrough_refreshes;
+    return changed;
+  }
+  pg::walk_result translate(const pg::walk_request& req) { return inner.translate(req); }
+};
+static_assert(em::translator<hv_translator>);
+
+/// Segment state between the VMCS and the emulator (VMCS access rights are the emulator's
+/// segment_ar layout, unusable bit 16 included: SDM Vol. 3C 25.4.1).
+template <std::uint32_t S, std::uint32_t B, std::uint32_t L, std::uint32_t A>
+em::segment read_segment(hvkit::vmx::field<S> s, hvkit::vmx::field<B> b, hvkit::vmx::field<L> l, hvkit::vmx::field<A> a) {
+  return {static_cast<std::uint16_t>(vmread(s)), vmread(b), static_cast<std::uint32_t>(vmread(l)),
+          em::segment_ar{static_cast<std::uint32_t>(vmread(a))}};
+}
+template <std::uint32_t S, std::uint32_t B, std::uint32_t L, std::uint32_t A>
+void write_segment(const em::segment& g, hvkit::vmx::field<S> s, hvkit::vmx::field<B> b, hvkit::vmx::field<L> l,
+                   hvkit::vmx::field<A> a) {
+  vmwrite(s, g.selector);
+  vmwrite(b, g.base);
+  vmwrite(l, g.limit);
+  vmwrite(a, g.ar.raw());
+}
+#define HV_SEG(x) fields::guest_##x##_selector, fields::guest_##x##_base, fields::guest_##x##_limit, \
+                  fields::guest_##x##_access_rights
+
+/// The guest state the emulator sees, from the VMCS. CR0/CR4 are the values the guest sees
+/// (guest-owned bits from the guest CR field, host-owned ones from the read shadow).
+em::context read_emulation_context(guest_regs& r) {
+  em::context c{};
+  for (unsigned i = 0; i < 16; ++i) c.gpr[i] = read_gpr(r, i);
+  c.rip = vmread(fields::guest_rip);
+  c.rflags = x86::rflags{vmread(fields::guest_rflags)};
+  c[em::sreg::es] = read_segment(HV_SEG(es));
+  c[em::sreg::cs] = read_segment(HV_SEG(cs));
+  c[em::sreg::ss] = read_segment(HV_SEG(ss));
+  c[em::sreg::ds] = read_segment(HV_SEG(ds));
+  c[em::sreg::fs] = read_segment(HV_SEG(fs));
+  c[em::sreg::gs] = read_segment(HV_SEG(gs));
+  c.ldtr = read_segment(HV_SEG(ldtr));
+  c.tr = read_segment(HV_SEG(tr));
+  c.gdtr = {vmread(fields::guest_gdtr_base), static_cast<std::uint16_t>(vmread(fields::guest_gdtr_limit))};
+  c.idtr = {vmread(fields::guest_idtr_base), static_cast<std::uint16_t>(vmread(fields::guest_idtr_limit))};
+  std::uint64_t m0 = vmread(fields::cr0_guest_host_mask), m4 = vmread(fields::cr4_guest_host_mask);
+  c.cr0 = x86::cr0{(vmread(fields::guest_cr0) & ~m0) | (vmread(fields::cr0_read_shadow) & m0)};
+  c.cr4 = x86::cr4{(vmread(fields::guest_cr4) & ~m4) | (vmread(fields::cr4_read_shadow) & m4)};
+  c.cr3 = x86::cr3{vmread(fields::guest_cr3)};
+  c.efer = x86::efer{vmread(fields::guest_ia32_efer)};
+  c.cpl = static_cast<std::uint8_t>(guest_cpl());
+  c.maxphyaddr = static_cast<std::uint8_t>(guest_cpu_properties().maxphyaddr);
+  return c;
 }
 
-/// EPT violation (reason 48); exit qualification: SDM Vol. 3C 28.2.1, Table 28-7 (bit 0
-/// read, 1 write, 2 fetch). The VM-exit instruction length is not defined for this exit,
-/// so the length comes from decoding the instruction.
+/// Emulates the instruction at the guest RIP with hvkit::emulate and applies the outcome:
+/// a completed instruction writes back what it changed; an exception is injected (#PF
+/// with CR2); anything not emulated gets #UD, the architectural default.
+bool emulate_instruction(guest_regs& r, const char* why) {
+  em::context ctx = read_emulation_context(r);
+  const em::context before = ctx;
+  const pg::cpu_properties props = guest_cpu_properties();
+  run.mmu.set_root(x86::cr3_root(ctx.cr3, run.mmu.role().mode(), props.maxphyaddr));
+  pg::flat_memory tables = guest_ram_view();
+  em::flat_ram ram{reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
+                   x86::gpa{layout::guest_mem_base}};
+  hv_translator tr{em::walker_translator<pg::flat_memory>{run.mmu, tables, props}, run.cfg->stale_role};
+  hv_platform plat;
+  const em::outcome o = em::emulate(ctx, tr, ram, plat);
+  ++run.emulated;
+  switch (o.kind) {
+    case em::outcome_kind::done:
+      for (unsigned i = 0; i < 16; ++i)
+        if (ctx.gpr[i] != before.gpr[i]) write_gpr(r, i, ctx.gpr[i]);
+      vmwrite(fields::guest_rip, ctx.rip);
+      if (ctx.rflags.raw() != before.rflags.raw()) vmwrite(fields::guest_rflags, ctx.rflags.raw());
+      if (!(ctx.tr == before.tr)) write_segment(ctx.tr, HV_SEG(tr));
+      if (!(ctx.ldtr == before.ldtr)) write_segment(ctx.ldtr, HV_SEG(ldtr));
+      if (!(ctx.gdtr == before.gdtr)) {
+        vmwrite(fields::guest_gdtr_base, ctx.gdtr.base);
+        vmwrite(fields::guest_gdtr_limit, ctx.gdtr.limit);
+      }
+      if (!(ctx.idtr == before.idtr)) {
+        vmwrite(fields::guest_idtr_base, ctx.idtr.base);
+        vmwrite(fields::guest_idtr_limit, ctx.idtr.limit);
+      }
+      if (!(ctx[em::sreg::ds] == before[em::sreg::ds])) write_segment(ctx[em::sreg::ds], HV_SEG(ds));
+      if (!(ctx[em::sreg::es] == before[em::sreg::es])) write_segment(ctx[em::sreg::es], HV_SEG(es));
+      if (!(ctx[em::sreg::fs] == before[em::sreg::fs])) write_segment(ctx[em::sreg::fs], HV_SEG(fs));
+      if (!(ctx[em::sreg::gs] == before[em::sreg::gs])) write_segment(ctx[em::sreg::gs], HV_SEG(gs));
+      if (o.what == em::event::cr_write || o.what == em::event::dr_write || o.what == em::event::halt) {
+        kprintf("HVKIT ERROR run=%s emulated instruction with unexpected side effect %u (%s exit)\n", run.cfg->name,
+                static_cast<unsigned>(o.what), why);
+        run.status = run_status::fatal_exit;
+        return false;
+      }
+      return true;
+    case em::outcome_kind::exception:
+      if (o.vector == x86::vector::pf) {
+        if (run.cfg->stale_role && o.error_code == 0x3 && !x86::cr0{vmread(fields::guest_cr0)}.test(x86::cr0::wp))
+          ++run.stale_wrong_faults;
+        inject_pf(o.cr2, x86::pfec{o.error_code});
+      } else {
+        inject_exception(static_cast<unsigned>(o.vector), x86::has_error_code(o.vector), o.error_code);
+      }
+      return true;
+    case em::outcome_kind::unsupported:
+      if (o.why == em::unsupported_reason::page_table_unbacked || o.why == em::unsupported_reason::fetch_not_ram) {
+        kprintf("HVKIT ERROR run=%s cannot emulate at rip=0x%llx (%s exit): reason %u\n", run.cfg->name,
+                (unsigned long long)before.rip, why, static_cast<unsigned>(o.why));
+        run.status = run_status::fatal_exit;
+        return false;
+      }
+      [[fallthrough]];
+    case em::outcome_kind::needs_io:
+    case em::outcome_kind::needs_mmio:
+      ++run.not_emulable;
+      kprintf("HVKIT INFO run=%s not_emulable rip=0x%llx (%s exit) outcome=%u mnemonic=%u: #UD\n", run.cfg->name,
+              (unsigned long long)before.rip, why, static_cast<unsigned>(o.kind), static_cast<unsigned>(o.op));
+      inject_exception(6, false);
+      return true;
+  }
+  return true;
+}
+
+/// EPT violation (reason 48); exit qualification: SDM Vol. 3C 28.2.1, Table 28-7. Guest
+/// RAM is all mapped, so this is an access to the test device or to unassigned space: the
+/// emulator redoes the access against hv_platform.
 bool handle_ept_violation(guest_regs& r) {
-  std::uint64_t gpa = vmread(fields::guest_physical_address);
   std::uint64_t q = vmread(fields::exit_qualification);
   if ((vmread(fields::idt_vectoring_info) >> 31) & 1) {
     report_exit("ept_violation_during_event_delivery");
@@ -984,65 +973,7 @@ bool handle_ept_violation(guest_regs& r) {
     run.status = run_status::fatal_exit;
     return false;
   }
-  bool device = gpa >= layout::mmio_device_gpa && gpa < layout::mmio_device_gpa + layout::mmio_device_size;
-  std::uint8_t bytes[15];
-  unsigned n = fetch_guest_insn(bytes);
-  // Decoded by hvkit::emulate; the MOV/MOVZX execution below stands in for emulate/'s
-  // emulator until it lands. Anything else is not emulated for MMIO: #UD.
-  namespace em = hvkit::emulate;
-  std::uint64_t cs_ar = vmread(fields::guest_cs_access_rights);
-  em::code_size mode = (cs_ar >> 13) & 1 ? em::code_size::c64 : ((cs_ar >> 14) & 1 ? em::code_size::c32 : em::code_size::c16);
-  auto d = em::decode(bytes, n, mode);
-  const em::instruction* in = d.has_value() ? &d.value() : nullptr;
-  bool store = false, load = false;
-  unsigned mem_size = 0;
-  if (in && !in->lock && in->rep == em::rep_prefix::none) {
-    if (in->op == em::mnemonic::mov && in->dst.kind == em::operand_kind::mem &&
-        (in->src.kind == em::operand_kind::gpr || in->src.kind == em::operand_kind::imm)) {
-      store = true;
-      mem_size = in->dst.size;
-    } else if ((in->op == em::mnemonic::mov || in->op == em::mnemonic::movzx) &&
-               in->dst.kind == em::operand_kind::gpr && in->src.kind == em::operand_kind::mem) {
-      load = true;
-      mem_size = in->src.size;
-    }
-  }
-  if ((!store && !load) || store != ((q & 2) != 0)) {
-    // Not an access this hypervisor emulates (or bytes that do not match the access the
-    // CPU reported): #UD, the guest keeps running.
-    ++run.not_emulable;
-    kprintf("HVKIT INFO run=%s not_emulable gpa=0x%llx rip=0x%llx decode=%s bytes=%02x %02x %02x %02x\n",
-            run.cfg->name, (unsigned long long)gpa, (unsigned long long)vmread(fields::guest_rip),
-            in ? "ok" : "error", n > 0 ? bytes[0] : 0, n > 1 ? bytes[1] : 0, n > 2 ? bytes[2] : 0,
-            n > 3 ? bytes[3] : 0);
-    inject_exception(6, false);
-    return true;
-  }
-  std::uint64_t size_mask = mem_size >= 8 ? ~0ull : ((1ull << (8 * mem_size)) - 1);
-  if (store) {
-    std::uint64_t v = in->src.kind == em::operand_kind::imm
-                          ? in->imm
-                          : read_gpr(r, in->src.reg) >> (in->src.high8 ? 8 : 0);
-    v &= size_mask;
-    if (device) device_write(gpa - layout::mmio_device_gpa, mem_size, v);
-    else ++run.unassigned_writes;
-  } else {
-    std::uint64_t v = device ? device_read(gpa - layout::mmio_device_gpa, mem_size) : size_mask;
-    if (!device) ++run.unassigned_reads;
-    std::uint64_t old = read_gpr(r, in->dst.reg);
-    std::uint64_t nv;
-    if (in->dst.high8) nv = (old & ~0xFF00ull) | ((v & 0xFF) << 8);
-    else if (in->dst.size == 1) nv = (old & ~0xFFull) | (v & 0xFF);
-    else if (in->dst.size == 2) nv = (old & ~0xFFFFull) | (v & 0xFFFF);
-    else if (in->dst.size == 4) nv = v & 0xFFFFFFFF;  // 32-bit destinations zero-extend (SDM 3.4.1.1)
-    else nv = v;
-    write_gpr(r, in->dst.reg, nv);
-  }
-  if (!device && run.unassigned_reads + run.unassigned_writes <= 8)
-    kprintf("HVKIT INFO run=%s unassigned_access gpa=0x%llx %s size=%u\n", run.cfg->name,
-            (unsigned long long)gpa, store ? "write(dropped)" : "read(all-ones)", mem_size);
-  vmwrite(fields::guest_rip, vmread(fields::guest_rip) + in->length);
-  return true;
+  return emulate_instruction(r, "ept_violation");
 }
 
 void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
@@ -1294,7 +1225,9 @@ extern "C" int hv_handle_exit(guest_regs* regs) {
     case reason::wrmsr:
       return handle_msr(r, true) ? 1 : 0;
     case reason::ldtr_tr:
-      return handle_ldtr_tr(r) ? 1 : 0;
+      return emulate_instruction(r, "ldtr_tr") ? 1 : 0;
+    case reason::gdtr_idtr:
+      return emulate_instruction(r, "gdtr_idtr") ? 1 : 0;
     case reason::hlt:
       report_exit("guest_halted");
       run.status = run_status::halted;

@@ -160,9 +160,9 @@ read_str:
   str %rax
   ret
 
-/* unsigned probe_mmio_add(uint32_t* p, uint32_t v): ADD to memory, not emulated for MMIO */
-PROBE_BEGIN probe_mmio_add
-  addl %esi, (%rdi)
+/* unsigned probe_mmio_xadd(uint32_t* p, uint32_t v): XADD, outside the emulator's subset */
+PROBE_BEGIN probe_mmio_xadd
+  xaddl %esi, (%rdi)
 PROBE_END
 
 /* unsigned probe_read64(const uint64_t* p) */
@@ -292,7 +292,7 @@ volatile std::uint64_t g_fault_count;
 
 unsigned probe_write64(std::uint64_t* p, std::uint64_t v);
 unsigned probe_ltr(std::uint16_t selector);
-unsigned probe_mmio_add(std::uint32_t* p, std::uint32_t v);
+unsigned probe_mmio_xadd(std::uint32_t* p, std::uint32_t v);
 unsigned probe_read64(const std::uint64_t* p);
 unsigned probe_fetch(const void* code);
 unsigned probe_user(std::uint64_t addr, unsigned kind, std::uint64_t value, std::uint64_t user_rip,
@@ -570,8 +570,24 @@ void check_mmio() {
   asm volatile("movq %0, (%1)" ::"r"(0ull), "r"(m) : "memory");  // write to the read-only id
   asm volatile("movq (%1), %0" : "=r"(v) : "r"(m) : "memory");
   expect(v == hv::layout::mmio_device_id);
+  // Read-modify-write and other forms the emulator executes (each RMW is one device read
+  // and one device write).
+  asm volatile("movq %0, 8(%1)" ::"r"(100ull), "r"(m) : "memory");
+  asm volatile("addq $5, 8(%0)" ::"r"(m) : "memory");  // 48 83 /0 ib
+  asm volatile("orq %0, 8(%1)" ::"r"(0x1000ull), "r"(m) : "memory");  // 48 09 /r
+  asm volatile("movq 8(%1), %0" : "=r"(v) : "r"(m) : "memory");
+  expect(v == (105 | 0x1000));
+  v = 0xFFull;
+  asm volatile("xchgq %0, 8(%1)" : "+r"(v) : "r"(m) : "memory");  // 48 87 /r
+  expect(v == (105 | 0x1000));
+  std::int64_t sv = 0;
+  asm volatile("movsbq 8(%1), %0" : "=r"(sv) : "r"(m) : "memory");  // 48 0F BE: sign-extends 0xFF
+  expect(sv == -1);
+  std::uint8_t flag = 0;
+  asm volatile("cmpq $0xFF, 8(%1)\n\tsete %0" : "=r"(flag) : "r"(m) : "memory", "cc");  // 48 81 /7 id: flags only
+  expect(flag == 1);
   asm volatile("movq 16(%1), %0" : "=r"(v) : "r"(m) : "memory");  // writes so far
-  expect(v == 5);
+  expect(v == 9);  // 5 above + MOV, ADD, OR, XCHG
   report("mmio_forms", fails == 0, n, fails);
 }
 
@@ -588,8 +604,8 @@ void check_hostile() {
   auto* beyond = reinterpret_cast<volatile std::uint32_t*>(0x40000000);  // no RAM, no device
   std::uint32_t u = *beyond;
   report("hostile_unassigned_gpa", u == 0xFFFFFFFFu, u);
-  // An instruction the MMIO emulation does not handle: #UD, and the guest goes on.
-  unsigned r = probe_mmio_add(reinterpret_cast<std::uint32_t*>(hv::layout::mmio_device_gpa + 8), 1);
+  // An instruction the emulator does not handle: #UD, and the guest goes on.
+  unsigned r = probe_mmio_xadd(reinterpret_cast<std::uint32_t*>(hv::layout::mmio_device_gpa + 8), 1);
   report("hostile_mmio_not_emulable_ud", r == (0x100 | 6), r);
 }
 
