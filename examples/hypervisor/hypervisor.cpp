@@ -15,6 +15,14 @@
 #include <emulate/emulator.hpp>
 #include <emulate/outcome.hpp>
 #include <emulate/platform.hpp>
+#include <vmx/capabilities.hpp>
+#include <vmx/controls.hpp>
+#include <vmx/cr_access.hpp>
+#include <vmx/cr_mask.hpp>
+#include <vmx/dispatch.hpp>
+#include <vmx/ept_entry.hpp>
+#include <vmx/exit_qualification.hpp>
+#include <vmx/exit_reason.hpp>
 #include <paging/cr_write.hpp>
 #include <paging/guest_memory.hpp>
 #include <paging/mmu.hpp>
@@ -120,10 +128,12 @@ alignas(4096) std::uint64_t ept_pml4[512];
 alignas(4096) std::uint64_t ept_pdpt[512];
 alignas(4096) std::uint64_t ept_pd[512];
 
+/// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
+/// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
+hvkit::vmx::vmx_capabilities vcaps;
 struct capabilities {
-  std::uint64_t basic, pin, proc, proc2, exit, entry, misc, ept_vpid;
+  std::uint64_t basic, ept_vpid;
   std::uint64_t cr0_fixed0, cr0_fixed1, cr4_fixed0, cr4_fixed1;
-  bool true_ctls;
 };
 capabilities caps;
 
@@ -314,30 +324,17 @@ void setup_host_tables() {
 
 // ---- VMX bring-up ------------------------------------------------------------------------
 void read_capabilities() {
-  caps.basic = rdmsr(msr::vmx_basic);
-  caps.true_ctls = (caps.basic & basic_true_ctls) != 0;
-  // SDM Vol. 3D A.2: with bit 55 set, the TRUE_* MSRs report the real default-1 bits.
-  caps.pin = rdmsr(caps.true_ctls ? msr::vmx_true_pinbased : msr::vmx_pinbased);
-  caps.proc = rdmsr(caps.true_ctls ? msr::vmx_true_procbased : msr::vmx_procbased);
-  caps.exit = rdmsr(caps.true_ctls ? msr::vmx_true_exit : msr::vmx_exit);
-  caps.entry = rdmsr(caps.true_ctls ? msr::vmx_true_entry : msr::vmx_entry);
-  caps.misc = rdmsr(msr::vmx_misc);
-  caps.cr0_fixed0 = rdmsr(msr::vmx_cr0_fixed0);
-  caps.cr0_fixed1 = rdmsr(msr::vmx_cr0_fixed1);
-  caps.cr4_fixed0 = rdmsr(msr::vmx_cr4_fixed0);
-  caps.cr4_fixed1 = rdmsr(msr::vmx_cr4_fixed1);
-  // Secondary controls and EPT capabilities exist only if "activate secondary controls"
-  // may be 1 (SDM Vol. 3D A.3.3, A.10).
-  if ((caps.proc >> 32) & proc::activate_secondary) {
-    caps.proc2 = rdmsr(msr::vmx_procbased2);
-    if ((caps.proc2 >> 32) & proc2::enable_ept) caps.ept_vpid = rdmsr(msr::vmx_ept_vpid_cap);
-  }
-  kprintf("HVKIT INFO vmx_basic=0x%016llx true_ctls=%d revision=0x%llx\n", (unsigned long long)caps.basic,
-          caps.true_ctls ? 1 : 0, (unsigned long long)(caps.basic & 0x7FFFFFFF));
-  kprintf("HVKIT INFO pin=0x%016llx proc=0x%016llx proc2=0x%016llx\n", (unsigned long long)caps.pin,
-          (unsigned long long)caps.proc, (unsigned long long)caps.proc2);
-  kprintf("HVKIT INFO exit=0x%016llx entry=0x%016llx ept_vpid_cap=0x%016llx\n", (unsigned long long)caps.exit,
-          (unsigned long long)caps.entry, (unsigned long long)caps.ept_vpid);
+  vcaps = hvkit::vmx::vmx_capabilities::read([](std::uint32_t m) { return rdmsr(m); });
+  caps = {vcaps.basic, vcaps.ept_vpid_cap, vcaps.cr0_fixed0, vcaps.cr0_fixed1, vcaps.cr4_fixed0, vcaps.cr4_fixed1};
+  auto pair = [](hvkit::vmx::control_capability c) {
+    return (static_cast<unsigned long long>(c.may_be_one) << 32) | c.must_be_one;
+  };
+  kprintf("HVKIT INFO vmx_basic=0x%016llx true_ctls=%d revision=0x%x\n", (unsigned long long)vcaps.basic,
+          vcaps.has_true_controls() ? 1 : 0, vcaps.revision_id());
+  kprintf("HVKIT INFO pin=0x%016llx proc=0x%016llx proc2=0x%016llx\n", pair(vcaps.pin_caps()),
+          pair(vcaps.primary_caps()), pair(vcaps.secondary_caps()));
+  kprintf("HVKIT INFO exit=0x%016llx entry=0x%016llx ept_vpid_cap=0x%016llx\n", pair(vcaps.exit_caps()),
+          pair(vcaps.entry_caps()), (unsigned long long)vcaps.ept_vpid_cap);
   kprintf("HVKIT INFO cr0_fixed0=0x%llx cr0_fixed1=0x%llx cr4_fixed0=0x%llx cr4_fixed1=0x%llx\n",
           (unsigned long long)caps.cr0_fixed0, (unsigned long long)caps.cr0_fixed1,
           (unsigned long long)caps.cr4_fixed0, (unsigned long long)caps.cr4_fixed1);
@@ -362,7 +359,7 @@ bool enable_vmx() {
   write_cr0((read_cr0() | caps.cr0_fixed0) & caps.cr0_fixed1);
   write_cr4((read_cr4() | caps.cr4_fixed0 | cr4_vmxe) & caps.cr4_fixed1);
 
-  auto revision = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
+  const std::uint32_t revision = vcaps.revision_id();
   *reinterpret_cast<std::uint32_t*>(vmxon_region) = revision;
   auto on = hvkit::vmx::hw::vmxon(x86::hpa{reinterpret_cast<std::uint64_t>(vmxon_region)});
   if (!on) {
@@ -376,23 +373,38 @@ bool enable_vmx() {
 /// Identity EPT for guest memory only: GPA [guest_mem_base, +guest_mem_size) -> same HPA,
 /// 2 MiB pages, RWX, write-back. Nothing else is mapped: neither the hypervisor's memory
 /// nor the MMIO test device (SDM Vol. 3C 29.3.2 "EPT Translation Mechanism").
+std::uint64_t eptp_value;
+
 bool build_ept() {
-  constexpr std::uint64_t need = ept_cap::walk_4 | ept_cap::wb | ept_cap::pde_2m;
-  if ((caps.ept_vpid & need) != need) {
-    result("ept_setup", false, "reason=missing_capabilities ept_vpid_cap=0x%llx",
-           (unsigned long long)caps.ept_vpid);
-    return false;
-  }
+  namespace v = hvkit::vmx;
+  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const unsigned maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xFF) : 36;
+  const v::ept_permissions rwx{true, true, true, false};
   for (auto& e : ept_pml4) e = 0;
   for (auto& e : ept_pdpt) e = 0;
   for (auto& e : ept_pd) e = 0;
-  ept_pml4[0] = reinterpret_cast<std::uint64_t>(ept_pdpt) | ept::rwx;
-  ept_pdpt[0] = reinterpret_cast<std::uint64_t>(ept_pd) | ept::rwx;
+  auto pml4e = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pdpt)}, rwx, ec, maxphyaddr);
+  auto pdpte = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd)}, rwx, ec, maxphyaddr);
+  auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pml4)}, v::ept_memory_type::wb, 4, false, ec,
+                           maxphyaddr);
+  if (!pml4e || !pdpte || !eptp) {
+    result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+    return false;
+  }
+  ept_pml4[0] = pml4e.value();
+  ept_pdpt[0] = pdpte.value();
+  eptp_value = eptp.value();
   static_assert(layout::guest_mem_base + layout::guest_mem_size <= (1ull << 30), "one EPT PD covers 1 GiB");
   static_assert(layout::guest_mem_base % 0x200000 == 0 && layout::guest_mem_size % 0x200000 == 0);
   for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size;
-       gpa += 0x200000)
-    ept_pd[gpa >> 21] = gpa | ept::rwx | ept::memtype_wb | ept::large_page;
+       gpa += 0x200000) {
+    auto leaf = v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, v::ept_memory_type::wb, ec, false, maxphyaddr);
+    if (!leaf) {
+      result("ept_setup", false, "reason=2m_leaf_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+      return false;
+    }
+    ept_pd[gpa >> 21] = leaf.value();
+  }
   return true;
 }
 
@@ -420,35 +432,42 @@ const hc::guest_header* load_guest() {
   return hdr;
 }
 
-bool want_bits(const char* what, std::uint32_t wanted, std::uint32_t got) {
-  if ((got & wanted) == wanted) return true;
-  result("vmcs_controls", false, "reason=%s_unsupported wanted=0x%x allowed=0x%x", what, wanted, got);
+/// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
+template <class C>
+bool controls_ok(const char* what, const hvkit::result<C, hvkit::vmx::control_error<C>>& r) {
+  if (r.has_value()) return true;
+  result("vmcs_controls", false, "reason=%s unsupported=0x%llx cannot_clear=0x%llx", what,
+         (unsigned long long)r.error().unsupported.raw(), (unsigned long long)r.error().cannot_clear.raw());
   return false;
 }
 
 /// Fills the current VMCS for a fresh run of the conformance guest.
 bool setup_vmcs(const hc::guest_header& g) {
-  // ---- controls, adjusted to the capability MSRs (SDM Vol. 3D A.3-A.5) ----
-  std::uint32_t pin = adjust_controls(0, caps.pin);
-  std::uint32_t proc_want = proc::hlt_exiting | proc::activate_secondary;
-  std::uint32_t proc = adjust_controls(proc_want, caps.proc);
-  // CR3-load/store exiting are default-1 without the TRUE MSRs: then they simply exit
-  // and handle_cr() emulates them.
-  std::uint32_t proc2_want = proc2::enable_ept | (run.cfg->dt_exiting ? proc2::descriptor_table_exiting : 0);
-  std::uint32_t proc2 = adjust_controls(proc2_want, caps.proc2);
-  std::uint32_t exit_want = exit_ctl::host_address_space_size | exit_ctl::save_efer | exit_ctl::load_efer;
-  std::uint32_t exitc = adjust_controls(exit_want, caps.exit);
-  std::uint32_t entry_want = entry_ctl::ia32e_mode_guest | entry_ctl::load_efer;
-  std::uint32_t entry = adjust_controls(entry_want, caps.entry);
-  if (!want_bits("proc", proc_want, proc) || !want_bits("proc2", proc2_want, proc2) ||
-      !want_bits("exit", exit_want, exitc) || !want_bits("entry", entry_want, entry))
+  namespace v = hvkit::vmx;
+  // ---- controls, adjusted to the capability MSRs (hvkit::vmx::adjust_controls, SDM Vol. 3D
+  // A.3-A.5; through the TRUE_* MSRs when they exist, so CR3-load/store exiting can be 0).
+  // Without the TRUE MSRs CR3 accesses exit and handle_cr() emulates them.
+  const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
+  const auto proc = v::adjust_controls(vcaps.primary_caps(),
+                                       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls);
+  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
+                                        run.cfg->dt_exiting ? v::secondary_proc_based::enable_ept |
+                                                                  v::secondary_proc_based::descriptor_table_exiting
+                                                            : v::secondary_proc_based::enable_ept);
+  const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
+                                                               v::exit_controls::save_ia32_efer |
+                                                               v::exit_controls::load_ia32_efer);
+  const auto entry =
+      v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest | v::entry_controls::load_ia32_efer);
+  if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
+      !controls_ok("exit", exitc) || !controls_ok("entry", entry))
     return false;
 
-  vmwrite(fields::pin_based_controls, pin);
-  vmwrite(fields::primary_processor_based_controls, proc);
-  vmwrite(fields::secondary_processor_based_controls, proc2);
-  vmwrite(fields::primary_vm_exit_controls, exitc);
-  vmwrite(fields::vm_entry_controls, entry);
+  vmwrite(fields::pin_based_controls, pin.value().raw());
+  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
+  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
+  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
+  vmwrite(fields::vm_entry_controls, entry.value().raw());
   vmwrite(fields::exception_bitmap, 0);  // guest exceptions go to the guest's IDT
   vmwrite(fields::page_fault_error_code_mask, 0);
   vmwrite(fields::page_fault_error_code_match, 0);
@@ -457,7 +476,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::vm_exit_msr_load_count, 0);
   vmwrite(fields::vm_entry_msr_load_count, 0);
   vmwrite(fields::vm_entry_interruption_info, 0);
-  vmwrite(fields::ept_pointer, reinterpret_cast<std::uint64_t>(ept_pml4) | ept::eptp_wb_4level);
+  vmwrite(fields::ept_pointer, eptp_value);
 
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   run.cr0_mask = run.cfg->wp_intercepted ? ~policy_wp_intercepted::cr0_bits.raw()
