@@ -139,7 +139,7 @@ capabilities caps;
 
 struct counters {
   std::uint64_t total;
-  std::uint64_t by_reason[reason::count];
+  std::uint64_t by_reason[exit_reason_slots];
 };
 
 struct mmio_device {
@@ -342,10 +342,10 @@ void read_capabilities() {
 
 bool enable_vmx() {
   // SDM Vol. 3C 24.7 "Enabling and Entering VMX Operation".
-  std::uint64_t fc = rdmsr(msr::feature_control);
+  std::uint64_t fc = rdmsr(x86::msr::ia32_feature_control);
   if ((fc & feature_control_lock) == 0) {
     fc |= feature_control_lock | feature_control_vmxon_outside_smx;
-    wrmsr(msr::feature_control, fc);
+    wrmsr(x86::msr::ia32_feature_control, fc);
     kprintf("HVKIT INFO feature_control=0x%llx (set and locked by us)\n", (unsigned long long)fc);
   } else {
     kprintf("HVKIT INFO feature_control=0x%llx (locked by firmware)\n", (unsigned long long)fc);
@@ -432,6 +432,12 @@ const hc::guest_header* load_guest() {
   return hdr;
 }
 
+/// CR4 bits the guest may set: what the CPU allows in VMX non-root operation, minus VMXE
+/// and SMXE (no nested virtualization or SMX offered).
+x86::cr4 guest_cr4_allowed() {
+  return x86::cr4{caps.cr4_fixed1} & ~(x86::cr4::vmxe | x86::cr4::smxe) & x86::cr4::defined;
+}
+
 /// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
 template <class C>
 bool controls_ok(const char* what, const hvkit::result<C, hvkit::vmx::control_error<C>>& r) {
@@ -479,9 +485,13 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::ept_pointer, eptp_value);
 
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
-  run.cr0_mask = run.cfg->wp_intercepted ? ~policy_wp_intercepted::cr0_bits.raw()
-                                         : ~policy_wp_guest_owned::cr0_bits.raw();
-  run.cr4_mask = ~policy_wp_guest_owned::cr4_bits.raw();
+  // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
+  // only with EPT, a CR4 bit only if the guest may set it).
+  const v::cr_mask_features features{true, guest_cr4_allowed()};
+  const v::guest_owned_bits owned = run.cfg->wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
+                                                             : v::make_guest_owned<policy_wp_guest_owned>(features);
+  run.cr0_mask = owned.cr0_mask();
+  run.cr4_mask = owned.cr4_mask();
   // Host-required CR bits (the VMX fixed-1 bits) must be host-owned, or the guest could
   // see a value it never wrote.
   if ((caps.cr0_fixed0 & ~run.cr0_mask) || (caps.cr4_fixed0 & ~run.cr4_mask)) {
@@ -520,7 +530,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::host_ia32_sysenter_cs, 0);
   vmwrite(fields::host_ia32_sysenter_esp, 0);
   vmwrite(fields::host_ia32_sysenter_eip, 0);
-  vmwrite(fields::host_ia32_efer, rdmsr(msr::efer));
+  vmwrite(fields::host_ia32_efer, rdmsr(x86::msr::ia32_efer));
   vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
   // host_rsp is written by vmx_enter just before VMLAUNCH/VMRESUME.
 
@@ -593,79 +603,62 @@ void mmu_after_cr_write(const hvkit::paging::cr_state& before) {
 }
 
 // ---- exit handlers -------------------------------------------------------------------------
-/// MOV to CR0 as the guest sees it: the architectural #GP checks of MOV CR0 (SDM Vol. 2B
-/// "MOV-Move to/from Control Registers"), then the new read shadow and the value the CPU
-/// really runs with (the VMX fixed bits forced, SDM Vol. 3D A.7).
-void emulate_mov_cr0(std::uint64_t v) {
-  bool gp = (v >> 32) != 0                                     // reserved bits 63:32
-            || ((v & cr0_pg) && !(v & cr0_pe))                 // PG without PE
-            || ((v & cr0_nw) && !(v & cr0_cd))                 // NW without CD
-            || ((run.guest_efer & efer_lma) && !(v & cr0_pg));  // leave paging in IA-32e mode
-  if (gp) {
+/// CR-access exit (reason 28), qualification decoded by vmx::dispatch_exit (SDM Vol. 3C
+/// 28.2.1, Table 28-3). CR0/CR4 writes (MOV, CLTS, LMSW) are evaluated by
+/// vmx::evaluate_cr_write against the guest-visible state: the architectural #GP checks,
+/// the new value and the MMU actions (paging::cr_write_actions: a WP toggle refreshes the
+/// permission table and never resets the MMU). vmx::cr_values_for gives the read shadow and
+/// the real value with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8). CR3 accesses exit
+/// only without the TRUE controls.
+bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
+  namespace v = hvkit::vmx;
+  using acc = v::cr_access_qualification::access;
+  if (q.cr() == 3 && q.type() == acc::mov_to_cr) {
+    vmwrite(fields::guest_cr3, read_gpr(r, q.gpr()) & ~(1ull << 63));
+    skip_instruction();
+    return true;
+  }
+  if (q.cr() == 3 && q.type() == acc::mov_from_cr) {
+    write_gpr(r, q.gpr(), vmread(fields::guest_cr3));
+    skip_instruction();
+    return true;
+  }
+  const std::uint64_t m0 = vmread(fields::cr0_guest_host_mask), m4 = vmread(fields::cr4_guest_host_mask);
+  v::cr_context c{};
+  c.cr0 = v::guest_visible_cr0(x86::cr0{vmread(fields::guest_cr0)}, x86::cr0{vmread(fields::cr0_read_shadow)}, m0);
+  c.cr4 = v::guest_visible_cr4(x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, m4);
+  c.efer = x86::efer{vmread(fields::guest_ia32_efer)};
+  c.cr3 = vmread(fields::guest_cr3);
+  c.cr4_allowed = guest_cr4_allowed();
+  const std::uint64_t value = q.type() == acc::mov_to_cr ? read_gpr(r, q.gpr()) : 0;
+  const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
+  if (out.cr != 0 && out.cr != 4) {
+    kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q.raw());
+    run.status = run_status::fatal_exit;
+    return false;
+  }
+  if (out.fault != v::cr_write_fault::none) {
     inject_gp();
-    return;
+    return true;
   }
-  const hvkit::paging::cr_state before = current_cr_state();
-  vmwrite(fields::cr0_read_shadow, v);
-  vmwrite(fields::guest_cr0, (v | caps.cr0_fixed0) & caps.cr0_fixed1);
-  mmu_after_cr_write(before);
+  if (out.cr == 0) {
+    const v::cr_vmcs_values cv = v::cr_values_for(out.after.cr0.raw(), caps.cr0_fixed0, caps.cr0_fixed1);
+    vmwrite(fields::cr0_read_shadow, cv.read_shadow);
+    vmwrite(fields::guest_cr0, cv.actual);
+  } else {
+    const v::cr_vmcs_values cv = v::cr_values_for(out.after.cr4.raw(), caps.cr4_fixed0, caps.cr4_fixed1);
+    vmwrite(fields::cr4_read_shadow, cv.read_shadow);
+    vmwrite(fields::guest_cr4, cv.actual);
+  }
+  using hvkit::paging::mmu_actions;
+  if (out.actions.any(mmu_actions::reset_mmu)) ++run.mmu_resets;
+  if (out.actions.any(mmu_actions::refresh_permissions | mmu_actions::reset_mmu)) {
+    ++run.mmu_refreshes;
+    const hvkit::paging::cr_state now = current_cr_state();
+    run.mmu = hvkit::paging::mmu_context::make(now.cr0, now.cr4, now.efer, run.mmu.root());
+  }
   skip_instruction();
-}
-
-void emulate_mov_cr4(std::uint64_t v) {
-  // The guest may not see or set VMXE (it is not offered in CPUID), and may not leave
-  // PAE while in IA-32e mode; other reserved bits #GP as on hardware.
-  std::uint64_t allowed = caps.cr4_fixed1 & ~cr4_vmxe;
-  if ((v & ~allowed) || ((run.guest_efer & efer_lma) && !(v & cr4_pae))) {
-    inject_gp();
-    return;
-  }
-  const hvkit::paging::cr_state before = current_cr_state();
-  vmwrite(fields::cr4_read_shadow, v);
-  vmwrite(fields::guest_cr4, (v | caps.cr4_fixed0) & caps.cr4_fixed1);
-  mmu_after_cr_write(before);
-  skip_instruction();
-}
-
-/// CR-access exit; exit qualification layout: SDM Vol. 3C 28.2.1, Table 28-3.
-bool handle_cr(guest_regs& r) {
-  std::uint64_t q = vmread(fields::exit_qualification);
-  unsigned cr = q & 0xF, type = (q >> 4) & 3, reg = (q >> 8) & 0xF;
-  switch (type) {
-    case 0:  // MOV to CR
-      if (cr == 0) return emulate_mov_cr0(read_gpr(r, reg)), true;
-      if (cr == 4) return emulate_mov_cr4(read_gpr(r, reg)), true;
-      if (cr == 3) {
-        vmwrite(fields::guest_cr3, read_gpr(r, reg) & ~(1ull << 63));
-        skip_instruction();
-        return true;
-      }
-      break;
-    case 1:  // MOV from CR
-      if (cr == 3) {
-        write_gpr(r, reg, vmread(fields::guest_cr3));
-        skip_instruction();
-        return true;
-      }
-      break;
-    case 2: {  // CLTS
-      std::uint64_t shadow = vmread(fields::cr0_read_shadow) & ~cr0_ts;
-      vmwrite(fields::cr0_read_shadow, shadow);
-      vmwrite(fields::guest_cr0, vmread(fields::guest_cr0) & ~cr0_ts);
-      skip_instruction();
-      return true;
-    }
-    case 3: {  // LMSW: loads CR0[3:0], can set but never clear PE (SDM Vol. 2A LMSW)
-      std::uint64_t src = (q >> 16) & 0xF;
-      std::uint64_t visible = (vmread(fields::guest_cr0) & ~run.cr0_mask) | (vmread(fields::cr0_read_shadow) & run.cr0_mask);
-      std::uint64_t v = (visible & ~0xEull) | (src & 0xE) | ((visible | src) & cr0_pe);
-      emulate_mov_cr0(v);
-      return true;
-    }
-  }
-  kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q);
-  run.status = run_status::fatal_exit;
-  return false;
+  return true;
 }
 
 void handle_cpuid(guest_regs& r) {
@@ -701,14 +694,14 @@ bool handle_msr(guest_regs& r, bool write) {
   bool ok = true;
   if (!write) {
     switch (m) {
-      case msr::efer: v = vmread(fields::guest_ia32_efer); break;
-      case msr::fs_base: v = vmread(fields::guest_fs_base); break;
-      case msr::gs_base: v = vmread(fields::guest_gs_base); break;
-      case msr::sysenter_cs: v = vmread(fields::guest_ia32_sysenter_cs); break;
-      case msr::sysenter_esp: v = vmread(fields::guest_ia32_sysenter_esp); break;
-      case msr::sysenter_eip: v = vmread(fields::guest_ia32_sysenter_eip); break;
-      case msr::pat: v = rdmsr(msr::pat); break;
-      case msr::star: case msr::lstar: case msr::cstar: case msr::fmask: case msr::kernel_gs_base:
+      case x86::msr::ia32_efer: v = vmread(fields::guest_ia32_efer); break;
+      case x86::msr::ia32_fs_base: v = vmread(fields::guest_fs_base); break;
+      case x86::msr::ia32_gs_base: v = vmread(fields::guest_gs_base); break;
+      case x86::msr::ia32_sysenter_cs: v = vmread(fields::guest_ia32_sysenter_cs); break;
+      case x86::msr::ia32_sysenter_esp: v = vmread(fields::guest_ia32_sysenter_esp); break;
+      case x86::msr::ia32_sysenter_eip: v = vmread(fields::guest_ia32_sysenter_eip); break;
+      case x86::msr::ia32_pat: v = rdmsr(x86::msr::ia32_pat); break;
+      case x86::msr::ia32_star: case x86::msr::ia32_lstar: case x86::msr::ia32_cstar: case x86::msr::ia32_fmask: case x86::msr::ia32_kernel_gs_base:
         v = rdmsr(m);  // not used by the host: the guest's values live in the real MSRs
         break;
       default: ok = false;  // includes IA32_PRED_CMD, which is write-only
@@ -719,7 +712,7 @@ bool handle_msr(guest_regs& r, bool write) {
     }
   } else {
     switch (m) {
-      case msr::efer: {
+      case x86::msr::ia32_efer: {
         // SCE and NXE may change; LME may not change while paging is on; LMA is read-only.
         std::uint64_t changeable = efer_sce | efer_nxe;
         std::uint64_t cur = vmread(fields::guest_ia32_efer);
@@ -733,19 +726,19 @@ bool handle_msr(guest_regs& r, bool write) {
         run.guest_efer = vmread(fields::guest_ia32_efer);
         break;
       }
-      case msr::fs_base: vmwrite(fields::guest_fs_base, v); break;
-      case msr::gs_base: vmwrite(fields::guest_gs_base, v); break;
-      case msr::sysenter_cs: vmwrite(fields::guest_ia32_sysenter_cs, v); break;
-      case msr::sysenter_esp: vmwrite(fields::guest_ia32_sysenter_esp, v); break;
-      case msr::sysenter_eip: vmwrite(fields::guest_ia32_sysenter_eip, v); break;
-      case msr::star: case msr::lstar: case msr::cstar: case msr::fmask: case msr::kernel_gs_base:
+      case x86::msr::ia32_fs_base: vmwrite(fields::guest_fs_base, v); break;
+      case x86::msr::ia32_gs_base: vmwrite(fields::guest_gs_base, v); break;
+      case x86::msr::ia32_sysenter_cs: vmwrite(fields::guest_ia32_sysenter_cs, v); break;
+      case x86::msr::ia32_sysenter_esp: vmwrite(fields::guest_ia32_sysenter_esp, v); break;
+      case x86::msr::ia32_sysenter_eip: vmwrite(fields::guest_ia32_sysenter_eip, v); break;
+      case x86::msr::ia32_star: case x86::msr::ia32_lstar: case x86::msr::ia32_cstar: case x86::msr::ia32_fmask: case x86::msr::ia32_kernel_gs_base:
         wrmsr(m, v);
         break;
-      case msr::pred_cmd:
+      case x86::msr::ia32_pred_cmd:
         // Only bit 0 (IBPB) is defined; the barrier itself is issued on the host when the
         // host has it. Advertised-but-refused would crash the guest (background.md 2).
         if (!run.ibpb_advertised || (v & ~1ull)) ok = false;
-        else if (v & 1) wrmsr(msr::pred_cmd, 1);
+        else if (v & 1) wrmsr(x86::msr::ia32_pred_cmd, 1);
         break;
       default: ok = false;
     }
@@ -998,9 +991,9 @@ bool handle_ept_violation(guest_regs& r) {
 void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
   counters d{};
   d.total = run.exits.total - run.mark.total - 1;  // minus this mark_end VMCALL
-  for (unsigned i = 0; i < reason::count; ++i) d.by_reason[i] = run.exits.by_reason[i] - run.mark.by_reason[i];
-  d.by_reason[reason::vmcall] -= 1;
-  std::uint64_t cr = d.by_reason[reason::cr_access];
+  for (unsigned i = 0; i < exit_reason_slots; ++i) d.by_reason[i] = run.exits.by_reason[i] - run.mark.by_reason[i];
+  d.by_reason[static_cast<unsigned>(hvkit::vmx::exit_reason::vmcall)] -= 1;
+  std::uint64_t cr = d.by_reason[static_cast<unsigned>(hvkit::vmx::exit_reason::cr_access)];
   std::uint64_t expect = run.cfg->wp_intercepted ? ops : 0;
   bool pass = cr == expect && d.total == expect && guest_mismatch == 0;
   milli per = ratio(cr, ops);
@@ -1190,28 +1183,7 @@ void report_exit(const char* what, bool expected) {
 }  // namespace
 
 const char* vmx::reason_name(std::uint32_t r) {
-  switch (r) {
-    case reason::exception_or_nmi: return "EXCEPTION_NMI";
-    case reason::external_interrupt: return "EXTERNAL_INTERRUPT";
-    case reason::triple_fault: return "TRIPLE_FAULT";
-    case reason::cpuid: return "CPUID";
-    case reason::hlt: return "HLT";
-    case reason::invlpg: return "INVLPG";
-    case reason::rdtsc: return "RDTSC";
-    case reason::vmcall: return "VMCALL";
-    case reason::cr_access: return "CR_ACCESS";
-    case reason::mov_dr: return "DR_ACCESS";
-    case reason::io: return "IO_INSTRUCTION";
-    case reason::rdmsr: return "MSR_READ";
-    case reason::wrmsr: return "MSR_WRITE";
-    case reason::invalid_guest_state: return "INVALID_GUEST_STATE";
-    case reason::gdtr_idtr: return "GDTR_IDTR";
-    case reason::ldtr_tr: return "LDTR_TR";
-    case reason::ept_violation: return "EPT_VIOLATION";
-    case reason::ept_misconfig: return "EPT_MISCONFIG";
-    case reason::xsetbv: return "XSETBV";
-    default: return "OTHER";
-  }
+  return hvkit::vmx::exit_reason_name(static_cast<hvkit::vmx::exit_reason>(r));
 }
 
 }  // namespace hv
@@ -1219,49 +1191,75 @@ const char* vmx::reason_name(std::uint32_t r) {
 using namespace hv;
 using namespace hv::vmx;
 
-extern "C" int hv_handle_exit(guest_regs* regs) {
-  guest_regs& r = *regs;
-  auto raw = static_cast<std::uint32_t>(vmread(fields::exit_reason));
-  std::uint32_t basic = raw & 0xFFFF;
-  run.exits.total++;
-  run.exits.by_reason[basic < reason::count ? basic : reason::count - 1]++;
-  if (raw & reason::entry_failure_bit) {
+namespace {
+
+/// The exit handler for hvkit::vmx::dispatch_exit: one overload per handled basic exit
+/// reason, chosen at compile time (one switch, no function pointers or virtual calls).
+/// Each returns 1 to resume the guest, 0 to end the run.
+struct exit_handler {
+  using result_type = int;
+  void* reserved;
+  guest_regs& r;
+
+  template <class B>
+  int operator()(hvkit::vmx::cr_access_exit e, B&) { return handle_cr(r, e.qualification) ? 1 : 0; }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::cpuid>, B&) { handle_cpuid(r); return 1; }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::vmcall>, B&) { return handle_vmcall(r) ? 1 : 0; }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::rdmsr>, B&) { return handle_msr(r, false) ? 1 : 0; }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::wrmsr>, B&) { return handle_msr(r, true) ? 1 : 0; }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::ldtr_tr_access>, B&) {
+    return emulate_instruction(r, "ldtr_tr") ? 1 : 0;
+  }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::gdtr_idtr_access>, B&) {
+    return emulate_instruction(r, "gdtr_idtr") ? 1 : 0;
+  }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::ept_violation>, B&) {
+    return handle_ept_violation(r) ? 1 : 0;
+  }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::hlt>, B&) {
+    report_exit("guest_halted");
+    run.status = run_status::halted;
+    return 0;
+  }
+  template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::triple_fault>, B&) {
+    report_exit("guest_triple_fault", run.cfg->expected == run_status::triple_fault);
+    run.status = run_status::triple_fault;
+    return 0;
+  }
+  template <class B>
+  int entry_failed(hvkit::vmx::exit_reason_field, B&) {
     // SDM Vol. 3C 27.8 "VM-Entry Failures During or After Loading Guest State".
     report_exit("vm_entry_failed");
     run.status = run_status::entry_failed;
     return 0;
   }
-  switch (basic) {
-    case reason::cpuid:
-      handle_cpuid(r);
-      return 1;
-    case reason::vmcall:
-      return handle_vmcall(r) ? 1 : 0;
-    case reason::cr_access:
-      return handle_cr(r) ? 1 : 0;
-    case reason::rdmsr:
-      return handle_msr(r, false) ? 1 : 0;
-    case reason::wrmsr:
-      return handle_msr(r, true) ? 1 : 0;
-    case reason::ldtr_tr:
-      return emulate_instruction(r, "ldtr_tr") ? 1 : 0;
-    case reason::gdtr_idtr:
-      return emulate_instruction(r, "gdtr_idtr") ? 1 : 0;
-    case reason::hlt:
-      report_exit("guest_halted");
-      run.status = run_status::halted;
-      return 0;
-    case reason::triple_fault:
-      report_exit("guest_triple_fault", run.cfg->expected == run_status::triple_fault);
-      run.status = run_status::triple_fault;
-      return 0;
-    case reason::ept_violation:
-      return handle_ept_violation(r) ? 1 : 0;
-    default:
-      report_exit("unexpected_exit");
-      run.status = run_status::fatal_exit;
-      return 0;
+  template <class B>
+  int unhandled(hvkit::vmx::exit_reason_field, B&) {
+    report_exit("unexpected_exit");
+    run.status = run_status::fatal_exit;
+    return 0;
   }
+};
+
+}  // namespace
+
+extern "C" int hv_handle_exit(guest_regs* regs) {
+  auto raw = static_cast<std::uint32_t>(vmread(fields::exit_reason));
+  std::uint32_t basic = raw & 0xFFFF;
+  run.exits.total++;
+  run.exits.by_reason[basic < exit_reason_slots ? basic : exit_reason_slots - 1]++;
+  exit_handler h{nullptr, *regs};
+  hvkit::vmx::hw::current_vmcs vmcs;
+  return hvkit::vmx::dispatch_exit(h, vmcs, hvkit::vmx::exit_reason_field{raw});
 }
 
 namespace {
@@ -1296,7 +1294,7 @@ bool run_guest(int index) {
     return false;
   }
   if (!setup_vmcs(*g)) return false;
-  if (caps.ept_vpid & ept_cap::invept_all)
+  if (caps.ept_vpid & (1ull << 26))  // INVEPT all-context supported (SDM Vol. 3D A.10)
     static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   run.regs.rdi = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                  (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.guest_flags;
@@ -1310,7 +1308,7 @@ bool run_guest(int index) {
             rc == 1 ? "VMfailInvalid" : "VMfailValid",
             (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
   }
-  for (unsigned i = 0; i < reason::count; ++i)
+  for (unsigned i = 0; i < exit_reason_slots; ++i)
     if (run.exits.by_reason[i])
       kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.name, i, reason_name(i),
               (unsigned long long)run.exits.by_reason[i]);
