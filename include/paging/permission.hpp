@@ -18,8 +18,9 @@
 ///   supervisor writes only with CR0.WP=1; user-mode addresses under CR4.PKE, supervisor-mode
 ///   addresses under CR4.PKS);
 /// - entry bit 2: paging rights deny the access (SDM 4.6.1).
-/// The check is then one table load, one variable shift of the PK register, a 4-entry
-/// result lookup and a few ALU operations, with no branch.
+/// The check is then one table load, one variable shift of the PK register, a 32-entry
+/// result lookup (entry x the key's AD/WD bits -> P, PK) and a few ALU operations, with no
+/// branch.
 #pragma once
 
 #include <array>
@@ -82,8 +83,20 @@ consteval std::array<permission_table, 64> make_permission_tables() {
   return all;
 }
 
-/// #PF bits for the PK part of a check, indexed by the key's denying AD/WD bits: P|PK if any.
-inline constexpr std::array<std::uint8_t, 4> pk_error_bits{0x00, 0x21, 0x21, 0x21};
+/// The #PF bits of a check, indexed by (table entry << 2) | (the key's AD, WD bits): P if
+/// paging rights deny or an applicable key bit is set, PK if an applicable key bit is set
+/// (SDM 4.7: PK is reported even when paging rights deny as well).
+consteval std::array<std::uint8_t, 32> make_permission_result() {
+  std::array<std::uint8_t, 32> r{};
+  for (unsigned i = 0; i < 32; ++i) {
+    const unsigned key_bits = i & 3u, applies = (i >> 2) & 3u;
+    const bool deny = (i >> 2) & permission_table::deny;
+    const bool pk = (key_bits & applies) != 0;
+    r[i] = static_cast<std::uint8_t>(((deny || pk) ? x86::pfec::present.raw() : 0u) | (pk ? x86::pfec::pk.raw() : 0u));
+  }
+  return r;
+}
+inline constexpr std::array<std::uint8_t, 32> permission_result = make_permission_result();
 
 }  // namespace detail
 
@@ -115,10 +128,9 @@ inline constexpr std::array<permission_table, 64> permission_tables = detail::ma
                                                           permission_table::idx_fetch)) |
                                              (smap_ok << 3) | (rights.raw() & 7u));
   const unsigned e = table.entries[idx];
-  // Protection key: its AD and WD bits, masked by the ones that apply to this access.
-  const unsigned pk_bits = (pkr >> (2u * (pkey & 15u))) & e & 3u;
-  // P if paging rights or the key deny; PK if the key denies (SDM 4.7).
-  return x86::pfec{static_cast<std::uint64_t>((e >> 2) | detail::pk_error_bits[pk_bits])};
+  // The key's AD and WD bits from the PK register; the entry says which of them apply.
+  const unsigned key_bits = (pkr >> (2u * (pkey & 15u))) & 3u;
+  return x86::pfec{detail::permission_result[(e << 2) | key_bits]};
 }
 static_assert(x86::pfec::present.raw() == 1 && x86::pfec::pk.raw() == 1u << 5);
 
