@@ -1,5 +1,5 @@
 /// @file
-/// @brief Hosted: print a VMCS (or any field list of it) and VMX failures with <cstdio>.
+/// @brief Hosted: print a VMCS (or any field list of it) and VMX failures with `std::fprintf`.
 #pragma once
 
 #include <cinttypes>

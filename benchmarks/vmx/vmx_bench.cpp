@@ -1,0 +1,155 @@
+// vmx/ benchmarks, each side by side with its baseline in this binary:
+//  BM_vmcs_read/cached_hit      vs BM_vmcs_read/soft_backend
+//  BM_read_cr_bits/host_owned   vs BM_read_cr_bits/guest_owned
+//  BM_exit_dispatch/switch      vs BM_exit_dispatch/function_pointer_table
+#include <benchmark/benchmark.h>
+
+#include <array>
+#include <cstdint>
+#include <random>
+
+#include <vmx/cached_vmcs.hpp>
+#include <vmx/dispatch.hpp>
+#include <vmx/guest_cr.hpp>
+#include <vmx/soft_vmcs.hpp>
+
+namespace vmx = hvkit::vmx;
+namespace x86 = hvkit::x86;
+
+namespace {
+
+// ---- VMCS reads -------------------------------------------------------------------------
+void BM_vmcs_read_cached_hit(benchmark::State& state) {
+  vmx::soft_vmcs soft;
+  soft.store(vmx::fields::guest_rip, std::uint64_t{0x1000});
+  vmx::cached_vmcs cache(soft);
+  (void)vmx::vmread(cache, vmx::fields::guest_rip);  // now available
+  for (auto _ : state) {
+    auto r = vmx::vmread(cache, vmx::fields::guest_rip);
+    benchmark::DoNotOptimize(r);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_vmcs_read_cached_hit)->Name("BM_vmcs_read/cached_hit");
+
+void BM_vmcs_read_soft_backend(benchmark::State& state) {
+  vmx::soft_vmcs soft;
+  soft.store(vmx::fields::guest_rip, std::uint64_t{0x1000});
+  for (auto _ : state) {
+    auto r = vmx::vmread(soft, vmx::fields::guest_rip);
+    benchmark::DoNotOptimize(r);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_vmcs_read_soft_backend)->Name("BM_vmcs_read/soft_backend");
+
+// ---- read_cr0_bits after an exit ------------------------------------------------------------
+template <bool GuestOwnedBit>
+void BM_read_cr_bits(benchmark::State& state) {
+  vmx::soft_vmcs soft;
+  soft.store(vmx::fields::guest_cr0, std::uint64_t{0x8000'0033});
+  vmx::cached_vmcs cache(soft);
+  vmx::guest_cr cr(x86::cr0{0x8001'0033}, x86::cr4{0x20}, vmx::make_guest_owned({true, x86::cr4::defined}));
+  const x86::cr0 mask = GuestOwnedBit ? x86::cr0::wp : x86::cr0::pg;
+  for (auto _ : state) {
+    // Every iteration models one exit: the cache and the CR state are stale again.
+    cache.on_vm_exit();
+    cr.on_vm_exit();
+    auto r = cr.read_cr0_bits(cache, mask);
+    benchmark::DoNotOptimize(r);
+    benchmark::ClobberMemory();
+  }
+  state.counters["vmreads_per_iter"] =
+      static_cast<double>(soft.reads()) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_read_cr_bits<false>)->Name("BM_read_cr_bits/host_owned");
+BENCHMARK(BM_read_cr_bits<true>)->Name("BM_read_cr_bits/guest_owned");
+
+// ---- exit dispatch ----------------------------------------------------------------------
+struct exit_ctx {
+  std::uint64_t acc = 0;
+};
+
+template <unsigned N>
+int handle(exit_ctx& c) {
+  c.acc += N * 2654435761u;
+  return static_cast<int>(N);
+}
+
+struct switch_handler {
+  using result_type = int;
+  exit_ctx* c;
+  int operator()(vmx::cr_access_exit e, vmx::soft_vmcs&) {
+    c->acc += e.qualification.raw();
+    return 28;
+  }
+  template <vmx::exit_reason R>
+  int operator()(vmx::exit_tag<R>, vmx::soft_vmcs&) {
+    return handle<static_cast<unsigned>(R)>(*c);
+  }
+  int unhandled(vmx::exit_reason_field r, vmx::soft_vmcs&) { return -static_cast<int>(r.basic_raw()); }
+};
+
+// The baseline: a table of function pointers indexed by the basic exit reason.
+using handler_fn = int (*)(exit_ctx&, vmx::soft_vmcs&);
+template <unsigned N>
+int table_entry(exit_ctx& c, vmx::soft_vmcs& v) {
+  if constexpr (N == 28) {
+    c.acc += vmx::vmread(v, vmx::fields::exit_qualification).value();
+    return 28;
+  } else if constexpr (vmx::is_defined_exit_reason(N)) {
+    return handle<N>(c);
+  } else {
+    return -static_cast<int>(N);
+  }
+}
+template <std::size_t... I>
+constexpr std::array<handler_fn, sizeof...(I)> make_table(std::index_sequence<I...>) {
+  return {&table_entry<I>...};
+}
+constexpr auto fn_table = make_table(std::make_index_sequence<vmx::exit_reason_limit>{});
+
+// A fixed-seed mix of exit reasons: half CR accesses, the rest spread over every reason.
+std::array<std::uint32_t, 4096> make_mix() {
+  std::array<std::uint32_t, 4096> m{};
+  std::mt19937 rng(42);
+  for (auto& r : m) {
+    r = rng() % 2 ? 28u : static_cast<std::uint32_t>(rng() % vmx::exit_reason_limit);
+    if (!vmx::is_defined_exit_reason(r)) r = 10;
+  }
+  return m;
+}
+const auto mix = make_mix();
+
+void BM_exit_dispatch_switch(benchmark::State& state) {
+  vmx::soft_vmcs v;
+  v.store(vmx::fields::exit_qualification, std::uint64_t{0x304});
+  exit_ctx c;
+  switch_handler h{&c};
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const int r = vmx::dispatch_exit(h, v, vmx::exit_reason_field{mix[i++ & (mix.size() - 1)]});
+    benchmark::DoNotOptimize(r);
+  }
+  benchmark::DoNotOptimize(c.acc);
+}
+BENCHMARK(BM_exit_dispatch_switch)->Name("BM_exit_dispatch/switch");
+
+void BM_exit_dispatch_function_pointer_table(benchmark::State& state) {
+  vmx::soft_vmcs v;
+  v.store(vmx::fields::exit_qualification, std::uint64_t{0x304});
+  exit_ctx c;
+  std::size_t i = 0;
+  for (auto _ : state) {
+    const vmx::exit_reason_field f{mix[i++ & (mix.size() - 1)]};
+    const unsigned n = f.basic_raw();
+    const int r = n < fn_table.size() ? fn_table[n](c, v) : -1;
+    benchmark::DoNotOptimize(r);
+  }
+  benchmark::DoNotOptimize(c.acc);
+}
+BENCHMARK(BM_exit_dispatch_function_pointer_table)->Name("BM_exit_dispatch/function_pointer_table");
+
+}  // namespace
+
+BENCHMARK_MAIN();
