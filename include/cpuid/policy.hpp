@@ -11,6 +11,7 @@
 /// @endcode
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -121,7 +122,22 @@ class policy {
     if (leaf_class(leaf) != leaves::hypervisor_base) return unexpected(policy_error::not_hypervisor_leaf);
     if (kvm_leaves_ && leaf >= kvm_base_ && leaf <= kvm_base_ + 0xff) return unexpected(policy_error::not_hypervisor_leaf);
     if (!table_.set(leaf, subleaf, v)) return unexpected(policy_error::table_full);
+    reindex();
     return {};
+  }
+
+  /// The stored registers of (leaf, subleaf), or nullptr: O(1) for basic leaves below 64
+  /// and extended leaves below 0x80000040 (a direct index), a binary search otherwise.
+  [[nodiscard]] constexpr const regs* find(std::uint32_t leaf, std::uint32_t subleaf) const noexcept {
+    std::uint8_t i = no_entry;
+    if (leaf < index_span) i = basic_first_[leaf];
+    else if (leaf - leaves::ext_max < index_span) i = ext_first_[leaf - leaves::ext_max];
+    else return table_.find(leaf, subleaf);
+    if (i == no_entry) return nullptr;
+    if (!is_indexed(leaf)) return &table_[i].value;
+    for (std::size_t j = i; j < table_.size() && table_[j].leaf == leaf; ++j)
+      if (table_[j].subleaf == subleaf) return &table_[j].value;
+    return nullptr;
   }
 
   /// The answer to CPUID(leaf, subleaf) executed by a vCPU in state `v` (the dynamic rules
@@ -130,7 +146,7 @@ class policy {
   /// CPUID, "If a value entered for CPUID.EAX is higher than the maximum input value...";
   /// APM vol. 3 E.2).
   [[nodiscard]] constexpr regs answer(std::uint32_t leaf, std::uint32_t subleaf, const vcpu_state& v) const noexcept {
-    if (const regs* r = table_.find(leaf, subleaf)) {
+    if (const regs* r = find(leaf, subleaf)) {
       regs out = *r;
       patch(leaf, subleaf, out, v);
       return out;
@@ -138,7 +154,7 @@ class policy {
     if (!in_range(leaf)) {
       if (is_amd_like(vendor_)) return {};
       leaf = max_basic_;
-      if (const regs* r = table_.find(leaf, subleaf)) {
+      if (const regs* r = find(leaf, subleaf)) {
         regs out = *r;
         patch(leaf, subleaf, out, v);
         return out;
@@ -171,6 +187,21 @@ class policy {
     }
   }
 
+  static constexpr std::uint32_t index_span = 64;
+  static constexpr std::uint8_t no_entry = 0xff;
+  static_assert(policy_capacity < no_entry, "entry positions must fit the index");
+
+  /// Rebuilds the direct index after the table changed shape.
+  constexpr void reindex() noexcept {
+    basic_first_.fill(no_entry);
+    ext_first_.fill(no_entry);
+    for (std::size_t j = table_.size(); j-- > 0;) {
+      const std::uint32_t l = table_[j].leaf;
+      if (l < index_span) basic_first_[l] = static_cast<std::uint8_t>(j);
+      else if (l - leaves::ext_max < index_span) ext_first_[l - leaves::ext_max] = static_cast<std::uint8_t>(j);
+    }
+  }
+
   constexpr void patch(std::uint32_t leaf, std::uint32_t subleaf, regs& out, const vcpu_state& v) const noexcept {
     switch (leaf) {
       case leaves::version:
@@ -196,6 +227,8 @@ class policy {
   }
 
   table_type table_{};
+  std::array<std::uint8_t, index_span> basic_first_{};
+  std::array<std::uint8_t, index_span> ext_first_{};
   feature_set features_{};
   xsave_layout layout_{};
   topology topo_{};
@@ -442,6 +475,7 @@ template <std::size_t N>
   // The stored features are what the table says (leaves above the cap are gone).
   p.features_ = read_features(t, cfg.kvm_base);
   p.features_.put(word::kvm_hints, 0);
+  p.reindex();
   return p;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 
 #include <cpuid/leaf.hpp>
@@ -51,9 +52,9 @@ struct xsave_layout {
   [[nodiscard]] constexpr result<std::uint32_t, xsave_error> standard_size(x86::xfeatures mask) const noexcept {
     if ((mask.raw() >> xsave_max_components) != 0) return unexpected(xsave_error::out_of_range);
     std::uint32_t size = xsave_legacy_and_header_size;
-    for (unsigned i = 2; i < xsave_max_components; ++i) {
-      if (((mask.raw() >> i) & 1u) == 0) continue;
-      const xsave_component& c = components[i];
+    // Visit only the set bits >= 2 (components 0 and 1 live in the legacy region).
+    for (std::uint64_t m = mask.raw() & ~std::uint64_t{3}; m != 0; m &= m - 1) {
+      const xsave_component& c = components[static_cast<unsigned>(std::countr_zero(m))];
       if (c.size == 0) return unexpected(xsave_error::unknown_component);
       if (c.offset + c.size > size) size = c.offset + c.size;
     }
@@ -66,9 +67,8 @@ struct xsave_layout {
   [[nodiscard]] constexpr result<std::uint32_t, xsave_error> compacted_size(x86::xfeatures mask) const noexcept {
     if ((mask.raw() >> xsave_max_components) != 0) return unexpected(xsave_error::out_of_range);
     std::uint32_t size = xsave_legacy_and_header_size;
-    for (unsigned i = 2; i < xsave_max_components; ++i) {
-      if (((mask.raw() >> i) & 1u) == 0) continue;
-      const xsave_component& c = components[i];
+    for (std::uint64_t m = mask.raw() & ~std::uint64_t{3}; m != 0; m &= m - 1) {
+      const xsave_component& c = components[static_cast<unsigned>(std::countr_zero(m))];
       if (c.size == 0) return unexpected(xsave_error::unknown_component);
       if (c.align64) size = (size + 63u) & ~63u;
       size += c.size;

@@ -141,3 +141,23 @@ TEST(cpuid_policy_golden, errors) {
   }();
   HVKIT_BOTH(broken == cpuid::policy_error::xsave_layout);
 }
+
+TEST(cpuid_policy_golden, direct_index_agrees_with_the_table) {
+  auto agree = [](const cpuid::policy& p) {
+    for (std::uint32_t base : {0x0u, 0x40000000u, 0x80000000u})
+      for (std::uint32_t leaf = base; leaf < base + 0x48; ++leaf)
+        for (std::uint32_t sub = 0; sub < 20; ++sub)
+          if (p.find(leaf, sub) != p.leaves().find(leaf, sub)) return false;
+    return true;
+  };
+  EXPECT_TRUE(agree(amd));
+  EXPECT_TRUE(agree(intel));
+  constexpr bool ct = [] {
+    auto p = intel;
+    (void)p.set_leaf(0x40000000, 0, {});  // hypervisor leaves shift nothing in the index...
+    (void)p.set_leaf(0x4000000f, 0, {});  // ...but a reindex keeps every position right
+    return p.find(0x80000008, 0) == p.leaves().find(0x80000008, 0) && p.find(0xd, 18) == p.leaves().find(0xd, 18) &&
+           p.find(0x40000001, 0) == p.leaves().find(0x40000001, 0);
+  }();
+  HVKIT_BOTH(ct);
+}
