@@ -10,6 +10,7 @@
 #include <cpuid/leaf.hpp>
 #include <cpuid/msr_policy.hpp>
 #include <cpuid/policy.hpp>
+#include <cpuid/presets.hpp>
 #include <cpuid/rules.hpp>
 #include <cpuid/table.hpp>
 #include <cpuid/topology.hpp>

@@ -2,7 +2,9 @@
 // host. Every expected register was worked out by hand from the fixture and the rules.
 #include <gtest/gtest.h>
 
+#include <cpuid/msr_policy.hpp>
 #include <cpuid/policy.hpp>
+#include <cpuid/presets.hpp>
 
 #include "policy_helpers.hpp"
 #include "runtime.hpp"
@@ -160,4 +162,27 @@ TEST(cpuid_policy_golden, direct_index_agrees_with_the_table) {
            p.find(0x40000001, 0) == p.leaves().find(0x40000001, 0);
   }();
   HVKIT_BOTH(ct);
+}
+
+TEST(cpuid_policy_golden, amd_with_presets) {
+  constexpr auto p = [] {
+    cpuid::hypervisor_caps hv;
+    hv.passthrough = cpuid::presets::instruction_set_passthrough;
+    hv.emulated = cpuid::presets::virtual_apic;
+    return build(amd_host, hv, config(1, 1));
+  }();
+  constexpr auto t = p.leaves();
+  // PCID (ECX[17]) not passed through, OSXSAVE dynamic; x2APIC/TSC-deadline emulated.
+  HVKIT_BOTH(t.get(0x1).ecx == 0xf7f83203);
+  // TSC_ADJUST (EBX[1]) and INVPCID (EBX[10]) need VMCS support: not in the preset.
+  HVKIT_BOTH(t.get(0x7, 0).ebx == 0xf1bf03a9);
+  // UMIP (2), shadow stack (7), RDPID (22) not in the preset.
+  HVKIT_BOTH(t.get(0x7, 0).ecx == 0x00005f42);
+  // No XSAVES: no supervisor state.
+  HVKIT_BOTH(t.get(0xd, 1) == (regs{0x7, 0x240, 0, 0}) && p.xss_components() == x86::xfeatures{});
+  // The preset carries no MSR obligation: even an MSR policy that refuses everything is
+  // consistent with it (only the virtual APIC's TSC-deadline MSR is owed).
+  HVKIT_BOTH(cpuid::check_consistency(cpuid::presets::instruction_set_passthrough, cpuid::msr_policy{}).has_value());
+  HVKIT_BOTH(!cpuid::check_consistency(p.features(), cpuid::msr_policy{}).has_value());
+  HVKIT_BOTH(cpuid::check_consistency(p.features(), cpuid::derive_msr_policy(p.features(), p.xss_components())).has_value());
 }
