@@ -15,6 +15,11 @@
 #include <emulate/emulator.hpp>
 #include <emulate/outcome.hpp>
 #include <emulate/platform.hpp>
+#include <cpuid/features.hpp>
+#include <cpuid/host.hpp>
+#include <cpuid/kvm.hpp>
+#include <cpuid/msr_policy.hpp>
+#include <cpuid/policy.hpp>
 #include <vmx/capabilities.hpp>
 #include <vmx/controls.hpp>
 #include <vmx/cr_access.hpp>
@@ -28,6 +33,7 @@
 #include <paging/mmu.hpp>
 #include <paging/walker.hpp>
 #include <x86/cr3.hpp>
+#include <x86/xcr0.hpp>
 #include <x86/rflags.hpp>
 #include <x86/address.hpp>
 #include <x86/cr.hpp>
@@ -111,13 +117,6 @@ constexpr run_config runs[] = {
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
-// ---- CPUID policy (glue until include/cpuid/ lands) -----------------------------------
-constexpr std::uint32_t hv_leaf_max = 0x40000001;
-// "HVKITHVKITHV" in EBX, ECX, EDX
-constexpr std::uint32_t hv_sig_ebx = 0x494b5648, hv_sig_ecx = 0x4b564854, hv_sig_edx = 0x56485449;
-constexpr std::uint32_t hv_pv_features = 0x1;  // bit 0: the hvkit reporting hypercalls
-constexpr std::uint32_t hv_pv_hints = 0x0;
-
 // ---- state --------------------------------------------------------------------------------
 alignas(16) std::uint64_t host_gdt[6];
 alignas(16) std::uint8_t host_tss[104];
@@ -137,6 +136,13 @@ struct capabilities {
 };
 capabilities caps;
 
+// ---- CPUID and MSR policy (hvkit::cpuid), built once --------------------------------
+namespace cpuid_ns = hvkit::cpuid;
+constinit cpuid_ns::table<128> host_cpuid{};
+constinit cpuid_ns::policy guest_policy{};
+/// The MSR policy derived from the CPUID policy: one source for both (background.md 2).
+constinit cpuid_ns::msr_policy guest_msrs{};
+
 struct counters {
   std::uint64_t total;
   std::uint64_t by_reason[exit_reason_slots];
@@ -154,7 +160,6 @@ struct run_state {
   run_status status;
   std::uint64_t guest_efer;
   std::uint64_t cr0_mask, cr4_mask;
-  bool ibpb_advertised;
   // Results of the measured sections, kept for the cross-run comparison.
   std::uint64_t wp_toggles, wp_cr_exits, wp_mismatch, wp_tsc;
   bool wp_seen;
@@ -340,6 +345,54 @@ void read_capabilities() {
           (unsigned long long)caps.cr4_fixed0, (unsigned long long)caps.cr4_fixed1);
 }
 
+/// Builds the guest's CPUID policy (hvkit::cpuid::build_policy) and the MSR policy derived
+/// from it. Host features pass through except those whose instructions or state this
+/// hypervisor does not virtualize with the VMX controls it sets (RDTSCP, INVPCID, XSAVES
+/// need their secondary controls; RDPID reads TSC_AUX; a feature whose CR4 bit VMX does not
+/// allow in the guest is hidden); VMX is not offered (no nested virtualization). No KVM
+/// paravirtual feature is implemented, so none is offered; the hints word says
+/// "realtime" (one vCPU, never preempted). Hints may change later, features may not.
+bool build_cpuid_policy() {
+  namespace feat = cpuid_ns::feat;
+  if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
+    result("cpuid_policy", false, "reason=host_table_full");
+    return false;
+  }
+  cpuid_ns::hypervisor_caps hvc{};
+  hvc.passthrough = cpuid_ns::feature_set::all();
+  for (const cpuid_ns::feature f : {feat::vmx, feat::rdtscp, feat::invpcid, feat::xsaves, feat::rdpid, feat::waitpkg})
+    hvc.passthrough.clear(f);
+  const x86::cr4 vmx_cr4{caps.cr4_fixed1};
+  if (!vmx_cr4.test(x86::cr4::pke)) hvc.passthrough.clear(feat::pku);
+  if (!vmx_cr4.test(x86::cr4::la57)) hvc.passthrough.clear(feat::la57);
+  if (!vmx_cr4.test(x86::cr4::umip)) hvc.passthrough.clear(feat::umip);
+  if (!vmx_cr4.test(x86::cr4::smep)) hvc.passthrough.clear(feat::smep);
+  if (!vmx_cr4.test(x86::cr4::smap)) hvc.passthrough.clear(feat::smap);
+  if (!vmx_cr4.test(x86::cr4::fsgsbase)) hvc.passthrough.clear(feat::fsgsbase);
+  // XSAVE state: x87, SSE and AVX only. The host never touches FP/vector state
+  // (-mgeneral-regs-only), so these survive exits untouched; larger components are not
+  // offered (and the library refuses components whose size the host does not report).
+  hvc.xsave_components = x86::xfeatures{0x7};
+  cpuid_ns::policy_config cfg{};
+  cfg.xsave_components = x86::xfeatures{0x7};
+  cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
+  auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
+  if (!p) {
+    result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
+    return false;
+  }
+  guest_policy = p.value();
+  guest_msrs = cpuid_ns::derive_msr_policy(guest_policy.features(), guest_policy.xss_components());
+  const bool consistent = cpuid_ns::check_consistency(guest_policy.features(), guest_msrs).has_value();
+  const cpuid_ns::regs sig = guest_policy.answer(guest_policy.kvm_base(), 0, {});
+  const cpuid_ns::regs pv = guest_policy.answer(guest_policy.kvm_base() + 1, 0, {});
+  result("cpuid_policy", consistent,
+         "kvm_base=0x%x max_leaf=0x%x pv_features=0x%x hints=0x%x ibpb=%d pred_cmd_bits=0x%llx msr_policy_consistent=%d",
+         guest_policy.kvm_base(), sig.eax, pv.eax, pv.edx, guest_policy.has(feat::spec_ctrl) ? 1 : 0,
+         (unsigned long long)guest_msrs.pred_cmd_bits, consistent ? 1 : 0);
+  return true;
+}
+
 bool enable_vmx() {
   // SDM Vol. 3C 24.7 "Enabling and Entering VMX Operation".
   std::uint64_t fc = rdmsr(x86::msr::ia32_feature_control);
@@ -435,7 +488,19 @@ const hc::guest_header* load_guest() {
 /// CR4 bits the guest may set: what the CPU allows in VMX non-root operation, minus VMXE
 /// and SMXE (no nested virtualization or SMX offered).
 x86::cr4 guest_cr4_allowed() {
-  return x86::cr4{caps.cr4_fixed1} & ~(x86::cr4::vmxe | x86::cr4::smxe) & x86::cr4::defined;
+  namespace feat = cpuid_ns::feat;
+  x86::cr4 a = x86::cr4{caps.cr4_fixed1} & ~(x86::cr4::vmxe | x86::cr4::smxe) & x86::cr4::defined;
+  // A CR4 bit whose feature the guest's CPUID does not enumerate is reserved for it.
+  struct {
+    x86::cr4 bit;
+    cpuid_ns::feature f;
+  } const gates[] = {{x86::cr4::smep, feat::smep},         {x86::cr4::smap, feat::smap},
+                     {x86::cr4::fsgsbase, feat::fsgsbase}, {x86::cr4::pcide, feat::pcid},
+                     {x86::cr4::osxsave, feat::xsave},     {x86::cr4::umip, feat::umip},
+                     {x86::cr4::pke, feat::pku},           {x86::cr4::la57, feat::la57}};
+  for (const auto& g : gates)
+    if (!guest_policy.has(g.f)) a = a.clear(g.bit);
+  return a;
 }
 
 /// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
@@ -661,27 +726,18 @@ bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
   return true;
 }
 
+/// CPUID exit: the answer of the guest's hvkit::cpuid policy, with the dynamic bits
+/// (OSXSAVE, OSPKE) from the guest's CR4 as the guest sees it.
 void handle_cpuid(guest_regs& r) {
   auto leaf = static_cast<std::uint32_t>(r.rax), sub = static_cast<std::uint32_t>(r.rcx);
-  cpuid_regs c{};
-  if (leaf >= 0x40000000 && leaf <= 0x400000FF) {
-    // Hypervisor leaves: signature, then PV features (EAX) and hints (EDX). Features are
-    // stable for the guest's lifetime; hints may change (background.md section 3).
-    if (leaf == 0x40000000) c = {hv_leaf_max, hv_sig_ebx, hv_sig_ecx, hv_sig_edx};
-    else if (leaf == 0x40000001) c = {hv_pv_features, 0, 0, hv_pv_hints};
-  } else {
-    c = cpuid(leaf, sub);
-    if (leaf == 1) {
-      c.ecx &= ~(1u << 5);   // VMX: no nested virtualization offered
-      c.ecx |= 1u << 31;     // hypervisor present
-      // OSXSAVE mirrors the guest's CR4.OSXSAVE (read shadow), not the host's.
-      c.ecx = (c.ecx & ~(1u << 27)) | ((vmread(fields::cr4_read_shadow) & cr4_osxsave) ? (1u << 27) : 0);
-    }
-  }
-  r.rax = c.eax;
-  r.rbx = c.ebx;
-  r.rcx = c.ecx;
-  r.rdx = c.edx;
+  cpuid_ns::vcpu_state vs{};
+  const std::uint64_t m4 = vmread(fields::cr4_guest_host_mask);
+  vs.cr4 = hvkit::vmx::guest_visible_cr4(x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, m4);
+  const cpuid_ns::regs a = guest_policy.answer(leaf, sub, vs);
+  r.rax = a.eax;
+  r.rbx = a.ebx;
+  r.rcx = a.ecx;
+  r.rdx = a.edx;
   skip_instruction();
 }
 
@@ -692,6 +748,25 @@ bool handle_msr(guest_regs& r, bool write) {
   auto m = static_cast<std::uint32_t>(r.rcx);
   std::uint64_t v = (r.rdx << 32) | (r.rax & 0xFFFFFFFF);
   bool ok = true;
+  // MSRs the CPUID-derived policy decides (PRED_CMD, SPEC_CTRL, FLUSH_CMD, ...).
+  const cpuid_ns::msr_verdict verdict = write ? guest_msrs.write(m, v) : guest_msrs.read(m);
+  if (verdict == cpuid_ns::msr_verdict::gp) {
+    inject_gp();
+    return true;
+  }
+  if (verdict == cpuid_ns::msr_verdict::allow) {
+    // Allowed means the host has the feature too (the policy only passes host features
+    // through): perform the access on the real MSR.
+    if (write) {
+      wrmsr(m, v);
+    } else {
+      v = rdmsr(m);
+      r.rax = v & 0xFFFFFFFF;
+      r.rdx = v >> 32;
+    }
+    skip_instruction();
+    return true;
+  }
   if (!write) {
     switch (m) {
       case x86::msr::ia32_efer: v = vmread(fields::guest_ia32_efer); break;
@@ -704,7 +779,7 @@ bool handle_msr(guest_regs& r, bool write) {
       case x86::msr::ia32_star: case x86::msr::ia32_lstar: case x86::msr::ia32_cstar: case x86::msr::ia32_fmask: case x86::msr::ia32_kernel_gs_base:
         v = rdmsr(m);  // not used by the host: the guest's values live in the real MSRs
         break;
-      default: ok = false;  // includes IA32_PRED_CMD, which is write-only
+      default: ok = false;
     }
     if (ok) {
       r.rax = v & 0xFFFFFFFF;
@@ -733,12 +808,6 @@ bool handle_msr(guest_regs& r, bool write) {
       case x86::msr::ia32_sysenter_eip: vmwrite(fields::guest_ia32_sysenter_eip, v); break;
       case x86::msr::ia32_star: case x86::msr::ia32_lstar: case x86::msr::ia32_cstar: case x86::msr::ia32_fmask: case x86::msr::ia32_kernel_gs_base:
         wrmsr(m, v);
-        break;
-      case x86::msr::ia32_pred_cmd:
-        // Only bit 0 (IBPB) is defined; the barrier itself is issued on the host when the
-        // host has it. Advertised-but-refused would crash the guest (background.md 2).
-        if (!run.ibpb_advertised || (v & ~1ull)) ok = false;
-        else if (v & 1) wrmsr(x86::msr::ia32_pred_cmd, 1);
         break;
       default: ok = false;
     }
@@ -1282,7 +1351,6 @@ bool run_guest(int index) {
   run = run_state{};
   run.cfg = &cfg;
   run.status = run_status::running;
-  run.ibpb_advertised = (cpuid(7, 0).edx >> 26) & 1;  // passed through by handle_cpuid
   kprintf("HVKIT RUN %s begin wp=%s\n", cfg.name, cfg.wp_intercepted ? "intercepted" : "guest_owned");
 
   const hc::guest_header* g = load_guest();
@@ -1393,7 +1461,7 @@ extern "C" void hv_main() {
     machine_exit(true);
   }
   read_capabilities();
-  bool ok = enable_vmx() && build_ept();
+  bool ok = build_cpuid_policy() && enable_vmx() && build_ept();
   if (ok) {
     for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
     // Cross-run comparison: the numbers the CR0.WP work is about.

@@ -463,18 +463,22 @@ void check_wp_semantics() {
   vmcall(hc::mark_end, addr("wp_semantics"), toggles, mismatches, t1 - t0);
 }
 
-/// The CPUID policy as the hypervisor defines it (hypervisor.cpp): hypervisor bit set,
-/// VMX hidden, signature "HVKITHVKITHV", max hypervisor leaf 0x40000001, PV features
-/// bit 0, no hints.
+/// The CPUID policy as the hypervisor builds it with hvkit::cpuid (hypervisor.cpp,
+/// build_cpuid_policy): hypervisor bit set, VMX hidden, KVM signature at 0x40000000 with
+/// max leaf >= 0x40000001, no paravirtual feature offered (EAX of 0x40000001) and the
+/// "realtime" hint (EDX bit 0) set: features and hints are separate words.
 void check_cpuid() {
   cpuid_regs l1 = cpuid(1);
   report("cpuid_hypervisor_bit", (l1.ecx >> 31) & 1, l1.ecx);
   report("cpuid_vmx_hidden", ((l1.ecx >> 5) & 1) == 0, l1.ecx);
   cpuid_regs h = cpuid(0x40000000);
-  bool sig = h.ebx == 0x494b5648 && h.ecx == 0x4b564854 && h.edx == 0x56485449;
-  report("cpuid_hv_signature", sig && h.eax == 0x40000001, h.eax, (std::uint64_t{h.ebx} << 32) | h.ecx);
+  bool sig = h.ebx == 0x4b4d564b && h.ecx == 0x564b4d56 && h.edx == 0x0000004d;  // "KVMKVMKVM\0\0\0"
+  report("cpuid_hv_signature", sig && h.eax >= 0x40000001 && h.eax <= 0x400000FF, h.eax,
+         (std::uint64_t{h.ebx} << 32) | h.ecx);
   cpuid_regs f = cpuid(0x40000001);
-  report("cpuid_pv_features_hints", f.eax == 0x1 && f.edx == 0, f.eax, f.edx);
+  report("cpuid_pv_features_hints", f.eax == 0 && f.edx == 0x1, f.eax, f.edx);
+  // OSXSAVE mirrors the guest's CR4.OSXSAVE (clear here), whatever the host's is.
+  report("cpuid_osxsave_dynamic", ((l1.ecx >> 27) & 1) == 0, l1.ecx);
 }
 
 /// MSR policy derived from the CPUID policy: IA32_PRED_CMD (0x49) accepts IBPB exactly
