@@ -247,21 +247,24 @@ namespace detail {
 inline constexpr unsigned slot_index_limit = 64;
 }  // namespace detail
 
-/// The consteval validation pass: every declared field against its encoding bits.
-/// Returns the position of the first bad row, or field_count if all rows are good.
-[[nodiscard]] consteval std::size_t first_invalid_field() {
-  for (std::size_t i = 0; i < field_count; ++i) {
-    const auto& f = field_table[i];
+/// The consteval validation pass over a field table: every declared row against its encoding
+/// bits. Returns the position of the first bad row, or N if all rows are good.
+template <std::size_t N>
+[[nodiscard]] consteval std::size_t first_invalid_field(const field_info (&table)[N]) {
+  for (std::size_t i = 0; i < N; ++i) {
+    const auto& f = table[i];
     if (!is_well_formed(f.encoding)) return i;
     if (is_high_access(f.encoding)) return i;  // HIGH halves are derived, never listed
     if (width_of(f.encoding) != f.declared_width) return i;
     if (type_of(f.encoding) != f.declared_type) return i;
     if (index_of(f.encoding) >= detail::slot_index_limit) return i;
     for (std::size_t j = 0; j < i; ++j)
-      if (field_table[j].encoding == f.encoding) return i;
+      if (table[j].encoding == f.encoding) return i;
   }
-  return field_count;
+  return N;
 }
+/// The pass over hvkit's own table.
+[[nodiscard]] consteval std::size_t first_invalid_field() { return first_invalid_field(field_table); }
 static_assert(first_invalid_field() == field_count,
               "a VMCS field's declared width or group disagrees with its encoding bits");
 

@@ -168,3 +168,25 @@ TEST(vmx_fields, derived_properties) {
   EXPECT_EQ(vmx::slot_of(0x6830), -1);                     // not a field
   EXPECT_EQ(vmx::slot_of(0x4001), -1);                     // HIGH of a 32-bit field
 }
+
+// The consteval pass catches each kind of bad row (tables typed here, not the header's).
+namespace {
+using fw = vmx::field_width;
+using ft = vmx::field_type;
+constexpr vmx::field_info good[] = {{"a", 0x681e, fw::natural, ft::guest}, {"b", 0x4402, fw::w32, ft::exit_info}};
+constexpr vmx::field_info wrong_width[] = {{"a", 0x681e, fw::natural, ft::guest}, {"b", 0x6800, fw::w32, ft::guest}};
+constexpr vmx::field_info wrong_group[] = {{"a", 0x6c16, fw::natural, ft::guest}};
+constexpr vmx::field_info high_listed[] = {{"a", 0x2000, fw::w64, ft::control}, {"b", 0x2001, fw::w64, ft::control}};
+constexpr vmx::field_info reserved_bit[] = {{"a", 0x1000, fw::w16, ft::control}};
+constexpr vmx::field_info duplicate[] = {{"a", 0x0800, fw::w16, ft::guest}, {"b", 0x0802, fw::w16, ft::guest},
+                                         {"c", 0x0800, fw::w16, ft::guest}};
+}  // namespace
+TEST(vmx_fields, consteval_pass_detects_bad_rows) {
+  HVKIT_BOTH(vmx::first_invalid_field(good) == 2);
+  HVKIT_BOTH(vmx::first_invalid_field(wrong_width) == 1);
+  HVKIT_BOTH(vmx::first_invalid_field(wrong_group) == 0);
+  HVKIT_BOTH(vmx::first_invalid_field(high_listed) == 1);
+  HVKIT_BOTH(vmx::first_invalid_field(reserved_bit) == 0);
+  HVKIT_BOTH(vmx::first_invalid_field(duplicate) == 2);
+  HVKIT_BOTH(vmx::first_invalid_field() == vmx::field_count);
+}
