@@ -4,6 +4,8 @@
 #include <cpuid/policy.hpp>
 #include <cpuid/rules.hpp>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "policy_helpers.hpp"
@@ -267,4 +269,14 @@ TEST(cpuid_rules, apic_id) {
   cpuid::vcpu_state w{};
   w.x2apic_id = rt(7u);
   EXPECT_EQ(p.answer(0xb, 1, w).edx, 7u);
+}
+
+TEST(cpuid_rules, documented_in_docs_cpuid_md) {
+  std::ifstream f(HVKIT_SOURCE_DIR "/docs/cpuid.md");
+  ASSERT_TRUE(f) << "docs/cpuid.md";
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string doc = s.str();
+  for (const auto& r : cpuid::normalization_rules)
+    EXPECT_NE(doc.find(std::string("| ") + r.name + " |"), std::string::npos) << r.name << " missing from docs/cpuid.md";
 }
