@@ -76,7 +76,11 @@ class mmu_context {
   ///        implicit), ::fetch, and the software flag x86::pfec::implicit_access (an implicit
   ///        supervisor-mode access, e.g. a GDT/TSS write by LTR: SMAP is then not overridden
   ///        by RFLAGS.AC). Other bits are ignored. With ::user set, ::implicit_access has no
-  ///        effect (a user-mode access is never overridden by AC either).
+  ///        effect (a user-mode access is never overridden by AC either). ::write together
+  ///        with ::fetch is not an access the processor makes; the result is then both checks
+  ///        combined. Shadow-stack accesses (::ss, CET) are not modelled: the bit is ignored
+  ///        and the access is checked as an ordinary data access, which is wrong for
+  ///        shadow-stack pages (SDM 4.6.1); callers emulating CET must not rely on it.
   /// @param rflags the guest's RFLAGS; only AC (bit 18) is used.
   /// @param pkr the protection-key register that applies to the address: PKRU for a
   ///        user-mode address, IA32_PKRS for a supervisor-mode one (pk_register_for() picks
