@@ -101,7 +101,8 @@ class machine {
 
   /// Executes an instruction that was already decoded (its bytes at CS:RIP).
   constexpr outcome run(const instruction& in) noexcept {
-    const outcome o = execute(in);
+    outcome o = execute(in);
+    if (o.kind == outcome_kind::unsupported) o.op = in.op;
     if (o.is_done()) {
       ctx_.pending = completion{};
       live_ = ctx_;
