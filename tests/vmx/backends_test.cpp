@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <set>
 
 #include <vmx/backend.hpp>
 #include <vmx/cached_vmcs.hpp>
@@ -120,4 +122,90 @@ TEST(cached_vmcs, writes_back_dirty_fields_on_flush) {
   ASSERT_TRUE(vmx::vmwrite(c, vmx::high_half(f::tsc_offset), std::uint32_t{0x1234}));
   ASSERT_TRUE(c.flush());
   EXPECT_EQ(v.peek(f::tsc_offset), 0x1234'dead'beefu);
+}
+
+// Every encoding 0..0x7fff (plus a few with bits above 14) through the software VMCS, against a
+// rule model written here from SDM 25.11.2: a listed field or the HIGH half of a listed
+// 64-bit field is accepted; width from bits 14:13; HIGH reads bits 63:32; read-only group = 1.
+TEST(soft_vmcs, every_encoding_against_rule_model) {
+  std::set<std::uint32_t> listed;
+  for (const auto& row : vmx::field_table) listed.insert(row.encoding);
+  auto model_width_bits = [](std::uint32_t e) -> unsigned {
+    if (e & 1) return 32;
+    switch ((e >> 13) & 3) {
+      case 0: return 16;
+      case 1: return 64;
+      case 2: return 32;
+      default: return 64;
+    }
+  };
+  vmx::soft_vmcs v(true);  // VMWRITE to any field allowed, to exercise the exit-info rows too
+  vmx::soft_vmcs strict;
+  std::size_t n = 0, accepted = 0;
+  for (std::uint32_t e = 0; e < 0x8000 + 4; ++e) {
+    const std::uint32_t enc = e < 0x8000 ? e : (0x1'0000u << (e - 0x8000)) | 0x681e;
+    const bool full = listed.count(enc) != 0;
+    const bool high = (enc & 1) && listed.count(enc & ~1u) && ((enc >> 13) & 3) == 1;
+    const bool model_ok = full || high;
+    const std::uint64_t pattern = 0xfedc'ba98'7654'3210ull ^ enc;
+    auto w = v.write(enc, pattern);
+    auto r = v.read(enc);
+    EXPECT_EQ(w.has_value(), model_ok) << std::hex << enc;
+    EXPECT_EQ(r.has_value(), model_ok) << std::hex << enc;
+    if (model_ok) {
+      ++accepted;
+      const unsigned bits = model_width_bits(enc);
+      const std::uint64_t mask = bits == 64 ? ~0ull : ((1ull << bits) - 1);
+      EXPECT_EQ(r.value(), pattern & mask) << std::hex << enc;
+      const bool read_only = ((enc >> 10) & 3) == 1;
+      auto sw = strict.write(enc, pattern);
+      EXPECT_EQ(sw.has_value(), !read_only) << std::hex << enc;
+      if (read_only) {
+        EXPECT_EQ(static_cast<unsigned>(sw.error().error), 13u);
+      }
+    } else {
+      EXPECT_EQ(static_cast<unsigned>(r.error().error), 12u);
+    }
+    ++n;
+  }
+  // Every listed field, plus the HIGH half of each 64-bit one.
+  std::size_t w64 = 0;
+  for (auto e : listed) w64 += ((e >> 13) & 3) == 1;
+  EXPECT_EQ(accepted, listed.size() + w64);
+  std::printf("compared %zu encodings with the encoding rule model (%zu accepted)\n", n, accepted);
+}
+
+namespace {
+// A backend whose VMWRITE of one encoding fails with VMfailValid(12): for the cache's error path.
+struct failing_backend {
+  vmx::soft_vmcs inner;
+  std::uint32_t fail_on = 0;
+  hvkit::result<std::uint64_t, vmx::vm_fail> read(std::uint32_t e) { return inner.read(e); }
+  hvkit::result<void, vmx::vm_fail> write(std::uint32_t e, std::uint64_t v) {
+    if (e == fail_on)
+      return hvkit::unexpected(vmx::vm_fail::fail_valid(vmx::vmx_instruction::vmwrite,
+                                                        vmx::vm_instruction_error::unsupported_vmcs_component, e));
+    return inner.write(e, v);
+  }
+};
+}  // namespace
+
+TEST(cached_vmcs, flush_stops_at_a_failing_field_and_keeps_it_dirty) {
+  failing_backend b;
+  b.fail_on = 0x681e;  // GUEST_RIP
+  vmx::cached_vmcs c(b);
+  ASSERT_TRUE(vmx::vmwrite(c, f::guest_cs_selector, std::uint16_t{8}));  // slot before RIP
+  ASSERT_TRUE(vmx::vmwrite(c, f::guest_rip, std::uint64_t{0x1000}));
+  ASSERT_TRUE(vmx::vmwrite(c, f::host_rip, std::uint64_t{0x2000}));     // slot after RIP
+  auto r = c.flush();
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().field_encoding, 0x681eu);
+  EXPECT_EQ(b.inner.peek(f::guest_cs_selector), 8u);
+  EXPECT_FALSE(c.is_dirty(f::guest_cs_selector));
+  EXPECT_TRUE(c.is_dirty(f::guest_rip));
+  EXPECT_TRUE(c.is_dirty(f::host_rip));
+  b.fail_on = 0;
+  ASSERT_TRUE(c.flush());
+  EXPECT_EQ(b.inner.peek(f::guest_rip), 0x1000u);
+  EXPECT_EQ(b.inner.peek(f::host_rip), 0x2000u);
 }

@@ -163,8 +163,11 @@ TEST(vmx_controls, adjust_matches_rule_model_exhaustively_per_bit) {
       auto r = vmx::adjust_controls(cap, pp{req});
       const bool model_ok = (req & ~cap.may_be_one) == 0;
       EXPECT_EQ(r.has_value(), model_ok);
-      if (model_ok) EXPECT_EQ(r.value().raw(), (req | cap.must_be_one) & cap.may_be_one);
-      else EXPECT_EQ(r.error().unsupported.raw(), req);
+      if (model_ok) {
+        EXPECT_EQ(r.value().raw(), (req | cap.must_be_one) & cap.may_be_one);
+      } else {
+        EXPECT_EQ(r.error().unsupported.raw(), req);
+      }
       ++n;
     }
   }
