@@ -78,18 +78,21 @@ struct cr_context {
   return x86::cr0{v};
 }
 
-/// The outcome of a CR-access exit that writes CR0 or CR4.
+/// The outcome of a CR-access exit that writes a control register.
 struct cr_write_outcome {
-  unsigned cr = 0;                      ///< 0 or 4
+  unsigned cr = 0;                      ///< 0, 3, 4 or 8; ~0u for MOV from CR (see evaluate_cr_read)
   cr_write_fault fault = cr_write_fault::none;  ///< not none: inject #GP(0), change nothing
-  paging::cr_state after{};             ///< the new guest-visible state (if no fault)
-  paging::mmu_actions actions{};        ///< what the MMU must do (if no fault)
+  paging::cr_state after{};             ///< CR0/CR4: the new guest-visible state (if no fault)
+  paging::mmu_actions actions{};        ///< CR0/CR4: what the MMU must do (if no fault)
+  std::uint64_t value = 0;              ///< CR3/CR8: the value to load (if no fault)
 };
 
-/// Evaluates a CR-access exit that writes CR0 or CR4 (MOV to CR0/CR4, CLTS, LMSW).
-/// `gpr_value` is the source register for MOV to CR (outside 64-bit mode pass its low 32 bits).
-/// Sets `cr` to ~0u for accesses that do not write CR0/CR4 (MOV from CR,
-/// MOV to CR3/CR8): those are the caller's (CR3 handling is a paging concern).
+/// Evaluates a CR-access exit that writes a control register (MOV to CR0/CR3/CR4/CR8, CLTS,
+/// LMSW). `gpr_value` is the source register for MOV to CR (outside 64-bit mode pass its low
+/// 32 bits). For CR0/CR4 it checks #GP and asks paging/ for the MMU actions; for CR8 it checks
+/// bits 63:4 (#GP if set); for CR3 it only returns the value: its reserved bits depend on
+/// MAXPHYADDR and its flush semantics on CR4.PCIDE and bit 63 (paging/, SDM 4.10.4.1).
+/// MOV from CR sets `cr` to ~0u; use evaluate_cr_read().
 [[nodiscard]] constexpr cr_write_outcome evaluate_cr_write(cr_access_qualification q, const cr_context& c,
                                                            std::uint64_t gpr_value, paging::paging_kind kind) noexcept {
   using access = cr_access_qualification::access;
@@ -108,8 +111,14 @@ struct cr_write_outcome {
         const x86::cr4 v{gpr_value};
         out.fault = check_cr4_write(c, v);
         after.cr4 = v;
+      } else if (q.cr() == 8) {
+        out.cr = 8;
+        out.value = gpr_value;
+        if (gpr_value > 0xf) out.fault = cr_write_fault::reserved_bit;  // CR8 bits 63:4 reserved
+        return out;
       } else {
-        out.cr = ~0u;
+        out.cr = q.cr();
+        out.value = gpr_value;
         return out;
       }
       break;
@@ -129,6 +138,22 @@ struct cr_write_outcome {
   out.after = after;
   out.actions = paging::cr_write_actions({c.cr0, c.cr4, c.efer}, after, kind);
   return out;
+}
+
+/// A MOV from CR3 or CR8 (the only MOV-from-CR that exits: CR3-store / CR8-store exiting,
+/// SDM 26.1.3): the destination register and the value the guest must read.
+struct cr_read_outcome {
+  unsigned gpr = 0;         ///< 0 = RAX ... 15 = R15
+  std::uint64_t value = 0;
+  bool valid = false;       ///< false if the qualification is not a MOV from CR3/CR8
+};
+/// `cr8` is the guest's TPR bits 7:4 as CR8 (SDM 10.8.6.1).
+[[nodiscard]] constexpr cr_read_outcome evaluate_cr_read(cr_access_qualification q, const cr_context& c,
+                                                         std::uint64_t cr8) noexcept {
+  if (q.type() != cr_access_qualification::access::mov_from_cr) return {};
+  if (q.cr() == 3) return {q.gpr(), c.cr3, true};
+  if (q.cr() == 8) return {q.gpr(), cr8 & 0xf, true};
+  return {};
 }
 
 /// The CR0/CR4 read shadow and real value to load after an emulated write of guest-visible

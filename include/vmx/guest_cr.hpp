@@ -50,6 +50,12 @@ class guest_cr {
     return cr4_ & mask;
   }
 
+  /// read_cr_bits(vmcs, mask): KVM's name, overloaded on the mask's register type.
+  template <vmcs_backend B>
+  [[nodiscard]] constexpr result<x86::cr0, vm_fail> read_cr_bits(B& b, x86::cr0 mask) noexcept { return read_cr0_bits(b, mask); }
+  template <vmcs_backend B>
+  [[nodiscard]] constexpr result<x86::cr4, vm_fail> read_cr_bits(B& b, x86::cr4 mask) noexcept { return read_cr4_bits(b, mask); }
+
   /// Record a value the hypervisor set (after emulating a write, or at VM entry setup).
   constexpr void set_cr0(x86::cr0 v) noexcept { cr0_ = v; cr0_fresh_ = true; }
   constexpr void set_cr4(x86::cr4 v) noexcept { cr4_ = v; cr4_fresh_ = true; }

@@ -96,8 +96,8 @@ TEST(vmx_guest_cr, reads_vmcs_only_for_guest_owned_bits) {
   v.store(vmx::fields::guest_cr0, std::uint64_t{0x8001'0033});
   EXPECT_TRUE(cr.read_cr0_bits(v, x86::cr0::wp).value().test(x86::cr0::wp));
   EXPECT_EQ(v.reads(), 2u);
-  // PGE is guest-owned in CR4.
-  EXPECT_TRUE(cr.read_cr4_bits(v, x86::cr4::pge).value().test(x86::cr4::pge));
+  // PGE is guest-owned in CR4 (read_cr_bits picks CR4 from the mask's type).
+  EXPECT_TRUE(cr.read_cr_bits(v, x86::cr4::pge).value().test(x86::cr4::pge));
   EXPECT_EQ(v.reads(), 3u);
   // Shadow paging policy: WP is host-owned, asking for it never reads.
   vmx::guest_cr sh(x86::cr0{0x8001'0033}, x86::cr4{0x20}, vmx::make_guest_owned({false, x86::cr4::defined}));
@@ -178,9 +178,29 @@ TEST(vmx_cr_access, illegal_writes_fault) {
   const vmx::cr_context nofsgs{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000,
                                x86::cr4::defined.clear(x86::cr4::fsgsbase)};
   EXPECT_EQ(vmx::check_cr4_write(nofsgs, x86::cr4{0x1'0020}), vmx::cr_write_fault::reserved_bit);
-  // MOV from CR and MOV to CR3 are not CR0/CR4 writes.
+  // MOV from CR is not a write; MOV to CR3 returns the value; CR8 bits 63:4 are reserved.
   EXPECT_EQ(vmx::evaluate_cr_write(vmx::cr_access_qualification{0x13}, lma, 0, paging::paging_kind::shadow).cr, ~0u);
-  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(3, 0), lma, 0, paging::paging_kind::shadow).cr, ~0u);
+  auto c3 = vmx::evaluate_cr_write(mov_to_cr(3, 0), lma, 0x5000, paging::paging_kind::shadow);
+  EXPECT_EQ(c3.cr, 3u);
+  EXPECT_EQ(c3.value, 0x5000u);
+  EXPECT_EQ(c3.fault, vmx::cr_write_fault::none);
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(8, 0), lma, 0xf, paging::paging_kind::shadow).fault, vmx::cr_write_fault::none);
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(8, 0), lma, 0x10, paging::paging_kind::shadow).fault,
+            vmx::cr_write_fault::reserved_bit);
+}
+
+TEST(vmx_cr_access, mov_from_cr3_and_cr8) {
+  const vmx::cr_context ctx{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x7000, x86::cr4::defined};
+  // MOV from CR3 to RDI (gpr 7): qualification 0x713.
+  const auto r = vmx::evaluate_cr_read(vmx::cr_access_qualification{0x713}, ctx, 0);
+  EXPECT_TRUE(r.valid);
+  EXPECT_EQ(r.gpr, 7u);
+  EXPECT_EQ(r.value, 0x7000u);
+  // MOV from CR8 to RAX: 0x18.
+  const auto t = vmx::evaluate_cr_read(vmx::cr_access_qualification{0x18}, ctx, 0x9);
+  EXPECT_TRUE(t.valid && t.gpr == 0 && t.value == 9);
+  // A MOV to CR is not a read.
+  EXPECT_FALSE(vmx::evaluate_cr_read(vmx::cr_access_qualification{0x3}, ctx, 0).valid);
 }
 
 TEST(vmx_cr_access, clts_and_lmsw_exits) {
