@@ -172,8 +172,8 @@ class policy {
 
  private:
   template <std::size_t N>
-  friend constexpr result<policy, policy_error> build_policy(const table<N>&, const hypervisor_caps&,
-                                                             const policy_config&) noexcept;
+  friend constexpr result<void, policy_error> build_policy_into(policy&, const table<N>&, const hypervisor_caps&,
+                                                                const policy_config&) noexcept;
 
   [[nodiscard]] constexpr bool in_range(std::uint32_t leaf) const noexcept {
     switch (leaf_class(leaf)) {
@@ -284,19 +284,23 @@ constexpr void store_word(policy::table_type& t, const feature_set& f, word w, s
 
 }  // namespace detail
 
-/// Builds the guest policy. Steps: (1) guest features = ((host & hv.passthrough) |
+/// Builds the guest policy into `p` (in place: a freestanding caller keeps `p` in static
+/// storage and the stack small). Steps: (1) guest features = ((host & hv.passthrough) |
 /// hv.emulated) & ~cfg.deny; (2) the static rules of `normalization_rules`, in table order;
 /// (3) the leaves copied from the host with their feature words replaced. Every failure is
-/// a policy_error; nothing here can overflow.
+/// a policy_error (and leaves `p` empty); nothing here can overflow.
 template <std::size_t N>
-[[nodiscard]] constexpr result<policy, policy_error> build_policy(const table<N>& host, const hypervisor_caps& hv,
-                                                                  const policy_config& cfg) noexcept {
-  if (!kvm::is_valid_base(cfg.kvm_base)) return unexpected(policy_error::bad_kvm_base);
-  if (!cfg.topo.valid()) return unexpected(policy_error::bad_topology);
+constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>& host, const hypervisor_caps& hv,
+                                                       const policy_config& cfg) noexcept {
+  p = policy{};
+  auto fail = [&p](policy_error e) {
+    p = policy{};
+    return unexpected(e);
+  };
+  if (!kvm::is_valid_base(cfg.kvm_base)) return fail(policy_error::bad_kvm_base);
+  if (!cfg.topo.valid()) return fail(policy_error::bad_topology);
   if (host.find(leaves::basic_max) == nullptr || host.find(leaves::version) == nullptr)
-    return unexpected(policy_error::no_basic_leaves);
-
-  policy p;
+    return fail(policy_error::no_basic_leaves);
   p.vendor_ = decode_vendor(host.get(leaves::basic_max));
   p.kvm_base_ = cfg.kvm_base;
   p.kvm_leaves_ = cfg.announce_hypervisor;
@@ -311,6 +315,18 @@ template <std::size_t N>
   feature_set f = ((host_f & hv.passthrough) | hv.emulated) & ~cfg.deny;
   f.put(word::kvm_hints, 0);
   f = f & ~detail::dynamic_bits;
+  // A word can only be offered in a leaf the guest will have: the host has it and it is
+  // not above the configured cap (rule max_basic_leaf); without leaf 0xD no XSAVE.
+  const std::uint32_t host_max_basic = host.get(leaves::basic_max).eax;
+  std::uint32_t cap = cfg.max_basic_leaf < host_max_basic ? cfg.max_basic_leaf : host_max_basic;
+  if (cap >= leaves::hypervisor_base) cap = leaves::hypervisor_base - 1;
+  for (std::size_t i = 0; i < word_count; ++i) {
+    const auto w = static_cast<word>(i);
+    const word_location l = locate(w);
+    if (l.hypervisor_relative) continue;
+    if (host.find(l.leaf, l.subleaf) == nullptr || (leaf_class(l.leaf) == 0 && l.leaf > cap)) f.put(w, 0);
+  }
+  if (cap < leaves::xsave) f.clear(feat::xsave);
 
   // rule nested_virtualization
   if (!(cfg.nested_virtualization && hv.nested_virtualization)) {
@@ -340,9 +356,6 @@ template <std::size_t N>
 
   // (3) materialize the table from the host's leaves.
   policy::table_type& t = p.table_;
-  const std::uint32_t host_max_basic = host.get(leaves::basic_max).eax;
-  std::uint32_t cap = cfg.max_basic_leaf < host_max_basic ? cfg.max_basic_leaf : host_max_basic;
-  if (cap >= leaves::hypervisor_base) cap = leaves::hypervisor_base - 1;
   bool ok = true;
   auto copy = [&](std::uint32_t leaf, std::uint32_t sub, regs r) { ok = ok && static_cast<bool>(t.set(leaf, sub, r)); };
   for (const entry& e : host) {
@@ -387,24 +400,24 @@ template <std::size_t N>
       default: break;  // every other leaf is hidden (reads as zero)
     }
   }
-  if (!ok) return unexpected(policy_error::table_full);
+  if (!ok) return fail(policy_error::table_full);
   for (std::size_t i = 0; i < word_count; ++i) {
     const auto w = static_cast<word>(i);
     if (w != word::kvm_features && w != word::kvm_hints) detail::store_word(t, f, w, cfg.kvm_base);
   }
   // An exposed component without a size is a broken host table.
   for (unsigned i = 2; i < xsave_max_components; ++i)
-    if (((comps.raw() >> i) & 1u) != 0 && p.layout_.components[i].size == 0) return unexpected(policy_error::xsave_layout);
+    if (((comps.raw() >> i) & 1u) != 0 && p.layout_.components[i].size == 0) return fail(policy_error::xsave_layout);
 
   // rule xsave_leaf
   if (f.test(feat::xsave)) {
     regs* d0 = t.find(leaves::xsave, 0);
     regs* d1 = t.find(leaves::xsave, 1);
-    if (d0 == nullptr || d1 == nullptr) return unexpected(policy_error::xsave_layout);
+    if (d0 == nullptr || d1 == nullptr) return fail(policy_error::xsave_layout);
     d0->eax = static_cast<std::uint32_t>(p.xcr0_.raw());
     d0->edx = static_cast<std::uint32_t>(p.xcr0_.raw() >> 32);
     auto all_user = p.layout_.standard_size(p.xcr0_);
-    if (!all_user) return unexpected(policy_error::xsave_layout);
+    if (!all_user) return fail(policy_error::xsave_layout);
     d0->ecx = all_user.value();
     d0->ebx = xsave_legacy_and_header_size;  // XCR0 = x87 at reset (rule xsave_sizes)
     d1->ecx = static_cast<std::uint32_t>(p.xss_.raw());
@@ -427,7 +440,7 @@ template <std::size_t N>
     copy(leaves::v2_ext_topology, 0, lvl0);
     copy(leaves::v2_ext_topology, 1, lvl1);
   }
-  if (!ok) return unexpected(policy_error::table_full);
+  if (!ok) return fail(policy_error::table_full);
   if (regs* l1 = t.find(leaves::version)) {
     const std::uint32_t ids = pkg >= 8 ? 0xffu : (1u << pkg);  // 8-bit field
     l1->ebx = (l1->ebx & ~0x00ff0000u) | (ids << 16);
@@ -458,7 +471,7 @@ template <std::size_t N>
   } else {
     f.put(word::kvm_features, 0);
   }
-  if (!ok) return unexpected(policy_error::table_full);
+  if (!ok) return fail(policy_error::table_full);
 
   // rule leaf7_max_subleaf
   if (regs* l7 = t.find(leaves::extended_features, 0)) l7->eax = t.highest_subleaf(leaves::extended_features);
@@ -476,6 +489,15 @@ template <std::size_t N>
   p.features_ = read_features(t, cfg.kvm_base);
   p.features_.put(word::kvm_hints, 0);
   p.reindex();
+  return {};
+}
+
+/// build_policy_into() returning the policy by value (about 4.5 KB).
+template <std::size_t N>
+[[nodiscard]] constexpr result<policy, policy_error> build_policy(const table<N>& host, const hypervisor_caps& hv,
+                                                                  const policy_config& cfg) noexcept {
+  policy p;
+  if (auto r = build_policy_into(p, host, hv, cfg); !r) return unexpected(r.error());
   return p;
 }
 

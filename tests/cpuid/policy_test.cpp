@@ -186,3 +186,21 @@ TEST(cpuid_policy_golden, amd_with_presets) {
   HVKIT_BOTH(!cpuid::check_consistency(p.features(), cpuid::msr_policy{}).has_value());
   HVKIT_BOTH(cpuid::check_consistency(p.features(), cpuid::derive_msr_policy(p.features(), p.xss_components())).has_value());
 }
+
+TEST(cpuid_policy_golden, build_in_place) {
+  static cpuid::policy p;  // a freestanding caller keeps it in static storage
+  ASSERT_TRUE(cpuid::build_policy_into(p, amd_host, everything(), config(1, 2)));
+  EXPECT_TRUE(p.leaves().get(0x1) == amd.leaves().get(0x1));
+  EXPECT_EQ(p.leaves().size(), amd.leaves().size());
+  // A failure leaves an empty policy, never a half-built one.
+  auto c = config(1, 1);
+  c.kvm_base = 0x40000001;
+  auto r = cpuid::build_policy_into(p, amd_host, everything(), c);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), cpuid::policy_error::bad_kvm_base);
+  EXPECT_EQ(p.leaves().size(), 0u);
+  auto broken = intel_host;
+  (void)broken.erase(0xd, 9);
+  ASSERT_FALSE(cpuid::build_policy_into(p, broken, everything(), config(1, 1)));
+  EXPECT_EQ(p.leaves().size(), 0u);
+}

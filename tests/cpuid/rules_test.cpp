@@ -229,6 +229,12 @@ TEST(cpuid_rules, max_basic_leaf) {
   HVKIT_BOTH(!p.has(feat::pt_cr3_filter));
   constexpr auto low = with_config(intel_host, [](auto& c) { c.max_basic_leaf = 0x7; });
   HVKIT_BOTH(low.leaves().get(0x0).eax == 0x7 && !low.leaves().has_leaf(0xb) && !low.leaves().has_leaf(0xd));
+  // Without leaf 0xD there is no XSAVE, hence no AVX, FMA, F16C either (and no XCR0 state).
+  HVKIT_BOTH(low.leaves().get(0x1).ecx == 0xc3feebdf && low.xcr0_components() == x86::xfeatures{});
+  HVKIT_BOTH(!low.has(feat::avx2) && !low.has(feat::avx512f) && low.has(feat::bmi2));
+  // Below leaf 7, the leaf-7 words go too, and so do the components their features needed.
+  constexpr auto six = with_config(intel_host, [](auto& c) { c.max_basic_leaf = 0x6; });
+  HVKIT_BOTH(!six.leaves().has_leaf(0x7) && !six.has(feat::bmi2) && six.xcr0_components() == x86::xfeatures{});
 }
 
 TEST(cpuid_rules, max_extended_leaf) {
