@@ -47,6 +47,7 @@ enum : std::uint64_t {
   cfg_triple_fault = 1u << 3,    ///< hostile: wreck the IDT and triple-fault on purpose
   cfg_ltr_only = 1u << 4,        ///< only the LTR checks (the negative-control run)
   cfg_paging_diff = 1u << 5,     ///< only the differential paging cases
+  cfg_spin = 1u << 6,            ///< only spin (the two-guest IBPB run)
 };
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.

@@ -790,6 +790,13 @@ extern "C" void guest_main(std::uint64_t config) {
     for (auto& e : guest_idt) e = 0;
     asm volatile("ud2");
   }
+  if (config & hc::cfg_spin) {
+    // Busy work while the hypervisor switches VMCSes under us on preemption-timer exits.
+    static volatile std::uint64_t spins;
+    for (std::uint64_t i = 0; i < 150000; ++i) spins = spins + 1;
+    report("spin_survived_switches", spins == 150000, spins);
+    return;
+  }
   if (config & hc::cfg_paging_diff) {
     check_paging_differential(12000);
     return;
