@@ -7,6 +7,19 @@ if(n EQUAL 0)
   message(FATAL_ERROR "no public headers found under ${INC}")
 endif()
 
+# 0. Every public header (hosted ones too) documents itself for Doxygen.
+file(GLOB_RECURSE all_headers RELATIVE ${INC} ${INC}/*.hpp)
+set(undocumented "")
+foreach(h ${all_headers})
+  file(STRINGS ${INC}/${h} doc REGEX "^/// @file" LIMIT_COUNT 1)
+  if(NOT doc)
+    string(APPEND undocumented "  ${h}\n")
+  endif()
+endforeach()
+if(undocumented)
+  message(FATAL_ERROR "public headers without a '/// @file' comment:\n${undocumented}")
+endif()
+
 # 1. Direct-include allowlist.
 set(allowed cstdint cstddef type_traits concepts bit limits utility array compare initializer_list new)
 set(errors "")
