@@ -454,6 +454,85 @@ TEST_F(Emulator, FifteenByteLimitIsGp) {
   EXPECT_EQ(o.vector, x86::vector::gp);
 }
 
+
+// ---------------------------------------------------------------------------- remaining per-instruction cases
+TEST_F(Emulator, OrAndSbbDecOnMemory) {
+  g.ctx.gpr[0] = data_lin;
+  g.wr_data32(0x0000'f0f0);
+  g.ctx.gpr[3] = 0x0f0f'0000;
+  ASSERT_TRUE(g.exec({0x09, 0x18}).is_done());  // or [rax], ebx
+  EXPECT_EQ(g.rd_data32(), 0x0f0f'f0f0u);
+  g.ctx.rip = guest::code;
+  ASSERT_TRUE(g.exec({0x81, 0x20, 0xff, 0x00, 0xff, 0x00}).is_done());  // and dword [rax], 0x00ff00ff
+  EXPECT_EQ(g.rd_data32(), 0x000f'00f0u);
+  g.ctx.rip = guest::code;
+  g.ctx.rflags = g.ctx.rflags.set(x86::rflags::cf);
+  ASSERT_TRUE(g.exec({0x83, 0x18, 0x01}).is_done());  // sbb dword [rax], 1: 0xf00f0 - 1 - 1
+  EXPECT_EQ(g.rd_data32(), 0x000f'00eeu);
+  g.ctx.rip = guest::code;
+  g.wr_data32(1);
+  ASSERT_TRUE(g.exec({0xff, 0x08}).is_done());  // dec dword [rax]
+  EXPECT_EQ(g.rd_data32(), 0u);
+  EXPECT_TRUE(g.ctx.rflags.test(x86::rflags::zf));
+}
+
+TEST_F(Emulator, BtrAndBtcOnRegisters) {
+  g.ctx.gpr[0] = 0xff;
+  g.ctx.gpr[1] = 67;  // register operands: offset modulo 64
+  ASSERT_TRUE(g.exec({0x48, 0x0f, 0xb3, 0xc8}).is_done());  // btr rax, rcx
+  EXPECT_EQ(g.ctx.gpr[0], 0xf7u);
+  EXPECT_TRUE(g.ctx.rflags.test(x86::rflags::cf));
+  g.ctx.rip = guest::code;
+  ASSERT_TRUE(g.exec({0x0f, 0xba, 0xf8, 0x1f}).is_done());  // btc eax, 31
+  EXPECT_EQ(g.ctx.gpr[0], 0x8000'00f7u);
+  EXPECT_FALSE(g.ctx.rflags.test(x86::rflags::cf));
+}
+
+TEST_F(Emulator, MovFromSegmentRegister) {
+  g.ctx[sreg::fs].selector = 0x2b;
+  g.ctx.gpr[1] = ~0ull;
+  ASSERT_TRUE(g.exec({0x8c, 0xe1}).is_done());  // mov ecx, fs
+  EXPECT_EQ(g.ctx.gpr[1], 0x2bu);
+  g.ctx.rip = guest::code;
+  g.ctx.gpr[0] = data_lin;
+  g.put_data({0xee, 0xee, 0xee, 0xee});
+  ASSERT_TRUE(g.exec({0x48, 0x8c, 0x20}).is_done());  // mov [rax], fs: always 16 bits
+  EXPECT_EQ(g.rd_data32(), 0xeeee'002bu);
+}
+
+TEST_F(Emulator, InsAndOutsThroughPortsAndMmio) {
+  g.plat.pio_value = 0x11223344;
+  g.ctx.gpr[2] = 0x60;
+  g.ctx.gpr[7] = mmio_lin + 0x100;
+  ASSERT_TRUE(g.exec({0x6d}).is_done());  // insd
+  ASSERT_EQ(g.plat.pio.size(), 1u);
+  ASSERT_EQ(g.plat.mmio.size(), 1u);
+  EXPECT_EQ(g.plat.mmio[0].gpa, mmio_base + 0x100);
+  EXPECT_EQ(g.plat.mmio[0].value, 0x1122'3344u);
+  EXPECT_EQ(g.ctx.gpr[7], mmio_lin + 0x104);
+  g.ctx.rip = guest::code;
+  g.put_data({0x61, 0x62});
+  g.ctx.gpr[6] = data_lin;
+  g.ctx.gpr[1] = 2;
+  ASSERT_TRUE(g.exec({0xf3, 0x6e}).is_done());  // rep outsb
+  ASSERT_EQ(g.plat.pio.size(), 3u);
+  EXPECT_EQ(g.plat.pio[1].value, 0x61u);
+  EXPECT_EQ(g.plat.pio[2].value, 0x62u);
+  EXPECT_TRUE(g.plat.pio[2].write);
+  EXPECT_EQ(g.ctx.gpr[6], data_lin + 2);
+}
+
+TEST_F(Emulator, SidtAndInvd) {
+  g.ctx.idtr = descriptor_table{0x1000, 0xfff};
+  g.ctx.gpr[0] = data_lin;
+  ASSERT_TRUE(g.exec({0x0f, 0x01, 0x08}).is_done());  // sidt [rax]
+  EXPECT_EQ(g.mem[data_phys], 0xff);
+  EXPECT_EQ(g.mem[data_phys + 1], 0x0f);
+  EXPECT_EQ(g.rd64(data_phys + 2), 0x1000u);
+  g.ctx.rip = guest::code;
+  EXPECT_EQ(g.exec({0x0f, 0x08}).what, event::cache_flush);  // invd
+}
+
 // ---------------------------------------------------------------------------- segmentation (32-bit)
 struct Protected32 : ::testing::Test {
   guest g;
