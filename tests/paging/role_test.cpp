@@ -101,6 +101,9 @@ TEST(CpuRole, PermissionIndexSelectsTheMatchingTable) {
     const auto r = role_rt(cr0, cr4, efer);
     EXPECT_EQ(r.permission_index(), bits);
     EXPECT_EQ(&paging::permission_table_for(r), &paging::permission_tables[bits]);
+    // SMM and guest mode select another address space, not other rights.
+    EXPECT_EQ(role_rt(cr0, cr4, efer, true, true).permission_index(), bits);
+    EXPECT_NE(role_rt(cr0, cr4, efer, true, false), r);
     ++checked;
   }
   EXPECT_EQ(checked, 64);
