@@ -24,6 +24,14 @@ enum : std::uint64_t {
   /// RDX = probe result (0 or 0x100 | vector) | error code << 32, RSI = CR2.
   /// The hypervisor walks the same address with hvkit and compares. RAX = 0 if they agree.
   paging_case = 7,
+  /// Nested (EPT) case, before the access: RBX = linear address, RCX = access (pfec bits),
+  /// RDX = EPT permissions of the data page (bits 2:0) | of the guest PT page << 8. The
+  /// hypervisor applies them and predicts the outcome with hvkit's nested walker.
+  ept_arm = 8,
+  /// After the access: RBX = probe result, RCX = error code, RDX = CR2. RAX = 0 if the CPU
+  /// did what hvkit predicted (an EPT violation with the same qualification, GPA and
+  /// linear address, or the same guest outcome).
+  ept_check = 9,
 };
 
 /// A/D mask of a paging case: bit (level - 1) = accessed, bit (4 + level - 1) = dirty, for
@@ -48,7 +56,13 @@ enum : std::uint64_t {
   cfg_ltr_only = 1u << 4,        ///< only the LTR checks (the negative-control run)
   cfg_paging_diff = 1u << 5,     ///< only the differential paging cases
   cfg_spin = 1u << 6,            ///< only spin (the two-guest IBPB run)
+  cfg_ept_diff = 1u << 7,        ///< only the nested (EPT) differential cases
 };
+
+/// Guest-physical pages of the EPT differential (inside the paging scratch area): the guest
+/// page table of the test address and the data page, each with random EPT permissions.
+inline constexpr std::uint64_t ept_test_pt_gpa = 0x1C01000;
+inline constexpr std::uint64_t ept_test_data_gpa = 0x1C02000;
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.
 struct guest_header {

@@ -32,6 +32,8 @@
 #include <paging/cr_write.hpp>
 #include <paging/guest_memory.hpp>
 #include <paging/mmu.hpp>
+#include <paging/ept_walker.hpp>
+#include <paging/nested.hpp>
 #include <paging/walker.hpp>
 #include <x86/cr3.hpp>
 #include <x86/xcr0.hpp>
@@ -121,6 +123,9 @@ constexpr run_config runs[] = {
     // Guest A (the conformance guest, spinning) with a second VMCS of its own vCPU (the
     // vmcs02 stand-in) and guest B, round-robin A1 A2 A1 B on VMX-preemption timer exits;
     // vmx::ibpb_tracker decides every barrier (issue 9, item 3).
+    // EPT as the second stage: random EPT permissions on the guest's page-table page and
+    // data page, the access done natively, hvkit's nested walker predicting the outcome.
+    {"ept_diff", false, false, hc::cfg_ept_diff, run_status::done},
     {"ibpb_skip_same_guest", false, true, hc::cfg_spin, run_status::done, false,
      static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
     {"ibpb_every_change", false, true, hc::cfg_spin, run_status::done, false,
@@ -142,6 +147,7 @@ alignas(4096) std::uint64_t ept_b_pd[512];
 alignas(4096) std::uint64_t ept_pml4[512];
 alignas(4096) std::uint64_t ept_pdpt[512];
 alignas(4096) std::uint64_t ept_pd[512];
+alignas(4096) std::uint64_t ept_pt_scratch[512];  // 4 KiB EPT pages for the EPT differential
 
 /// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
 /// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
@@ -193,6 +199,15 @@ struct run_state {
   std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
   std::uint64_t pg_by_kind[6][2];  // [read/write/fetch at CPL 0, then CPL 3][ok, fault]
   bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
+  // EPT differential.
+  bool ept_armed;
+  bool ept_pred_ok;                       // hvkit: the access succeeds
+  bool ept_pred_ept;                      // hvkit: an EPT violation (else a guest fault)
+  std::uint64_t ept_pred_qual, ept_pred_gpa, ept_pred_la;
+  std::uint32_t ept_pred_result, ept_pred_error;
+  bool ept_seen;                          // the CPU exited with an EPT violation
+  std::uint64_t ept_seen_qual, ept_seen_gpa, ept_seen_la;
+  std::uint64_t ept_cases, ept_mismatches, ept_violations, ept_guest_faults, ept_errata;
 };
 constinit run_state run{};
 
@@ -210,6 +225,7 @@ bool str_eq(const char* a, const char* b) {
   return *a == *b;
 }
 void report_exit(const char* what, bool expected = false);
+bool ept_case_violation();
 void result(const char* name, bool pass, const char* fmt = nullptr, ...) __attribute__((format(printf, 3, 4)));
 void result(const char* name, bool pass, const char* fmt, ...) {
   (pass ? results_pass : results_fail)++;
@@ -1061,6 +1077,7 @@ bool emulate_instruction(guest_regs& r, const char* why) {
 /// RAM is all mapped, so this is an access to the test device or to unassigned space: the
 /// emulator redoes the access against hv_platform.
 bool handle_ept_violation(guest_regs& r) {
+  if (ept_case_violation()) return true;  // a provoked one (EPT differential): retry
   std::uint64_t q = vmread(fields::exit_qualification);
   if ((vmread(fields::idt_vectoring_info) >> 31) & 1) {
     report_exit("ept_violation_during_event_delivery");
@@ -1183,6 +1200,167 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   return same ? 0 : 1;
 }
 
+// ---- nested (EPT) differential -----------------------------------------------------------
+constexpr unsigned ept_scratch_pd_index = 0x1C00000 >> 21;
+
+std::uint64_t ept_perm_bits(unsigned p) { return p & 7; }  // bit 0 R, 1 W, 2 X
+
+/// Splits the scratch 2 MiB EPT page into 4 KiB pages (all RWX, write-back) for the run.
+void ept_scratch_split(bool on) {
+  namespace v = hvkit::vmx;
+  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const v::ept_permissions rwx{true, true, true, false};
+  if (on) {
+    for (std::uint64_t i = 0; i < 512; ++i)
+      ept_pt_scratch[i] = v::make_ept_leaf(x86::hpa{0x1C00000 + (i << 12)}, v::ept_level::pte, rwx,
+                                          v::ept_memory_type::wb, ec).value();
+    ept_pd[ept_scratch_pd_index] =
+        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pt_scratch)}, rwx, ec).value();
+  } else {
+    ept_pd[ept_scratch_pd_index] =
+        v::make_ept_leaf(x86::hpa{0x1C00000}, v::ept_level::pde, rwx, v::ept_memory_type::wb, ec).value();
+  }
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+}
+
+/// Sets the EPT permissions of one scratch page (memory type WB; no permission = not present).
+void ept_set_page(std::uint64_t gpa, unsigned perms) {
+  std::uint64_t& e = ept_pt_scratch[(gpa - 0x1C00000) >> 12];
+  e = (e & ~7ull) | ept_perm_bits(perms);
+}
+
+/// The memory the nested walk reads: host-physical memory from 1 MiB (the EPT tables live in
+/// the hypervisor's image) to the end of guest A's RAM. EPT maps guest A identically.
+hvkit::paging::flat_memory host_memory_view() {
+  return {reinterpret_cast<std::uint8_t*>(0x100000), layout::guest_mem_base + layout::guest_mem_size - 0x100000,
+          x86::gpa{0x100000}};
+}
+
+/// hc::ept_arm: apply the case's EPT permissions and predict the access with hvkit's nested
+/// walker (the guest's 4-level tables read through EPT, SDM Vol. 3C 29.3.3), guest A/D
+/// updates included (their EPT write check is part of the prediction) and then undone so
+/// that the CPU starts from the same state.
+void handle_ept_arm(guest_regs& r) {
+  namespace pg = hvkit::paging;
+  const std::uint64_t la = r.rbx;
+  const x86::pfec access{r.rcx};
+  ept_set_page(hc::ept_test_data_gpa, r.rdx & 7);
+  ept_set_page(hc::ept_test_pt_gpa, (r.rdx >> 8) & 7);
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+
+  const pg::cpu_properties props = guest_cpu_properties();
+  const x86::cr0 cr0{vmread(fields::guest_cr0)};
+  const x86::cr4 cr4{vmread(fields::guest_cr4)};
+  const x86::efer efer{vmread(fields::guest_ia32_efer)};
+  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
+  const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
+  const std::uint64_t c = vcaps.ept_vpid_cap;
+  pg::ept_capabilities ecap{};
+  ecap.maxphyaddr = props.maxphyaddr;
+  ecap.execute_only = c & 1;
+  ecap.walk4 = (c >> 6) & 1;
+  ecap.walk5 = (c >> 7) & 1;
+  ecap.page_2m = (c >> 16) & 1;
+  ecap.page_1g = (c >> 17) & 1;
+  ecap.ad = (c >> 21) & 1;
+  auto ew = pg::ept_walker::make(pg::ept_pointer{eptp_value}, ecap);
+  pg::walk_request req{};
+  req.linear = x86::gva{la};
+  req.access = access;
+  req.rflags = x86::rflags{vmread(fields::guest_rflags)};
+  pg::flat_memory mem = host_memory_view();
+  run.ept_pred_ok = run.ept_pred_ept = false;
+  run.ept_pred_result = 0xFFFF;
+  if (ew) {
+    const pg::nested_walker<pg::format::ia32e<4>, pg::ept_walker> nw{pg::basic_walker<pg::format::ia32e<4>>{mmu, props},
+                                                                      ew.value()};
+    const pg::nested_result res = nw.walk(mem, mmu, req);
+    if (res.has_value()) {
+      run.ept_pred_ok = true;
+      run.ept_pred_result = 0;
+      for (const pg::walked_entry& e : res.value().guest.path)  // undo the guest A/D updates
+        if (std::uint8_t* p = guest_ram(e.address.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(p) = e.value;
+    } else {
+      const pg::walk_fault& f = res.error();
+      if (f.stage == pg::walk_stage::ept) {
+        run.ept_pred_ept = true;
+        run.ept_pred_qual = f.qualification.raw();
+        run.ept_pred_gpa = f.guest_physical.value();
+        run.ept_pred_la = f.linear.value();
+      } else {
+        run.ept_pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
+        run.ept_pred_error = static_cast<std::uint32_t>(f.error_code.raw());
+      }
+    }
+  }
+  run.ept_seen = false;
+  run.ept_seen_qual = run.ept_seen_gpa = run.ept_seen_la = 0;
+  run.ept_armed = true;
+}
+
+/// An EPT violation on a scratch page while a case is armed: record what the CPU reported,
+/// give the pages back (RWX) and let the guest retry the access.
+bool ept_case_violation() {
+  const std::uint64_t gpa = vmread(fields::guest_physical_address);
+  if (!run.ept_armed || gpa < 0x1C00000 || gpa >= 0x1E00000) return false;
+  if (!run.ept_seen) {
+    run.ept_seen = true;
+    run.ept_seen_qual = vmread(fields::exit_qualification);
+    run.ept_seen_gpa = gpa;
+    run.ept_seen_la = vmread(fields::guest_linear_address);
+  }
+  ept_set_page(hc::ept_test_data_gpa, 7);
+  ept_set_page(hc::ept_test_pt_gpa, 7);
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  return true;
+}
+
+/// hc::ept_check: compare. Qualification bits 0-5 (access, EPT rights), 7 (linear address
+/// valid) and 8 (final translation vs paging-structure access) must agree; bit 6 (XU) is
+/// only defined with mode-based execute control, which is off. Then the GPA and the linear
+/// address. Without a predicted EPT violation, the CPU must not have exited and the guest
+/// must have seen the predicted outcome (success, or #PF with the same error code).
+std::uint64_t handle_ept_check(guest_regs& r) {
+  const auto cpu_result = static_cast<std::uint32_t>(r.rbx);
+  const auto cpu_error = static_cast<std::uint32_t>(r.rcx);
+  constexpr std::uint64_t qmask = 0x1BF;  // bits 0-5, 7, 8
+  bool same;
+  if (run.ept_pred_ept) {
+    same = run.ept_seen && (run.ept_seen_qual & qmask) == (run.ept_pred_qual & qmask) &&
+           run.ept_seen_gpa == run.ept_pred_gpa && run.ept_seen_la == run.ept_pred_la;
+  } else {
+    same = !run.ept_seen && cpu_result == run.ept_pred_result && (cpu_result == 0 || cpu_error == run.ept_pred_error);
+  }
+  // Bochs 2.7 erratum (see docs/hypervisor.md): without EPT A/D (EPTP bit 6 = 0) it sets the
+  // A/D flags of guest paging-structure entries without checking EPT write permission. SDM
+  // Vol. 3C 29.3.3.2: an A/D update is a write to the guest paging structure, so a
+  // read-only page-table page causes an EPT violation (qualification bit 1 set, bit 8 0).
+  // Cases where hvkit predicts exactly that violation and the CPU did not exit are counted
+  // apart; the rest of the comparison applies to every other case.
+  const bool ad_write_erratum = !same && run.ept_pred_ept && !run.ept_seen && (run.ept_pred_qual & 0x2) &&
+                                !(run.ept_pred_qual & 0x100);
+  if (ad_write_erratum) {
+    ++run.ept_errata;
+    same = true;
+  }
+  ++run.ept_cases;
+  if (run.ept_seen) ++run.ept_violations;
+  if (cpu_result != 0) ++run.ept_guest_faults;
+  if (!same && ++run.ept_mismatches <= 12)
+    kprintf("HVKIT MISMATCH ept case=%llu case_info=0x%llx cpu: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x "
+            "hvkit: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x\n",
+            (unsigned long long)run.ept_cases, (unsigned long long)r.rsi, run.ept_seen ? 1 : 0,
+            (unsigned long long)run.ept_seen_qual, (unsigned long long)run.ept_seen_gpa,
+            (unsigned long long)run.ept_seen_la, cpu_result, cpu_error, run.ept_pred_ept ? 1 : 0,
+            (unsigned long long)run.ept_pred_qual, (unsigned long long)run.ept_pred_gpa,
+            (unsigned long long)run.ept_pred_la, run.ept_pred_result, run.ept_pred_error);
+  run.ept_armed = false;
+  ept_set_page(hc::ept_test_data_gpa, 7);
+  ept_set_page(hc::ept_test_pt_gpa, 7);
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  return same ? 0 : 1;
+}
+
 bool handle_vmcall(guest_regs& r) {
   char name[64];
   // Hypercalls are for the guest kernel only (CPL 0: SS.DPL, SDM Vol. 3C 25.4.1).
@@ -1234,6 +1412,15 @@ bool handle_vmcall(guest_regs& r) {
     }
     case hc::paging_case:
       r.rax = handle_paging_case(r);
+      skip_instruction();
+      return true;
+    case hc::ept_arm:
+      handle_ept_arm(r);
+      r.rax = 0;
+      skip_instruction();
+      return true;
+    case hc::ept_check:
+      r.rax = handle_ept_check(r);
       skip_instruction();
       return true;
     case hc::done:
@@ -1526,7 +1713,19 @@ bool run_guest(int index) {
                  (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.guest_flags;
 
   std::uint64_t t0 = rdtsc();
+  if (cfg.guest_flags & hc::cfg_ept_diff) ept_scratch_split(true);
   int rc = cfg.ibpb >= 0 ? run_scheduled(*g) : vmx_enter(&run.regs, 0);
+  if (cfg.guest_flags & hc::cfg_ept_diff) {
+    ept_scratch_split(false);
+    result("ept_differential", run.ept_cases >= 2000 && run.ept_mismatches == 0,
+           "cases=%llu mismatches=%llu ept_violations=%llu guest_faults=%llu bochs_ad_write_errata=%llu",
+           (unsigned long long)run.ept_cases, (unsigned long long)run.ept_mismatches,
+           (unsigned long long)run.ept_violations, (unsigned long long)run.ept_guest_faults,
+           (unsigned long long)run.ept_errata);
+    if (run.ept_errata)
+      kprintf("HVKIT ERRATUM ept_guest_ad_update_ignores_ept_write.ept_diff cases=%llu\n",
+              (unsigned long long)run.ept_errata);
+  }
   std::uint64_t t1 = rdtsc();
   if (rc != 0) {
     run.status = run_status::vm_fail;

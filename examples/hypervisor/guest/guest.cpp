@@ -756,6 +756,55 @@ void check_paging_differential(std::uint64_t cases) {
   report("paging_differential_guest", mismatches == 0, cases, (faults << 32) | mismatches);
 }
 
+/// Nested (EPT) differential: the guest maps test_la + 0x2000 through a page table that lives
+/// in the scratch page hc::ept_test_pt_gpa onto the data page hc::ept_test_data_gpa; the
+/// hypervisor gives both pages random EPT permissions (hc::ept_arm) and predicts the access
+/// with hvkit's nested walker; the guest does the access natively and reports what it saw
+/// (hc::ept_check). The hypervisor lifts the permissions after the first EPT violation, so
+/// the access then completes (or takes the guest #PF the guest tables decide).
+void check_ept_differential(std::uint64_t cases) {
+  rng g{0x6570'7464'6966'6600ull};
+  auto* pt = reinterpret_cast<volatile std::uint64_t*>(hc::ept_test_pt_gpa);
+  const bool exec_only = false;  // the hypervisor's ept_set_page accepts any R/W/X pattern;
+  static_cast<void>(exec_only);
+  *reinterpret_cast<volatile std::uint8_t*>(hc::ept_test_data_gpa) = 0xC3;  // RET
+  for (unsigned i = 0; i < 512; ++i) pt[i] = 0;
+  std::uint64_t mismatches = 0;
+  for (std::uint64_t i = 0; i < cases; ++i) {
+    // Guest tables: PML4[1] -> test_pdpt -> test_pd[14] -> PT page (scratch) -> data page.
+    pml4[1] = addr(test_pdpt) | pte_p | pte_rw;
+    test_pdpt[0] = addr(test_pd) | pte_p | pte_rw;
+    test_pd[test_pd_index] = hc::ept_test_pt_gpa | pte_p | pte_rw;
+    std::uint64_t pte = hc::ept_test_data_gpa | pte_p | pte_rw;
+    if (g.chance(8)) pte &= ~pte_p;
+    if (g.chance(4)) pte &= ~pte_rw;
+    pt[2] = pte;  // A/D clear: the CPU must write them (an EPT write to the PT page)
+    flush_tlb();
+    // EPT permissions: R/W/X patterns the CPU accepts (W needs R; no execute-only, which
+    // needs a capability), and "not present".
+    static constexpr std::uint8_t perms[] = {0, 1, 3, 5, 7, 7};
+    unsigned pd = perms[g.next() % 6], pp = perms[g.next() % 6];
+    unsigned kind = static_cast<unsigned>(g.next() % 3);
+    std::uint64_t la = test_la + 0x2000 + (kind == 2 ? 0 : 0x100);
+    std::uint64_t access = kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0);
+    vmcall(hc::ept_arm, la, access, pd | (pp << 8));
+    g_fault_error = 0;
+    g_fault_cr2 = 0;
+    unsigned r;
+    if (kind == 0) r = probe_read64(reinterpret_cast<const std::uint64_t*>(la));
+    else if (kind == 1) r = probe_write64(reinterpret_cast<std::uint64_t*>(la), 0x5A5A5A5A5A5A5A5Aull);
+    else r = probe_fetch(reinterpret_cast<const void*>(la));
+    if (kind == 1 && r == 0) *reinterpret_cast<volatile std::uint8_t*>(hc::ept_test_data_gpa) = 0xC3;
+    // RSI: the case (EPT permissions of data and PT page, access kind, guest PTE) for reports.
+    std::uint64_t info = pd | (pp << 4) | (kind << 8) | ((pte & 0xFFF) << 16);
+    if (vmcall(hc::ept_check, r, g_fault_error, g_fault_cr2, info) != 0) ++mismatches;
+  }
+  pml4[1] = 0;
+  flush_tlb();
+  // The verdicts are the hypervisor's (it classifies the emulated CPU's errata).
+  static_cast<void>(mismatches);
+}
+
 }  // namespace
 
 extern "C" void guest_exception(isr_frame* f) {
@@ -789,6 +838,10 @@ extern "C" void guest_main(std::uint64_t config) {
     log("hostile: clearing the IDT and raising #UD (expect a triple fault)");
     for (auto& e : guest_idt) e = 0;
     asm volatile("ud2");
+  }
+  if (config & hc::cfg_ept_diff) {
+    check_ept_differential(3000);
+    return;
   }
   if (config & hc::cfg_spin) {
     // Busy work while the hypervisor switches VMCSes under us on preemption-timer exits.
