@@ -12,6 +12,7 @@
 /// writes (SDM 29.3.3.2): they need W, set D and report bit 1 in the exit qualification.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 
 #include <paging/access.hpp>
@@ -130,29 +131,28 @@ class ept_walker {
   /// The walk and the permission check, without A/D updates.
   template <guest_memory M>
   [[nodiscard]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
-    walk_result r{};
+    translation t{};
     walk_fault f = base_fault(req);
     const ept_access acc = effective_access(req);
-    translation& t = r.value();
-    if (!walk_tables(mem, req.address, t, f, acc)) return unexpected(f);
+    if (!walk_tables(mem, req.address, t, f, acc)) [[unlikely]] return unexpected(f);
     const ept_violation v = ept_permission_fault(role_, t.rights, acc);
     if (!v.none()) [[unlikely]] {
       permission_report(t, acc, v, f);
       return unexpected(f);
     }
-    return r;
+    return t;
   }
 
   /// The translation of `address` without permission checks or A/D updates (not-present,
   /// misconfigured and unbacked entries are still reported).
   template <guest_memory M>
   [[nodiscard]] constexpr walk_result translate_raw(const M& mem, x86::gpa address) const noexcept {
-    walk_result r{};
+    translation t{};
     ept_request req{};
     req.address = address;
     walk_fault f = base_fault(req);
-    if (!walk_tables(mem, address, r.value(), f, ept_access::read)) return unexpected(f);
-    return r;
+    if (!walk_tables(mem, address, t, f, ept_access::read)) return unexpected(f);
+    return t;
   }
 
   /// Sets A on every entry of `t.path` and D on its leaf if `dirty`, by compare-exchange.
@@ -160,7 +160,7 @@ class ept_walker {
   template <writable_guest_memory M>
   constexpr int apply_ad(M& mem, const translation& t, bool dirty, walk_fault& f) const noexcept {
     for (unsigned i = 0; i < t.path.count; ++i) {
-      const walked_entry& w = t.path.entries[i];
+      const walked_entry w = t.path[i];
       const std::uint64_t want = ad_bits(i + 1 == t.path.count, dirty);
       if ((w.value & want) == want) continue;
       const auto r = mem.cmpxchg64(w.address, w.value, w.value | want);
@@ -192,6 +192,7 @@ class ept_walker {
     std::uint64_t rights = pte_access::ept_rights.raw();
     std::uint64_t e = 0;
     unsigned level = levels_;
+    t.path.start(ga, 9, 8);
     for (;; --level) {
       const x86::gpa ea{(table & addr_mask) + ((ga >> (12 + 9 * (level - 1))) & 511u) * 8u};
       const auto v = mem.read64(ea);
@@ -199,27 +200,26 @@ class ept_walker {
         f.kind = fault_kind::unbacked;
         f.level = static_cast<std::uint8_t>(level);
         f.entry_address = ea;
-        f.path = t.path;
         return false;
       }
       e = *v;
       t.path.push(ea, e, level);
       if (!(e & present_mask)) [[unlikely]] {
         // SDM 28.2.1: bits 6:3 are the ANDed rights including this entry, i.e. 0.
-        fail(f, fault_kind::not_present, level, ea, e, t.path);
+        fail(f, fault_kind::not_present, level, ea, e);
         f.qualification = f.qualification | ept_qualification{acc.raw() & 7u};
         return false;
       }
       const bool large = level > 1 && level < 4 && (e & ept_entry::page_size.raw()) && large_ok_[level];
       if (misconfigured(e, large ? large_rsvd_[level] : table_rsvd_[level], large || level == 1)) [[unlikely]]
-        return fail(f, fault_kind::ept_misconfig, level, ea, e, t.path);
+        return fail(f, fault_kind::ept_misconfig, level, ea, e);
       rights &= entry_rights(e);
       if (level == 1 || large) break;
       table = e;
     }
     const std::uint64_t size = std::uint64_t{1} << (12 + 9 * (level - 1));
     t.address = x86::gpa{(e & addr_mask & ~(size - 1)) | (ga & (size - 1))};
-    t.page_size = size;
+    t.page_shift = static_cast<std::uint8_t>(std::countr_zero(size));
     t.rights = pte_access{static_cast<std::uint8_t>(rights)};
     t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
     return true;
@@ -255,13 +255,11 @@ class ept_walker {
     return f;
   }
 
-  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e,
-                             const walk_path& path) noexcept {
+  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e) noexcept {
     f.kind = k;
     f.level = static_cast<std::uint8_t>(level);
     f.entry_address = ea;
     f.entry_value = e;
-    f.path = path;
     if (k == fault_kind::ept_misconfig) f.qualification = ept_qualification{};  // a misconfiguration has none
     return false;
   }
@@ -271,22 +269,21 @@ class ept_walker {
   constexpr void permission_report(const translation& t, ept_access acc, ept_violation v, walk_fault& f) const noexcept {
     f.kind = fault_kind::permission;
     f.qualification = f.qualification | ept_qualification::from(v);
-    f.path = t.path;
     std::uint64_t needed = 0;
     if (acc.test(ept_access::read)) needed |= pte_access::read.raw();
     if (acc.test(ept_access::write)) needed |= pte_access::write.raw();
     if (acc.test(ept_access::fetch))
       needed |= role_.mbec() && acc.test(ept_access::user_address) ? pte_access::user_exec.raw() : pte_access::exec.raw();
-    const walked_entry* blame = &t.path.entries[t.path.count - 1];
-    for (const walked_entry& w : t.path) {
-      if ((entry_rights(w.value) & needed) != needed) {
-        blame = &w;
+    walked_entry blame = t.path.back();
+    for (unsigned i = 0; i < t.path.count; ++i) {
+      if ((entry_rights(t.path.values[i]) & needed) != needed) {
+        blame = t.path[i];
         break;
       }
     }
-    f.level = blame->level;
-    f.entry_address = blame->address;
-    f.entry_value = blame->value;
+    f.level = blame.level;
+    f.entry_address = blame.address;
+    f.entry_value = blame.value;
   }
 
   ept_role role_{};

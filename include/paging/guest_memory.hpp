@@ -13,6 +13,7 @@
 /// physical) for the memory behind an EPT walk.
 #pragma once
 
+#include <bit>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,13 @@ concept writable_guest_memory =
 namespace detail {
 template <class T>
 [[nodiscard]] constexpr T load_le(const std::uint8_t* p) noexcept {
+  if constexpr (std::endian::native == std::endian::little) {
+    if (!std::is_constant_evaluated()) {  // one load instead of a byte loop
+      T v;
+      __builtin_memcpy(&v, p, sizeof(T));
+      return v;
+    }
+  }
   T v = 0;
   for (unsigned i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
   return v;
@@ -78,11 +86,11 @@ class basic_flat_memory {
   [[nodiscard]] constexpr x86::gpa base() const noexcept { return base_; }
   [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
 
-  /// True if the `n` bytes at `a` lie inside the buffer (no wrap-around).
+  /// True if the `n` bytes at `a` lie inside the buffer (no wrap-around): an address below
+  /// the base wraps to an offset >= size.
   [[nodiscard]] constexpr bool contains(x86::gpa a, std::size_t n) const noexcept {
-    if (a < base_) return false;
-    const std::uint64_t off = a - base_;
-    return n <= size_ && off <= size_ - n;
+    const std::uint64_t off = a.value() - base_.value();
+    return off < size_ && size_ - off >= n;
   }
 
   [[nodiscard]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {

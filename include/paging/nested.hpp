@@ -17,6 +17,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 
 #include <paging/access.hpp>
@@ -39,7 +40,7 @@ struct identity_stage {
   [[nodiscard]] constexpr walk_result check(const M&, const ept_request& req) const noexcept {
     translation t{};
     t.address = req.address;
-    t.page_size = x86::page_size_4k;
+    t.page_shift = 12;
     t.rights = pte_access::ept_rights;
     return t;
   }
@@ -81,7 +82,7 @@ struct pending_ad {
   template <class Stage>
   constexpr void add_path(const Stage& stage, const translation& t, bool dirty) noexcept {
     for (unsigned i = 0; i < t.path.count; ++i)
-      add(t.path.entries[i].address, t.path.entries[i].value, stage.ad_bits(i + 1 == t.path.count, dirty));
+      add(t.path[i].address, t.path.values[i], stage.ad_bits(i + 1 == t.path.count, dirty));
   }
 };
 
@@ -255,13 +256,13 @@ class nested_walker {
   [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
     detail::nested_tables<Stage, const M> tables{&stage_, &mem, linear};
     tables.raw = true;
-    walk_result g{};
+    translation g{};
     walk_fault f{};
     f.linear = linear;
-    if (!guest_.walk_tables(tables, linear, g.value(), f)) return unexpected(f);
-    const walk_result s = stage_.translate_raw(mem, g->address);
+    if (!guest_.walk_tables(tables, linear, g, f)) return unexpected(f);
+    const walk_result s = stage_.translate_raw(mem, g.address);
     if (!s) return unexpected(s.error());
-    return nested_translation{*g, *s};
+    return nested_translation{g, *s};
   }
 
  private:

@@ -9,6 +9,7 @@
 
 #include <paging/access.hpp>
 #include <x86/address.hpp>
+#include <x86/contract.hpp>
 #include <x86/flags.hpp>
 #include <x86/pfec.hpp>
 #include <x86/result.hpp>
@@ -28,16 +29,47 @@ struct walked_entry {
   std::uint8_t level = 0;
 };
 
-/// The entries of one walk, top level first.
+/// The entries of one walk, top level first. Only the values are stored: the address of
+/// each entry below the first follows from the entry above it and the input address (SDM
+/// 4.3-4.5, 29.3.2), which keeps a result small enough to return by value cheaply.
+/// `operator[]` gives one walked_entry with its address and level.
 struct walk_path {
-  std::array<walked_entry, max_levels> entries{};
-  std::uint8_t count = 0;
+  std::array<std::uint64_t, max_levels> values{};  ///< what each entry held, top level first
+  std::uint64_t first = 0;       ///< address of the first (top-level) entry
+  std::uint64_t input = 0;       ///< the address translated (linear, or guest-physical for EPT)
+  std::uint8_t count = 0;        ///< entries read
+  std::uint8_t top = 0;          ///< level of the first entry
+  std::uint8_t index_bits = 9;   ///< bits of index per level (10 for 32-bit paging)
+  std::uint8_t entry_bytes = 8;  ///< 4 for 32-bit paging
 
-  constexpr void push(x86::gpa a, std::uint64_t v, unsigned level) noexcept {
-    if (count < max_levels) entries[count++] = walked_entry{a, v, static_cast<std::uint8_t>(level)};
+  /// Sets the shape of the walk and clears the entries.
+  constexpr void start(std::uint64_t in, unsigned bits, unsigned bytes) noexcept {
+    count = 0;
+    input = in;
+    index_bits = static_cast<std::uint8_t>(bits);
+    entry_bytes = static_cast<std::uint8_t>(bytes);
   }
-  [[nodiscard]] constexpr const walked_entry* begin() const noexcept { return entries.data(); }
-  [[nodiscard]] constexpr const walked_entry* end() const noexcept { return entries.data() + count; }
+  /// Appends an entry read at `a` (only the first address is kept) for `level`.
+  constexpr void push(x86::gpa a, std::uint64_t v, unsigned level) noexcept {
+    if (count == 0) {
+      first = a.value();
+      top = static_cast<std::uint8_t>(level);
+    }
+    if (count < max_levels) values[count++] = v;
+  }
+  /// Entry `i` (0 = top level); precondition i < count.
+  [[nodiscard]] constexpr walked_entry operator[](unsigned i) const noexcept {
+    HVKIT_EXPECTS(i < count);
+    const unsigned level = top - i;
+    std::uint64_t a = first;
+    if (i != 0) {
+      const std::uint64_t index = (input >> (12 + index_bits * (level - 1))) & ((std::uint64_t{1} << index_bits) - 1);
+      a = (values[i - 1] & 0x000f'ffff'ffff'f000u) + index * entry_bytes;
+    }
+    return walked_entry{x86::gpa{a}, values[i], static_cast<std::uint8_t>(level)};
+  }
+  /// The last entry read (the leaf on success); precondition count > 0.
+  [[nodiscard]] constexpr walked_entry back() const noexcept { return (*this)[count - 1u]; }
 };
 
 /// Why a walk failed.
@@ -109,19 +141,21 @@ struct walk_fault {
   x86::gpa guest_physical{};
   x86::pfec error_code{};           ///< the #PF error code, hardware bits only (guest stage, #PF)
   ept_qualification qualification{};  ///< the EPT-violation exit qualification (EPT stage)
-  walk_path path{};                 ///< entries read before the fault (of the faulting stage)
 };
 
-/// A successful walk.
+/// A successful walk. Kept at 80 bytes so that building and returning one stays cheap.
 struct translation {
   x86::gpa address{};           ///< the byte-exact output address
-  std::uint64_t page_size = 0;  ///< 4 KiB, 2 MiB, 4 MiB or 1 GiB
+  walk_path path{};             ///< the entries used, top level first
   pte_access rights{};          ///< the rights accumulated over every level
   std::uint8_t pkey = 0;        ///< protection key of the leaf (4/5-level paging; else 0)
   /// Guest paging: the leaf's PAT/PCD/PWT bits as an index 0-7 (SDM 11.12.3).
   /// EPT: the leaf's memory type (bits 5:3), with bit 3 = ignore-PAT (bit 6).
   std::uint8_t memory_type = 0;
-  walk_path path{};             ///< the entries used, top level first
+  std::uint8_t page_shift = 0;  ///< log2 of the page size: 12, 21, 22 or 30
+
+  /// The page size in bytes: 4 KiB, 2 MiB, 4 MiB or 1 GiB.
+  [[nodiscard]] constexpr std::uint64_t page_size() const noexcept { return std::uint64_t{1} << page_shift; }
 };
 
 /// The result of a walk.

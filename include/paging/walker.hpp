@@ -16,7 +16,10 @@
 /// stage, see paging/nested.hpp), resolved at compile time.
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include <paging/access.hpp>
 #include <paging/guest_memory.hpp>
@@ -122,10 +125,33 @@ struct table_access {
   bool fetch_user_address = false;
 };
 
+template <class M>
+struct is_flat_memory : std::false_type {};
+template <class B>
+struct is_flat_memory<basic_flat_memory<B>> : std::true_type {};
+
+/// How direct_tables holds its memory: a flat view by value (three words, kept in
+/// registers through the walk), anything else by pointer (it may have state).
+template <class M>
+struct memory_holder {
+  M* p;
+  constexpr explicit memory_holder(M* m) noexcept : p(m) {}
+  constexpr M* operator->() const noexcept { return p; }
+};
+template <class M>
+  requires is_flat_memory<std::remove_const_t<M>>::value
+struct memory_holder<M> {
+  std::remove_const_t<M> v;
+  constexpr explicit memory_holder(M* m) noexcept : v(*m) {}
+  constexpr const std::remove_const_t<M>* operator->() const noexcept { return &v; }
+  constexpr std::remove_const_t<M>* operator->() noexcept { return &v; }
+};
+
 /// Reads guest tables straight from a guest_memory.
 template <guest_memory M>
 struct direct_tables {
-  M* mem;
+  memory_holder<M> mem;
+  constexpr explicit direct_tables(M* m) noexcept : mem(m) {}
   template <unsigned Bytes>
   constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) const noexcept {
     if constexpr (Bytes == 4) {
@@ -147,7 +173,7 @@ struct direct_tables {
   }
   /// 1 = written, 0 = the entry changed (re-walk), -1 = failed (f filled).
   template <unsigned Bytes>
-  constexpr int update(x86::gpa a, std::uint64_t old, std::uint64_t val, walk_fault& f) const noexcept {
+  constexpr int update(x86::gpa a, std::uint64_t old, std::uint64_t val, walk_fault& f) noexcept {
     if constexpr (writable_guest_memory<M>) {
       const auto r = Bytes == 4 ? mem->cmpxchg32(a, static_cast<std::uint32_t>(old), static_cast<std::uint32_t>(val))
                                 : mem->cmpxchg64(a, old, val);
@@ -214,8 +240,9 @@ class basic_walker {
   /// Translates `req.linear` for the access `req.access`: the canonical check, the walk,
   /// the permission check through `mmu`, then A/D updates (see the file comment).
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result walk(M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
-    detail::direct_tables<M> tables{&mem};
+  [[nodiscard, gnu::always_inline]] constexpr walk_result walk(M& mem, const mmu_context& mmu,
+                                                               const walk_request& req) const noexcept {
+    detail::direct_tables<M> tables(&mem);
     return walk_with(tables, mmu, req);
   }
 
@@ -223,99 +250,86 @@ class basic_walker {
   /// debuggers and introspection). Not-present, reserved-bit, unbacked and non-canonical
   /// faults are still reported.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gva linear) const noexcept {
-    detail::direct_tables<const M> tables{&mem};
-    walk_result r{};
+  [[nodiscard, gnu::always_inline]] constexpr walk_result translate(const M& mem, x86::gva linear) const noexcept {
+    detail::direct_tables<const M> tables(&mem);
+    translation t{};
     walk_fault f{};
     f.linear = linear;
-    if (!canonical_ok(linear, false, f) || !walk_tables(tables, linear, r.value(), f)) return unexpected(f);
-    return r;
+    if (!canonical_ok(linear, false, f) || !walk_tables(tables, linear, t, f)) return unexpected(f);
+    return t;
   }
 
   /// The walk over any table accessor (a guest_memory, or a second stage).
   template <class Tables>
-  [[nodiscard]] constexpr walk_result walk_with(Tables& tables, const mmu_context& mmu,
-                                                const walk_request& req) const noexcept {
-    walk_result r{};
+  [[nodiscard, gnu::always_inline]] constexpr walk_result walk_with(Tables& tables, const mmu_context& mmu,
+                                                                    const walk_request& req) const noexcept {
+    // The translation is built in a local and returned through result's T constructor, a
+    // fault through unexpected(); A/D updates (rare in steady state) live out of line.
+    translation t{};
     walk_fault f{};
     f.linear = req.linear;
-    if (!canonical_ok(req.linear, req.stack, f)) return unexpected(f);
-    for (unsigned attempt = 0;; ++attempt) {
-      translation& t = r.value();
-      t = translation{};
-      if (!walk_tables(tables, req.linear, t, f)) {
-        if (f.kind != fault_kind::unbacked && f.stage == walk_stage::guest) f.error_code = error_code(req.access, f.error_code);
-        return unexpected(f);
-      }
-      const std::uint32_t pkr = pk_register_for(t.rights, req.pkru, req.pkrs);
-      const x86::pfec pf = mmu.permission_fault(t.rights, t.pkey, req.access, req.rflags, pkr);
-      if (!pf.none()) [[unlikely]] {
-        permission_report(t, req.access, pf, f);
-        return unexpected(f);
-      }
-      if constexpr (Tables::can_update) {
-        if (!req.update_ad) return r;
-        const int u = update_accessed_dirty(tables, t, req.access.test(x86::pfec::write), f);
-        if (u > 0) [[likely]] return r;
-        if (u < 0) return unexpected(f);
-        if (attempt + 1 >= max_ad_retries) {
-          f.kind = fault_kind::retry_exhausted;
-          return unexpected(f);
-        }
-      } else {
-        return r;
-      }
+    if (!canonical_ok(req.linear, req.stack, f)) [[unlikely]]
+      return unexpected(f);
+    std::uint64_t all = 0;
+    if (!walk_once(tables, mmu, req, t, f, all)) [[unlikely]]
+      return unexpected(f);
+    if constexpr (Tables::can_update) {
+      if (needs_ad(req, t, all)) [[unlikely]]
+        return update_slow(tables, mmu, req, t, f);
     }
+    return t;
   }
 
   /// Stage-1 table walk only: fills `t` (address, size, rights, pkey, path) or `f`
   /// (not_present / reserved_bit / unbacked, level, entry; error_code holds P/RSVD only).
   template <class Tables>
-  constexpr bool walk_tables(Tables& tables, x86::gva linear, translation& t, walk_fault& f) const noexcept {
+  [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, translation& t,
+                                                    walk_fault& f) const noexcept {
+    std::uint64_t all = 0;
+    return walk_tables(tables, linear, t, f, all);
+  }
+  /// As above; `all` receives the AND of the entries read from memory (A/D fast check).
+  template <class Tables>
+  [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, translation& t, walk_fault& f,
+                                                    std::uint64_t& all) const noexcept {
     std::uint64_t va = linear.value();
     if constexpr (!detail::has_ia32e<Format>) va &= 0xffff'ffffu;  // 32-bit linear addresses
-    constexpr std::uint64_t p_bit = pte::present.raw(), ps_bit = pte::page_size.raw();
-    constexpr std::uint64_t idx_mask = (std::uint64_t{1} << Format::index_bits) - 1;
-    unsigned level = Format::levels;
-    std::uint64_t table = s_.root.value();
-    // exec (bit 0), write (bit 1), user (bit 2) accumulate by AND (SDM 4.6.1).
-    std::uint64_t rights = pte_access::paging_rights.raw();
-    std::uint64_t e = 0;
+    // The walk runs on locals (one step per level, unrolled at compile time) and fills the
+    // report at the end: no store into the result can alias the tables or the masks.
+    regs w{};
+    w.table = s_.root.value();
+    w.rights = pte_access::paging_rights.raw();  // exec, write, user: ANDed (SDM 4.6.1)
+    x86::gpa first{};
+    unsigned level = top_level;
+    int st = 0;
     if constexpr (Format::pdpte_registers) {
       // PAE: the PDPTE registers (SDM 4.4.1); their reserved bits were checked at load.
       const unsigned i = static_cast<unsigned>((va >> 30) & 3u);
-      e = s_.pdptes.entries[i];
-      t.path.push(s_.pdptes.pdpt + 8u * i, e, 3);
-      if (!(e & p_bit)) return fail(f, fault_kind::not_present, 3, s_.pdptes.pdpt + 8u * i, e, t.path);
-      table = e & Format::address_mask;
-      level = 2;
-    }
-    for (;; --level) {
-      const x86::gpa ea{(table & Format::address_mask) +
-                        ((va >> Format::shift(level)) & idx_mask) * Format::entry_bytes};
-      if (!tables.template read<Format::entry_bytes>(ea, e, f)) [[unlikely]] {
-        if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
-          f.level = static_cast<std::uint8_t>(level);
-          f.entry_address = ea;
-          f.path = t.path;
-        }
-        return false;
+      w.e = s_.pdptes.entries[i];
+      w.vals[0] = w.e;
+      first = s_.pdptes.pdpt + 8u * i;
+      if (!(w.e & pte::present.raw())) [[unlikely]] {
+        st = fail(f, fault_kind::not_present, 3, first, w.e) ? 0 : -1;
+      } else {
+        w.table = w.e;
+        st = run<2>(tables, va, w, f, level, first);
       }
-      t.path.push(ea, e, level);
-      if (!(e & p_bit)) [[unlikely]]
-        return fail(f, fault_kind::not_present, level, ea, e, t.path);
-      const bool large = level > 1 && (e & ps_bit) && s_.rsvd.large_ok[level];
-      if (e & (large ? s_.rsvd.large[level] : s_.rsvd.table[level])) [[unlikely]]
-        return fail(f, fault_kind::reserved_bit, level, ea, e, t.path);
-      rights &= entry_rights(e);
-      if (level == 1 || large) break;
-      table = e;
+    } else {
+      st = run<Format::levels>(tables, va, w, f, level, first);
     }
+    t.path.start(va, Format::index_bits, Format::entry_bytes);
+    t.path.first = first.value();
+    t.path.top = static_cast<std::uint8_t>(top_level);
+    t.path.values = w.vals;
+    t.path.count = static_cast<std::uint8_t>(top_level - level + 1);
+    all = w.all;
+    if (st < 0) [[unlikely]] return false;
+    const std::uint64_t e = w.e;
     const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
     const std::uint64_t base = level == 1 ? (e & Format::address_mask) : Format::large_base(e, level);
     t.address = x86::gpa{base | (va & (size - 1))};
-    t.page_size = size;
-    t.rights = pte_access{static_cast<std::uint8_t>(rights)};
+    t.page_shift = static_cast<std::uint8_t>(std::countr_zero(size));
+    t.rights = pte_access{static_cast<std::uint8_t>(w.rights)};
     if constexpr (detail::has_ia32e<Format>) t.pkey = pte{e}.pkey();
     // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
     const std::uint64_t pat = level == 1 ? (e >> 7) & 1u : (e >> 12) & 1u;
@@ -333,28 +347,26 @@ class basic_walker {
     const unsigned first = Format::pdpte_registers ? 1u : 0u;  // PAE PDPTEs have no A bit
     for (unsigned i = first; i < t.path.count; ++i) {
       const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
-      if ((t.path.entries[i].value & want) != want) any = true;
+      if ((t.path.values[i] & want) != want) any = true;
     }
     if (!any) [[likely]] return 1;
     // Every entry that needs a write must be writable through the table accessor (a second
     // stage may refuse): check all first so that a refused write leaves nothing written.
     if (!tables.prepare_updates(f)) return -1;
     for (unsigned i = first; i < t.path.count; ++i) {
-      const walked_entry& w = t.path.entries[i];
+      const walked_entry w = t.path[i];
       const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
       if ((w.value & want) == want) continue;
       if (!tables.template check_update<Format::entry_bytes>(w.address, w.level, f)) {
-        f.path = t.path;
         return -1;
       }
     }
     for (unsigned i = first; i < t.path.count; ++i) {
-      const walked_entry& w = t.path.entries[i];
+      const walked_entry w = t.path[i];
       const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
       if ((w.value & want) == want) continue;
       const int u = tables.template update<Format::entry_bytes>(w.address, w.value, w.value | want, f);
       if (u <= 0) {
-        f.path = t.path;
         return u;
       }
     }
@@ -362,6 +374,102 @@ class basic_walker {
   }
 
  private:
+  static constexpr unsigned top_level = Format::levels;
+
+  /// The table walk and the permission check; fills `f` (with its #PF error code) on a fault.
+  template <class Tables>
+  [[gnu::always_inline]] constexpr bool walk_once(Tables& tables, const mmu_context& mmu, const walk_request& req,
+                                                  translation& t, walk_fault& f, std::uint64_t& all) const noexcept {
+    if (!walk_tables(tables, req.linear, t, f, all)) [[unlikely]] {
+      if (f.kind != fault_kind::unbacked && f.stage == walk_stage::guest) f.error_code = error_code(req.access, f.error_code);
+      return false;
+    }
+    const std::uint32_t pkr = pk_register_for(t.rights, req.pkru, req.pkrs);
+    const x86::pfec pf = mmu.permission_fault(t.rights, t.pkey, req.access, req.rflags, pkr);
+    if (!pf.none()) [[unlikely]] {
+      permission_report(t, req.access, pf, f);
+      return false;
+    }
+    return true;
+  }
+
+  /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
+  [[nodiscard]] static constexpr bool needs_ad(const walk_request& req, const translation& t, std::uint64_t all) noexcept {
+    if (!req.update_ad) return false;
+    const bool write = req.access.test(x86::pfec::write);
+    return !(all & pte::accessed.raw()) || (write && !(t.path.values[t.path.count - 1] & pte::dirty.raw()));
+  }
+
+  /// The A/D update by compare-exchange, with bounded re-walks when an entry changed.
+  template <class Tables>
+  [[gnu::noinline]] constexpr walk_result update_slow(Tables& tables, const mmu_context& mmu, const walk_request& req,
+                                                      translation t, walk_fault f) const noexcept {
+    const bool write = req.access.test(x86::pfec::write);
+    for (unsigned attempt = 1;; ++attempt) {
+      const int u = update_accessed_dirty(tables, t, write, f);
+      if (u > 0) return t;
+      if (u < 0) return unexpected(f);
+      if (attempt >= max_ad_retries) {
+        f.kind = fault_kind::retry_exhausted;
+        return unexpected(f);
+      }
+      std::uint64_t all = 0;
+      if (!walk_once(tables, mmu, req, t, f, all)) return unexpected(f);
+      if (!needs_ad(req, t, all)) return t;
+    }
+  }
+
+  /// The walk's working registers.
+  struct regs {
+    std::uint64_t table = 0, rights = 0, e = 0;
+    std::uint64_t all = ~std::uint64_t{0};  ///< AND of the entries read from memory (A/D fast check)
+    std::array<std::uint64_t, max_levels> vals{};
+  };
+
+  /// Steps from `Level` down; returns 1 at the leaf, -1 on a fault (f filled), with
+  /// `level` the level it stopped at.
+  template <unsigned Level, class Tables>
+  [[gnu::always_inline]] constexpr int run(Tables& tables, std::uint64_t va, regs& w, walk_fault& f, unsigned& level,
+                    x86::gpa& first) const noexcept {
+    const int st = step<Level>(tables, va, w, f, first);
+    if constexpr (Level > 1) {
+      if (st == 0) return run<Level - 1>(tables, va, w, f, level, first);
+    }
+    level = Level;
+    return st;
+  }
+
+  /// One level: read, P, reserved bits (SDM 4.3-4.5), rights, leaf or next table.
+  template <unsigned Level, class Tables>
+  [[gnu::always_inline]] constexpr int step(Tables& tables, std::uint64_t va, regs& w, walk_fault& f, x86::gpa& first) const noexcept {
+    constexpr unsigned i = top_level - Level;
+    constexpr std::uint64_t idx_mask = (std::uint64_t{1} << Format::index_bits) - 1;
+    const x86::gpa ea{(w.table & Format::address_mask) +
+                      ((va >> Format::shift(Level)) & idx_mask) * Format::entry_bytes};
+    if constexpr (i == 0) first = ea;
+    if (!tables.template read<Format::entry_bytes>(ea, w.e, f)) [[unlikely]] {
+      if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
+        f.level = static_cast<std::uint8_t>(Level);
+        f.entry_address = ea;
+      }
+      w.vals[i] = 0;
+      return -1;
+    }
+    const std::uint64_t e = w.e;
+    w.vals[i] = e;
+    if (!(e & pte::present.raw())) [[unlikely]]
+      return fail(f, fault_kind::not_present, Level, ea, e) ? 0 : -1;
+    bool large = false;
+    if constexpr (Level > 1) large = (e & pte::page_size.raw()) && s_.rsvd.large_ok[Level];
+    if (e & (large ? s_.rsvd.large[Level] : s_.rsvd.table[Level])) [[unlikely]]
+      return fail(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
+    w.rights &= entry_rights(e);
+    w.all &= e;
+    if (Level == 1 || large) return 1;
+    w.table = e;
+    return 0;
+  }
+
   [[nodiscard]] constexpr std::uint64_t entry_rights(std::uint64_t e) const noexcept {
     // R/W and U/S sit at bits 1 and 2, as pte_access::write and ::user do.
     static_assert(pte_access::write.raw() == pte::writable.raw() && pte_access::user.raw() == pte::user.raw());
@@ -369,15 +477,13 @@ class basic_walker {
     return (e & 6u) | x;
   }
 
-  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e,
-                             const walk_path& path) noexcept {
+  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e) noexcept {
     f.kind = k;
     f.stage = walk_stage::guest;
     f.vector = x86::vector::pf;
     f.level = static_cast<std::uint8_t>(level);
     f.entry_address = ea;
     f.entry_value = e;
-    f.path = path;
     // SDM 4.7: P = 0 for a not-present entry; a reserved-bit fault has P = 1 and RSVD = 1.
     f.error_code = k == fault_kind::reserved_bit ? (x86::pfec::present | x86::pfec::rsvd) : x86::pfec{};
     return false;
@@ -414,26 +520,26 @@ class basic_walker {
     f.kind = pf.test(x86::pfec::pk) ? fault_kind::protection_key : fault_kind::permission;
     f.stage = walk_stage::guest;
     f.vector = x86::vector::pf;
-    f.path = t.path;
     std::uint64_t needed = 0;
     if (access.test(x86::pfec::write)) needed |= pte_access::write.raw();
     if (access.test(x86::pfec::user)) needed |= pte_access::user.raw();
     if (access.test(x86::pfec::fetch)) needed |= pte_access::exec.raw();
     needed &= ~static_cast<std::uint64_t>(t.rights.raw());
-    const walked_entry* blame = &t.path.entries[t.path.count - 1];
+    walked_entry blame = t.path.back();
     if (needed != 0 && f.kind == fault_kind::permission) {
-      for (const walked_entry& w : t.path) {
+      for (unsigned i = 0; i < t.path.count; ++i) {
+        const walked_entry w = t.path[i];
         const std::uint64_t r = (Format::pdpte_registers && w.level == 3) ? pte_access::paging_rights.raw()
                                                                            : entry_rights(w.value);
         if ((r & needed) != needed) {
-          blame = &w;
+          blame = w;
           break;
         }
       }
     }
-    f.level = blame->level;
-    f.entry_address = blame->address;
-    f.entry_value = blame->value;
+    f.level = blame.level;
+    f.entry_address = blame.address;
+    f.entry_value = blame.value;
     f.error_code = error_code(access, pf);
   }
 
@@ -486,7 +592,7 @@ class guest_walker {
   [[nodiscard]] static constexpr walk_result identity(x86::gva linear) noexcept {
     translation t{};
     t.address = x86::gpa{linear.value() & 0xffff'ffffu};
-    t.page_size = x86::page_size_4k;
+    t.page_shift = 12;
     t.rights = pte_access::paging_rights;
     return t;
   }

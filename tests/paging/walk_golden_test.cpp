@@ -99,7 +99,7 @@ TEST(WalkGolden, Xsa176PdptePsWithoutGbpagesIsReserved) {
   const auto ok = walk4(m, cr0_pg, {}, {}, {});
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->address.value(), 0x4000'0000u + 0x20'1abcu);
-  EXPECT_EQ(ok->page_size, uint64_t{1} << 30);
+  EXPECT_EQ(ok->page_size(), uint64_t{1} << 30);
 }
 
 TEST(WalkGolden, LargePagePatBitIsNotAddress) {
@@ -110,7 +110,7 @@ TEST(WalkGolden, LargePagePatBitIsNotAddress) {
   const auto r = walk4(m, cr0_pg, {}, {}, {});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x0060'0000u + 0x1abcu);
-  EXPECT_EQ(r->page_size, uint64_t{2} << 20);
+  EXPECT_EQ(r->page_size(), uint64_t{2} << 20);
   EXPECT_EQ(r->memory_type, 4);  // PAT=1, PCD=0, PWT=0
   // Bit 13 of a 2 MiB PDE is reserved.
   m.put64(0x3000 + 8, 0x0060'0000 | 0x2000 | P | RW | PS);
@@ -139,7 +139,7 @@ TEST(WalkGolden, Pse36Address) {
   const auto r = walk32(m, x86::cr4::pse, 0x00c1'2345);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x12'00c1'2345u);
-  EXPECT_EQ(r->page_size, uint64_t{4} << 20);
+  EXPECT_EQ(r->page_size(), uint64_t{4} << 20);
   // MAXPHYADDR 36: PDE bit 17 (PA bit 36) is reserved (bits 21:17), so is 0x12 << 13.
   const auto r36 = walk32(m, x86::cr4::pse, 0x00c1'2345, 36);
   ASSERT_FALSE(r36);
@@ -158,7 +158,7 @@ TEST(WalkGolden, FourMegPdeWithoutPseWalksPageTable) {
   const auto r = walk32(m, {}, 0x00c1'2345);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x9345u);
-  EXPECT_EQ(r->page_size, 4096u);
+  EXPECT_EQ(r->page_size(), 4096u);
   EXPECT_EQ(r->path.count, 2);
   EXPECT_EQ(m.get32(0x1000 + 3 * 4) & 0x20u, 0x20u);  // A set on the PDE
   EXPECT_EQ(m.get32(0x5000 + 0x12 * 4) & 0x60u, 0x20u);  // A, no D (read)
@@ -208,7 +208,6 @@ TEST(WalkGolden, PresentBitOnUpperLevelPermissionFault) {
   EXPECT_EQ(r.error().error_code.raw(), 0x5u);  // P | U
   EXPECT_EQ(r.error().level, 4);
   EXPECT_EQ(r.error().entry_address.value(), 0x1000u);
-  EXPECT_EQ(r.error().path.count, 4);
   // A user write to a page read-only at the PDPTE: P | W | U, blamed on level 3.
   image m2;
   four_level(m2, P | RW | US, P | US, P | RW | US, P | RW | US);
@@ -227,7 +226,7 @@ TEST(WalkGolden, NonCanonicalIsGpOrSsNotPf) {
   EXPECT_EQ(r.error().kind, fault_kind::non_canonical);
   EXPECT_EQ(r.error().vector, x86::vector::gp);
   EXPECT_EQ(r.error().error_code.raw(), 0u);
-  EXPECT_EQ(r.error().path.count, 0);  // no walk took place
+  EXPECT_EQ(r.error().level, 0);  // no walk took place
   const auto s = walk4(m, cr0_pg, {}, {}, {}, bad, {}, true);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().vector, x86::vector::ss);
@@ -292,7 +291,6 @@ TEST(WalkGolden, UnbackedTableIsATypedError) {
   EXPECT_EQ(r.error().kind, fault_kind::unbacked);
   EXPECT_EQ(r.error().level, 1);
   EXPECT_EQ(r.error().entry_address.value(), 0x10'0000u + 8);
-  EXPECT_EQ(r.error().path.count, 3);
 }
 
 TEST(WalkGolden, AmdNonLeafBit8) {
@@ -360,7 +358,7 @@ TEST(WalkGolden, PaePdptesComeFromTheSnapshot) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x7123u);
   EXPECT_EQ(r->path.count, 3);
-  EXPECT_EQ(r->path.entries[0].address.value(), 0x1028u);
+  EXPECT_EQ(r->path[0].address.value(), 0x1028u);
   EXPECT_EQ(m.get64(0x1020 + 8), 0u);  // no A bit in PDPTEs
   // A PDPTE with a reserved bit (bit 1, or bit 36 with MAXPHYADDR 36) is #GP at load time.
   m.put64(0x1020 + 16, 0x5000 | P | 2);
@@ -565,7 +563,7 @@ TEST(EptGolden, LargePagesAndNotPresentQualification) {
   const auto r = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::write});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x8000'0000u + 0x20'1abcu);
-  EXPECT_EQ(r->page_size, uint64_t{1} << 30);
+  EXPECT_EQ(r->page_size(), uint64_t{1} << 30);
   EXPECT_EQ(r->memory_type, 6 | 8);
   paging::ept_capabilities no1g{};
   no1g.page_1g = false;
@@ -668,7 +666,7 @@ TEST(NestedGolden, FourByFourSuccessGivesL2AndL1Addresses) {
   EXPECT_EQ(r->l2_gpa().value(), 0x7abcu);
   EXPECT_EQ(r->l1_address().value(), 0x27abcu);
   EXPECT_EQ(r->guest.path.count, 4);
-  EXPECT_EQ(r->guest.path.entries[0].address.value(), 0x1000u);  // L2 gpa of the PML4E
+  EXPECT_EQ(r->guest.path[0].address.value(), 0x1000u);  // L2 gpa of the PML4E
   EXPECT_EQ(r->second.path.count, 4);
   // Guest A/D written at the L1 address of each guest entry.
   EXPECT_EQ(s.m.get64(0x24008), 0x7000u | P | RW | A | D);

@@ -167,11 +167,11 @@ bool run_case(fixture& fx, const unsigned flags[5], const case_controls& k, bool
       return false;
     }
     if (r->address.value() != model.phys) fail("address");
-    if (r->page_size != model.page_size) fail("page size");
+    if (r->page_size() != model.page_size) fail("page size");
     if (r->path.count != model.entries) fail("entries walked");
     // A/D: A on every entry used, D on the leaf of a write; nothing without update_ad.
     for (unsigned i = 0; i < model.entries; ++i) {
-      const u64 before = r->path.entries[i].value;
+      const u64 before = r->path.values[i];
       const u64 now = fx.load(model.entry_addr[i]);
       u64 expect = before;
       if (update_ad) {

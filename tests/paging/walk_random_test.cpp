@@ -201,7 +201,7 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
         ++n.ok;
         if (!lib) why = "walker faulted (kind " + std::to_string(int(lib.error().kind)) + ")";
         else if (lib->address.value() != model.phys) why = "address";
-        else if (lib->page_size != model.page_size) why = "page size";
+        else if (lib->page_size() != model.page_size) why = "page size";
       } else {
         ++n.faults;
         if (lib) why = "walker succeeded";
@@ -327,7 +327,7 @@ counts run_ept(unsigned levels, u64 seed) {
         ++n.ok;
         if (!lib) why = "walker faulted (kind " + std::to_string(int(lib.error().kind)) + ")";
         else if (lib->address.value() != model.phys) why = "address";
-        else if (lib->page_size != model.page_size) why = "page size";
+        else if (lib->page_size() != model.page_size) why = "page size";
         else if (lib->memory_type != model.memtype) why = "memory type";
       } else {
         ++n.faults;
