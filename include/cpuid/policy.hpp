@@ -74,6 +74,7 @@ enum class policy_error : std::uint8_t {
   table_full,         ///< the guest table's capacity was exceeded
   bad_kvm_base,       ///< kvm_base not 0x40000000 + n * 0x100
   bad_topology,       ///< topology counts out of range
+  bad_max_leaf,       ///< max_basic_leaf below 1 (leaf 1 is architectural)
   no_basic_leaves,    ///< the host table lacks leaf 0 or 1
   xsave_layout,       ///< an exposed XSAVE component has no size in the host table
   no_kvm_leaves,      ///< set_hints() on a policy without KVM leaves
@@ -299,6 +300,7 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
   };
   if (!kvm::is_valid_base(cfg.kvm_base)) return fail(policy_error::bad_kvm_base);
   if (!cfg.topo.valid()) return fail(policy_error::bad_topology);
+  if (cfg.max_basic_leaf < leaves::version) return fail(policy_error::bad_max_leaf);
   if (host.find(leaves::basic_max) == nullptr || host.find(leaves::version) == nullptr)
     return fail(policy_error::no_basic_leaves);
   p.vendor_ = decode_vendor(host.get(leaves::basic_max));
@@ -338,10 +340,17 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
   // rule feature_dependencies
   const regs host_d0 = host.get(leaves::xsave, 0);
   const regs host_d1 = host.get(leaves::xsave, 1);
-  const x86::xfeatures host_xcr0{(std::uint64_t{host_d0.edx} << 32) | host_d0.eax};
-  const x86::xfeatures host_xss{(std::uint64_t{host_d1.edx} << 32) | host_d1.ecx};
+  // Only components hvkit knows, each in its own register (a corrupt host table cannot put
+  // a supervisor component into XCR0 or the reverse).
+  const x86::xfeatures host_xcr0 =
+      x86::xfeatures{(std::uint64_t{host_d0.edx} << 32) | host_d0.eax} & x86::xfeatures::user_components;
+  const x86::xfeatures host_xss =
+      x86::xfeatures{(std::uint64_t{host_d1.edx} << 32) | host_d1.ecx} & x86::xfeatures::supervisor_components;
   x86::xfeatures available = (host_xcr0 | host_xss) & hv.xsave_components & cfg.xsave_components;
-  if (!f.test(feat::xsave) || !host.has_leaf(leaves::xsave)) {
+  // XCR0 bit 0 (x87) must always be 1 and SSE is the other legacy component (SDM Vol. 1
+  // 13.3): without both, XSAVE cannot be enabled at all.
+  const x86::xfeatures legacy = x86::xfeatures::x87 | x86::xfeatures::sse;
+  if (!f.test(feat::xsave) || !host.has_leaf(leaves::xsave) || !available.test(legacy)) {
     f.clear(feat::xsave);
     available = x86::xfeatures{};
   }
@@ -417,7 +426,9 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
     d0->eax = static_cast<std::uint32_t>(p.xcr0_.raw());
     d0->edx = static_cast<std::uint32_t>(p.xcr0_.raw() >> 32);
     auto all_user = p.layout_.standard_size(p.xcr0_);
-    if (!all_user) return fail(policy_error::xsave_layout);
+    // Every size answer() can give is bounded by these two: checking them here means the
+    // dynamic rule never meets an error.
+    if (!all_user || !p.layout_.compacted_size(p.xcr0_ | p.xss_)) return fail(policy_error::xsave_layout);
     d0->ecx = all_user.value();
     d0->ebx = xsave_legacy_and_header_size;  // XCR0 = x87 at reset (rule xsave_sizes)
     d1->ecx = static_cast<std::uint32_t>(p.xss_.raw());

@@ -40,6 +40,7 @@ enum class xsave_error : std::uint8_t {
   none,
   unknown_component,  ///< a requested component >= 2 has size 0 (not enumerated)
   out_of_range,       ///< a requested component number >= xsave_max_components
+  too_large,          ///< the enumerated offsets/sizes add up past 4 GiB (a corrupt table)
 };
 
 /// The layout of components 2..31 (0 and 1 are the legacy region).
@@ -51,14 +52,16 @@ struct xsave_layout {
   /// and ECX for mask = all supported user components).
   [[nodiscard]] constexpr result<std::uint32_t, xsave_error> standard_size(x86::xfeatures mask) const noexcept {
     if ((mask.raw() >> xsave_max_components) != 0) return unexpected(xsave_error::out_of_range);
-    std::uint32_t size = xsave_legacy_and_header_size;
+    std::uint64_t size = xsave_legacy_and_header_size;  // 64-bit: corrupt inputs cannot wrap
     // Visit only the set bits >= 2 (components 0 and 1 live in the legacy region).
     for (std::uint64_t m = mask.raw() & ~std::uint64_t{3}; m != 0; m &= m - 1) {
       const xsave_component& c = components[static_cast<unsigned>(std::countr_zero(m))];
       if (c.size == 0) return unexpected(xsave_error::unknown_component);
-      if (c.offset + c.size > size) size = c.offset + c.size;
+      const std::uint64_t end = std::uint64_t{c.offset} + c.size;
+      if (end > size) size = end;
     }
-    return size;
+    if (size > 0xffffffffu) return unexpected(xsave_error::too_large);
+    return static_cast<std::uint32_t>(size);
   }
   /// Size of an XSAVE area in the compacted format (XSAVEC/XSAVES) holding `mask`: the
   /// components follow each other in bit order from byte 576, each one 64-byte aligned when
@@ -66,14 +69,15 @@ struct xsave_layout {
   /// CPUID.0xD.1 EBX.
   [[nodiscard]] constexpr result<std::uint32_t, xsave_error> compacted_size(x86::xfeatures mask) const noexcept {
     if ((mask.raw() >> xsave_max_components) != 0) return unexpected(xsave_error::out_of_range);
-    std::uint32_t size = xsave_legacy_and_header_size;
+    std::uint64_t size = xsave_legacy_and_header_size;  // at most 30 x 4 GiB: no 64-bit wrap
     for (std::uint64_t m = mask.raw() & ~std::uint64_t{3}; m != 0; m &= m - 1) {
       const xsave_component& c = components[static_cast<unsigned>(std::countr_zero(m))];
       if (c.size == 0) return unexpected(xsave_error::unknown_component);
-      if (c.align64) size = (size + 63u) & ~63u;
+      if (c.align64) size = (size + 63u) & ~std::uint64_t{63};
       size += c.size;
     }
-    return size;
+    if (size > 0xffffffffu) return unexpected(xsave_error::too_large);
+    return static_cast<std::uint32_t>(size);
   }
 };
 

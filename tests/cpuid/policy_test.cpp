@@ -133,6 +133,21 @@ TEST(cpuid_policy_golden, errors) {
   HVKIT_BOTH(bad_base == cpuid::policy_error::bad_kvm_base);
   constexpr auto bad_topo = cpuid::build_policy(amd_host, everything(), config(0, 1)).error();
   HVKIT_BOTH(bad_topo == cpuid::policy_error::bad_topology);
+  constexpr auto no_leaf1 = [] {
+    auto c = config(1, 1);
+    c.max_basic_leaf = 0;
+    return cpuid::build_policy(amd_host, everything(), c).error();
+  }();
+  HVKIT_BOTH(no_leaf1 == cpuid::policy_error::bad_max_leaf);
+  // XSAVE enumerated but the host's XCR0 mask lacks x87: XSAVE is hidden, not half-offered.
+  constexpr auto no_x87 = [] {
+    auto t = amd_host;
+    auto d0 = t.get(0xd, 0);
+    d0.eax &= ~1u;
+    (void)t.set(0xd, 0, d0);
+    return build(t, everything(), config(1, 1));
+  }();
+  HVKIT_BOTH(!no_x87.has(feat::xsave) && !no_x87.has(feat::avx) && !no_x87.leaves().has_leaf(0xd));
   constexpr auto empty = cpuid::build_policy(cpuid::table<4>{}, everything(), config(1, 1)).error();
   HVKIT_BOTH(empty == cpuid::policy_error::no_basic_leaves);
   // A host table claiming an XSAVE component without its subleaf.

@@ -62,3 +62,16 @@ TEST(cpuid_xsave, errors) {
   HVKIT_BOTH(amd_zen4.compacted_size(xfeatures{1ull << 40}).error() == cpuid::xsave_error::out_of_range);
   HVKIT_BOTH((cpuid::xsave_component::from({0x40, 0xac0, 2, 0}) == cpuid::xsave_component{0x40, 0xac0, false, true}));
 }
+
+TEST(cpuid_xsave, corrupt_sizes_do_not_wrap) {
+  constexpr auto l = [] {
+    cpuid::xsave_layout x;
+    x.components[2] = {0xffffff00u, 0x200u, false, false};  // offset + size > 4 GiB
+    x.components[3] = {0x80000000u, 0, false, true};
+    x.components[4] = {0x80000000u, 0, false, true};
+    return x;
+  }();
+  HVKIT_BOTH(l.standard_size(xfeatures{0x7}).error() == cpuid::xsave_error::too_large);
+  HVKIT_BOTH(l.compacted_size(xfeatures{0x1b}).error() == cpuid::xsave_error::too_large);
+  HVKIT_BOTH(l.compacted_size(xfeatures{0x3}).value() == 576);
+}
