@@ -54,7 +54,7 @@ static_assert((x86::fields_mask<access_high, index, type, width> & reserved) == 
 }
 
 /// True if `encoding` is well formed: reserved bits clear, and the HIGH access type is used
-/// only with 64-bit fields (SDM 25.11.2: "access type must be 0 for other widths").
+/// only with 64-bit fields (SDM 25.11.2: 16-bit, 32-bit and natural-width fields use full access only).
 [[nodiscard]] constexpr bool is_well_formed(std::uint32_t encoding) noexcept {
   if ((encoding & encoding_bits::reserved) != 0) return false;
   if (is_high_access(encoding) && width_of(encoding) != field_width::w64) return false;
