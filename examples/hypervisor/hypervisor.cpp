@@ -1123,6 +1123,19 @@ void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mism
   }
 }
 
+/// Entry `i` of a walk path, and the path of a fault if the walker reports one (the
+/// walk_result layout is being slimmed down: both forms are accepted).
+template <class P>
+hvkit::paging::walked_entry path_entry(const P& p, unsigned i) {
+  if constexpr (requires { p[i]; }) return p[i];
+  else return p.entries[i];
+}
+template <class F>
+const hvkit::paging::walk_path* fault_path(const F& f) {
+  if constexpr (requires { f.path; }) return &f.path;
+  else return nullptr;
+}
+
 /// One differential paging case (hc::paging_case): the guest just did the access natively;
 /// hvkit's walker repeats it with the live guest registers against the same memory, with
 /// the entries restored to their state before the access.
@@ -1158,7 +1171,9 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   std::uint32_t hv_result = 0, hv_error = 0;
   std::uint64_t hv_ad = 0;
   if (res.has_value()) {
-    for (const pg::walked_entry& e : res.value().path) {
+    const pg::walk_path& path = res.value().path;
+    for (unsigned i = 0; i < path.count; ++i) {
+      const pg::walked_entry e = path_entry(path, i);
       std::uint8_t* p = guest_ram(e.address.value(), 8);
       std::uint64_t now = p ? *reinterpret_cast<volatile std::uint64_t*>(p) : 0;
       if (now & 0x20) hv_ad |= 1ull << (e.level - 1);
@@ -1191,8 +1206,9 @@ std::uint64_t handle_paging_case(guest_regs& r) {
               (unsigned long long)cr0.raw(), (unsigned long long)cr4.raw(), (unsigned long long)efer.raw(),
               req.rflags.test(x86::rflags::ac) ? 1 : 0, cpu_result, cpu_error, (unsigned long long)cpu_cr2,
               (unsigned long long)cpu_ad, hv_result, hv_error, (unsigned long long)hv_ad);
-      const pg::walk_path& path = res.has_value() ? res.value().path : res.error().path;
-      for (const pg::walked_entry& e : path)
+      const pg::walk_path* path = res.has_value() ? &res.value().path : fault_path(res.error());
+      for (unsigned i = 0; path && i < path->count; ++i)
+        if (const pg::walked_entry e = path_entry(*path, i); true)
         kprintf("HVKIT MISMATCH   level=%u entry@0x%llx=0x%016llx\n", e.level, (unsigned long long)e.address.value(),
                 (unsigned long long)e.value);
     }
@@ -1278,8 +1294,11 @@ void handle_ept_arm(guest_regs& r) {
     if (res.has_value()) {
       run.ept_pred_ok = true;
       run.ept_pred_result = 0;
-      for (const pg::walked_entry& e : res.value().guest.path)  // undo the guest A/D updates
+      const pg::walk_path& path = res.value().guest.path;
+      for (unsigned i = 0; i < path.count; ++i) {  // undo the guest A/D updates
+        const pg::walked_entry e = path_entry(path, i);
         if (std::uint8_t* p = guest_ram(e.address.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(p) = e.value;
+      }
     } else {
       const pg::walk_fault& f = res.error();
       if (f.stage == pg::walk_stage::ept) {
