@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include <paging/cr_write.hpp>
+#include <vmx/capabilities.hpp>
 #include <vmx/cr_mask.hpp>
 #include <vmx/exit_qualification.hpp>
 #include <x86/cr.hpp>
@@ -166,6 +167,16 @@ struct cr_vmcs_values {
 [[nodiscard]] constexpr cr_vmcs_values cr_values_for(std::uint64_t v, std::uint64_t must_be_one,
                                                      std::uint64_t may_be_one) noexcept {
   return {(v | must_be_one) & may_be_one, v};
+}
+
+/// CR0 values for the VMCS from the guest-visible value and the VMX fixed bits; with
+/// "unrestricted guest" PE and PG are not forced (SDM 26.3.1.1, A.7).
+[[nodiscard]] constexpr cr_vmcs_values cr0_values_for(x86::cr0 v, cr_fixed f, bool unrestricted_guest) noexcept {
+  return cr_values_for(v.raw(), guest_cr0_must_be_one(f, unrestricted_guest), f.fixed1);
+}
+/// CR4 values for the VMCS (CR4.VMXE is forced by FIXED0, hidden by the read shadow).
+[[nodiscard]] constexpr cr_vmcs_values cr4_values_for(x86::cr4 v, cr_fixed f) noexcept {
+  return cr_values_for(v.raw(), f.fixed0, f.fixed1);
 }
 
 }  // namespace hvkit::vmx

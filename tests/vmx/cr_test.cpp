@@ -211,3 +211,16 @@ TEST(vmx_cr_access, clts_and_lmsw_exits) {
   auto l = vmx::evaluate_cr_write(vmx::cr_access_qualification{0x0000'0030}, ctx, 0, paging::paging_kind::two_dimensional);
   EXPECT_EQ(l.after.cr0.raw(), 0x8001'0031u);  // LMSW 0: MP EM TS cleared, PE kept
 }
+
+TEST(vmx_cr_access, vmcs_values_with_fixed_bits) {
+  // Bochs FIXED0/FIXED1 (bochs-and-qemu.md): CR0 0x80000021/0xffffffff, CR4 0x2000/0x003727ff.
+  constexpr vmx::cr_fixed f0{0x8000'0021, 0xffff'ffff}, f4{0x2000, 0x0037'27ff};
+  // A real-mode guest value 0x10 under unrestricted guest: only NE forced; the shadow keeps 0x10.
+  constexpr auto u = vmx::cr0_values_for(x86::cr0{0x10}, f0, true);
+  HVKIT_BOTH(u.actual == 0x30u && u.read_shadow == 0x10u);
+  constexpr auto r = vmx::cr0_values_for(x86::cr0{0x10}, f0, false);
+  HVKIT_BOTH(r.actual == 0x8000'0031u && r.read_shadow == 0x10u);
+  // CR4: VMXE forced in the real value, hidden from the guest by the shadow.
+  constexpr auto c4 = vmx::cr4_values_for(x86::cr4{0x20}, f4);
+  HVKIT_BOTH(c4.actual == 0x2020u && c4.read_shadow == 0x20u);
+}
