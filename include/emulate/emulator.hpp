@@ -623,7 +623,9 @@ class machine {
     // Set the accessed bit in the descriptor (an implicit supervisor write, SDM 3.4.5.1).
     segment loaded = d->to_segment(sel.value, false);
     if (!ar.test(segment_ar::accessed)) {
-      if (auto r = set_descriptor_bit(sel, *d, 1); !r) return r.error();
+      auto r = set_descriptor_bit(sel, *d, 1);
+      if (!r) return r.error();
+      if (!*r) return outcome::make_done();  // the descriptor changed: RIP stays, re-execute
       loaded.ar = loaded.ar.set(segment_ar::accessed);
     }
     s = loaded;
@@ -631,8 +633,10 @@ class machine {
   }
 
   /// Sets type bit `bit_value` (accessed = 1, busy = 2) in the descriptor with a 1-byte
-  /// compare-exchange on its type byte: an implicit supervisor write (SDM 4.6.1).
-  constexpr result<void, outcome> set_descriptor_bit(selector sel, const descriptor& d, std::uint8_t bit_value) noexcept {
+  /// compare-exchange on its type byte: an implicit supervisor write (SDM 4.6.1). Returns
+  /// false if the byte no longer holds what `d` says (another agent changed it): the caller
+  /// re-reads and re-checks the descriptor.
+  constexpr result<bool, outcome> set_descriptor_bit(selector sel, const descriptor& d, std::uint8_t bit_value) noexcept {
     const std::uint64_t base = sel.ldt() ? ctx_.ldtr.base + std::uint64_t{sel.index()} * 8 : descriptor_linear(sel);
     const std::uint64_t lin = (ctx_.efer.test(x86::efer::lma) ? base : base & 0xffff'ffffu) + 5;
     auto m = map(gva{ctx_.efer.test(x86::efer::lma) ? lin : lin & 0xffff'ffffu}, 1, access_bits(true, true), false);
@@ -640,10 +644,12 @@ class machine {
     const std::uint8_t old = static_cast<std::uint8_t>(d.raw >> 40);
     const auto r = ram_.cmpxchg(m->address[0], 1, old, static_cast<std::uint8_t>(old | bit_value));
     if (!r) return unexpected(outcome::make_unsupported(unsupported_reason::page_table_unbacked));
-    // Another agent changed the descriptor since we read it: re-execute the instruction.
-    if (!*r) return unexpected(outcome::make_unsupported(unsupported_reason::instruction));
-    return {};
+    return *r;
   }
+
+  /// How often LTR / a segment load re-reads a descriptor that changed under its
+  /// compare-exchange before giving up (the guest is rewriting its GDT concurrently).
+  static constexpr unsigned descriptor_retries = 4;
 
   // ---------------------------------------------------------------- string and port I/O
   /// The I/O permission check (SDM Vol. 1 19.5 (I/O privilege level), 19.5.2 (I/O
@@ -887,6 +893,17 @@ class machine {
     const std::uint16_t ec = sel.error_code();
     if (sel.ldt()) return outcome::make_exception(vector::gp, ec);
     const bool wide = ctx_.mode() == cpu_mode::long64;
+    for (unsigned attempt = 0; attempt < descriptor_retries; ++attempt) {
+      auto o = ltr_once(sel, wide);
+      if (o) return *o;
+      if (o.error() != ltr_raced) break;
+    }
+    return outcome::make_unsupported(unsupported_reason::instruction);
+  }
+
+  static constexpr int ltr_raced = 1;
+  constexpr result<outcome, int> ltr_once(selector sel, bool wide) noexcept {
+    const std::uint16_t ec = sel.error_code();
     auto d = read_descriptor(sel, wide);
     if (!d) return d.error();
     const std::uint8_t type = d->type();
@@ -899,7 +916,9 @@ class machine {
     if (wide && !x86::is_canonical(gva{loaded.base}, ctx_.cr4.test(x86::cr4::la57) ? x86::linear_width::la57
                                                                                       : x86::linear_width::la48))
       return outcome::make_exception(vector::gp, ec);
-    if (auto r = set_descriptor_bit(sel, *d, system_type::busy_bit); !r) return r.error();
+    const auto r = set_descriptor_bit(sel, *d, system_type::busy_bit);
+    if (!r) return r.error();
+    if (!*r) return unexpected(ltr_raced);
     loaded.ar = loaded.ar.with_type(static_cast<std::uint8_t>(type | system_type::busy_bit));
     ctx_.tr = loaded;
     return done(event::descriptor_table_load);
@@ -992,6 +1011,7 @@ class machine {
         const bool pg_on = n.test(x86::cr0::pg) && !ctx_.cr0.test(x86::cr0::pg);
         const bool pg_off = !n.test(x86::cr0::pg) && ctx_.cr0.test(x86::cr0::pg);
         if (pg_off && long_mode) return gp0();
+        if (pg_off && ctx_.cr4.test(x86::cr4::pcide)) return gp0();  // SDM MOV CR: PG=0 with PCIDE=1
         x86::efer e = ctx_.efer;
         if (pg_on && e.test(x86::efer::lme)) {
           if (!ctx_.cr4.test(x86::cr4::pae) || ctx_[sreg::cs].ar.test(segment_ar::l)) return gp0();

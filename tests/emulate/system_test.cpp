@@ -434,3 +434,38 @@ TEST(System32, MovToDsLoadsDescriptorAndSetsAccessed) {
 }
 
 }  // namespace
+
+namespace {
+// RAM whose next compare-exchange loses a race: another vCPU sets the same bits first.
+struct racing_ram {
+  hvkit::emulate::flat_ram* inner;
+  int races = 1;
+  bool read(hvkit::x86::gpa a, std::uint8_t* out, std::size_t n) { return inner->read(a, out, n); }
+  bool write(hvkit::x86::gpa a, const std::uint8_t* in, std::size_t n) { return inner->write(a, in, n); }
+  hvkit::result<bool, hvkit::paging::memory_error> cmpxchg(hvkit::x86::gpa a, unsigned bytes, std::uint64_t e,
+                                                           std::uint64_t d) {
+    if (races-- > 0) {
+      static_cast<void>(inner->cmpxchg(a, bytes, e, d));  // the other vCPU wins
+      return false;
+    }
+    return inner->cmpxchg(a, bytes, e, d);
+  }
+};
+static_assert(hvkit::emulate::guest_ram<racing_ram>);
+
+TEST_F(System, LtrLosingTheBusyBitRaceSeesABusyTss) {
+  // Another vCPU marks the TSS busy between our descriptor read and our compare-exchange:
+  // the re-check finds a busy TSS, #GP(selector), as if the other LTR had come first.
+  writable_gdt();
+  auto mmu = g.make_mmu(g.ctx.cr0);
+  racing_ram rr{&g.ram};
+  hvkit::emulate::walker_translator tr{mmu, g.ram};
+  g.ctx.gpr[0] = tss_sel;
+  g.code_bytes({0x0f, 0x00, 0xd8});
+  const auto o = hvkit::emulate::emulate(g.ctx, tr, rr, g.plat);
+  ASSERT_EQ(o.kind, outcome_kind::exception);
+  EXPECT_EQ(o.vector, x86::vector::gp);
+  EXPECT_EQ(o.error_code, tss_sel);
+  EXPECT_EQ(rr.races, 0);  // exactly one compare-exchange (lost); the re-read stopped it
+}
+}  // namespace
