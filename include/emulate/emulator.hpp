@@ -28,6 +28,7 @@
 #pragma once
 
 #include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 
@@ -187,9 +188,15 @@ class machine {
     if (write ? ram_.write(a, p, n) : ram_.read(a, p, n)) return {};
     unsigned done = 0;
     while (done < n) {
-      const unsigned rest = n - done;
-      const unsigned chunk = rest >= 8 ? 8 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;
       const gpa at = a + done;
+      unsigned rest = n - done;
+      // Optional platform hook: bytes left in the device region at `at`; accesses are split
+      // there as well as at page boundaries.
+      if constexpr (requires { { plat_.mmio_region_bytes(at) } -> std::convertible_to<std::uint64_t>; }) {
+        const std::uint64_t left = plat_.mmio_region_bytes(at);
+        if (left != 0 && left < rest) rest = static_cast<unsigned>(left);
+      }
+      const unsigned chunk = rest >= 8 ? 8 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;
       std::uint64_t v = 0;
       for (unsigned i = 0; i < chunk; ++i) v |= std::uint64_t{p[done + i]} << (8 * i);
       const completion& c = ctx_.pending;

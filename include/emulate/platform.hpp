@@ -15,6 +15,9 @@
 ///   `pio_in/pio_out`, `cpuid`, `rdmsr/wrmsr`. Returning false from an MMIO or port handler
 ///   means "not mine": the emulator then returns needs_mmio / needs_io. rdmsr/wrmsr
 ///   returning false inject #GP(0). cpuid returning false makes CPUID unsupported.
+///   Optional: `mmio_region_bytes(gpa) -> std::uint64_t`, the bytes from `gpa` to the end of
+///   the device region holding it (0: no limit); MMIO accesses are then also split at
+///   device-region boundaries inside a page.
 #pragma once
 
 #include <concepts>

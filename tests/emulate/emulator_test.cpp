@@ -96,6 +96,42 @@ TEST_F(Emulator, UnclaimedMmioNeedsCompletionAndCommitsNothing) {
   EXPECT_EQ(g.ctx.pending.what, completion::kind::none);
 }
 
+
+// A platform with device regions of 0x10 bytes: accesses split at region boundaries too.
+struct regioned_platform : hvkit::test::recording_platform {
+  std::uint64_t mmio_region_bytes(x86::gpa a) const { return 0x10 - (a.value() & 0xf); }
+};
+
+TEST_F(Emulator, MmioAccessesSplitAtDeviceRegionBoundaries) {
+  regioned_platform dev;
+  auto mmu = g.make_mmu(g.ctx.cr0);
+  walker_translator tr{mmu, g.ram};
+  g.ctx.gpr[0] = mmio_lin + 0x10e;
+  g.ctx.gpr[3] = 0x4433'2211;
+  g.code_bytes({0x89, 0x18});  // mov [rax], ebx: bytes 0x10e-0x111 span two 16-byte regions
+  ASSERT_TRUE(emulate::emulate(g.ctx, tr, g.ram, dev).is_done());
+  ASSERT_EQ(dev.mmio.size(), 2u);
+  EXPECT_EQ(dev.mmio[0].gpa, mmio_base + 0x10e);
+  EXPECT_EQ(dev.mmio[0].size, 2u);
+  EXPECT_EQ(dev.mmio[0].value, 0x2211u);
+  EXPECT_EQ(dev.mmio[1].gpa, mmio_base + 0x110);
+  EXPECT_EQ(dev.mmio[1].size, 2u);
+  EXPECT_EQ(dev.mmio[1].value, 0x4433u);
+  // A rep movsb from RAM into one region: one byte access per element, byte-exact.
+  g.put_data({1, 2, 3});
+  g.ctx.rip = guest::code;
+  g.ctx.gpr[6] = data_lin;
+  g.ctx.gpr[7] = mmio_lin + 0x20f;
+  g.ctx.gpr[1] = 3;
+  g.code_bytes({0xf3, 0xa4});
+  dev.mmio.clear();
+  ASSERT_TRUE(emulate::emulate(g.ctx, tr, g.ram, dev).is_done());
+  ASSERT_EQ(dev.mmio.size(), 3u);
+  EXPECT_EQ(dev.mmio[0].gpa, mmio_base + 0x20f);
+  EXPECT_EQ(dev.mmio[1].gpa, mmio_base + 0x210);
+  EXPECT_EQ(dev.mmio[2].value, 3u);
+}
+
 // ---------------------------------------------------------------------------- ALU
 TEST_F(Emulator, AddByteOverflowFlags) {
   g.ctx.gpr[0] = data_lin;
