@@ -131,4 +131,89 @@ TEST(CrWrite, LmaIsDerivedFromLmeAndPg) {
   static_assert(paging::efer_with_lma(x86::cr0{PE}, x86::efer{LME | LMA}) == x86::efer{LME});
 }
 
+// Every single-bit change of the bits that matter (one MOV to CR0/CR4 or WRMSR changes one
+// register; here one bit at a time), from every state of those bits, against a model
+// written from the SDM text: SDM 4.1.1 for the mode, 4.1.3/4.6 for the modifiers, 4.4.1 for
+// PDPTEs, 4.10.4.1 for the TLB.
+namespace cr_model {
+struct state {
+  std::uint64_t cr0, cr4, efer;
+};
+constexpr unsigned mode(const state& s) {
+  if (!(s.cr0 & PG)) return 0;
+  if (!(s.cr4 & PAE)) return 2;
+  if (!(s.efer & LME)) return 3;  // LMA = LME && PG
+  return (s.cr4 & LA57) ? 5 : 4;
+}
+// The modifiers that take effect in the state's mode, as one comparable value.
+constexpr std::uint64_t modifiers(const state& s) {
+  const unsigned m = mode(s);
+  if (m == 0) return 0;
+  std::uint64_t v = s.cr0 & WP;
+  v |= s.cr4 & (SMEP | SMAP);
+  if (m >= 3) v |= s.efer & NXE;              // XD exists with PAE and IA-32e paging
+  if (m >= 4) v |= s.cr4 & (PKE | (1ull << 24));  // keys with IA-32e paging only
+  if (m == 2) v |= s.cr4 & PSE;              // PSE matters for 32-bit paging only
+  return v;
+}
+constexpr std::uint8_t actions(const state& b, const state& a, bool shadow) {
+  std::uint8_t out = 0;
+  if (mode(b) != mode(a)) {
+    out |= R | X;
+  } else if (modifiers(b) != modifiers(a)) {
+    out |= shadow ? (R | X) : R;
+  }
+  const bool pdpte_bit = ((b.cr0 ^ a.cr0) & (CD | NW | PG)) || ((b.cr4 ^ a.cr4) & (PAE | PGE | PSE | SMEP));
+  if (mode(a) == 3 && pdpte_bit) out |= P;
+  const bool all = ((b.cr0 & PG) && !(a.cr0 & PG)) || ((b.cr4 ^ a.cr4) & PGE) ||
+                   ((b.cr4 & PCIDE) && !(a.cr4 & PCIDE));
+  const bool current = ((b.cr4 ^ a.cr4) & PAE) || (!(b.cr4 & SMEP) && (a.cr4 & SMEP));
+  if (all) out |= A;
+  else if (current) out |= C;
+  return out;
+}
+}  // namespace cr_model
+
+TEST(CrWrite, EverySingleBitChangeMatchesModel) {
+  constexpr std::uint64_t PKS = 1ull << 24;
+  constexpr std::uint64_t bits[] = {PG, WP, CD, NW, TS,                                // CR0
+                                    PSE, PAE, PGE, PCIDE, SMEP, SMAP, PKE, PKS, LA57,  // CR4
+                                    LME, NXE};                                         // EFER
+  constexpr unsigned n = sizeof(bits) / sizeof(bits[0]);
+  auto to_state = [&](unsigned mask) {
+    cr_model::state s{PE, 0, 0};
+    for (unsigned i = 0; i < n; ++i) {
+      if (!(mask & (1u << i))) continue;
+      if (i < 5) s.cr0 |= bits[i];
+      else if (i < 14) s.cr4 |= bits[i];
+      else s.efer |= bits[i];
+    }
+    return s;
+  };
+  std::uint64_t compared = 0, with_actions = 0;
+  for (unsigned m = 0; m < (1u << n); ++m) {
+    const auto b = to_state(m);
+    for (unsigned i = 0; i < n; ++i) {
+      const auto a = to_state(m ^ (1u << i));
+      for (bool shadow : {false, true}) {
+        const auto want = cr_model::actions(b, a, shadow);
+        const auto got = paging::cr_write_actions({x86::cr0{b.cr0}, x86::cr4{b.cr4}, x86::efer{b.efer}},
+                                                  {x86::cr0{a.cr0}, x86::cr4{a.cr4}, x86::efer{a.efer}},
+                                                  shadow ? paging_kind::shadow : paging_kind::two_dimensional);
+        ++compared;
+        with_actions += want != 0;
+        if (got.raw() != want) {
+          ADD_FAILURE() << std::hex << "cr0 " << b.cr0 << "->" << a.cr0 << " cr4 " << b.cr4 << "->" << a.cr4
+                        << " efer " << b.efer << "->" << a.efer << " shadow=" << shadow << " got=" << +got.raw()
+                        << " want=" << +want;
+          return;
+        }
+      }
+    }
+  }
+  std::printf("cr_write_actions vs model: %llu single-bit transitions compared (%llu with actions)\n",
+              static_cast<unsigned long long>(compared), static_cast<unsigned long long>(with_actions));
+  EXPECT_EQ(compared, (1ull << n) * n * 2);
+}
+
 }  // namespace
