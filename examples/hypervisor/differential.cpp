@@ -1,0 +1,263 @@
+// hvkit reference hypervisor: the CPU as the oracle. Differential paging (hvkit::paging::guest_walker against the emulated CPU) and the nested EPT comparison (paging::nested_walker over paging::ept_walker against the CPU's EPT-violation exits).
+#include "hv.hpp"
+
+namespace hv {
+
+/// Entry `i` of a walk path, and the path of a fault if the walker reports one (the
+/// walk_result layout is being slimmed down: both forms are accepted).
+template <class P>
+hvkit::paging::walked_entry path_entry(const P& p, unsigned i) {
+  if constexpr (requires { p[i]; }) return p[i];
+  else return p.entries[i];
+}
+template <class F>
+const hvkit::paging::walk_path* fault_path(const F& f) {
+  if constexpr (requires { f.path; }) return &f.path;
+  else return nullptr;
+}
+
+/// One differential paging case (hc::paging_case): the guest just did the access natively;
+/// hvkit's walker repeats it with the live guest registers against the same memory, with
+/// the entries restored to their state before the access.
+///
+/// Comparison rules: the outcome must be identical (no fault, or #PF with the same error
+/// code and CR2 = the linear address). A/D: on success the CPU and hvkit must set exactly
+/// the same A flags (every entry used) and D flag (the leaf of a write). On a faulting walk
+/// hvkit sets nothing; the SDM allows a processor to set A flags of entries it used before
+/// the fault (SDM Vol. 3A 4.8), so A flags set by the CPU on a faulting walk are counted
+/// apart, not as mismatches; a D flag there is a mismatch.
+std::uint64_t handle_paging_case(guest_regs& r) {
+  namespace pg = hvkit::paging;
+  const std::uint64_t la = r.rbx;
+  const x86::pfec access{r.rcx & 0xFFFFFFFF};
+  const std::uint64_t cpu_ad = r.rcx >> 32;
+  const auto cpu_result = static_cast<std::uint32_t>(r.rdx);
+  const auto cpu_error = static_cast<std::uint32_t>(r.rdx >> 32);
+  const std::uint64_t cpu_cr2 = r.rsi;
+
+  const x86::cr0 cr0{vmread(fields::guest_cr0)};
+  const x86::cr4 cr4{vmread(fields::guest_cr4)};
+  const x86::efer efer{vmread(fields::guest_ia32_efer)};
+  const pg::cpu_properties props = guest_cpu_properties();
+  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
+  const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
+  pg::walk_request req{};
+  req.linear = x86::gva{la};
+  req.access = access;
+  req.rflags = x86::rflags{vmread(fields::guest_rflags)};
+  pg::flat_memory mem = guest_ram_view();
+  const pg::walk_result res = pg::guest_walker{mmu, props}.walk(mem, mmu, req);
+
+  std::uint32_t hv_result = 0, hv_error = 0;
+  std::uint64_t hv_ad = 0;
+  if (res.has_value()) {
+    const pg::walk_path& path = res.value().path;
+    for (unsigned i = 0; i < path.count; ++i) {
+      const pg::walked_entry e = path_entry(path, i);
+      std::uint8_t* p = guest_ram(e.address.value(), 8);
+      std::uint64_t now = p ? *reinterpret_cast<volatile std::uint64_t*>(p) : 0;
+      if (now & 0x20) hv_ad |= 1ull << (e.level - 1);
+      if (now & 0x40) hv_ad |= 1ull << (hc::ad_dirty_shift + e.level - 1);
+    }
+  } else {
+    const pg::walk_fault& f = res.error();
+    hv_result = 0x100 | static_cast<std::uint32_t>(f.vector);
+    hv_error = static_cast<std::uint32_t>(f.error_code.raw());
+    if (f.kind == pg::fault_kind::unbacked) hv_result = 0xFFFF;  // a paging structure outside RAM: never expected
+  }
+  ++run.pg_cases;
+  if (cpu_result != 0) ++run.pg_cpu_faults;
+  unsigned kind = access.test(x86::pfec::write) ? 1 : (access.test(x86::pfec::fetch) ? 2 : 0);
+  if (access.test(x86::pfec::user)) kind += 3;
+  ++run.pg_by_kind[kind][cpu_result != 0 ? 1 : 0];
+  bool same = cpu_result == hv_result;
+  if (same && hv_result != 0) same = cpu_error == hv_error && cpu_cr2 == la;
+  if (same && hv_result == 0) same = cpu_ad == hv_ad;
+  if (same && hv_result != 0 && cpu_ad != 0) {
+    if ((cpu_ad >> hc::ad_dirty_shift) != 0) same = false;
+    else ++run.pg_a_on_fault;
+  }
+  if (!same) {
+    ++run.pg_mismatches;
+    if (run.pg_mismatches <= 8) {
+      kprintf("HVKIT MISMATCH paging case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
+              "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
+              (unsigned long long)run.pg_cases, (unsigned long long)la, (unsigned long long)access.raw(),
+              (unsigned long long)cr0.raw(), (unsigned long long)cr4.raw(), (unsigned long long)efer.raw(),
+              req.rflags.test(x86::rflags::ac) ? 1 : 0, cpu_result, cpu_error, (unsigned long long)cpu_cr2,
+              (unsigned long long)cpu_ad, hv_result, hv_error, (unsigned long long)hv_ad);
+      const pg::walk_path* path = res.has_value() ? &res.value().path : fault_path(res.error());
+      for (unsigned i = 0; path && i < path->count; ++i)
+        if (const pg::walked_entry e = path_entry(*path, i); true)
+        kprintf("HVKIT MISMATCH   level=%u entry@0x%llx=0x%016llx\n", e.level, (unsigned long long)e.address.value(),
+                (unsigned long long)e.value);
+    }
+  }
+  return same ? 0 : 1;
+}
+
+// ---- nested (EPT) differential -----------------------------------------------------------
+constexpr unsigned ept_scratch_pd_index = 0x1C00000 >> 21;
+
+std::uint64_t ept_perm_bits(unsigned p) { return p & 7; }  // bit 0 R, 1 W, 2 X
+
+/// Splits the scratch 2 MiB EPT page into 4 KiB pages (all RWX, write-back) for the run.
+void ept_scratch_split(bool on) {
+  namespace v = hvkit::vmx;
+  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const v::ept_permissions rwx{true, true, true, false};
+  if (on) {
+    for (std::uint64_t i = 0; i < 512; ++i)
+      ept_pt_scratch[i] = v::make_ept_leaf(x86::hpa{0x1C00000 + (i << 12)}, v::ept_level::pte, rwx,
+                                          v::ept_memory_type::wb, ec).value();
+    ept_pd[ept_scratch_pd_index] =
+        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pt_scratch)}, rwx, ec).value();
+  } else {
+    ept_pd[ept_scratch_pd_index] =
+        v::make_ept_leaf(x86::hpa{0x1C00000}, v::ept_level::pde, rwx, v::ept_memory_type::wb, ec).value();
+  }
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+}
+
+/// Sets the EPT permissions of one scratch page (memory type WB; no permission = not present).
+void ept_set_page(std::uint64_t gpa, unsigned perms) {
+  std::uint64_t& e = ept_pt_scratch[(gpa - 0x1C00000) >> 12];
+  e = (e & ~7ull) | ept_perm_bits(perms);
+}
+
+/// The memory the nested walk reads: host-physical memory from 1 MiB (the EPT tables live in
+/// the hypervisor's image) to the end of guest A's RAM. EPT maps guest A identically.
+hvkit::paging::flat_memory host_memory_view() {
+  return {reinterpret_cast<std::uint8_t*>(0x100000), layout::guest_mem_base + layout::guest_mem_size - 0x100000,
+          x86::gpa{0x100000}};
+}
+
+/// hc::ept_arm: apply the case's EPT permissions and predict the access with hvkit's nested
+/// walker (the guest's 4-level tables read through EPT, SDM Vol. 3C 29.3.3), guest A/D
+/// updates included (their EPT write check is part of the prediction) and then undone so
+/// that the CPU starts from the same state.
+void handle_ept_arm(guest_regs& r) {
+  namespace pg = hvkit::paging;
+  const std::uint64_t la = r.rbx;
+  const x86::pfec access{r.rcx};
+  ept_set_page(hc::ept_test_data_gpa, r.rdx & 7);
+  ept_set_page(hc::ept_test_pt_gpa, (r.rdx >> 8) & 7);
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+
+  const pg::cpu_properties props = guest_cpu_properties();
+  const x86::cr0 cr0{vmread(fields::guest_cr0)};
+  const x86::cr4 cr4{vmread(fields::guest_cr4)};
+  const x86::efer efer{vmread(fields::guest_ia32_efer)};
+  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
+  const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
+  const std::uint64_t c = vcaps.ept_vpid_cap;
+  pg::ept_capabilities ecap{};
+  ecap.maxphyaddr = props.maxphyaddr;
+  ecap.execute_only = c & 1;
+  ecap.walk4 = (c >> 6) & 1;
+  ecap.walk5 = (c >> 7) & 1;
+  ecap.page_2m = (c >> 16) & 1;
+  ecap.page_1g = (c >> 17) & 1;
+  ecap.ad = (c >> 21) & 1;
+  auto ew = pg::ept_walker::make(pg::ept_pointer{eptp_value}, ecap);
+  pg::walk_request req{};
+  req.linear = x86::gva{la};
+  req.access = access;
+  req.rflags = x86::rflags{vmread(fields::guest_rflags)};
+  pg::flat_memory mem = host_memory_view();
+  run.ept_pred_ok = run.ept_pred_ept = false;
+  run.ept_pred_result = 0xFFFF;
+  if (ew) {
+    const pg::nested_walker<pg::format::ia32e<4>, pg::ept_walker> nw{pg::basic_walker<pg::format::ia32e<4>>{mmu, props},
+                                                                      ew.value()};
+    const pg::nested_result res = nw.walk(mem, mmu, req);
+    if (res.has_value()) {
+      run.ept_pred_ok = true;
+      run.ept_pred_result = 0;
+      const pg::walk_path& path = res.value().guest.path;
+      for (unsigned i = 0; i < path.count; ++i) {  // undo the guest A/D updates
+        const pg::walked_entry e = path_entry(path, i);
+        if (std::uint8_t* p = guest_ram(e.address.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(p) = e.value;
+      }
+    } else {
+      const pg::walk_fault& f = res.error();
+      if (f.stage == pg::walk_stage::ept) {
+        run.ept_pred_ept = true;
+        run.ept_pred_qual = f.qualification.raw();
+        run.ept_pred_gpa = f.guest_physical.value();
+        run.ept_pred_la = f.linear.value();
+      } else {
+        run.ept_pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
+        run.ept_pred_error = static_cast<std::uint32_t>(f.error_code.raw());
+      }
+    }
+  }
+  run.ept_seen = false;
+  run.ept_seen_qual = run.ept_seen_gpa = run.ept_seen_la = 0;
+  run.ept_armed = true;
+}
+
+/// An EPT violation on a scratch page while a case is armed: record what the CPU reported,
+/// give the pages back (RWX) and let the guest retry the access.
+bool ept_case_violation() {
+  const std::uint64_t gpa = vmread(fields::guest_physical_address);
+  if (!run.ept_armed || gpa < 0x1C00000 || gpa >= 0x1E00000) return false;
+  if (!run.ept_seen) {
+    run.ept_seen = true;
+    run.ept_seen_qual = vmread(fields::exit_qualification);
+    run.ept_seen_gpa = gpa;
+    run.ept_seen_la = vmread(fields::guest_linear_address);
+  }
+  ept_set_page(hc::ept_test_data_gpa, 7);
+  ept_set_page(hc::ept_test_pt_gpa, 7);
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  return true;
+}
+
+/// hc::ept_check: compare. Qualification bits 0-5 (access, EPT rights), 7 (linear address
+/// valid) and 8 (final translation vs paging-structure access) must agree; bit 6 (XU) is
+/// only defined with mode-based execute control, which is off. Then the GPA and the linear
+/// address. Without a predicted EPT violation, the CPU must not have exited and the guest
+/// must have seen the predicted outcome (success, or #PF with the same error code).
+std::uint64_t handle_ept_check(guest_regs& r) {
+  const auto cpu_result = static_cast<std::uint32_t>(r.rbx);
+  const auto cpu_error = static_cast<std::uint32_t>(r.rcx);
+  constexpr std::uint64_t qmask = 0x1BF;  // bits 0-5, 7, 8
+  bool same;
+  if (run.ept_pred_ept) {
+    same = run.ept_seen && (run.ept_seen_qual & qmask) == (run.ept_pred_qual & qmask) &&
+           run.ept_seen_gpa == run.ept_pred_gpa && run.ept_seen_la == run.ept_pred_la;
+  } else {
+    same = !run.ept_seen && cpu_result == run.ept_pred_result && (cpu_result == 0 || cpu_error == run.ept_pred_error);
+  }
+  // Bochs 2.7 erratum (see docs/hypervisor.md): without EPT A/D (EPTP bit 6 = 0) it sets the
+  // A/D flags of guest paging-structure entries without checking EPT write permission. SDM
+  // Vol. 3C 29.3.3.2: an A/D update is a write to the guest paging structure, so a
+  // read-only page-table page causes an EPT violation (qualification bit 1 set, bit 8 0).
+  // Cases where hvkit predicts exactly that violation and the CPU did not exit are counted
+  // apart; the rest of the comparison applies to every other case.
+  const bool ad_write_erratum = !same && run.ept_pred_ept && !run.ept_seen && (run.ept_pred_qual & 0x2) &&
+                                !(run.ept_pred_qual & 0x100);
+  if (ad_write_erratum) {
+    ++run.ept_errata;
+    same = true;
+  }
+  ++run.ept_cases;
+  if (run.ept_seen) ++run.ept_violations;
+  if (cpu_result != 0) ++run.ept_guest_faults;
+  if (!same && ++run.ept_mismatches <= 12)
+    kprintf("HVKIT MISMATCH ept case=%llu case_info=0x%llx cpu: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x "
+            "hvkit: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x\n",
+            (unsigned long long)run.ept_cases, (unsigned long long)r.rsi, run.ept_seen ? 1 : 0,
+            (unsigned long long)run.ept_seen_qual, (unsigned long long)run.ept_seen_gpa,
+            (unsigned long long)run.ept_seen_la, cpu_result, cpu_error, run.ept_pred_ept ? 1 : 0,
+            (unsigned long long)run.ept_pred_qual, (unsigned long long)run.ept_pred_gpa,
+            (unsigned long long)run.ept_pred_la, run.ept_pred_result, run.ept_pred_error);
+  run.ept_armed = false;
+  ept_set_page(hc::ept_test_data_gpa, 7);
+  ept_set_page(hc::ept_test_pt_gpa, 7);
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  return same ? 0 : 1;
+}
+
+}  // namespace hv

@@ -1,0 +1,252 @@
+/// @file
+/// @brief Shared state and declarations of the reference hypervisor's translation units:
+/// hypervisor.cpp (runs, main), vmx_setup.cpp (VMX bring-up, VMCS), exits.cpp (exit
+/// handlers, emulation, hypercalls), differential.cpp (the CPU-as-oracle runs),
+/// scheduler.cpp (two guests and the IBPB policy), util.cpp (reporting, injection).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <emulate/context.hpp>
+#include <emulate/emulator.hpp>
+#include <emulate/outcome.hpp>
+#include <emulate/platform.hpp>
+#include <cpuid/features.hpp>
+#include <cpuid/host.hpp>
+#include <cpuid/kvm.hpp>
+#include <cpuid/msr_policy.hpp>
+#include <cpuid/policy.hpp>
+#include <vmx/capabilities.hpp>
+#include <vmx/controls.hpp>
+#include <vmx/cr_access.hpp>
+#include <vmx/cr_mask.hpp>
+#include <vmx/dispatch.hpp>
+#include <vmx/ept_entry.hpp>
+#include <vmx/exit_qualification.hpp>
+#include <vmx/exit_reason.hpp>
+#include <vmx/ibpb.hpp>
+#include <paging/cr_write.hpp>
+#include <paging/guest_memory.hpp>
+#include <paging/mmu.hpp>
+#include <paging/ept_walker.hpp>
+#include <paging/nested.hpp>
+#include <paging/walker.hpp>
+#include <x86/cr3.hpp>
+#include <x86/xcr0.hpp>
+#include <x86/rflags.hpp>
+#include <x86/address.hpp>
+#include <x86/cr.hpp>
+#include <x86/efer.hpp>
+#include <x86/guest_owned.hpp>
+#include <x86/msr.hpp>
+#include <x86/pfec.hpp>
+
+#include "console.hpp"
+#include "hypercall.hpp"
+#include "layout.hpp"
+
+#include "vmx_glue.hpp"
+
+
+extern "C" {
+extern const unsigned char guest_blob_start[], guest_blob_end[];
+extern const std::uint64_t host_isr_table[32];
+extern std::uint32_t boot_multiboot_magic;
+int vmx_enter(hv::vmx::guest_regs* regs, int launched);
+void vmx_exit_stub();
+[[noreturn]] void hv_main();
+int hv_handle_exit(hv::vmx::guest_regs* regs);
+[[noreturn]] void hv_host_exception(const std::uint64_t* frame);
+}
+
+namespace hv {
+
+using namespace vmx;
+namespace hc = hv::hc;
+namespace em = hvkit::emulate;
+namespace pg = hvkit::paging;
+namespace cpuid_ns = hvkit::cpuid;
+
+namespace x86 = hvkit::x86;
+constexpr std::uint64_t cr0_pe = x86::cr0::pe.raw(), cr0_ts = x86::cr0::ts.raw(), cr0_ne = x86::cr0::ne.raw();
+constexpr std::uint64_t cr0_et = x86::cr0::et.raw(), cr0_wp = x86::cr0::wp.raw();
+constexpr std::uint64_t cr0_nw = x86::cr0::nw.raw(), cr0_cd = x86::cr0::cd.raw(), cr0_pg = x86::cr0::pg.raw();
+constexpr std::uint64_t cr4_pae = x86::cr4::pae.raw(), cr4_vmxe = x86::cr4::vmxe.raw();
+constexpr std::uint64_t cr4_osxsave = x86::cr4::osxsave.raw(), cr4_umip = x86::cr4::umip.raw();
+constexpr std::uint64_t efer_sce = x86::efer::sce.raw(), efer_lme = x86::efer::lme.raw();
+constexpr std::uint64_t efer_lma = x86::efer::lma.raw(), efer_nxe = x86::efer::nxe.raw();
+
+// ---- configuration ----------------------------------------------------------------------
+/// Guest-owned CR bits come from hvkit's policy (x86/guest_owned.hpp): a guest_owned_set
+/// that would hand the guest a bit feeding the MMU role other than CR0.WP does not compile.
+/// With EPT the guest owns CR0.TS and CR0.WP and the CR4 bits that never affect
+/// translation; every other bit (CR4.VMXE in particular) is host-owned. A bit clear in the
+/// guest/host mask is guest-owned (SDM Vol. 3C 25.6.6).
+using policy_wp_guest_owned = x86::guest_owned_set<(x86::cr0::ts | x86::cr0::wp).raw(),
+                                                   x86::cr4_possible_guest_owned.raw()>;
+/// The configuration switch: the same policy with CR0.WP intercepted, so every WP toggle is
+/// a CR-access exit (SDM Vol. 3C 26.1.3: MOV to CR0 exits when it would change a bit set
+/// in the mask away from the read shadow).
+using policy_wp_intercepted = x86::guest_owned_set<x86::cr0::ts.raw(), x86::cr4_possible_guest_owned.raw()>;
+
+enum class run_status { running, done, halted, triple_fault, entry_failed, vm_fail, fatal_exit };
+
+struct run_config {
+  const char* name;
+  bool wp_intercepted;
+  /// Descriptor-table exiting: LTR/STR/LGDT/... exit and the hypervisor emulates them.
+  /// Off, the CPU (Bochs) executes them itself: the oracle for the emulated runs.
+  bool dt_exiting;
+  std::uint64_t guest_flags;  ///< hc::cfg_* beyond the two above
+  run_status expected;
+  /// Negative control: the emulator checks permissions with the role cached at the last
+  /// CR exit, without the CR0.WP passthrough refresh (the KVM bug). The run passes if the
+  /// LTR check then fails the way the bug predicts.
+  bool stale_role = false;
+  /// Two guests and a sibling VMCS, switched by the VMX-preemption timer, with this IBPB
+  /// policy deciding each barrier (-1: a single VMCS, no scheduling).
+  int ibpb = -1;
+};
+// ---- state --------------------------------------------------------------------------------
+extern std::uint64_t host_gdt[6];
+extern std::uint8_t host_tss[104];
+extern std::uint64_t host_idt[64];
+extern std::uint8_t vmxon_region[4096];
+extern std::uint8_t vmcs_region[4096];
+extern std::uint8_t vmcs_a2_region[4096];
+extern std::uint8_t vmcs_b_region[4096];
+extern std::uint64_t ept_b_pml4[512], ept_b_pdpt[512], ept_b_pd[512];
+extern std::uint64_t ept_pml4[512], ept_pdpt[512], ept_pd[512];
+extern std::uint64_t ept_pt_scratch[512];
+
+/// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
+/// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
+extern hvkit::vmx::vmx_capabilities vcaps;
+struct capabilities {
+  std::uint64_t basic, ept_vpid;
+  std::uint64_t cr0_fixed0, cr0_fixed1, cr4_fixed0, cr4_fixed1;
+};
+extern capabilities caps;
+
+// ---- CPUID and MSR policy (hvkit::cpuid), built once --------------------------------
+extern cpuid_ns::table<128> host_cpuid;
+extern cpuid_ns::policy guest_policy;
+/// The MSR policy derived from the CPUID policy: one source for both (background.md 2).
+extern cpuid_ns::msr_policy guest_msrs;
+
+struct counters {
+  std::uint64_t total;
+  std::uint64_t by_reason[exit_reason_slots];
+};
+
+struct mmio_device {
+  std::uint64_t regs[4];  // id, scratch, writes, reads
+};
+
+struct run_state {
+  const run_config* cfg;
+  guest_regs regs;
+  counters exits;
+  counters mark;  // snapshot taken at hc::mark_begin
+  run_status status;
+  std::uint64_t guest_efer;
+  std::uint64_t cr0_mask, cr4_mask;
+  // Results of the measured sections, kept for the cross-run comparison.
+  std::uint64_t wp_toggles, wp_cr_exits, wp_mismatch, wp_tsc;
+  bool wp_seen;
+  mmio_device device;
+  std::uint64_t device_reads, device_writes, unassigned_reads, unassigned_writes, not_emulable, emulated;
+  // The guest MMU context the emulator checks permissions with (hvkit::paging), and what
+  // happened to it: refreshes/resets after CR writes that exited, and passthrough refreshes
+  // (CR0.WP found changed at an emulated access, i.e. toggled without an exit).
+  hvkit::paging::mmu_context mmu;
+  std::uint64_t mmu_refreshes, mmu_resets, passthrough_refreshes;
+  std::uint64_t stale_wrong_faults;  // negative control: #PF 0x3 injected while live WP=0
+  std::uint64_t neg_wp0_result;      // negative control: the guest's ltr_ro_gdt_wp0_ok
+  bool neg_wp0_seen;
+  // Differential paging.
+  std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
+  std::uint64_t pg_by_kind[6][2];  // [read/write/fetch at CPL 0, then CPL 3][ok, fault]
+  bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
+  // EPT differential.
+  bool ept_armed;
+  bool ept_pred_ok;                       // hvkit: the access succeeds
+  bool ept_pred_ept;                      // hvkit: an EPT violation (else a guest fault)
+  std::uint64_t ept_pred_qual, ept_pred_gpa, ept_pred_la;
+  std::uint32_t ept_pred_result, ept_pred_error;
+  bool ept_seen;                          // the CPU exited with an EPT violation
+  std::uint64_t ept_seen_qual, ept_seen_gpa, ept_seen_la;
+  std::uint64_t ept_cases, ept_mismatches, ept_violations, ept_guest_faults, ept_errata;
+};
+extern run_state run;
+
+struct run_summary {
+  bool ok;
+  std::uint64_t toggles, cr_exits, mismatch, tsc;
+};
+
+extern int results_pass, results_fail, results_errata;
+extern std::uint64_t eptp_value;
+
+// ---- helpers (util.cpp) -------------------------------------------------------------
+bool str_eq(const char* a, const char* b);
+/// Prints one "HVKIT RESULT <name> PASS|FAIL <details>" line and counts it.
+void result(const char* name, bool pass, const char* fmt = nullptr, ...) __attribute__((format(printf, 3, 4)));
+/// VMWRITE through hvkit::vmx (typed field, hardware backend). Values are computed in
+/// 64 bits here; the narrowing to the field's own width is explicit and checked.
+template <std::uint32_t E>
+void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
+  using T = typename hvkit::vmx::field<E>::value_type;
+  if (v & ~hvkit::vmx::value_mask(E))
+    kprintf("HVKIT ERROR vmwrite field=0x%x value=0x%llx does not fit the field\n", E, (unsigned long long)v);
+  hvkit::vmx::hw::current_vmcs vmcs;
+  auto r = hvkit::vmx::vmwrite(vmcs, f, static_cast<T>(v));
+  if (!r)
+    kprintf("HVKIT ERROR vmwrite field=0x%x value=0x%llx failed (VM-instruction error %u)\n", E,
+            (unsigned long long)v, static_cast<unsigned>(r.error().error));
+}
+
+/// Prints milli-units as "<int>.<3 digits>".
+struct milli {
+  unsigned long long whole, frac;
+};
+milli ratio(std::uint64_t num, std::uint64_t den);
+std::uint64_t read_gpr(guest_regs& r, unsigned index);
+void write_gpr(guest_regs& r, unsigned index, std::uint64_t v);
+void skip_instruction();
+void inject_exception(unsigned vector, bool has_error_code, std::uint32_t error_code = 0);
+void inject_gp(std::uint32_t error_code = 0);
+void inject_pf(std::uint64_t la, x86::pfec error);
+bool read_guest_string(std::uint64_t gpa, char* buf, std::size_t size);
+
+// ---- VMX bring-up and the VMCS (vmx_setup.cpp) ----------------------------------------
+void setup_host_tables();
+void read_capabilities();
+bool build_cpuid_policy();
+bool enable_vmx();
+bool build_ept();
+const hc::guest_header* load_guest();
+x86::cr4 guest_cr4_allowed();
+bool setup_vmcs(const hc::guest_header& g);
+hvkit::paging::cr_state current_cr_state();
+void mmu_after_cr_write(const hvkit::paging::cr_state& before);
+
+// ---- exits (exits.cpp) -------------------------------------------------------------------
+void report_exit(const char* what, bool expected = false);
+hvkit::paging::flat_memory guest_ram_view();
+std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size);
+hvkit::paging::cpu_properties guest_cpu_properties();
+unsigned guest_cpl();
+
+// ---- the CPU as the oracle (differential.cpp) -------------------------------------------
+std::uint64_t handle_paging_case(guest_regs& r);
+void handle_ept_arm(guest_regs& r);
+std::uint64_t handle_ept_check(guest_regs& r);
+bool ept_case_violation();
+void ept_scratch_split(bool on);
+
+// ---- two guests and IBPB (scheduler.cpp) ----------------------------------------------
+int run_scheduled(const hc::guest_header& g);
+
+}  // namespace hv

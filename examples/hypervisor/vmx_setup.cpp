@@ -1,0 +1,388 @@
+// hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
+#include "hv.hpp"
+
+namespace hv {
+
+// ---- host descriptor tables -----------------------------------------------------------
+void setup_host_tables() {
+  auto tss = reinterpret_cast<std::uint64_t>(host_tss);
+  host_gdt[0] = 0;
+  host_gdt[1] = 0x00AF9A000000FFFF;  // 0x08 code64
+  host_gdt[2] = 0x00CF92000000FFFF;  // 0x10 data
+  // 0x18: 64-bit available TSS (SDM Vol. 3A 8.2.3, Figure 8-4)
+  host_gdt[3] = (sizeof(host_tss) - 1) | ((tss & 0xFFFFFF) << 16) | (0x89ull << 40) | (((tss >> 24) & 0xFF) << 56);
+  host_gdt[4] = tss >> 32;
+  host_gdt[5] = 0;
+  host_tss[102] = sizeof(host_tss);  // I/O map base beyond the limit: no I/O bitmap
+  for (int v = 0; v < 32; ++v) {
+    std::uint64_t h = host_isr_table[v];
+    host_idt[2 * v] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
+    host_idt[2 * v + 1] = h >> 32;
+  }
+  struct __attribute__((packed)) {
+    std::uint16_t limit;
+    std::uint64_t base;
+  } gdtr{sizeof(host_gdt) - 1, reinterpret_cast<std::uint64_t>(host_gdt)},
+      idtr{sizeof(host_idt) - 1, reinterpret_cast<std::uint64_t>(host_idt)};
+  asm volatile(
+      "lgdt %0\n\t"
+      "pushq $0x08\n\t"
+      "leaq 1f(%%rip), %%rax\n\t"
+      "pushq %%rax\n\t"
+      "lretq\n"
+      "1:\n\t"
+      "movl $0x10, %%eax\n\t"
+      "movl %%eax, %%ds\n\t"
+      "movl %%eax, %%es\n\t"
+      "movl %%eax, %%ss\n\t"
+      "movl %%eax, %%fs\n\t"
+      "movl %%eax, %%gs\n\t"
+      "movw $0x18, %%ax\n\t"
+      "ltr %%ax\n\t"
+      "lidt %1"
+      :
+      : "m"(gdtr), "m"(idtr)
+      : "rax", "memory");
+}
+
+// ---- VMX bring-up ------------------------------------------------------------------------
+void read_capabilities() {
+  vcaps = hvkit::vmx::vmx_capabilities::read([](std::uint32_t m) { return rdmsr(m); });
+  caps = {vcaps.basic, vcaps.ept_vpid_cap, vcaps.cr0_fixed0, vcaps.cr0_fixed1, vcaps.cr4_fixed0, vcaps.cr4_fixed1};
+  auto pair = [](hvkit::vmx::control_capability c) {
+    return (static_cast<unsigned long long>(c.may_be_one) << 32) | c.must_be_one;
+  };
+  kprintf("HVKIT INFO vmx_basic=0x%016llx true_ctls=%d revision=0x%x\n", (unsigned long long)vcaps.basic,
+          vcaps.has_true_controls() ? 1 : 0, vcaps.revision_id());
+  kprintf("HVKIT INFO pin=0x%016llx proc=0x%016llx proc2=0x%016llx\n", pair(vcaps.pin_caps()),
+          pair(vcaps.primary_caps()), pair(vcaps.secondary_caps()));
+  kprintf("HVKIT INFO exit=0x%016llx entry=0x%016llx ept_vpid_cap=0x%016llx\n", pair(vcaps.exit_caps()),
+          pair(vcaps.entry_caps()), (unsigned long long)vcaps.ept_vpid_cap);
+  kprintf("HVKIT INFO cr0_fixed0=0x%llx cr0_fixed1=0x%llx cr4_fixed0=0x%llx cr4_fixed1=0x%llx\n",
+          (unsigned long long)caps.cr0_fixed0, (unsigned long long)caps.cr0_fixed1,
+          (unsigned long long)caps.cr4_fixed0, (unsigned long long)caps.cr4_fixed1);
+}
+
+/// Builds the guest's CPUID policy (hvkit::cpuid::build_policy) and the MSR policy derived
+/// from it. Host features pass through except those whose instructions or state this
+/// hypervisor does not virtualize with the VMX controls it sets (RDTSCP, INVPCID, XSAVES
+/// need their secondary controls; RDPID reads TSC_AUX; a feature whose CR4 bit VMX does not
+/// allow in the guest is hidden); VMX is not offered (no nested virtualization). No KVM
+/// paravirtual feature is implemented, so none is offered; the hints word says
+/// "realtime" (one vCPU, never preempted). Hints may change later, features may not.
+bool build_cpuid_policy() {
+  namespace feat = cpuid_ns::feat;
+  if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
+    result("cpuid_policy", false, "reason=host_table_full");
+    return false;
+  }
+  cpuid_ns::hypervisor_caps hvc{};
+  hvc.passthrough = cpuid_ns::feature_set::all();
+  for (const cpuid_ns::feature f : {feat::vmx, feat::rdtscp, feat::invpcid, feat::xsaves, feat::rdpid, feat::waitpkg})
+    hvc.passthrough.clear(f);
+  const x86::cr4 vmx_cr4{caps.cr4_fixed1};
+  if (!vmx_cr4.test(x86::cr4::pke)) hvc.passthrough.clear(feat::pku);
+  if (!vmx_cr4.test(x86::cr4::la57)) hvc.passthrough.clear(feat::la57);
+  if (!vmx_cr4.test(x86::cr4::umip)) hvc.passthrough.clear(feat::umip);
+  if (!vmx_cr4.test(x86::cr4::smep)) hvc.passthrough.clear(feat::smep);
+  if (!vmx_cr4.test(x86::cr4::smap)) hvc.passthrough.clear(feat::smap);
+  if (!vmx_cr4.test(x86::cr4::fsgsbase)) hvc.passthrough.clear(feat::fsgsbase);
+  // XSAVE state: x87, SSE and AVX only. The host never touches FP/vector state
+  // (-mgeneral-regs-only), so these survive exits untouched; larger components are not
+  // offered (and the library refuses components whose size the host does not report).
+  hvc.xsave_components = x86::xfeatures{0x7};
+  cpuid_ns::policy_config cfg{};
+  cfg.xsave_components = x86::xfeatures{0x7};
+  cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
+  auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
+  if (!p) {
+    result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
+    return false;
+  }
+  guest_policy = p.value();
+  guest_msrs = cpuid_ns::derive_msr_policy(guest_policy.features(), guest_policy.xss_components());
+  const bool consistent = cpuid_ns::check_consistency(guest_policy.features(), guest_msrs).has_value();
+  const cpuid_ns::regs sig = guest_policy.answer(guest_policy.kvm_base(), 0, {});
+  const cpuid_ns::regs pv = guest_policy.answer(guest_policy.kvm_base() + 1, 0, {});
+  result("cpuid_policy", consistent,
+         "kvm_base=0x%x max_leaf=0x%x pv_features=0x%x hints=0x%x ibpb=%d pred_cmd_bits=0x%llx msr_policy_consistent=%d",
+         guest_policy.kvm_base(), sig.eax, pv.eax, pv.edx, guest_policy.has(feat::spec_ctrl) ? 1 : 0,
+         (unsigned long long)guest_msrs.pred_cmd_bits, consistent ? 1 : 0);
+  return true;
+}
+
+bool enable_vmx() {
+  // SDM Vol. 3C 24.7 "Enabling and Entering VMX Operation".
+  std::uint64_t fc = rdmsr(x86::msr::ia32_feature_control);
+  if ((fc & feature_control_lock) == 0) {
+    fc |= feature_control_lock | feature_control_vmxon_outside_smx;
+    wrmsr(x86::msr::ia32_feature_control, fc);
+    kprintf("HVKIT INFO feature_control=0x%llx (set and locked by us)\n", (unsigned long long)fc);
+  } else {
+    kprintf("HVKIT INFO feature_control=0x%llx (locked by firmware)\n", (unsigned long long)fc);
+    if ((fc & feature_control_vmxon_outside_smx) == 0) {
+      result("vmx_enable", false, "reason=feature_control_locked_without_vmx");
+      return false;
+    }
+  }
+  // SDM Vol. 3C 24.8 "Restrictions on VMX Operation": CR0/CR4 fixed bits (CR4.VMXE is a
+  // fixed-1 bit).
+  write_cr0((read_cr0() | caps.cr0_fixed0) & caps.cr0_fixed1);
+  write_cr4((read_cr4() | caps.cr4_fixed0 | cr4_vmxe) & caps.cr4_fixed1);
+
+  const std::uint32_t revision = vcaps.revision_id();
+  *reinterpret_cast<std::uint32_t*>(vmxon_region) = revision;
+  auto on = hvkit::vmx::hw::vmxon(x86::hpa{reinterpret_cast<std::uint64_t>(vmxon_region)});
+  if (!on) {
+    result("vmx_enable", false, "reason=vmxon_failed kind=%s", on.error().how == hvkit::vmx::vm_fail::kind::invalid ? "VMfailInvalid" : "VMfailValid");
+    return false;
+  }
+  result("vmx_enable", true, "revision=0x%x", revision);
+  return true;
+}
+
+/// Identity EPT for guest memory only: GPA [guest_mem_base, +guest_mem_size) -> same HPA,
+/// 2 MiB pages, RWX, write-back. Nothing else is mapped: neither the hypervisor's memory
+/// nor the MMIO test device (SDM Vol. 3C 29.3.2 "EPT Translation Mechanism").
+
+bool build_ept() {
+  namespace v = hvkit::vmx;
+  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const unsigned maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xFF) : 36;
+  const v::ept_permissions rwx{true, true, true, false};
+  for (auto& e : ept_pml4) e = 0;
+  for (auto& e : ept_pdpt) e = 0;
+  for (auto& e : ept_pd) e = 0;
+  auto pml4e = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pdpt)}, rwx, ec, maxphyaddr);
+  auto pdpte = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd)}, rwx, ec, maxphyaddr);
+  auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pml4)}, v::ept_memory_type::wb, 4, false, ec,
+                           maxphyaddr);
+  if (!pml4e || !pdpte || !eptp) {
+    result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+    return false;
+  }
+  ept_pml4[0] = pml4e.value();
+  ept_pdpt[0] = pdpte.value();
+  eptp_value = eptp.value();
+  static_assert(layout::guest_mem_base + layout::guest_mem_size <= (1ull << 30), "one EPT PD covers 1 GiB");
+  static_assert(layout::guest_mem_base % 0x200000 == 0 && layout::guest_mem_size % 0x200000 == 0);
+  for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size;
+       gpa += 0x200000) {
+    auto leaf = v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, v::ept_memory_type::wb, ec, false, maxphyaddr);
+    if (!leaf) {
+      result("ept_setup", false, "reason=2m_leaf_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+      return false;
+    }
+    ept_pd[gpa >> 21] = leaf.value();
+  }
+  return true;
+}
+
+/// Clears guest memory, copies the guest image in and writes the guest's boot page
+/// tables (identity map of the low 4 GiB with 2 MiB pages; the guest builds its own).
+const hc::guest_header* load_guest() {
+  std::uint64_t words = layout::guest_mem_size / 8;
+  void* dst = reinterpret_cast<void*>(layout::guest_mem_base);
+  asm volatile("rep stosq" : "+D"(dst), "+c"(words) : "a"(0ull) : "memory");
+  auto size = static_cast<std::size_t>(guest_blob_end - guest_blob_start);
+  __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), guest_blob_start, size);
+
+  auto* hdr = reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
+  if (hdr->magic != hc::header_magic || hdr->image_end > layout::guest_boot_pt_gpa ||
+      hdr->entry < layout::guest_load_gpa || hdr->entry >= hdr->image_end) {
+    result("guest_load", false, "reason=bad_header magic=0x%x", hdr->magic);
+    return nullptr;
+  }
+  auto* pml4 = reinterpret_cast<std::uint64_t*>(layout::guest_boot_pt_gpa);
+  auto* pdpt = pml4 + 512;
+  auto* pd = pml4 + 1024;  // four page directories
+  pml4[0] = reinterpret_cast<std::uint64_t>(pdpt) | 0x3;
+  for (int i = 0; i < 4; ++i) pdpt[i] = reinterpret_cast<std::uint64_t>(pd + 512 * i) | 0x3;
+  for (std::uint64_t i = 0; i < 2048; ++i) pd[i] = (i << 21) | 0x83;
+  return hdr;
+}
+
+/// CR4 bits the guest may set: what the CPU allows in VMX non-root operation, minus VMXE
+/// and SMXE (no nested virtualization or SMX offered).
+x86::cr4 guest_cr4_allowed() {
+  namespace feat = cpuid_ns::feat;
+  x86::cr4 a = x86::cr4{caps.cr4_fixed1} & ~(x86::cr4::vmxe | x86::cr4::smxe) & x86::cr4::defined;
+  // A CR4 bit whose feature the guest's CPUID does not enumerate is reserved for it.
+  struct {
+    x86::cr4 bit;
+    cpuid_ns::feature f;
+  } const gates[] = {{x86::cr4::smep, feat::smep},         {x86::cr4::smap, feat::smap},
+                     {x86::cr4::fsgsbase, feat::fsgsbase}, {x86::cr4::pcide, feat::pcid},
+                     {x86::cr4::osxsave, feat::xsave},     {x86::cr4::umip, feat::umip},
+                     {x86::cr4::pke, feat::pku},           {x86::cr4::la57, feat::la57}};
+  for (const auto& g : gates)
+    if (!guest_policy.has(g.f)) a = a.clear(g.bit);
+  return a;
+}
+
+/// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
+template <class C>
+bool controls_ok(const char* what, const hvkit::result<C, hvkit::vmx::control_error<C>>& r) {
+  if (r.has_value()) return true;
+  result("vmcs_controls", false, "reason=%s unsupported=0x%llx cannot_clear=0x%llx", what,
+         (unsigned long long)r.error().unsupported.raw(), (unsigned long long)r.error().cannot_clear.raw());
+  return false;
+}
+
+/// Fills the current VMCS for a fresh run of the conformance guest.
+bool setup_vmcs(const hc::guest_header& g) {
+  namespace v = hvkit::vmx;
+  // ---- controls, adjusted to the capability MSRs (hvkit::vmx::adjust_controls, SDM Vol. 3D
+  // A.3-A.5; through the TRUE_* MSRs when they exist, so CR3-load/store exiting can be 0).
+  // Without the TRUE MSRs CR3 accesses exit and handle_cr() emulates them.
+  const auto pin = v::adjust_controls(vcaps.pin_caps(), run.cfg->ibpb >= 0 ? v::pin_based::activate_preemption_timer
+                                                                         : v::pin_based{});
+  const auto proc = v::adjust_controls(vcaps.primary_caps(),
+                                       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls);
+  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
+                                        run.cfg->dt_exiting ? v::secondary_proc_based::enable_ept |
+                                                                  v::secondary_proc_based::descriptor_table_exiting
+                                                            : v::secondary_proc_based::enable_ept);
+  const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
+                                                               v::exit_controls::save_ia32_efer |
+                                                               v::exit_controls::load_ia32_efer);
+  const auto entry =
+      v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest | v::entry_controls::load_ia32_efer);
+  if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
+      !controls_ok("exit", exitc) || !controls_ok("entry", entry))
+    return false;
+
+  vmwrite(fields::pin_based_controls, pin.value().raw());
+  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
+  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
+  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
+  vmwrite(fields::vm_entry_controls, entry.value().raw());
+  vmwrite(fields::exception_bitmap, 0);  // guest exceptions go to the guest's IDT
+  vmwrite(fields::page_fault_error_code_mask, 0);
+  vmwrite(fields::page_fault_error_code_match, 0);
+  vmwrite(fields::cr3_target_count, 0);
+  vmwrite(fields::vm_exit_msr_store_count, 0);
+  vmwrite(fields::vm_exit_msr_load_count, 0);
+  vmwrite(fields::vm_entry_msr_load_count, 0);
+  vmwrite(fields::vm_entry_interruption_info, 0);
+  vmwrite(fields::ept_pointer, eptp_value);
+
+  // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
+  // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
+  // only with EPT, a CR4 bit only if the guest may set it).
+  const v::cr_mask_features features{true, guest_cr4_allowed()};
+  const v::guest_owned_bits owned = run.cfg->wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
+                                                             : v::make_guest_owned<policy_wp_guest_owned>(features);
+  run.cr0_mask = owned.cr0_mask();
+  run.cr4_mask = owned.cr4_mask();
+  // Host-required CR bits (the VMX fixed-1 bits) must be host-owned, or the guest could
+  // see a value it never wrote.
+  if ((caps.cr0_fixed0 & ~run.cr0_mask) || (caps.cr4_fixed0 & ~run.cr4_mask)) {
+    result("cr_masks", false, "reason=fixed_bit_guest_owned");
+    return false;
+  }
+  kprintf("HVKIT INFO run=%s cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx dt_exiting=%d\n",
+          run.cfg->name, (unsigned long long)run.cr0_mask, (unsigned long long)run.cr4_mask,
+          run.cfg->dt_exiting ? 1 : 0);
+  std::uint64_t guest_cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
+  std::uint64_t guest_cr4_visible = cr4_pae;
+  vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
+  vmwrite(fields::cr0_read_shadow, guest_cr0);
+  vmwrite(fields::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
+  vmwrite(fields::cr4_guest_host_mask, run.cr4_mask);
+  vmwrite(fields::cr4_read_shadow, guest_cr4_visible);
+  vmwrite(fields::guest_cr4, (guest_cr4_visible | caps.cr4_fixed0) & caps.cr4_fixed1);
+  vmwrite(fields::guest_cr3, layout::guest_boot_pt_gpa);
+
+  // ---- host state (SDM Vol. 3C 26.2.2 / 26.2.3 checks) ----
+  vmwrite(fields::host_cr0, read_cr0());
+  vmwrite(fields::host_cr3, read_cr3());
+  vmwrite(fields::host_cr4, read_cr4());
+  vmwrite(fields::host_cs_selector, 0x08);
+  vmwrite(fields::host_ss_selector, 0x10);
+  vmwrite(fields::host_ds_selector, 0x10);
+  vmwrite(fields::host_es_selector, 0x10);
+  vmwrite(fields::host_fs_selector, 0x10);
+  vmwrite(fields::host_gs_selector, 0x10);
+  vmwrite(fields::host_tr_selector, 0x18);  // must be non-zero: hence the host TSS
+  vmwrite(fields::host_fs_base, 0);
+  vmwrite(fields::host_gs_base, 0);
+  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
+  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
+  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
+  vmwrite(fields::host_ia32_sysenter_cs, 0);
+  vmwrite(fields::host_ia32_sysenter_esp, 0);
+  vmwrite(fields::host_ia32_sysenter_eip, 0);
+  vmwrite(fields::host_ia32_efer, rdmsr(x86::msr::ia32_efer));
+  vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
+  // host_rsp is written by vmx_enter just before VMLAUNCH/VMRESUME.
+
+  // ---- guest state: 64-bit mode, flat segments matching the guest's GDT ----
+  // Access rights: SDM Vol. 3C 25.4.1, Table 25-2.
+  auto data_segment = [](auto sel, auto base, auto limit, auto ar) {
+    vmwrite(sel, hc::guest_ds);
+    vmwrite(base, 0);
+    vmwrite(limit, 0xFFFFFFFF);
+    vmwrite(ar, 0xC093);  // data, read/write, accessed, P, D/B=1, G=1
+  };
+  vmwrite(fields::guest_cs_selector, hc::guest_cs);
+  vmwrite(fields::guest_cs_base, 0);
+  vmwrite(fields::guest_cs_limit, 0xFFFFFFFF);
+  vmwrite(fields::guest_cs_access_rights, 0xA09B);  // code, exec/read, accessed, P, L=1, G=1
+  data_segment(fields::guest_ss_selector, fields::guest_ss_base, fields::guest_ss_limit, fields::guest_ss_access_rights);
+  data_segment(fields::guest_ds_selector, fields::guest_ds_base, fields::guest_ds_limit, fields::guest_ds_access_rights);
+  data_segment(fields::guest_es_selector, fields::guest_es_base, fields::guest_es_limit, fields::guest_es_access_rights);
+  data_segment(fields::guest_fs_selector, fields::guest_fs_base, fields::guest_fs_limit, fields::guest_fs_access_rights);
+  data_segment(fields::guest_gs_selector, fields::guest_gs_base, fields::guest_gs_limit, fields::guest_gs_access_rights);
+  vmwrite(fields::guest_ldtr_selector, 0);
+  vmwrite(fields::guest_ldtr_base, 0);
+  vmwrite(fields::guest_ldtr_limit, 0);
+  vmwrite(fields::guest_ldtr_access_rights, 1u << 16);  // unusable
+  vmwrite(fields::guest_tr_selector, hc::guest_tr);
+  vmwrite(fields::guest_tr_base, g.tss_base);
+  vmwrite(fields::guest_tr_limit, 103);
+  vmwrite(fields::guest_tr_access_rights, 0x008B);  // busy 64-bit TSS, P
+  vmwrite(fields::guest_gdtr_base, g.gdt_base);
+  vmwrite(fields::guest_gdtr_limit, g.gdt_limit);
+  vmwrite(fields::guest_idtr_base, g.idt_base);
+  vmwrite(fields::guest_idtr_limit, g.idt_limit);
+  vmwrite(fields::guest_dr7, 0x400);
+  vmwrite(fields::guest_ia32_debugctl, 0);
+  vmwrite(fields::guest_rsp, g.stack_top);
+  vmwrite(fields::guest_rip, g.entry);
+  vmwrite(fields::guest_rflags, 0x2);
+  vmwrite(fields::guest_pending_debug_exceptions, 0);
+  vmwrite(fields::guest_interruptibility_state, 0);
+  vmwrite(fields::guest_activity_state, 0);
+  vmwrite(fields::guest_ia32_sysenter_cs, 0);
+  vmwrite(fields::guest_ia32_sysenter_esp, 0);
+  vmwrite(fields::guest_ia32_sysenter_eip, 0);
+  bool nx = (cpuid(0x80000001).edx >> 20) & 1;
+  run.guest_efer = efer_lme | efer_lma | (nx ? efer_nxe : 0);
+  vmwrite(fields::guest_ia32_efer, run.guest_efer);
+  vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
+  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+                                             x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
+  return true;
+}
+
+hvkit::paging::cr_state current_cr_state() {
+  return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)}, x86::efer{vmread(fields::guest_ia32_efer)}};
+}
+
+/// After a CR0/CR4/EFER write that exited: what the MMU must do (hvkit::paging::
+/// cr_write_actions, EPT = two-dimensional paging). A WP-only change only refreshes the
+/// permission metadata and never unloads roots; this hypervisor has no roots to unload, so
+/// a reset is only counted (and must not happen for a WP toggle).
+void mmu_after_cr_write(const hvkit::paging::cr_state& before) {
+  using hvkit::paging::mmu_actions;
+  const hvkit::paging::cr_state after = current_cr_state();
+  const mmu_actions a = hvkit::paging::cr_write_actions(before, after, hvkit::paging::paging_kind::two_dimensional);
+  if (a.any(mmu_actions::reset_mmu)) ++run.mmu_resets;
+  if (a.any(mmu_actions::refresh_permissions | mmu_actions::reset_mmu)) {
+    ++run.mmu_refreshes;
+    run.mmu = hvkit::paging::mmu_context::make(after.cr0, after.cr4, after.efer, run.mmu.root());
+  }
+}
+
+}  // namespace hv
