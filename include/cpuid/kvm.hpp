@@ -52,8 +52,8 @@ inline constexpr feature clocksource_stable_bit{word::kvm_features, 24};
 
 /// Hint bits in EDX of base+1 (may change across migration).
 namespace hints {
-/// KVM_HINTS_REALTIME: vCPUs are never preempted for long and never idle-polled away
-/// (upstream KVM ABI).
+/// KVM_HINTS_REALTIME (upstream KVM ABI): the host does not preempt this guest's vCPUs
+/// indefinitely, so the guest may spin where it would otherwise yield.
 inline constexpr feature realtime{word::kvm_hints, 0};
 /// hvkit-proposed, NOT upstream KVM ABI: IPIs are accelerated by the APIC hardware
 /// (Intel APICv IPI virtualization or AMD AVIC) on the current host, so a guest should
