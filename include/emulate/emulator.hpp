@@ -874,7 +874,8 @@ class machine {
     }
     const std::uint16_t ec = sel.error_code();
     if (sel.ldt()) return outcome::make_exception(vector::gp, ec);
-    const bool wide = ctx_.mode() == cpu_mode::long64;
+    // IA-32e mode (64-bit and compatibility mode) uses 16-byte system descriptors (SDM 8.2.3).
+    const bool wide = ctx_.efer.test(x86::efer::lma);
     auto d = read_descriptor(sel, wide);
     if (!d) return d.error();
     if (!d->system() || d->type() != system_type::ldt) return outcome::make_exception(vector::gp, ec);
@@ -899,7 +900,8 @@ class machine {
     if (sel.null()) return gp0();
     const std::uint16_t ec = sel.error_code();
     if (sel.ldt()) return outcome::make_exception(vector::gp, ec);
-    const bool wide = ctx_.mode() == cpu_mode::long64;
+    // IA-32e mode (64-bit and compatibility mode) uses 16-byte system descriptors (SDM 8.2.3).
+    const bool wide = ctx_.efer.test(x86::efer::lma);
     for (unsigned attempt = 0; attempt < descriptor_retries; ++attempt) {
       auto o = ltr_once(sel, wide);
       if (o) return *o;

@@ -469,3 +469,22 @@ TEST_F(System, LtrLosingTheBusyBitRaceSeesABusyTss) {
   EXPECT_EQ(rr.races, 0);  // exactly one compare-exchange (lost); the re-read stopped it
 }
 }  // namespace
+
+namespace {
+TEST_F(System, LtrInCompatibilityModeUses16ByteDescriptors) {
+  // IA-32e compatibility mode (LMA=1, CS.L=0): system descriptors are still 16 bytes.
+  writable_gdt();
+  g.ctx[sreg::cs].ar = segment_ar{0xc09b};  // 32-bit code, L=0
+  auto mmu = g.make_mmu(g.ctx.cr0);
+  auto o = ltr_with(mmu);
+  ASSERT_TRUE(o.is_done());
+  EXPECT_EQ(g.ctx.tr.base, 0x1'2345'6000u);  // bits 63:32 from the upper half
+  // A non-zero type in the upper half is #GP(selector) here too.
+  g.ctx.rip = guest::code;
+  g.wr64(gdt_phys + 0x28, tss_lo);
+  g.wr64(gdt_phys + 0x30, 0x0000'0100'0000'0001);
+  o = ltr_with(mmu);
+  EXPECT_EQ(o.vector, x86::vector::gp);
+  EXPECT_EQ(o.error_code, tss_sel);
+}
+}  // namespace
