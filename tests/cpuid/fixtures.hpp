@@ -1,9 +1,10 @@
 // Recorded CPUID dumps used as golden inputs. Typed by hand, never produced by hvkit.
 //  - amd_epyc_kvm: an AMD EPYC (family 0x19 model 0x11 stepping 1, "AMD EPYC") vCPU under
 //    KVM with 2 vCPUs, recorded with GCC's <cpuid.h> on the CI machine.
-//  - intel_spr_like: a hand-composed Intel host shaped like a Sapphire Rapids part (XSAVE
-//    offsets/sizes from SDM Vol. 1 Table 13-1 as enumerated on those CPUs), with a few
-//    deliberate inconsistencies (MPX enumerated without MPX state, CET without CET state).
+//  - intel_spr_like: a hand-composed Intel host shaped like a Sapphire Rapids part (its
+//    XSAVE offsets and sizes, AMX components 64-byte aligned), with deliberate
+//    inconsistencies (MPX enumerated without MPX state, CET without CET state, PT state
+//    in XSS without a PT owner in the policy).
 #pragma once
 
 #include <cpuid/host.hpp>

@@ -53,6 +53,22 @@ TEST(cpuid_host, parse_proc_cpuinfo_text) {
   EXPECT_EQ(p.flags, (std::set<std::string>{"fpu", "vme", "sse2", "avx512f"}));
 }
 
+TEST(cpuid_host, print_table) {
+  cpuid::table<4> t;
+  ASSERT_TRUE(t.set(0xd, 1, {0xf, 0x9a8, 0x1800, 0}));
+  ASSERT_TRUE(t.set(0x0, 0, {0x1c, 0x68747541, 0x444d4163, 0x69746e65}));
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  hosted::print(t, f);
+  std::rewind(f);
+  char buf[256] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  EXPECT_EQ(std::string(buf, n),
+            "00000000.0 : 0000001c 68747541 444d4163 69746e65\n"
+            "0000000d.1 : 0000000f 000009a8 00001800 00000000\n");
+}
+
 class cpuid_host_vs_kernel : public ::testing::Test {
  protected:
   void SetUp() override {

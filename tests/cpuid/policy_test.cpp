@@ -70,8 +70,8 @@ TEST(cpuid_policy_golden, intel_static_leaves) {
   HVKIT_BOTH(intel.cpu_vendor() == cpuid::vendor::intel);
   // Leaf 0x20 is not exposed, so the highest basic leaf is 0x1F.
   HVKIT_BOTH(t.get(0x0) == (regs{0x1f, 0x756e6547, 0x6c65746e, 0x49656e69}));
-  // VMX is offered (hypervisor and config allow nesting? config does not): VMX cleared,
-  // OSXSAVE cleared, hypervisor set; 2 x 4 topology -> 8 IDs.
+  // The configuration does not offer nesting: VMX cleared; OSXSAVE cleared (dynamic);
+  // hypervisor bit set; 2 x 4 topology -> 8 addressable IDs.
   HVKIT_BOTH(t.get(0x1) == (regs{0x000806f8, 0x00080800, 0xf7fefbdf, 0xbfebfbff}));
   // Cache leaves: L1/L2 shared by the 2 threads of a core, L3 by the package of 8;
   // 4 addressable cores -> EAX[31:26] = 3.
