@@ -167,7 +167,8 @@ struct run_state {
   bool neg_wp0_seen;
   // Differential paging.
   std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
-  std::uint64_t pg_by_kind[6][2];  // [read/write/fetch at CPL 0, then CPL 3][ok, fault]
+  std::uint64_t pg_by_kind[7][2];  // [read/write/fetch at CPL 0, then CPL 3, implicit][ok, fault]
+  std::uint64_t pg_errata_b3;      // Bochs: AC overrides SMAP for implicit accesses
   bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
   // EPT differential.
   bool ept_armed;

@@ -138,14 +138,19 @@ bool run_guest(int index) {
           (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
           (unsigned long long)run.passthrough_refreshes);
   if (cfg.guest_flags & hc::cfg_paging_diff) {
-    static const char* const kinds[6] = {"cpl0_read", "cpl0_write", "cpl0_fetch", "cpl3_read", "cpl3_write", "cpl3_fetch"};
-    for (unsigned k = 0; k < 6; ++k)
+    static const char* const kinds[7] = {"cpl0_read",  "cpl0_write", "cpl0_fetch",        "cpl3_read",
+                                         "cpl3_write", "cpl3_fetch", "implicit_supervisor"};
+    for (unsigned k = 0; k < 7; ++k)
       kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.name, kinds[k],
               (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
     result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu", (unsigned long long)run.pg_cases,
-           (unsigned long long)run.pg_mismatches, (unsigned long long)run.pg_cpu_faults,
-           (unsigned long long)run.pg_a_on_fault);
+           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b3_errata=%llu",
+           (unsigned long long)run.pg_cases, (unsigned long long)run.pg_mismatches,
+           (unsigned long long)run.pg_cpu_faults, (unsigned long long)run.pg_a_on_fault,
+           (unsigned long long)run.pg_errata_b3);
+    if (run.pg_errata_b3)
+      kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.name,
+              (unsigned long long)run.pg_errata_b3);
   }
   if (cfg.stale_role) {
     result("stale_wp_role_negative_control", run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail &&

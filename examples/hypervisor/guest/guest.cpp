@@ -165,6 +165,12 @@ PROBE_BEGIN probe_mmio_xadd
   xaddl %esi, (%rdi)
 PROBE_END
 
+/* unsigned probe_load_fs(uint16_t selector): the descriptor read is an implicit
+   supervisor-mode access (SDM Vol. 3A 4.6) */
+PROBE_BEGIN probe_load_fs
+  movw %di, %fs
+PROBE_END
+
 /* unsigned probe_read64(const uint64_t* p) */
 PROBE_BEGIN probe_read64
   movq (%rdi), %rax
@@ -237,7 +243,13 @@ user_stub_start:
   je 1f
   cmpl $2, %esi
   je 2f
+  cmpl $3, %esi
+  je 3f
   movq (%rdi), %rax
+  int $0x80
+3:
+  movw $0x0F, %ax                    /* LDT index 1, RPL 3: an implicit supervisor read */
+  movw %ax, %fs
   int $0x80
 1:
   movq %rdx, (%rdi)
@@ -294,6 +306,7 @@ unsigned probe_write64(std::uint64_t* p, std::uint64_t v);
 unsigned probe_ltr(std::uint16_t selector);
 unsigned probe_mmio_xadd(std::uint32_t* p, std::uint32_t v);
 unsigned probe_read64(const std::uint64_t* p);
+unsigned probe_load_fs(std::uint16_t selector);
 unsigned probe_fetch(const void* code);
 unsigned probe_user(std::uint64_t addr, unsigned kind, std::uint64_t value, std::uint64_t user_rip,
                     std::uint64_t user_rsp);
@@ -357,6 +370,7 @@ constexpr std::uint64_t gdt_page = test_region + 0x1000;  // the GDT, read-only 
 constexpr std::uint64_t user_code_page = test_region + 0x2000;   // user-mode stub (U/S = 1)
 constexpr std::uint64_t user_stack_page = test_region + 0x3000;  // its stack (U/S = 1)
 constexpr std::uint16_t sel_user_data = 0x50, sel_user_code = 0x58;  // DPL 3 (after the 16-byte TSS descriptors)
+constexpr std::uint16_t sel_ldt = 0x60;  // LDT for the implicit-access cases (16 bytes)
 auto* const gdt = reinterpret_cast<volatile std::uint64_t*>(gdt_page);
 constexpr std::uint16_t sel_tss_a = 0x28, sel_tss_b = 0x38;
 
@@ -405,6 +419,13 @@ void build_descriptor_tables() {
   for (unsigned i = 9; i < 16; ++i) gdt[i] = 0;
   gdt[sel_user_data / 8] = 0x00CFF3000000FFFF;  // user data, DPL 3, accessed
   gdt[sel_user_code / 8] = 0x00AFFB000000FFFF;  // user code64, DPL 3, accessed
+  // 0x60: an LDT at the differential paging test address (descriptor 1 of it is read
+  // through the randomised mapping: implicit supervisor accesses). 16 bytes, type 2.
+  {
+    constexpr std::uint64_t base = (1ull << 39) + hv::layout::guest_mem_base + 0xC00000;  // test_la
+    gdt[sel_ldt / 8] = 0xFFFF | ((base & 0xFFFFFF) << 16) | (0x82ull << 40) | (((base >> 24) & 0xFF) << 56);
+    gdt[sel_ldt / 8 + 1] = base >> 32;
+  }
   // Kernel stack for events taken at CPL 3 (TSS.RSP0, SDM Vol. 3A 8.7), in every TSS.
   std::uint64_t rsp0 = addr(guest_event_stack) + sizeof guest_event_stack;
   std::uint8_t* const tsses[] = {guest_tss, guest_tss_a, guest_tss_b};
@@ -696,6 +717,10 @@ void check_paging_differential(std::uint64_t cases) {
   const bool has_smep = (cpuid(7).ebx >> 7) & 1, has_smap = (cpuid(7).ebx >> 20) & 1;
   const bool has_nx = (cpuid(0x80000001).edx >> 20) & 1, has_1g = (cpuid(0x80000001).edx >> 26) & 1;
   *reinterpret_cast<volatile std::uint8_t*>(scratch_gpa) = 0xC3;  // RET, for fetches
+  // LDT descriptor 1 (at test_la + 8): a DPL 3 data segment, accessed bit set so that
+  // loading it is a pure implicit read.
+  *reinterpret_cast<volatile std::uint64_t*>(scratch_gpa + 8) = 0x00CFF3000000FFFF;
+  asm volatile("lldt %w0" ::"r"(sel_ldt) : "memory");
   for (const std::uint8_t* b = user_stub_start; b != user_stub_end; ++b)
     reinterpret_cast<volatile std::uint8_t*>(user_code_page)[b - user_stub_start] = *b;
   const std::uint64_t cr0_base = read_cr0() | cr0_wp, cr4_base = read_cr4(), efer_base = rdmsr(0xC0000080);
@@ -719,20 +744,25 @@ void check_paging_differential(std::uint64_t cases) {
     write_entries(x);
     flush_tlb();
     // The access.
-    unsigned kind = static_cast<unsigned>(g.next() % 3);  // 0 read, 1 write, 2 fetch
+    // 0 read, 1 write, 2 fetch, 3 implicit supervisor read (a descriptor-table load)
+    unsigned kind = static_cast<unsigned>(g.next() % 4);
     bool user = g.chance(2);                                // CPL 3 or CPL 0
-    std::uint64_t la = test_la + (kind == 2 ? 0 : 0x100);
-    std::uint64_t access = (kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0)) | (user ? 0x4 : 0);
+    std::uint64_t la = test_la + (kind == 2 ? 0 : (kind == 3 ? 8 : 0x100));
+    // Access for the hypervisor: pfec bits; bit 31 marks an implicit supervisor access (at
+    // any CPL, so without U/S).
+    std::uint64_t access = kind == 3 ? 0x80000000u : ((kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0)) | (user ? 0x4 : 0));
     write_cr0(wp ? cr0_base : cr0_base & ~cr0_wp);
     if (ac) asm volatile("stac" ::: "memory");
     g_fault_error = 0;
     g_fault_cr2 = 0;
     unsigned r;
     if (user) r = probe_user(la, kind, 0x5A5A5A5A5A5A5A5Aull, user_code_page, user_stack_page + 4096);
+    else if (kind == 3) r = probe_load_fs(0x0F);
     else if (kind == 0) r = probe_read64(reinterpret_cast<const std::uint64_t*>(la));
     else if (kind == 1) r = probe_write64(reinterpret_cast<std::uint64_t*>(la), 0x5A5A5A5A5A5A5A5Aull);
     else r = probe_fetch(reinterpret_cast<const void*>(la));
     std::uint64_t err = g_fault_error, cr2 = g_fault_cr2;
+    asm volatile("movw %w0, %%fs" ::"r"(0) : "memory");  // FS back to null
     entries after = read_entries();
     std::uint64_t ad = 0;
     for (int lvl = 1; lvl <= 4; ++lvl) {
@@ -751,6 +781,7 @@ void check_paging_differential(std::uint64_t cases) {
   // Back to the registers the other checks expect.
   write_cr4(cr4_base);
   wrmsr(0xC0000080, efer_base);
+  asm volatile("lldt %w0" ::"r"(0) : "memory");
   write_entries(entries{});
   flush_tlb();
   report("paging_differential_guest", mismatches == 0, cases, (faults << 32) | mismatches);
