@@ -55,10 +55,18 @@ foreach(h ${headers})
   string(APPEND all "#include <${h}>\n")
 endforeach()
 file(WRITE ${WORK}/all_headers.cpp "${all}")
-set(cflags -std=c++20 -O2 -ffreestanding -fno-exceptions -fno-rtti -fno-asynchronous-unwind-tables
+set(base_cflags -std=c++20 -O2 -ffreestanding -fno-exceptions -fno-rtti -fno-asynchronous-unwind-tables
            -fno-stack-protector -fno-pic -fno-pie -mno-red-zone -nostdlib -Wall -Wextra -Werror -I${INC})
 foreach(cxx ${COMPILERS})
   get_filename_component(tag ${cxx} NAME)
+  # Kernel code must not touch SIMD/FP state. GCC takes -mgeneral-regs-only; with Clang that
+  # flag rejects libstdc++'s <limits> and <array> (long double), so kernels use -mno-sse.
+  if(tag MATCHES "clang")
+    set(kflags -mno-sse -mno-mmx)
+  else()
+    set(kflags -mgeneral-regs-only)
+  endif()
+  set(cflags ${base_cflags} ${kflags})
   execute_process(COMMAND ${cxx} ${cflags} -c ${WORK}/all_headers.cpp -o ${WORK}/all_${tag}.o
                   RESULT_VARIABLE rc ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -75,7 +83,7 @@ foreach(cxx ${COMPILERS})
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "${tag}: smoke object does not link without libc/libstdc++:\n${err}")
   endif()
-  message(STATUS "${tag}: ${n} headers compile with -ffreestanding -fno-exceptions -fno-rtti; smoke links with -nostdlib")
+  message(STATUS "${tag}: ${n} headers compile with -ffreestanding -fno-exceptions -fno-rtti ${kflags}; smoke links with -nostdlib")
 endforeach()
 
 # 3. Self-contained: each header alone (with the first compiler).
