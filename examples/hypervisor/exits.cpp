@@ -560,7 +560,8 @@ struct exit_handler {
   }
   template <class B>
   int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::triple_fault>, B&) {
-    report_exit("guest_triple_fault", run.cfg->expected == run_status::triple_fault);
+    report_exit("guest_triple_fault",
+                run.cfg->expected == run_status::triple_fault || (run.cfg->guest_flags & hc::cfg_hostile_b));
     run.status = run_status::triple_fault;
     return 0;
   }

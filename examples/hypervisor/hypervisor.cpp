@@ -63,6 +63,9 @@ constexpr run_config runs[] = {
      static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
     {"ibpb_every_change", false, true, hc::cfg_spin, run_status::done, false,
      static_cast<int>(hvkit::vmx::ibpb_policy::every_vmcs_change)},
+    // Hostile: guest B triple-faults on its first slice; guest A (another VM) must go on.
+    {"hostile_guest_b", false, true, hc::cfg_spin | hc::cfg_hostile_b, run_status::done, false,
+     static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 

@@ -66,7 +66,13 @@ int run_scheduled(const hc::guest_header& g) {
   bpt[0] = (guest_b_gpa + 0x101000) | 0x3;
   bpt[512] = (guest_b_gpa + 0x102000) | 0x3;
   for (std::uint64_t i = 0; i < 512; ++i) bpt[1024 + i] = (i << 21) | 0x83;
-  write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
+  const bool hostile_b = run.cfg->guest_flags & hc::cfg_hostile_b;
+  if (hostile_b) {
+    b[0] = 0x0F;  // UD2 with an empty IDT (limit 0, below): #UD, #GP, #DF, triple fault
+    b[1] = 0x0B;
+  } else {
+    write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
+  }
   const v::ept_caps ec{vcaps.ept_vpid_cap};
   const v::ept_permissions rwx{true, true, true, false};
   for (auto& e : ept_b_pml4) e = 0;
@@ -93,6 +99,7 @@ int run_scheduled(const hc::guest_header& g) {
     result("ibpb_setup", false, "reason=extra_vmcs_setup_failed");
     return 1;
   }
+  vmwrite(fields::guest_idtr_limit, 0);  // guest B has no IDT (B's VMCS is still current)
   // Back to A1 (set up by run_guest), with the same slice.
   if (!v::hw::vmptrld(x86::hpa{slots[0].id.vmcs})) return 1;
   vmwrite(fields::vmx_preemption_timer_value, preemption_slice);
@@ -105,8 +112,10 @@ int run_scheduled(const hc::guest_header& g) {
   static constexpr int order[4] = {0, 1, 0, 2};
   int current = 0;
   int rc = 0;
+  bool b_dead = false;
   for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
     const int next = order[n % 4];
+    if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
     if (next != current) {
       if (!v::hw::vmptrld(x86::hpa{slots[next].id.vmcs})) {
         run.status = run_status::vm_fail;
@@ -122,6 +131,14 @@ int run_scheduled(const hc::guest_header& g) {
     slots[current].launched = true;
     ++slots[current].slices;
     if (rc != 0) break;
+    if (current == 2 && run.status == run_status::triple_fault && hostile_b) {
+      // Guest B died; guest A (another VM) keeps running.
+      kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
+              run.cfg->name, (unsigned long long)slots[2].slices);
+      b_dead = true;
+      run.status = run_status::running;
+      continue;
+    }
     if (run.status == run_status::running && !run.preempted) break;  // fatal exit already reported
   }
   const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
@@ -131,6 +148,12 @@ int run_scheduled(const hc::guest_header& g) {
   kprintf("HVKIT INFO run=%s slices_a1=%llu slices_a2=%llu slices_b=%llu spins_a2=%llu spins_b=%llu host_ibpb=%d\n",
           run.cfg->name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
           (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc, host_has_ibpb ? 1 : 0);
+  if (hostile_b) {
+    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == 1 && a2 > 0,
+           "b_dead=%d b_slices=%llu a1_slices=%llu", b_dead ? 1 : 0, (unsigned long long)slots[2].slices,
+           (unsigned long long)slots[0].slices);
+    return rc;
+  }
   result(skip ? "ibpb_policy.skip_same_guest" : "ibpb_policy.every_vmcs_change",
          ibpb_barriers == expected && same_guest > 0 && cross_guest > 0 && a2 > 0 && bc > 0,
          "switches_same_guest=%llu switches_cross_guest=%llu barriers=%llu expected=%llu", (unsigned long long)same_guest,
