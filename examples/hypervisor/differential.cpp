@@ -33,7 +33,8 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   // software flag at bit 48).
   const bool implicit = (r.rcx >> 31) & 1;
   const x86::pfec access = implicit ? x86::pfec::implicit_access : x86::pfec{r.rcx & 0x7FFFFFFF};
-  const std::uint64_t cpu_ad = r.rcx >> 32;
+  const std::uint64_t cpu_ad = (r.rcx >> 32) & 0xFF;
+  const auto pkru = static_cast<std::uint32_t>((r.rcx >> 40) & 0xFF);
   const auto cpu_result = static_cast<std::uint32_t>(r.rdx);
   const auto cpu_error = static_cast<std::uint32_t>(r.rdx >> 32);
   const std::uint64_t cpu_cr2 = r.rsi;
@@ -48,6 +49,7 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   req.linear = x86::gva{la};
   req.access = access;
   req.rflags = x86::rflags{vmread(fields::guest_rflags)};
+  req.pkru = pkru;  // the guest's PKRU (the host cannot read it: its own CR4.PKE is 0)
   pg::flat_memory mem = guest_ram_view();
   const pg::walk_result res = pg::guest_walker{mmu, props}.walk(mem, mmu, req);
 
@@ -84,6 +86,29 @@ std::uint64_t handle_paging_case(guest_regs& r) {
       cr4.test(x86::cr4::smap) && req.rflags.test(x86::rflags::ac)) {
     ++run.pg_errata_b3;
     return 0;  // the CPU's A/D flags follow its (wrong) success: nothing more to compare
+  }
+  // Bochs 2.7 errata B1/B2 (../shared/design/bochs-and-qemu.md), protection keys. B1: Bochs
+  // applies PKRU to supervisor-mode addresses (SDM 4.6.2: PKRU governs user-mode addresses
+  // only). B2: Bochs ignores PKRU for supervisor data accesses to user-mode addresses (SDM
+  // 4.6.1 applies the key, and 4.7 reports PK even when paging rights deny as well).
+  // Classified from the translation's U/S and counted apart.
+  if (!same && cr4.test(x86::cr4::pke)) {
+    const pg::walk_result t = pg::guest_walker{mmu, props}.translate(mem, x86::gva{la});
+    if (t.has_value()) {
+      const bool user_page = t.value().rights.test(pg::pte_access::user);
+      const bool user_access = access.test(x86::pfec::user);
+      // B1: PK on a supervisor-mode address (any CPL): the CPU adds PK to hvkit's outcome.
+      const bool b1 = !user_page && cpu_result == (0x100 | 14) && (cpu_error & 0x20) &&
+                      (hv_result == 0 || (cpu_error & ~0x20u) == hv_error);
+      // B2: no PK for a supervisor data access to a user-mode address: the CPU drops the PK
+      // part of hvkit's outcome (succeeds, or faults without PK).
+      const bool b2 = user_page && !user_access && !access.test(x86::pfec::fetch) && hv_result == (0x100 | 14) &&
+                      (hv_error & 0x20) && (cpu_result == 0 || (cpu_result == hv_result && cpu_error == (hv_error & ~0x20u)));
+      if (b1 || b2) {
+        ++(b1 ? run.pg_errata_b1 : run.pg_errata_b2);
+        return 0;
+      }
+    }
   }
   if (same && hv_result != 0 && cpu_ad != 0) {
     if ((cpu_ad >> hc::ad_dirty_shift) != 0) same = false;

@@ -169,6 +169,7 @@ struct run_state {
   std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
   std::uint64_t pg_by_kind[7][2];  // [read/write/fetch at CPL 0, then CPL 3, implicit][ok, fault]
   std::uint64_t pg_errata_b3;      // Bochs: AC overrides SMAP for implicit accesses
+  std::uint64_t pg_errata_b1, pg_errata_b2;  // Bochs: PKRU on supervisor addresses / not for supervisor accesses
   bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
   // EPT differential.
   bool ept_armed;

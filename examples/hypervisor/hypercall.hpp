@@ -20,7 +20,8 @@ enum : std::uint64_t {
   unexpected = 6,   ///< RBX = vector, RCX = error code, RDX = RIP, RSI = CR2: guest fault
   /// One differential paging case, right after the guest performed the access natively
   /// (control registers and RFLAGS.AC still as they were for the access):
-  /// RBX = linear address, RCX = access (pfec bits) | CPU A/D mask << 32,
+  /// RBX = linear address, RCX = access (pfec bits; bit 31 = implicit supervisor access) |
+  /// CPU A/D mask << 32 | PKRU bits 7:0 << 40 (keys 0-3),
   /// RDX = probe result (0 or 0x100 | vector) | error code << 32, RSI = CR2.
   /// The hypervisor walks the same address with hvkit and compares. RAX = 0 if they agree.
   paging_case = 7,

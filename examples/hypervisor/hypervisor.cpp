@@ -147,13 +147,21 @@ bool run_guest(int index) {
       kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.name, kinds[k],
               (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
     result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b3_errata=%llu",
+           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b1_errata=%llu "
+           "bochs_b2_errata=%llu bochs_b3_errata=%llu",
            (unsigned long long)run.pg_cases, (unsigned long long)run.pg_mismatches,
            (unsigned long long)run.pg_cpu_faults, (unsigned long long)run.pg_a_on_fault,
+           (unsigned long long)run.pg_errata_b1, (unsigned long long)run.pg_errata_b2,
            (unsigned long long)run.pg_errata_b3);
     if (run.pg_errata_b3)
       kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.name,
               (unsigned long long)run.pg_errata_b3);
+    if (run.pg_errata_b1)
+      kprintf("HVKIT ERRATUM pkru_on_supervisor_addresses.%s cases=%llu\n", cfg.name,
+              (unsigned long long)run.pg_errata_b1);
+    if (run.pg_errata_b2)
+      kprintf("HVKIT ERRATUM pkru_ignored_for_supervisor_accesses.%s cases=%llu\n", cfg.name,
+              (unsigned long long)run.pg_errata_b2);
   }
   if (cfg.stale_role) {
     result("stale_wp_role_negative_control", run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail &&

@@ -716,6 +716,7 @@ void check_paging_differential(std::uint64_t cases) {
   rng g{0x6876'6b69'7400'0001ull};  // fixed seed: the same cases every run
   const bool has_smep = (cpuid(7).ebx >> 7) & 1, has_smap = (cpuid(7).ebx >> 20) & 1;
   const bool has_nx = (cpuid(0x80000001).edx >> 20) & 1, has_1g = (cpuid(0x80000001).edx >> 26) & 1;
+  const bool has_pku = (cpuid(7).ecx >> 3) & 1;
   *reinterpret_cast<volatile std::uint8_t*>(scratch_gpa) = 0xC3;  // RET, for fetches
   // LDT descriptor 1 (at test_la + 8): a DPL 3 data segment, accessed bit set so that
   // loading it is a pure implicit read.
@@ -729,8 +730,13 @@ void check_paging_differential(std::uint64_t cases) {
     // Registers.
     bool wp = !g.chance(3), smep = has_smep && g.chance(2), smap = has_smap && g.chance(2);
     bool nxe = has_nx && !g.chance(4), ac = has_smap && g.chance(2);
-    std::uint64_t cr4 = (cr4_base & ~((1ull << 20) | (1ull << 21))) | (smep ? 1ull << 20 : 0) | (smap ? 1ull << 21 : 0);
+    bool pke = has_pku && g.chance(3);
+    std::uint64_t cr4 = (cr4_base & ~((1ull << 20) | (1ull << 21) | (1ull << 22))) | (smep ? 1ull << 20 : 0) |
+                        (smap ? 1ull << 21 : 0) | (pke ? 1ull << 22 : 0);
     if (read_cr4() != cr4) write_cr4(cr4);
+    // PKRU: random AD/WD bits for keys 1-3 (key 0, the guest's own pages, stays open).
+    std::uint32_t pkru = pke ? static_cast<std::uint32_t>(g.next() & 0xFC) : 0;
+    if (pke) asm volatile("wrpkru" ::"a"(pkru), "c"(0), "d"(0) : "memory");
     std::uint64_t efer = (efer_base & ~(1ull << 11)) | (nxe ? 1ull << 11 : 0);
     if (rdmsr(0xC0000080) != efer) wrmsr(0xC0000080, efer);
     // Entries: page size first.
@@ -741,6 +747,8 @@ void check_paging_differential(std::uint64_t cases) {
     x.e[2] = random_entry(g, big1g ? 0 : addr(test_pd), 3, big1g, nxe);
     x.e[1] = random_entry(g, big2m ? scratch_gpa : addr(test_pt), 2, big2m, nxe);
     x.e[0] = random_entry(g, scratch_gpa, 1, false, nxe);
+    // Protection key of the leaf (bits 62:59; ignored unless CR4.PKE).
+    x.e[big1g ? 2 : (big2m ? 1 : 0)] |= (g.next() & 3) << 59;
     write_entries(x);
     flush_tlb();
     // The access.
@@ -773,7 +781,8 @@ void check_paging_differential(std::uint64_t cases) {
     write_entries(x);  // A/D clear again: the hypervisor walks the same state
     if (r != 0) ++faults;
     // Same registers (AC included) for the hypervisor's walk.
-    std::uint64_t verdict = vmcall(hc::paging_case, la, access | (ad << 32), r | (err << 32), cr2);
+    std::uint64_t verdict = vmcall(hc::paging_case, la, access | (ad << 32) | (std::uint64_t{pkru} << 40),
+                                   r | (err << 32), cr2);
     if (ac) asm volatile("clac" ::: "memory");
     write_cr0(cr0_base);
     if (verdict != 0) ++mismatches;
