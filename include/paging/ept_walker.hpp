@@ -18,6 +18,7 @@
 #include <paging/access.hpp>
 #include <paging/ept_entry.hpp>
 #include <paging/guest_memory.hpp>
+#include <paging/memory_holder.hpp>
 #include <paging/permission.hpp>
 #include <paging/role.hpp>
 #include <paging/walk_result.hpp>
@@ -81,6 +82,8 @@ class ept_walker {
     ept_walker w;
     w.role_ = ept_role(caps.execute_only, caps.mbec, eptp.test(ept_pointer::ad_enabled));
     w.levels_ = levels;
+    w.present_mask_ = caps.mbec ? 0x407u : 0x7u;  // SDM 29.3.2: XU counts under MBEC
+    w.exec_only_bits_ = caps.execute_only ? 0u : (caps.mbec ? 0x404u : 0x4u);
     w.root_ = eptp.root(caps.maxphyaddr);
     const std::uint64_t high = caps.maxphyaddr < 52 ? x86::bit_range(51, caps.maxphyaddr) : 0;
     // SDM 29.3.3.1 / Tables 29-1..29-7: a non-leaf entry reserves bits 7:3 (PS = 1 in a
@@ -108,40 +111,52 @@ class ept_walker {
 
   /// Translates `req.address`: walk, misconfiguration and permission checks, then EPT A/D.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate(M& mem, const ept_request& req) const noexcept {
-    for (unsigned attempt = 0;; ++attempt) {
-      walk_result r = check(mem, req);
-      if (!r) return r;
-      if constexpr (writable_guest_memory<M>) {
-        if (!req.update_ad || !role_.ad_enabled()) return r;
-        walk_fault f = base_fault(req);
-        const int u = apply_ad(mem, *r, effective_access(req).test(ept_access::write), f);
-        if (u > 0) [[likely]] return r;
-        if (u < 0) return unexpected(f);
-        if (attempt + 1 >= 8) {
-          f.kind = fault_kind::retry_exhausted;
-          return unexpected(f);
-        }
-      } else {
-        return r;
-      }
+  [[nodiscard, gnu::always_inline]] constexpr walk_result translate(M& mem, const ept_request& req) const noexcept {
+    translation t{};
+    walk_fault f = base_fault(req);
+    std::uint64_t all = 0;
+    if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return unexpected(f);
+    if constexpr (writable_guest_memory<M>) {
+      if (req.update_ad && needs_ad(req, all)) [[unlikely]] return update_slow(mem, req);
     }
+    return t;
   }
 
   /// The walk and the permission check, without A/D updates.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
     translation t{};
     walk_fault f = base_fault(req);
+    std::uint64_t all = 0;
+    if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return unexpected(f);
+    return t;
+  }
+
+  /// check() into caller-provided objects: `f` must come from fault_for(req). `all` gets the
+  /// AND of the entries with the leaf's D flag in bit 0 (see needs_ad()).
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool walk_checked(const M& mem, const ept_request& req, translation& t,
+                                                     walk_fault& f, std::uint64_t& all) const noexcept {
     const ept_access acc = effective_access(req);
-    if (!walk_tables(mem, req.address, t, f, acc)) [[unlikely]] return unexpected(f);
+    if (!walk_tables(mem, req.address, t, f, acc, all)) [[unlikely]] return false;
     const ept_violation v = ept_permission_fault(role_, t.rights, acc);
     if (!v.none()) [[unlikely]] {
       permission_report(t, acc, v, f);
-      return unexpected(f);
+      return false;
     }
-    return t;
+    return true;
   }
+
+  /// True if an access needs EPT A/D updates: A/D on, and A clear in an entry used or D clear
+  /// in the leaf of a write (`all` from walk_checked()).
+  [[nodiscard]] constexpr bool needs_ad(const ept_request& req, std::uint64_t all) const noexcept {
+    if (!role_.ad_enabled()) return false;
+    const std::uint64_t want = ept_entry::accessed.raw() | (effective_access(req).test(ept_access::write) ? 1u : 0u);
+    return (all & want) != want;
+  }
+
+  /// The fault object a walk for `req` starts from (stage, addresses, qualification bits 7/8).
+  [[nodiscard]] static constexpr walk_fault fault_for(const ept_request& req) noexcept { return base_fault(req); }
 
   /// The translation of `address` without permission checks or A/D updates (not-present,
   /// misconfigured and unbacked entries are still reported).
@@ -185,44 +200,14 @@ class ept_walker {
   template <guest_memory M>
   constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
                              ept_access acc) const noexcept {
-    const std::uint64_t ga = address.value();
-    constexpr std::uint64_t addr_mask = 0x000f'ffff'ffff'f000u;
-    const std::uint64_t present_mask = role_.mbec() ? 0x407u : 0x7u;
-    std::uint64_t table = root_.value();
-    std::uint64_t rights = pte_access::ept_rights.raw();
-    std::uint64_t e = 0;
-    unsigned level = levels_;
-    t.path.start(ga, 9, 8);
-    for (;; --level) {
-      const x86::gpa ea{(table & addr_mask) + ((ga >> (12 + 9 * (level - 1))) & 511u) * 8u};
-      const auto v = mem.read64(ea);
-      if (!v) [[unlikely]] {
-        f.kind = fault_kind::unbacked;
-        f.level = static_cast<std::uint8_t>(level);
-        f.entry_address = ea;
-        return false;
-      }
-      e = *v;
-      t.path.push(ea, e, level);
-      if (!(e & present_mask)) [[unlikely]] {
-        // SDM 28.2.1: bits 6:3 are the ANDed rights including this entry, i.e. 0.
-        fail(f, fault_kind::not_present, level, ea, e);
-        f.qualification = f.qualification | ept_qualification{acc.raw() & 7u};
-        return false;
-      }
-      const bool large = level > 1 && level < 4 && (e & ept_entry::page_size.raw()) && large_ok_[level];
-      if (misconfigured(e, large ? large_rsvd_[level] : table_rsvd_[level], large || level == 1)) [[unlikely]]
-        return fail(f, fault_kind::ept_misconfig, level, ea, e);
-      rights &= entry_rights(e);
-      if (level == 1 || large) break;
-      table = e;
-    }
-    const std::uint64_t size = std::uint64_t{1} << (12 + 9 * (level - 1));
-    t.address = x86::gpa{(e & addr_mask & ~(size - 1)) | (ga & (size - 1))};
-    t.page_shift = static_cast<std::uint8_t>(std::countr_zero(size));
-    t.rights = pte_access{static_cast<std::uint8_t>(rights)};
-    t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
-    return true;
+    std::uint64_t all = 0;
+    return walk_tables(mem, address, t, f, acc, all);
+  }
+  /// As above; `all` gets the AND of the entries with the leaf's D flag in bit 0.
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+                                                    ept_access acc, std::uint64_t& all) const noexcept {
+    return levels_ == 5 ? walk_levels<5>(mem, address, t, f, acc, all) : walk_levels<4>(mem, address, t, f, acc, all);
   }
 
   /// EPT rights of one entry as pte_access: R -> read, W -> write, X -> exec, XU -> user_exec.
@@ -231,14 +216,117 @@ class ept_walker {
   }
 
  private:
+  template <unsigned Levels, guest_memory M>
+  [[gnu::always_inline]] constexpr bool walk_levels(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+                                                    ept_access acc, std::uint64_t& all) const noexcept {
+    const std::uint64_t ga = address.value();
+    const detail::memory_holder<const M> m(&mem);
+    regs w{};
+    w.table = root_.value();
+    w.rights = pte_access::ept_rights.raw();
+    w.vals = t.path.values.data();
+    unsigned level = Levels;
+    const int st = run<Levels, Levels>(m, ga, w, f, acc, level);
+    t.path.start(ga, 9, 8);
+    t.path.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Levels - 1))) & 511u) * 8u;
+    t.path.top = static_cast<std::uint8_t>(Levels);
+    t.path.count = static_cast<std::uint8_t>(Levels - level + 1);
+    if (st < 0) [[unlikely]] return false;
+    const std::uint64_t e = w.e;
+    const unsigned shift = 12 + 9 * (level - 1);
+    const std::uint64_t size = std::uint64_t{1} << shift;
+    t.address = x86::gpa{(e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1))};
+    t.page_shift = static_cast<std::uint8_t>(shift);
+    t.rights = pte_access{static_cast<std::uint8_t>(w.rights)};
+    t.pkey = 0;
+    t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
+    all = (w.all & ~std::uint64_t{1}) | ((e >> 9) & 1u);  // bit 0: the leaf's D flag
+    return true;
+  }
+
+  struct regs {
+    std::uint64_t table = 0, rights = 0, e = 0;
+    std::uint64_t all = ~std::uint64_t{0};
+    std::uint64_t* vals = nullptr;
+  };
+
+  template <unsigned Top, unsigned Level, class Mem>
+  [[gnu::always_inline]] constexpr int run(const Mem& m, std::uint64_t ga, regs& w, walk_fault& f, ept_access acc,
+                                           unsigned& level) const noexcept {
+    const int st = step<Top, Level>(m, ga, w, f, acc);
+    if constexpr (Level > 1) {
+      if (st == 0) return run<Top, Level - 1>(m, ga, w, f, acc, level);
+    }
+    level = Level;
+    return st;
+  }
+
+  /// One level (SDM 29.3.2, 29.3.3.1): read, present, misconfiguration, rights, leaf.
+  template <unsigned Top, unsigned Level, class Mem>
+  [[gnu::always_inline]] constexpr int step(const Mem& m, std::uint64_t ga, regs& w, walk_fault& f,
+                                            ept_access acc) const noexcept {
+    const x86::gpa ea{(w.table & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Level - 1))) & 511u) * 8u};
+    const auto v = m->read64(ea);
+    constexpr unsigned i = Top - Level;
+    if (!v) [[unlikely]] {
+      f.kind = fault_kind::unbacked;
+      f.level = static_cast<std::uint8_t>(Level);
+      f.entry_address = ea;
+      return -1;
+    }
+    const std::uint64_t e = *v;
+    w.e = e;
+    w.vals[i] = e;
+    if (!(e & present_mask_)) [[unlikely]] {
+      // SDM 28.2.1: bits 6:3 are the ANDed rights including this entry, i.e. 0.
+      fail(f, fault_kind::not_present, Level, ea, e);
+      f.qualification = f.qualification | ept_qualification{acc.raw() & 7u};
+      return -1;
+    }
+    bool large = false;
+    if constexpr (Level == 2 || Level == 3) large = (e & ept_entry::page_size.raw()) && large_ok_[Level];
+    if (misconfigured(e, large ? large_rsvd_[Level] : table_rsvd_[Level], large || Level == 1)) [[unlikely]] {
+      fail(f, fault_kind::ept_misconfig, Level, ea, e);
+      return -1;
+    }
+    w.rights &= entry_rights(e);
+    w.all &= e;
+    if (Level == 1 || large) return 1;
+    w.table = e;
+    return 0;
+  }
+
   [[nodiscard]] constexpr bool misconfigured(std::uint64_t e, std::uint64_t rsvd, bool leaf) const noexcept {
     // SDM 29.3.3.1: write permission without read permission.
-    if ((e & 3u) == 2u) return true;
-    // Execute-only (R = 0 with X, or XU under MBEC) without the execute-only capability.
-    if (!role_.execute_only_allowed() && !(e & 1u) && ((e & 4u) || (role_.mbec() && (e & 0x400u)))) return true;
-    if (e & rsvd) return true;
-    // A leaf with memory type 2, 3 or 7.
-    return leaf && !is_valid_ept_memory_type(ept_entry{e}.memory_type());
+    const bool write_only = (e & 3u) == 2u;
+    // Execute-only (R = 0 with X, or XU under MBEC) without the execute-only capability:
+    // exec_only_bits_ is 0 with the capability, else X (and XU under MBEC).
+    const bool exec_only = !(e & 1u) && (e & exec_only_bits_) != 0;
+    // A leaf with memory type 2, 3 or 7 (valid: 0, 1, 4, 5, 6 = the bits of 0x73).
+    const bool bad_type = leaf && !((0x73u >> ((e >> 3) & 7u)) & 1u);
+    static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_valid_ept_memory_type(2) &&
+                  !is_valid_ept_memory_type(3) && is_valid_ept_memory_type(4) && is_valid_ept_memory_type(5) &&
+                  is_valid_ept_memory_type(6) && !is_valid_ept_memory_type(7));
+    return write_only | exec_only | ((e & rsvd) != 0) | bad_type;
+  }
+
+  template <writable_guest_memory M>
+  [[gnu::noinline]] constexpr walk_result update_slow(M& mem, const ept_request& req) const noexcept {
+    const bool dirty = effective_access(req).test(ept_access::write);
+    translation t{};
+    walk_fault f = base_fault(req);
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint64_t all = 0;
+      if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
+      if (!needs_ad(req, all)) return t;
+      if (attempt >= 8) {
+        f.kind = fault_kind::retry_exhausted;
+        return unexpected(f);
+      }
+      const int u = apply_ad(mem, t, dirty, f);
+      if (u > 0) return t;
+      if (u < 0) return unexpected(f);
+    }
   }
 
   [[nodiscard]] static constexpr walk_fault base_fault(const ept_request& req) noexcept {
@@ -287,6 +375,8 @@ class ept_walker {
   }
 
   ept_role role_{};
+  std::uint64_t present_mask_ = 7;    ///< R, W, X (and XU under MBEC): any set = present
+  std::uint64_t exec_only_bits_ = 4;  ///< bits that make an R=0 entry execute-only (0 if allowed)
   unsigned levels_ = 4;
   x86::gpa root_{};
   std::uint64_t table_rsvd_[6]{};

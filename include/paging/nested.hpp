@@ -50,6 +50,17 @@ struct identity_stage {
     req.address = address;
     return check(mem, req);
   }
+  template <guest_memory M>
+  constexpr bool walk_checked(const M&, const ept_request& req, translation& t, walk_fault&,
+                              std::uint64_t& all) const noexcept {
+    t.address = req.address;
+    t.page_shift = 12;
+    t.rights = pte_access::ept_rights;
+    t.path.start(req.address.value(), 9, 8);
+    all = ~std::uint64_t{0};
+    return true;
+  }
+  [[nodiscard]] static constexpr bool needs_ad(const ept_request&, std::uint64_t) noexcept { return false; }
 };
 
 namespace detail {
@@ -97,7 +108,11 @@ struct nested_tables {
   std::array<x86::gpa, max_levels> l2{};
   std::array<x86::gpa, max_levels> l1{};
   unsigned mapped = 0;
-  bool raw = false;  ///< no second-stage permission checks (translate())
+  bool raw = false;     ///< no second-stage permission checks (translate())
+  bool record = false;  ///< collect second-stage A/D updates (the slow path)
+  bool need_ad = false; ///< fast path: some second-stage entry lacks A/D (redo slowly)
+  translation scratch{};
+  walk_fault scratch_fault{};
 
   static constexpr bool can_update = writable_guest_memory<M>;
 
@@ -113,27 +128,41 @@ struct nested_tables {
 
   template <unsigned Bytes>
   constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) noexcept {
-    const walk_result s =
-        raw ? stage->translate_raw(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
-    if (!s) [[unlikely]] {
-      f = s.error();
-      return false;
+    x86::gpa h{};
+    if (!raw && !record) {
+      // Fast path: no walk_result per access; a fault is recomputed with its full report.
+      const ept_request req = table_request(a, ept_access::read);
+      std::uint64_t all = 0;
+      if (!stage->walk_checked(*mem, req, scratch, scratch_fault, all)) [[unlikely]] {
+        f = stage->check(*mem, req).error();
+        return false;
+      }
+      need_ad = need_ad || stage->needs_ad(req, all);
+      h = scratch.address;
+    } else {
+      const walk_result s =
+          raw ? stage->translate_raw(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
+      if (!s) [[unlikely]] {
+        f = s.error();
+        return false;
+      }
+      // With EPT A/D the paging-structure access is a write: D on the EPT leaf too.
+      if (record) ept_ad.add_path(*stage, *s, stage->ad_enabled());
+      h = s->address;
     }
-    // With EPT A/D the paging-structure access is a write: D on the EPT leaf too.
-    ept_ad.add_path(*stage, *s, stage->ad_enabled());
     if (mapped < max_levels) {
       l2[mapped] = a;
-      l1[mapped] = s->address;
+      l1[mapped] = h;
       ++mapped;
     }
     if constexpr (Bytes == 4) {
-      const auto v = mem->read32(s->address);
+      const auto v = mem->read32(h);
       if (v) [[likely]] {
         out = *v;
         return true;
       }
     } else {
-      const auto v = mem->read64(s->address);
+      const auto v = mem->read64(h);
       if (v) [[likely]] {
         out = *v;
         return true;
@@ -142,7 +171,7 @@ struct nested_tables {
     f.kind = fault_kind::unbacked;
     f.stage = walk_stage::ept;
     f.guest_physical = a;
-    f.entry_address = s->address;
+    f.entry_address = h;
     return false;
   }
 
@@ -201,27 +230,65 @@ class nested_walker {
 
   /// Translates `req.linear` through both stages (see the file comment for the order).
   template <guest_memory M>
-  [[nodiscard]] constexpr nested_result walk(M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr nested_result walk(M& mem, const mmu_context& mmu,
+                                                                 const walk_request& req) const noexcept {
+    // Fast path: no second-stage report per access, and no A/D work when every flag is set.
+    detail::nested_tables<Stage, M> tables{&stage_, &mem, req.linear};
+    walk_request r1 = req;
+    r1.update_ad = false;
+    const walk_result g = guest_.walk_with(tables, mmu, r1);
+    if (!g) [[unlikely]] return unexpected(g.error());
+    const ept_request fin = final_request(req, *g);
+    translation second{};
+    walk_fault ef{};
+    std::uint64_t all = 0;
+    if (!stage_.walk_checked(mem, fin, second, ef, all)) [[unlikely]] return unexpected(stage_.check(mem, fin).error());
+    if constexpr (writable_guest_memory<M>) {
+      if (req.update_ad && (tables.need_ad || stage_.needs_ad(fin, all) || guest_needs_ad(req, *g))) [[unlikely]]
+        return walk_slow(mem, mmu, req);
+    }
+    return nested_translation{*g, second};
+  }
+
+ private:
+  /// The final access with the rights of the guest translation (SDM 29.3.3.2: under MBEC,
+  /// XU applies to fetches from user-mode linear addresses).
+  [[nodiscard]] static constexpr ept_request final_request(const walk_request& req, const translation& g) noexcept {
+    ept_request fin{};
+    fin.address = g.address;
+    fin.linear_valid = true;
+    fin.linear = req.linear;
+    if (req.access.test(x86::pfec::fetch)) {
+      fin.access = ept_access::fetch;
+      if (g.rights.test(pte_access::user)) fin.access = fin.access | ept_access::user_address;
+    } else if (req.access.test(x86::pfec::write)) {
+      fin.access = ept_access::write;
+    } else {
+      fin.access = ept_access::read;
+    }
+    return fin;
+  }
+
+  /// True if the guest entries lack A (or the leaf D for a write).
+  [[nodiscard]] static constexpr bool guest_needs_ad(const walk_request& req, const translation& g) noexcept {
+    const unsigned first = Format::pdpte_registers ? 1u : 0u;  // PAE PDPTEs have no A bit
+    for (unsigned i = first; i < g.path.count; ++i)
+      if (!(g.path.values[i] & pte::accessed.raw())) return true;
+    return req.access.test(x86::pfec::write) && !(g.path.values[g.path.count - 1u] & pte::dirty.raw());
+  }
+
+  /// The slow path: the walk again, recording every second-stage entry, then the A/D updates.
+  template <guest_memory M>
+  [[gnu::noinline]] constexpr nested_result walk_slow(M& mem, const mmu_context& mmu,
+                                                      const walk_request& req) const noexcept {
     for (unsigned attempt = 0;; ++attempt) {
       detail::nested_tables<Stage, M> tables{&stage_, &mem, req.linear};
+      tables.record = true;
       walk_request r1 = req;
       r1.update_ad = false;
       const walk_result g = guest_.walk_with(tables, mmu, r1);
       if (!g) return unexpected(g.error());
-      // The final access with the rights of the guest translation (SDM 29.3.3.2: under
-      // MBEC, XU applies to fetches from user-mode linear addresses).
-      ept_request fin{};
-      fin.address = g->address;
-      fin.linear_valid = true;
-      fin.linear = req.linear;
-      if (req.access.test(x86::pfec::fetch)) {
-        fin.access = ept_access::fetch;
-        if (g->rights.test(pte_access::user)) fin.access = fin.access | ept_access::user_address;
-      } else if (req.access.test(x86::pfec::write)) {
-        fin.access = ept_access::write;
-      } else {
-        fin.access = ept_access::read;
-      }
+      const ept_request fin = final_request(req, *g);
       const walk_result s = stage_.check(mem, fin);
       if (!s) return unexpected(s.error());
       nested_result out = nested_translation{*g, *s};
@@ -251,6 +318,7 @@ class nested_walker {
     }
   }
 
+ public:
   /// Both stages without permission checks or A/D updates.
   template <guest_memory M>
   [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {

@@ -23,6 +23,7 @@
 
 #include <paging/access.hpp>
 #include <paging/guest_memory.hpp>
+#include <paging/memory_holder.hpp>
 #include <paging/mmu.hpp>
 #include <paging/pdptr.hpp>
 #include <paging/pkru.hpp>
@@ -123,28 +124,6 @@ concept has_ia32e = requires { F::ia32e_mode; };
 struct table_access {
   x86::gva linear{};
   bool fetch_user_address = false;
-};
-
-template <class M>
-struct is_flat_memory : std::false_type {};
-template <class B>
-struct is_flat_memory<basic_flat_memory<B>> : std::true_type {};
-
-/// How direct_tables holds its memory: a flat view by value (three words, kept in
-/// registers through the walk), anything else by pointer (it may have state).
-template <class M>
-struct memory_holder {
-  M* p;
-  constexpr explicit memory_holder(M* m) noexcept : p(m) {}
-  constexpr M* operator->() const noexcept { return p; }
-};
-template <class M>
-  requires is_flat_memory<std::remove_const_t<M>>::value
-struct memory_holder<M> {
-  std::remove_const_t<M> v;
-  constexpr explicit memory_holder(M* m) noexcept : v(*m) {}
-  constexpr const std::remove_const_t<M>* operator->() const noexcept { return &v; }
-  constexpr std::remove_const_t<M>* operator->() noexcept { return &v; }
 };
 
 /// Reads guest tables straight from a guest_memory.
@@ -275,7 +254,7 @@ class basic_walker {
       return unexpected(f);
     if constexpr (Tables::can_update) {
       if (needs_ad(req, t, all)) [[unlikely]]
-        return update_slow(tables, mmu, req, t, f);
+        return update_slow(tables, mmu, req);
     }
     return t;
   }
@@ -297,6 +276,7 @@ class basic_walker {
     // The walk runs on locals (one step per level, unrolled at compile time) and fills the
     // report at the end: no store into the result can alias the tables or the masks.
     regs w{};
+    w.vals = t.path.values.data();
     w.table = s_.root.value();
     w.rights = pte_access::paging_rights.raw();  // exec, write, user: ANDed (SDM 4.6.1)
     x86::gpa first{};
@@ -320,9 +300,9 @@ class basic_walker {
     t.path.start(va, Format::index_bits, Format::entry_bytes);
     t.path.first = first.value();
     t.path.top = static_cast<std::uint8_t>(top_level);
-    t.path.values = w.vals;
     t.path.count = static_cast<std::uint8_t>(top_level - level + 1);
-    all = w.all;
+    // Bit 0 of `all` (P, set in every entry that got here) carries the leaf's D flag.
+    all = (w.all & ~std::uint64_t{1}) | ((w.e >> 6) & 1u);
     if (st < 0) [[unlikely]] return false;
     const std::uint64_t e = w.e;
     const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
@@ -395,27 +375,33 @@ class basic_walker {
 
   /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
   [[nodiscard]] static constexpr bool needs_ad(const walk_request& req, const translation& t, std::uint64_t all) noexcept {
-    if (!req.update_ad) return false;
-    const bool write = req.access.test(x86::pfec::write);
-    return !(all & pte::accessed.raw()) || (write && !(t.path.values[t.path.count - 1] & pte::dirty.raw()));
+    static_cast<void>(t);
+    // `all` is the AND of the entries read, with the leaf's D bit moved to bit 0 (SDM 4.8:
+    // A in every entry, D in the leaf of a write).
+    const std::uint64_t want = pte::accessed.raw() | (req.access.test(x86::pfec::write) ? 1u : 0u);
+    return req.update_ad && (all & want) != want;
   }
 
-  /// The A/D update by compare-exchange, with bounded re-walks when an entry changed.
+  /// The A/D update by compare-exchange, with bounded re-walks when an entry changed. Out of
+  /// line and starting from a fresh walk, so that the common path keeps its state in registers.
   template <class Tables>
-  [[gnu::noinline]] constexpr walk_result update_slow(Tables& tables, const mmu_context& mmu, const walk_request& req,
-                                                      translation t, walk_fault f) const noexcept {
+  [[gnu::noinline]] constexpr walk_result update_slow(Tables& tables, const mmu_context& mmu,
+                                                      const walk_request& req) const noexcept {
     const bool write = req.access.test(x86::pfec::write);
-    for (unsigned attempt = 1;; ++attempt) {
-      const int u = update_accessed_dirty(tables, t, write, f);
-      if (u > 0) return t;
-      if (u < 0) return unexpected(f);
+    translation t{};
+    walk_fault f{};
+    f.linear = req.linear;
+    for (unsigned attempt = 0;; ++attempt) {
+      std::uint64_t all = 0;
+      if (!walk_once(tables, mmu, req, t, f, all)) return unexpected(f);
+      if (!needs_ad(req, t, all)) return t;
       if (attempt >= max_ad_retries) {
         f.kind = fault_kind::retry_exhausted;
         return unexpected(f);
       }
-      std::uint64_t all = 0;
-      if (!walk_once(tables, mmu, req, t, f, all)) return unexpected(f);
-      if (!needs_ad(req, t, all)) return t;
+      const int u = update_accessed_dirty(tables, t, write, f);
+      if (u > 0) return t;
+      if (u < 0) return unexpected(f);
     }
   }
 
@@ -423,7 +409,7 @@ class basic_walker {
   struct regs {
     std::uint64_t table = 0, rights = 0, e = 0;
     std::uint64_t all = ~std::uint64_t{0};  ///< AND of the entries read from memory (A/D fast check)
-    std::array<std::uint64_t, max_levels> vals{};
+    std::uint64_t* vals = nullptr;          ///< the path's values (written in place)
   };
 
   /// Steps from `Level` down; returns 1 at the leaf, -1 on a fault (f filled), with
