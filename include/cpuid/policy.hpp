@@ -81,6 +81,16 @@ enum class policy_error : std::uint8_t {
   not_hypervisor_leaf,///< set_leaf() outside the free part of the hypervisor range
 };
 
+namespace detail {
+/// Bit k set if leaf base + k is indexed (k < 64): the policy's index tests one bit.
+[[nodiscard]] constexpr std::uint64_t indexed_mask(std::uint32_t base) noexcept {
+  std::uint64_t m = 0;
+  for (std::uint32_t k = 0; k < 64; ++k)
+    if (is_indexed(base + k)) m |= std::uint64_t{1} << k;
+  return m;
+}
+}  // namespace detail
+
 /// Capacity of a guest table.
 inline constexpr std::size_t policy_capacity = 128;
 
@@ -130,13 +140,24 @@ class policy {
   /// The stored registers of (leaf, subleaf), or nullptr: O(1) for basic leaves below 64
   /// and extended leaves below 0x80000040 (a direct index), a binary search otherwise.
   [[nodiscard]] constexpr const regs* find(std::uint32_t leaf, std::uint32_t subleaf) const noexcept {
-    std::uint8_t i = no_entry;
-    if (leaf < index_span) i = basic_first_[leaf];
-    else if (leaf - leaves::ext_max < index_span) i = ext_first_[leaf - leaves::ext_max];
-    else return table_.find(leaf, subleaf);
-    if (i == no_entry) return nullptr;
-    if (!is_indexed(leaf)) return &table_[i].value;
-    for (std::size_t j = i; j < table_.size() && table_[j].leaf == leaf; ++j)
+    std::size_t i = 0, n = 0;
+    bool indexed = false;
+    if (leaf < index_span) {
+      i = basic_first_[leaf];
+      n = basic_count_[leaf];
+      indexed = ((basic_indexed >> leaf) & 1u) != 0;
+    } else if (leaf - leaves::ext_max < index_span) {
+      const std::uint32_t k = leaf - leaves::ext_max;
+      i = ext_first_[k];
+      n = ext_count_[k];
+      indexed = ((ext_indexed >> k) & 1u) != 0;
+    } else {
+      return table_.find(leaf, subleaf);
+    }
+    if (n == 0) return nullptr;
+    if (!indexed) return &table_[i].value;
+    if (subleaf < n && table_[i + subleaf].subleaf == subleaf) return &table_[i + subleaf].value;  // no holes
+    for (std::size_t j = i; j < i + n; ++j)
       if (table_[j].subleaf == subleaf) return &table_[j].value;
     return nullptr;
   }
@@ -189,17 +210,26 @@ class policy {
   }
 
   static constexpr std::uint32_t index_span = 64;
-  static constexpr std::uint8_t no_entry = 0xff;
-  static_assert(policy_capacity < no_entry, "entry positions must fit the index");
+  static_assert(policy_capacity <= 0xff, "entry positions and counts must fit the index");
+  static constexpr std::uint64_t basic_indexed = detail::indexed_mask(0);
+  static constexpr std::uint64_t ext_indexed = detail::indexed_mask(leaves::ext_max);
 
-  /// Rebuilds the direct index after the table changed shape.
+  /// Rebuilds the direct index (first entry and entry count per leaf) after the table
+  /// changed shape.
   constexpr void reindex() noexcept {
-    basic_first_.fill(no_entry);
-    ext_first_.fill(no_entry);
+    basic_first_.fill(0);
+    basic_count_.fill(0);
+    ext_first_.fill(0);
+    ext_count_.fill(0);
     for (std::size_t j = table_.size(); j-- > 0;) {
       const std::uint32_t l = table_[j].leaf;
-      if (l < index_span) basic_first_[l] = static_cast<std::uint8_t>(j);
-      else if (l - leaves::ext_max < index_span) ext_first_[l - leaves::ext_max] = static_cast<std::uint8_t>(j);
+      if (l < index_span) {
+        basic_first_[l] = static_cast<std::uint8_t>(j);
+        ++basic_count_[l];
+      } else if (l - leaves::ext_max < index_span) {
+        ext_first_[l - leaves::ext_max] = static_cast<std::uint8_t>(j);
+        ++ext_count_[l - leaves::ext_max];
+      }
     }
   }
 
@@ -229,7 +259,9 @@ class policy {
 
   table_type table_{};
   std::array<std::uint8_t, index_span> basic_first_{};
+  std::array<std::uint8_t, index_span> basic_count_{};
   std::array<std::uint8_t, index_span> ext_first_{};
+  std::array<std::uint8_t, index_span> ext_count_{};
   feature_set features_{};
   xsave_layout layout_{};
   topology topo_{};
