@@ -63,7 +63,6 @@ int hv_handle_exit(hv::vmx::guest_regs* regs);
 namespace hv {
 
 using namespace vmx;
-namespace hc = hv::hc;
 namespace em = hvkit::emulate;
 namespace pg = hvkit::paging;
 namespace cpuid_ns = hvkit::cpuid;

@@ -87,7 +87,8 @@ guest_isr_\n:
   GUEST_ISR 29,1
   GUEST_ISR 30,1
   GUEST_ISR 31,0
-  GUEST_ISR 128,0                    /* INT 0x80 (DPL 3): user code returns to the kernel */
+  /* INT 0x80 (DPL 3): user code returns to the kernel */
+  GUEST_ISR 128,0
 
 /* frame on entry: vector, error code, RIP, CS, RFLAGS, RSP, SS */
 guest_isr_common:
