@@ -179,6 +179,7 @@ void handle_ept_arm(guest_regs& r) {
   const x86::pfec access{r.rcx};
   ept_set_page(hc::ept_test_data_gpa, r.rdx & 7);
   ept_set_page(hc::ept_test_pt_gpa, (r.rdx >> 8) & 7);
+  ept_set_page(hc::ept_test_pd_gpa, (r.rdx >> 16) & 7);
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
 
   const pg::cpu_properties props = guest_cpu_properties();
@@ -247,6 +248,7 @@ bool ept_case_violation() {
   }
   ept_set_page(hc::ept_test_data_gpa, 7);
   ept_set_page(hc::ept_test_pt_gpa, 7);
+  ept_set_page(hc::ept_test_pd_gpa, 7);
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   return true;
 }
@@ -293,6 +295,7 @@ std::uint64_t handle_ept_check(guest_regs& r) {
   run.ept_armed = false;
   ept_set_page(hc::ept_test_data_gpa, 7);
   ept_set_page(hc::ept_test_pt_gpa, 7);
+  ept_set_page(hc::ept_test_pd_gpa, 7);
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   return same ? 0 : 1;
 }

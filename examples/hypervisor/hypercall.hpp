@@ -26,7 +26,8 @@ enum : std::uint64_t {
   /// The hypervisor walks the same address with hvkit and compares. RAX = 0 if they agree.
   paging_case = 7,
   /// Nested (EPT) case, before the access: RBX = linear address, RCX = access (pfec bits),
-  /// RDX = EPT permissions of the data page (bits 2:0) | of the guest PT page << 8. The
+  /// RDX = EPT permissions of the data page (bits 2:0) | of the guest PT page << 8 | of the
+  /// guest PD page << 16. The
   /// hypervisor applies them and predicts the outcome with hvkit's nested walker.
   ept_arm = 8,
   /// After the access: RBX = probe result, RCX = error code, RDX = CR2. RAX = 0 if the CPU
@@ -65,6 +66,7 @@ enum : std::uint64_t {
 /// page table of the test address and the data page, each with random EPT permissions.
 inline constexpr std::uint64_t ept_test_pt_gpa = 0x1C01000;
 inline constexpr std::uint64_t ept_test_data_gpa = 0x1C02000;
+inline constexpr std::uint64_t ept_test_pd_gpa = 0x1C03000;  ///< the guest page directory of the test address
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.
 struct guest_header {

@@ -806,16 +806,20 @@ void check_paging_differential(std::uint64_t cases) {
 void check_ept_differential(std::uint64_t cases) {
   rng g{0x6570'7464'6966'6600ull};
   auto* pt = reinterpret_cast<volatile std::uint64_t*>(hc::ept_test_pt_gpa);
+  auto* epd = reinterpret_cast<volatile std::uint64_t*>(hc::ept_test_pd_gpa);
   const bool exec_only = false;  // the hypervisor's ept_set_page accepts any R/W/X pattern;
   static_cast<void>(exec_only);
   *reinterpret_cast<volatile std::uint8_t*>(hc::ept_test_data_gpa) = 0xC3;  // RET
-  for (unsigned i = 0; i < 512; ++i) pt[i] = 0;
+  for (unsigned i = 0; i < 512; ++i) {
+    pt[i] = 0;
+    epd[i] = 0;
+  }
   std::uint64_t mismatches = 0;
   for (std::uint64_t i = 0; i < cases; ++i) {
     // Guest tables: PML4[1] -> test_pdpt -> test_pd[14] -> PT page (scratch) -> data page.
     pml4[1] = addr(test_pdpt) | pte_p | pte_rw;
-    test_pdpt[0] = addr(test_pd) | pte_p | pte_rw;
-    test_pd[test_pd_index] = hc::ept_test_pt_gpa | pte_p | pte_rw;
+    test_pdpt[0] = hc::ept_test_pd_gpa | pte_p | pte_rw;  // the PD lives in a scratch page too
+    epd[test_pd_index] = hc::ept_test_pt_gpa | pte_p | pte_rw;  // A clear: another EPT write
     std::uint64_t pte = hc::ept_test_data_gpa | pte_p | pte_rw;
     if (g.chance(8)) pte &= ~pte_p;
     if (g.chance(4)) pte &= ~pte_rw;
@@ -824,11 +828,11 @@ void check_ept_differential(std::uint64_t cases) {
     // EPT permissions: R/W/X patterns the CPU accepts (W needs R; no execute-only, which
     // needs a capability), and "not present".
     static constexpr std::uint8_t perms[] = {0, 1, 3, 5, 7, 7};
-    unsigned pd = perms[g.next() % 6], pp = perms[g.next() % 6];
+    unsigned pd = perms[g.next() % 6], pp = perms[g.next() % 6], pdp = perms[g.next() % 6];
     unsigned kind = static_cast<unsigned>(g.next() % 3);
     std::uint64_t la = test_la + 0x2000 + (kind == 2 ? 0 : 0x100);
     std::uint64_t access = kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0);
-    vmcall(hc::ept_arm, la, access, pd | (pp << 8));
+    vmcall(hc::ept_arm, la, access, pd | (pp << 8) | (pdp << 16));
     g_fault_error = 0;
     g_fault_cr2 = 0;
     unsigned r;
@@ -837,10 +841,11 @@ void check_ept_differential(std::uint64_t cases) {
     else r = probe_fetch(reinterpret_cast<const void*>(la));
     if (kind == 1 && r == 0) *reinterpret_cast<volatile std::uint8_t*>(hc::ept_test_data_gpa) = 0xC3;
     // RSI: the case (EPT permissions of data and PT page, access kind, guest PTE) for reports.
-    std::uint64_t info = pd | (pp << 4) | (kind << 8) | ((pte & 0xFFF) << 16);
+    std::uint64_t info = pd | (pp << 4) | (kind << 8) | ((pte & 0xFFF) << 16) | (std::uint64_t{pdp} << 32);
     if (vmcall(hc::ept_check, r, g_fault_error, g_fault_cr2, info) != 0) ++mismatches;
   }
   pml4[1] = 0;
+  test_pdpt[0] = 0;
   flush_tlb();
   // The verdicts are the hypervisor's (it classifies the emulated CPU's errata).
   static_cast<void>(mismatches);
