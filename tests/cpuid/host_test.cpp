@@ -25,14 +25,20 @@ namespace hosted = cpuid::hosted;
 
 namespace {
 const std::set<std::string> kernel_may_clear = {
-    "hle", "rtm", "la57", "sgx", "sgx_lc", "vmx", "smx", "sme", "sev", "sev_es", "sev_snp", "tsc_deadline_timer",
-    "monitor", "mwaitx", "x2apic", "pku", "tme", "pconfig", "arch_lbr", "cqm", "rdt_a", "hwp", "hwp_notify",
-    "hwp_act_window", "hwp_epp", "hwp_pkg_req", "hfi", "intel_pt", "avx512pf", "avx512er", "avx512_4vnniw",
-    "avx512_4fmaps", "avx512_vp2intersect", "svm", "ibs", "lwp", "tsxldtrk", "waitpkg", "uintr", "enqcmd",
-    "xsaves", "xsavec", "xsaveopt", "xgetbv1", "pcid", "invpcid", "cppc", "irperf", "amd_ppin", "dca", "pdcm",
-    "dtes64", "ds_cpl", "dts", "est", "tm", "tm2", "pbe", "acpi", "ht", "cid", "sdbg", "xtpr", "pln", "pts",
-    "dtherm", "ida", "bus_lock_detect", "topoext", "perfctr_core", "perfctr_nb", "perfctr_llc", "bpext", "ptsc",
-    "nodeid_msr", "wdt", "skinit", "extapic", "osvw"};
+    // TSX disabled (tsx=off, TAA mitigation)
+    "hle", "rtm", "tsxldtrk",
+    // paging and address-space options (no5lvl, nopcid, noinvpcid, nopku, nox2apic)
+    "la57", "pcid", "invpcid", "pku", "x2apic",
+    // firmware-disabled or inactive: VMX/SMX (IA32_FEATURE_CONTROL), SVM (VM_CR.SVMDIS),
+    // SGX, memory encryption, PPIN
+    "vmx", "smx", "svm", "sgx", "sgx_lc", "sme", "sev", "sev_es", "sev_snp", "tme", "pconfig", "amd_ppin",
+    // XSAVE family (noxsave, noxsaves, noxsaveopt), and features that need kernel support
+    "xsaves", "xsavec", "xsaveopt", "xgetbv1", "enqcmd", "uintr", "arch_lbr", "intel_pt", "lwp", "ibs",
+    // errata and idle/timer choices (TSC-deadline microcode erratum, MONITOR/MWAITX quirks)
+    "tsc_deadline_timer", "monitor", "mwaitx",
+    // drivers that own the bit (resctrl, intel_pstate/HWP, HFI, CPPC, IRPERF, DCA, PDCM/PMU)
+    "cqm", "rdt_a", "hwp", "hwp_notify", "hwp_act_window", "hwp_epp", "hwp_pkg_req", "hfi", "cppc", "irperf",
+    "dca", "pdcm", "perfctr_core", "perfctr_nb", "perfctr_llc"};
 // Flags that are names of a feature hvkit knows but that the kernel sets from more than
 // one source (so the flag can be present while hvkit's bit is clear).
 const std::set<std::string> kernel_may_synthesize = {"hypervisor"};
