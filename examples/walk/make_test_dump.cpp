@@ -1,0 +1,27 @@
+// Writes the memory dump the hvkit-walk CTest walks: 4-level tables at guest-physical
+// 0x100000 (the dump's base), entries typed from SDM Tables 4-14..4-20.
+//   PML4E[0xfe] @ 0x1017f0 = 0x102027        (P RW US A)
+//   PDPTE[0]    @ 0x102000 = 0x103027
+//   PDE[1]      @ 0x103008 = 0x104027
+//   PTE[1]      @ 0x104008 = 0x8000000012345063  (P RW A D XD: supervisor, no execute)
+//   PDE[2]      @ 0x103010 = 0x400010e7      (2 MiB page at 0x40000000, PAT set)
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  std::vector<unsigned char> m(0x8000);
+  auto put = [&m](std::uint64_t gpa, std::uint64_t v) {
+    for (unsigned i = 0; i < 8; ++i) m[gpa - 0x100000 + i] = static_cast<unsigned char>(v >> (8 * i));
+  };
+  put(0x1017f0, 0x102027);
+  put(0x102000, 0x103027);
+  put(0x103008, 0x104027);
+  put(0x104008, 0x8000000012345063ull);
+  put(0x103010, 0x400010e7);
+  std::FILE* f = std::fopen(argv[1], "wb");
+  if (!f) return 1;
+  const bool ok = std::fwrite(m.data(), 1, m.size(), f) == m.size();
+  return std::fclose(f) == 0 && ok ? 0 : 1;
+}
