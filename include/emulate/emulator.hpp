@@ -107,9 +107,9 @@ class machine {
     if (o.is_done()) {
       ctx_.pending = completion{};
       live_ = ctx_;
-    } else if (rep_progress_) {
-      live_ = rep_committed_;  // completed iterations of a REP string instruction stay
     }
+    // Otherwise live_ is untouched, except for the completed iterations of a REP string
+    // instruction, which string_op() committed one by one.
     return o;
   }
 
@@ -787,8 +787,7 @@ class machine {
       if (!rep) return done();
       set_areg(1, asz, areg(1, asz) - 1);
       ctx_.pending = completion{};  // a completion covers one iteration
-      rep_committed_ = ctx_;
-      rep_progress_ = true;
+      live_ = ctx_;                 // a completed iteration stays, whatever follows
       if (op == mnemonic::cmps) {
         // REPE stops when ZF = 0, REPNE when ZF = 1 (SDM REP/REPE/REPNE).
         const bool zf = ctx_.rflags.test(x86::rflags::zf);
@@ -1099,8 +1098,6 @@ class machine {
   R& ram_;
   P& plat_;
   std::uint64_t next_rip_ = 0;
-  context rep_committed_{};
-  bool rep_progress_ = false;
 };
 
 }  // namespace detail
