@@ -356,8 +356,11 @@ class machine {
     ctx_.rflags = ctx_.rflags.clear(x86::rflags::rf);
   }
   constexpr outcome done(event e = event::none) noexcept {
+    const bool trap = ctx_.rflags.test(x86::rflags::tf);
     advance();
-    return outcome::make_done(e);
+    outcome o = outcome::make_done(e);
+    o.single_step = trap;
+    return o;
   }
 
   /// Reads an 8- (or 16-byte, IA-32e system) descriptor for `sel` from the GDT or LDT.
@@ -600,7 +603,7 @@ class machine {
       // Real and virtual-8086 mode: base = selector * 16, limit and rights unchanged (SDM 20.1.1).
       s.selector = sel.value;
       s.base = std::uint64_t{sel.value} << 4;
-      return done();
+      return done_sreg(target);
     }
     const std::uint8_t cpl = ctx_.effective_cpl();
     if (sel.null()) {
@@ -611,7 +614,7 @@ class machine {
         return gp0();
       s.selector = sel.value;
       s.ar = s.ar.set(segment_ar::unusable);
-      return done();
+      return done_sreg(target);
     }
     auto d = read_descriptor(sel, false);
     if (!d) return d.error();
@@ -636,7 +639,13 @@ class machine {
       loaded.ar = loaded.ar.set(segment_ar::accessed);
     }
     s = loaded;
-    return done();
+    return done_sreg(target);
+  }
+
+  constexpr outcome done_sreg(sreg target) noexcept {
+    outcome o = done();
+    o.mov_ss_shadow = target == sreg::ss;
+    return o;
   }
 
   /// Sets type bit `bit_value` (accessed = 1, busy = 2) in the descriptor with a 1-byte

@@ -55,6 +55,12 @@ struct outcome {
   // done
   event what = event::none;
   std::uint8_t reg = 0;       ///< CR/DR number for cr_write / dr_write
+  /// RFLAGS.TF was 1 when the instruction began: deliver a single-step #DB (DR6.BS) now
+  /// that it completed (SDM 18.3.1.4).
+  bool single_step = false;
+  /// MOV to SS: interrupts and debug traps are inhibited until after the next instruction
+  /// (SDM 6.8.3; VMX interruptibility state "blocking by MOV SS").
+  bool mov_ss_shadow = false;
   std::uint64_t address = 0;  ///< invlpg: linear address; needs_io: port; needs_mmio: gpa
   // needs_io / needs_mmio
   std::uint8_t size = 0;

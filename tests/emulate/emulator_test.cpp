@@ -132,6 +132,31 @@ TEST_F(Emulator, MmioAccessesSplitAtDeviceRegionBoundaries) {
   EXPECT_EQ(dev.mmio[2].value, 3u);
 }
 
+
+TEST_F(Emulator, TrapFlagRequestsSingleStepAndMovSsSetsTheShadow) {
+  g.ctx.rflags = g.ctx.rflags.set(x86::rflags::tf);
+  g.ctx.gpr[0] = mmio_lin;
+  auto o = g.exec({0x89, 0x18});
+  ASSERT_TRUE(o.is_done());
+  EXPECT_TRUE(o.single_step);
+  EXPECT_FALSE(o.mov_ss_shadow);
+  g.ctx.rflags = g.ctx.rflags.clear(x86::rflags::tf);
+  g.ctx.rip = guest::code;
+  o = g.exec({0x89, 0x18});
+  EXPECT_FALSE(o.single_step);
+}
+
+TEST(RealModeShadow, MovSsInhibitsInterrupts) {
+  guest g;
+  g.ctx.cr0 = x86::cr0{0x10};
+  for (auto& s : g.ctx.seg) s = segment{0, 0, 0xffff, segment_ar{0x93}};
+  g.ctx[sreg::cs].ar = segment_ar{0x9b};
+  g.ctx.rip = 0x7c00;
+  const auto o = g.exec({0x8e, 0xd0});  // mov ss, ax
+  ASSERT_TRUE(o.is_done());
+  EXPECT_TRUE(o.mov_ss_shadow);
+}
+
 // ---------------------------------------------------------------------------- ALU
 TEST_F(Emulator, AddByteOverflowFlags) {
   g.ctx.gpr[0] = data_lin;
