@@ -146,20 +146,14 @@ using flat_memory = basic_flat_memory<std::uint8_t>;
 static_assert(guest_memory<flat_view> && !writable_guest_memory<flat_view>);
 static_assert(writable_guest_memory<flat_memory>);
 
-/// Adapts user callables to guest_memory, with static dispatch (the callables are stored by
-/// value and called directly; no function pointers are involved unless the user passes one).
-///  - `Read`: `(x86::gpa a, unsigned bytes, std::uint64_t& out) -> bool`, `bytes` 4 or 8;
-///    stores the little-endian value zero-extended in `out`, false if `a` is not backed.
-///  - `Cas` (optional): `(x86::gpa a, unsigned bytes, std::uint64_t expected,
-///    std::uint64_t desired) -> hvkit::result<bool, memory_error>`.
-template <class Read, class Cas = void>
-class callback_memory;
-
-/// Read-only callback memory.
+/// Read-only guest memory over a user callable, with static dispatch (the callable is stored
+/// by value and called directly). `Read` is
+/// `(x86::gpa a, unsigned bytes, std::uint64_t& out) -> bool` with `bytes` 4 or 8: it stores
+/// the little-endian value zero-extended in `out` and returns false if `a` is not backed.
 template <class Read>
-class callback_memory<Read, void> {
+class callback_view {
  public:
-  constexpr explicit callback_memory(Read r) noexcept : read_(std::move(r)) {}
+  constexpr explicit callback_view(Read r) noexcept : read_(std::move(r)) {}
   [[nodiscard]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {
     std::uint64_t v = 0;
     if (!read_(a, 4u, v)) return unexpected(memory_error::unbacked);
@@ -175,11 +169,13 @@ class callback_memory<Read, void> {
   Read read_;
 };
 
-/// Writable callback memory.
+/// Writable guest memory over user callables: `Read` as for callback_view, and `Cas`
+/// `(x86::gpa a, unsigned bytes, std::uint64_t expected, std::uint64_t desired) ->
+/// hvkit::result<bool, memory_error>` (true if the value was exchanged).
 template <class Read, class Cas>
-class callback_memory : public callback_memory<Read, void> {
+class callback_memory : public callback_view<Read> {
  public:
-  constexpr callback_memory(Read r, Cas c) noexcept : callback_memory<Read, void>(std::move(r)), cas_(std::move(c)) {}
+  constexpr callback_memory(Read r, Cas c) noexcept : callback_view<Read>(std::move(r)), cas_(std::move(c)) {}
   [[nodiscard]] constexpr result<bool, memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) noexcept {
     return cas_(a, 4u, std::uint64_t{e}, std::uint64_t{d});
   }
@@ -193,8 +189,8 @@ class callback_memory : public callback_memory<Read, void> {
 
 /// Read-only guest memory from a read callable.
 template <class Read>
-[[nodiscard]] constexpr callback_memory<Read> make_callback_memory(Read r) noexcept {
-  return callback_memory<Read>(std::move(r));
+[[nodiscard]] constexpr callback_view<Read> make_callback_memory(Read r) noexcept {
+  return callback_view<Read>(std::move(r));
 }
 /// Writable guest memory from a read and a compare-exchange callable.
 template <class Read, class Cas>
