@@ -76,6 +76,20 @@ bool build_cpuid_policy() {
     result("cpuid_policy", false, "reason=host_table_full");
     return false;
   }
+#if defined(HVKIT_HV_DUMP_CPUID)
+  // Opt-in (run --dump-cpuid): the host table as read_all() enumerated it, one machine-
+  // readable line per leaf/subleaf. Leaf 0xD is printed raw for every subleaf 0..63, also
+  // those its bitmaps do not enumerate, so an inconsistent XSAVE enumeration is visible.
+  for (const cpuid_ns::entry& e : host_cpuid)
+    if (e.leaf != 0xd)
+      kprintf("HVKIT CPUID 0x%08x 0x%x 0x%08x 0x%08x 0x%08x 0x%08x\n", e.leaf, e.subleaf, e.value.eax, e.value.ebx,
+              e.value.ecx, e.value.edx);
+  if (host_cpuid.has_leaf(0xd))
+    for (std::uint32_t s = 0; s < 64; ++s) {
+      const cpuid_ns::regs r = cpuid_ns::execute(0xd, s);
+      kprintf("HVKIT CPUID 0x%08x 0x%x 0x%08x 0x%08x 0x%08x 0x%08x\n", 0xdu, s, r.eax, r.ebx, r.ecx, r.edx);
+    }
+#endif
   cpuid_ns::hypervisor_caps hvc{};
   hvc.passthrough = cpuid_ns::feature_set::all();
   for (const cpuid_ns::feature f : {feat::vmx, feat::rdtscp, feat::invpcid, feat::xsaves, feat::rdpid, feat::waitpkg})
@@ -87,12 +101,12 @@ bool build_cpuid_policy() {
   if (!vmx_cr4.test(x86::cr4::smep)) hvc.passthrough.clear(feat::smep);
   if (!vmx_cr4.test(x86::cr4::smap)) hvc.passthrough.clear(feat::smap);
   if (!vmx_cr4.test(x86::cr4::fsgsbase)) hvc.passthrough.clear(feat::fsgsbase);
-  // XSAVE state: x87, SSE and AVX only. The host never touches FP/vector state
-  // (-mgeneral-regs-only), so these survive exits untouched; larger components are not
-  // offered (and the library refuses components whose size the host does not report).
-  hvc.xsave_components = x86::xfeatures{0x7};
+  // XSAVE state: every component (the default). The host never touches FP/vector state
+  // (-mgeneral-regs-only) and runs with CR4.PKE clear, so the guest's XSAVE state and PKRU
+  // survive exits untouched. A component whose CPUID.0xD sub-leaf contradicts the host's
+  // bitmaps (Bochs tigerlake/icelake: PKRU enumerated, 0xD.9 all zeros) is withheld by the
+  // library and reported below.
   cpuid_ns::policy_config cfg{};
-  cfg.xsave_components = x86::xfeatures{0x7};
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
@@ -105,9 +119,23 @@ bool build_cpuid_policy() {
   const cpuid_ns::regs sig = guest_policy.answer(guest_policy.kvm_base(), 0, {});
   const cpuid_ns::regs pv = guest_policy.answer(guest_policy.kvm_base() + 1, 0, {});
   result("cpuid_policy", consistent,
-         "kvm_base=0x%x max_leaf=0x%x pv_features=0x%x hints=0x%x ibpb=%d pred_cmd_bits=0x%llx msr_policy_consistent=%d",
+         "kvm_base=0x%x max_leaf=0x%x pv_features=0x%x hints=0x%x ibpb=%d pred_cmd_bits=0x%llx msr_policy_consistent=%d"
+         " xcr0_components=0x%llx xss_components=0x%llx xsave_withheld=0x%llx",
          guest_policy.kvm_base(), sig.eax, pv.eax, pv.edx, guest_policy.has(feat::spec_ctrl) ? 1 : 0,
-         (unsigned long long)guest_msrs.pred_cmd_bits, consistent ? 1 : 0);
+         (unsigned long long)guest_msrs.pred_cmd_bits, consistent ? 1 : 0,
+         (unsigned long long)guest_policy.xcr0_components().raw(), (unsigned long long)guest_policy.xss_components().raw(),
+         (unsigned long long)guest_policy.xsave_withheld().raw());
+  for (unsigned i = 0; i < cpuid_ns::xsave_max_components; ++i) {
+    const char* why = nullptr;
+    switch (guest_policy.xsave_issue(i)) {
+      case cpuid_ns::xsave_enumeration::consistent: break;
+      case cpuid_ns::xsave_enumeration::no_size: why = "no_size"; break;
+      case cpuid_ns::xsave_enumeration::wrong_register: why = "wrong_register"; break;
+      case cpuid_ns::xsave_enumeration::bad_offset: why = "bad_offset"; break;
+      case cpuid_ns::xsave_enumeration::too_large: why = "too_large"; break;
+    }
+    if (why != nullptr) kprintf("HVKIT INFO xsave_component_withheld component=%u reason=%s\n", i, why);
+  }
   return true;
 }
 

@@ -76,7 +76,7 @@ enum class policy_error : std::uint8_t {
   bad_topology,       ///< topology counts out of range
   bad_max_leaf,       ///< max_basic_leaf below 1 (leaf 1 is architectural)
   no_basic_leaves,    ///< the host table lacks leaf 0 or 1
-  xsave_layout,       ///< an exposed XSAVE component has no size in the host table
+  xsave_layout,       ///< the exposed XSAVE components cannot be laid out (sizes past 4 GiB)
   no_kvm_leaves,      ///< set_hints() on a policy without KVM leaves
   not_hypervisor_leaf,///< set_leaf() outside the free part of the hypervisor range
 };
@@ -112,6 +112,14 @@ class policy {
   [[nodiscard]] constexpr x86::xfeatures xcr0_components() const noexcept { return xcr0_; }
   [[nodiscard]] constexpr x86::xfeatures xss_components() const noexcept { return xss_; }
   [[nodiscard]] constexpr const xsave_layout& xsave() const noexcept { return layout_; }
+  /// Host components withheld from the guest because the host's CPUID.0xD sub-leaf for them
+  /// contradicts its own XCR0/IA32_XSS bitmaps (rule feature_dependencies); features that
+  /// need them are hidden with them. The reason for each is xsave_issue().
+  [[nodiscard]] constexpr x86::xfeatures xsave_withheld() const noexcept { return withheld_; }
+  /// Why component `i` was withheld (`consistent` if it was not, or i is out of range).
+  [[nodiscard]] constexpr xsave_enumeration xsave_issue(unsigned i) const noexcept {
+    return i < xsave_max_components ? xsave_issues_[i] : xsave_enumeration::consistent;
+  }
   [[nodiscard]] constexpr const topology& topo() const noexcept { return topo_; }
 
   /// The current hints word (EDX of base+1).
@@ -264,6 +272,8 @@ class policy {
   std::array<std::uint8_t, index_span> ext_count_{};
   feature_set features_{};
   xsave_layout layout_{};
+  x86::xfeatures withheld_{};
+  std::array<xsave_enumeration, xsave_max_components> xsave_issues_{};
   topology topo_{};
   x86::xfeatures xcr0_{};
   x86::xfeatures xss_{};
@@ -378,7 +388,22 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
       x86::xfeatures{(std::uint64_t{host_d0.edx} << 32) | host_d0.eax} & x86::xfeatures::user_components;
   const x86::xfeatures host_xss =
       x86::xfeatures{(std::uint64_t{host_d1.edx} << 32) | host_d1.ecx} & x86::xfeatures::supervisor_components;
-  x86::xfeatures available = (host_xcr0 | host_xss) & hv.xsave_components & cfg.xsave_components;
+  // A component whose own sub-leaf contradicts the bitmaps (no size, the wrong register,
+  // an impossible offset) cannot be laid out or offered: it is withheld, with the reason,
+  // and the dependency rule below hides the features that need it. Only the components
+  // the host enumerates are judged (SDM Vol. 2A CPUID leaf 0DH, sub-leaves n > 1).
+  if (host.has_leaf(leaves::xsave)) {
+    for (unsigned i = 2; i < xsave_max_components; ++i) {
+      const bool in_xcr0 = ((host_xcr0.raw() >> i) & 1u) != 0, in_xss = ((host_xss.raw() >> i) & 1u) != 0;
+      if (!in_xcr0 && !in_xss) continue;
+      const xsave_enumeration why = check_enumeration(xsave_component::from(host.get(leaves::xsave, i)), in_xss);
+      if (why == xsave_enumeration::consistent) continue;
+      p.xsave_issues_[i] = why;
+      p.withheld_ = p.withheld_ | x86::xfeatures::bit(i);
+    }
+  }
+  x86::xfeatures available =
+      x86::xfeatures{(host_xcr0 | host_xss).raw() & ~p.withheld_.raw()} & hv.xsave_components & cfg.xsave_components;
   // XCR0 bit 0 (x87) must always be 1 and SSE is the other legacy component (SDM Vol. 1
   // 13.3): without both, XSAVE cannot be enabled at all.
   const x86::xfeatures legacy = x86::xfeatures::x87 | x86::xfeatures::sse;
@@ -446,7 +471,7 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
     const auto w = static_cast<word>(i);
     if (w != word::kvm_features && w != word::kvm_hints) detail::store_word(t, f, w, cfg.kvm_base);
   }
-  // An exposed component without a size is a broken host table.
+  // Unreachable after the check above (kept as a guard): an exposed component without a size.
   for (unsigned i = 2; i < xsave_max_components; ++i)
     if (((comps.raw() >> i) & 1u) != 0 && p.layout_.components[i].size == 0) return fail(policy_error::xsave_layout);
 

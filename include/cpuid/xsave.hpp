@@ -35,6 +35,32 @@ struct xsave_component {
   friend constexpr bool operator==(const xsave_component&, const xsave_component&) noexcept = default;
 };
 
+/// Whether a host's CPUID.(EAX=0DH, ECX=i) (i >= 2) is a usable description of a component
+/// that CPUID.(EAX=0DH, ECX=0) EDX:EAX (XCR0) or CPUID.(EAX=0DH, ECX=1) EDX:ECX (IA32_XSS)
+/// enumerates as supported. SDM Vol. 2A, CPUID leaf 0DH, "Processor Extended State
+/// Enumeration Sub-leaf (EAX = 0DH, ECX = n, n > 1)": sub-leaf n is invalid (all four
+/// registers 0) only if bit n is clear in both bitmaps; otherwise EAX is the component's
+/// size, EBX its offset in the standard format (0 when n is not an XCR0 bit), and ECX[0]
+/// is set if bit n is an IA32_XSS bit and clear if it is an XCR0 bit.
+enum class xsave_enumeration : std::uint8_t {
+  consistent,
+  no_size,         ///< EAX = 0: the sub-leaf of a supported component reads as invalid
+  wrong_register,  ///< ECX[0] contradicts the bitmap that enumerates the component
+  bad_offset,      ///< a user component whose offset lies inside the legacy region or the
+                   ///< XSAVE header (< 576, SDM Vol. 1 13.4), or a supervisor one with EBX != 0
+  too_large,       ///< offset + size past 4 GiB
+};
+
+/// Checks one enumerated component against the rules above. `xss` says which bitmap
+/// enumerates it: IA32_XSS (true) or XCR0 (false).
+[[nodiscard]] constexpr xsave_enumeration check_enumeration(const xsave_component& c, bool xss) noexcept {
+  if (c.size == 0) return xsave_enumeration::no_size;
+  if (c.supervisor != xss) return xsave_enumeration::wrong_register;
+  if (xss ? c.offset != 0 : c.offset < xsave_legacy_and_header_size) return xsave_enumeration::bad_offset;
+  if (std::uint64_t{c.offset} + c.size > 0xffffffffu) return xsave_enumeration::too_large;
+  return xsave_enumeration::consistent;
+}
+
 /// Why a size could not be computed.
 enum class xsave_error : std::uint8_t {
   none,

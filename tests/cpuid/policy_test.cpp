@@ -20,6 +20,15 @@ namespace {
 constexpr cpuid::policy amd = build(amd_host, everything(), config(1, 2));
 constexpr cpuid::policy intel = build(intel_host, everything(), config(2, 4));
 constexpr cpuid::vcpu_state reset{};
+// The Intel host with AMX tiles of 2 GiB each: every sub-leaf is consistent on its own
+// (offset + size below 4 GiB, the two overlap in the standard format), but the compacted
+// area for XCR0 would be 576 + ... + 4 GiB, which no 32-bit size can describe.
+constexpr cpuid::table<> huge_amx_host() {
+  auto t = intel_host;
+  (void)t.set(0xd, 17, regs{0x80000000u, 0xac0, 2, 0});
+  (void)t.set(0xd, 18, regs{0x80000000u, 0xb00, 2, 0});
+  return t;
+}
 }  // namespace
 
 TEST(cpuid_policy_golden, amd_static_leaves) {
@@ -150,13 +159,55 @@ TEST(cpuid_policy_golden, errors) {
   HVKIT_BOTH(!no_x87.has(feat::xsave) && !no_x87.has(feat::avx) && !no_x87.leaves().has_leaf(0xd));
   constexpr auto empty = cpuid::build_policy(cpuid::table<4>{}, everything(), config(1, 1)).error();
   HVKIT_BOTH(empty == cpuid::policy_error::no_basic_leaves);
-  // A host table claiming an XSAVE component without its subleaf.
-  constexpr auto broken = [] {
+  // Components whose enumeration no XSAVE area can hold (4 GiB each in the compacted
+  // format) are a typed error.
+  constexpr auto huge = cpuid::build_policy(huge_amx_host(), everything(), config(1, 1)).error();
+  HVKIT_BOTH(huge == cpuid::policy_error::xsave_layout);
+}
+
+// A host table claiming an XSAVE component whose sub-leaf is missing (reads as zero, SDM
+// Vol. 2A CPUID leaf 0DH: only an unsupported component's sub-leaf may): that component is
+// withheld with the reason, the policy is still built.
+TEST(cpuid_policy_golden, inconsistent_xsave_component_is_withheld) {
+  constexpr auto no_pkru = [] {
     auto t = intel_host;
     (void)t.erase(0xd, 9);
-    return cpuid::build_policy(t, everything(), config(1, 1)).error();
+    return build(t, everything(), config(1, 1));
   }();
-  HVKIT_BOTH(broken == cpuid::policy_error::xsave_layout);
+  HVKIT_BOTH(no_pkru.xsave_withheld() == x86::xfeatures::pkru);
+  HVKIT_BOTH(no_pkru.xsave_issue(9) == cpuid::xsave_enumeration::no_size);
+  // Host XCR0 bitmap 0x602e7 without PKRU; MPX has no state on this host (not enumerated).
+  HVKIT_BOTH(no_pkru.xcr0_components() == x86::xfeatures{0x600e7});
+  // The highest end is still AMX tile data: 0xb00 + 0x2000.
+  HVKIT_BOTH(no_pkru.leaves().get(0xd, 0) == (regs{0x600e7, 0x240, 0x2b00, 0}));
+  HVKIT_BOTH(no_pkru.leaves().find(0xd, 9) == nullptr && no_pkru.has(feat::pku) && no_pkru.has(feat::avx512f));
+
+  // AVX's sub-leaf without a size: AVX and everything built on it goes (SDM Vol. 1 14.3,
+  // 15.2), so do the AVX-512 components no remaining feature needs; AMX and PKRU stay.
+  constexpr auto no_avx = [] {
+    auto t = intel_host;
+    (void)t.set(0xd, 2, regs{0, 0x240, 0, 0});
+    return build(t, everything(), config(1, 1));
+  }();
+  HVKIT_BOTH(no_avx.xsave_withheld() == x86::xfeatures::avx && no_avx.xsave_issue(2) == cpuid::xsave_enumeration::no_size);
+  HVKIT_BOTH(no_avx.xcr0_components() == x86::xfeatures{0x60203});
+  HVKIT_BOTH(!no_avx.has(feat::avx) && !no_avx.has(feat::avx2) && !no_avx.has(feat::fma) && !no_avx.has(feat::avx512f));
+  HVKIT_BOTH(no_avx.has(feat::xsave) && no_avx.has(feat::amx_tile) && no_avx.has(feat::pku));
+  HVKIT_BOTH(no_avx.leaves().get(0xd, 0) == (regs{0x60203, 0x240, 0x2b00, 0}));
+  HVKIT_BOTH(no_avx.leaves().find(0xd, 2) == nullptr && no_avx.leaves().find(0xd, 5) == nullptr);
+
+  // AMX tile data described as an IA32_XSS component (ECX[0] = 1) although the XCR0 bitmap
+  // enumerates it: AMX goes (it needs both tile components), tile config with it.
+  constexpr auto amx_wrong = [] {
+    auto t = intel_host;
+    (void)t.set(0xd, 18, regs{0x2000, 0xb00, 3, 0});
+    return build(t, everything(), config(1, 1));
+  }();
+  HVKIT_BOTH(amx_wrong.xsave_withheld() == x86::xfeatures::xtiledata);
+  HVKIT_BOTH(amx_wrong.xsave_issue(18) == cpuid::xsave_enumeration::wrong_register);
+  HVKIT_BOTH(amx_wrong.xcr0_components() == x86::xfeatures{0x2e7} && !amx_wrong.has(feat::amx_tile));
+  // Standard size: PKRU ends last (0xa80 + 8).
+  HVKIT_BOTH(amx_wrong.leaves().get(0xd, 0) == (regs{0x2e7, 0x240, 0xa88, 0}));
 }
 
 TEST(cpuid_policy_golden, direct_index_agrees_with_the_table) {
@@ -214,8 +265,10 @@ TEST(cpuid_policy_golden, build_in_place) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), cpuid::policy_error::bad_kvm_base);
   EXPECT_EQ(p.leaves().size(), 0u);
-  auto broken = intel_host;
-  (void)broken.erase(0xd, 9);
-  ASSERT_FALSE(cpuid::build_policy_into(p, broken, everything(), config(1, 1)));
+  ASSERT_TRUE(cpuid::build_policy_into(p, amd_host, everything(), config(1, 2)));
+  auto r2 = cpuid::build_policy_into(p, huge_amx_host(), everything(), config(1, 1));
+  ASSERT_FALSE(r2);
+  EXPECT_EQ(r2.error(), cpuid::policy_error::xsave_layout);
   EXPECT_EQ(p.leaves().size(), 0u);
+  EXPECT_EQ(p.xsave_withheld(), x86::xfeatures{});
 }
