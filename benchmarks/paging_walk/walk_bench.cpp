@@ -49,7 +49,11 @@ void chain(arena& m, uint64_t first, unsigned levels, uint64_t leaf) {
 }
 
 template <class Walker>
-void run_walk(benchmark::State& state, arena& m, const Walker& w, const paging::mmu_context& mmu, uint64_t va) {
+void run_walk(benchmark::State& state, arena& m, const Walker& walker, const paging::mmu_context& context,
+              uint64_t va) {
+  // The walker and the context are per-vCPU state a caller keeps at hand: local copies.
+  const Walker w = walker;
+  const paging::mmu_context mmu = context;
   paging::flat_memory mem(m.bytes.data(), m.bytes.size());
   const uint64_t zero = zero_source;
   paging::walk_request req{};

@@ -115,11 +115,17 @@ class ept_walker {
     translation t{};
     walk_fault f = base_fault(req);
     std::uint64_t all = 0;
-    if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return unexpected(f);
-    if constexpr (writable_guest_memory<M>) {
-      if (req.update_ad && needs_ad(req, all)) [[unlikely]] return update_slow(mem, req);
+    const bool ok = walk_checked(mem, req, t, f, all);
+    // One named result (NRVO); the address stored again on its own so that the caller's
+    // load of it forwards from one store (see basic_walker::walk_with).
+    walk_result r = ok ? walk_result(t) : walk_result(unexpected(f));
+    if (ok) [[likely]] {
+      r.value().address = t.address;
+      if constexpr (writable_guest_memory<M>) {
+        if (req.update_ad && needs_ad(req, all)) [[unlikely]] r = update_slow(mem, req);
+      }
     }
-    return t;
+    return r;
   }
 
   /// The walk and the permission check, without A/D updates.

@@ -237,17 +237,28 @@ class nested_walker {
     walk_request r1 = req;
     r1.update_ad = false;
     const walk_result g = guest_.walk_with(tables, mmu, r1);
-    if (!g) [[unlikely]] return unexpected(g.error());
-    const ept_request fin = final_request(req, *g);
     translation second{};
     walk_fault ef{};
     std::uint64_t all = 0;
-    if (!stage_.walk_checked(mem, fin, second, ef, all)) [[unlikely]] return unexpected(stage_.check(mem, fin).error());
-    if constexpr (writable_guest_memory<M>) {
-      if (req.update_ad && (tables.need_ad || stage_.needs_ad(fin, all) || guest_needs_ad(req, *g))) [[unlikely]]
-        return walk_slow(mem, mmu, req);
+    ept_request fin{};
+    bool ok = g.has_value();
+    if (ok) [[likely]] {
+      fin = final_request(req, *g);
+      ok = stage_.walk_checked(mem, fin, second, ef, all);
     }
-    return nested_translation{*g, second};
+    // One named result for every path (NRVO).
+    nested_result r = ok ? nested_result(nested_translation{*g, second})
+                      : !g ? nested_result(unexpected(g.error()))
+                           : nested_result(unexpected(stage_.check(mem, fin).error()));
+    if (!ok) [[unlikely]] return r;
+    if constexpr (writable_guest_memory<M>) {
+      if (req.update_ad && (tables.need_ad || stage_.needs_ad(fin, all) || guest_needs_ad(req, *g))) [[unlikely]] {
+        r = walk_slow(mem, mmu, req);
+        return r;
+      }
+    }
+    r.value().second.address = second.address;  // a narrow store the caller's load forwards from
+    return r;
   }
 
  private:

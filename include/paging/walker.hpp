@@ -247,16 +247,20 @@ class basic_walker {
     translation t{};
     walk_fault f{};
     f.linear = req.linear;
-    if (!canonical_ok(req.linear, req.stack, f)) [[unlikely]]
-      return unexpected(f);
     std::uint64_t all = 0;
-    if (!walk_once(tables, mmu, req, t, f, all)) [[unlikely]]
-      return unexpected(f);
-    if constexpr (Tables::can_update) {
-      if (needs_ad(req, t, all)) [[unlikely]]
-        return update_slow(tables, mmu, req);
+    const bool ok = canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all);
+    // One named result for every path (NRVO), built straight from the walk's outcome.
+    walk_result r = ok ? walk_result(t) : walk_result(unexpected(f));
+    if (ok) [[likely]] {
+      // Store the address again on its own: the caller's next load of it then forwards from
+      // one store instead of waiting for the wide copy above (a large latency win).
+      r.value().address = t.address;
+      if constexpr (Tables::can_update) {
+        if (needs_ad(req, t, all)) [[unlikely]]
+          r = update_slow(tables, mmu, req);
+      }
     }
-    return t;
+    return r;
   }
 
   /// Stage-1 table walk only: fills `t` (address, size, rights, pkey, path) or `f`
