@@ -1,30 +1,30 @@
 /// @file
-/// @brief EPT entry and EPTP builders that refuse what the CPU would treat as an EPT
-/// misconfiguration (SDM Vol. 3C 29.3.3.1) or reject at VM entry (EPTP, 25.6.11, 27.2.1.1).
+/// @brief EPT entry and EPTP builders over paging's typed `paging::ept_entry` and
+/// `paging::ept_pointer`, refusing what the CPU would treat as an EPT misconfiguration
+/// (SDM Vol. 3C 29.3.3.1) or reject at VM entry (EPTP, 25.6.11, 27.2.1.1), and the decoder
+/// of the EPT bits of IA32_VMX_EPT_VPID_CAP (SDM A.10).
 ///
 /// Refused: write without read (bits 2:0 = 010b or 110b); execute-only (100b) unless
-/// IA32_VMX_EPT_VPID_CAP bit 0; a leaf memory type of 2, 3 or 7; a large page the CPU does
-/// not support (2 MiB: capability bit 16, 1 GiB: bit 17; never at PML4E/PML5E level); an
-/// address that is unaligned or wider than MAXPHYADDR.
+/// IA32_VMX_EPT_VPID_CAP bit 0; a leaf memory type of 2, 3 or 7 (paging::is_valid_ept_memory_type);
+/// a large page the CPU does not support (2 MiB: capability bit 16, 1 GiB: bit 17; never at
+/// PML4E/PML5E level); an address that is unaligned or wider than MAXPHYADDR. The EPTP is
+/// checked by the EPT walker's own rule (paging::ept_walker::make) plus the UC/WB capability
+/// bits only the VMX capability MSR knows.
 #pragma once
 
 #include <cstdint>
 
+#include <paging/ept_entry.hpp>
+#include <paging/ept_walker.hpp>
 #include <x86/address.hpp>
 #include <x86/result.hpp>
 
 namespace hvkit::vmx {
 
-/// EPT memory types (SDM 29.3.7); 2, 3 and 7 are reserved.
-enum class ept_memory_type : std::uint8_t { uc = 0, wc = 1, wt = 4, wp = 5, wb = 6 };
-
-[[nodiscard]] constexpr bool is_valid_ept_memory_type(unsigned t) noexcept {
-  return t == 0 || t == 1 || t == 4 || t == 5 || t == 6;
-}
-
 /// Level of an EPT paging structure entry: 1 = PTE, 2 = PDE, 3 = PDPTE, 4 = PML4E, 5 = PML5E.
 enum class ept_level : std::uint8_t { pte = 1, pde = 2, pdpte = 3, pml4e = 4, pml5e = 5 };
 
+/// The access rights of an entry to build.
 struct ept_permissions {
   bool read = false;
   bool write = false;
@@ -32,7 +32,8 @@ struct ept_permissions {
   bool user_execute = false;  ///< bit 10, with mode-based execute control
 };
 
-/// IA32_VMX_EPT_VPID_CAP, the bits the builders need (SDM A.10).
+/// IA32_VMX_EPT_VPID_CAP, the EPT bits (SDM A.10). The only decoder of these bits: the EPT
+/// walker's paging::ept_capabilities is derived from it with walker_capabilities().
 struct ept_caps {
   std::uint64_t raw = 0;
   [[nodiscard]] constexpr bool execute_only() const noexcept { return raw & (1ull << 0); }
@@ -43,6 +44,21 @@ struct ept_caps {
   [[nodiscard]] constexpr bool pde_2m() const noexcept { return raw & (1ull << 16); }
   [[nodiscard]] constexpr bool pdpte_1g() const noexcept { return raw & (1ull << 17); }
   [[nodiscard]] constexpr bool accessed_dirty() const noexcept { return raw & (1ull << 21); }
+
+  /// The capabilities of the EPT walker for this CPU: `maxphyaddr` is CPUID.80000008H:EAX[7:0]
+  /// and `mbec` the "mode-based execute control for EPT" secondary control (bit 22).
+  [[nodiscard]] constexpr paging::ept_capabilities walker_capabilities(unsigned maxphyaddr, bool mbec) const noexcept {
+    paging::ept_capabilities c{};
+    c.maxphyaddr = maxphyaddr;
+    c.execute_only = execute_only();
+    c.walk4 = walk_length_4();
+    c.walk5 = walk_length_5();
+    c.page_2m = pde_2m();
+    c.page_1g = pdpte_1g();
+    c.ad = accessed_dirty();
+    c.mbec = mbec;
+    return c;
+  }
 };
 
 enum class ept_error : std::uint8_t {
@@ -55,79 +71,117 @@ enum class ept_error : std::uint8_t {
   walk_length_unsupported,
   eptp_memory_type_unsupported,
   accessed_dirty_unsupported,
+  eptp_reserved_bits,  ///< EPTP bits 11:8 set (SDM 25.6.11, Table 25-9)
+  invalid_maxphyaddr,  ///< MAXPHYADDR outside 32..52 (CPUID.80000008H:EAX[7:0], SDM 4.1.4)
 };
 
 namespace detail {
-[[nodiscard]] constexpr result<std::uint64_t, ept_error> ept_permission_bits(ept_permissions p, ept_caps caps) noexcept {
+[[nodiscard]] constexpr result<paging::ept_entry, ept_error> ept_rights(ept_permissions p, ept_caps caps) noexcept {
+  using E = paging::ept_entry;
   if (p.write && !p.read) return unexpected(ept_error::write_without_read);
   if (p.execute && !p.read && !p.write && !caps.execute_only()) return unexpected(ept_error::execute_only_unsupported);
-  return (p.read ? 1ull : 0) | (p.write ? 2ull : 0) | (p.execute ? 4ull : 0) | (p.user_execute ? (1ull << 10) : 0);
+  return E{}.assign(E::read, p.read).assign(E::write, p.write).assign(E::exec, p.execute).assign(E::user_exec, p.user_execute);
 }
-[[nodiscard]] constexpr bool fits(std::uint64_t pa, unsigned maxphyaddr) noexcept {
-  return maxphyaddr >= 64 || (pa >> maxphyaddr) == 0;
+/// Alignment and width of a physical address (bits 63:MAXPHYADDR must be 0).
+[[nodiscard]] constexpr result<void, ept_error> check_address(x86::hpa pa, std::uint64_t align,
+                                                              unsigned maxphyaddr) noexcept {
+  if (maxphyaddr < 32 || maxphyaddr > 52) return unexpected(ept_error::invalid_maxphyaddr);
+  if (pa.value() & (align - 1)) return unexpected(ept_error::misaligned_address);
+  if (pa.value() & ~x86::physical_address_mask(maxphyaddr)) return unexpected(ept_error::address_too_wide);
+  return {};
 }
 }  // namespace detail
 
 /// A non-leaf EPT entry pointing at the next table `next` (4 KiB aligned).
-[[nodiscard]] constexpr result<std::uint64_t, ept_error> make_ept_table_entry(x86::hpa next, ept_permissions p, ept_caps caps,
-                                                                             unsigned maxphyaddr = 52) noexcept {
-  auto bits = detail::ept_permission_bits(p, caps);
-  if (!bits) return bits;
-  if (next.value() & 0xfff) return unexpected(ept_error::misaligned_address);
-  if (!detail::fits(next.value(), maxphyaddr)) return unexpected(ept_error::address_too_wide);
-  return next.value() | bits.value();
+[[nodiscard]] constexpr result<paging::ept_entry, ept_error> make_ept_table_entry(x86::hpa next, ept_permissions p,
+                                                                                 ept_caps caps,
+                                                                                 unsigned maxphyaddr = 52) noexcept {
+  auto rights = detail::ept_rights(p, caps);
+  if (!rights) return rights;
+  if (auto a = detail::check_address(next, x86::page_size_4k, maxphyaddr); !a) return unexpected(a.error());
+  return paging::ept_entry{next.value()} | rights.value();
 }
 
 /// A leaf EPT entry mapping `frame` at `level` (PTE: 4 KiB; PDE: 2 MiB; PDPTE: 1 GiB).
-[[nodiscard]] constexpr result<std::uint64_t, ept_error> make_ept_leaf(x86::hpa frame, ept_level level, ept_permissions p,
-                                                                      ept_memory_type type, ept_caps caps,
-                                                                      bool ignore_pat = false,
-                                                                      unsigned maxphyaddr = 52) noexcept {
-  auto bits = detail::ept_permission_bits(p, caps);
-  if (!bits) return bits;
-  if (!is_valid_ept_memory_type(static_cast<unsigned>(type))) return unexpected(ept_error::reserved_memory_type);
+[[nodiscard]] constexpr result<paging::ept_entry, ept_error> make_ept_leaf(x86::hpa frame, ept_level level,
+                                                                          ept_permissions p,
+                                                                          paging::ept_memory_type type, ept_caps caps,
+                                                                          bool ignore_pat = false,
+                                                                          unsigned maxphyaddr = 52) noexcept {
+  using E = paging::ept_entry;
+  auto rights = detail::ept_rights(p, caps);
+  if (!rights) return rights;
+  const auto mt = static_cast<std::uint8_t>(type);
+  if (!paging::is_valid_ept_memory_type(mt)) return unexpected(ept_error::reserved_memory_type);
   std::uint64_t align = x86::page_size_4k;
-  std::uint64_t large = 0;
+  bool large = false;
   switch (level) {
     case ept_level::pte: break;
     case ept_level::pde:
       if (!caps.pde_2m()) return unexpected(ept_error::large_page_unsupported);
       align = x86::page_size_2m;
-      large = 1ull << 7;
+      large = true;
       break;
     case ept_level::pdpte:
       if (!caps.pdpte_1g()) return unexpected(ept_error::large_page_unsupported);
       align = x86::page_size_1g;
-      large = 1ull << 7;
+      large = true;
       break;
     case ept_level::pml4e:
     case ept_level::pml5e:
       return unexpected(ept_error::large_page_unsupported);  // bit 7 is reserved there
+    default:
+      return unexpected(ept_error::large_page_unsupported);  // not a level (SDM 29.3.2)
   }
-  if (frame.value() & (align - 1)) return unexpected(ept_error::misaligned_address);
-  if (!detail::fits(frame.value(), maxphyaddr)) return unexpected(ept_error::address_too_wide);
-  return frame.value() | bits.value() | (static_cast<std::uint64_t>(type) << 3) | (ignore_pat ? (1ull << 6) : 0) | large;
+  if (auto a = detail::check_address(frame, align, maxphyaddr); !a) return unexpected(a.error());
+  const E with_type{E::memory_type_field::set(frame.value(), mt)};
+  return (with_type | rights.value()).assign(E::ignore_pat, ignore_pat).assign(E::page_size, large);
 }
 
-/// The memory type of a raw leaf entry (bits 5:3) is one the CPU accepts; entries built
-/// elsewhere can be checked with this.
-[[nodiscard]] constexpr bool ept_leaf_memory_type_ok(std::uint64_t entry) noexcept {
-  return is_valid_ept_memory_type(static_cast<unsigned>((entry >> 3) & 7));
+/// The memory type of a leaf entry (bits 5:3) is one the CPU accepts (SDM 29.3.3.1); entries
+/// built elsewhere can be checked with this.
+[[nodiscard]] constexpr bool ept_leaf_memory_type_ok(paging::ept_entry leaf) noexcept {
+  return paging::is_valid_ept_memory_type(leaf.memory_type());
+}
+
+/// Checks an EPTP against the CPU: the walker's rule (page-walk length 4 or 5 as supported,
+/// memory type UC or WB, A/D only if supported, bits 11:8 and 63:MAXPHYADDR clear; SDM
+/// 27.2.1.1) and the capability bits for the memory type (UC: bit 8, WB: bit 14; SDM A.10).
+/// Returns the first violation, or nothing.
+[[nodiscard]] constexpr result<paging::ept_pointer, ept_error> check_eptp(paging::ept_pointer eptp, ept_caps caps,
+                                                                        unsigned maxphyaddr = 52) noexcept {
+  if (maxphyaddr < 32 || maxphyaddr > 52) return unexpected(ept_error::invalid_maxphyaddr);
+  auto w = paging::ept_walker::make(eptp, caps.walker_capabilities(maxphyaddr, false));
+  if (!w) {
+    switch (w.error()) {
+      case paging::eptp_error::walk_length: return unexpected(ept_error::walk_length_unsupported);
+      case paging::eptp_error::memory_type: return unexpected(ept_error::eptp_memory_type_unsupported);
+      case paging::eptp_error::ad_unsupported: return unexpected(ept_error::accessed_dirty_unsupported);
+      case paging::eptp_error::reserved_bits:
+        return unexpected(eptp.raw() & ~x86::physical_address_mask(maxphyaddr) ? ept_error::address_too_wide
+                                                                                : ept_error::eptp_reserved_bits);
+      case paging::eptp_error::none: break;
+    }
+    return unexpected(ept_error::eptp_reserved_bits);
+  }
+  const auto mt = static_cast<paging::ept_memory_type>(paging::ept_pointer::memory_type_field::get(eptp.raw()));
+  if (mt == paging::ept_memory_type::uc ? !caps.uc_eptp() : !caps.wb_eptp())
+    return unexpected(ept_error::eptp_memory_type_unsupported);
+  return eptp;
 }
 
 /// The EPT pointer (SDM 25.6.11): memory type UC or WB (per capability), page-walk length
 /// minus one in bits 5:3 (4 or 5 levels), A/D enable in bit 6, the PML4/PML5 table address.
-[[nodiscard]] constexpr result<std::uint64_t, ept_error> make_eptp(x86::hpa root, ept_memory_type type, unsigned levels,
-                                                                  bool accessed_dirty, ept_caps caps,
-                                                                  unsigned maxphyaddr = 52) noexcept {
-  if (type == ept_memory_type::uc ? !caps.uc_eptp() : type == ept_memory_type::wb ? !caps.wb_eptp() : true)
-    return unexpected(ept_error::eptp_memory_type_unsupported);
-  if (levels == 4 ? !caps.walk_length_4() : levels == 5 ? !caps.walk_length_5() : true)
-    return unexpected(ept_error::walk_length_unsupported);
-  if (accessed_dirty && !caps.accessed_dirty()) return unexpected(ept_error::accessed_dirty_unsupported);
-  if (root.value() & 0xfff) return unexpected(ept_error::misaligned_address);
-  if (!detail::fits(root.value(), maxphyaddr)) return unexpected(ept_error::address_too_wide);
-  return root.value() | static_cast<std::uint64_t>(type) | (std::uint64_t{levels - 1} << 3) | (accessed_dirty ? (1ull << 6) : 0);
+[[nodiscard]] constexpr result<paging::ept_pointer, ept_error> make_eptp(x86::hpa root, paging::ept_memory_type type,
+                                                                       unsigned levels, bool accessed_dirty,
+                                                                       ept_caps caps, unsigned maxphyaddr = 52) noexcept {
+  using P = paging::ept_pointer;
+  if (levels != 4 && levels != 5) return unexpected(ept_error::walk_length_unsupported);
+  if (static_cast<unsigned>(type) > P::memory_type_field::max_raw) return unexpected(ept_error::eptp_memory_type_unsupported);
+  if (auto a = detail::check_address(root, x86::page_size_4k, maxphyaddr); !a) return unexpected(a.error());
+  std::uint64_t v = P::memory_type_field::set(root.value(), static_cast<std::uint8_t>(type));
+  v = P::walk_length_field::set(v, static_cast<std::uint8_t>(levels - 1));
+  return check_eptp(P{v}.assign(P::ad_enabled, accessed_dirty), caps, maxphyaddr);
 }
 
 }  // namespace hvkit::vmx
