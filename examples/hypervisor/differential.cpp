@@ -146,12 +146,12 @@ void ept_scratch_split(bool on) {
   if (on) {
     for (std::uint64_t i = 0; i < 512; ++i)
       ept_pt_scratch[i] = v::make_ept_leaf(x86::hpa{0x1C00000 + (i << 12)}, v::ept_level::pte, rwx,
-                                          v::ept_memory_type::wb, ec).value();
+                                          hvkit::paging::ept_memory_type::wb, ec).value().raw();
     ept_pd[ept_scratch_pd_index] =
-        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pt_scratch)}, rwx, ec).value();
+        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pt_scratch)}, rwx, ec).value().raw();
   } else {
     ept_pd[ept_scratch_pd_index] =
-        v::make_ept_leaf(x86::hpa{0x1C00000}, v::ept_level::pde, rwx, v::ept_memory_type::wb, ec).value();
+        v::make_ept_leaf(x86::hpa{0x1C00000}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec).value().raw();
   }
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
 }
@@ -188,15 +188,8 @@ void handle_ept_arm(guest_regs& r) {
   const x86::efer efer{vmread(fields::guest_ia32_efer)};
   const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
   const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
-  const std::uint64_t c = vcaps.ept_vpid_cap;
-  pg::ept_capabilities ecap{};
-  ecap.maxphyaddr = props.maxphyaddr;
-  ecap.execute_only = c & 1;
-  ecap.walk4 = (c >> 6) & 1;
-  ecap.walk5 = (c >> 7) & 1;
-  ecap.page_2m = (c >> 16) & 1;
-  ecap.page_1g = (c >> 17) & 1;
-  ecap.ad = (c >> 21) & 1;
+  // The walker's capabilities from IA32_VMX_EPT_VPID_CAP (one decoder: vmx::ept_caps); MBEC off.
+  const pg::ept_capabilities ecap = hvkit::vmx::ept_caps{vcaps.ept_vpid_cap}.walker_capabilities(props.maxphyaddr, false);
   auto ew = pg::ept_walker::make(pg::ept_pointer{eptp_value}, ecap);
   pg::walk_request req{};
   req.linear = x86::gva{la};

@@ -78,12 +78,12 @@ int run_scheduled(const hc::guest_header& g) {
   for (auto& e : ept_b_pml4) e = 0;
   for (auto& e : ept_b_pdpt) e = 0;
   for (auto& e : ept_b_pd) e = 0;
-  ept_b_pml4[0] = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pdpt)}, rwx, ec).value();
-  ept_b_pdpt[0] = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pd)}, rwx, ec).value();
-  ept_b_pd[guest_b_gpa >> 21] =
-      v::make_ept_leaf(x86::hpa{guest_b_hpa}, v::ept_level::pde, rwx, v::ept_memory_type::wb, ec).value();
+  constexpr auto wb = hvkit::paging::ept_memory_type::wb;
+  ept_b_pml4[0] = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pdpt)}, rwx, ec).value().raw();
+  ept_b_pdpt[0] = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pd)}, rwx, ec).value().raw();
+  ept_b_pd[guest_b_gpa >> 21] = v::make_ept_leaf(x86::hpa{guest_b_hpa}, v::ept_level::pde, rwx, wb, ec).value().raw();
   const std::uint64_t eptp_b =
-      v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pml4)}, v::ept_memory_type::wb, 4, false, ec).value();
+      v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pml4)}, wb, 4, false, ec).value().raw();
   // Guest A's second VMCS: a spinner in guest A's RAM, on the boot page tables.
   write_spin_code(reinterpret_cast<std::uint8_t*>(spin_a2_gpa), static_cast<std::uint32_t>(spin_a2_gpa + 0x10000));
 
