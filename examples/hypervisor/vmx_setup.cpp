@@ -183,25 +183,26 @@ bool build_ept() {
   for (auto& e : ept_pd) e = 0;
   auto pml4e = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pdpt)}, rwx, ec, maxphyaddr);
   auto pdpte = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd)}, rwx, ec, maxphyaddr);
-  auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pml4)}, v::ept_memory_type::wb, 4, false, ec,
-                           maxphyaddr);
+  auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pml4)}, hvkit::paging::ept_memory_type::wb, 4,
+                           false, ec, maxphyaddr);
   if (!pml4e || !pdpte || !eptp) {
     result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
     return false;
   }
-  ept_pml4[0] = pml4e.value();
-  ept_pdpt[0] = pdpte.value();
-  eptp_value = eptp.value();
+  ept_pml4[0] = pml4e.value().raw();
+  ept_pdpt[0] = pdpte.value().raw();
+  eptp_value = eptp.value().raw();
   static_assert(layout::guest_mem_base + layout::guest_mem_size <= (1ull << 30), "one EPT PD covers 1 GiB");
   static_assert(layout::guest_mem_base % 0x200000 == 0 && layout::guest_mem_size % 0x200000 == 0);
   for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size;
        gpa += 0x200000) {
-    auto leaf = v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, v::ept_memory_type::wb, ec, false, maxphyaddr);
+    auto leaf =
+        v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec, false, maxphyaddr);
     if (!leaf) {
       result("ept_setup", false, "reason=2m_leaf_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
       return false;
     }
-    ept_pd[gpa >> 21] = leaf.value();
+    ept_pd[gpa >> 21] = leaf.value().raw();
   }
   return true;
 }
