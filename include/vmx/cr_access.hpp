@@ -16,7 +16,9 @@
 #include <vmx/capabilities.hpp>
 #include <vmx/cr_mask.hpp>
 #include <vmx/exit_qualification.hpp>
+#include <x86/address.hpp>
 #include <x86/cr.hpp>
+#include <x86/cr3.hpp>
 #include <x86/efer.hpp>
 #include <x86/result.hpp>
 
@@ -25,7 +27,7 @@ namespace hvkit::vmx {
 /// Why a CR write is illegal (each is #GP(0), SDM Vol. 2 "MOV—Move to/from Control Registers").
 enum class cr_write_fault : std::uint8_t {
   none,
-  reserved_bit,         ///< a reserved bit set (CR0[63:32] and undefined bits; CR4 bits the guest may not set)
+  reserved_bit,         ///< a reserved bit set (CR0[63:32]; CR4 bits the guest may not set; CR8[63:4])
   pg_without_pe,        ///< CR0.PG=1 with CR0.PE=0
   nw_without_cd,        ///< CR0.NW=1 with CR0.CD=0
   long_mode_without_pae,///< CR0.PG=1 with EFER.LME=1 and CR4.PAE=0
@@ -34,6 +36,9 @@ enum class cr_write_fault : std::uint8_t {
   clear_pae_in_long_mode,///< CR4.PAE=0 while EFER.LMA=1
   change_la57_in_long_mode,///< CR4.LA57 changed while EFER.LMA=1
   pcide_bad_state,      ///< CR4.PCIDE 0->1 outside IA-32e mode or with CR3[11:0] != 0
+  clear_pg_in_64bit_mode,///< CR0.PG=0 in 64-bit mode (EFER.LMA=1 and CS.L=1)
+  clear_pg_with_pcide,  ///< CR0.PG=0 while CR4.PCIDE=1
+  cr3_reserved_bit,     ///< MOV to CR3 in IA-32e mode with a bit of 63:MAXPHYADDR set (LAM bits 61/62 excepted with LAM)
 };
 
 /// The guest CR state a write is checked against.
@@ -44,17 +49,63 @@ struct cr_context {
   std::uint64_t cr3 = 0;
   /// CR4 bits the guest may set (from its CPUID); others are reserved for it.
   x86::cr4 cr4_allowed = x86::cr4::defined;
+  /// The guest's CS.L (bit 13 of the CS access rights, SDM 3.4.5): with EFER.LMA=1 the guest
+  /// runs in 64-bit mode, where MOV to CR0 may not clear PG (SDM Vol. 2B MOV CR, 64-bit mode
+  /// exceptions; 10.8.5.4: IA-32e mode is left from compatibility mode only).
+  bool cs_l = false;
+  /// The guest's MAXPHYADDR (CPUID.80000008H:EAX[7:0], 32..52): in IA-32e mode CR3 bits
+  /// 63:MAXPHYADDR are reserved (SDM 4.5, Tables 4-12/4-13). Only MOV to CR3 reads it, and
+  /// there 0 (unset) is a contract violation.
+  unsigned maxphyaddr = 0;
+  /// The guest has LAM (CPUID.(EAX=07H,ECX=1):EAX[26]): CR3 bits 61 (LAM_U57) and 62 (LAM_U48)
+  /// may be set (SDM 4.4 "Linear-address masking"); without it they are reserved.
+  bool lam = false;
 };
 
-/// #GP check for MOV to CR0 with `v`.
+/// #GP check for MOV to CR0 with `v`. Only CR0[63:32] are reserved in the #GP sense: the
+/// undefined bits of CR0[31:0] are ignored, not faulted (SDM 2.5 "Bits 63:32 of CR0 ... #GP";
+/// Vol. 2B MOV CR lists no other CR0 reserved-bit #GP); cr0_after_mov() drops them.
 [[nodiscard]] constexpr cr_write_fault check_cr0_write(const cr_context& c, x86::cr0 v) noexcept {
-  if ((v & ~x86::cr0::defined).raw() != 0) return cr_write_fault::reserved_bit;
+  if ((v.raw() >> 32) != 0) return cr_write_fault::reserved_bit;
   if (v.test(x86::cr0::pg) && !v.test(x86::cr0::pe)) return cr_write_fault::pg_without_pe;
   if (v.test(x86::cr0::nw) && !v.test(x86::cr0::cd)) return cr_write_fault::nw_without_cd;
   if (v.test(x86::cr0::pg) && !c.cr0.test(x86::cr0::pg) && c.efer.test(x86::efer::lme) && !c.cr4.test(x86::cr4::pae))
     return cr_write_fault::long_mode_without_pae;
   if (!cet_wp_consistent(v, c.cr4)) return cr_write_fault::clear_wp_with_cet;
+  // SDM Vol. 2B MOV CR: #GP(0) on clearing CR0.PG in 64-bit mode, and (protected and
+  // compatibility mode) on clearing it while CR4.PCIDE=1.
+  if (c.cr0.test(x86::cr0::pg) && !v.test(x86::cr0::pg)) {
+    if (c.efer.test(x86::efer::lma) && c.cs_l) return cr_write_fault::clear_pg_in_64bit_mode;
+    if (c.cr4.test(x86::cr4::pcide)) return cr_write_fault::clear_pg_with_pcide;
+  }
   return cr_write_fault::none;
+}
+
+/// A MOV to CR3 with source `v`: the value CR3 receives, whether bit 63 asked to keep the
+/// PCID's TLB entries, and the #GP check.
+struct cr3_load {
+  std::uint64_t value = 0;  ///< the new CR3 (bit 63 stripped when CR4.PCIDE=1)
+  bool noflush = false;     ///< CR4.PCIDE=1 and source bit 63 set: no TLB invalidation (SDM 4.10.4.1)
+  cr_write_fault fault = cr_write_fault::none;
+};
+
+/// Evaluates MOV to CR3 with source `v` (outside 64-bit mode pass its low 32 bits).
+/// In IA-32e mode (EFER.LMA=1): with CR4.PCIDE=1, bit 63 is the no-flush hint and is not
+/// written to CR3 (SDM 4.10.4.1); bits 63:MAXPHYADDR are then reserved, except 61 and 62 with
+/// LAM, and a set reserved bit is #GP(0) (SDM Vol. 2B MOV CR, 64-bit mode exceptions; Tables
+/// 4-12, 4-13). Outside IA-32e mode MOV to CR3 has no reserved-bit #GP of its own (with PAE
+/// paging the PDPTE load may fault: paging::mmu_actions::reload_pdptrs, SDM 4.4.1).
+[[nodiscard]] constexpr cr3_load check_cr3_write(const cr_context& c, std::uint64_t v) noexcept {
+  cr3_load r{v};
+  if (!c.efer.test(x86::efer::lma)) return r;
+  if (c.cr4.test(x86::cr4::pcide)) {
+    r.noflush = x86::cr3{v}.test(x86::cr3::noflush);
+    r.value = x86::cr3{v}.clear(x86::cr3::noflush).raw();
+  }
+  std::uint64_t reserved = ~x86::physical_address_mask(c.maxphyaddr);
+  if (c.lam) reserved &= ~(x86::cr3::lam_u57 | x86::cr3::lam_u48).raw();
+  if (r.value & reserved) r.fault = cr_write_fault::cr3_reserved_bit;
+  return r;
 }
 
 /// #GP check for MOV to CR4 with `v`.
@@ -68,6 +119,10 @@ struct cr_context {
     return cr_write_fault::pcide_bad_state;
   return cr_write_fault::none;
 }
+
+/// The CR0 value after a legal MOV to CR0 with `v`: undefined bits of 31:0 are ignored (read
+/// as 0) and ET (bit 4) is hardwired to 1 on every processor since the i486 (SDM 2.5).
+[[nodiscard]] constexpr x86::cr0 cr0_after_mov(x86::cr0 v) noexcept { return (v & x86::cr0::defined).set(x86::cr0::et); }
 
 /// The CR0 value after CLTS: TS cleared.
 [[nodiscard]] constexpr x86::cr0 cr0_after_clts(x86::cr0 cr0) noexcept { return cr0.clear(x86::cr0::ts); }
@@ -86,13 +141,15 @@ struct cr_write_outcome {
   paging::cr_state after{};             ///< CR0/CR4: the new guest-visible state (if no fault)
   paging::mmu_actions actions{};        ///< CR0/CR4: what the MMU must do (if no fault)
   std::uint64_t value = 0;              ///< CR3/CR8: the value to load (if no fault)
+  bool cr3_noflush = false;             ///< CR3: bit 63 with CR4.PCIDE=1, keep the PCID's TLB entries
 };
 
 /// Evaluates a CR-access exit that writes a control register (MOV to CR0/CR3/CR4/CR8, CLTS,
-/// LMSW). `gpr_value` is the source register for MOV to CR (outside 64-bit mode pass its low
-/// 32 bits). For CR0/CR4 it checks #GP and asks paging/ for the MMU actions; for CR8 it checks
-/// bits 63:4 (#GP if set); for CR3 it only returns the value: its reserved bits depend on
-/// MAXPHYADDR and its flush semantics on CR4.PCIDE and bit 63 (paging/, SDM 4.10.4.1).
+/// LMSW). `c` must hold the guest-visible CR state; MOV to CR3 also needs `c.maxphyaddr` and
+/// `c.lam`, MOV to CR0 `c.cs_l`. `gpr_value` is the source register for MOV to CR (outside
+/// 64-bit mode pass its low 32 bits). For CR0/CR4 it checks #GP and asks paging/ for the MMU actions; for CR8 it checks
+/// bits 63:4 (#GP if set); for CR3 it applies check_cr3_write (reserved bits from
+/// `c.maxphyaddr` and `c.lam`, bit 63 with CR4.PCIDE) and returns the value to load.
 /// MOV from CR sets `cr` to ~0u; use evaluate_cr_read().
 [[nodiscard]] constexpr cr_write_outcome evaluate_cr_write(cr_access_qualification q, const cr_context& c,
                                                            std::uint64_t gpr_value, paging::paging_kind kind) noexcept {
@@ -105,8 +162,7 @@ struct cr_write_outcome {
         out.cr = 0;
         const x86::cr0 v{gpr_value};
         out.fault = check_cr0_write(c, v);
-        // Bit 4 (ET) is hardwired to 1 on every processor since the i486 (SDM 2.5).
-        after.cr0 = v.set(x86::cr0::et);
+        after.cr0 = cr0_after_mov(v);
       } else if (q.cr() == 4) {
         out.cr = 4;
         const x86::cr4 v{gpr_value};
@@ -117,8 +173,15 @@ struct cr_write_outcome {
         out.value = gpr_value;
         if (gpr_value > 0xf) out.fault = cr_write_fault::reserved_bit;  // CR8 bits 63:4 reserved
         return out;
+      } else if (q.cr() == 3) {
+        out.cr = 3;
+        const cr3_load l = check_cr3_write(c, gpr_value);
+        out.value = l.value;
+        out.cr3_noflush = l.noflush;
+        out.fault = l.fault;
+        return out;
       } else {
-        out.cr = q.cr();
+        out.cr = q.cr();  // not a CR a MOV-to-CR exit reports (Table 28-3: 0, 3, 4, 8); the caller decides
         out.value = gpr_value;
         return out;
       }
@@ -136,6 +199,9 @@ struct cr_write_outcome {
       return out;
   }
   if (out.fault != cr_write_fault::none) return out;
+  // IA32_EFER.LMA follows LME && CR0.PG (SDM 2.2.1, 10.8.5): a CR0 write may enter or leave
+  // IA-32e mode; the caller mirrors it in the "IA-32e mode guest" entry control.
+  after.efer = paging::efer_with_lma(after.cr0, c.efer);
   out.after = after;
   out.actions = paging::cr_write_actions({c.cr0, c.cr4, c.efer}, after, kind);
   return out;
@@ -172,11 +238,11 @@ struct cr_vmcs_values {
 /// CR0 values for the VMCS from the guest-visible value and the VMX fixed bits; with
 /// "unrestricted guest" PE and PG are not forced (SDM 26.3.1.1, A.7).
 [[nodiscard]] constexpr cr_vmcs_values cr0_values_for(x86::cr0 v, cr_fixed f, bool unrestricted_guest) noexcept {
-  return cr_values_for(v.raw(), guest_cr0_must_be_one(f, unrestricted_guest), f.fixed1);
+  return {adjust_cr0(v, f, unrestricted_guest).raw(), v.raw()};
 }
 /// CR4 values for the VMCS (CR4.VMXE is forced by FIXED0, hidden by the read shadow).
 [[nodiscard]] constexpr cr_vmcs_values cr4_values_for(x86::cr4 v, cr_fixed f) noexcept {
-  return cr_values_for(v.raw(), f.fixed0, f.fixed1);
+  return {adjust_cr4(v, f).raw(), v.raw()};
 }
 
 }  // namespace hvkit::vmx

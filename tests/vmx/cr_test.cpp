@@ -180,7 +180,9 @@ TEST(vmx_cr_access, illegal_writes_fault) {
   EXPECT_EQ(vmx::check_cr4_write(nofsgs, x86::cr4{0x1'0020}), vmx::cr_write_fault::reserved_bit);
   // MOV from CR is not a write; MOV to CR3 returns the value; CR8 bits 63:4 are reserved.
   EXPECT_EQ(vmx::evaluate_cr_write(vmx::cr_access_qualification{0x13}, lma, 0, paging::paging_kind::shadow).cr, ~0u);
-  auto c3 = vmx::evaluate_cr_write(mov_to_cr(3, 0), lma, 0x5000, paging::paging_kind::shadow);
+  vmx::cr_context lma36 = lma;
+  lma36.maxphyaddr = 36;
+  auto c3 = vmx::evaluate_cr_write(mov_to_cr(3, 0), lma36, 0x5000, paging::paging_kind::shadow);
   EXPECT_EQ(c3.cr, 3u);
   EXPECT_EQ(c3.value, 0x5000u);
   EXPECT_EQ(c3.fault, vmx::cr_write_fault::none);
@@ -223,4 +225,97 @@ TEST(vmx_cr_access, vmcs_values_with_fixed_bits) {
   // CR4: VMXE forced in the real value, hidden from the guest by the shadow.
   constexpr auto c4 = vmx::cr4_values_for(x86::cr4{0x20}, f4);
   HVKIT_BOTH(c4.actual == 0x2020u && c4.read_shadow == 0x20u);
+}
+
+// MOV to CR3 in IA-32e mode (SDM Vol. 2B MOV CR, 64-bit mode exceptions; 4.10.4.1; Tables
+// 4-12/4-13): bits 63:MAXPHYADDR reserved, bit 63 the no-flush hint with CR4.PCIDE=1 (not
+// stored), bits 61/62 LAM_U57/LAM_U48 only with LAM. Masks typed by hand.
+TEST(vmx_cr_access, mov_to_cr3_reserved_bits_and_noflush) {
+  using F = vmx::cr_write_fault;
+  vmx::cr_context c{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000, x86::cr4::defined};
+  c.maxphyaddr = 36;
+  const auto mov3 = [&](std::uint64_t v) {
+    return vmx::evaluate_cr_write(mov_to_cr(3, 1), c, v, paging::paging_kind::two_dimensional);
+  };
+  EXPECT_EQ(mov3(0x8'ffff'f018).fault, F::none);        // bits 35:12 and PWT/PCD
+  EXPECT_EQ(mov3(0x10'0000'0000).fault, F::cr3_reserved_bit);  // bit 36
+  EXPECT_EQ(mov3(0x8000'0000'0000'5000).fault, F::cr3_reserved_bit);  // bit 63 with PCIDE=0
+  EXPECT_EQ(mov3(0x4000'0000'0000'5000).fault, F::cr3_reserved_bit);  // LAM_U48 without LAM
+  HVKIT_BOTH(vmx::check_cr3_write(vmx::cr_context{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0,
+                                                  x86::cr4::defined, false, 52},
+                                  std::uint64_t{1} << 52)
+                 .fault == vmx::cr_write_fault::cr3_reserved_bit);
+  HVKIT_BOTH(vmx::check_cr3_write(vmx::cr_context{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0,
+                                                  x86::cr4::defined, false, 52},
+                                  std::uint64_t{1} << 51)
+                 .fault == vmx::cr_write_fault::none);
+  // With LAM: 61 and 62 may be set, 60 may not.
+  c.lam = true;
+  EXPECT_EQ(mov3(0x6000'0000'0000'5000).fault, F::none);
+  EXPECT_EQ(mov3(0x6000'0000'0000'5000).value, 0x6000'0000'0000'5000u);
+  EXPECT_EQ(mov3(0x1000'0000'0000'5000).fault, F::cr3_reserved_bit);
+  c.lam = false;
+  // CR4.PCIDE=1: bit 63 is the no-flush hint, stripped from the value; PCID bits 11:0 kept.
+  c.cr4 = x86::cr4{0x2'0020};
+  const auto nf = mov3(0x8000'0000'0000'5001);
+  EXPECT_EQ(nf.fault, F::none);
+  EXPECT_TRUE(nf.cr3_noflush);
+  EXPECT_EQ(nf.value, 0x5001u);
+  const auto fl = mov3(0x5002);
+  EXPECT_FALSE(fl.cr3_noflush);
+  EXPECT_EQ(fl.value, 0x5002u);
+  EXPECT_EQ(mov3(0xc000'0000'0000'5001).fault, F::cr3_reserved_bit);  // 63 stripped, 62 reserved
+  // Outside IA-32e mode (32-bit source): no reserved-bit check of CR3 itself, bit 63 is not special.
+  const vmx::cr_context pae{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{}, 0x1000, x86::cr4::defined};
+  const auto p = vmx::check_cr3_write(pae, 0xffff'ffe0);
+  EXPECT_EQ(p.fault, F::none);
+  EXPECT_EQ(p.value, 0xffff'ffe0u);
+  EXPECT_FALSE(p.noflush);
+}
+
+// Clearing CR0.PG: #GP in 64-bit mode (EFER.LMA=1, CS.L=1) and while CR4.PCIDE=1; allowed
+// in compatibility mode with PCIDE=0, which is how IA-32e mode is left (SDM Vol. 2B MOV CR;
+// Vol. 3A 10.8.5.4).
+TEST(vmx_cr_access, clearing_pg_in_64bit_mode_faults) {
+  using F = vmx::cr_write_fault;
+  vmx::cr_context c{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000, x86::cr4::defined};
+  c.cs_l = true;
+  HVKIT_BOTH(vmx::check_cr0_write(vmx::cr_context{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000,
+                                                  x86::cr4::defined, true},
+                                  x86::cr0{0x0001'0033}) == vmx::cr_write_fault::clear_pg_in_64bit_mode);
+  const auto o = vmx::evaluate_cr_write(mov_to_cr(0, 0), c, 0x0001'0033, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(o.fault, F::clear_pg_in_64bit_mode);
+  EXPECT_TRUE(o.actions.none());
+  EXPECT_EQ(vmx::check_cr0_write(c, x86::cr0{0x8000'0033}), F::none);  // PG kept, WP cleared: fine
+  c.cs_l = false;                                                        // compatibility mode
+  EXPECT_EQ(vmx::check_cr0_write(c, x86::cr0{0x0001'0033}), F::none);
+  c.cr4 = x86::cr4{0x2'0020};                                            // ... with PCIDE=1
+  EXPECT_EQ(vmx::check_cr0_write(c, x86::cr0{0x0001'0033}), F::clear_pg_with_pcide);
+  // Legacy protected mode with paging: clearing PG is fine.
+  const vmx::cr_context legacy{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{}, 0x1000, x86::cr4::defined};
+  EXPECT_EQ(vmx::check_cr0_write(legacy, x86::cr0{0x0001'0033}), F::none);
+}
+
+// CR0[31:0]'s undefined bits are ignored on MOV to CR0 (no #GP; SDM 2.5 only faults bits
+// 63:32), and EFER.LMA follows LME && PG after the write (SDM 2.2.1, 10.8.5).
+TEST(vmx_cr_access, cr0_undefined_low_bits_ignored_and_lma_follows_pg) {
+  using F = vmx::cr_write_fault;
+  constexpr vmx::cr_context prot{x86::cr0{0x11}, x86::cr4{0x20}, x86::efer{0x100}, 0x1000, x86::cr4::defined};
+  // 0x0000'0051: PE, ET and bit 6 (undefined).
+  HVKIT_BOTH(vmx::check_cr0_write(prot, x86::cr0{0x51}) == vmx::cr_write_fault::none);
+  // 0x0ffe_ffe1 sets PE, NE, AM and undefined bits 6-15, 17, 19-27: PE, ET, NE and AM stay.
+  HVKIT_BOTH(vmx::cr0_after_mov(x86::cr0{0x0ffe'ffe1}) == x86::cr0{0x0004'0031});
+  const auto o = vmx::evaluate_cr_write(mov_to_cr(0, 0), prot, 0x51, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(o.fault, F::none);
+  EXPECT_EQ(o.after.cr0, x86::cr0{0x11});
+  EXPECT_EQ(o.after.efer, x86::efer{0x100});
+  // PG 0->1 with LME=1 and PAE=1 activates IA-32e mode: LMA (bit 10) set in `after`.
+  const auto on = vmx::evaluate_cr_write(mov_to_cr(0, 0), prot, 0x8000'0011, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(on.fault, F::none);
+  EXPECT_EQ(on.after.efer, x86::efer{0x500});
+  // Leaving IA-32e mode from compatibility mode (CS.L=0, PCIDE=0) clears LMA.
+  const vmx::cr_context compat{x86::cr0{0x8000'0011}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000, x86::cr4::defined};
+  const auto off = vmx::evaluate_cr_write(mov_to_cr(0, 0), compat, 0x11, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(off.fault, F::none);
+  EXPECT_EQ(off.after.efer, x86::efer{0x100});
 }
