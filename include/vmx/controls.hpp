@@ -106,6 +106,7 @@ class secondary_proc_based : public x86::flags<secondary_proc_based, std::uint32
   static const secondary_proc_based ept_violation_ve;               ///< 18
   static const secondary_proc_based conceal_vmx_from_pt;            ///< 19
   static const secondary_proc_based enable_xsaves_xrstors;          ///< 20
+  static const secondary_proc_based pasid_translation;              ///< 21
   static const secondary_proc_based mode_based_execute_control;     ///< 22
   static const secondary_proc_based sub_page_write_permissions;     ///< 23
   static const secondary_proc_based pt_uses_guest_physical;         ///< 24
@@ -137,6 +138,7 @@ inline constexpr secondary_proc_based secondary_proc_based::enable_pml = bit(17)
 inline constexpr secondary_proc_based secondary_proc_based::ept_violation_ve = bit(18);
 inline constexpr secondary_proc_based secondary_proc_based::conceal_vmx_from_pt = bit(19);
 inline constexpr secondary_proc_based secondary_proc_based::enable_xsaves_xrstors = bit(20);
+inline constexpr secondary_proc_based secondary_proc_based::pasid_translation = bit(21);
 inline constexpr secondary_proc_based secondary_proc_based::mode_based_execute_control = bit(22);
 inline constexpr secondary_proc_based secondary_proc_based::sub_page_write_permissions = bit(23);
 inline constexpr secondary_proc_based secondary_proc_based::pt_uses_guest_physical = bit(24);
@@ -210,6 +212,17 @@ inline constexpr exit_controls exit_controls::save_ia32_perf_global_ctrl = bit(3
 inline constexpr exit_controls exit_controls::activate_secondary_controls = bit(31);
 inline constexpr exit_controls exit_controls::default1 = exit_controls{0x0003'6dff};
 
+/// Secondary VM-exit controls, 64 bits (VMCS field 0x2044; used when primary exit control
+/// bit 31 is 1, SDM 25.7.1). Only the FRED bits are named.
+class secondary_exit_controls : public x86::flags<secondary_exit_controls, std::uint64_t> {
+ public:
+  using flags::flags;
+  static const secondary_exit_controls save_ia32_fred;  ///< 0
+  static const secondary_exit_controls load_ia32_fred;  ///< 1
+};
+inline constexpr secondary_exit_controls secondary_exit_controls::save_ia32_fred = bit(0);
+inline constexpr secondary_exit_controls secondary_exit_controls::load_ia32_fred = bit(1);
+
 /// VM-entry controls (SDM 25.8.1, Table 25-15).
 class entry_controls : public x86::flags<entry_controls, std::uint32_t> {
  public:
@@ -228,6 +241,7 @@ class entry_controls : public x86::flags<entry_controls, std::uint32_t> {
   static const entry_controls load_cet_state;               ///< 20
   static const entry_controls load_guest_ia32_lbr_ctl;      ///< 21
   static const entry_controls load_pkrs;                    ///< 22
+  static const entry_controls load_ia32_fred;               ///< 23 (FRED)
   /// Bits 0-8, 12: the default1 class (SDM A.5).
   static const entry_controls default1;
 };
@@ -245,6 +259,7 @@ inline constexpr entry_controls entry_controls::load_uinv = bit(19);
 inline constexpr entry_controls entry_controls::load_cet_state = bit(20);
 inline constexpr entry_controls entry_controls::load_guest_ia32_lbr_ctl = bit(21);
 inline constexpr entry_controls entry_controls::load_pkrs = bit(22);
+inline constexpr entry_controls entry_controls::load_ia32_fred = bit(23);
 inline constexpr entry_controls entry_controls::default1 = entry_controls{0x0000'11ff};
 
 }  // namespace hvkit::vmx

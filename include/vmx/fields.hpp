@@ -7,8 +7,10 @@
 /// compares them with what the encoding says (bits 14:13 and 11:10), that bit 0 (HIGH) is
 /// clear, that the reserved bits are zero and that no encoding is listed twice. The value
 /// type is never taken from the declaration: field<> derives it from the encoding.
-/// Not covered yet: the FRED, IA32_SPEC_CTRL-virtualization and instruction-timeout-era
-/// additions newer than the SDM revision this table was typed from (see docs/vmx.md).
+/// Newer than the Appendix B revision the table was first typed from, and added from public
+/// sources that agree: IA32_SPEC_CTRL mask/shadow (0x204A/0x204C, with the tertiary control
+/// "virtualize IA32_SPEC_CTRL") and the FRED fields (injected/original event data, guest and
+/// host IA32_FRED_* MSRs). Not listed: encodings no second source confirmed (see docs/vmx.md).
 #pragma once
 
 #include <array>
@@ -82,8 +84,12 @@
   X(hlat_pointer, 0x2040, w64, control)                            \
   X(pid_pointer_table_address, 0x2042, w64, control)               \
   X(secondary_vm_exit_controls, 0x2044, w64, control)              \
+  X(ia32_spec_ctrl_mask, 0x204a, w64, control)                     \
+  X(ia32_spec_ctrl_shadow, 0x204c, w64, control)                   \
+  X(injected_event_data, 0x2052, w64, control)                     \
   /* B.2.2 64-bit read-only data field */                          \
   X(guest_physical_address, 0x2400, w64, exit_info)                \
+  X(original_event_data, 0x2404, w64, exit_info)                   \
   /* B.2.3 64-bit guest-state fields */                            \
   X(vmcs_link_pointer, 0x2800, w64, guest)                         \
   X(guest_ia32_debugctl, 0x2802, w64, guest)                       \
@@ -98,11 +104,27 @@
   X(guest_ia32_rtit_ctl, 0x2814, w64, guest)                       \
   X(guest_ia32_lbr_ctl, 0x2816, w64, guest)                        \
   X(guest_ia32_pkrs, 0x2818, w64, guest)                           \
+  X(guest_ia32_fred_config, 0x281a, w64, guest)                    \
+  X(guest_ia32_fred_rsp1, 0x281c, w64, guest)                      \
+  X(guest_ia32_fred_rsp2, 0x281e, w64, guest)                      \
+  X(guest_ia32_fred_rsp3, 0x2820, w64, guest)                      \
+  X(guest_ia32_fred_stklvls, 0x2822, w64, guest)                   \
+  X(guest_ia32_fred_ssp1, 0x2824, w64, guest)                      \
+  X(guest_ia32_fred_ssp2, 0x2826, w64, guest)                      \
+  X(guest_ia32_fred_ssp3, 0x2828, w64, guest)                      \
   /* B.2.4 64-bit host-state fields */                             \
   X(host_ia32_pat, 0x2c00, w64, host)                              \
   X(host_ia32_efer, 0x2c02, w64, host)                             \
   X(host_ia32_perf_global_ctrl, 0x2c04, w64, host)                 \
   X(host_ia32_pkrs, 0x2c06, w64, host)                             \
+  X(host_ia32_fred_config, 0x2c08, w64, host)                      \
+  X(host_ia32_fred_rsp1, 0x2c0a, w64, host)                        \
+  X(host_ia32_fred_rsp2, 0x2c0c, w64, host)                        \
+  X(host_ia32_fred_rsp3, 0x2c0e, w64, host)                        \
+  X(host_ia32_fred_stklvls, 0x2c10, w64, host)                     \
+  X(host_ia32_fred_ssp1, 0x2c12, w64, host)                        \
+  X(host_ia32_fred_ssp2, 0x2c14, w64, host)                        \
+  X(host_ia32_fred_ssp3, 0x2c16, w64, host)                        \
   /* B.3.1 32-bit control fields */                                \
   X(pin_based_controls, 0x4000, w32, control)                      \
   X(primary_processor_based_controls, 0x4002, w32, control)        \

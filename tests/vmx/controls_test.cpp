@@ -62,6 +62,12 @@ TEST(vmx_controls, named_bits_and_default1) {
   HVKIT_BOTH(sp::enable_ept.raw() == 0x2u && sp::unrestricted_guest.raw() == 0x80u && sp::enable_vpid.raw() == 0x20u);
   HVKIT_BOTH(vmx::exit_controls::host_address_space_size.raw() == 0x200u);
   HVKIT_BOTH(vmx::entry_controls::ia32e_mode_guest.raw() == 0x200u);
+  // Newer bits (PASID translation; FRED: entry control 23, secondary exit controls 0 and 1).
+  HVKIT_BOTH(sp::pasid_translation.raw() == 0x20'0000u);
+  HVKIT_BOTH(sp::enable_xsaves_xrstors.raw() == 0x10'0000u && sp::mode_based_execute_control.raw() == 0x40'0000u);
+  HVKIT_BOTH(vmx::entry_controls::load_ia32_fred.raw() == 0x80'0000u);
+  HVKIT_BOTH(vmx::secondary_exit_controls::save_ia32_fred.raw() == 0x1u);
+  HVKIT_BOTH(vmx::secondary_exit_controls::load_ia32_fred.raw() == 0x2u);
   // default1 classes (SDM A.2) equal Bochs' non-TRUE allowed-0 halves.
   HVKIT_BOTH(vmx::pin_based::default1.raw() == 0x16u);
   HVKIT_BOTH(pp::default1.raw() == 0x0401e172u);

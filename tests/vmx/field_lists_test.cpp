@@ -19,12 +19,14 @@ namespace lists = hvkit::vmx::lists;
 namespace f = hvkit::vmx::fields;
 
 // Counted by hand from Appendix B: guest 11 + 13 + 23 + 23; host 7 + 4 + 1 + 15;
-// exit information 1 + 8 + 6; controls 5 + 35 + 19 + 8.
-static_assert(lists::size_v<decltype(lists::guest_state)> == 70);
-static_assert(lists::size_v<decltype(lists::host_state)> == 27);
-static_assert(lists::size_v<decltype(lists::exit_info)> == 15);
-static_assert(lists::size_v<decltype(lists::controls)> == 67);
-static_assert(lists::size_v<decltype(lists::all)> == 179);
+// exit information 1 + 8 + 6; controls 5 + 35 + 19 + 8; plus the newer fields: guest 8
+// (IA32_FRED_*), host 8 (IA32_FRED_*), exit information 1 (original event data), controls 3
+// (IA32_SPEC_CTRL mask and shadow, injected event data).
+static_assert(lists::size_v<decltype(lists::guest_state)> == 70 + 8);
+static_assert(lists::size_v<decltype(lists::host_state)> == 27 + 8);
+static_assert(lists::size_v<decltype(lists::exit_info)> == 15 + 1);
+static_assert(lists::size_v<decltype(lists::controls)> == 67 + 3);
+static_assert(lists::size_v<decltype(lists::all)> == 179 + 20);
 
 namespace {
 constexpr auto guest_read_bitmap = lists::make_vmread_bitmap(lists::guest_state);
@@ -44,13 +46,15 @@ TEST(vmx_field_lists, shadow_bitmaps) {
   HVKIT_BOTH(!bit(guest_read_bitmap, 0x2800) && !bit(guest_read_bitmap, 0x2801));  // link pointer, full and HIGH
   HVKIT_BOTH(bit(guest_read_bitmap, 0x6c16));  // HOST_RIP still exits
   HVKIT_BOTH(bit(guest_read_bitmap, 0x6801));  // not an encoding
-  // 70 guest fields + 13 HIGH halves of the 64-bit ones.
-  EXPECT_EQ(clear_bits(guest_read_bitmap), 83u);
-  // Exit information: readable from the shadow (15 + 1 HIGH), never writable.
-  EXPECT_EQ(clear_bits(exit_read_bitmap), 16u);
+  // 78 guest fields + 21 HIGH halves of the 64-bit ones (13 of Appendix B + 8 IA32_FRED_*).
+  EXPECT_EQ(clear_bits(guest_read_bitmap), 78u + 21u);
+  // Exit information: readable from the shadow (16 + 2 HIGH: guest-physical address and
+  // original event data), never writable.
+  EXPECT_EQ(clear_bits(exit_read_bitmap), 16u + 2u);
   EXPECT_EQ(clear_bits(exit_write_bitmap), 0u);
   const auto guest_write = lists::make_vmwrite_bitmap(lists::guest_state);
-  EXPECT_EQ(clear_bits(guest_write), 83u);
+  EXPECT_EQ(clear_bits(guest_write), 78u + 21u);
+  HVKIT_BOTH(!bit(guest_read_bitmap, 0x281a) && !bit(guest_read_bitmap, 0x281b));  // IA32_FRED_CONFIG, full and HIGH
 }
 
 TEST(vmx_field_lists, copy_and_diff) {
@@ -67,7 +71,7 @@ TEST(vmx_field_lists, copy_and_diff) {
   EXPECT_EQ(b.peek(f::host_rip), 0u);
   auto d = lists::diff(lists::all, a, b, [](auto, auto, auto) {});
   ASSERT_TRUE(d);
-  EXPECT_EQ(d.value(), 179u - 70u);
+  EXPECT_EQ(d.value(), 199u - 78u);
   // Exit information goes through store() on a software destination.
   ASSERT_TRUE(lists::copy(lists::exit_info, a, b));
   EXPECT_EQ(b.peek(f::exit_qualification), a.peek(f::exit_qualification));
@@ -77,8 +81,8 @@ TEST(vmx_field_lists, copy_and_diff) {
     EXPECT_NE(va, vb);
     EXPECT_EQ(decltype(fld)::type, vmx::field_type::host);
   });
-  EXPECT_EQ(d2.value(), 27u);
-  EXPECT_EQ(host_diffs, 27u);
+  EXPECT_EQ(d2.value(), 35u);
+  EXPECT_EQ(host_diffs, 35u);
 }
 
 TEST(vmx_field_lists, hosted_dump) {
@@ -87,7 +91,7 @@ TEST(vmx_field_lists, hosted_dump) {
   v.store(f::guest_cs_selector, std::uint16_t{0xf000});
   std::FILE* tmp = std::tmpfile();
   ASSERT_NE(tmp, nullptr);
-  EXPECT_EQ(vmx::hosted::dump(tmp, lists::guest_state, v), 70u);
+  EXPECT_EQ(vmx::hosted::dump(tmp, lists::guest_state, v), 78u);
   std::rewind(tmp);
   std::string text;
   char buf[256];

@@ -52,17 +52,28 @@ const sdm_row sdm_table[] = {
     ROW(low_pasid_directory_address, 0x00002038), ROW(high_pasid_directory_address, 0x0000203A),
     ROW(shared_eptp, 0x0000203C), ROW(pconfig_exiting_bitmap, 0x0000203E), ROW(hlat_pointer, 0x00002040),
     ROW(pid_pointer_table_address, 0x00002042), ROW(secondary_vm_exit_controls, 0x00002044),
+    // newer 64-bit control (IA32_SPEC_CTRL virtualization; FRED)
+    ROW(ia32_spec_ctrl_mask, 0x0000204A), ROW(ia32_spec_ctrl_shadow, 0x0000204C),
+    ROW(injected_event_data, 0x00002052),
     // B-5 64-bit read-only data
-    ROW(guest_physical_address, 0x00002400),
+    ROW(guest_physical_address, 0x00002400), ROW(original_event_data, 0x00002404),
     // B-6 64-bit guest state
     ROW(vmcs_link_pointer, 0x00002800), ROW(guest_ia32_debugctl, 0x00002802), ROW(guest_ia32_pat, 0x00002804),
     ROW(guest_ia32_efer, 0x00002806), ROW(guest_ia32_perf_global_ctrl, 0x00002808),
     ROW(guest_pdpte0, 0x0000280A), ROW(guest_pdpte1, 0x0000280C), ROW(guest_pdpte2, 0x0000280E),
     ROW(guest_pdpte3, 0x00002810), ROW(guest_ia32_bndcfgs, 0x00002812), ROW(guest_ia32_rtit_ctl, 0x00002814),
     ROW(guest_ia32_lbr_ctl, 0x00002816), ROW(guest_ia32_pkrs, 0x00002818),
+    ROW(guest_ia32_fred_config, 0x0000281A), ROW(guest_ia32_fred_rsp1, 0x0000281C),
+    ROW(guest_ia32_fred_rsp2, 0x0000281E), ROW(guest_ia32_fred_rsp3, 0x00002820),
+    ROW(guest_ia32_fred_stklvls, 0x00002822), ROW(guest_ia32_fred_ssp1, 0x00002824),
+    ROW(guest_ia32_fred_ssp2, 0x00002826), ROW(guest_ia32_fred_ssp3, 0x00002828),
     // B-7 64-bit host state
     ROW(host_ia32_pat, 0x00002C00), ROW(host_ia32_efer, 0x00002C02), ROW(host_ia32_perf_global_ctrl, 0x00002C04),
     ROW(host_ia32_pkrs, 0x00002C06),
+    ROW(host_ia32_fred_config, 0x00002C08), ROW(host_ia32_fred_rsp1, 0x00002C0A),
+    ROW(host_ia32_fred_rsp2, 0x00002C0C), ROW(host_ia32_fred_rsp3, 0x00002C0E),
+    ROW(host_ia32_fred_stklvls, 0x00002C10), ROW(host_ia32_fred_ssp1, 0x00002C12),
+    ROW(host_ia32_fred_ssp2, 0x00002C14), ROW(host_ia32_fred_ssp3, 0x00002C16),
     // B-8 32-bit control
     ROW(pin_based_controls, 0x00004000), ROW(primary_processor_based_controls, 0x00004002),
     ROW(exception_bitmap, 0x00004004), ROW(page_fault_error_code_mask, 0x00004006),
