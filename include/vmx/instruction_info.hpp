@@ -1,8 +1,8 @@
 /// @file
-/// @brief The VM-exit instruction-information field (SDM Vol. 3C 28.2.5, Tables 28-10 to
-/// 28-14): descriptor-table instructions (LGDT/LIDT/SGDT/SIDT, LLDT/LTR/SLDT/STR) and VMX
-/// instructions (INVEPT/INVPCID/INVVPID, VMCLEAR/VMPTRLD/VMPTRST/VMXON/XSAVES/XRSTORS,
-/// VMREAD/VMWRITE).
+/// @brief The VM-exit instruction-information field (SDM Vol. 3C 28.2.5, Tables 28-9 to
+/// 28-15): INS/OUTS, descriptor-table instructions (LGDT/LIDT/SGDT/SIDT, LLDT/LTR/SLDT/STR),
+/// VMX instructions (INVEPT/INVPCID/INVVPID, VMCLEAR/VMPTRLD/VMPTRST/VMXON/XSAVES/XRSTORS,
+/// VMREAD/VMWRITE) and RDRAND/RDSEED/TPAUSE/UMWAIT.
 #pragma once
 
 #include <cstdint>
@@ -78,6 +78,44 @@ class vmx_instruction_info : public detail::instruction_info_base {
   [[nodiscard]] constexpr unsigned reg1() const noexcept { return reg1_bits::get(raw_); }
   /// INVEPT/INVPCID/INVVPID: the type register; VMREAD/VMWRITE: the encoding register (bits 31:28).
   [[nodiscard]] constexpr unsigned reg2() const noexcept { return reg2_bits::get(raw_); }
+};
+
+/// INS/OUTS with "unconditional I/O exiting" or I/O bitmaps and the INS/OUTS reporting
+/// capability (IA32_VMX_BASIC bit 54), SDM 28.2.5 Table 28-9: address size in bits 9:7 and,
+/// for OUTS, the source segment in bits 17:15 (undefined for INS, which always uses ES).
+class ins_outs_info {
+ public:
+  using address_size_bits = x86::bitfield<std::uint32_t, 7, 3>;
+  using segment_bits = x86::bitfield<std::uint32_t, 15, 3>;
+  constexpr ins_outs_info() noexcept = default;
+  constexpr explicit ins_outs_info(std::uint32_t raw) noexcept : raw_(raw) {}
+  [[nodiscard]] constexpr std::uint32_t raw() const noexcept { return raw_; }
+  [[nodiscard]] constexpr address_size addr_size() const noexcept { return static_cast<address_size>(address_size_bits::get(raw_)); }
+  /// OUTS only: 0 ES, 1 CS, 2 SS, 3 DS, 4 FS, 5 GS.
+  [[nodiscard]] constexpr unsigned segment() const noexcept { return segment_bits::get(raw_); }
+
+ private:
+  std::uint32_t raw_ = 0;
+};
+
+/// RDRAND, RDSEED, TPAUSE and UMWAIT, SDM 28.2.5 Table 28-15: the register operand in bits
+/// 6:3 and its operand size in bits 12:11 (0 = 16-bit, 1 = 32-bit, 2 = 64-bit).
+class register_operand_info {
+ public:
+  enum class operand_size : std::uint8_t { o16 = 0, o32 = 1, o64 = 2 };
+  using reg_bits = x86::bitfield<std::uint32_t, 3, 4>;
+  using operand_size_bits = x86::bitfield<std::uint32_t, 11, 2>;
+  static_assert(x86::fields_disjoint<reg_bits, operand_size_bits>());
+  constexpr register_operand_info() noexcept = default;
+  constexpr explicit register_operand_info(std::uint32_t raw) noexcept : raw_(raw) {}
+  [[nodiscard]] constexpr std::uint32_t raw() const noexcept { return raw_; }
+  /// The destination (RDRAND/RDSEED) or source (TPAUSE/UMWAIT) register, 0 = RAX ... 15 = R15.
+  [[nodiscard]] constexpr unsigned reg() const noexcept { return reg_bits::get(raw_); }
+  /// The operand size; the raw value 3 is not used by the processor.
+  [[nodiscard]] constexpr operand_size size() const noexcept { return static_cast<operand_size>(operand_size_bits::get(raw_)); }
+
+ private:
+  std::uint32_t raw_ = 0;
 };
 
 }  // namespace hvkit::vmx

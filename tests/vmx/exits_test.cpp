@@ -166,3 +166,21 @@ TEST(vmx_dispatch, routes_every_reason) {
   EXPECT_EQ(handled, 3);
   EXPECT_EQ(h.unhandled_count, 97);
 }
+
+// INS/OUTS (Table 28-9) and RDRAND/RDSEED/TPAUSE/UMWAIT (Table 28-15), words assembled by hand.
+TEST(vmx_instruction_info, ins_outs_and_register_operand) {
+  // OUTSB with a 64-bit address size (2 << 7) and an FS override (4 << 15): 0x20100.
+  constexpr vmx::ins_outs_info o{0x2'0100};
+  HVKIT_BOTH(o.addr_size() == vmx::address_size::a64 && o.segment() == 4u);
+  HVKIT_BOTH(vmx::ins_outs_info{0x80}.addr_size() == vmx::address_size::a32);
+  // RDRAND R11 (11 << 3) with a 64-bit operand (2 << 11): 0x1058.
+  constexpr vmx::register_operand_info r{0x1058};
+  HVKIT_BOTH(r.reg() == 11u && r.size() == vmx::register_operand_info::operand_size::o64);
+  // RDSEED AX (0 << 3), 16-bit operand: 0; UMWAIT ECX (1 << 3), 32-bit operand (1 << 11): 0x808.
+  HVKIT_BOTH(vmx::register_operand_info{0}.size() == vmx::register_operand_info::operand_size::o16);
+  HVKIT_BOTH(vmx::register_operand_info{0x808}.reg() == 1u &&
+             vmx::register_operand_info{0x808}.size() == vmx::register_operand_info::operand_size::o32);
+  // Undefined bits set around the fields do not leak into them.
+  HVKIT_BOTH(vmx::register_operand_info{0xffff'e787u}.reg() == 0u && vmx::register_operand_info{0xffff'e787u}.size() ==
+                                                                      vmx::register_operand_info::operand_size::o16);
+}
