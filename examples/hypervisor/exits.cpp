@@ -4,26 +4,13 @@
 namespace hv {
 
 // ---- exit handlers -------------------------------------------------------------------------
-/// CR-access exit (reason 28), qualification decoded by vmx::dispatch_exit (SDM Vol. 3C
-/// 28.2.1, Table 28-3). CR0/CR4 writes (MOV, CLTS, LMSW) are evaluated by
-/// vmx::evaluate_cr_write against the guest-visible state: the architectural #GP checks,
-/// the new value and the MMU actions (paging::cr_write_actions: a WP toggle refreshes the
-/// permission table and never resets the MMU). vmx::cr_values_for gives the read shadow and
-/// the real value with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8). CR3 accesses exit
-/// only without the TRUE controls.
-bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
+/// The guest's CR state for vmx::evaluate_cr_write / evaluate_cr_read: CR0/CR4 as the
+/// guest sees them (guest-owned bits from the guest field, host-owned ones from the read
+/// shadow), EFER, CR3, the CR4 bits its CPUID allows, CS.L (CS access rights bit 13, SDM
+/// Vol. 3C 25.4.1), MAXPHYADDR (CPUID.80000008H:EAX[7:0]) and LAM only if the guest's CPUID
+/// enumerates it.
+hvkit::vmx::cr_context guest_cr_context() {
   namespace v = hvkit::vmx;
-  using acc = v::cr_access_qualification::access;
-  if (q.cr() == 3 && q.type() == acc::mov_to_cr) {
-    vmwrite(fields::guest_cr3, read_gpr(r, q.gpr()) & ~(1ull << 63));
-    skip_instruction();
-    return true;
-  }
-  if (q.cr() == 3 && q.type() == acc::mov_from_cr) {
-    write_gpr(r, q.gpr(), vmread(fields::guest_cr3));
-    skip_instruction();
-    return true;
-  }
   const std::uint64_t m0 = vmread(fields::cr0_guest_host_mask), m4 = vmread(fields::cr4_guest_host_mask);
   v::cr_context c{};
   c.cr0 = v::guest_visible_cr0(x86::cr0{vmread(fields::guest_cr0)}, x86::cr0{vmread(fields::cr0_read_shadow)}, m0);
@@ -31,14 +18,80 @@ bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
   c.efer = x86::efer{vmread(fields::guest_ia32_efer)};
   c.cr3 = vmread(fields::guest_cr3);
   c.cr4_allowed = guest_cr4_allowed();
-  const std::uint64_t value = q.type() == acc::mov_to_cr ? read_gpr(r, q.gpr()) : 0;
+  c.cs_l = (vmread(fields::guest_cs_access_rights) >> 13) & 1;
+  c.maxphyaddr = guest_cpu_properties().maxphyaddr;
+  c.lam = guest_policy.has(cpuid_ns::feat::lam);
+  return c;
+}
+
+/// PAE paging with EPT: VM entry loads the PDPTE registers from the VMCS guest-PDPTE
+/// fields (SDM Vol. 3C 26.3.2.4), so an emulated CR write that loads them (MOV to CR3, or
+/// a CR0/CR4 write entering PAE paging, SDM 4.4.1) must put them there: paging::load_pdptrs
+/// against guest memory. A reserved bit in a present PDPTE is #GP(0) on that MOV, and the
+/// write does not happen (false).
+bool load_guest_pdptes(std::uint64_t cr3) {
+  pg::flat_memory mem = guest_ram_view();
+  const auto p = pg::load_pdptrs(x86::cr3{cr3}, mem, guest_cpu_properties().maxphyaddr);
+  if (!p) return false;
+  vmwrite(fields::guest_pdpte0, p.value().entries[0]);
+  vmwrite(fields::guest_pdpte1, p.value().entries[1]);
+  vmwrite(fields::guest_pdpte2, p.value().entries[2]);
+  vmwrite(fields::guest_pdpte3, p.value().entries[3]);
+  return true;
+}
+
+/// CR-access exit (reason 28), qualification decoded by vmx::dispatch_exit (SDM Vol. 3C
+/// 28.2.1, Table 28-3). Every access goes through hvkit::vmx: writes (MOV to CR0/CR3/CR4,
+/// CLTS, LMSW) through vmx::evaluate_cr_write against the guest-visible state (the
+/// architectural #GP checks, CR3 reserved bits included; the new value; the MMU actions
+/// from paging::cr_write_actions: a WP toggle refreshes the permission table and never
+/// resets the MMU); MOV from CR3 through vmx::evaluate_cr_read. A fault is injected as
+/// #GP(0) and changes nothing. vmx::cr_values_for gives the read shadow and the real value
+/// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
+bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
+  namespace v = hvkit::vmx;
+  using acc = v::cr_access_qualification::access;
+  const v::cr_context c = guest_cr_context();
+  if (q.type() == acc::mov_from_cr) {
+    const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);
+    if (!rd.valid) {
+      kprintf("HVKIT ERROR unhandled CR read qualification=0x%llx\n", (unsigned long long)q.raw());
+      run.status = run_status::fatal_exit;
+      return false;
+    }
+    write_gpr(r, rd.gpr, rd.value);
+    skip_instruction();
+    return true;
+  }
+  // Outside 64-bit mode the source is the low 32 bits of the register.
+  const bool mode64 = c.efer.test(x86::efer::lma) && c.cs_l;
+  std::uint64_t value = q.type() == acc::mov_to_cr ? read_gpr(r, q.gpr()) : 0;
+  if (!mode64) value &= 0xFFFFFFFFu;
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
-  if (out.cr != 0 && out.cr != 4) {
+  if (out.cr != 0 && out.cr != 3 && out.cr != 4) {
     kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q.raw());
     run.status = run_status::fatal_exit;
     return false;
   }
   if (out.fault != v::cr_write_fault::none) {
+    ++run.cr_gp_injected;
+    inject_gp();
+    return true;
+  }
+  const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);
+  if (out.cr == 3) {
+    if (pae_paging && !load_guest_pdptes(out.value)) {
+      ++run.cr_gp_injected;
+      inject_gp();
+      return true;
+    }
+    vmwrite(fields::guest_cr3, out.value);
+    skip_instruction();
+    return true;
+  }
+  using hvkit::paging::mmu_actions;
+  if (out.actions.any(mmu_actions::reload_pdptrs) && !load_guest_pdptes(c.cr3)) {
+    ++run.cr_gp_injected;
     inject_gp();
     return true;
   }
@@ -51,7 +104,15 @@ bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
     vmwrite(fields::cr4_read_shadow, cv.read_shadow);
     vmwrite(fields::guest_cr4, cv.actual);
   }
-  using hvkit::paging::mmu_actions;
+  if (out.after.efer.raw() != c.efer.raw()) {
+    // EFER.LMA follows LME && PG (SDM 10.8.5); the "IA-32e mode guest" entry control with it.
+    vmwrite(fields::guest_ia32_efer, out.after.efer.raw());
+    const v::entry_controls ec{static_cast<std::uint32_t>(vmread(fields::vm_entry_controls))};
+    vmwrite(fields::vm_entry_controls, (out.after.efer.test(x86::efer::lma) ? ec | v::entry_controls::ia32e_mode_guest
+                                                                         : ec & ~v::entry_controls::ia32e_mode_guest)
+                                           .raw());
+    run.guest_efer = out.after.efer.raw();
+  }
   if (out.actions.any(mmu_actions::reset_mmu)) ++run.mmu_resets;
   if (out.actions.any(mmu_actions::refresh_permissions | mmu_actions::reset_mmu)) {
     ++run.mmu_refreshes;

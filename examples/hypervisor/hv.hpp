@@ -106,6 +106,9 @@ struct run_config {
   /// Two guests and a sibling VMCS, switched by the VMX-preemption timer, with this IBPB
   /// policy deciding each barrier (-1: a single VMCS, no scheduling).
   int ibpb = -1;
+  /// CR3-load and CR3-store exiting: every MOV to/from CR3 exits and goes through
+  /// vmx::evaluate_cr_write / evaluate_cr_read.
+  bool cr3_exiting = false;
 };
 // ---- state --------------------------------------------------------------------------------
 extern std::uint64_t host_gdt[6];
@@ -161,6 +164,7 @@ struct run_state {
   // (CR0.WP found changed at an emulated access, i.e. toggled without an exit).
   hvkit::paging::mmu_context mmu;
   std::uint64_t mmu_refreshes, mmu_resets, passthrough_refreshes;
+  std::uint64_t cr_gp_injected;  // CR writes vmx::evaluate_cr_write (or the PDPTE load) refused: #GP
   std::uint64_t stale_wrong_faults;  // negative control: #PF 0x3 injected while live WP=0
   std::uint64_t neg_wp0_result;      // negative control: the guest's ltr_ro_gdt_wp0_ok
   bool neg_wp0_seen;

@@ -60,6 +60,7 @@ enum : std::uint64_t {
   cfg_spin = 1u << 6,            ///< only spin (the two-guest IBPB run)
   cfg_ept_diff = 1u << 7,        ///< only the nested (EPT) differential cases
   cfg_hostile_b = 1u << 8,       ///< two-guest run: guest B triple-faults (hypervisor only)
+  cfg_cr3_exiting = 1u << 9,     ///< MOV to/from CR3 exits (CR3-load/store exiting)
 };
 
 /// Guest-physical pages of the EPT differential (inside the paging scratch area): the guest

@@ -43,7 +43,7 @@ namespace {
 
 constexpr run_config runs[] = {
     {"guest_owned", false, true, 0, run_status::done},
-    {"intercepted", true, true, 0, run_status::done},
+    {"intercepted", true, true, 0, run_status::done, false, -1, true},
     {"native_dt", false, false, 0, run_status::done},
     // Hostile: the guest wrecks its IDT and triple-faults; the hypervisor must report it
     // and go on with the next guest.
@@ -103,7 +103,8 @@ bool run_guest(int index) {
   if (caps.ept_vpid & (1ull << 26))  // INVEPT all-context supported (SDM Vol. 3D A.10)
     static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   run.regs.rdi = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
-                 (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.guest_flags;
+                 (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) |
+                 (cfg.cr3_exiting ? std::uint64_t{hc::cfg_cr3_exiting} : 0) | cfg.guest_flags;
 
   std::uint64_t t0 = rdtsc();
   if (cfg.guest_flags & hc::cfg_ept_diff) ept_scratch_split(true);
@@ -162,6 +163,13 @@ bool run_guest(int index) {
     if (run.pg_errata_b2)
       kprintf("HVKIT ERRATUM pkru_ignored_for_supervisor_accesses.%s cases=%llu\n", cfg.name,
               (unsigned long long)run.pg_errata_b2);
+  }
+  if (cfg.cr3_exiting) {
+    // The guest's MOV to CR3 with a reserved bit exited and vmx::evaluate_cr_write refused it.
+    char check[48] = "cr3_write_gp_injected.";
+    for (std::size_t n = 22, i = 0; cfg.name[i] && n < sizeof check - 1; ++i, ++n) check[n] = cfg.name[i];
+    result(check, run.cr_gp_injected >= 1 && run.exits.by_reason[static_cast<unsigned>(hvkit::vmx::exit_reason::cr_access)] > 0,
+           "gp_injected=%llu", (unsigned long long)run.cr_gp_injected);
   }
   if (cfg.stale_role) {
     result("stale_wp_role_negative_control", run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail &&

@@ -266,8 +266,11 @@ bool setup_vmcs(const hc::guest_header& g) {
   // Without the TRUE MSRs CR3 accesses exit and handle_cr() emulates them.
   const auto pin = v::adjust_controls(vcaps.pin_caps(), run.cfg->ibpb >= 0 ? v::pin_based::activate_preemption_timer
                                                                          : v::pin_based{});
-  const auto proc = v::adjust_controls(vcaps.primary_caps(),
-                                       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls);
+  const auto proc = v::adjust_controls(
+      vcaps.primary_caps(),
+      v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls |
+          (run.cfg->cr3_exiting ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
+                                : v::primary_proc_based{}));
   const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
                                         run.cfg->dt_exiting ? v::secondary_proc_based::enable_ept |
                                                                   v::secondary_proc_based::descriptor_table_exiting

@@ -154,6 +154,23 @@ PROBE_BEGIN probe_ltr
   ltr %di
 PROBE_END
 
+/* unsigned probe_lldt(uint16_t selector) */
+PROBE_BEGIN probe_lldt
+  lldt %di
+PROBE_END
+
+/* unsigned probe_mov_cr3(uint64_t value) */
+PROBE_BEGIN probe_mov_cr3
+  movq %rdi, %cr3
+PROBE_END
+
+/* uint64_t read_sldt(void): SLDT into a 64-bit register (exits with descriptor-table exiting) */
+  .globl read_sldt
+read_sldt:
+  xorl %eax, %eax
+  sldt %rax
+  ret
+
 /* uint64_t read_str(void): STR into a 64-bit register (exits with descriptor-table exiting) */
   .globl read_str
 read_str:
@@ -314,6 +331,9 @@ unsigned probe_user(std::uint64_t addr, unsigned kind, std::uint64_t value, std:
 extern const std::uint8_t user_stub_start[], user_stub_end[];
 extern const std::uint64_t guest_isr_128_addr;
 std::uint64_t read_str();
+std::uint64_t read_sldt();
+unsigned probe_lldt(std::uint16_t selector);
+unsigned probe_mov_cr3(std::uint64_t value);
 unsigned probe_wrmsr(std::uint32_t msr, std::uint64_t v);
 unsigned probe_rdmsr(std::uint32_t msr, std::uint64_t* out);
 
@@ -374,6 +394,9 @@ constexpr std::uint16_t sel_user_data = 0x50, sel_user_code = 0x58;  // DPL 3 (a
 constexpr std::uint16_t sel_ldt = 0x60;  // LDT for the implicit-access cases (16 bytes)
 auto* const gdt = reinterpret_cast<volatile std::uint64_t*>(gdt_page);
 constexpr std::uint16_t sel_tss_a = 0x28, sel_tss_b = 0x38;
+constexpr std::uint16_t sel_ldt_check = 0x70;  // LDT for the LLDT check (16 bytes)
+/// The LDT of the LLDT check: entry 1 a DPL 0 data segment, entry 2 not present, limit 31.
+alignas(16) std::uint64_t check_ldt[4];
 
 alignas(4096) std::uint64_t pml4[512];
 alignas(16) std::uint8_t guest_event_stack[16384];
@@ -426,6 +449,13 @@ void build_descriptor_tables() {
     constexpr std::uint64_t base = (1ull << 39) + hv::layout::guest_mem_base + 0xC00000;  // test_la
     gdt[sel_ldt / 8] = 0xFFFF | ((base & 0xFFFFFF) << 16) | (0x82ull << 40) | (((base >> 24) & 0xFF) << 56);
     gdt[sel_ldt / 8 + 1] = base >> 32;
+  }
+  {
+    const std::uint64_t base = addr(check_ldt);
+    gdt[sel_ldt_check / 8] = 31 | ((base & 0xFFFFFF) << 16) | (0x82ull << 40) | (((base >> 24) & 0xFF) << 56);
+    gdt[sel_ldt_check / 8 + 1] = base >> 32;
+    check_ldt[1] = 0x00CF93000000FFFF;  // data, DPL 0, accessed
+    check_ldt[2] = 0x00CF13000000FFFF;  // the same, not present
   }
   // Kernel stack for events taken at CPL 3 (TSS.RSP0, SDM Vol. 3A 8.7), in every TSS.
   std::uint64_t rsp0 = addr(guest_event_stack) + sizeof guest_event_stack;
@@ -550,6 +580,52 @@ void check_ltr() {
   bool tr_ok = tr == sel_tss_a;
   if (g_config & hc::cfg_dt_native) report_native("ltr_fault_keeps_tr", tr_ok, tr);
   else report("ltr_fault_keeps_tr", tr_ok, tr);
+}
+
+/// LLDT (SDM Vol. 2A "LLDT"): with descriptor-table exiting the hypervisor emulates it (and
+/// SLDT) with hvkit::emulate; without it the CPU runs it (the oracle). LLDT of the LDT
+/// descriptor loads LDTR (SLDT reads it back, and a segment load through the LDT sees its
+/// base and limit: entry 1 loads, entry 2 is not present (#NP), entry 4 is beyond the
+/// limit (#GP)); a non-LDT descriptor and a selector with TI=1 raise #GP(selector); a null
+/// selector leaves LDTR unusable. Bit n of the failure mask = step n.
+void check_lldt() {
+  std::uint64_t fails = 0;
+  unsigned n = 0;
+  auto expect = [&](bool ok) {
+    if (!ok) fails |= 1ull << n;
+    ++n;
+  };
+  expect(probe_lldt(sel_ldt_check) == 0);
+  expect(read_sldt() == sel_ldt_check);
+  expect(probe_load_fs(0x0C) == 0);  // LDT entry 1, RPL 0
+  expect(probe_load_fs(0x14) == (0x100 | 11) && g_fault_error == 0x14);  // entry 2: #NP(0x14)
+  expect(probe_load_fs(0x24) == (0x100 | 13) && g_fault_error == 0x24);  // entry 4 > limit: #GP(0x24)
+  asm volatile("movw %w0, %%fs" ::"r"(0) : "memory");
+  expect(probe_lldt(hc::guest_ds) == (0x100 | 13) && g_fault_error == hc::guest_ds);  // a data descriptor
+  expect(probe_lldt(0x0C) == (0x100 | 13) && g_fault_error == 0x0C);  // TI = 1
+  expect(read_sldt() == sel_ldt_check);  // faults changed nothing
+  expect(probe_lldt(0) == 0);
+  expect(read_sldt() == 0);
+  expect(probe_load_fs(0x0C) == (0x100 | 13));  // no LDT any more: #GP(0x0C)
+  report("lldt_forms", fails == 0, n, fails);
+}
+
+/// MOV to CR3 with a bit above MAXPHYADDR set: #GP(0) in IA-32e mode (SDM Vol. 2B MOV CR,
+/// 64-bit mode exceptions; 4.5), CR3 unchanged. With CR3-load exiting the hypervisor decides
+/// it (vmx::evaluate_cr_write); without, the CPU does. Then the same CR3 written legally.
+void check_cr3_reserved() {
+  const unsigned maxphyaddr = cpuid(0x80000000).eax >= 0x80000008 ? (cpuid(0x80000008).eax & 0xFF) : 36;
+  std::uint64_t cr3;
+  asm volatile("mov %%cr3, %0" : "=r"(cr3));
+  g_fault_error = ~0ull;
+  unsigned r = maxphyaddr < 52 ? probe_mov_cr3(cr3 | (1ull << maxphyaddr)) : (0x100 | 13);
+  std::uint64_t err = g_fault_error, after;
+  asm volatile("mov %%cr3, %0" : "=r"(after));
+  unsigned r63 = probe_mov_cr3(cr3 | (1ull << 63));  // bit 63 without CR4.PCIDE: reserved too
+  std::uint64_t err63 = g_fault_error;
+  unsigned ok = probe_mov_cr3(cr3);
+  bool pass = r == (0x100 | 13) && err == 0 && after == cr3 && r63 == (0x100 | 13) && err63 == 0 && ok == 0;
+  report("cr3_reserved_bit_gp", pass, (std::uint64_t{r} << 32) | r63, after ^ cr3);
 }
 
 /// The MMIO test device (layout.hpp), one instruction form per step; the hypervisor sees
@@ -914,6 +990,8 @@ extern "C" void guest_main(std::uint64_t config) {
   check_cpuid();
   check_msrs();
   check_ltr();
+  check_lldt();
+  check_cr3_reserved();
   check_mmio();
   check_hostile();
 }
