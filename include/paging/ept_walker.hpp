@@ -145,8 +145,12 @@ class ept_walker {
                                                      walk_fault& f, std::uint64_t& all) const noexcept {
     const ept_access acc = effective_access(req);
     if (!walk_tables(mem, req.address, t, f, acc, all)) [[unlikely]] return false;
-    const ept_violation v = ept_permission_fault(role_, t.rights, acc);
-    if (!v.none()) [[unlikely]] {
+    // The role's permission table answers allowed/denied with one lookup (its documented
+    // layout: row = access class R/W/X/user-address, bit = rights); the full check, which
+    // also builds the qualification bits, runs only for a denied access.
+    const unsigned cls = static_cast<unsigned>((acc.raw() & 7u) | (acc.test(ept_access::user_address) ? 8u : 0u));
+    if ((permission_table_for(role_).entries[cls] >> (t.rights.raw() & 31u)) & 1u) [[unlikely]] {
+      const ept_violation v = ept_permission_fault(role_, t.rights, acc);
       permission_report(t, acc, v, f);
       return false;
     }

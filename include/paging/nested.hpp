@@ -100,19 +100,20 @@ struct pending_ad {
 /// The table accessor of a nested walk (see basic_walker::walk_with).
 template <class Stage, guest_memory M>
 struct nested_tables {
+  constexpr nested_tables(const Stage* s, M* m, x86::gva lin) noexcept : stage(s), mem(m), linear(lin) {}
+
   const Stage* stage;
   M* mem;
   x86::gva linear{};
-  pending_ad ept_ad{};
-  /// L2 gpa -> L1 address of the guest entries read, for their A/D updates.
-  std::array<x86::gpa, max_levels> l2{};
-  std::array<x86::gpa, max_levels> l1{};
+  pending_ad* ept_ad = nullptr;  ///< where the slow path records second-stage A/D updates
+  /// L2 gpa -> L1 address of the guest entries read, for their A/D updates; only the first
+  /// `mapped` are meaningful (left uninitialized: written before they are read).
+  std::uint64_t l2[max_levels];
+  std::uint64_t l1[max_levels];
   unsigned mapped = 0;
   bool raw = false;     ///< no second-stage permission checks (translate())
   bool record = false;  ///< collect second-stage A/D updates (the slow path)
   bool need_ad = false; ///< fast path: some second-stage entry lacks A/D (redo slowly)
-  translation scratch{};
-  walk_fault scratch_fault{};
 
   static constexpr bool can_update = writable_guest_memory<M>;
 
@@ -133,6 +134,8 @@ struct nested_tables {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
       const ept_request req = table_request(a, ept_access::read);
       std::uint64_t all = 0;
+      translation scratch{};
+      walk_fault scratch_fault{};
       if (!stage->walk_checked(*mem, req, scratch, scratch_fault, all)) [[unlikely]] {
         f = stage->check(*mem, req).error();
         return false;
@@ -147,12 +150,12 @@ struct nested_tables {
         return false;
       }
       // With EPT A/D the paging-structure access is a write: D on the EPT leaf too.
-      if (record) ept_ad.add_path(*stage, *s, stage->ad_enabled());
+      if (record && ept_ad) ept_ad->add_path(*stage, *s, stage->ad_enabled());
       h = s->address;
     }
     if (mapped < max_levels) {
-      l2[mapped] = a;
-      l1[mapped] = h;
+      l2[mapped] = a.value();
+      l1[mapped] = h.value();
       ++mapped;
     }
     if constexpr (Bytes == 4) {
@@ -177,7 +180,7 @@ struct nested_tables {
 
   [[nodiscard]] constexpr x86::gpa l1_of(x86::gpa a) const noexcept {
     for (unsigned i = 0; i < mapped; ++i)
-      if (l2[i] == a) return l1[i];
+      if (l2[i] == a.value()) return x86::gpa{l1[i]};
     return a;  // not reached: every entry written was read first
   }
 
@@ -233,7 +236,7 @@ class nested_walker {
   [[nodiscard, gnu::always_inline]] constexpr nested_result walk(M& mem, const mmu_context& mmu,
                                                                  const walk_request& req) const noexcept {
     // Fast path: no second-stage report per access, and no A/D work when every flag is set.
-    detail::nested_tables<Stage, M> tables{&stage_, &mem, req.linear};
+    detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
     walk_request r1 = req;
     r1.update_ad = false;
     const walk_result g = guest_.walk_with(tables, mmu, r1);
@@ -293,8 +296,10 @@ class nested_walker {
   [[gnu::noinline]] constexpr nested_result walk_slow(M& mem, const mmu_context& mmu,
                                                       const walk_request& req) const noexcept {
     for (unsigned attempt = 0;; ++attempt) {
-      detail::nested_tables<Stage, M> tables{&stage_, &mem, req.linear};
+      detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
+      detail::pending_ad pending{};
       tables.record = true;
+      tables.ept_ad = &pending;
       walk_request r1 = req;
       r1.update_ad = false;
       const walk_result g = guest_.walk_with(tables, mmu, r1);
@@ -310,8 +315,8 @@ class nested_walker {
         const int u = guest_.update_accessed_dirty(tables, *g, req.access.test(x86::pfec::write), f);
         if (u < 0) return unexpected(f);
         if (u > 0) {
-          tables.ept_ad.add_path(stage_, *s, fin.access.test(ept_access::write));
-          const int e = apply(mem, tables.ept_ad);
+          pending.add_path(stage_, *s, fin.access.test(ept_access::write));
+          const int e = apply(mem, pending);
           if (e > 0) [[likely]] return out;
           if (e < 0) {
             f.kind = fault_kind::unbacked;
@@ -333,7 +338,7 @@ class nested_walker {
   /// Both stages without permission checks or A/D updates.
   template <guest_memory M>
   [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
-    detail::nested_tables<Stage, const M> tables{&stage_, &mem, linear};
+    detail::nested_tables<Stage, const M> tables(&stage_, &mem, linear);
     tables.raw = true;
     translation g{};
     walk_fault f{};
