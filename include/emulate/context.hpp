@@ -61,9 +61,25 @@ struct context {
   std::uint8_t cpl = 0;
   std::uint32_t pkru = 0;  ///< PKRU, for user-mode pages with CR4.PKE
   std::uint32_t pkrs = 0;  ///< IA32_PKRS, for supervisor-mode pages with CR4.PKS
-  /// MAXPHYADDR (CPUID.80000008H:EAX[7:0]), for the CR3 reserved-bit check.
+  /// MAXPHYADDR (CPUID.80000008H:EAX[7:0], 32..52), for the CR3 reserved-bit check in
+  /// IA-32e mode (vmx::check_cr3_write); outside 32..52 MOV to CR3 there is `unsupported`
+  /// (`invalid_context`).
   std::uint8_t maxphyaddr = 52;
+  /// The guest has LAM (CPUID.(EAX=07H,ECX=1):EAX[26]): CR3 bits 61 and 62 may be set.
+  bool lam = false;
+  /// The CR4 bits the guest may set, from its CPUID policy (e.g. no FSGSBASE if CPUID hides
+  /// it): MOV to CR4 with any other bit is #GP(0) (SDM 2.5, Vol. 2B MOV CR). The default,
+  /// every bit x86::cr4 names, only suits a guest that sees every feature; a hypervisor
+  /// passes what its CPUID policy exposes (the same set as vmx::cr_mask_features).
+  x86::cr4 cr4_allowed = x86::cr4::defined;
   completion pending{};
+  /// Device accesses (MMIO, ports) the instruction already performed before its last
+  /// needs_io / needs_mmio outcome, in program order: the emulator records them there (the
+  /// one change a non-`done` outcome makes to the context) and replays them, instead of
+  /// repeating them, when the instruction is re-run with `pending`. A read-modify-write of
+  /// an unclaimed MMIO location thus takes two completions: the read, then the write.
+  /// Cleared on `done`. A caller that abandons the instruction clears it with `pending`.
+  std::array<completion, 4> completed{};
 
   [[nodiscard]] constexpr segment& operator[](sreg s) noexcept { return seg[static_cast<unsigned>(s)]; }
   [[nodiscard]] constexpr const segment& operator[](sreg s) const noexcept { return seg[static_cast<unsigned>(s)]; }

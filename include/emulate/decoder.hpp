@@ -300,9 +300,17 @@ constexpr bool decode_opcode(decode_state& s, instruction& in, decode_error& why
         in.op = mnemonic::outs;
         in.operand_size = static_cast<std::uint8_t>(op == 0x6e ? 1 : (osz == 2 ? 2 : 4));
         return true;
+      case 0x82:
+        // SDM Vol. 2 Table A-2: 82 is Grp 1 Eb,Ib, an alias of 80, marked i64 (invalid in
+        // 64-bit mode, #UD). Outside 64-bit mode it decodes exactly like 80.
+        if (s.mode == code_size::c64) {
+          modrm();  // ModRM, SIB and displacement still count toward the 15-byte limit
+          return invalid();
+        }
+        [[fallthrough]];
       case 0x80: case 0x81: case 0x83: {
         modrm();
-        const unsigned size = op == 0x80 ? 1 : osz;
+        const unsigned size = (op == 0x80 || op == 0x82) ? 1 : osz;
         in.op = alu_ops[s.reg()];
         in.operand_size = static_cast<std::uint8_t>(size);
         in.dst = decode_rm(s, in, size);
@@ -379,7 +387,11 @@ constexpr bool decode_opcode(decode_state& s, instruction& in, decode_error& why
         modrm();
         if (s.reg() != 0) {
           // C6 F8 / C7 F8 are XABORT / XBEGIN (RTM); the rest of the group is #UD.
-          if (s.reg() == 7 && s.mod() == 3 && (op == 0xc7 || s.rm() == 0)) return unsupported();
+          // Their rel16/rel32 / imm8 is consumed first, so that the 15-byte limit is still seen.
+          if (s.reg() == 7 && s.mod() == 3 && (op == 0xc7 || s.rm() == 0)) {
+            static_cast<void>(s.rd.next_le(op == 0xc6 ? 1 : iz));
+            return unsupported();
+          }
           return invalid();
         }
         const unsigned size = op == 0xc6 ? 1 : osz;

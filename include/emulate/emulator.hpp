@@ -40,8 +40,11 @@
 #include <emulate/outcome.hpp>
 #include <emulate/platform.hpp>
 #include <emulate/segment.hpp>
+#include <paging/cr_write.hpp>
 #include <paging/walk_result.hpp>
 #include <paging/walker.hpp>
+#include <vmx/cr_access.hpp>
+#include <vmx/exit_qualification.hpp>
 #include <x86/address.hpp>
 #include <x86/cr.hpp>
 #include <x86/efer.hpp>
@@ -106,6 +109,7 @@ class machine {
     if (o.kind == outcome_kind::unsupported) o.op = in.op;
     if (o.is_done()) {
       ctx_.pending = completion{};
+      ctx_.completed = {};
       live_ = ctx_;
     }
     // Otherwise live_ is untouched, except for the completed iterations of a REP string
@@ -183,6 +187,58 @@ class machine {
   }
 
   // ---------------------------------------------------------------- physical access
+  /// One device access (MMIO piece or port) of the instruction, in program order: replayed
+  /// from ctx.completed (performed before an earlier needs_* of this instruction), else taken
+  /// from ctx.pending (the caller's answer to the last needs_*), else performed by the
+  /// platform. Every access performed is logged, so that a later needs_* can hand the log
+  /// back in ctx.completed and a re-run repeats no device side effect. Returns false when
+  /// nobody performs it (the caller returns needs_*). A read returns its value in `v`.
+  constexpr bool device_access(completion::kind k, std::uint64_t address, unsigned size, bool write,
+                               std::uint64_t& v) noexcept {
+    auto matches = [&](const completion& c) {
+      return c.what == k && c.address == address && c.size == size && c.write == write;
+    };
+    const completion* c = nullptr;
+    if (replayed_ < ctx_.completed.size() && matches(ctx_.completed[replayed_])) {
+      c = &ctx_.completed[replayed_++];
+    } else {
+      replayed_ = static_cast<std::uint8_t>(ctx_.completed.size());  // out of step: replay no more
+      if (!pending_used_ && matches(ctx_.pending)) {
+        c = &ctx_.pending;
+        pending_used_ = true;
+      }
+    }
+    if (c != nullptr) {
+      if (!write) v = c->value;
+    } else {
+      const bool handled = k == completion::kind::mmio
+                               ? (write ? plat_.mmio_write(x86::gpa{address}, size, v) : plat_.mmio_read(x86::gpa{address}, size, v))
+                               : (write ? plat_.pio_out(static_cast<std::uint16_t>(address), size, v)
+                                        : plat_.pio_in(static_cast<std::uint16_t>(address), size, v));
+      if (!handled) return false;
+    }
+    if (logged_ < log_.size()) log_[logged_] = completion{k, address, static_cast<std::uint8_t>(size), write, v};
+    if (logged_ != 0xff) ++logged_;
+    return true;
+  }
+
+  /// A needs_io / needs_mmio outcome: the device accesses performed so far go to
+  /// ctx.completed, so the re-run replays them (see context::completed).
+  constexpr outcome needs(const outcome& o) noexcept {
+    if (logged_ > log_.size()) return outcome::make_unsupported(unsupported_reason::too_many_device_accesses);
+    for (unsigned i = 0; i < log_.size(); ++i) live_.completed[i] = i < logged_ ? log_[i] : completion{};
+    return o;
+  }
+
+  /// Starts a new device-access log (each REP iteration is its own instruction execution).
+  constexpr void reset_device_log() noexcept {
+    ctx_.pending = completion{};
+    ctx_.completed = {};
+    replayed_ = 0;
+    logged_ = 0;
+    pending_used_ = false;
+  }
+
   /// Reads or writes one piece (within a page), RAM first, then MMIO in 8/4/2/1-byte chunks.
   constexpr result<void, outcome> access_piece(gpa a, std::uint8_t* p, unsigned n, bool write) noexcept {
     if (write ? ram_.write(a, p, n) : ram_.read(a, p, n)) return {};
@@ -199,22 +255,14 @@ class machine {
       const unsigned chunk = rest >= 8 ? 8 : rest >= 4 ? 4 : rest >= 2 ? 2 : 1;
       std::uint64_t v = 0;
       for (unsigned i = 0; i < chunk; ++i) v |= std::uint64_t{p[done + i]} << (8 * i);
-      const completion& c = ctx_.pending;
-      bool handled = false;
-      if (c.what == completion::kind::mmio && c.address == at.value() && c.size == chunk && c.write == write) {
-        if (!write) v = c.value;
-        handled = true;
-      } else {
-        handled = write ? plat_.mmio_write(at, chunk, v) : plat_.mmio_read(at, chunk, v);
-      }
-      if (!handled) {
+      if (!device_access(completion::kind::mmio, at.value(), chunk, write, v)) {
         outcome o;
         o.kind = outcome_kind::needs_mmio;
         o.address = at.value();
         o.size = static_cast<std::uint8_t>(chunk);
         o.write = write;
         o.value = write ? v : 0;
-        return unexpected(o);
+        return unexpected(needs(o));
       }
       if (!write)
         for (unsigned i = 0; i < chunk; ++i) p[done + i] = static_cast<std::uint8_t>(v >> (8 * i));
@@ -422,8 +470,7 @@ class machine {
       case mnemonic::mov_from_dr: case mnemonic::mov_to_dr: return mov_dr(in);
       case mnemonic::clts:
         if (!cpl0()) return gp0();
-        ctx_.cr0 = ctx_.cr0.clear(x86::cr0::ts);
-        return done_reg(event::cr_write, 0);
+        return write_cr(vmx::cr_access_qualification::access::clts, 0, 0, 0);
       case mnemonic::cpuid: {
         cpuid_regs r;
         if (!plat_.cpuid(static_cast<std::uint32_t>(ctx_.gpr[0]), static_cast<std::uint32_t>(ctx_.gpr[1]), r))
@@ -465,8 +512,23 @@ class machine {
     return o;
   }
 
+  /// How often a LOCKed read-modify-write retries when its compare-exchange loses to another
+  /// agent before it gives up for this call (RIP stays: the guest re-executes it).
+  static constexpr unsigned lock_retries = 16;
+  static constexpr int rmw_raced = 1;
+
   /// MOV/ALU/TEST/NOT/NEG/INC/DEC/XCHG/BT*/MOVZX/MOVSX/MOVSXD.
   constexpr outcome data_op(const instruction& in) noexcept {
+    const x86::rflags flags = ctx_.rflags;
+    for (unsigned attempt = 0; attempt < lock_retries; ++attempt) {
+      auto o = data_op_once(in);
+      if (o) return *o;
+      ctx_.rflags = flags;  // the raced attempt computed flags from a stale value
+    }
+    return outcome::make_done();  // nothing written, RIP unchanged: the guest re-executes it
+  }
+
+  constexpr result<outcome, int> data_op_once(const instruction& in) noexcept {
     const mnemonic op = in.op;
     const bool dst_mem = in.dst.kind == operand_kind::mem;
     const bool src_mem = in.src.kind == operand_kind::mem;
@@ -559,6 +621,20 @@ class machine {
 
     if (writes_dst) {
       if (dst_mem) {
+        // A LOCKed read-modify-write, and XCHG with a memory operand (locked whether or not
+        // LOCK is given: SDM Vol. 2 XCHG), is atomic against other processors (SDM 9.1.2.2):
+        // on RAM within one page it is a compare-exchange against the value read, retried
+        // from the read if another agent changed the location in between. A device (the
+        // compare-exchange reports it is not RAM) sees the read, then the write.
+        const bool locked = reads_dst && (in.lock || op == mnemonic::xchg);
+        if (locked && m.count == 1) {
+          const auto r = ram_.cmpxchg(m.address[0], size, dst_val, result_val & alu_mask(size));
+          if (r && !*r) return unexpected(rmw_raced);
+          if (r) {
+            if (op == mnemonic::xchg) set_gpr(in.src, xchg_reg_val);
+            return done();
+          }
+        }
         byte_buffer b;
         b.set(result_val, size);
         if (auto r = write_mapped(m, b); !r) return r.error();
@@ -690,28 +766,24 @@ class machine {
   }
 
   constexpr result<std::uint64_t, outcome> port_in(std::uint16_t port, unsigned size) noexcept {
-    const completion& c = ctx_.pending;
-    if (c.what == completion::kind::pio && c.address == port && c.size == size && !c.write)
-      return c.value & alu_mask(size);
     std::uint64_t v = 0;
-    if (plat_.pio_in(port, size, v)) return v & alu_mask(size);
+    if (device_access(completion::kind::pio, port, size, false, v)) return v & alu_mask(size);
     outcome o;
     o.kind = outcome_kind::needs_io;
     o.address = port;
     o.size = static_cast<std::uint8_t>(size);
-    return unexpected(o);
+    return unexpected(needs(o));
   }
   constexpr result<void, outcome> port_out(std::uint16_t port, unsigned size, std::uint64_t v) noexcept {
-    const completion& c = ctx_.pending;
-    if (c.what == completion::kind::pio && c.address == port && c.size == size && c.write) return {};
-    if (plat_.pio_out(port, size, v & alu_mask(size))) return {};
+    std::uint64_t out = v & alu_mask(size);
+    if (device_access(completion::kind::pio, port, size, true, out)) return {};
     outcome o;
     o.kind = outcome_kind::needs_io;
     o.address = port;
     o.size = static_cast<std::uint8_t>(size);
     o.write = true;
     o.value = v & alu_mask(size);
-    return unexpected(o);
+    return unexpected(needs(o));
   }
 
   constexpr outcome port_op(const instruction& in) noexcept {
@@ -795,8 +867,8 @@ class machine {
       if (uses_dst) set_areg(7, asz, areg(7, asz) + static_cast<std::uint64_t>(step));
       if (!rep) return done();
       set_areg(1, asz, areg(1, asz) - 1);
-      ctx_.pending = completion{};  // a completion covers one iteration
-      live_ = ctx_;                 // a completed iteration stays, whatever follows
+      reset_device_log();  // completions and the device log cover one iteration
+      live_ = ctx_;        // a completed iteration stays, whatever follows
       if (op == mnemonic::cmps) {
         // REPE stops when ZF = 0, REPNE when ZF = 1 (SDM REP/REPE/REPNE).
         const bool zf = ctx_.rflags.test(x86::rflags::zf);
@@ -972,13 +1044,7 @@ class machine {
     if (!cpl0()) return gp0();
     auto s = selector_operand(in);  // a 16-bit source, register or memory
     if (!s) return s.error();
-    const std::uint64_t v = s->value;
-    // SDM LMSW: loads PE, MP, EM, TS; it can set PE but never clear it.
-    const std::uint64_t low4 = 0xf;
-    std::uint64_t cr0 = (ctx_.cr0.raw() & ~low4) | (v & low4);
-    if (ctx_.cr0.test(x86::cr0::pe)) cr0 |= 1;
-    ctx_.cr0 = x86::cr0{cr0};
-    return done_reg(event::cr_write, 0);
+    return write_cr(vmx::cr_access_qualification::access::lmsw, 0, 0, s->value);
   }
 
   constexpr outcome invlpg(const instruction& in) noexcept {
@@ -1011,67 +1077,74 @@ class machine {
     return done();
   }
 
-  /// MOV to CR0/CR2/CR3/CR4/CR8 with the #GP conditions of SDM Vol. 2 "MOV—Move to/from
-  /// Control Registers" and the IA-32e activation rules (SDM 10.8.5).
-  constexpr outcome mov_to_cr(const instruction& in) noexcept {
-    if (!cpl0()) return gp0();
-    const std::uint64_t v = gpr(in.src);
-    const bool long_mode = ctx_.mode() == cpu_mode::long64;
-    const bool lma = ctx_.efer.test(x86::efer::lma);
-    switch (in.dst.reg) {
+  /// The CR state the vmx/ rules check a write against (one definition of the MOV CR, CLTS
+  /// and LMSW semantics: vmx/cr_access.hpp).
+  [[nodiscard]] constexpr vmx::cr_context cr_rules_context() const noexcept {
+    vmx::cr_context c;
+    c.cr0 = ctx_.cr0;
+    c.cr4 = ctx_.cr4;
+    c.efer = ctx_.efer;
+    c.cr3 = ctx_.cr3.raw();
+    c.cr4_allowed = ctx_.cr4_allowed;
+    c.cs_l = ctx_[sreg::cs].ar.test(segment_ar::l);
+    c.maxphyaddr = ctx_.maxphyaddr;
+    c.lam = ctx_.lam;
+    return c;
+  }
+
+  /// A write to CR0/CR3/CR4/CR8 (MOV to CR, CLTS, LMSW), evaluated by
+  /// vmx::evaluate_cr_write exactly as a CR-access exit would be: the #GP(0) conditions of
+  /// SDM Vol. 2B "MOV—Move to/from Control Registers", "CLTS", "LMSW", the CR0 value
+  /// (cr0_after_mov/clts/lmsw), CR3 bit 63 with PCIDE, and EFER.LMA = LME && PG (SDM 10.8.5).
+  constexpr outcome write_cr(vmx::cr_access_qualification::access type, unsigned cr, std::uint64_t v,
+                             std::uint16_t lmsw_source) noexcept {
+    const vmx::cr_context c = cr_rules_context();
+    // Table 28-3 layout: CR number 3:0, access type 5:4, LMSW source 31:16.
+    const vmx::cr_access_qualification q{std::uint64_t{cr} | (std::uint64_t{static_cast<std::uint8_t>(type)} << 4) |
+                                         (std::uint64_t{lmsw_source} << 16)};
+    // MOV to CR3 in IA-32e mode checks bits 63:MAXPHYADDR; a MAXPHYADDR outside 32..52 is a
+    // context the caller filled wrongly, not a guest fault.
+    if (cr == 3 && c.efer.test(x86::efer::lma) && (c.maxphyaddr < 32 || c.maxphyaddr > 52))
+      return outcome::make_unsupported(unsupported_reason::invalid_context);
+    // The MMU actions are the hypervisor's (it knows shadow vs two-dimensional paging).
+    const vmx::cr_write_outcome w = vmx::evaluate_cr_write(q, c, v, paging::paging_kind::two_dimensional);
+    if (w.fault != vmx::cr_write_fault::none) return gp0();
+    switch (w.cr) {
       case 0: {
-        if (v >> 32) return gp0();
-        const x86::cr0 n{v | x86::cr0::et.raw()};
-        if (n.test(x86::cr0::pg) && !n.test(x86::cr0::pe)) return gp0();
-        if (n.test(x86::cr0::nw) && !n.test(x86::cr0::cd)) return gp0();
-        if (!n.test(x86::cr0::wp) && ctx_.cr4.test(x86::cr4::cet)) return gp0();
-        const bool pg_on = n.test(x86::cr0::pg) && !ctx_.cr0.test(x86::cr0::pg);
-        const bool pg_off = !n.test(x86::cr0::pg) && ctx_.cr0.test(x86::cr0::pg);
-        if (pg_off && long_mode) return gp0();
-        if (pg_off && ctx_.cr4.test(x86::cr4::pcide)) return gp0();  // SDM MOV CR: PG=0 with PCIDE=1
-        x86::efer e = ctx_.efer;
-        if (pg_on && e.test(x86::efer::lme)) {
-          if (!ctx_.cr4.test(x86::cr4::pae) || ctx_[sreg::cs].ar.test(segment_ar::l)) return gp0();
-          e = e.set(x86::efer::lma);
-        }
-        if (pg_off && lma) e = e.clear(x86::efer::lma);
-        ctx_.cr0 = n;
-        ctx_.efer = e;
+        // Activating IA-32e mode (PG 0->1 with EFER.LME=1) while CS.L=1 is #GP(0) (AMD APM
+        // Vol. 2 "Enabling and Activating Long Mode"; Intel SDM 10.8.5 activates it from
+        // legacy protected mode). vmx::check_cr0_write does not have this condition yet; it
+        // belongs there (cr_context has cs_l), and this line goes once it moves.
+        const bool activates = !c.cr0.test(x86::cr0::pg) && w.after.cr0.test(x86::cr0::pg) &&
+                               c.efer.test(x86::efer::lme);
+        if (activates && c.cs_l) return gp0();
+        ctx_.cr0 = w.after.cr0;
+        ctx_.efer = w.after.efer;
         break;
       }
-      case 2: ctx_.cr2 = v; break;
-      case 3: {
-        std::uint64_t c3 = v;
-        if (lma) {
-          // Bit 63 is the PCID no-flush hint with CR4.PCIDE and is not stored (SDM 4.10.4.1).
-          if (ctx_.cr4.test(x86::cr4::pcide)) c3 &= ~x86::cr3::noflush.raw();
-          const std::uint64_t reserved = ~((std::uint64_t{1} << ctx_.maxphyaddr) - 1);
-          if (c3 & reserved) return gp0();
-        } else {
-          c3 &= 0xffff'ffffu;
-        }
-        ctx_.cr3 = x86::cr3{c3};
-        break;
-      }
-      case 4: {
-        const x86::cr4 n{v};
-        if ((n & ~x86::cr4::defined).raw() != 0) return gp0();
-        if (lma && !n.test(x86::cr4::pae)) return gp0();
-        if (lma && n.test(x86::cr4::la57) != ctx_.cr4.test(x86::cr4::la57)) return gp0();
-        if (n.test(x86::cr4::pcide) && !ctx_.cr4.test(x86::cr4::pcide) &&
-            (!lma || (ctx_.cr3.raw() & 0xfff) != 0))
-          return gp0();
-        if (n.test(x86::cr4::cet) && !ctx_.cr0.test(x86::cr0::wp)) return gp0();
-        ctx_.cr4 = n;
-        break;
-      }
-      case 8:
-        if (v >> 4) return gp0();
-        ctx_.cr8 = v;
-        break;
+      case 3: ctx_.cr3 = x86::cr3{w.value}; break;
+      case 4: ctx_.cr4 = w.after.cr4; break;
+      case 8: ctx_.cr8 = w.value; break;
       default: return ud();
     }
-    return done_reg(event::cr_write, in.dst.reg);
+    outcome o = done_reg(event::cr_write, w.cr);
+    o.cr3_noflush = w.cr3_noflush;
+    return o;
+  }
+
+  /// MOV to CR0/CR2/CR3/CR4/CR8 (SDM Vol. 2B "MOV—Move to/from Control Registers"); CR2 has
+  /// no conditions, the others go through write_cr().
+  constexpr outcome mov_to_cr(const instruction& in) noexcept {
+    if (!cpl0()) return gp0();
+    const std::uint64_t v = gpr(in.src);  // the low 32 bits outside 64-bit mode
+    switch (in.dst.reg) {
+      case 2:
+        ctx_.cr2 = v;
+        return done_reg(event::cr_write, 2);
+      case 0: case 3: case 4: case 8:
+        return write_cr(vmx::cr_access_qualification::access::mov_to_cr, in.dst.reg, v, 0);
+      default: return ud();
+    }
   }
 
   /// MOV to/from DR0-DR7 (SDM Vol. 2 "MOV—Move to/from Debug Registers", 18.2).
@@ -1107,6 +1180,11 @@ class machine {
   R& ram_;
   P& plat_;
   std::uint64_t next_rip_ = 0;
+  // Device accesses of the current execution (see device_access()).
+  std::array<completion, 4> log_{};
+  std::uint8_t logged_ = 0;
+  std::uint8_t replayed_ = 0;
+  bool pending_used_ = false;
 };
 
 }  // namespace detail

@@ -43,6 +43,8 @@ enum class unsupported_reason : std::uint8_t {
   fetch_not_ram,      ///< the instruction bytes are not in RAM (executing from MMIO)
   page_table_unbacked,///< the guest page tables point outside guest memory
   second_stage_fault, ///< the translator reported an EPT/NPT-stage fault
+  invalid_context,    ///< the context is inconsistent (e.g. MAXPHYADDR outside 32..52 for MOV to CR3)
+  too_many_device_accesses,  ///< more device accesses before a needs_* than context::completed holds
 };
 
 /// The outcome of emulate().
@@ -55,6 +57,9 @@ struct outcome {
   // done
   event what = event::none;
   std::uint8_t reg = 0;       ///< CR/DR number for cr_write / dr_write
+  /// cr_write of CR3 with CR4.PCIDE=1 and source bit 63 set: keep the PCID's TLB entries
+  /// (SDM 4.10.4.1); bit 63 itself is not stored in CR3.
+  bool cr3_noflush = false;
   /// RFLAGS.TF was 1 when the instruction began: deliver a single-step #DB (DR6.BS) now
   /// that it completed (SDM 18.3.1.4).
   bool single_step = false;

@@ -23,6 +23,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <paging/guest_memory.hpp>
 #include <paging/mmu.hpp>
@@ -133,8 +134,21 @@ class flat_ram {
       return unexpected(paging::memory_error::unbacked);
     if (bytes == 4) return mem_.cmpxchg32(a, static_cast<std::uint32_t>(expected), static_cast<std::uint32_t>(desired));
     if (bytes == 8) return mem_.cmpxchg64(a, expected, desired);
-    // 1 and 2 bytes: single-threaded compare-and-store (a guest's own descriptor tables).
     std::uint8_t* p = data_ + (a - mem_.base());
+    // 1 and 2 bytes: atomic when the host byte is aligned (a LOCKed byte/word RMW, a
+    // descriptor's type byte); in constant evaluation, or unaligned, a plain compare-and-store.
+    if (!std::is_constant_evaluated()) {
+      if (bytes == 1) {
+        auto e = static_cast<std::uint8_t>(expected);
+        return __atomic_compare_exchange_n(p, &e, static_cast<std::uint8_t>(desired), false, __ATOMIC_SEQ_CST,
+                                           __ATOMIC_SEQ_CST);
+      }
+      if (reinterpret_cast<std::uintptr_t>(p) % 2 == 0) {
+        auto e = static_cast<std::uint16_t>(expected);
+        return __atomic_compare_exchange_n(reinterpret_cast<std::uint16_t*>(p), &e, static_cast<std::uint16_t>(desired),
+                                           false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+      }
+    }
     std::uint64_t cur = 0;
     for (unsigned i = 0; i < bytes; ++i) cur |= std::uint64_t{p[i]} << (8 * i);
     if (cur != expected) return false;
