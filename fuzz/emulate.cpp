@@ -1,7 +1,8 @@
 // libFuzzer target: decode + emulate. The input is decoded in all three code sizes, then
 // drives one emulated instruction in a small guest (real, 16/32-bit protected or 64-bit
 // mode; paging on or off with fuzzed page rights; fuzzed registers, segments, CPL, CR0.WP,
-// GDT contents) over 64 KiB of RAM and an MMIO page. Every outcome is acceptable; a crash,
+// GDT contents, MAXPHYADDR, LAM, allowed CR4 bits) over 64 KiB of RAM and an MMIO page;
+// needs_io / needs_mmio outcomes are completed and re-run. Every outcome is acceptable; a crash,
 // an out-of-range access or UB (ASan + UBSan) is a bug.
 #include <cstddef>
 #include <cstdint>
@@ -156,6 +157,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::size_t rest = r.n < 0x4000 ? r.n : 0x4000;
   std::memcpy(ram_buf + 0x9000, r.p, rest);
 
+  // What the CR rules read from the context: MAXPHYADDR (sometimes outside 32..52: a typed
+  // `invalid_context`, never a contract violation), LAM, the CR4 bits the caller allows.
+  const std::uint8_t crcfg = data[size - 3];
+  ctx.maxphyaddr = static_cast<std::uint8_t>((crcfg & 0x80) ? crcfg & 0x3f : 32 + (crcfg % 21));
+  ctx.lam = (crcfg & 0x40) != 0;
+  if (crcfg & 0x20) ctx.cr4_allowed = x86::cr4{r.u64()} | ctx.cr4;
+
   emulate::flat_ram ram{ram_buf, sizeof ram_buf};
   // The MMU context is built with the opposite WP half of the time: the emulator must
   // refresh it from the live CR0.
@@ -167,9 +175,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   plat.seed = data[size - 1];
   plat.claim = (data[size - 2] & 3) != 0;
   const emulate::context before = ctx;
-  const auto o = emulate::emulate(ctx, tr, ram, plat);
+  auto o = emulate::emulate(ctx, tr, ram, plat);
   // Only `done` moves RIP; every other outcome leaves the instruction to be re-executed.
   if (!o.is_done() && ctx.rip != before.rip) __builtin_trap();
   if (o.kind == emulate::outcome_kind::exception && o.vector != x86::vector::pf && o.cr2 != 0) __builtin_trap();
+  // Complete every needs_io / needs_mmio as a caller would and re-run: an instruction makes a
+  // bounded number of device accesses, so without REP progress (rCX, rSI, rDI) it must
+  // leave the needs_* loop within a few rounds (a read-modify-write of MMIO takes two).
+  unsigned rounds_without_progress = 0;
+  for (unsigned round = 0; round < 64; ++round) {
+    if (o.kind != emulate::outcome_kind::needs_io && o.kind != emulate::outcome_kind::needs_mmio) break;
+    const std::uint64_t rcx = ctx.gpr[1], rsi = ctx.gpr[6], rdi = ctx.gpr[7];
+    ctx.pending = emulate::completion{o.kind == emulate::outcome_kind::needs_io ? emulate::completion::kind::pio
+                                                                                  : emulate::completion::kind::mmio,
+                                      o.address, o.size, o.write, o.write ? o.value : plat.seed * 0x0101'0101u};
+    const std::uint64_t rip = ctx.rip;
+    o = emulate::emulate(ctx, tr, ram, plat);
+    if (!o.is_done() && ctx.rip != rip) __builtin_trap();
+    const bool progress = ctx.gpr[1] != rcx || ctx.gpr[6] != rsi || ctx.gpr[7] != rdi;
+    rounds_without_progress = progress ? 0 : rounds_without_progress + 1;
+    if (rounds_without_progress > 6) __builtin_trap();
+  }
+  if (o.is_done() && (ctx.pending.what != emulate::completion::kind::none ||
+                      ctx.completed[0].what != emulate::completion::kind::none))
+    __builtin_trap();
   return 0;
 }

@@ -16,15 +16,16 @@
 ///  - every fault of an instruction (segmentation, paging, privilege, descriptor checks) is
 ///    found before anything is written: a non-`done` outcome leaves `ctx` and guest memory
 ///    unchanged (except the completed iterations of a REP string instruction, as on the
-///    processor);
+///    processor, and the device-access log in `ctx.completed` on needs_io / needs_mmio);
 ///  - GDT/LDT/IDT/TSS accesses are implicit supervisor accesses (SDM 4.6.1), even at CPL 3;
 ///  - accesses are split at 4 KiB page boundaries; MMIO pieces reach the platform at their
-///    byte-exact guest-physical address in 1-, 2-, 4- or 8-byte chunks.
+///    byte-exact guest-physical address in 1-, 2-, 4- or 8-byte chunks;
+///  - LOCKed read-modify-writes (and XCHG with memory) on RAM are compare-exchanges, atomic
+///    against other vCPUs; device accesses are performed once each, also across the re-runs
+///    of needs_io / needs_mmio (context::completed).
 ///
-/// Limitations (documented in docs/emulate.md): LOCKed read-modify-writes on RAM are not
-/// atomic against other vCPUs (LTR's busy bit is: it uses compare-exchange); a needs_io /
-/// needs_mmio completion covers one access per instruction; task switches, call gates and
-/// far transfers are outside the subset.
+/// Limitations (documented in docs/emulate.md): split locks and LOCKed RMW on MMIO are a
+/// read then a write; task switches, call gates and far transfers are outside the subset.
 #pragma once
 
 #include <array>
@@ -648,15 +649,22 @@ class machine {
 
   constexpr outcome mov_from_sreg(const instruction& in) noexcept {
     const std::uint64_t sel = ctx_.seg[in.src.reg].selector;
+    return store_word(in, sel);
+  }
+
+  /// The store of MOV r/m16,Sreg, SLDT, STR and SMSW: a memory destination receives 16 bits
+  /// whatever the operand size; a register destination of 32/64 bits gets `v` whole (the
+  /// zero-extended selector; for SMSW CR0[31:0], upper bits undefined on older processors)
+  /// (SDM Vol. 2 MOV, SLDT, STR, SMSW).
+  constexpr outcome store_word(const instruction& in, std::uint64_t v) noexcept {
     if (in.dst.kind == operand_kind::mem) {
       auto m = map_logical(in.mem.segment, effective_address(in), 2, true);
       if (!m) return m.error();
       byte_buffer b;
-      b.set(sel, 2);
+      b.set(v, 2);
       if (auto r = write_mapped(*m, b); !r) return r.error();
     } else {
-      // A 32/64-bit register destination gets the zero-extended selector (SDM MOV, note).
-      set_gpr(in.dst.reg, in.dst.size, false, sel);
+      set_gpr(in.dst.reg, in.dst.size, false, v);
     }
     return done();
   }
@@ -884,16 +892,7 @@ class machine {
     std::uint64_t v = in.op == mnemonic::sldt ? ctx_.ldtr.selector
                     : in.op == mnemonic::str  ? ctx_.tr.selector
                                               : ctx_.cr0.raw() & 0xffff'ffffu;
-    if (in.dst.kind == operand_kind::mem) {
-      auto m = map_logical(in.mem.segment, effective_address(in), 2, true);
-      if (!m) return m.error();
-      byte_buffer b;
-      b.set(v, 2);
-      if (auto r = write_mapped(*m, b); !r) return r.error();
-    } else {
-      set_gpr(in.dst.reg, in.dst.size, false, v);
-    }
-    return done();
+    return store_word(in, v);
   }
 
   constexpr outcome store_table(const instruction& in) noexcept {
@@ -962,8 +961,7 @@ class machine {
     if (wide && !d->high_type_valid()) return outcome::make_exception(vector::gp, ec);
     if (!d->present()) return outcome::make_exception(vector::np, ec);
     const segment loaded = d->to_segment(sel.value, wide);
-    if (wide && !x86::is_canonical(gva{loaded.base}, ctx_.cr4.test(x86::cr4::la57) ? x86::linear_width::la57
-                                                                                      : x86::linear_width::la48))
+    if (wide && !x86::is_canonical(gva{loaded.base}, linear_width_of(ctx_)))
       return outcome::make_exception(vector::gp, ec);
     ctx_.ldtr = loaded;
     return done(event::descriptor_table_load);
@@ -1002,8 +1000,7 @@ class machine {
     if (wide && !d->high_type_valid()) return outcome::make_exception(vector::gp, ec);
     if (!d->present()) return outcome::make_exception(vector::np, ec);
     segment loaded = d->to_segment(sel.value, wide);
-    if (wide && !x86::is_canonical(gva{loaded.base}, ctx_.cr4.test(x86::cr4::la57) ? x86::linear_width::la57
-                                                                                      : x86::linear_width::la48))
+    if (wide && !x86::is_canonical(gva{loaded.base}, linear_width_of(ctx_)))
       return outcome::make_exception(vector::gp, ec);
     const auto r = set_descriptor_bit(sel, *d, system_type::busy_bit);
     if (!r) return r.error();

@@ -28,6 +28,12 @@ struct segment_fault {
   std::uint16_t error_code = 0;
 };
 
+/// The linear-address width that decides canonicality: 57 bits with CR4.LA57, else 48 (SDM
+/// 3.3.7.1, 4.5). Only meaningful in IA-32e mode.
+[[nodiscard]] constexpr x86::linear_width linear_width_of(const context& ctx) noexcept {
+  return ctx.cr4.test(x86::cr4::la57) ? x86::linear_width::la57 : x86::linear_width::la48;
+}
+
 /// The linear address of `size` bytes at `offset` in segment `s` (the offset already
 /// truncated to the address size).
 [[nodiscard]] constexpr result<x86::gva, segment_fault> linearize(const context& ctx, sreg s, std::uint64_t offset,
@@ -39,7 +45,7 @@ struct segment_fault {
     const std::uint64_t base = (s == sreg::fs || s == sreg::gs) ? sg.base : 0;
     const x86::gva first{base + offset};
     const x86::gva last{base + last_off};
-    const auto width = ctx.cr4.test(x86::cr4::la57) ? x86::linear_width::la57 : x86::linear_width::la48;
+    const auto width = linear_width_of(ctx);
     if (!x86::is_canonical(first, width) || !x86::is_canonical(last, width)) return unexpected(fault);
     return first;
   }

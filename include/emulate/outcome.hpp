@@ -4,7 +4,9 @@
 ///
 /// Only `done` commits anything to the context: every other outcome leaves registers,
 /// RIP and memory exactly as they were (REP string instructions commit the iterations that
-/// completed before it, like the processor: SDM Vol. 2 "REP", interrupted iterations).
+/// completed before it, like the processor: SDM Vol. 2 "REP", interrupted iterations; a
+/// needs_io / needs_mmio outcome records the device accesses already performed in
+/// context::completed, so that the re-run replays instead of repeating them).
 #pragma once
 
 #include <cstdint>
