@@ -361,6 +361,8 @@ em::context read_emulation_context(guest_regs& r) {
   c.efer = x86::efer{vmread(fields::guest_ia32_efer)};
   c.cpl = static_cast<std::uint8_t>(guest_cpl());
   c.maxphyaddr = static_cast<std::uint8_t>(guest_cpu_properties().maxphyaddr);
+  c.cr4_allowed = guest_cr4_allowed();  // MOV to CR4: the bits the guest's CPUID allows
+  c.lam = guest_policy.has(cpuid_ns::feat::lam);
   return c;
 }
 
