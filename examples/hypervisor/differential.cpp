@@ -16,42 +16,45 @@ const hvkit::paging::walk_path* fault_path(const F& f) {
   else return nullptr;
 }
 
-/// One differential paging case (hc::paging_case): the guest just did the access natively;
-/// hvkit's walker repeats it with the live guest registers against the same memory, with
-/// the entries restored to their state before the access.
+/// What the CPU did for one differential paging case (both hypercalls decode into it).
+struct cpu_case {
+  std::uint64_t la;
+  x86::pfec access;
+  bool implicit;
+  std::uint64_t ad;        ///< A/D flags the CPU set (hc::ad_dirty_shift layout)
+  std::uint32_t pkru;
+  std::uint32_t result;    ///< 0, or 0x100 | vector
+  std::uint32_t error;
+  std::uint64_t cr2;
+};
+
+/// Index of the paging mode in run_state::pg_mode_* (4-level, 32-bit, PAE).
+unsigned mode_slot(x86::paging_mode m) {
+  return m == x86::paging_mode::two_level ? 1 : (m == x86::paging_mode::pae ? 2 : 0);
+}
+
+/// The comparison shared by every paging mode: hvkit's walker (`walker`, built for the
+/// guest's live registers and, with PAE, the PDPTE registers) repeats the case against the
+/// same memory, with the entries restored to their state before the access.
 ///
 /// Comparison rules: the outcome must be identical (no fault, or #PF with the same error
 /// code and CR2 = the linear address). A/D: on success the CPU and hvkit must set exactly
-/// the same A flags (every entry used) and D flag (the leaf of a write). On a faulting walk
-/// hvkit sets nothing; the SDM allows a processor to set A flags of entries it used before
-/// the fault (SDM Vol. 3A 4.8), so A flags set by the CPU on a faulting walk are counted
-/// apart, not as mismatches; a D flag there is a mismatch.
-std::uint64_t handle_paging_case(guest_regs& r) {
-  namespace pg = hvkit::paging;
-  const std::uint64_t la = r.rbx;
-  // Bit 31 of the access word marks an implicit supervisor access (x86::pfec keeps that
-  // software flag at bit 48).
-  const bool implicit = (r.rcx >> 31) & 1;
-  const x86::pfec access = implicit ? x86::pfec::implicit_access : x86::pfec{r.rcx & 0x7FFFFFFF};
-  const std::uint64_t cpu_ad = (r.rcx >> 32) & 0xFF;
-  const auto pkru = static_cast<std::uint32_t>((r.rcx >> 40) & 0xFF);
-  const auto cpu_result = static_cast<std::uint32_t>(r.rdx);
-  const auto cpu_error = static_cast<std::uint32_t>(r.rdx >> 32);
-  const std::uint64_t cpu_cr2 = r.rsi;
-
-  const x86::cr0 cr0{vmread(fields::guest_cr0)};
+/// the same A flags (every entry used; PAE PDPTEs have none) and D flag (the leaf of a
+/// write). On a faulting walk hvkit sets nothing; the SDM allows a processor to set A flags
+/// of entries it used before the fault (SDM Vol. 3A 4.8), so A flags set by the CPU on a
+/// faulting walk are counted apart, not as mismatches; a D flag there is a mismatch.
+/// Bochs 2.7 errata B1-B3 are classified by narrow rules and counted apart.
+std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& walker, const pg::mmu_context& mmu,
+                                  x86::rflags rflags) {
   const x86::cr4 cr4{vmread(fields::guest_cr4)};
-  const x86::efer efer{vmread(fields::guest_ia32_efer)};
-  const pg::cpu_properties props = guest_cpu_properties();
-  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
-  const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
   pg::walk_request req{};
-  req.linear = x86::gva{la};
-  req.access = access;
-  req.rflags = x86::rflags{vmread(fields::guest_rflags)};
-  req.pkru = pkru;  // the guest's PKRU (the host cannot read it: its own CR4.PKE is 0)
+  req.linear = x86::gva{c.la};
+  req.access = c.access;
+  req.rflags = rflags;
+  req.pkru = c.pkru;  // the guest's PKRU (the host cannot read it: its own CR4.PKE is 0)
   pg::flat_memory mem = guest_ram_view();
-  const pg::walk_result res = pg::guest_walker{mmu, props}.walk(mem, mmu, req);
+  const pg::walk_result res = walker.walk(mem, mmu, req);
+  const unsigned slot = mode_slot(walker.state().mode);
 
   std::uint32_t hv_result = 0, hv_error = 0;
   std::uint64_t hv_ad = 0;
@@ -59,8 +62,8 @@ std::uint64_t handle_paging_case(guest_regs& r) {
     const pg::walk_path& path = res.value().path;
     for (unsigned i = 0; i < path.count; ++i) {
       const pg::walked_entry e = path_entry(path, i);
-      std::uint8_t* p = guest_ram(e.address.value(), 8);
-      std::uint64_t now = p ? *reinterpret_cast<volatile std::uint64_t*>(p) : 0;
+      std::uint8_t* p = guest_ram(e.address.value(), 4);
+      std::uint32_t now = p ? *reinterpret_cast<volatile std::uint32_t*>(p) : 0;  // A/D: bits 5, 6
       if (now & 0x20) hv_ad |= 1ull << (e.level - 1);
       if (now & 0x40) hv_ad |= 1ull << (hc::ad_dirty_shift + e.level - 1);
     }
@@ -71,20 +74,25 @@ std::uint64_t handle_paging_case(guest_regs& r) {
     if (f.kind == pg::fault_kind::unbacked) hv_result = 0xFFFF;  // a paging structure outside RAM: never expected
   }
   ++run.pg_cases;
-  if (cpu_result != 0) ++run.pg_cpu_faults;
-  unsigned kind = access.test(x86::pfec::write) ? 1 : (access.test(x86::pfec::fetch) ? 2 : 0);
-  if (access.test(x86::pfec::user)) kind += 3;
-  if (implicit) kind = 6;
-  ++run.pg_by_kind[kind][cpu_result != 0 ? 1 : 0];
-  bool same = cpu_result == hv_result;
-  if (same && hv_result != 0) same = cpu_error == hv_error && cpu_cr2 == la;
-  if (same && hv_result == 0) same = cpu_ad == hv_ad;
+  ++run.pg_mode_cases[slot];
+  if (c.result != 0) {
+    ++run.pg_cpu_faults;
+    ++run.pg_mode_faults[slot];
+  }
+  unsigned kind = c.access.test(x86::pfec::write) ? 1 : (c.access.test(x86::pfec::fetch) ? 2 : 0);
+  if (c.access.test(x86::pfec::user)) kind += 3;
+  if (c.implicit) kind = 6;
+  ++run.pg_by_kind[kind][c.result != 0 ? 1 : 0];
+  bool same = c.result == hv_result;
+  if (same && hv_result != 0) same = c.error == hv_error && c.cr2 == c.la;
+  if (same && hv_result == 0) same = c.ad == hv_ad;
   // Bochs 2.7 erratum B3 (../shared/design/bochs-and-qemu.md): RFLAGS.AC = 1 lets an implicit
   // supervisor access reach a user-mode page under CR4.SMAP. SDM Vol. 3A 4.6.1: implicit
   // accesses to user-mode addresses are denied whatever AC says. Counted apart.
-  if (!same && implicit && cpu_result == 0 && hv_result == (0x100 | 14) && (hv_error & ~0x1u) == 0 &&
+  if (!same && c.implicit && c.result == 0 && hv_result == (0x100 | 14) && (hv_error & ~0x1u) == 0 &&
       cr4.test(x86::cr4::smap) && req.rflags.test(x86::rflags::ac)) {
     ++run.pg_errata_b3;
+    ++run.pg_mode_b3[slot];
     return 0;  // the CPU's A/D flags follow its (wrong) success: nothing more to compare
   }
   // Bochs 2.7 errata B1/B2 (../shared/design/bochs-and-qemu.md), protection keys. B1: Bochs
@@ -93,36 +101,38 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   // 4.6.1 applies the key, and 4.7 reports PK even when paging rights deny as well).
   // Classified from the translation's U/S and counted apart.
   if (!same && cr4.test(x86::cr4::pke)) {
-    const pg::walk_result t = pg::guest_walker{mmu, props}.translate(mem, x86::gva{la});
+    const pg::walk_result t = walker.translate(mem, x86::gva{c.la});
     if (t.has_value()) {
       const bool user_page = t.value().rights.test(pg::pte_access::user);
-      const bool user_access = access.test(x86::pfec::user);
+      const bool user_access = c.access.test(x86::pfec::user);
       // B1: PK on a supervisor-mode address (any CPL): the CPU adds PK to hvkit's outcome.
-      const bool b1 = !user_page && cpu_result == (0x100 | 14) && (cpu_error & 0x20) &&
-                      (hv_result == 0 || (cpu_error & ~0x20u) == hv_error);
+      const bool b1 = !user_page && c.result == (0x100 | 14) && (c.error & 0x20) &&
+                      (hv_result == 0 || (c.error & ~0x20u) == hv_error);
       // B2: no PK for a supervisor data access to a user-mode address: the CPU drops the PK
       // part of hvkit's outcome (succeeds, or faults without PK).
-      const bool b2 = user_page && !user_access && !access.test(x86::pfec::fetch) && hv_result == (0x100 | 14) &&
-                      (hv_error & 0x20) && (cpu_result == 0 || (cpu_result == hv_result && cpu_error == (hv_error & ~0x20u)));
+      const bool b2 = user_page && !user_access && !c.access.test(x86::pfec::fetch) && hv_result == (0x100 | 14) &&
+                      (hv_error & 0x20) && (c.result == 0 || (c.result == hv_result && c.error == (hv_error & ~0x20u)));
       if (b1 || b2) {
         ++(b1 ? run.pg_errata_b1 : run.pg_errata_b2);
         return 0;
       }
     }
   }
-  if (same && hv_result != 0 && cpu_ad != 0) {
-    if ((cpu_ad >> hc::ad_dirty_shift) != 0) same = false;
+  if (same && hv_result != 0 && c.ad != 0) {
+    if ((c.ad >> hc::ad_dirty_shift) != 0) same = false;
     else ++run.pg_a_on_fault;
   }
   if (!same) {
     ++run.pg_mismatches;
+    ++run.pg_mode_mismatches[slot];
     if (run.pg_mismatches <= 8) {
-      kprintf("HVKIT MISMATCH paging case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
+      kprintf("HVKIT MISMATCH paging mode=%u case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
               "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
-              (unsigned long long)run.pg_cases, (unsigned long long)la, (unsigned long long)access.raw(),
-              (unsigned long long)cr0.raw(), (unsigned long long)cr4.raw(), (unsigned long long)efer.raw(),
-              req.rflags.test(x86::rflags::ac) ? 1 : 0, cpu_result, cpu_error, (unsigned long long)cpu_cr2,
-              (unsigned long long)cpu_ad, hv_result, hv_error, (unsigned long long)hv_ad);
+              slot, (unsigned long long)run.pg_cases, (unsigned long long)c.la, (unsigned long long)c.access.raw(),
+              (unsigned long long)vmread(fields::guest_cr0), (unsigned long long)vmread(fields::guest_cr4),
+              (unsigned long long)vmread(fields::guest_ia32_efer), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
+              c.error, (unsigned long long)c.cr2, (unsigned long long)c.ad, hv_result, hv_error,
+              (unsigned long long)hv_ad);
       const pg::walk_path* path = res.has_value() ? &res.value().path : fault_path(res.error());
       for (unsigned i = 0; path && i < path->count; ++i)
         if (const pg::walked_entry e = path_entry(*path, i); true)
@@ -131,6 +141,90 @@ std::uint64_t handle_paging_case(guest_regs& r) {
     }
   }
   return same ? 0 : 1;
+}
+
+/// The guest's paging registers as hvkit sees them: role and root from the VMCS.
+pg::mmu_context live_guest_mmu() {
+  const x86::cr0 cr0{vmread(fields::guest_cr0)};
+  const x86::cr4 cr4{vmread(fields::guest_cr4)};
+  const x86::efer efer{vmread(fields::guest_ia32_efer)};
+  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
+  return {role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), guest_cpu_properties().maxphyaddr)};
+}
+
+/// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
+std::uint64_t handle_paging_case(guest_regs& r) {
+  cpu_case c{};
+  c.la = r.rbx;
+  // Bit 31 of the access word marks an implicit supervisor access (x86::pfec keeps that
+  // software flag at bit 48).
+  c.implicit = (r.rcx >> 31) & 1;
+  c.access = c.implicit ? x86::pfec::implicit_access : x86::pfec{r.rcx & 0x7FFFFFFF};
+  c.ad = (r.rcx >> 32) & 0xFF;
+  c.pkru = static_cast<std::uint32_t>((r.rcx >> 40) & 0xFF);
+  c.result = static_cast<std::uint32_t>(r.rdx);
+  c.error = static_cast<std::uint32_t>(r.rdx >> 32);
+  c.cr2 = r.rsi;
+  const pg::mmu_context mmu = live_guest_mmu();
+  return compare_paging_case(c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu,
+                             x86::rflags{vmread(fields::guest_rflags)});
+}
+
+/// hc::paging_case32 (the 32-bit guest: 32-bit or PAE paging): the case in a
+/// hc::paging_case_block. With PAE paging the MOV to CR3 before the access loaded the PDPTE
+/// registers: hvkit's paging::load_pdptrs must raise #GP exactly when the CPU did (SDM
+/// 4.4.1); the walk then uses load_pdptrs' snapshot (walker_pae never re-reads the PDPT),
+/// which must equal the PDPTE registers the CPU saved in the VMCS at this exit (SDM Vol. 3C
+/// 28.3.4, with EPT).
+std::uint64_t handle_paging_case32(guest_regs& r) {
+  const std::uint8_t* p = guest_ram(r.rbx & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
+  if (!p) return ~0ull;
+  hc::paging_case_block b;
+  __builtin_memcpy(&b, p, sizeof b);
+  const pg::mmu_context mmu = live_guest_mmu();
+  const pg::cpu_properties props = guest_cpu_properties();
+  pg::pdpte_snapshot pdptes{};
+  if (mmu.role().mode() == x86::paging_mode::pae) {
+    pg::flat_memory mem = guest_ram_view();
+    // The MOV to CR3 the guest did for this case (SDM 4.4.1: #GP(0) on a reserved bit).
+    const auto tried = pg::load_pdptrs(x86::cr3{b.cr3}, mem, props.maxphyaddr);
+    const bool cpu_gp = (b.cr3_result & 0xFFFF) == (0x100 | 13) && (b.cr3_result >> 16) == 0;
+    const bool hv_gp = !tried && tried.error().kind == pg::pdptr_error::kind_type::reserved_bit;
+    ++run.pdpte_loads;
+    if (cpu_gp) ++run.pdpte_gp;
+    if (cpu_gp != hv_gp || (b.cr3_result != 0 && !cpu_gp)) {
+      ++run.pdpte_mismatches;
+      kprintf("HVKIT MISMATCH pdpte_load cr3=0x%x cpu=0x%x hvkit=%s pdpte3=0x%016llx\n", b.cr3, b.cr3_result,
+              hv_gp ? "#GP" : "ok", (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(
+                                        guest_ram((b.cr3 & ~31u) + 24, 8)));
+      return 1;
+    }
+    if (cpu_gp) return 0;  // no access was done
+    const auto now = pg::load_pdptrs(x86::cr3{vmread(fields::guest_cr3)}, mem, props.maxphyaddr);
+    if (!now) {
+      ++run.pdpte_mismatches;
+      return 1;
+    }
+    pdptes = now.value();
+    const std::uint64_t regs[4] = {vmread(fields::guest_pdpte0), vmread(fields::guest_pdpte1),
+                                   vmread(fields::guest_pdpte2), vmread(fields::guest_pdpte3)};
+    for (unsigned i = 0; i < 4; ++i)
+      if (regs[i] != pdptes.entries[i]) {
+        if (++run.pdpte_register_mismatches <= 4)
+          kprintf("HVKIT MISMATCH pdpte_register index=%u vmcs=0x%016llx memory=0x%016llx\n", i,
+                  (unsigned long long)regs[i], (unsigned long long)pdptes.entries[i]);
+        break;
+      }
+  }
+  cpu_case c{};
+  c.la = b.la;
+  c.implicit = (b.access >> 31) & 1;
+  c.access = c.implicit ? x86::pfec::implicit_access : x86::pfec{b.access & 0x7FFFFFFF};
+  c.ad = b.ad;
+  c.result = b.result;
+  c.error = b.error;
+  c.cr2 = b.cr2;
+  return compare_paging_case(c, pg::guest_walker{mmu, props, pdptes}, mmu, x86::rflags{vmread(fields::guest_rflags)});
 }
 
 // ---- nested (EPT) differential -----------------------------------------------------------

@@ -539,6 +539,10 @@ bool handle_vmcall(guest_regs& r) {
       r.rax = handle_paging_case(r);
       skip_instruction();
       return true;
+    case hc::paging_case32:
+      r.rax = handle_paging_case32(r);
+      skip_instruction();
+      return true;
     case hc::ept_arm:
       handle_ept_arm(r);
       r.rax = 0;

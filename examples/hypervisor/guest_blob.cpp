@@ -1,7 +1,11 @@
-// Embeds the separately linked conformance guest (guest/guest.ld) as an opaque blob; the
-// hypervisor copies it into guest memory at layout::guest_load_gpa before each run.
+// Embeds the separately linked conformance guests (guest/guest.ld, guest32/guest32.ld) as
+// opaque blobs; the hypervisor copies one of them into guest memory at
+// layout::guest_load_gpa before each run.
 #ifndef HV_GUEST_BIN
 #error "HV_GUEST_BIN must name the flat guest image (set by CMakeLists.txt)"
+#endif
+#ifndef HV_GUEST32_BIN
+#error "HV_GUEST32_BIN must name the flat 32-bit guest image (set by CMakeLists.txt)"
 #endif
 #define HV_STR2(x) #x
 #define HV_STR(x) HV_STR2(x)
@@ -12,4 +16,10 @@ asm(".section .rodata.guest, \"a\"\n"
     ".incbin \"" HV_STR(HV_GUEST_BIN) "\"\n"
     ".globl guest_blob_end\n"
     "guest_blob_end:\n"
+    ".balign 4096\n"
+    ".globl guest32_blob_start\n"
+    "guest32_blob_start:\n"
+    ".incbin \"" HV_STR(HV_GUEST32_BIN) "\"\n"
+    ".globl guest32_blob_end\n"
+    "guest32_blob_end:\n"
     ".previous\n");

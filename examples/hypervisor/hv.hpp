@@ -51,6 +51,7 @@
 
 extern "C" {
 extern const unsigned char guest_blob_start[], guest_blob_end[];
+extern const unsigned char guest32_blob_start[], guest32_blob_end[];
 extern const std::uint64_t host_isr_table[32];
 extern std::uint32_t boot_multiboot_magic;
 int vmx_enter(hv::vmx::guest_regs* regs, int launched);
@@ -120,6 +121,7 @@ extern std::uint8_t vmcs_a2_region[4096];
 extern std::uint8_t vmcs_b_region[4096];
 extern std::uint64_t ept_b_pml4[512], ept_b_pdpt[512], ept_b_pd[512];
 extern std::uint64_t ept_pml4[512], ept_pdpt[512], ept_pd[512];
+extern std::uint64_t ept_pd_alias[512];  // GPA 4 GiB + [28 MiB, 32 MiB) -> HPA 28 MiB (PSE-36 cases)
 extern std::uint64_t ept_pt_scratch[512];
 
 /// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
@@ -173,6 +175,11 @@ struct run_state {
   std::uint64_t pg_by_kind[7][2];  // [read/write/fetch at CPL 0, then CPL 3, implicit][ok, fault]
   std::uint64_t pg_errata_b3;      // Bochs: AC overrides SMAP for implicit accesses
   std::uint64_t pg_errata_b1, pg_errata_b2;  // Bochs: PKRU on supervisor addresses / not for supervisor accesses
+  // Per paging mode: [0] 4-level, [1] 32-bit, [2] PAE.
+  std::uint64_t pg_mode_cases[3], pg_mode_faults[3], pg_mode_mismatches[3], pg_mode_b3[3];
+  // PAE: PDPTE loads by the guest's MOV to CR3 compared with paging::load_pdptrs, and the
+  // PDPTE registers the CPU saved in the VMCS compared with the snapshot.
+  std::uint64_t pdpte_loads, pdpte_gp, pdpte_mismatches, pdpte_register_mismatches;
   bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
   // EPT differential.
   bool ept_armed;
@@ -231,7 +238,7 @@ void read_capabilities();
 bool build_cpuid_policy();
 bool enable_vmx();
 bool build_ept();
-const hc::guest_header* load_guest();
+const hc::guest_header* load_guest(bool guest32 = false);
 x86::cr4 guest_cr4_allowed();
 bool setup_vmcs(const hc::guest_header& g);
 hvkit::paging::cr_state current_cr_state();
@@ -246,6 +253,7 @@ unsigned guest_cpl();
 
 // ---- the CPU as the oracle (differential.cpp) -------------------------------------------
 std::uint64_t handle_paging_case(guest_regs& r);
+std::uint64_t handle_paging_case32(guest_regs& r);
 void handle_ept_arm(guest_regs& r);
 std::uint64_t handle_ept_check(guest_regs& r);
 bool ept_case_violation();

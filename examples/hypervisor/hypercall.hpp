@@ -34,6 +34,22 @@ enum : std::uint64_t {
   /// did what hvkit predicted (an EPT violation with the same qualification, GPA and
   /// linear address, or the same guest outcome).
   ept_check = 9,
+  /// One differential paging case of the 32-bit guest (32-bit or PAE paging), after the
+  /// access: RBX = guest-physical address of a paging_case_block. RAX = 0 if hvkit agrees.
+  paging_case32 = 10,
+};
+
+/// The case record of hc::paging_case32 (32-bit fields: the same layout in the 32-bit guest
+/// and the 64-bit hypervisor).
+struct paging_case_block {
+  std::uint32_t la;      ///< linear address of the access
+  std::uint32_t access;  ///< pfec bits; bit 31 = implicit supervisor access
+  std::uint32_t ad;      ///< A/D flags the CPU set (ad_dirty_shift layout, level 1 = PTE)
+  std::uint32_t result;  ///< 0, or 0x100 | vector; 0xFFFF = not performed (the CR3 load faulted)
+  std::uint32_t error;   ///< the exception's error code
+  std::uint32_t cr2;
+  std::uint32_t cr3;         ///< PAE: the CR3 value the guest loaded right before the access
+  std::uint32_t cr3_result;  ///< PAE: that MOV to CR3 (PDPTE load): 0, or 0x100 | vector
 };
 
 /// A/D mask of a paging case: bit (level - 1) = accessed, bit (4 + level - 1) = dirty, for
@@ -61,6 +77,7 @@ enum : std::uint64_t {
   cfg_ept_diff = 1u << 7,        ///< only the nested (EPT) differential cases
   cfg_hostile_b = 1u << 8,       ///< two-guest run: guest B triple-faults (hypervisor only)
   cfg_cr3_exiting = 1u << 9,     ///< MOV to/from CR3 exits (CR3-load/store exiting)
+  cfg_guest32 = 1u << 10,        ///< the 32-bit guest (guest32/): 32-bit and PAE differential paging
 };
 
 /// Guest-physical pages of the EPT differential (inside the paging scratch area): the guest
@@ -68,6 +85,12 @@ enum : std::uint64_t {
 inline constexpr std::uint64_t ept_test_pt_gpa = 0x1C01000;
 inline constexpr std::uint64_t ept_test_data_gpa = 0x1C02000;
 inline constexpr std::uint64_t ept_test_pd_gpa = 0x1C03000;  ///< the guest page directory of the test address
+
+/// The 32-bit guest's differential test address: PDE 0x307 (32-bit paging), PDPTE 3 / PDE
+/// 14 / PTE 0 (PAE paging); every translation lands on the scratch page at 28 MiB (a
+/// PSE-36 4 MiB page with PA bit 32 on its EPT alias at 4 GiB + 28 MiB).
+inline constexpr std::uint32_t test_la32 = 0xC1C00000;
+inline constexpr std::uint64_t pse36_alias_gpa = 0x100000000ull;  ///< EPT maps [4 GiB + 28 MiB, +4 MiB) onto 28 MiB
 
 /// First bytes of the guest image (guest/guest.cpp): how to start it.
 struct guest_header {

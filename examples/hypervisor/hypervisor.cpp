@@ -26,6 +26,7 @@ alignas(4096) std::uint64_t ept_b_pd[512];
 alignas(4096) std::uint64_t ept_pml4[512];
 alignas(4096) std::uint64_t ept_pdpt[512];
 alignas(4096) std::uint64_t ept_pd[512];
+alignas(4096) std::uint64_t ept_pd_alias[512];
 alignas(4096) std::uint64_t ept_pt_scratch[512];  // 4 KiB EPT pages for the EPT differential
 
 /// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
@@ -59,6 +60,9 @@ constexpr run_config runs[] = {
     // EPT as the second stage: random EPT permissions on the guest's page-table page and
     // data page, the access done natively, hvkit's nested walker predicting the outcome.
     {"ept_diff", false, false, hc::cfg_ept_diff, run_status::done},
+    // The 32-bit guest (IA-32e mode guest = 0): 32-bit and PAE paging, the CPU as the
+    // oracle, PDPTE loads by MOV to CR3 included.
+    {"paging_diff32", false, false, hc::cfg_guest32, run_status::done},
     {"ibpb_skip_same_guest", false, true, hc::cfg_spin, run_status::done, false,
      static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
     {"ibpb_every_change", false, true, hc::cfg_spin, run_status::done, false,
@@ -91,7 +95,7 @@ bool run_guest(int index) {
   run.status = run_status::running;
   kprintf("HVKIT RUN %s begin wp=%s\n", cfg.name, cfg.wp_intercepted ? "intercepted" : "guest_owned");
 
-  const hc::guest_header* g = load_guest();
+  const hc::guest_header* g = load_guest(cfg.guest_flags & hc::cfg_guest32);
   if (!g) return false;
   std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
   *reinterpret_cast<std::uint32_t*>(vmcs_region) = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
@@ -163,6 +167,30 @@ bool run_guest(int index) {
     if (run.pg_errata_b2)
       kprintf("HVKIT ERRATUM pkru_ignored_for_supervisor_accesses.%s cases=%llu\n", cfg.name,
               (unsigned long long)run.pg_errata_b2);
+  }
+  if (cfg.guest_flags & hc::cfg_guest32) {
+    static const char* const kinds[7] = {"cpl0_read",  "cpl0_write", "cpl0_fetch",        "cpl3_read",
+                                         "cpl3_write", "cpl3_fetch", "implicit_supervisor"};
+    for (unsigned k = 0; k < 7; ++k)
+      kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.name, kinds[k],
+              (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
+    result("paging_differential_32bit", run.pg_mode_cases[1] >= 5000 && run.pg_mode_mismatches[1] == 0,
+           "cases=%llu mismatches=%llu cpu_faults=%llu bochs_b3_errata=%llu", (unsigned long long)run.pg_mode_cases[1],
+           (unsigned long long)run.pg_mode_mismatches[1], (unsigned long long)run.pg_mode_faults[1],
+           (unsigned long long)run.pg_mode_b3[1]);
+    result("paging_differential_pae", run.pg_mode_cases[2] >= 5000 && run.pg_mode_mismatches[2] == 0,
+           "cases=%llu mismatches=%llu cpu_faults=%llu bochs_b3_errata=%llu", (unsigned long long)run.pg_mode_cases[2],
+           (unsigned long long)run.pg_mode_mismatches[2], (unsigned long long)run.pg_mode_faults[2],
+           (unsigned long long)run.pg_mode_b3[2]);
+    result("pae_pdpte_load", run.pdpte_loads >= 5000 && run.pdpte_gp > 0 && run.pdpte_mismatches == 0 &&
+                                 run.pdpte_register_mismatches == 0,
+           "loads=%llu gp=%llu mismatches=%llu vmcs_pdpte_register_mismatches=%llu", (unsigned long long)run.pdpte_loads,
+           (unsigned long long)run.pdpte_gp, (unsigned long long)run.pdpte_mismatches,
+           (unsigned long long)run.pdpte_register_mismatches);
+    kprintf("HVKIT INFO run=%s a_set_on_faulting_walk=%llu\n", cfg.name, (unsigned long long)run.pg_a_on_fault);
+    if (run.pg_errata_b3)
+      kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.name,
+              (unsigned long long)run.pg_errata_b3);
   }
   if (cfg.cr3_exiting) {
     // The guest's MOV to CR3 with a reserved bit exited and vmx::evaluate_cr_write refused it.

@@ -191,6 +191,21 @@ bool build_ept() {
   }
   ept_pml4[0] = pml4e.value().raw();
   ept_pdpt[0] = pdpte.value().raw();
+  // The PSE-36 alias: GPA 4 GiB + [28 MiB, 32 MiB) -> HPA [28 MiB, 32 MiB), so that a 4 MiB
+  // page with PA bit 32 (the 32-bit guest's differential cases) reaches the scratch area.
+  for (auto& e : ept_pd_alias) e = 0;
+  auto alias = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd_alias)}, rwx, ec, maxphyaddr);
+  if (!alias) {
+    result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+    return false;
+  }
+  ept_pdpt[hc::pse36_alias_gpa >> 30] = alias.value().raw();
+  for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) {
+    auto leaf =
+        v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec, false, maxphyaddr);
+    if (!leaf) return false;
+    ept_pd_alias[gpa >> 21] = leaf.value().raw();
+  }
   eptp_value = eptp.value().raw();
   static_assert(layout::guest_mem_base + layout::guest_mem_size <= (1ull << 30), "one EPT PD covers 1 GiB");
   static_assert(layout::guest_mem_base % 0x200000 == 0 && layout::guest_mem_size % 0x200000 == 0);
@@ -209,18 +224,25 @@ bool build_ept() {
 
 /// Clears guest memory, copies the guest image in and writes the guest's boot page
 /// tables (identity map of the low 4 GiB with 2 MiB pages; the guest builds its own).
-const hc::guest_header* load_guest() {
+const hc::guest_header* load_guest(bool guest32) {
   std::uint64_t words = layout::guest_mem_size / 8;
   void* dst = reinterpret_cast<void*>(layout::guest_mem_base);
   asm volatile("rep stosq" : "+D"(dst), "+c"(words) : "a"(0ull) : "memory");
-  auto size = static_cast<std::size_t>(guest_blob_end - guest_blob_start);
-  __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), guest_blob_start, size);
+  const unsigned char* blob = guest32 ? guest32_blob_start : guest_blob_start;
+  auto size = static_cast<std::size_t>((guest32 ? guest32_blob_end : guest_blob_end) - blob);
+  __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), blob, size);
 
   auto* hdr = reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
   if (hdr->magic != hc::header_magic || hdr->image_end > layout::guest_boot_pt_gpa ||
       hdr->entry < layout::guest_load_gpa || hdr->entry >= hdr->image_end) {
     result("guest_load", false, "reason=bad_header magic=0x%x", hdr->magic);
     return nullptr;
+  }
+  if (guest32) {
+    // 32-bit paging with CR4.PSE: one page directory of 4 MiB pages, identity (SDM 4.3).
+    auto* pd = reinterpret_cast<std::uint32_t*>(layout::guest_boot_pt_gpa);
+    for (std::uint32_t i = 0; i < 1024; ++i) pd[i] = (i << 22) | 0x83;
+    return hdr;
   }
   auto* pml4 = reinterpret_cast<std::uint64_t*>(layout::guest_boot_pt_gpa);
   auto* pdpt = pml4 + 512;
@@ -278,8 +300,12 @@ bool setup_vmcs(const hc::guest_header& g) {
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer);
-  const auto entry =
-      v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest | v::entry_controls::load_ia32_efer);
+  // The 32-bit guest runs in protected mode with paging: "IA-32e mode guest" = 0 (SDM Vol.
+  // 3C 26.3.1.1: then EFER.LMA = 0, and LME = 0 with CR0.PG = 1).
+  const bool guest32 = run.cfg->guest_flags & hc::cfg_guest32;
+  const auto entry = v::adjust_controls(vcaps.entry_caps(), guest32 ? v::entry_controls::load_ia32_efer
+                                                                    : v::entry_controls::ia32e_mode_guest |
+                                                                          v::entry_controls::load_ia32_efer);
   if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
       !controls_ok("exit", exitc) || !controls_ok("entry", entry))
     return false;
@@ -317,7 +343,7 @@ bool setup_vmcs(const hc::guest_header& g) {
           run.cfg->name, (unsigned long long)run.cr0_mask, (unsigned long long)run.cr4_mask,
           run.cfg->dt_exiting ? 1 : 0);
   std::uint64_t guest_cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
-  std::uint64_t guest_cr4_visible = cr4_pae;
+  std::uint64_t guest_cr4_visible = guest32 ? x86::cr4::pse.raw() : cr4_pae;  // 32-bit paging with 4 MiB pages
   vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
   vmwrite(fields::cr0_read_shadow, guest_cr0);
   vmwrite(fields::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
@@ -360,7 +386,8 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::guest_cs_selector, hc::guest_cs);
   vmwrite(fields::guest_cs_base, 0);
   vmwrite(fields::guest_cs_limit, 0xFFFFFFFF);
-  vmwrite(fields::guest_cs_access_rights, 0xA09B);  // code, exec/read, accessed, P, L=1, G=1
+  // code, exec/read, accessed, P, G=1; L=1 (64-bit), or D=1 (32-bit protected mode)
+  vmwrite(fields::guest_cs_access_rights, guest32 ? 0xC09B : 0xA09B);
   data_segment(fields::guest_ss_selector, fields::guest_ss_base, fields::guest_ss_limit, fields::guest_ss_access_rights);
   data_segment(fields::guest_ds_selector, fields::guest_ds_base, fields::guest_ds_limit, fields::guest_ds_access_rights);
   data_segment(fields::guest_es_selector, fields::guest_es_base, fields::guest_es_limit, fields::guest_es_access_rights);
@@ -373,7 +400,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::guest_tr_selector, hc::guest_tr);
   vmwrite(fields::guest_tr_base, g.tss_base);
   vmwrite(fields::guest_tr_limit, 103);
-  vmwrite(fields::guest_tr_access_rights, 0x008B);  // busy 64-bit TSS, P
+  vmwrite(fields::guest_tr_access_rights, 0x008B);  // busy 64-bit (or 32-bit) TSS, P
   vmwrite(fields::guest_gdtr_base, g.gdt_base);
   vmwrite(fields::guest_gdtr_limit, g.gdt_limit);
   vmwrite(fields::guest_idtr_base, g.idt_base);
@@ -390,7 +417,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::guest_ia32_sysenter_esp, 0);
   vmwrite(fields::guest_ia32_sysenter_eip, 0);
   bool nx = (cpuid(0x80000001).edx >> 20) & 1;
-  run.guest_efer = efer_lme | efer_lma | (nx ? efer_nxe : 0);
+  run.guest_efer = guest32 ? 0 : efer_lme | efer_lma | (nx ? efer_nxe : 0);
   vmwrite(fields::guest_ia32_efer, run.guest_efer);
   vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
   run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
