@@ -233,7 +233,6 @@ class ept_walker {
     const detail::memory_holder<const M> m(&mem);
     regs w{};
     w.table = root_.value();
-    w.rights = pte_access::ept_rights.raw();
     w.vals = t.path.values.data();
     unsigned level = Levels;
     const int st = run<Levels, Levels>(m, ga, w, f, acc, level);
@@ -247,7 +246,7 @@ class ept_walker {
     const std::uint64_t size = std::uint64_t{1} << shift;
     t.address = x86::gpa{(e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1))};
     t.page_shift = static_cast<std::uint8_t>(shift);
-    t.rights = pte_access{static_cast<std::uint8_t>(w.rights)};
+    t.rights = pte_access{static_cast<std::uint8_t>(entry_rights(w.all))};
     t.pkey = 0;
     t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
     all = (w.all & ~std::uint64_t{1}) | ((e >> 9) & 1u);  // bit 0: the leaf's D flag
@@ -255,7 +254,7 @@ class ept_walker {
   }
 
   struct regs {
-    std::uint64_t table = 0, rights = 0, e = 0;
+    std::uint64_t table = 0, e = 0;
     std::uint64_t all = ~std::uint64_t{0};
     std::uint64_t* vals = nullptr;
   };
@@ -299,25 +298,26 @@ class ept_walker {
       fail(f, fault_kind::ept_misconfig, Level, ea, e);
       return -1;
     }
-    w.rights &= entry_rights(e);
-    w.all &= e;
+    w.all &= e;  // the rights are a bit permutation of the entry: ANDed once at the end
     if (Level == 1 || large) return 1;
     w.table = e;
     return 0;
   }
 
   [[nodiscard]] constexpr bool misconfigured(std::uint64_t e, std::uint64_t rsvd, bool leaf) const noexcept {
-    // SDM 29.3.3.1: write permission without read permission.
-    const bool write_only = (e & 3u) == 2u;
-    // Execute-only (R = 0 with X, or XU under MBEC) without the execute-only capability:
-    // exec_only_bits_ is 0 with the capability, else X (and XU under MBEC).
-    const bool exec_only = !(e & 1u) && (e & exec_only_bits_) != 0;
+    // SDM 29.3.3.1, for an entry without read permission (rare, so tested once):
+    // write permission without read permission; or execute-only (X, or XU under MBEC)
+    // without the execute-only capability (exec_only_bits_ is 0 with the capability).
+    if (!(e & 1u)) [[unlikely]] {
+      if (e & 2u) return true;
+      if (e & exec_only_bits_) return true;
+    }
     // A leaf with memory type 2, 3 or 7 (valid: 0, 1, 4, 5, 6 = the bits of 0x73).
     const bool bad_type = leaf && !((0x73u >> ((e >> 3) & 7u)) & 1u);
     static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_valid_ept_memory_type(2) &&
                   !is_valid_ept_memory_type(3) && is_valid_ept_memory_type(4) && is_valid_ept_memory_type(5) &&
                   is_valid_ept_memory_type(6) && !is_valid_ept_memory_type(7));
-    return write_only | exec_only | ((e & rsvd) != 0) | bad_type;
+    return ((e & rsvd) != 0) | bad_type;
   }
 
   template <writable_guest_memory M>

@@ -282,7 +282,6 @@ class basic_walker {
     regs w{};
     w.vals = t.path.values.data();
     w.table = s_.root.value();
-    w.rights = pte_access::paging_rights.raw();  // exec, write, user: ANDed (SDM 4.6.1)
     x86::gpa first{};
     unsigned level = top_level;
     int st = 0;
@@ -313,7 +312,9 @@ class basic_walker {
     const std::uint64_t base = level == 1 ? (e & Format::address_mask) : Format::large_base(e, level);
     t.address = x86::gpa{base | (va & (size - 1))};
     t.page_shift = static_cast<std::uint8_t>(std::countr_zero(size));
-    t.rights = pte_access{static_cast<std::uint8_t>(w.rights)};
+    // exec (bit 0): no XD anywhere (with NXE); write and user (bits 1, 2): R/W and U/S everywhere.
+    const std::uint64_t exec = s_.nx ? (~w.any >> 63) : 1u;
+    t.rights = pte_access{static_cast<std::uint8_t>((w.all & 6u) | exec)};
     if constexpr (detail::has_ia32e<Format>) t.pkey = pte{e}.pkey();
     // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
     const std::uint64_t pat = level == 1 ? (e >> 7) & 1u : (e >> 12) & 1u;
@@ -411,8 +412,9 @@ class basic_walker {
 
   /// The walk's working registers.
   struct regs {
-    std::uint64_t table = 0, rights = 0, e = 0;
+    std::uint64_t table = 0, e = 0;
     std::uint64_t all = ~std::uint64_t{0};  ///< AND of the entries read from memory (A/D fast check)
+    std::uint64_t any = 0;                  ///< OR of the entries read from memory (XD)
     std::uint64_t* vals = nullptr;          ///< the path's values (written in place)
   };
 
@@ -453,8 +455,8 @@ class basic_walker {
     if constexpr (Level > 1) large = (e & pte::page_size.raw()) && s_.rsvd.large_ok[Level];
     if (e & (large ? s_.rsvd.large[Level] : s_.rsvd.table[Level])) [[unlikely]]
       return fail(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
-    w.rights &= entry_rights(e);
-    w.all &= e;
+    w.all &= e;  // R/W, U/S: ANDed; XD: ORed (SDM 4.6.1); the rights are formed at the end
+    w.any |= e;
     if (Level == 1 || large) return 1;
     w.table = e;
     return 0;
