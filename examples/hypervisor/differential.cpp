@@ -228,31 +228,44 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
 }
 
 // ---- nested (EPT) differential -----------------------------------------------------------
-constexpr unsigned ept_scratch_pd_index = 0x1C00000 >> 21;
+// The guest's test tables and data page are reached through an EPT alias of the scratch
+// area at GPA 512 GiB + [28 MiB, 30 MiB) (hc::ept_alias_gpa), with its own EPT PML4E, PDPT,
+// PD and PT: every level of that subtree is randomised per case without touching the
+// guest's own mappings.
+alignas(4096) std::uint64_t ept_alias_pdpt[512], ept_alias_pd[512], ept_alias_pt[512];
+constexpr unsigned alias_pml4_index = hc::ept_alias_gpa >> 39;
+constexpr unsigned alias_pd_index = (0x1C00000 >> 21) & 511;
 
 std::uint64_t ept_perm_bits(unsigned p) { return p & 7; }  // bit 0 R, 1 W, 2 X
 
-/// Splits the scratch 2 MiB EPT page into 4 KiB pages (all RWX, write-back) for the run.
-void ept_scratch_split(bool on) {
+/// The alias subtree in its default state: RWX at every level, 4 KiB write-back pages.
+/// With `on` false the alias is removed.
+void ept_alias_reset(bool on) {
   namespace v = hvkit::vmx;
   const v::ept_caps ec{vcaps.ept_vpid_cap};
   const v::ept_permissions rwx{true, true, true, false};
   if (on) {
     for (std::uint64_t i = 0; i < 512; ++i)
-      ept_pt_scratch[i] = v::make_ept_leaf(x86::hpa{0x1C00000 + (i << 12)}, v::ept_level::pte, rwx,
-                                          hvkit::paging::ept_memory_type::wb, ec).value().raw();
-    ept_pd[ept_scratch_pd_index] =
-        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pt_scratch)}, rwx, ec).value().raw();
+      ept_alias_pt[i] = v::make_ept_leaf(x86::hpa{0x1C00000 + (i << 12)}, v::ept_level::pte, rwx,
+                                         hvkit::paging::ept_memory_type::wb, ec).value().raw();
+    for (auto& e : ept_alias_pd) e = 0;
+    for (auto& e : ept_alias_pdpt) e = 0;
+    ept_alias_pd[alias_pd_index] =
+        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_alias_pt)}, rwx, ec).value().raw();
+    ept_alias_pdpt[0] =
+        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_alias_pd)}, rwx, ec).value().raw();
+    ept_pml4[alias_pml4_index] =
+        v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_alias_pdpt)}, rwx, ec).value().raw();
   } else {
-    ept_pd[ept_scratch_pd_index] =
-        v::make_ept_leaf(x86::hpa{0x1C00000}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec).value().raw();
+    ept_pml4[alias_pml4_index] = 0;
   }
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
 }
+void ept_scratch_split(bool on) { ept_alias_reset(on); }
 
-/// Sets the EPT permissions of one scratch page (memory type WB; no permission = not present).
+/// Sets the EPT permissions of one scratch page of the alias (no permission = not present).
 void ept_set_page(std::uint64_t gpa, unsigned perms) {
-  std::uint64_t& e = ept_pt_scratch[(gpa - 0x1C00000) >> 12];
+  std::uint64_t& e = ept_alias_pt[(gpa - 0x1C00000) >> 12];
   e = (e & ~7ull) | ept_perm_bits(perms);
 }
 
@@ -263,6 +276,56 @@ hvkit::paging::flat_memory host_memory_view() {
           x86::gpa{0x100000}};
 }
 
+/// Applies one case's EPT layout (hc::ept_arm RDX, see hypercall.hpp): the three pages'
+/// EPT PTE permissions, the permissions of the alias' EPT PDE, PDPTE and PML4E, an EPT
+/// large page (2 MiB at the PDE, 1 GiB at the PDPTE, where IA32_VMX_EPT_VPID_CAP allows),
+/// and a misconfiguration (SDM Vol. 3C 29.3.3.1) at one level: write without read, a
+/// reserved bit above MAXPHYADDR, a reserved bit 3 in a non-leaf entry or a reserved memory
+/// type (2) in a leaf. Large pages and table entries are built by hvkit::vmx; only the
+/// deliberately broken bits are patched in here.
+void ept_apply_case(std::uint64_t d) {
+  namespace v = hvkit::vmx;
+  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  ept_alias_reset(true);
+  ept_set_page(hc::ept_test_data_gpa, d & 7);
+  ept_set_page(hc::ept_test_pt_gpa, (d >> 8) & 7);
+  ept_set_page(hc::ept_test_pd_gpa, (d >> 16) & 7);
+  const unsigned pde_perm = (d >> 24) & 7, pdpte_perm = (d >> 27) & 7, pml4e_perm = (d >> 32) & 7;
+  const unsigned size = (d >> 36) & 3, mis = (d >> 40) & 3, mis_level = (d >> 42) & 3;
+  auto perms = [](unsigned p) { return v::ept_permissions{(p & 1) != 0, (p & 2) != 0, (p & 4) != 0, false}; };
+  auto with_perm = [](std::uint64_t e, unsigned p) { return (e & ~7ull) | ept_perm_bits(p); };
+  ept_alias_pd[alias_pd_index] = with_perm(ept_alias_pd[alias_pd_index], pde_perm);
+  ept_alias_pdpt[0] = with_perm(ept_alias_pdpt[0], pdpte_perm);
+  ept_pml4[alias_pml4_index] = with_perm(ept_pml4[alias_pml4_index], pml4e_perm);
+  bool leaf2m = false, leaf1g = false;
+  if (size == 2 && pde_perm != 0) {
+    if (auto l = v::make_ept_leaf(x86::hpa{0x1C00000}, v::ept_level::pde, perms(pde_perm),
+                                  hvkit::paging::ept_memory_type::wb, ec)) {
+      ept_alias_pd[alias_pd_index] = l.value().raw();
+      leaf2m = true;
+    }
+  } else if (size == 3 && pdpte_perm != 0) {
+    if (auto l = v::make_ept_leaf(x86::hpa{0}, v::ept_level::pdpte, perms(pdpte_perm),
+                                  hvkit::paging::ept_memory_type::wb, ec)) {
+      ept_alias_pdpt[0] = l.value().raw();
+      leaf1g = true;
+    }
+  }
+  if (mis != 0) {
+    // The level: 0 the data page's EPT PTE, 1 the PDE, 2 the PDPTE, 3 the PML4E.
+    std::uint64_t* e = mis_level == 0 ? &ept_alias_pt[(hc::ept_test_data_gpa - 0x1C00000) >> 12]
+                       : mis_level == 1 ? &ept_alias_pd[alias_pd_index]
+                       : mis_level == 2 ? &ept_alias_pdpt[0]
+                                        : &ept_pml4[alias_pml4_index];
+    const bool leaf = mis_level == 0 || (mis_level == 1 && leaf2m) || (mis_level == 2 && leaf1g);
+    if (mis == 1) *e = (*e & ~7ull) | 2;  // write without read
+    else if (mis == 2) *e |= 1ull << 45;  // above MAXPHYADDR (40 on Bochs' models)
+    else if (leaf) *e = (*e & ~0x38ull) | (2ull << 3);  // memory type 2: reserved
+    else *e |= 1ull << 3;  // reserved in a non-leaf entry (bits 7:3 / 6:3)
+  }
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+}
+
 /// hc::ept_arm: apply the case's EPT permissions and predict the access with hvkit's nested
 /// walker (the guest's 4-level tables read through EPT, SDM Vol. 3C 29.3.3), guest A/D
 /// updates included (their EPT write check is part of the prediction) and then undone so
@@ -271,10 +334,7 @@ void handle_ept_arm(guest_regs& r) {
   namespace pg = hvkit::paging;
   const std::uint64_t la = r.rbx;
   const x86::pfec access{r.rcx};
-  ept_set_page(hc::ept_test_data_gpa, r.rdx & 7);
-  ept_set_page(hc::ept_test_pt_gpa, (r.rdx >> 8) & 7);
-  ept_set_page(hc::ept_test_pd_gpa, (r.rdx >> 16) & 7);
-  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  ept_apply_case(r.rdx);
 
   const pg::cpu_properties props = guest_cpu_properties();
   const x86::cr0 cr0{vmread(fields::guest_cr0)};
@@ -290,7 +350,7 @@ void handle_ept_arm(guest_regs& r) {
   req.access = access;
   req.rflags = x86::rflags{vmread(fields::guest_rflags)};
   pg::flat_memory mem = host_memory_view();
-  run.ept_pred_ok = run.ept_pred_ept = false;
+  run.ept_pred_ok = run.ept_pred_ept = run.ept_pred_misconfig = false;
   run.ept_pred_result = 0xFFFF;
   if (ew) {
     const pg::nested_walker<pg::format::ia32e<4>, pg::ept_walker> nw{pg::basic_walker<pg::format::ia32e<4>>{mmu, props},
@@ -308,6 +368,7 @@ void handle_ept_arm(guest_regs& r) {
       const pg::walk_fault& f = res.error();
       if (f.stage == pg::walk_stage::ept) {
         run.ept_pred_ept = true;
+        run.ept_pred_misconfig = f.kind == pg::fault_kind::ept_misconfig;
         run.ept_pred_qual = f.qualification.raw();
         run.ept_pred_gpa = f.guest_physical.value();
         run.ept_pred_la = f.linear.value();
@@ -317,28 +378,29 @@ void handle_ept_arm(guest_regs& r) {
       }
     }
   }
-  run.ept_seen = false;
+  run.ept_seen = run.ept_seen_misconfig = false;
   run.ept_seen_qual = run.ept_seen_gpa = run.ept_seen_la = 0;
   run.ept_armed = true;
 }
 
-/// An EPT violation on a scratch page while a case is armed: record what the CPU reported,
-/// give the pages back (RWX) and let the guest retry the access.
-bool ept_case_violation() {
+/// An EPT violation or misconfiguration in the alias while a case is armed: record what
+/// the CPU reported, put the alias back to its default (RWX, 4 KiB pages) and let the guest
+/// retry the access.
+bool ept_case_exit(bool misconfig) {
   const std::uint64_t gpa = vmread(fields::guest_physical_address);
-  if (!run.ept_armed || gpa < 0x1C00000 || gpa >= 0x1E00000) return false;
+  if (!run.ept_armed || gpa < hc::ept_alias_gpa + 0x1C00000 || gpa >= hc::ept_alias_gpa + 0x1E00000) return false;
   if (!run.ept_seen) {
     run.ept_seen = true;
-    run.ept_seen_qual = vmread(fields::exit_qualification);
+    run.ept_seen_misconfig = misconfig;
+    run.ept_seen_qual = misconfig ? 0 : vmread(fields::exit_qualification);
     run.ept_seen_gpa = gpa;
-    run.ept_seen_la = vmread(fields::guest_linear_address);
+    run.ept_seen_la = misconfig ? 0 : vmread(fields::guest_linear_address);
   }
-  ept_set_page(hc::ept_test_data_gpa, 7);
-  ept_set_page(hc::ept_test_pt_gpa, 7);
-  ept_set_page(hc::ept_test_pd_gpa, 7);
-  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  ept_alias_reset(true);
   return true;
 }
+bool ept_case_violation() { return ept_case_exit(false); }
+bool ept_case_misconfig() { return ept_case_exit(true); }
 
 /// hc::ept_check: compare. Qualification bits 0-5 (access, EPT rights), 7 (linear address
 /// valid) and 8 (final translation vs paging-structure access) must agree; bit 6 (XU) is
@@ -350,8 +412,11 @@ std::uint64_t handle_ept_check(guest_regs& r) {
   const auto cpu_error = static_cast<std::uint32_t>(r.rcx);
   constexpr std::uint64_t qmask = 0x1BF;  // bits 0-5, 7, 8
   bool same;
-  if (run.ept_pred_ept) {
-    same = run.ept_seen && (run.ept_seen_qual & qmask) == (run.ept_pred_qual & qmask) &&
+  if (run.ept_pred_misconfig) {
+    // A misconfiguration exit has no qualification and no linear address (SDM Vol. 3C 28.2.1).
+    same = run.ept_seen && run.ept_seen_misconfig && run.ept_seen_gpa == run.ept_pred_gpa;
+  } else if (run.ept_pred_ept) {
+    same = run.ept_seen && !run.ept_seen_misconfig && (run.ept_seen_qual & qmask) == (run.ept_pred_qual & qmask) &&
            run.ept_seen_gpa == run.ept_pred_gpa && run.ept_seen_la == run.ept_pred_la;
   } else {
     same = !run.ept_seen && cpu_result == run.ept_pred_result && (cpu_result == 0 || cpu_error == run.ept_pred_error);
@@ -362,28 +427,28 @@ std::uint64_t handle_ept_check(guest_regs& r) {
   // read-only page-table page causes an EPT violation (qualification bit 1 set, bit 8 0).
   // Cases where hvkit predicts exactly that violation and the CPU did not exit are counted
   // apart; the rest of the comparison applies to every other case.
-  const bool ad_write_erratum = !same && run.ept_pred_ept && !run.ept_seen && (run.ept_pred_qual & 0x2) &&
-                                !(run.ept_pred_qual & 0x100);
+  const bool ad_write_erratum = !same && run.ept_pred_ept && !run.ept_pred_misconfig && !run.ept_seen &&
+                                (run.ept_pred_qual & 0x2) && !(run.ept_pred_qual & 0x100);
   if (ad_write_erratum) {
     ++run.ept_errata;
     same = true;
   }
   ++run.ept_cases;
-  if (run.ept_seen) ++run.ept_violations;
+  if (run.ept_seen) ++(run.ept_seen_misconfig ? run.ept_misconfigs : run.ept_violations);
+  if ((r.rsi >> 48) & 3) ++run.ept_large_cases;
   if (cpu_result != 0) ++run.ept_guest_faults;
   if (!same && ++run.ept_mismatches <= 12)
     kprintf("HVKIT MISMATCH ept case=%llu case_info=0x%llx cpu: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x "
             "hvkit: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x\n",
-            (unsigned long long)run.ept_cases, (unsigned long long)r.rsi, run.ept_seen ? 1 : 0,
+            (unsigned long long)run.ept_cases, (unsigned long long)r.rsi,
+            run.ept_seen ? (run.ept_seen_misconfig ? 2 : 1) : 0,
             (unsigned long long)run.ept_seen_qual, (unsigned long long)run.ept_seen_gpa,
-            (unsigned long long)run.ept_seen_la, cpu_result, cpu_error, run.ept_pred_ept ? 1 : 0,
+            (unsigned long long)run.ept_seen_la, cpu_result, cpu_error,
+            run.ept_pred_ept ? (run.ept_pred_misconfig ? 2 : 1) : 0,
             (unsigned long long)run.ept_pred_qual, (unsigned long long)run.ept_pred_gpa,
             (unsigned long long)run.ept_pred_la, run.ept_pred_result, run.ept_pred_error);
   run.ept_armed = false;
-  ept_set_page(hc::ept_test_data_gpa, 7);
-  ept_set_page(hc::ept_test_pt_gpa, 7);
-  ept_set_page(hc::ept_test_pd_gpa, 7);
-  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  ept_alias_reset(true);
   return same ? 0 : 1;
 }
 

@@ -620,6 +620,13 @@ struct exit_handler {
     return handle_ept_violation(r) ? 1 : 0;
   }
   template <class B>
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::ept_misconfiguration>, B&) {
+    if (ept_case_misconfig()) return 1;  // provoked (EPT differential): retry
+    report_exit("ept_misconfiguration");
+    run.status = run_status::fatal_exit;
+    return 0;
+  }
+  template <class B>
   int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::hlt>, B&) {
     report_exit("guest_halted");
     run.status = run_status::halted;

@@ -122,7 +122,6 @@ extern std::uint8_t vmcs_b_region[4096];
 extern std::uint64_t ept_b_pml4[512], ept_b_pdpt[512], ept_b_pd[512];
 extern std::uint64_t ept_pml4[512], ept_pdpt[512], ept_pd[512];
 extern std::uint64_t ept_pd_alias[512];  // GPA 4 GiB + [28 MiB, 32 MiB) -> HPA 28 MiB (PSE-36 cases)
-extern std::uint64_t ept_pt_scratch[512];
 
 /// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
 /// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
@@ -184,12 +183,15 @@ struct run_state {
   // EPT differential.
   bool ept_armed;
   bool ept_pred_ok;                       // hvkit: the access succeeds
-  bool ept_pred_ept;                      // hvkit: an EPT violation (else a guest fault)
+  bool ept_pred_ept;                      // hvkit: an EPT violation or misconfiguration (else a guest fault)
+  bool ept_pred_misconfig;                // hvkit: an EPT misconfiguration
   std::uint64_t ept_pred_qual, ept_pred_gpa, ept_pred_la;
   std::uint32_t ept_pred_result, ept_pred_error;
-  bool ept_seen;                          // the CPU exited with an EPT violation
+  bool ept_seen;                          // the CPU exited with an EPT violation or misconfiguration
+  bool ept_seen_misconfig;
   std::uint64_t ept_seen_qual, ept_seen_gpa, ept_seen_la;
   std::uint64_t ept_cases, ept_mismatches, ept_violations, ept_guest_faults, ept_errata;
+  std::uint64_t ept_misconfigs, ept_large_cases;
 };
 extern run_state run;
 
@@ -257,6 +259,7 @@ std::uint64_t handle_paging_case32(guest_regs& r);
 void handle_ept_arm(guest_regs& r);
 std::uint64_t handle_ept_check(guest_regs& r);
 bool ept_case_violation();
+bool ept_case_misconfig();
 void ept_scratch_split(bool on);
 
 // ---- two guests and IBPB (scheduler.cpp) ----------------------------------------------

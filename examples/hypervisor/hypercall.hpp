@@ -26,13 +26,19 @@ enum : std::uint64_t {
   /// The hypervisor walks the same address with hvkit and compares. RAX = 0 if they agree.
   paging_case = 7,
   /// Nested (EPT) case, before the access: RBX = linear address, RCX = access (pfec bits),
-  /// RDX = EPT permissions of the data page (bits 2:0) | of the guest PT page << 8 | of the
-  /// guest PD page << 16. The
-  /// hypervisor applies them and predicts the outcome with hvkit's nested walker.
+  /// RDX = the EPT layout of the alias (ept_alias_gpa): EPT PTE permissions (bit 0 R, 1 W,
+  /// 2 X) of the data page (bits 2:0), the guest PT page (10:8) and the guest PD page
+  /// (18:16); permissions of the alias' EPT PDE (26:24), PDPTE (29:27) and PML4E (34:32);
+  /// page size (37:36: 2 = a 2 MiB EPT page at the PDE, 3 = 1 GiB at the PDPTE, else 4 KiB);
+  /// a misconfiguration (41:40: 1 write without read, 2 a bit above MAXPHYADDR, 3 memory type
+  /// 2 in a leaf or bit 3 in a table entry) at level 43:42 (0 data PTE, 1 PDE, 2 PDPTE,
+  /// 3 PML4E). The hypervisor applies them and predicts the outcome with hvkit's nested
+  /// walker.
   ept_arm = 8,
-  /// After the access: RBX = probe result, RCX = error code, RDX = CR2. RAX = 0 if the CPU
-  /// did what hvkit predicted (an EPT violation with the same qualification, GPA and
-  /// linear address, or the same guest outcome).
+  /// After the access: RBX = probe result, RCX = error code, RDX = CR2, RSI = case
+  /// description (bits 49:48 the page size). RAX = 0 if the CPU did what hvkit predicted
+  /// (an EPT violation with the same qualification, GPA and linear address, an EPT
+  /// misconfiguration at the same GPA, or the same guest outcome).
   ept_check = 9,
   /// One differential paging case of the 32-bit guest (32-bit or PAE paging), after the
   /// access: RBX = guest-physical address of a paging_case_block. RAX = 0 if hvkit agrees.
@@ -85,6 +91,9 @@ enum : std::uint64_t {
 inline constexpr std::uint64_t ept_test_pt_gpa = 0x1C01000;
 inline constexpr std::uint64_t ept_test_data_gpa = 0x1C02000;
 inline constexpr std::uint64_t ept_test_pd_gpa = 0x1C03000;  ///< the guest page directory of the test address
+/// The EPT differential reaches those pages through an alias at 512 GiB + their address
+/// (its own EPT PML4E, PDPT, PD and PT, randomised per case).
+inline constexpr std::uint64_t ept_alias_gpa = 1ull << 39;
 
 /// The 32-bit guest's differential test address: PDE 0x307 (32-bit paging), PDPTE 3 / PDE
 /// 14 / PTE 0 (PAE paging); every translation lands on the scratch page at 28 MiB (a

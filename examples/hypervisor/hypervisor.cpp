@@ -27,7 +27,6 @@ alignas(4096) std::uint64_t ept_pml4[512];
 alignas(4096) std::uint64_t ept_pdpt[512];
 alignas(4096) std::uint64_t ept_pd[512];
 alignas(4096) std::uint64_t ept_pd_alias[512];
-alignas(4096) std::uint64_t ept_pt_scratch[512];  // 4 KiB EPT pages for the EPT differential
 
 /// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
 /// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
@@ -115,10 +114,12 @@ bool run_guest(int index) {
   int rc = cfg.ibpb >= 0 ? run_scheduled(*g) : vmx_enter(&run.regs, 0);
   if (cfg.guest_flags & hc::cfg_ept_diff) {
     ept_scratch_split(false);
-    result("ept_differential", run.ept_cases >= 2000 && run.ept_mismatches == 0,
-           "cases=%llu mismatches=%llu ept_violations=%llu guest_faults=%llu bochs_ad_write_errata=%llu",
+    result("ept_differential", run.ept_cases >= 2000 && run.ept_mismatches == 0 && run.ept_misconfigs > 0,
+           "cases=%llu mismatches=%llu ept_violations=%llu ept_misconfigs=%llu large_page_cases=%llu guest_faults=%llu "
+           "bochs_ad_write_errata=%llu",
            (unsigned long long)run.ept_cases, (unsigned long long)run.ept_mismatches,
-           (unsigned long long)run.ept_violations, (unsigned long long)run.ept_guest_faults,
+           (unsigned long long)run.ept_violations, (unsigned long long)run.ept_misconfigs,
+           (unsigned long long)run.ept_large_cases, (unsigned long long)run.ept_guest_faults,
            (unsigned long long)run.ept_errata);
     if (run.ept_errata)
       kprintf("HVKIT ERRATUM ept_guest_ad_update_ignores_ept_write.ept_diff cases=%llu\n",

@@ -892,23 +892,38 @@ void check_ept_differential(std::uint64_t cases) {
   }
   std::uint64_t mismatches = 0;
   for (std::uint64_t i = 0; i < cases; ++i) {
-    // Guest tables: PML4[1] -> test_pdpt -> test_pd[14] -> PT page (scratch) -> data page.
+    // Guest tables: PML4[1] -> test_pdpt -> PD page -> PT page -> data page, the last three
+    // (scratch pages) referenced through the EPT alias, whose every level the hypervisor
+    // randomises.
     pml4[1] = addr(test_pdpt) | pte_p | pte_rw;
-    test_pdpt[0] = hc::ept_test_pd_gpa | pte_p | pte_rw;  // the PD lives in a scratch page too
-    epd[test_pd_index] = hc::ept_test_pt_gpa | pte_p | pte_rw;  // A clear: another EPT write
-    std::uint64_t pte = hc::ept_test_data_gpa | pte_p | pte_rw;
+    test_pdpt[0] = (hc::ept_alias_gpa + hc::ept_test_pd_gpa) | pte_p | pte_rw;
+    epd[test_pd_index] = (hc::ept_alias_gpa + hc::ept_test_pt_gpa) | pte_p | pte_rw;  // A clear: another EPT write
+    std::uint64_t pte = (hc::ept_alias_gpa + hc::ept_test_data_gpa) | pte_p | pte_rw;
     if (g.chance(8)) pte &= ~pte_p;
     if (g.chance(4)) pte &= ~pte_rw;
     pt[2] = pte;  // A/D clear: the CPU must write them (an EPT write to the PT page)
     flush_tlb();
     // EPT permissions: R/W/X patterns the CPU accepts (W needs R; no execute-only, which
     // needs a capability), and "not present".
-    static constexpr std::uint8_t perms[] = {0, 1, 3, 5, 7, 7};
-    unsigned pd = perms[g.next() % 6], pp = perms[g.next() % 6], pdp = perms[g.next() % 6];
+    // "not present" and R/W/X patterns: W needs R (W alone is a misconfiguration, chosen
+    // apart below); X alone needs the execute-only capability (hvkit predicts either way).
+    static constexpr std::uint8_t perms[] = {0, 1, 3, 4, 5, 7, 7, 7};
+    unsigned pd = perms[g.next() % 8], pp = perms[g.next() % 8], pdp = perms[g.next() % 8];
+    // Upper EPT levels of the alias (PDE, PDPTE, PML4E): mostly RWX, else random; an EPT
+    // large page (2 MiB at the PDE, 1 GiB at the PDPTE); sometimes a misconfiguration.
+    std::uint64_t upper = 0;
+    for (unsigned lvl = 0; lvl < 3; ++lvl) {
+      const std::uint64_t p = g.chance(3) ? perms[g.next() % 8] : 7;
+      upper |= p << (lvl == 0 ? 24 : (lvl == 1 ? 27 : 32));
+    }
+    const unsigned size = static_cast<unsigned>(g.next() % 8);
+    const std::uint64_t size_code = size >= 7 ? 3 : (size >= 5 ? 2 : 0);
+    upper |= size_code << 36;
+    if (g.chance(8)) upper |= ((1 + g.next() % 3) << 40) | ((g.next() % 4) << 42);
     unsigned kind = static_cast<unsigned>(g.next() % 3);
     std::uint64_t la = test_la + 0x2000 + (kind == 2 ? 0 : 0x100);
     std::uint64_t access = kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0);
-    vmcall(hc::ept_arm, la, access, pd | (pp << 8) | (pdp << 16));
+    vmcall(hc::ept_arm, la, access, pd | (pp << 8) | (pdp << 16) | upper);
     g_fault_error = 0;
     g_fault_cr2 = 0;
     unsigned r;
@@ -917,7 +932,8 @@ void check_ept_differential(std::uint64_t cases) {
     else r = probe_fetch(reinterpret_cast<const void*>(la));
     if (kind == 1 && r == 0) *reinterpret_cast<volatile std::uint8_t*>(hc::ept_test_data_gpa) = 0xC3;
     // RSI: the case (EPT permissions of data and PT page, access kind, guest PTE) for reports.
-    std::uint64_t info = pd | (pp << 4) | (kind << 8) | ((pte & 0xFFF) << 16) | (std::uint64_t{pdp} << 32);
+    std::uint64_t info = pd | (pp << 4) | (kind << 8) | ((pte & 0xFFF) << 16) | (std::uint64_t{pdp} << 32) |
+                         (((upper >> 24) & 0x7FF) << 36) | (size_code << 48) | (((upper >> 40) & 0xF) << 52);
     if (vmcall(hc::ept_check, r, g_fault_error, g_fault_cr2, info) != 0) ++mismatches;
   }
   pml4[1] = 0;
