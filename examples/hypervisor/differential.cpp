@@ -75,6 +75,10 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
   }
   ++run.pg_cases;
   ++run.pg_mode_cases[slot];
+  if (res.has_value() && c.result == 0) {
+    if (res.value().page_shift > 12) ++run.pg_mode_large_ok[slot];
+    if (res.value().address.value() >= hc::pse36_alias_gpa) ++run.pg_pse36_ok;  // PSE-36: PA bit 32 reached
+  }
   if (c.result != 0) {
     ++run.pg_cpu_faults;
     ++run.pg_mode_faults[slot];

@@ -176,6 +176,8 @@ struct run_state {
   std::uint64_t pg_errata_b1, pg_errata_b2;  // Bochs: PKRU on supervisor addresses / not for supervisor accesses
   // Per paging mode: [0] 4-level, [1] 32-bit, [2] PAE.
   std::uint64_t pg_mode_cases[3], pg_mode_faults[3], pg_mode_mismatches[3], pg_mode_b3[3];
+  std::uint64_t pg_mode_large_ok[3];  // accesses that succeeded through a large page
+  std::uint64_t pg_pse36_ok;          // ... through a PSE-36 4 MiB page above 4 GiB
   // PAE: PDPTE loads by the guest's MOV to CR3 compared with paging::load_pdptrs, and the
   // PDPTE registers the CPU saved in the VMCS compared with the snapshot.
   std::uint64_t pdpte_loads, pdpte_gp, pdpte_mismatches, pdpte_register_mismatches;

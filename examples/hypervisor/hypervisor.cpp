@@ -176,12 +176,14 @@ bool run_guest(int index) {
       kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.name, kinds[k],
               (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
     result("paging_differential_32bit", run.pg_mode_cases[1] >= 5000 && run.pg_mode_mismatches[1] == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu bochs_b3_errata=%llu", (unsigned long long)run.pg_mode_cases[1],
-           (unsigned long long)run.pg_mode_mismatches[1], (unsigned long long)run.pg_mode_faults[1],
-           (unsigned long long)run.pg_mode_b3[1]);
+           "cases=%llu mismatches=%llu cpu_faults=%llu ok_4m_pages=%llu ok_pse36_above_4g=%llu bochs_b3_errata=%llu",
+           (unsigned long long)run.pg_mode_cases[1], (unsigned long long)run.pg_mode_mismatches[1],
+           (unsigned long long)run.pg_mode_faults[1], (unsigned long long)run.pg_mode_large_ok[1],
+           (unsigned long long)run.pg_pse36_ok, (unsigned long long)run.pg_mode_b3[1]);
     result("paging_differential_pae", run.pg_mode_cases[2] >= 5000 && run.pg_mode_mismatches[2] == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu bochs_b3_errata=%llu", (unsigned long long)run.pg_mode_cases[2],
-           (unsigned long long)run.pg_mode_mismatches[2], (unsigned long long)run.pg_mode_faults[2],
+           "cases=%llu mismatches=%llu cpu_faults=%llu ok_2m_pages=%llu bochs_b3_errata=%llu",
+           (unsigned long long)run.pg_mode_cases[2], (unsigned long long)run.pg_mode_mismatches[2],
+           (unsigned long long)run.pg_mode_faults[2], (unsigned long long)run.pg_mode_large_ok[2],
            (unsigned long long)run.pg_mode_b3[2]);
     result("pae_pdpte_load", run.pdpte_loads >= 5000 && run.pdpte_gp > 0 && run.pdpte_mismatches == 0 &&
                                  run.pdpte_register_mismatches == 0,

@@ -978,7 +978,7 @@ extern "C" void guest_main(std::uint64_t config) {
     asm volatile("ud2");
   }
   if (config & hc::cfg_ept_diff) {
-    check_ept_differential(3000);
+    check_ept_differential(6000);
     return;
   }
   if (config & hc::cfg_spin) {

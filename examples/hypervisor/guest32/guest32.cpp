@@ -638,7 +638,7 @@ extern "C" void guest_main(u32 config) {
   *reinterpret_cast<volatile u8*>(scratch) = 0xC3;  // RET, for fetches
   asm volatile("lldt %w0" ::"r"(sel_ldt) : "memory");
   copy_user_stub();
-  constexpr u32 cases = 8000;
+  constexpr u32 cases = 12000;
   u32 m32 = run_cases(false, cases, 0x3332'6269'7400'0001ull);
   // PAE paging: CR3 already holds the PDPT (pd32 + 0xE00); CR4.PAE=1 loads the PDPTEs.
   write_cr4(read_cr4() | cr4_pae);
