@@ -111,6 +111,7 @@ struct nested_tables {
   std::uint64_t l2[max_levels];
   std::uint64_t l1[max_levels];
   unsigned mapped = 0;
+  translation scratch{};  ///< the second stage's translation of the last table read
   bool raw = false;     ///< no second-stage permission checks (translate())
   bool record = false;  ///< collect second-stage A/D updates (the slow path)
   bool need_ad = false; ///< fast path: some second-stage entry lacks A/D (redo slowly)
@@ -128,15 +129,13 @@ struct nested_tables {
   }
 
   template <unsigned Bytes>
-  constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) noexcept {
+  [[gnu::always_inline]] constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) noexcept {
     x86::gpa h{};
     if (!raw && !record) {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
       const ept_request req = table_request(a, ept_access::read);
       std::uint64_t all = 0;
-      translation scratch{};
-      walk_fault scratch_fault{};
-      if (!stage->walk_checked(*mem, req, scratch, scratch_fault, all)) [[unlikely]] {
+      if (!stage->walk_checked(*mem, req, scratch, f, all)) [[unlikely]] {
         f = stage->check(*mem, req).error();
         return false;
       }
