@@ -109,8 +109,7 @@ class machine {
     outcome o = execute(in);
     if (o.kind == outcome_kind::unsupported) o.op = in.op;
     if (o.is_done()) {
-      ctx_.pending = completion{};
-      ctx_.completed = {};
+      clear_completions();
       live_ = ctx_;
     }
     // Otherwise live_ is untouched, except for the completed iterations of a REP string
@@ -218,7 +217,9 @@ class machine {
                                         : plat_.pio_in(static_cast<std::uint16_t>(address), size, v));
       if (!handled) return false;
     }
-    if (logged_ < log_.size()) log_[logged_] = completion{k, address, static_cast<std::uint8_t>(size), write, v};
+    // Logged in place: while replaying, entry `logged_` is the one just replayed.
+    if (logged_ < ctx_.completed.size())
+      ctx_.completed[logged_] = completion{k, address, static_cast<std::uint8_t>(size), write, v};
     if (logged_ != 0xff) ++logged_;
     return true;
   }
@@ -226,15 +227,23 @@ class machine {
   /// A needs_io / needs_mmio outcome: the device accesses performed so far go to
   /// ctx.completed, so the re-run replays them (see context::completed).
   constexpr outcome needs(const outcome& o) noexcept {
-    if (logged_ > log_.size()) return outcome::make_unsupported(unsupported_reason::too_many_device_accesses);
-    for (unsigned i = 0; i < log_.size(); ++i) live_.completed[i] = i < logged_ ? log_[i] : completion{};
+    if (logged_ > ctx_.completed.size()) return outcome::make_unsupported(unsupported_reason::too_many_device_accesses);
+    for (unsigned i = 0; i < ctx_.completed.size(); ++i) live_.completed[i] = i < logged_ ? ctx_.completed[i] : completion{};
     return o;
+  }
+
+  /// Empties ctx_.completed and ctx_.pending (on `done`, and per REP iteration).
+  constexpr void clear_completions() noexcept {
+    ctx_.pending = completion{};
+    for (auto& c : ctx_.completed) {
+      if (c.what == completion::kind::none) break;  // filled from the front
+      c = completion{};
+    }
   }
 
   /// Starts a new device-access log (each REP iteration is its own instruction execution).
   constexpr void reset_device_log() noexcept {
-    ctx_.pending = completion{};
-    ctx_.completed = {};
+    clear_completions();
     replayed_ = 0;
     logged_ = 0;
     pending_used_ = false;
@@ -516,20 +525,25 @@ class machine {
   /// How often a LOCKed read-modify-write retries when its compare-exchange loses to another
   /// agent before it gives up for this call (RIP stays: the guest re-executes it).
   static constexpr unsigned lock_retries = 16;
-  static constexpr int rmw_raced = 1;
 
   /// MOV/ALU/TEST/NOT/NEG/INC/DEC/XCHG/BT*/MOVZX/MOVSX/MOVSXD.
   constexpr outcome data_op(const instruction& in) noexcept {
-    const x86::rflags flags = ctx_.rflags;
-    for (unsigned attempt = 0; attempt < lock_retries; ++attempt) {
-      auto o = data_op_once(in);
-      if (o) return *o;
+    outcome o = data_op_once(in);
+    if (!raced_) [[likely]] return o;
+    const x86::rflags flags = live_.rflags;  // nothing but the flags changed before the race
+    for (unsigned attempt = 1; attempt < lock_retries; ++attempt) {
+      raced_ = false;
       ctx_.rflags = flags;  // the raced attempt computed flags from a stale value
+      o = data_op_once(in);
+      if (!raced_) return o;
     }
+    ctx_.rflags = flags;
     return outcome::make_done();  // nothing written, RIP unchanged: the guest re-executes it
   }
 
-  constexpr result<outcome, int> data_op_once(const instruction& in) noexcept {
+  /// One attempt of data_op(); sets raced_ (and returns a placeholder) when a LOCKed
+  /// compare-exchange lost to another agent.
+  constexpr outcome data_op_once(const instruction& in) noexcept {
     const mnemonic op = in.op;
     const bool dst_mem = in.dst.kind == operand_kind::mem;
     const bool src_mem = in.src.kind == operand_kind::mem;
@@ -630,7 +644,10 @@ class machine {
         const bool locked = reads_dst && (in.lock || op == mnemonic::xchg);
         if (locked && m.count == 1) {
           const auto r = ram_.cmpxchg(m.address[0], size, dst_val, result_val & alu_mask(size));
-          if (r && !*r) return unexpected(rmw_raced);
+          if (r && !*r) {
+            raced_ = true;
+            return outcome::make_done();
+          }
           if (r) {
             if (op == mnemonic::xchg) set_gpr(in.src, xchg_reg_val);
             return done();
@@ -1177,9 +1194,9 @@ class machine {
   R& ram_;
   P& plat_;
   std::uint64_t next_rip_ = 0;
-  // Device accesses of the current execution (see device_access()).
-  std::array<completion, 4> log_{};
+  // Device accesses of the current execution, logged in ctx_.completed (see device_access()).
   std::uint8_t logged_ = 0;
+  bool raced_ = false;  // data_op_once(): a LOCKed compare-exchange lost
   std::uint8_t replayed_ = 0;
   bool pending_used_ = false;
 };
