@@ -439,6 +439,7 @@ std::uint64_t handle_ept_check(guest_regs& r) {
   }
   ++run.ept_cases;
   if (run.ept_seen) ++(run.ept_seen_misconfig ? run.ept_misconfigs : run.ept_violations);
+  if (run.ept_seen_misconfig) ++run.ept_misconfig_by_kind[(r.rsi >> 52) & 3];  // kind 0: not one we planted
   if ((r.rsi >> 48) & 3) ++run.ept_large_cases;
   if (cpu_result != 0) ++run.ept_guest_faults;
   if (!same && ++run.ept_mismatches <= 12)

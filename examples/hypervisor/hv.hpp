@@ -194,6 +194,7 @@ struct run_state {
   std::uint64_t ept_seen_qual, ept_seen_gpa, ept_seen_la;
   std::uint64_t ept_cases, ept_mismatches, ept_violations, ept_guest_faults, ept_errata;
   std::uint64_t ept_misconfigs, ept_large_cases;
+  std::uint64_t ept_misconfig_by_kind[4];  // by planted kind: [1] W without R, [2] bit 45, [3] type 2 / bit 3
 };
 extern run_state run;
 

@@ -114,11 +114,16 @@ bool run_guest(int index) {
   int rc = cfg.ibpb >= 0 ? run_scheduled(*g) : vmx_enter(&run.regs, 0);
   if (cfg.guest_flags & hc::cfg_ept_diff) {
     ept_scratch_split(false);
-    result("ept_differential", run.ept_cases >= 2000 && run.ept_mismatches == 0 && run.ept_misconfigs > 0,
-           "cases=%llu mismatches=%llu ept_violations=%llu ept_misconfigs=%llu large_page_cases=%llu guest_faults=%llu "
+    result("ept_differential",
+           run.ept_cases >= 2000 && run.ept_mismatches == 0 && run.ept_misconfig_by_kind[0] == 0 &&
+               run.ept_misconfig_by_kind[1] > 0 && run.ept_misconfig_by_kind[2] > 0 && run.ept_misconfig_by_kind[3] > 0,
+           "cases=%llu mismatches=%llu ept_violations=%llu ept_misconfigs=%llu misconfig_w_without_r=%llu "
+           "misconfig_above_maxphyaddr=%llu misconfig_type2_or_bit3=%llu large_page_cases=%llu guest_faults=%llu "
            "bochs_ad_write_errata=%llu",
            (unsigned long long)run.ept_cases, (unsigned long long)run.ept_mismatches,
            (unsigned long long)run.ept_violations, (unsigned long long)run.ept_misconfigs,
+           (unsigned long long)run.ept_misconfig_by_kind[1], (unsigned long long)run.ept_misconfig_by_kind[2],
+           (unsigned long long)run.ept_misconfig_by_kind[3],
            (unsigned long long)run.ept_large_cases, (unsigned long long)run.ept_guest_faults,
            (unsigned long long)run.ept_errata);
     if (run.ept_errata)
