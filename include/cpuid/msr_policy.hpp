@@ -43,7 +43,10 @@ struct msr_policy {
   x86::xfeatures xss_bits{};             ///< IA32_XSS writable bits
   bool tsc_aux = false;                  ///< IA32_TSC_AUX (RDTSCP or RDPID)
   bool pkrs = false;                     ///< IA32_PKRS
-  bool cet = false;                      ///< IA32_U_CET, IA32_S_CET, IA32_PLn_SSP, ISST
+  bool cet = false;                      ///< IA32_U_CET, IA32_S_CET (shadow stack or IBT)
+  /// IA32_PL0_SSP..IA32_PL3_SSP and IA32_INTERRUPT_SSP_TABLE_ADDR: shadow stack only; an
+  /// IBT-only CPU #GPs on them (SDM Vol. 4 Table 2-2: "If CPUID.(EAX=07H,ECX=0H):ECX[7] = 1").
+  bool cet_ssp = false;
 
   /// RDMSR `index`.
   [[nodiscard]] constexpr msr_verdict read(std::uint32_t index) const noexcept {
@@ -59,9 +62,9 @@ struct msr_policy {
       case m::ia32_xss: return yes(xss);
       case m::ia32_tsc_aux: return yes(tsc_aux);
       case m::ia32_pkrs: return yes(pkrs);
-      case m::ia32_u_cet: case m::ia32_s_cet: case m::ia32_pl0_ssp: case m::ia32_pl1_ssp:
-      case m::ia32_pl2_ssp: case m::ia32_pl3_ssp: case m::ia32_interrupt_ssp_table_addr:
-        return yes(cet);
+      case m::ia32_u_cet: case m::ia32_s_cet: return yes(cet);
+      case m::ia32_pl0_ssp: case m::ia32_pl1_ssp: case m::ia32_pl2_ssp: case m::ia32_pl3_ssp:
+      case m::ia32_interrupt_ssp_table_addr: return yes(cet_ssp);
       default: return msr_verdict::not_covered;
     }
   }
@@ -81,9 +84,10 @@ struct msr_policy {
       case m::ia32_xss: return yes(xss && (value & ~xss_bits.raw()) == 0);
       case m::ia32_tsc_aux: return yes(tsc_aux && (value >> 32) == 0);  // bits 63:32 reserved
       case m::ia32_pkrs: return yes(pkrs && (value >> 32) == 0);        // bits 63:32 reserved
-      case m::ia32_u_cet: case m::ia32_s_cet: case m::ia32_pl0_ssp: case m::ia32_pl1_ssp:
-      case m::ia32_pl2_ssp: case m::ia32_pl3_ssp: case m::ia32_interrupt_ssp_table_addr:
-        return yes(cet);  // presence only: canonicality and reserved bits are the hypervisor's
+      // Presence only: canonicality, alignment and reserved bits are the hypervisor's.
+      case m::ia32_u_cet: case m::ia32_s_cet: return yes(cet);
+      case m::ia32_pl0_ssp: case m::ia32_pl1_ssp: case m::ia32_pl2_ssp: case m::ia32_pl3_ssp:
+      case m::ia32_interrupt_ssp_table_addr: return yes(cet_ssp);
       default: return msr_verdict::not_covered;
     }
   }
@@ -134,7 +138,10 @@ inline constexpr spec_ctrl_bit spec_ctrl_bits[] = {
   p.xss_bits = p.xss ? (xss_components & x86::xfeatures::supervisor_components) : x86::xfeatures{};
   p.tsc_aux = f.test(feat::rdtscp) || f.test(feat::rdpid);
   p.pkrs = f.test(feat::pks);
+  // SDM Vol. 4 Table 2-2: U_CET/S_CET exist with CET_SS (7.0:ECX[7]) or CET_IBT (7.0:EDX[20]);
+  // the SSP MSRs with CET_SS only.
   p.cet = f.test(feat::shstk) || f.test(feat::ibt);
+  p.cet_ssp = f.test(feat::shstk);
   return p;
 }
 
@@ -175,6 +182,8 @@ inline constexpr msr_obligation msr_obligations[] = {
     {feat::rdpid, x86::msr::ia32_tsc_aux, false, 0},
     {feat::pks, x86::msr::ia32_pkrs, false, 0},
     {feat::shstk, x86::msr::ia32_u_cet, false, 0},
+    {feat::shstk, x86::msr::ia32_pl0_ssp, false, 0},
+    {feat::shstk, x86::msr::ia32_interrupt_ssp_table_addr, false, 0},
     {feat::ibt, x86::msr::ia32_u_cet, false, 0},
 };
 

@@ -99,3 +99,31 @@ TEST(cpuid_msr_policy, reserved_halves) {
   HVKIT_BOTH(m.write(0xc0000103, 0x100000000) == msr_verdict::gp);  // TSC_AUX[63:32] reserved
   HVKIT_BOTH(m.write(0x6e1, 0x100000000) == msr_verdict::gp && m.read(0x6e1) == msr_verdict::allow);
 }
+
+// CET MSRs (SDM Vol. 4 Table 2-2): IA32_U_CET (0x6A0) and IA32_S_CET (0x6A2) exist with
+// CET_SS (CPUID.7.0:ECX[7]) or CET_IBT (CPUID.7.0:EDX[20]); IA32_PL0_SSP..IA32_PL3_SSP
+// (0x6A4-0x6A7) and IA32_INTERRUPT_SSP_TABLE_ADDR (0x6A8) with CET_SS only. An IBT-only
+// guest must get #GP on the SSP MSRs, as on an IBT-only CPU (KVM's CET MSR checks agree).
+TEST(cpuid_msr_policy, cet_ssp_msrs_need_shadow_stack) {
+  constexpr auto ibt_only = cpuid::derive_msr_policy(feature_set{feat::ibt});
+  HVKIT_BOTH(ibt_only.read(0x6a0) == msr_verdict::allow && ibt_only.read(0x6a2) == msr_verdict::allow);
+  HVKIT_BOTH(ibt_only.write(0x6a2, 0) == msr_verdict::allow);
+  for (std::uint32_t index : {0x6a4u, 0x6a5u, 0x6a6u, 0x6a7u, 0x6a8u}) {
+    EXPECT_EQ(ibt_only.read(rt(index)), msr_verdict::gp) << std::hex << index;
+    EXPECT_EQ(ibt_only.write(rt(index), 0), msr_verdict::gp) << std::hex << index;
+  }
+  constexpr auto shstk = cpuid::derive_msr_policy(feature_set{feat::shstk});
+  for (std::uint32_t index : {0x6a0u, 0x6a2u, 0x6a4u, 0x6a5u, 0x6a6u, 0x6a7u, 0x6a8u}) {
+    EXPECT_EQ(shstk.read(rt(index)), msr_verdict::allow) << std::hex << index;
+    EXPECT_EQ(shstk.write(rt(index), 0), msr_verdict::allow) << std::hex << index;
+  }
+  constexpr auto none = cpuid::derive_msr_policy(feature_set{});
+  HVKIT_BOTH(none.read(0x6a0) == msr_verdict::gp && none.read(0x6a4) == msr_verdict::gp);
+  // A shadow-stack guest whose hypervisor refuses IA32_PL0_SSP is inconsistent.
+  constexpr auto refused = [] {
+    auto m = cpuid::derive_msr_policy(feature_set{feat::shstk});
+    m.cet_ssp = false;
+    return cpuid::check_consistency(feature_set{feat::shstk}, m);
+  }();
+  HVKIT_BOTH(!refused.has_value() && refused.error().index == 0x6a4);
+}
