@@ -27,6 +27,27 @@ struct rng {
 regs random_regs(rng& g) { return {static_cast<std::uint32_t>(g()), static_cast<std::uint32_t>(g()),
                                             static_cast<std::uint32_t>(g()), static_cast<std::uint32_t>(g())}; }
 
+// Where each feature word lives, typed from SDM Vol. 2A CPUID and APM vol. 3 Appendix E.
+struct word_at {
+  cpuid::word w;
+  std::uint32_t leaf, subleaf;
+  char r;  // 'a', 'b', 'c', 'd'
+};
+constexpr word_at stored_words[] = {
+    {cpuid::word::leaf1_ecx, 0x1, 0, 'c'},         {cpuid::word::leaf1_edx, 0x1, 0, 'd'},
+    {cpuid::word::leaf6_eax, 0x6, 0, 'a'},         {cpuid::word::leaf7_0_ebx, 0x7, 0, 'b'},
+    {cpuid::word::leaf7_0_ecx, 0x7, 0, 'c'},       {cpuid::word::leaf7_0_edx, 0x7, 0, 'd'},
+    {cpuid::word::leaf7_1_eax, 0x7, 1, 'a'},       {cpuid::word::leaf7_1_edx, 0x7, 1, 'd'},
+    {cpuid::word::leaf7_2_edx, 0x7, 2, 'd'},       {cpuid::word::leafd_1_eax, 0xd, 1, 'a'},
+    {cpuid::word::leaf14_0_ebx, 0x14, 0, 'b'},     {cpuid::word::leaf19_ebx, 0x19, 0, 'b'},
+    {cpuid::word::ext1_ecx, 0x80000001, 0, 'c'},   {cpuid::word::ext1_edx, 0x80000001, 0, 'd'},
+    {cpuid::word::ext7_edx, 0x80000007, 0, 'd'},   {cpuid::word::ext8_ebx, 0x80000008, 0, 'b'},
+    {cpuid::word::ext1f_eax, 0x8000001f, 0, 'a'},  {cpuid::word::ext21_eax, 0x80000021, 0, 'a'},
+};
+std::uint32_t reg_of(const cpuid::regs& r, char c) {
+  return c == 'a' ? r.eax : c == 'b' ? r.ebx : c == 'c' ? r.ecx : r.edx;
+}
+
 cpuid::table<> random_host(rng& g) {
   cpuid::table<> t;
   const std::uint32_t max_basic = g() % 0x24;
@@ -94,10 +115,16 @@ TEST(cpuid_random_host, policies_keep_their_invariants) {
     if (!(hv.nested_virtualization && cfg.nested_virtualization)) {
       EXPECT_FALSE(p.has(feat::vmx) || p.has(feat::svm));
     }
-    // features() is what the stored leaves say.
-    auto from_table = cpuid::read_features(t, p.kvm_base());
-    from_table.put(cpuid::word::kvm_hints, 0);
-    EXPECT_TRUE(from_table == p.features());
+    // features() is what the stored leaves say, read back at register locations typed here
+    // (not through cpuid::read_features/locate, which build_policy itself uses).
+    for (const auto& w : stored_words) {
+      const cpuid::regs* r = t.find(w.leaf, w.subleaf);
+      const std::uint32_t stored = r == nullptr ? 0u : reg_of(*r, w.r);
+      EXPECT_EQ(p.features().get(w.w), stored) << std::hex << w.leaf << "." << w.subleaf;
+    }
+    const cpuid::regs* kvm1 = t.find(p.kvm_base() + 1);
+    EXPECT_EQ(p.features().get(cpuid::word::kvm_features), kvm1 == nullptr ? 0u : kvm1->eax);
+    EXPECT_EQ(p.features().get(cpuid::word::kvm_hints), 0u);  // hints never enter features()
     // XSAVE enumerated <=> leaf 0xD present; AVX needs its state.
     EXPECT_EQ(p.has(feat::xsave), t.has_leaf(0xd));
     if (p.has(feat::avx)) {
