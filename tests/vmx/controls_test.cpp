@@ -160,17 +160,26 @@ TEST(vmx_controls, cr_fixed_bits) {
 
 TEST(vmx_controls, adjust_matches_rule_model_exhaustively_per_bit) {
   // For each control word and each single requested bit, compare with the rule written here.
+  // The capability the rule uses is split here from the raw MSR value (SDM A.3-A.5: allowed-0
+  // settings in bits 31:0, allowed-1 in bits 63:32), taking the TRUE MSR where BASIC bit 55 is
+  // set (0x48D, 0x48E, 0x48F, 0x490) and PROCBASED_CTLS2 (0x48B), not from the library's choice.
   const auto c = read_bochs();
   std::size_t n = 0;
-  const vmx::control_capability caps[] = {c.pin_caps(), c.primary_caps(), c.secondary_caps(), c.exit_caps(), c.entry_caps()};
-  for (const auto& cap : caps) {
+  const struct {
+    vmx::control_capability cap;
+    std::uint32_t msr;
+  } words[] = {{c.pin_caps(), 0x48d}, {c.primary_caps(), 0x48e}, {c.secondary_caps(), 0x48b},
+               {c.exit_caps(), 0x48f}, {c.entry_caps(), 0x490}};
+  for (const auto& w : words) {
+    const std::uint64_t raw = bochs.at(w.msr);
+    const auto must1 = static_cast<std::uint32_t>(raw), may1 = static_cast<std::uint32_t>(raw >> 32);
     for (unsigned b = 0; b < 32; ++b) {
       const std::uint32_t req = 1u << b;
-      auto r = vmx::adjust_controls(cap, pp{req});
-      const bool model_ok = (req & ~cap.may_be_one) == 0;
-      EXPECT_EQ(r.has_value(), model_ok);
+      auto r = vmx::adjust_controls(w.cap, pp{req});
+      const bool model_ok = (req & ~may1) == 0;
+      EXPECT_EQ(r.has_value(), model_ok) << std::hex << w.msr << " bit " << std::dec << b;
       if (model_ok) {
-        EXPECT_EQ(r.value().raw(), (req | cap.must_be_one) & cap.may_be_one);
+        EXPECT_EQ(r.value().raw(), (req | must1) & may1);
       } else {
         EXPECT_EQ(r.error().unsupported.raw(), req);
       }
