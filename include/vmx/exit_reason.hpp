@@ -89,14 +89,6 @@ enum class exit_reason : std::uint16_t {
   wrmsrlist = 79,
 };
 
-/// One past the largest basic exit reason listed.
-inline constexpr unsigned exit_reason_limit = 80;
-
-/// True if `n` is a basic exit reason the SDM defines.
-[[nodiscard]] constexpr bool is_defined_exit_reason(unsigned n) noexcept {
-  return n < exit_reason_limit && n != 35 && n != 38 && n != 42 && n != 71;
-}
-
 /// X-macro over every basic exit reason name (the enumerators of exit_reason).
 #define HVKIT_VMX_EXIT_REASONS(X) \
   X(exception_or_nmi) X(external_interrupt) X(triple_fault) X(init_signal) \
@@ -118,6 +110,26 @@ inline constexpr unsigned exit_reason_limit = 80;
   X(umwait) X(tpause) X(loadiwkey) X(enclv) \
   X(enqcmd_pasid_translation_failure) X(enqcmds_pasid_translation_failure) X(bus_lock) X(instruction_timeout) \
   X(seamcall) X(tdcall) X(rdmsrlist) X(wrmsrlist)
+
+/// One past the largest basic exit reason listed.
+inline constexpr unsigned exit_reason_limit = 80;
+
+/// True if `n` is a basic exit reason the SDM defines: one of the enumerators, as listed by
+/// HVKIT_VMX_EXIT_REASONS (the one list of defined reasons; the unused numbers are not
+/// spelled a second time).
+[[nodiscard]] constexpr bool is_defined_exit_reason(unsigned n) noexcept {
+  if (n >= exit_reason_limit) return false;
+  switch (static_cast<exit_reason>(n)) {
+#define HVKIT_VMX_DETAIL_DEFINED(r) \
+  case exit_reason::r:              \
+    return true;
+    HVKIT_VMX_EXIT_REASONS(HVKIT_VMX_DETAIL_DEFINED)
+#undef HVKIT_VMX_DETAIL_DEFINED
+  }
+  return false;
+}
+static_assert(is_defined_exit_reason(exit_reason_limit - 1) && !is_defined_exit_reason(exit_reason_limit),
+              "exit_reason_limit must be one past the largest listed exit reason");
 
 /// The name of a basic exit reason ("?" if undefined).
 [[nodiscard]] constexpr const char* exit_reason_name(exit_reason r) noexcept {
