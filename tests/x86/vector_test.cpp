@@ -38,3 +38,40 @@ TEST(vector, double_fault_table_6_5) {
   HVKIT_BOTH(x86::combine_exceptions(vector::df, vector::nmi) == o::deliver_second);
   EXPECT_EQ(x86::combine_exceptions(rt(vector::pf), rt(vector::de)), o::double_fault);
 }
+
+// Every pair of vectors 0..31 against Table 6-5, with the classes of Table 6-4 typed here
+// (SDM Vol. 3A 6.15): contributory #DE #TS #NP #SS #GP #CP; page faults #PF #VE; the rest
+// benign. #DF as the second event is not an input (only the processor raises it).
+TEST(vector, double_fault_every_pair_against_tables_6_4_and_6_5) {
+  using o = x86::delivery_outcome;
+  enum cls { benign, contributory, page_fault, double_fault };
+  auto class_of = [](int v) {
+    if (v == 0 || v == 10 || v == 11 || v == 12 || v == 13 || v == 21) return contributory;
+    if (v == 14 || v == 20) return page_fault;
+    if (v == 8) return double_fault;
+    return benign;
+  };
+  // Rows: first event's class; columns: second event's class (benign, contributory, page fault).
+  constexpr o table_6_5[4][3] = {
+      {o::deliver_second, o::deliver_second, o::deliver_second},
+      {o::deliver_second, o::double_fault, o::deliver_second},
+      {o::deliver_second, o::double_fault, o::double_fault},
+      {o::deliver_second, o::triple_fault, o::triple_fault},
+  };
+  int doubles = 0, triples = 0;
+  for (int first = 0; first < 32; ++first)
+    for (int second = 0; second < 32; ++second) {
+      if (second == 8) continue;
+      const o expect = table_6_5[class_of(first)][class_of(second)];
+      const o got = x86::combine_exceptions(rt(static_cast<vector>(first)), rt(static_cast<vector>(second)));
+      EXPECT_EQ(got, expect) << "first " << first << " second " << second;
+      doubles += got == o::double_fault;
+      triples += got == o::triple_fault;
+    }
+  // 6 x 6 contributory pairs + 2 page-fault-class firsts x 8 (contributory or page fault).
+  EXPECT_EQ(doubles, 36 + 16);
+  EXPECT_EQ(triples, 8);  // #DF followed by any of the 8 contributory or page-fault events
+  HVKIT_BOTH(x86::combine_exceptions(vector::ve, vector::gp) == o::double_fault);
+  HVKIT_BOTH(x86::combine_exceptions(vector::cp, vector::ts) == o::double_fault);
+  HVKIT_BOTH(x86::combine_exceptions(vector::mc, vector::gp) == o::deliver_second);
+}
