@@ -85,7 +85,7 @@ namespace detail {
 /// Alignment and width of a physical address (bits 63:MAXPHYADDR must be 0).
 [[nodiscard]] constexpr result<void, ept_error> check_address(x86::hpa pa, std::uint64_t align,
                                                               unsigned maxphyaddr) noexcept {
-  if (maxphyaddr < 32 || maxphyaddr > 52) return unexpected(ept_error::invalid_maxphyaddr);
+  if (!x86::is_valid_maxphyaddr(maxphyaddr)) return unexpected(ept_error::invalid_maxphyaddr);
   if (pa.value() & (align - 1)) return unexpected(ept_error::misaligned_address);
   if (pa.value() & ~x86::physical_address_mask(maxphyaddr)) return unexpected(ept_error::address_too_wide);
   return {};
@@ -150,7 +150,7 @@ namespace detail {
 /// Returns the first violation, or nothing.
 [[nodiscard]] constexpr result<paging::ept_pointer, ept_error> check_eptp(paging::ept_pointer eptp, ept_caps caps,
                                                                         unsigned maxphyaddr = 52) noexcept {
-  if (maxphyaddr < 32 || maxphyaddr > 52) return unexpected(ept_error::invalid_maxphyaddr);
+  if (!x86::is_valid_maxphyaddr(maxphyaddr)) return unexpected(ept_error::invalid_maxphyaddr);
   auto w = paging::ept_walker::make(eptp, caps.walker_capabilities(maxphyaddr, false));
   if (!w) {
     switch (w.error()) {

@@ -95,9 +95,15 @@ enum class linear_width : std::uint8_t { la48 = 48, la57 = 57 };
   return gva{static_cast<std::uint64_t>(static_cast<std::int64_t>(a.value() << shift) >> shift)};
 }
 
+/// True for a MAXPHYADDR hvkit accepts (CPUID.80000008H:EAX[7:0]): at most 52 (SDM 4.1.4),
+/// at least 32 (a processor without that leaf and without PAE). The one spelling of the range.
+[[nodiscard]] constexpr bool is_valid_maxphyaddr(unsigned maxphyaddr) noexcept {
+  return maxphyaddr >= 32 && maxphyaddr <= 52;
+}
+
 /// Mask of physical-address bits below MAXPHYADDR (bits maxphyaddr-1:0).
 [[nodiscard]] constexpr std::uint64_t physical_address_mask(unsigned maxphyaddr) noexcept {
-  HVKIT_EXPECTS(maxphyaddr >= 32 && maxphyaddr <= 52);
+  HVKIT_EXPECTS(is_valid_maxphyaddr(maxphyaddr));
   return (std::uint64_t{1} << maxphyaddr) - 1;
 }
 

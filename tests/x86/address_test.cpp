@@ -43,6 +43,9 @@ TEST(address, canonical_48_and_57) {
 }
 
 TEST(address, physical_address_mask) {
+  // MAXPHYADDR 32..52 (SDM 4.1.4: at most 52; 32 without CPUID.80000008H and PAE).
+  HVKIT_BOTH(!x86::is_valid_maxphyaddr(31) && x86::is_valid_maxphyaddr(32) && x86::is_valid_maxphyaddr(52));
+  HVKIT_BOTH(!x86::is_valid_maxphyaddr(53) && !x86::is_valid_maxphyaddr(0));
   HVKIT_BOTH(x86::physical_address_mask(40) == 0xff'ffff'ffffull);
   HVKIT_BOTH(x86::physical_address_mask(52) == 0xf'ffff'ffff'ffffull);
   EXPECT_EQ(x86::physical_address_mask(rt(46u)), 0x3fff'ffff'ffffull);
