@@ -81,6 +81,42 @@ TEST(cpuid_msr_policy, advertised_but_refused_is_inconsistent) {
 }
 
 TEST(cpuid_msr_policy, every_obligation) {
+  // The obligations, typed by hand from the enumeration each MSR's SDM Vol. 4 Table 2-2 entry
+  // (and AMD's speculation-control documents) gives: feature, MSR, write?, value written.
+  struct row {
+    cpuid::feature f;
+    std::uint32_t index;
+    bool write;
+    std::uint64_t value;
+  };
+  const row sdm[] = {
+      {feat::spec_ctrl, 0x49, true, 0x1},         {feat::amd_ibpb, 0x49, true, 0x1},
+      {feat::sbpb, 0x49, true, 0x80},             {feat::spec_ctrl, 0x48, false, 0},
+      {feat::spec_ctrl, 0x48, true, 0x1},         {feat::amd_ibrs, 0x48, true, 0x1},
+      {feat::intel_stibp, 0x48, true, 0x2},       {feat::amd_stibp, 0x48, true, 0x2},
+      {feat::spec_ctrl_ssbd, 0x48, true, 0x4},    {feat::amd_ssbd, 0x48, true, 0x4},
+      {feat::ipred_ctrl, 0x48, true, 0x18},       {feat::rrsba_ctrl, 0x48, true, 0x60},
+      {feat::psfd, 0x48, true, 0x80},             {feat::amd_psfd, 0x48, true, 0x80},
+      {feat::ddpd_u, 0x48, true, 0x100},          {feat::bhi_ctrl, 0x48, true, 0x400},
+      {feat::virt_ssbd, 0xc001011f, true, 0x4},   {feat::flush_l1d, 0x10b, true, 0x1},
+      {feat::arch_capabilities, 0x10a, false, 0}, {feat::tsc_deadline, 0x6e0, false, 0},
+      {feat::tsc_deadline, 0x6e0, true, 0},       {feat::tsc_adjust, 0x3b, false, 0},
+      {feat::xsaves, 0xda0, false, 0},            {feat::xsaves, 0xda0, true, 0},
+      {feat::rdtscp, 0xc0000103, false, 0},       {feat::rdpid, 0xc0000103, false, 0},
+      {feat::pks, 0x6e1, false, 0},               {feat::shstk, 0x6a0, false, 0},
+      {feat::shstk, 0x6a4, false, 0},             {feat::shstk, 0x6a8, false, 0},
+      {feat::ibt, 0x6a0, false, 0},
+  };
+  ASSERT_EQ(std::size(cpuid::msr_obligations), std::size(sdm));
+  for (const row& r : sdm) {
+    std::size_t found = 0;
+    for (const auto& o : cpuid::msr_obligations)
+      found += o.f == r.f && o.index == r.index && o.write == r.write && o.value == r.value;
+    EXPECT_EQ(found, 1u) << "msr " << std::hex << r.index << " value " << r.value;
+    // The policy derived from the lone feature allows that exact access.
+    const auto m = cpuid::derive_msr_policy(feature_set{r.f}, x86::xfeatures{0x1800});
+    EXPECT_EQ(r.write ? m.write(r.index, r.value) : m.read(r.index), msr_verdict::allow) << std::hex << r.index;
+  }
   // For each obligation: the derived policy of the lone feature satisfies the check, and an
   // empty MSR policy fails it on exactly that feature.
   for (const auto& o : cpuid::msr_obligations) {
