@@ -19,6 +19,9 @@ namespace hvkit::paging {
 /// Guest paging (SDM 4.6.1) uses `exec`, `write` and `user` (bits 0-2; the permission
 /// tables are indexed by exactly these three bits). EPT (SDM 29.3.3.2) uses `read`,
 /// `write`, `exec` (X, or XS when mode-based execute control is on) and `user_exec` (XU).
+/// Guest paging also derives `shadow_stack` (CET, SDM 4.6.1): R/W=1 in every
+/// paging-structure entry controlling the translation except the one that maps the page,
+/// and R/W=0 with D=1 in that one. It is not an AND of a bit but computed by the walker.
 class pte_access : public x86::flags<pte_access, std::uint8_t> {
  public:
   using flags::flags;
@@ -27,11 +30,13 @@ class pte_access : public x86::flags<pte_access, std::uint8_t> {
   static const pte_access user;       ///< bit 2: user-mode address (U/S=1 at every level)
   static const pte_access read;       ///< bit 3: EPT only: readable (R=1 at every level)
   static const pte_access user_exec;  ///< bit 4: EPT with MBEC only: XU=1 at every level
+  /// bit 5: guest paging only: a shadow-stack page (CET, SDM 4.6.1; see the class comment).
+  static const pte_access shadow_stack;
   /// The three rights guest paging uses (exec, write, user).
   static const pte_access paging_rights;
   /// The four rights EPT uses (read, write, exec, user_exec).
   static const pte_access ept_rights;
-  /// Every right.
+  /// Every right that is an AND over the walk (not `shadow_stack`, a derived property).
   static const pte_access all;
 };
 inline constexpr pte_access pte_access::exec = pte_access::bit(0);
@@ -39,6 +44,7 @@ inline constexpr pte_access pte_access::write = pte_access::bit(1);
 inline constexpr pte_access pte_access::user = pte_access::bit(2);
 inline constexpr pte_access pte_access::read = pte_access::bit(3);
 inline constexpr pte_access pte_access::user_exec = pte_access::bit(4);
+inline constexpr pte_access pte_access::shadow_stack = pte_access::bit(5);
 inline constexpr pte_access pte_access::paging_rights = pte_access::exec | pte_access::write | pte_access::user;
 inline constexpr pte_access pte_access::ept_rights =
     pte_access::read | pte_access::write | pte_access::exec | pte_access::user_exec;

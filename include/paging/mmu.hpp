@@ -69,8 +69,9 @@ class mmu_context {
 
   /// Checks one access to a present page. Branch-free.
   ///
-  /// @param rights accumulated rights of the translation (pte_access exec, write, user; the
-  ///        EPT-only bits are ignored). `user` set means a user-mode address.
+  /// @param rights accumulated rights of the translation (pte_access exec, write, user, and
+  ///        shadow_stack for a shadow-stack page; the EPT-only bits are ignored). `user` set
+  ///        means a user-mode address.
   /// @param pkey the leaf entry's protection key (bits 62:59; only the low 4 bits are used).
   /// @param access the access: x86::pfec::write, ::user (a user-mode access, CPL 3 and not
   ///        implicit), ::fetch, and the software flag x86::pfec::implicit_access (an implicit
@@ -78,9 +79,19 @@ class mmu_context {
   ///        by RFLAGS.AC). Other bits are ignored. With ::user set, ::implicit_access has no
   ///        effect (a user-mode access is never overridden by AC either). ::write together
   ///        with ::fetch is not an access the processor makes; the result is then both checks
-  ///        combined. Shadow-stack accesses (::ss, CET) are not modelled: the bit is ignored
-  ///        and the access is checked as an ordinary data access, which is wrong for
-  ///        shadow-stack pages (SDM 4.6.1); callers emulating CET must not rely on it.
+  ///        combined. ::ss marks a shadow-stack access (CET; with ::write for a
+  ///        shadow-stack write, with ::user for a user-mode one, which includes WRUSS at
+  ///        CPL 0): SDM 4.6.1 allows it only to a shadow-stack page (`rights` has
+  ///        pte_access::shadow_stack) of the same mode (U/S of the page = ::user of the
+  ///        access), regardless of CR0.WP, SMAP and RFLAGS.AC, and protection keys apply
+  ///        as to a data access (SDM 4.6.2). A non-shadow-stack write to a shadow-stack page
+  ///        follows the ordinary rules: the leaf has R/W=0, so it faults except for a
+  ///        supervisor write under CR0.WP=0, which CET cannot meet (CR4.CET=1 requires
+  ///        CR0.WP=1, SDM 2.5). hvkit checks shadow-stack accesses the same way under
+  ///        CR0.WP=0, where no processor makes them. ::ss with ::fetch is not an access the
+  ///        processor makes (the shadow-stack rule then replaces the paging-rights one).
+  ///        The check assumes paging is on: with paging off there is no page-level
+  ///        protection and nothing to check (the walkers do not call it).
   /// @param rflags the guest's RFLAGS; only AC (bit 18) is used.
   /// @param pkr the protection-key register that applies to the address: PKRU for a
   ///        user-mode address, IA32_PKRS for a supervisor-mode one (pk_register_for() picks
@@ -89,7 +100,7 @@ class mmu_context {
   /// @return empty if the access is allowed; otherwise exactly the #PF error-code bits this
   ///        check decides: P (bit 0) always, and PK (bit 5) if the protection key denies the
   ///        access (SDM 4.7), even when paging rights deny it too. The caller ORs in W, U
-  ///        and I/D (the latter only with EFER.NXE or SMEP, SDM 4.7) from the access.
+  ///        I/D (the latter only with EFER.NXE or SMEP, SDM 4.7) and SS from the access.
   [[nodiscard]] constexpr x86::pfec permission_fault(pte_access rights, std::uint8_t pkey, x86::pfec access,
                                                      x86::rflags rflags, std::uint32_t pkr) const noexcept {
     return paging::permission_fault(*table_, rights, pkey, access, rflags, pkr);

@@ -20,7 +20,9 @@
 /// - entry bit 2: paging rights deny the access (SDM 4.6.1).
 /// The check is then one table load, one variable shift of the PK register, a 32-entry
 /// result lookup (entry x the key's AD/WD bits -> P, PK) and a few ALU operations, with no
-/// branch.
+/// branch. Shadow-stack accesses (x86::pfec::ss, CET) replace the table's paging-rights
+/// verdict by their own rule, computed with a few ALU operations from the access and the
+/// derived pte_access::shadow_stack right (see permission_fault()).
 #pragma once
 
 #include <array>
@@ -117,8 +119,10 @@ inline constexpr std::array<permission_table, 64> permission_tables = detail::ma
                     x86::pfec::user.raw() << 2 == permission_table::idx_user &&
                     x86::pfec::fetch.raw() << 2 == permission_table::idx_fetch &&
                     x86::pfec::implicit_access.raw() >> 46 == x86::pfec::user.raw() &&
-                    x86::rflags::ac.raw() >> 16 == x86::pfec::user.raw(),
-                "permission_fault() hard-codes the W, U, I/D, implicit and AC bit positions");
+                    x86::rflags::ac.raw() >> 16 == x86::pfec::user.raw() && x86::pfec::ss.raw() == 1u << 6 &&
+                    pte_access::shadow_stack.raw() == 1u << 5 && pte_access::user.raw() == 1u << 2 &&
+                    permission_table::deny == 1u << 2,
+                "permission_fault() hard-codes the W, U, I/D, SS, implicit, AC and right bit positions");
   const std::uint64_t a = access.raw();
   // SMAP override (SDM 4.6.1): RFLAGS.AC=1 and an explicit supervisor-mode access, i.e.
   // neither U nor implicit. Both tests line up at bit 2 (U's position) before the shift.
@@ -127,7 +131,17 @@ inline constexpr std::array<permission_table, 64> permission_tables = detail::ma
   const unsigned idx = static_cast<unsigned>(((a << 2) & (permission_table::idx_write | permission_table::idx_user |
                                                           permission_table::idx_fetch)) |
                                              (smap_ok << 3) | (rights.raw() & 7u));
-  const unsigned e = table.entries[idx];
+  // Shadow-stack accesses (CET, SDM 4.6.1): allowed only to shadow-stack pages
+  // (pte_access::shadow_stack) whose mode matches the access's: a user-mode shadow-stack
+  // access (CPL 3, or WRUSS) needs a user-mode address, a supervisor-mode one a
+  // supervisor-mode address, whatever CR0.WP, CR4.SMAP and RFLAGS.AC say. That rule
+  // replaces the paging-rights verdict of the table (whose write rule would deny every
+  // shadow-stack write, the leaf having R/W=0); the protection-key bits of the entry still
+  // apply, a shadow-stack write being a write (SDM 4.6.2).
+  const unsigned ss = static_cast<unsigned>(a >> 6) & 1u;
+  const unsigned r = rights.raw();
+  const unsigned ss_deny = ((~r >> 5) | (static_cast<unsigned>(a >> 2) ^ (r >> 2))) & 1u;
+  const unsigned e = (table.entries[idx] & ~(ss << 2)) | ((ss & ss_deny) << 2);
   // The key's AD and WD bits from the PK register; the entry says which of them apply.
   const unsigned key_bits = (pkr >> (2u * (pkey & 15u))) & 3u;
   return x86::pfec{detail::permission_result[(e << 2) | key_bits]};

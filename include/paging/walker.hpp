@@ -314,7 +314,10 @@ class basic_walker {
     t.page_shift = static_cast<std::uint8_t>(std::countr_zero(size));
     // exec (bit 0): no XD anywhere (with NXE); write and user (bits 1, 2): R/W and U/S everywhere.
     const std::uint64_t exec = s_.nx ? (~w.any >> 63) : 1u;
-    t.rights = pte_access{static_cast<std::uint8_t>((w.all & 6u) | exec)};
+    // shadow_stack (bit 5, CET, SDM 4.6.1): R/W=1 in every entry above the leaf (PAE
+    // PDPTEs have no R/W bit and do not count), R/W=0 and D=1 in the leaf.
+    const std::uint64_t ss = (w.upper >> 1) & (~e >> 1) & (e >> 6) & 1u;
+    t.rights = pte_access{static_cast<std::uint8_t>((w.all & 6u) | exec | (ss << 5))};
     if constexpr (detail::has_ia32e<Format>) t.pkey = pte{e}.pkey();
     // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
     const std::uint64_t pat = level == 1 ? (e >> 7) & 1u : (e >> 12) & 1u;
@@ -415,6 +418,7 @@ class basic_walker {
     std::uint64_t table = 0, e = 0;
     std::uint64_t all = ~std::uint64_t{0};  ///< AND of the entries read from memory (A/D fast check)
     std::uint64_t any = 0;                  ///< OR of the entries read from memory (XD)
+    std::uint64_t upper = ~std::uint64_t{0};  ///< the AND of the entries above the last one
     std::uint64_t* vals = nullptr;          ///< the path's values (written in place)
   };
 
@@ -455,6 +459,7 @@ class basic_walker {
     if constexpr (Level > 1) large = (e & pte::page_size.raw()) && s_.rsvd.large_ok[Level];
     if (e & (large ? s_.rsvd.large[Level] : s_.rsvd.table[Level])) [[unlikely]]
       return fail(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
+    w.upper = w.all;  // the AND above this entry: the shadow-stack right needs it at the leaf
     w.all &= e;  // R/W, U/S: ANDed; XD: ORed (SDM 4.6.1); the rights are formed at the end
     w.any |= e;
     if (Level == 1 || large) return 1;
@@ -505,15 +510,18 @@ class basic_walker {
   }
 
   /// Fills the report of a permission or protection-key fault. The level blamed is the
-  /// first (top-down) entry that lacks a right the access needs (R/W for a write, U/S for a
-  /// user-mode access, XD for a fetch); when no single entry lacks one (SMEP, SMAP, keys),
-  /// the leaf.
+  /// first (top-down) entry that lacks a right the access needs (R/W for a write that is not
+  /// a shadow-stack write, U/S for a user-mode access, XD for a fetch); when no single entry
+  /// lacks one (SMEP, SMAP, keys, a shadow-stack access to a page that is not a shadow-stack
+  /// page), the leaf.
   constexpr void permission_report(const translation& t, x86::pfec access, x86::pfec pf, walk_fault& f) const noexcept {
     f.kind = pf.test(x86::pfec::pk) ? fault_kind::protection_key : fault_kind::permission;
     f.stage = walk_stage::guest;
     f.vector = x86::vector::pf;
     std::uint64_t needed = 0;
-    if (access.test(x86::pfec::write)) needed |= pte_access::write.raw();
+    // A shadow-stack write needs no R/W (the leaf of a shadow-stack page has R/W=0): for a
+    // shadow-stack access only a U/S mismatch blames an upper entry, anything else the leaf.
+    if (access.test(x86::pfec::write) && !access.test(x86::pfec::ss)) needed |= pte_access::write.raw();
     if (access.test(x86::pfec::user)) needed |= pte_access::user.raw();
     if (access.test(x86::pfec::fetch)) needed |= pte_access::exec.raw();
     needed &= ~static_cast<std::uint64_t>(t.rights.raw());

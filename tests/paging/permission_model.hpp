@@ -21,7 +21,8 @@ struct regs {
   std::uint64_t cr0, cr4, efer;
 };
 
-enum class kind : std::uint8_t { read, write, fetch };
+// ss_read / ss_write: shadow-stack accesses (CET), e.g. RET / CALL on the shadow stack.
+enum class kind : std::uint8_t { read, write, fetch, ss_read, ss_write };
 enum class mode : std::uint8_t { user, supervisor_explicit, supervisor_implicit };
 
 struct access {
@@ -35,6 +36,9 @@ struct page {
   bool user;         // U/S=1 at every level (a user-mode address)
   bool executable;   // XD=0 at every level
   std::uint8_t key;  // protection key of the leaf
+  // SDM 4.6.1 (CET): R/W=1 in every paging-structure entry above the leaf, R/W=0 and D=1
+  // in the leaf. (Implies !writable.)
+  bool shadow_stack = false;
 };
 
 struct verdict {
@@ -50,6 +54,14 @@ constexpr bool paging_denies(const regs& r, access a, page p, std::uint64_t rfla
   // "For 32-bit paging or if IA32_EFER.NXE = 0, instructions may be fetched from any ...
   // address"; with PAE or IA-32e paging and NXE=1 only with XD=0 at every level.
   const bool xd_applies = pae_or_ia32e(r) && (r.efer & efer_nxe);
+  if (a.k == kind::ss_read || a.k == kind::ss_write) {
+    // Shadow-stack accesses (SDM 4.6.1, CET): only to shadow-stack pages, user-mode ones
+    // only to user-mode addresses and supervisor-mode ones only to supervisor-mode
+    // addresses; CR0.WP, SMAP and EFLAGS.AC play no part.
+    if (!p.shadow_stack) return true;
+    if (a.m == mode::user) return !p.user;
+    return p.user;
+  }
   if (a.m == mode::user) {
     // User-mode accesses: only user-mode addresses are accessible at all.
     if (!p.user) return true;
@@ -91,7 +103,9 @@ constexpr bool key_denies(const regs& r, access a, page p, std::uint32_t pkru, s
   const bool ad = (reg >> (2 * p.key)) & 1;
   const bool wd = (reg >> (2 * p.key + 1)) & 1;
   if (ad) return true;  // "no data accesses are permitted"
-  if (a.k != kind::write || !wd) return false;
+  // Shadow-stack accesses are data accesses; a shadow-stack write is a write (SDM 4.6.2).
+  const bool write = a.k == kind::write || a.k == kind::ss_write;
+  if (!write || !wd) return false;
   // WD stops user-mode writes, and supervisor-mode writes only if CR0.WP=1.
   if (a.m == mode::user) return true;
   return (r.cr0 & cr0_wp) != 0;

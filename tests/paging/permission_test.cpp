@@ -32,7 +32,7 @@ constexpr std::uint64_t AC = 1ull << 18, FIXED1 = 2;
 // W and U, and I/D when NXE or SMEP is on (SDM 4.7).
 constexpr std::uint32_t error_code(x86::pfec fault, x86::pfec access, std::uint64_t cr4, std::uint64_t efer) {
   if (fault.none()) return 0;
-  std::uint64_t v = fault.raw() | (access.raw() & (x86::pfec::write | x86::pfec::user).raw());
+  std::uint64_t v = fault.raw() | (access.raw() & (x86::pfec::write | x86::pfec::user | x86::pfec::ss).raw());
   if (access.test(x86::pfec::fetch) && ((efer & NXE) || (cr4 & SMEP))) v |= x86::pfec::fetch.raw();
   return static_cast<std::uint32_t>(v);
 }
@@ -91,6 +91,56 @@ TEST(PermissionGolden, ImplicitSupervisorWriteIgnoresAcUnderSmap) {
   GOLDEN(0x0, PE | PG | WP, PAE | SMAP, long_mode, RO_USER, 0, x86::pfec{}, AC | FIXED1, 0);
   // SMAP off: the implicit write goes through.
   GOLDEN(0x0, PE | PG | WP, PAE, long_mode, RW_USER, 0, W | IMPLICIT, FIXED1, 0);
+}
+
+// CET shadow stacks (SDM 4.6.1; SS is error-code bit 6, 0x40, SDM 4.7). A shadow-stack
+// page has the leaf R/W=0 (so no `write` right) and pte_access::shadow_stack.
+constexpr auto SS = x86::pfec::ss;
+constexpr auto SS_SUP = pte_access::shadow_stack | pte_access::exec;
+constexpr auto SS_USER = pte_access::shadow_stack | pte_access::user | pte_access::exec;
+
+TEST(PermissionGolden, ShadowStackAccessesNeedAShadowStackPageOfTheirMode) {
+  // Supervisor shadow-stack write (CALL at CPL 0) to a supervisor shadow-stack page: allowed
+  // although the leaf is read-only and CR0.WP=1; read (RET) alike.
+  GOLDEN(0x0, PE | PG | WP, PAE, long_mode, SS_SUP, 0, SS | W, FIXED1, 0);
+  GOLDEN(0x0, PE | PG | WP, PAE, long_mode, SS_SUP, 0, SS, FIXED1, 0);
+  // User shadow-stack write to a user shadow-stack page: allowed.
+  GOLDEN(0x0, PE | PG | WP, PAE, long_mode, SS_USER, 0, SS | W | U, FIXED1, 0);
+  // Shadow-stack accesses to ordinary pages fault, writable or not: P|W|SS = 0x43,
+  // P|SS = 0x41, P|W|U|SS = 0x47.
+  GOLDEN(0x43, PE | PG | WP, PAE, long_mode, RW_SUP, 0, SS | W, FIXED1, 0);
+  GOLDEN(0x41, PE | PG | WP, PAE, long_mode, RO_SUP, 0, SS, FIXED1, 0);
+  GOLDEN(0x47, PE | PG | WP, PAE, long_mode, RW_USER, 0, SS | W | U, FIXED1, 0);
+  // Mode mismatch: a supervisor shadow-stack access to a user shadow-stack page faults even
+  // without SMAP and with AC=1 (0x43); a user one (or WRUSS) to a supervisor page: 0x47.
+  GOLDEN(0x43, PE | PG | WP, PAE, long_mode, SS_USER, 0, SS | W, AC | FIXED1, 0);
+  GOLDEN(0x47, PE | PG | WP, PAE, long_mode, SS_SUP, 0, SS | W | U, FIXED1, 0);
+  // 32-bit and PAE paging have shadow-stack pages too.
+  GOLDEN(0x0, PE | PG | WP, 0, 0, SS_SUP, 0, SS | W, FIXED1, 0);
+  GOLDEN(0x41, PE | PG | WP, PAE, 0, RW_SUP, 0, SS, FIXED1, 0);
+}
+
+TEST(PermissionGolden, OrdinaryWritesToShadowStackPagesFollowTheNormalRules) {
+  // The leaf has R/W=0: an ordinary write faults (0x3 supervisor with WP=1, 0x7 user); an
+  // ordinary read is allowed.
+  GOLDEN(0x3, PE | PG | WP, PAE, long_mode, SS_SUP, 0, W, FIXED1, 0);
+  GOLDEN(0x7, PE | PG | WP, PAE, long_mode, SS_USER, 0, W | U, FIXED1, 0);
+  GOLDEN(0x0, PE | PG | WP, PAE, long_mode, SS_USER, 0, U, FIXED1, 0);
+  // CR0.WP=0 (which CR4.CET forbids): a supervisor write goes through as for any read-only
+  // page; the shadow-stack rules do not depend on WP.
+  GOLDEN(0x0, PE | PG, PAE, long_mode, SS_SUP, 0, W, FIXED1, 0);
+  GOLDEN(0x0, PE | PG, PAE, long_mode, SS_SUP, 0, SS | W, FIXED1, 0);
+  GOLDEN(0x43, PE | PG, PAE, long_mode, RW_SUP, 0, SS | W, FIXED1, 0);
+}
+
+TEST(PermissionGolden, ProtectionKeysApplyToShadowStackAccesses) {
+  // PKRU key 3: AD (bit 6) denies a user shadow-stack read, P|U|PK|SS = 0x65; WD (bit 7)
+  // denies a user shadow-stack write, P|W|U|PK|SS = 0x67, not a read.
+  GOLDEN(0x65, PE | PG | WP, PAE | PKE, long_mode, SS_USER, 3, SS | U, FIXED1, 1u << 6);
+  GOLDEN(0x67, PE | PG | WP, PAE | PKE, long_mode, SS_USER, 3, SS | W | U, FIXED1, 1u << 7);
+  GOLDEN(0x0, PE | PG | WP, PAE | PKE, long_mode, SS_USER, 3, SS | U, FIXED1, 1u << 7);
+  // PKRS key 3 WD on a supervisor shadow-stack write with WP=1: P|W|PK|SS = 0x63.
+  GOLDEN(0x63, PE | PG | WP, PAE | PKS, long_mode, SS_SUP, 3, SS | W, FIXED1, 0, 1u << 7);
 }
 
 TEST(PermissionGolden, SmepFetchFromUserPage) {
@@ -184,8 +234,9 @@ constexpr mode_case modes[] = {
 
 constexpr x86::pfec to_pfec(model::access a) {
   std::uint64_t v = 0;
-  if (a.k == model::kind::write) v |= 2;
+  if (a.k == model::kind::write || a.k == model::kind::ss_write) v |= 2;
   if (a.k == model::kind::fetch) v |= 16;
+  if (a.k == model::kind::ss_read || a.k == model::kind::ss_write) v |= 64;
   if (a.m == model::mode::user) v |= 4;
   if (a.m == model::mode::supervisor_implicit) v |= 1ull << 48;
   return x86::pfec{v};
@@ -194,7 +245,8 @@ constexpr x86::pfec to_pfec(model::access a) {
 // Every role (mode x WP x SMEP x SMAP x NXE x PKE x PKS) x access kind x user/explicit/
 // implicit x page rights (exec, write, user) x AC x PKRU (AD, WD) x PKRS (AD, WD) x key.
 TEST(PermissionExhaustive, MatchesRuleByRuleModel) {
-  constexpr model::kind kinds[] = {model::kind::read, model::kind::write, model::kind::fetch};
+  constexpr model::kind kinds[] = {model::kind::read, model::kind::write, model::kind::fetch, model::kind::ss_read,
+                                   model::kind::ss_write};
   constexpr model::mode access_modes[] = {model::mode::user, model::mode::supervisor_explicit,
                                           model::mode::supervisor_implicit};
   std::uint64_t compared = 0, faults = 0, pks = 0, mismatches = 0;
@@ -210,9 +262,12 @@ TEST(PermissionExhaustive, MatchesRuleByRuleModel) {
         for (auto am : access_modes) {
           const model::access acc{k, am};
           const x86::pfec pf = to_pfec(acc);
-          for (unsigned r = 0; r < 8; ++r) {
-            const bool exec = r & 1, writable = r & 2, user = r & 4;
-            const pte_access rights{static_cast<std::uint8_t>(r)};
+          // Rights bit 3 enumerates the shadow-stack right (pte_access bit 5); a
+          // shadow-stack page is never writable (leaf R/W=0), so writable+ss is skipped.
+          for (unsigned r = 0; r < 16; ++r) {
+            const bool exec = r & 1, writable = r & 2, user = r & 4, ss_page = r & 8;
+            if (writable && ss_page) continue;
+            const pte_access rights{static_cast<std::uint8_t>((r & 7) | (ss_page ? 32 : 0))};
             for (std::uint64_t rflags : {FIXED1, FIXED1 | AC}) {
               for (unsigned key = 0; key < 16; key += 5) {  // keys 0, 5, 10, 15
                 for (unsigned pkru_bits = 0; pkru_bits < 4; ++pkru_bits) {
@@ -225,7 +280,7 @@ TEST(PermissionExhaustive, MatchesRuleByRuleModel) {
                                                                 pkru_bits & 1, pkru_bits & 2);
                     const std::uint32_t pkrs = paging::pkr_with(others_s, static_cast<std::uint8_t>(key),
                                                                 pkrs_bits & 1, pkrs_bits & 2);
-                    const model::page page{writable, user, exec, static_cast<std::uint8_t>(key)};
+                    const model::page page{writable, user, exec, static_cast<std::uint8_t>(key), ss_page};
                     const auto want = model::check(regs, acc, page, rflags, pkru, pkrs);
                     const auto got = ctx.permission_fault(rights, static_cast<std::uint8_t>(key), pf,
                                                           x86::rflags{rflags},
@@ -255,17 +310,17 @@ TEST(PermissionExhaustive, MatchesRuleByRuleModel) {
               static_cast<unsigned long long>(compared), static_cast<unsigned long long>(faults),
               static_cast<unsigned long long>(pks));
   RecordProperty("combinations", std::to_string(compared));
-  EXPECT_EQ(compared, 5ull * 64 * 3 * 3 * 8 * 2 * 4 * 4 * 4);
+  EXPECT_EQ(compared, 5ull * 64 * 5 * 3 * 12 * 2 * 4 * 4 * 4);
   EXPECT_GT(faults, compared / 4);  // the space is not trivially "allowed"
   EXPECT_GT(pks, 0u);
 }
 
-// Bits permission_fault documents as ignored (P, RSVD, PK, SS, HLAT, SGX in `access`; the
+// Bits permission_fault documents as ignored (P, RSVD, PK, HLAT, SGX in `access`; the
 // EPT-only rights; key bits above 3; RFLAGS bits other than AC) change nothing.
 TEST(PermissionExhaustive, IgnoredInputBitsChangeNothing) {
   const auto ctx = paging::mmu_context::make(x86::cr0{PE | PG | WP}, x86::cr4{PAE | SMEP | SMAP | PKE | PKS},
                                              x86::efer{LME | LMA | NXE}, x86::gpa{0});
-  constexpr std::uint64_t noise_access = 0x1 | 0x8 | 0x20 | 0x40 | 0x80 | 0x8000 | (1ull << 40);
+  constexpr std::uint64_t noise_access = 0x1 | 0x8 | 0x20 | 0x80 | 0x8000 | (1ull << 40);
   std::uint64_t compared = 0;
   for (unsigned a = 0; a < 16; ++a) {
     const std::uint64_t acc = (a & 1 ? 2 : 0) | (a & 2 ? 4 : 0) | (a & 4 ? 16 : 0) | (a & 8 ? 1ull << 48 : 0);
