@@ -70,9 +70,14 @@ inline constexpr std::uint32_t ia32_tsc_deadline = 0x6e0;
 inline constexpr std::uint32_t ia32_pkrs = 0x6e1;
 inline constexpr std::uint32_t ia32_xss = 0xda0;
 
-// x2APIC registers: MSRs 0x800-0x8ff (SDM 11.12.1.2, Table 11-6).
+// x2APIC registers (SDM 11.12.1.2, Table 11-6): MSRs 0x800-0xBFF are "architecturally
+// reserved and dedicated for accessing APIC registers in x2APIC mode"; an address there that
+// Table 11-6 does not list #GPs, and so does any of them outside x2APIC mode (11.12.2).
 inline constexpr std::uint32_t x2apic_first = 0x800;
-inline constexpr std::uint32_t x2apic_last = 0x8ff;
+inline constexpr std::uint32_t x2apic_last = 0xbff;
+/// The part of that range VMX APIC virtualization covers: with "virtualize x2APIC mode",
+/// RDMSR/WRMSR of 0x800-0x8FF are virtualized (SDM Vol. 3C 30.5).
+inline constexpr std::uint32_t x2apic_virtualized_last = 0x8ff;
 inline constexpr std::uint32_t x2apic_id = 0x802;
 inline constexpr std::uint32_t x2apic_version = 0x803;
 inline constexpr std::uint32_t x2apic_tpr = 0x808;

@@ -27,10 +27,14 @@ TEST(msr, indices) {
 }
 
 TEST(msr, x2apic_range) {
-  // SDM 11.12.1.2: the x2APIC registers are MSRs 0x800 through 0x8ff.
+  // SDM 11.12.1.2: MSRs 0x800 through 0xBFF are reserved for the x2APIC (unlisted ones
+  // #GP); VMX's "virtualize x2APIC mode" covers 0x800 through 0x8FF (SDM 30.5).
   EXPECT_FALSE(msr::is_x2apic(rt(0x7ffu)));
   EXPECT_TRUE(msr::is_x2apic(rt(0x800u)));
   EXPECT_TRUE(msr::is_x2apic(rt(0x8ffu)));
-  EXPECT_FALSE(msr::is_x2apic(rt(0x900u)));
+  EXPECT_TRUE(msr::is_x2apic(rt(0x900u)));
+  EXPECT_TRUE(msr::is_x2apic(rt(0xbffu)));
+  EXPECT_FALSE(msr::is_x2apic(rt(0xc00u)));
+  HVKIT_BOTH(msr::x2apic_virtualized_last == 0x8ff);
   HVKIT_BOTH(msr::x2apic_icr == 0x830 && msr::x2apic_eoi == 0x80b && msr::x2apic_self_ipi == 0x83f);
 }
