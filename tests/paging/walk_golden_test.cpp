@@ -217,6 +217,68 @@ TEST(WalkGolden, PresentBitOnUpperLevelPermissionFault) {
   EXPECT_EQ(w.error().level, 3);
 }
 
+// CET shadow stacks (SDM 4.6.1): a shadow-stack page has R/W=1 above the leaf, R/W=0 and
+// D=1 in the leaf; SS is error-code bit 6 (SDM 4.7).
+TEST(WalkGolden, ShadowStackPages) {
+  const auto ss = x86::pfec::ss, w = x86::pfec::write, u = x86::pfec::user;
+  {  // Supervisor shadow-stack write (CALL) to a supervisor shadow-stack page: allowed, A set.
+    image m;
+    four_level(m, P | RW, P | RW, P | RW, P | D);
+    const auto r = walk4(m, cr0_pg_wp, {}, {}, ss | w);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->address.value(), 0x7abcu);
+    EXPECT_TRUE(r->rights.test(paging::pte_access::shadow_stack));
+    EXPECT_EQ(m.get64(0x4000 + 8), 0x7000u | P | A | D);
+    // An ordinary write to it faults (leaf R/W=0, WP=1): P | W = 0x3; a read is fine.
+    EXPECT_EQ(walk4(m, cr0_pg_wp, {}, {}, w).error().error_code.raw(), 0x3u);
+    EXPECT_TRUE(walk4(m, cr0_pg_wp, {}, {}, x86::pfec{}));
+  }
+  {  // Leaf D=0: not a shadow-stack page; P | W | SS = 0x43 blamed on the leaf, nothing written.
+    image m;
+    four_level(m, P | RW, P | RW, P | RW, P);
+    const auto r = walk4(m, cr0_pg_wp, {}, {}, ss | w);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, fault_kind::permission);
+    EXPECT_EQ(r.error().error_code.raw(), 0x43u);
+    EXPECT_EQ(r.error().level, 1);
+    EXPECT_EQ(m.get64(0x4000 + 8), 0x7000u | P);
+  }
+  {  // R/W=0 in the PDE: not a shadow-stack page; a shadow-stack read: P | SS = 0x41.
+    image m;
+    four_level(m, P | RW, P | RW, P, P | D);
+    EXPECT_EQ(walk4(m, cr0_pg_wp, {}, {}, ss).error().error_code.raw(), 0x41u);
+  }
+  {  // A writable leaf is not a shadow-stack page either: 0x43.
+    image m;
+    four_level(m, P | RW, P | RW, P | RW, P | RW | D);
+    EXPECT_EQ(walk4(m, cr0_pg_wp, {}, {}, ss | w).error().error_code.raw(), 0x43u);
+  }
+  {  // A 2 MiB shadow-stack page (PDE leaf R/W=0, D=1): user shadow-stack write from CPL 3 OK;
+     // a supervisor one faults on the user page (P | W | SS = 0x43) even with SMAP off.
+    image m;
+    m.put64(0x1000, 0x2000 | P | RW | US);
+    m.put64(0x2000 + 8, 0x3000 | P | RW | US);
+    m.put64(0x3000 + 8, 0x20'0000 | P | US | D | PS);
+    const auto r = walk4(m, cr0_pg_wp, {}, {}, ss | w | u);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->address.value(), 0x20'0000u + (va4 & 0x1f'ffffu));
+    EXPECT_EQ(walk4(m, cr0_pg_wp, {}, {}, ss | w).error().error_code.raw(), 0x43u);
+    // A user-mode shadow-stack access (or WRUSS) to a supervisor shadow-stack page: 0x47,
+    // blamed on the first entry with U/S=0.
+    image m2;
+    four_level(m2, P | RW | US, P | RW, P | RW | US, P | US | D);
+    const auto f = walk4(m2, cr0_pg_wp, {}, {}, ss | w | u);
+    ASSERT_FALSE(f);
+    EXPECT_EQ(f.error().error_code.raw(), 0x47u);
+    EXPECT_EQ(f.error().level, 3);
+  }
+  {  // Not present: SS is reported with P = 0 too (0x42).
+    image m;
+    four_level(m, P | RW, P | RW, P | RW, 0);
+    EXPECT_EQ(walk4(m, cr0_pg_wp, {}, {}, ss | w).error().error_code.raw(), 0x42u);
+  }
+}
+
 TEST(WalkGolden, NonCanonicalIsGpOrSsNotPf) {
   image m;
   four_level(m, P | RW, P | RW, P | RW, P | RW);

@@ -1,7 +1,8 @@
 // Exhaustive flag matrix for 4-level paging against the rule model of walk_model.hpp:
 // every combination of P/RW/US/NX/A/D/PS and a reserved bit in one entry (each level in
 // turn) with CR0.WP, CR4.SMEP/SMAP/PKE, EFER.NXE, CPL, RFLAGS.AC, the access kind,
-// implicit accesses and PKRU; and every combination of RW/US/NX across all four levels.
+// implicit and shadow-stack accesses and PKRU; and every combination of RW/US/NX across all
+// four levels, with the leaf's D flag clear and set (shadow-stack pages).
 // Checks outcome kind, #PF error code, address, page size and the A/D flags in memory.
 #include <gtest/gtest.h>
 
@@ -91,13 +92,16 @@ std::vector<case_controls> all_controls(bool with_pke_and_implicit) {
     for (unsigned cpl : {0u, 3u})
       for (bool ac : {false, true})
         for (auto acc : {walk_model::access::read, walk_model::access::write, walk_model::access::fetch})
-          for (bool implicit : {false, true}) {
+          for (unsigned variant = 0; variant < 3; ++variant) {
+            // 0 plain, 1 implicit supervisor, 2 shadow-stack access (CET) for reads/writes.
+            const bool implicit = variant == 1, shadow_stack = variant == 2;
             if (implicit && (acc == walk_model::access::fetch || !with_pke_and_implicit)) continue;
+            if (shadow_stack && acc == walk_model::access::fetch) continue;
             const unsigned npkru = pke ? 3 : 1;
             for (unsigned p = 0; p < npkru; ++p) {
               case_controls k{};
               k.c.wp = wp, k.c.smep = smep, k.c.smap = smap, k.c.nxe = nxe, k.c.pke = pke;
-              k.c.cpl = cpl, k.c.ac = ac, k.c.acc = acc, k.c.implicit = implicit;
+              k.c.cpl = cpl, k.c.ac = ac, k.c.acc = acc, k.c.implicit = implicit, k.c.shadow_stack = shadow_stack;
               k.c.pkru = p == 0 ? 0u : (p == 1 ? 1u << (2 * leaf_key) : 2u << (2 * leaf_key));
               k.c.maxphyaddr = maxphy;
               k.cr0 = x86::cr0::pg | x86::cr0::pe | (wp ? x86::cr0::wp : x86::cr0{});
@@ -109,6 +113,7 @@ std::vector<case_controls> all_controls(bool with_pke_and_implicit) {
               if (acc == walk_model::access::fetch) a = a | x86::pfec::fetch;
               if (cpl == 3 && !implicit) a = a | x86::pfec::user;
               if (implicit) a = a | x86::pfec::implicit_access;
+              if (shadow_stack) a = a | x86::pfec::ss;
               k.access = a;
               k.rflags = ac ? x86::rflags::ac | x86::rflags::fixed1 : x86::rflags::fixed1;
               out.push_back(k);
@@ -155,7 +160,7 @@ bool run_case(fixture& fx, const unsigned flags[5], const case_controls& k, bool
       ADD_FAILURE() << what << ": flags " << flags[4] << "/" << flags[3] << "/" << flags[2] << "/" << flags[1]
                     << " wp" << k.c.wp << " smep" << k.c.smep << " smap" << k.c.smap << " nxe" << k.c.nxe << " pke"
                     << k.c.pke << " cpl" << k.c.cpl << " ac" << k.c.ac << " acc" << int(k.c.acc) << " impl"
-                    << k.c.implicit << " pkru" << k.c.pkru << " model kind " << int(model.k) << " ec "
+                    << k.c.implicit << " ss" << k.c.shadow_stack << " pkru" << k.c.pkru << " model kind " << int(model.k) << " ec "
                     << model.error_code << " lib "
                     << (r ? std::string("ok") : std::to_string(int(r.error().kind)) + " ec " +
                                                      std::to_string(r.error().error_code.raw()));
@@ -225,12 +230,13 @@ TEST(WalkMatrix, RightsAcrossAllLevels) {
   fixture fx;
   const auto controls = all_controls(false);
   std::uint64_t compared = 0, failures = 0;
-  for (unsigned combo = 0; combo < 4096; ++combo) {
+  for (unsigned combo = 0; combo < 8192; ++combo) {
     unsigned flags[5] = {0, 0, 0, 0, 0};
     for (unsigned l = 1; l <= 4; ++l) {
       const unsigned b = (combo >> (3 * (l - 1))) & 7u;  // RW, US, NX
       flags[l] = 1u | ((b & 1) ? 2u : 0u) | ((b & 2) ? 4u : 0u) | ((b & 4) ? 8u : 0u);
     }
+    if (combo & 4096) flags[1] |= 32u;  // leaf D=1: with leaf R/W=0, a shadow-stack page
     for (const auto& k : controls) {
       if (!run_case(fx, flags, k, true)) ++failures;
       ++compared;

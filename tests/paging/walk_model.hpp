@@ -41,6 +41,7 @@ struct controls {
   unsigned cpl = 0;
   bool implicit = false;  // implicit supervisor access (descriptor tables)
   access acc = access::read;
+  bool shadow_stack = false;  // a shadow-stack access (CET; acc read or write)
   std::uint32_t pkru = 0;
   unsigned maxphyaddr = 52;
   bool gbpages = true;
@@ -69,7 +70,9 @@ inline outcome guest_walk(mode m, const memory& mem, u64 cr3, const u64* pdpte, 
   const bool user_access = c.cpl == 3 && !c.implicit;
   // SDM 4.7: I/D is set only with SMEP, or with PAE/4/5-level paging and EFER.NXE.
   const bool report_fetch = f && (c.smep || (m != mode::m32 && c.nxe));
-  const u64 ec_base = (w ? 2u : 0u) | (user_access ? 4u : 0u) | (report_fetch ? 16u : 0u);
+  // SDM 4.7: SS (bit 6) for a shadow-stack access, whatever the fault.
+  const u64 ec_base = (w ? 2u : 0u) | (user_access ? 4u : 0u) | (report_fetch ? 16u : 0u) |
+                      (c.shadow_stack ? 64u : 0u);
 
   // Canonical check (SDM 3.3.7.1): only with IA-32e paging.
   if (m == mode::l4 || m == mode::l5) {
@@ -88,6 +91,7 @@ inline outcome guest_walk(mode m, const memory& mem, u64 cr3, const u64* pdpte, 
   if (m == mode::m32) table = cr3 & 0xfffff000u;
   else table = cr3 & 0x000ffffffffff000ull;  // 4/5-level root; PAE uses the registers
   bool all_user = true, all_write = true, any_xd = false;
+  bool write_above_leaf = true;  // R/W=1 in every entry above the current one
   u64 e = 0;
   for (;; --level) {
     u64 ea = 0;
@@ -143,6 +147,7 @@ inline outcome guest_walk(mode m, const memory& mem, u64 cr3, const u64* pdpte, 
       return o;
     }
     // Rights (SDM 4.6.1): PAE PDPTEs have none.
+    write_above_leaf = all_write;
     if (!(m == mode::pae && level == 3)) {
       all_user = all_user && bit(e, 2);
       all_write = all_write && bit(e, 1);
@@ -176,7 +181,15 @@ inline outcome guest_walk(mode m, const memory& mem, u64 cr3, const u64* pdpte, 
   const bool xd_active = m != mode::m32 && c.nxe;
   const bool can_exec = !(xd_active && any_xd);
   bool denied = false;
-  if (user_access) {
+  // SDM 4.6.1 (CET): a shadow-stack page has R/W=1 in every entry above the leaf and R/W=0,
+  // D=1 in the leaf. Shadow-stack accesses may touch only those, of their own mode; WP,
+  // SMAP and AC do not matter.
+  const bool ss_page = write_above_leaf && !bit(e, 1) && bit(e, 6);
+  if (c.shadow_stack) {
+    if (!ss_page) denied = true;
+    if (user_access && !all_user) denied = true;
+    if (!user_access && all_user) denied = true;
+  } else if (user_access) {
     if (!all_user) denied = true;                      // user access to a supervisor-mode address
     if (w && !all_write) denied = true;                // user write to a read-only address
     if (f && !can_exec) denied = true;                 // fetch from an XD address

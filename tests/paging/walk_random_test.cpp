@@ -133,6 +133,7 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
       c.cpl = r.chance(50) ? 3 : 0;
       c.acc = static_cast<walk_model::access>(r.below(3));
       c.implicit = c.acc != walk_model::access::fetch && r.chance(10);
+      c.shadow_stack = c.acc != walk_model::access::fetch && !c.implicit && r.chance(15);
       c.pkru = static_cast<std::uint32_t>(r.next());
       c.maxphyaddr = maxphy;
       c.gbpages = r.chance(70);
@@ -189,6 +190,7 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
       if (c.acc == walk_model::access::fetch) req.access = req.access | x86::pfec::fetch;
       if (c.cpl == 3 && !c.implicit) req.access = req.access | x86::pfec::user;
       if (c.implicit) req.access = req.access | x86::pfec::implicit_access;
+      if (c.shadow_stack) req.access = req.access | x86::pfec::ss;
       req.rflags = c.ac ? x86::rflags::ac : x86::rflags{};
       req.pkru = c.pkru;
       const paging::guest_walker w(mmu, props, snap);
