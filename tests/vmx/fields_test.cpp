@@ -167,14 +167,17 @@ TEST(vmx_fields, derived_properties) {
   HVKIT_BOTH(!vmx::is_well_formed(0x681fu));
   HVKIT_BOTH(!vmx::is_well_formed(0x1000u));
   HVKIT_BOTH(!vmx::is_well_formed(0x8000u));
-  // Every listed row: read-only exactly when bits 11:10 = 1, by a rule written here.
-  std::size_t n = 0;
+  // Every listed row: read-only exactly when bits 11:10 = 1, by a rule written here; the
+  // read-only rows are the VM-exit information fields of Tables B-5 (2), B-9 (8), B-13 (6).
+  std::size_t n = 0, read_only = 0;
   for (const auto& row : vmx::field_table) {
     EXPECT_EQ(((row.encoding >> 10) & 3u) == 1u, row.declared_type == vmx::field_type::exit_info) << row.name;
+    read_only += vmx::find_field(row.encoding) == &row && ((row.encoding >> 10) & 3u) == 1u;
     EXPECT_EQ(row.encoding & 1u, 0u) << row.name;
     EXPECT_EQ(vmx::slot_of(row.encoding), static_cast<int>(n)) << row.name;
     ++n;
   }
+  EXPECT_EQ(read_only, 2u + 8u + 6u);
   EXPECT_EQ(vmx::slot_of(0x2001), vmx::slot_of(0x2000));  // HIGH half shares the full field's slot
   EXPECT_EQ(vmx::slot_of(0x6830), -1);                     // not a field
   EXPECT_EQ(vmx::slot_of(0x4001), -1);                     // HIGH of a 32-bit field
