@@ -83,15 +83,20 @@ template <class Tag>
 enum class linear_width : std::uint8_t { la48 = 48, la57 = 57 };
 
 /// True if bits 63:width-1 of `a` are all equal (SDM 3.3.7.1 "canonical address").
+namespace detail {
+/// 64 - width; total over the enum's storage (any value but la57 counts as 48 bits), so a
+/// bogus width can never make a shift of 64.
+[[nodiscard]] constexpr unsigned canonical_shift(linear_width w) noexcept { return w == linear_width::la57 ? 7u : 16u; }
+}  // namespace detail
+
 [[nodiscard]] constexpr bool is_canonical(gva a, linear_width w) noexcept {
-  const unsigned bits = static_cast<unsigned>(w);
-  const auto shift = 64u - bits;
+  const auto shift = detail::canonical_shift(w);
   const auto v = static_cast<std::int64_t>(a.value() << shift) >> shift;
   return static_cast<std::uint64_t>(v) == a.value();
 }
 /// Sign-extends bit width-1 into the upper bits.
 [[nodiscard]] constexpr gva canonicalize(gva a, linear_width w) noexcept {
-  const auto shift = 64u - static_cast<unsigned>(w);
+  const auto shift = detail::canonical_shift(w);
   return gva{static_cast<std::uint64_t>(static_cast<std::int64_t>(a.value() << shift) >> shift)};
 }
 

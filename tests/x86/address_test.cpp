@@ -50,3 +50,12 @@ TEST(address, physical_address_mask) {
   HVKIT_BOTH(x86::physical_address_mask(52) == 0xf'ffff'ffff'ffffull);
   EXPECT_EQ(x86::physical_address_mask(rt(46u)), 0x3fff'ffff'ffffull);
 }
+
+TEST(address, bogus_linear_width_is_not_ub) {
+  // Only 48 and 57 exist; any other value of the enum's storage is treated as 48 bits
+  // (never a shift by 64, which UBSan would report).
+  const auto bogus = static_cast<x86::linear_width>(hvkit::test::rt<std::uint8_t>(64));
+  EXPECT_TRUE(x86::is_canonical(x86::gva{0xffff'8000'0000'0000ull}, bogus));
+  EXPECT_FALSE(x86::is_canonical(x86::gva{0x0000'8000'0000'0000ull}, bogus));
+  EXPECT_EQ(x86::canonicalize(x86::gva{0x0000'8000'0000'0000ull}, bogus).value(), 0xffff'8000'0000'0000ull);
+}
