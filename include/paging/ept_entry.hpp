@@ -75,6 +75,128 @@ class ept_pointer : public x86::flags<ept_pointer> {
 inline constexpr ept_pointer ept_pointer::ad_enabled = ept_pointer::bit(6);
 inline constexpr ept_pointer ept_pointer::supervisor_shadow_stack = ept_pointer::bit(7);
 
+/// What the processor and the VM-execution controls allow (IA32_VMX_EPT_VPID_CAP, SDM A.10;
+/// secondary processor-based controls).
+struct ept_capabilities {
+  unsigned maxphyaddr = 52;   ///< CPUID.80000008H:EAX[7:0], 32..52
+  bool execute_only = false;  ///< cap bit 0: execute-only entries are allowed
+  bool walk4 = true;          ///< cap bit 6: 4-level walks
+  bool walk5 = true;          ///< cap bit 7: 5-level walks
+  bool page_2m = true;        ///< cap bit 16: PDEs may map 2 MiB pages
+  bool page_1g = true;        ///< cap bit 17: PDPTEs may map 1 GiB pages
+  bool ad = true;             ///< cap bit 21: EPT accessed and dirty flags
+  bool mbec = false;          ///< the "mode-based execute control for EPT" control is 1
+};
+
+/// Which rule of SDM 29.3.3.1 makes a present EPT entry misconfigured (the first one, in
+/// this order, when several apply).
+enum class ept_misconfig : std::uint8_t {
+  none = 0,                  ///< not misconfigured
+  write_without_read,        ///< W=1 and R=0 (bits 2:0 = 010b or 110b)
+  execute_only_unsupported,  ///< R=0 with X=1 (or XU=1 under MBEC) without capability bit 0
+  reserved_memory_type,      ///< a leaf (or PS=1) entry with memory type 2, 3 or 7
+  large_page_unsupported,    ///< PS=1 in a PML5E/PML4E, or in a PDPTE/PDE without that page size
+  reserved_bits,             ///< another reserved bit: 51:MAXPHYADDR, 7:3 of a non-leaf, the
+                             ///< address bits below a large page's alignment
+};
+
+/// The EPT misconfiguration rules of SDM 29.3.3.1 for one set of capabilities, as masks
+/// computed once: the single rule set of hvkit, used by the EPT walker on every level and
+/// by vmx's entry builders (through ept_misconfiguration()).
+///
+/// "Present" (SDM 29.3.2) is any of bits 2:0, or bit 10 (XU) under MBEC; the rules apply
+/// to present entries only.
+class ept_entry_rules {
+ public:
+  constexpr ept_entry_rules() noexcept : ept_entry_rules(make(ept_capabilities{})) {}
+
+  /// The rules for `caps`. `caps.maxphyaddr` outside 32..52 is a contract violation.
+  [[nodiscard]] static constexpr ept_entry_rules make(const ept_capabilities& caps) noexcept {
+    HVKIT_EXPECTS(x86::is_valid_maxphyaddr(caps.maxphyaddr));
+    ept_entry_rules r{no_init{}};
+    r.present_mask_ = caps.mbec ? 0x407u : 0x7u;
+    r.exec_only_bits_ = caps.execute_only ? 0u : (caps.mbec ? 0x404u : 0x4u);
+    const std::uint64_t high = caps.maxphyaddr < 52 ? x86::bit_range(51, caps.maxphyaddr) : 0;
+    // Tables 29-1..29-7: a non-leaf entry reserves bits 7:3 (so PS=1 in a PML5E/PML4E, or
+    // in a PDPTE/PDE where that page size is not supported, is reserved); a 1 GiB leaf
+    // reserves 29:12, a 2 MiB leaf 20:12; all reserve 51:MAXPHYADDR.
+    for (unsigned l = 1; l <= 5; ++l) r.table_rsvd_[l] = high | (l > 1 ? x86::bit_range(7, 3) : 0);
+    r.large_rsvd_[2] = high | x86::bit_range(20, 12);
+    r.large_rsvd_[3] = high | x86::bit_range(29, 12);
+    r.large_ok_[2] = caps.page_2m;
+    r.large_ok_[3] = caps.page_1g;
+    return r;
+  }
+
+  /// Bits of which any set makes an entry present: R, W, X (and XU under MBEC).
+  [[nodiscard]] constexpr std::uint64_t present_mask() const noexcept { return present_mask_; }
+
+  /// True if `e` at `level` (1 = PTE .. 5 = PML5E) maps a page: level 1, or PS=1 in a
+  /// PDE/PDPTE whose page size the capabilities allow.
+  [[nodiscard, gnu::always_inline]] constexpr bool maps_page(std::uint64_t e, unsigned level) const noexcept {
+    return level == 1 || ((level == 2 || level == 3) && (e & ept_entry::page_size.raw()) && large_ok_[level]);
+  }
+
+  /// True if the present entry `e` at `level` (1..5; `leaf` = maps_page(e, level)) is
+  /// misconfigured. The walker's fast form: a mask test and, for the rare R=0 entry, two
+  /// more.
+  [[nodiscard, gnu::always_inline]] constexpr bool misconfigured(std::uint64_t e, unsigned level,
+                                                                 bool leaf) const noexcept {
+    if (!(e & 1u)) [[unlikely]] {
+      if (e & 2u) return true;                // write without read
+      if (e & exec_only_bits_) return true;   // execute-only without the capability
+    }
+    // A leaf with memory type 2, 3 or 7 (valid: 0, 1, 4, 5, 6 = the bits of 0x73).
+    const bool bad_type = leaf && !((0x73u >> ((e >> 3) & 7u)) & 1u);
+    const std::uint64_t rsvd = leaf && level > 1 ? large_rsvd_[level & 7u] : table_rsvd_[level & 7u];
+    return ((e & rsvd) != 0) | bad_type;
+  }
+
+  /// Which rule makes the present entry `e` at `level` misconfigured (ept_misconfig::none
+  /// if none does). A level outside 1..5 is reported as large_page_unsupported only if PS
+  /// is set; callers pass valid levels.
+  [[nodiscard]] constexpr ept_misconfig classify(ept_entry e, unsigned level) const noexcept {
+    const std::uint64_t v = e.raw();
+    if (level < 1 || level > 5) return ept_misconfig::large_page_unsupported;
+    if ((v & 3u) == 2u) return ept_misconfig::write_without_read;
+    if (!(v & 1u) && (v & exec_only_bits_)) return ept_misconfig::execute_only_unsupported;
+    const bool ps = level > 1 && (v & ept_entry::page_size.raw());
+    if ((level == 1 || ps) && !is_valid_ept_memory_type(e.memory_type())) return ept_misconfig::reserved_memory_type;
+    if (ps && !maps_page(v, level)) return ept_misconfig::large_page_unsupported;
+    if (misconfigured(v, level, maps_page(v, level))) return ept_misconfig::reserved_bits;
+    return ept_misconfig::none;
+  }
+
+  friend constexpr bool operator==(const ept_entry_rules&, const ept_entry_rules&) noexcept = default;
+
+ private:
+  struct no_init {};
+  constexpr explicit ept_entry_rules(no_init) noexcept {}
+  std::uint64_t present_mask_ = 7;    ///< R, W, X (and XU under MBEC): any set = present
+  std::uint64_t exec_only_bits_ = 4;  ///< bits that make an R=0 entry execute-only (0 if allowed)
+  std::uint64_t table_rsvd_[8]{};     ///< per level: reserved bits of a non-leaf (or PTE)
+  std::uint64_t large_rsvd_[8]{};     ///< per level: reserved bits of a large-page leaf
+  bool large_ok_[8]{};                ///< per level: PS=1 maps a page
+};
+static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_valid_ept_memory_type(2) &&
+                  !is_valid_ept_memory_type(3) && is_valid_ept_memory_type(4) && is_valid_ept_memory_type(5) &&
+                  is_valid_ept_memory_type(6) && !is_valid_ept_memory_type(7),
+              "ept_entry_rules::misconfigured() hard-codes the valid memory types as the bits of 0x73");
+
+/// Which rule of SDM 29.3.3.1 makes the present EPT entry `entry` at `level` (1 = PTE ..
+/// 5 = PML5E) misconfigured under `caps`, or ept_misconfig::none. For one-off checks (entry
+/// builders, audits); a walker keeps an ept_entry_rules.
+[[nodiscard]] constexpr ept_misconfig ept_misconfiguration(ept_entry entry, unsigned level,
+                                                           const ept_capabilities& caps) noexcept {
+  return ept_entry_rules::make(caps).classify(entry, level);
+}
+
+/// True if the present EPT entry `entry` at `level` is misconfigured under `caps`
+/// (SDM 29.3.3.1; see ept_misconfiguration()).
+[[nodiscard]] constexpr bool ept_misconfigured(ept_entry entry, unsigned level, const ept_capabilities& caps) noexcept {
+  return ept_misconfiguration(entry, level, caps) != ept_misconfig::none;
+}
+
 /// An EPTP for a root, a number of levels (4 or 5) and the A/D setting, with WB
 /// paging-structure accesses.
 [[nodiscard]] constexpr ept_pointer make_ept_pointer(x86::gpa root, unsigned levels, bool ad) noexcept {

@@ -5,7 +5,8 @@
 ///
 /// Order of a walk: per level "present" (any of bits 2:0, or bit 10 with MBEC), then the
 /// misconfiguration rules (SDM 29.3.3.1: W without R; execute-only without the capability;
-/// reserved bits; a reserved memory type in the leaf), rights ANDed; then the EPT
+/// reserved bits; a reserved memory type in the leaf; the one rule set, ept_entry_rules of
+/// paging/ept_entry.hpp, shared with vmx's entry builders), rights ANDed; then the EPT
 /// permission check (ept_permission_fault of paging/permission.hpp); then, with EPTP bit 6,
 /// A on every entry used and D on the leaf of a write, by compare-exchange (re-walk if an
 /// entry changed). With EPT A/D enabled, accesses to guest paging structures count as
@@ -28,19 +29,6 @@
 #include <x86/result.hpp>
 
 namespace hvkit::paging {
-
-/// What the processor and the VM-execution controls allow (IA32_VMX_EPT_VPID_CAP, SDM A.10;
-/// secondary processor-based controls).
-struct ept_capabilities {
-  unsigned maxphyaddr = 52;   ///< CPUID.80000008H:EAX[7:0], 32..52
-  bool execute_only = false;  ///< cap bit 0: execute-only entries are allowed
-  bool walk4 = true;          ///< cap bit 6: 4-level walks
-  bool walk5 = true;          ///< cap bit 7: 5-level walks
-  bool page_2m = true;        ///< cap bit 16: PDEs may map 2 MiB pages
-  bool page_1g = true;        ///< cap bit 17: PDPTEs may map 1 GiB pages
-  bool ad = true;             ///< cap bit 21: EPT accessed and dirty flags
-  bool mbec = false;          ///< the "mode-based execute control for EPT" control is 1
-};
 
 /// Why an EPTP cannot be used (the VM-entry checks of SDM 27.2.1.1 that concern the walk).
 enum class eptp_error : std::uint8_t {
@@ -82,18 +70,8 @@ class ept_walker {
     ept_walker w;
     w.role_ = ept_role(caps.execute_only, caps.mbec, eptp.test(ept_pointer::ad_enabled));
     w.levels_ = levels;
-    w.present_mask_ = caps.mbec ? 0x407u : 0x7u;  // SDM 29.3.2: XU counts under MBEC
-    w.exec_only_bits_ = caps.execute_only ? 0u : (caps.mbec ? 0x404u : 0x4u);
+    w.rules_ = ept_entry_rules::make(caps);  // SDM 29.3.2 (present), 29.3.3.1 (misconfigurations)
     w.root_ = eptp.root(caps.maxphyaddr);
-    const std::uint64_t high = caps.maxphyaddr < 52 ? x86::bit_range(51, caps.maxphyaddr) : 0;
-    // SDM 29.3.3.1 / Tables 29-1..29-7: a non-leaf entry reserves bits 7:3 (PS = 1 in a
-    // PML5E/PML4E, or in a PDPTE/PDE where that page size is not supported, is reserved);
-    // a 1 GiB leaf reserves 29:12, a 2 MiB leaf 20:12; all reserve 51:MAXPHYADDR.
-    for (unsigned l = 1; l <= 5; ++l) w.table_rsvd_[l] = high | (l > 1 ? x86::bit_range(7, 3) : 0);
-    w.large_rsvd_[2] = high | x86::bit_range(20, 12);
-    w.large_rsvd_[3] = high | x86::bit_range(29, 12);
-    w.large_ok_[2] = caps.page_2m;
-    w.large_ok_[3] = caps.page_1g;
     return w;
   }
 
@@ -286,38 +264,21 @@ class ept_walker {
     const std::uint64_t e = *v;
     w.e = e;
     w.vals[i] = e;
-    if (!(e & present_mask_)) [[unlikely]] {
+    if (!(e & rules_.present_mask())) [[unlikely]] {
       // SDM 28.2.1: bits 6:3 are the ANDed rights including this entry, i.e. 0.
       fail(f, fault_kind::not_present, Level, ea, e);
       f.qualification = f.qualification | ept_qualification{acc.raw() & 7u};
       return -1;
     }
-    bool large = false;
-    if constexpr (Level == 2 || Level == 3) large = (e & ept_entry::page_size.raw()) && large_ok_[Level];
-    if (misconfigured(e, large ? large_rsvd_[Level] : table_rsvd_[Level], large || Level == 1)) [[unlikely]] {
+    const bool leaf = rules_.maps_page(e, Level);
+    if (rules_.misconfigured(e, Level, leaf)) [[unlikely]] {
       fail(f, fault_kind::ept_misconfig, Level, ea, e);
       return -1;
     }
     w.all &= e;  // the rights are a bit permutation of the entry: ANDed once at the end
-    if (Level == 1 || large) return 1;
+    if (leaf) return 1;
     w.table = e;
     return 0;
-  }
-
-  [[nodiscard]] constexpr bool misconfigured(std::uint64_t e, std::uint64_t rsvd, bool leaf) const noexcept {
-    // SDM 29.3.3.1, for an entry without read permission (rare, so tested once):
-    // write permission without read permission; or execute-only (X, or XU under MBEC)
-    // without the execute-only capability (exec_only_bits_ is 0 with the capability).
-    if (!(e & 1u)) [[unlikely]] {
-      if (e & 2u) return true;
-      if (e & exec_only_bits_) return true;
-    }
-    // A leaf with memory type 2, 3 or 7 (valid: 0, 1, 4, 5, 6 = the bits of 0x73).
-    const bool bad_type = leaf && !((0x73u >> ((e >> 3) & 7u)) & 1u);
-    static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_valid_ept_memory_type(2) &&
-                  !is_valid_ept_memory_type(3) && is_valid_ept_memory_type(4) && is_valid_ept_memory_type(5) &&
-                  is_valid_ept_memory_type(6) && !is_valid_ept_memory_type(7));
-    return ((e & rsvd) != 0) | bad_type;
   }
 
   template <writable_guest_memory M>
@@ -385,13 +346,9 @@ class ept_walker {
   }
 
   ept_role role_{};
-  std::uint64_t present_mask_ = 7;    ///< R, W, X (and XU under MBEC): any set = present
-  std::uint64_t exec_only_bits_ = 4;  ///< bits that make an R=0 entry execute-only (0 if allowed)
+  ept_entry_rules rules_{};  ///< present and misconfiguration rules for the capabilities
   unsigned levels_ = 4;
   x86::gpa root_{};
-  std::uint64_t table_rsvd_[6]{};
-  std::uint64_t large_rsvd_[6]{};
-  bool large_ok_[6]{};
 };
 
 }  // namespace hvkit::paging

@@ -721,6 +721,37 @@ paging::nested_result nested_walk(nested_setup& s, bool ept_ad, x86::pfec access
   return n.walk(mem, mmu, {x86::gva{va4}, access});
 }
 
+TEST(EptGolden, MisconfigurationReasons) {
+  using M = paging::ept_misconfig;
+  const paging::ept_capabilities none{46, false, true, true, false, false, true, false};
+  const paging::ept_capabilities all{46, true, true, true, true, true, true, true};
+  constexpr auto why = [](uint64_t e, unsigned level, const paging::ept_capabilities& c) {
+    return paging::ept_misconfiguration(paging::ept_entry{e}, level, c);
+  };
+  // Bits 2:0 = 010b and 110b: write without read, capabilities or not.
+  EXPECT_EQ(why(0x2, 1, all), M::write_without_read);
+  EXPECT_EQ(why(0x6 | (6 << 3), 1, all), M::write_without_read);
+  // 100b: execute-only needs capability bit 0; XU alone (bit 10) counts only under MBEC.
+  EXPECT_EQ(why(0x4 | (6 << 3), 1, none), M::execute_only_unsupported);
+  EXPECT_EQ(why(0x4 | (6 << 3), 1, all), M::none);
+  EXPECT_EQ(why(0x400 | 0x1 | (6 << 3), 1, none), M::none);
+  // Leaf memory types 2, 3, 7 are reserved; in a non-leaf bits 5:3 are plain reserved bits.
+  EXPECT_EQ(why(0x7 | (2 << 3), 1, all), M::reserved_memory_type);
+  EXPECT_EQ(why(0x87 | (7 << 3), 2, all), M::reserved_memory_type);
+  EXPECT_EQ(why(0x7 | (6 << 3), 4, all), M::reserved_bits);
+  EXPECT_EQ(why(0x7, 4, all), M::none);
+  // PS=1: a 2 MiB page needs capability bit 16, never at PML4E level.
+  EXPECT_EQ(why(0x87 | (6 << 3), 2, all), M::none);
+  EXPECT_EQ(why(0x87 | (6 << 3), 2, none), M::large_page_unsupported);
+  EXPECT_EQ(why(0x87 | (6 << 3), 4, all), M::large_page_unsupported);
+  // Reserved bits: bit 12 of a 2 MiB leaf; bit 46 with MAXPHYADDR 46 (bit 45 is address).
+  EXPECT_EQ(why(0x87 | (6 << 3) | 0x1000, 2, all), M::reserved_bits);
+  EXPECT_EQ(why(0x7 | (6 << 3) | (uint64_t{1} << 46), 1, all), M::reserved_bits);
+  EXPECT_EQ(why(0x7 | (6 << 3) | (uint64_t{1} << 45), 1, all), M::none);
+  static_assert(paging::ept_misconfiguration(paging::ept_entry{0x2}, 1, paging::ept_capabilities{}) ==
+                M::write_without_read);
+}
+
 TEST(NestedGolden, FourByFourSuccessGivesL2AndL1Addresses) {
   nested_setup s(R | W | X, P | RW);
   const auto r = nested_walk(s, false, x86::pfec::write);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <paging/ept_entry.hpp>
 #include <paging/mmu.hpp>
 #include <paging/walker.hpp>
 
@@ -247,6 +248,45 @@ TEST(WalkMatrix, RightsAcrossAllLevels) {
               static_cast<unsigned long long>(compared));
   RecordProperty("combinations", static_cast<int>(compared));
   EXPECT_EQ(failures, 0u);
+}
+
+// The one EPT misconfiguration predicate (shared by the walker and vmx's builders) against
+// the rule model, over bits 0-12 of an entry (R, W, X, memory type, IPAT, PS, A, D, XU,
+// bit 11, the lowest large-page reserved bit), a high reserved bit, every level and every
+// capability combination.
+TEST(EptMatrix, MisconfigurationPredicateMatchesModel) {
+  u64 compared = 0, misconfigured = 0, mismatches = 0;
+  for (unsigned capbits = 0; capbits < 16; ++capbits) {
+    paging::ept_capabilities caps{};
+    caps.execute_only = capbits & 1, caps.mbec = capbits & 2, caps.page_2m = capbits & 4, caps.page_1g = capbits & 8;
+    caps.maxphyaddr = 46;
+    walk_model::ept_controls mc{};
+    mc.execute_only = caps.execute_only, mc.mbec = caps.mbec, mc.page_2m = caps.page_2m, mc.page_1g = caps.page_1g;
+    mc.maxphyaddr = 46;
+    const auto rules = paging::ept_entry_rules::make(caps);
+    for (unsigned level = 1; level <= 5; ++level) {
+      for (u64 low = 0; low < (1u << 13); ++low) {
+        for (u64 high : {u64{0}, u64{1} << 47}) {
+          const u64 e = low | high;
+          if (!(e & rules.present_mask())) continue;  // the rules apply to present entries
+          const bool want = walk_model::ept_entry_misconfigured(e, level, mc);
+          const bool got = paging::ept_misconfigured(paging::ept_entry{e}, level, caps);
+          const bool fast = rules.misconfigured(e, level, rules.maps_page(e, level));
+          ++compared;
+          misconfigured += want;
+          if (got != want || fast != want) {
+            if (++mismatches < 10)
+              ADD_FAILURE() << std::hex << "entry " << e << " level " << level << " caps " << capbits << " model " << want
+                            << " classify " << got << " fast " << fast;
+          }
+        }
+      }
+    }
+  }
+  std::printf("EPT misconfiguration predicate vs model: %llu entries compared (%llu misconfigured)\n",
+              static_cast<unsigned long long>(compared), static_cast<unsigned long long>(misconfigured));
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_GT(misconfigured, compared / 4);
 }
 
 }  // namespace

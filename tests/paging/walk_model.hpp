@@ -232,6 +232,28 @@ struct ept_outcome {
   unsigned memtype = 0;
 };
 
+// SDM 29.3.3.1, one rule per branch, for one present entry at `level` (1 = PTE): is it an
+// EPT misconfiguration? (The oracle of ept_misconfigured(); ept_walk below states the same
+// rules inline, in walk order.)
+inline bool ept_entry_misconfigured(u64 e, unsigned level, const ept_controls& c) {
+  const bool ps = bit(e, 7);
+  bool leaf = level == 1;
+  if (level == 2 && ps && c.page_2m) leaf = true;
+  if (level == 3 && ps && c.page_1g) leaf = true;
+  if (bit(e, 1) && !bit(e, 0)) return true;  // write permission without read permission
+  if (!c.execute_only && !bit(e, 0) && bit(e, 2)) return true;  // execute-only, not supported
+  if (!c.execute_only && c.mbec && !bit(e, 0) && bit(e, 10)) return true;  // XU counts under MBEC
+  if (c.maxphyaddr < 52 && any_bit_in(e, 51, c.maxphyaddr)) return true;
+  if (!leaf && any_bit_in(e, 7, 3)) return true;  // non-leaf: 7:3 reserved (PS where no page)
+  if (leaf && level == 2 && any_bit_in(e, 20, 12)) return true;
+  if (leaf && level == 3 && any_bit_in(e, 29, 12)) return true;
+  if (leaf) {
+    const unsigned mt = static_cast<unsigned>(bits(e, 5, 3));
+    if (mt == 2 || mt == 3 || mt == 7) return true;  // reserved memory types
+  }
+  return false;
+}
+
 inline ept_outcome ept_walk(const memory& mem, u64 root, u64 gpa, const ept_controls& c) {
   ept_outcome o;
   bool rd = c.read, wr = c.write;
