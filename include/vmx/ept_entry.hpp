@@ -5,9 +5,10 @@
 /// of the EPT bits of IA32_VMX_EPT_VPID_CAP (SDM A.10).
 ///
 /// Refused: write without read (bits 2:0 = 010b or 110b); execute-only (100b) unless
-/// IA32_VMX_EPT_VPID_CAP bit 0; a leaf memory type of 2, 3 or 7 (paging::is_valid_ept_memory_type);
-/// a large page the CPU does not support (2 MiB: capability bit 16, 1 GiB: bit 17; never at
-/// PML4E/PML5E level); an address that is unaligned or wider than MAXPHYADDR. The EPTP is
+/// IA32_VMX_EPT_VPID_CAP bit 0; a leaf memory type of 2, 3 or 7; a large page the CPU does
+/// not support (2 MiB: capability bit 16, 1 GiB: bit 17; never at PML4E/PML5E level): the
+/// entry is checked by paging::ept_misconfiguration(), the rule set the EPT walker applies;
+/// and an address that is unaligned or wider than MAXPHYADDR. The EPTP is
 /// checked by the EPT walker's own rule (paging::ept_walker::make) plus the UC/WB capability
 /// bits only the VMX capability MSR knows.
 #pragma once
@@ -76,11 +77,24 @@ enum class ept_error : std::uint8_t {
 };
 
 namespace detail {
-[[nodiscard]] constexpr result<paging::ept_entry, ept_error> ept_rights(ept_permissions p, ept_caps caps) noexcept {
+[[nodiscard]] constexpr paging::ept_entry ept_rights(ept_permissions p) noexcept {
   using E = paging::ept_entry;
-  if (p.write && !p.read) return unexpected(ept_error::write_without_read);
-  if (p.execute && !p.read && !p.write && !caps.execute_only()) return unexpected(ept_error::execute_only_unsupported);
   return E{}.assign(E::read, p.read).assign(E::write, p.write).assign(E::exec, p.execute).assign(E::user_exec, p.user_execute);
+}
+/// `e` (without its address) at `level` against the EPT walker's misconfiguration rules
+/// (paging::ept_misconfiguration, SDM 29.3.3.1) for these capabilities.
+[[nodiscard]] constexpr result<void, ept_error> check_misconfiguration(paging::ept_entry e, unsigned level,
+                                                                       ept_caps caps) noexcept {
+  using M = paging::ept_misconfig;
+  switch (paging::ept_misconfiguration(e, level, caps.walker_capabilities(52, false))) {
+    case M::none: return {};
+    case M::write_without_read: return unexpected(ept_error::write_without_read);
+    case M::execute_only_unsupported: return unexpected(ept_error::execute_only_unsupported);
+    case M::reserved_memory_type: return unexpected(ept_error::reserved_memory_type);
+    case M::large_page_unsupported: return unexpected(ept_error::large_page_unsupported);
+    case M::reserved_bits: break;  // not reachable: the entry checked has no address bits
+  }
+  return unexpected(ept_error::misaligned_address);
 }
 /// Alignment and width of a physical address (bits 63:MAXPHYADDR must be 0).
 [[nodiscard]] constexpr result<void, ept_error> check_address(x86::hpa pa, std::uint64_t align,
@@ -96,10 +110,12 @@ namespace detail {
 [[nodiscard]] constexpr result<paging::ept_entry, ept_error> make_ept_table_entry(x86::hpa next, ept_permissions p,
                                                                                  ept_caps caps,
                                                                                  unsigned maxphyaddr = 52) noexcept {
-  auto rights = detail::ept_rights(p, caps);
-  if (!rights) return rights;
+  const paging::ept_entry rights = detail::ept_rights(p);
+  // Level 4 stands for any non-leaf level: the rules for an entry with PS=0 and no memory
+  // type do not depend on it.
+  if (auto m = detail::check_misconfiguration(rights, 4, caps); !m) return unexpected(m.error());
   if (auto a = detail::check_address(next, x86::page_size_4k, maxphyaddr); !a) return unexpected(a.error());
-  return paging::ept_entry{next.value()} | rights.value();
+  return paging::ept_entry{next.value()} | rights;
 }
 
 /// A leaf EPT entry mapping `frame` at `level` (PTE: 4 KiB; PDE: 2 MiB; PDPTE: 1 GiB).
@@ -109,33 +125,19 @@ namespace detail {
                                                                           bool ignore_pat = false,
                                                                           unsigned maxphyaddr = 52) noexcept {
   using E = paging::ept_entry;
-  auto rights = detail::ept_rights(p, caps);
-  if (!rights) return rights;
   const auto mt = static_cast<std::uint8_t>(type);
-  if (!paging::is_valid_ept_memory_type(mt)) return unexpected(ept_error::reserved_memory_type);
-  std::uint64_t align = x86::page_size_4k;
-  bool large = false;
-  switch (level) {
-    case ept_level::pte: break;
-    case ept_level::pde:
-      if (!caps.pde_2m()) return unexpected(ept_error::large_page_unsupported);
-      align = x86::page_size_2m;
-      large = true;
-      break;
-    case ept_level::pdpte:
-      if (!caps.pdpte_1g()) return unexpected(ept_error::large_page_unsupported);
-      align = x86::page_size_1g;
-      large = true;
-      break;
-    case ept_level::pml4e:
-    case ept_level::pml5e:
-      return unexpected(ept_error::large_page_unsupported);  // bit 7 is reserved there
-    default:
-      return unexpected(ept_error::large_page_unsupported);  // not a level (SDM 29.3.2)
-  }
+  if (mt > E::memory_type_field::max_raw) return unexpected(ept_error::reserved_memory_type);  // not 3 bits
+  const unsigned lvl = static_cast<unsigned>(level);
+  const bool large = lvl > 1;  // PS=1 above the PTE; at PML4E/PML5E (or no level) the rules refuse it
+  const E entry = (E{E::memory_type_field::set(0, mt)} | detail::ept_rights(p))
+                      .assign(E::ignore_pat, ignore_pat)
+                      .assign(E::page_size, large);
+  if (auto m = detail::check_misconfiguration(entry, lvl, caps); !m) return unexpected(m.error());
+  const std::uint64_t align = level == ept_level::pde     ? x86::page_size_2m
+                              : level == ept_level::pdpte ? x86::page_size_1g
+                                                          : x86::page_size_4k;
   if (auto a = detail::check_address(frame, align, maxphyaddr); !a) return unexpected(a.error());
-  const E with_type{E::memory_type_field::set(frame.value(), mt)};
-  return (with_type | rights.value()).assign(E::ignore_pat, ignore_pat).assign(E::page_size, large);
+  return E{frame.value()} | entry;
 }
 
 /// The memory type of a leaf entry (bits 5:3) is one the CPU accepts (SDM 29.3.3.1); entries
