@@ -69,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (acc & 2) access = access | x86::pfec::user;
   if (acc & 4) access = access | x86::pfec::fetch;
   if (acc & 8) access = access | x86::pfec::implicit_access;
+  if (acc & 32) access = access | x86::pfec::ss;  // CET shadow-stack access
 
   paging::cpu_properties props{};
   props.maxphyaddr = maxphy;
@@ -100,6 +101,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto r = w.walk(mem, mmu, req);
   if (r) {
     check_translation(*r, levels);
+    // SDM 4.6.1: a shadow-stack access succeeds only on a shadow-stack page of its mode.
+    if (levels != 0 && access.test(x86::pfec::ss) && !access.test(x86::pfec::fetch))
+      check(r->rights.test(paging::pte_access::shadow_stack) &&
+            r->rights.test(paging::pte_access::user) == access.test(x86::pfec::user));
     const auto raw = w.translate(paging::flat_view(image.data(), image.size()), va);
     check(raw.has_value() && raw->address == r->address);
   } else {
