@@ -126,11 +126,60 @@ class ept_walker {
     // The role's permission table answers allowed/denied with one lookup (its documented
     // layout: row = access class R/W/X/user-address, bit = rights); the full check, which
     // also builds the qualification bits, runs only for a denied access.
-    const unsigned cls = static_cast<unsigned>((acc.raw() & 7u) | (acc.test(ept_access::user_address) ? 8u : 0u));
-    if ((permission_table_for(role_).entries[cls] >> (t.rights.raw() & 31u)) & 1u) [[unlikely]] {
+    if (denied(acc, t.rights.raw())) [[unlikely]] {
       const ept_violation v = ept_permission_fault(role_, t.rights, acc);
       permission_report(t, acc, v, f);
       return false;
+    }
+    return true;
+  }
+
+  /// The upper entries (PML5E, PML4E, PDPTE, PDE) of the last 4 KiB translation made by
+  /// walk_checked_cached(): a paging-structure cache that lives for one nested walk.
+  struct upper_cache {
+    std::uint64_t tag = ~std::uint64_t{0};  ///< guest-physical address >> 21; ~0: empty
+    std::uint64_t pde = 0;                  ///< the PDE (the page table's address)
+    std::uint64_t all = 0;                  ///< AND of the entries above the PTE
+  };
+
+  /// walk_checked() through `c`: if `req.address` lies in the 2 MiB region of the cached
+  /// translation, only the PTE is read, checked (present, misconfiguration) and ANDed with
+  /// the cached upper entries for the permission check; otherwise a full walk_checked()
+  /// that refills `c` when it ends at a PTE. On success `address` and `all` are what
+  /// walk_checked() gives; on failure nothing is reported (the caller recomputes the report
+  /// with check(), which never uses the cache).
+  ///
+  /// Why this cannot change a result: every entry used was read, checked for
+  /// misconfiguration and ANDed into the rights exactly as an uncached walk does, only
+  /// earlier in the same nested walk, and for the same access class (a guest
+  /// paging-structure read, or write with EPT A/D). Without a concurrent writer the values
+  /// are the same; with one, using the earlier values is what a processor's EPT
+  /// paging-structure caches do (SDM 29.4.3: entries may be cached and used until INVEPT,
+  /// so a concurrent change need not be seen). EPT A/D: `all` still includes the cached
+  /// entries' A flags, so a missing flag sends the walk to the slow path, which walks
+  /// without the cache and sets the flags.
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool walk_checked_cached(const M& mem, const ept_request& req, upper_cache& c,
+                                                            translation& t, walk_fault& f, x86::gpa& address,
+                                                            std::uint64_t& all) const noexcept {
+    const std::uint64_t ga = req.address.value();
+    if ((ga >> 21) == c.tag) {
+      const auto v = mem.read64(x86::gpa{(c.pde & 0x000f'ffff'ffff'f000u) + ((ga >> 12) & 511u) * 8u});
+      if (!v) [[unlikely]] return false;
+      const std::uint64_t e = *v;
+      if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
+      const std::uint64_t w_all = c.all & e;
+      if (denied(effective_access(req), entry_rights(w_all))) [[unlikely]] return false;
+      address = x86::gpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
+      all = (w_all & ~std::uint64_t{1}) | ((e >> 9) & 1u);
+      return true;
+    }
+    if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return false;
+    address = t.address;
+    if (t.page_shift == 12) {
+      std::uint64_t upper = ~std::uint64_t{0};
+      for (unsigned i = 0; i + 1u < t.path.count; ++i) upper &= t.path.values[i];
+      c = upper_cache{ga >> 21, t.path.values[t.path.count - 2u], upper};
     }
     return true;
   }
@@ -246,6 +295,13 @@ class ept_walker {
     }
     level = Level;
     return st;
+  }
+
+  /// The role's permission table answers allowed/denied with one lookup (its documented
+  /// layout: row = access class R/W/X/user-address, bit = rights).
+  [[nodiscard]] constexpr bool denied(ept_access acc, std::uint64_t rights) const noexcept {
+    const unsigned cls = static_cast<unsigned>((acc.raw() & 7u) | (acc.test(ept_access::user_address) ? 8u : 0u));
+    return (permission_table_for(role_).entries[cls] >> (rights & 31u)) & 1u;
   }
 
   /// One level (SDM 29.3.2, 29.3.3.1): read, present, misconfiguration, rights, leaf.

@@ -61,6 +61,14 @@ struct identity_stage {
     return true;
   }
   [[nodiscard]] static constexpr bool needs_ad(const ept_request&, std::uint64_t) noexcept { return false; }
+  struct upper_cache {};
+  template <guest_memory M>
+  constexpr bool walk_checked_cached(const M&, const ept_request& req, upper_cache&, translation&, walk_fault&,
+                                     x86::gpa& address, std::uint64_t& all) const noexcept {
+    address = req.address;
+    all = ~std::uint64_t{0};
+    return true;
+  }
 };
 
 namespace detail {
@@ -112,6 +120,8 @@ struct nested_tables {
   std::uint64_t l1[max_levels];
   unsigned mapped = 0;
   translation scratch{};  ///< the second stage's translation of the last table read
+  /// The second stage's upper entries of the last table read (ept_walker::walk_checked_cached).
+  typename Stage::upper_cache cache{};
   bool raw = false;     ///< no second-stage permission checks (translate())
   bool record = false;  ///< collect second-stage A/D updates (the slow path)
   bool need_ad = false; ///< fast path: some second-stage entry lacks A/D (redo slowly)
@@ -135,12 +145,11 @@ struct nested_tables {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
       const ept_request req = table_request(a, ept_access::read);
       std::uint64_t all = 0;
-      if (!stage->walk_checked(*mem, req, scratch, f, all)) [[unlikely]] {
+      if (!stage->walk_checked_cached(*mem, req, cache, scratch, f, h, all)) [[unlikely]] {
         f = stage->check(*mem, req).error();
         return false;
       }
       need_ad = need_ad || stage->needs_ad(req, all);
-      h = scratch.address;
     } else {
       const walk_result s =
           raw ? stage->translate_raw(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));

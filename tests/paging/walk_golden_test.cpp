@@ -832,6 +832,46 @@ TEST(NestedGolden, WhichStageFailed) {
   EXPECT_EQ(c.error().guest_physical.value(), 0x3008u);
 }
 
+// The guest tables at L2 0x1000..0x4000 share one 2 MiB EPT region, so the EPT upper
+// entries read for the PML4 are reused for the later table reads (ept_walker::
+// walk_checked_cached); a fault in a later table's EPT PTE must still be found and
+// reported as by an uncached walk.
+TEST(NestedGolden, CachedEptUpperEntriesStillCheckThePte) {
+  // The PD's page (L2 0x3000) not present in EPT: violation on the read of 0x3008, level 1,
+  // qualification R | linear valid = 0x81.
+  nested_setup np(R | W | X, P | RW);
+  np.m.put64(0x13000 + 8 * 3, 0);
+  const auto a = nested_walk(np, false, {});
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().stage, paging::walk_stage::ept);
+  EXPECT_EQ(a.error().kind, fault_kind::not_present);
+  EXPECT_EQ(a.error().guest_physical.value(), 0x3008u);
+  EXPECT_EQ(a.error().level, 1);
+  EXPECT_EQ(a.error().qualification.raw(), 0x81u);
+  // The PT's page (L2 0x4000) read-only with EPT A/D on: the table read counts as a write
+  // (SDM 29.3.3.2): R | W | readable | linear valid = 0x8b.
+  // Guest A flags already set: no guest A/D write, so the fast (cached) path runs.
+  nested_setup ro(R | W | X, P | RW | A);
+  ro.m.put64(0x13000 + 8 * 4, 0x24000 | R | WB);
+  const auto b = nested_walk(ro, true, {});
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().kind, fault_kind::permission);
+  EXPECT_EQ(b.error().guest_physical.value(), 0x4008u);
+  EXPECT_EQ(b.error().qualification.raw(), 0x8bu);
+  // Without EPT A/D the same read goes through, at the right L1 address.
+  const auto c = nested_walk(ro, false, {});
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->l1_address().value(), 0x27abcu);
+  // The PDPT's page (L2 0x2000) mapped elsewhere: the cached walk must use its own PTE.
+  nested_setup moved(R | W | X, P | RW | A);
+  moved.m.put64(0x13000 + 8 * 2, 0x26000 | R | W | X | WB);
+  moved.m.put64(0x26000 + 8, 0x3000 | P | RW | A);  // the moved PDPT points at the same PD
+  moved.m.put64(0x22000 + 8, 0);                // the old one would fault
+  const auto d = nested_walk(moved, false, {});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->l1_address().value(), 0x27abcu);
+}
+
 TEST(NestedGolden, IdentityStageAndRawTranslate) {
   nested_setup s(R | W | X, P | RW);
   const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x21000});
