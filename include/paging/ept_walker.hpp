@@ -154,7 +154,7 @@ class ept_walker {
   /// earlier in the same nested walk, and for the same access class (a guest
   /// paging-structure read, or write with EPT A/D). Without a concurrent writer the values
   /// are the same; with one, using the earlier values is what a processor's EPT
-  /// paging-structure caches do (SDM 29.4.3: entries may be cached and used until INVEPT,
+  /// paging-structure caches do (SDM 29.4.1-29.4.2: entries may be cached and used until INVEPT,
   /// so a concurrent change need not be seen). EPT A/D: `all` still includes the cached
   /// entries' A flags, so a missing flag sends the walk to the slow path, which walks
   /// without the cache and sets the flags.
