@@ -15,6 +15,7 @@
 #include <paging/mmu.hpp>
 #include <paging/walker.hpp>
 
+#include "walk_kind.hpp"
 #include "walk_model.hpp"
 
 namespace {
@@ -125,18 +126,7 @@ std::vector<case_controls> all_controls(bool with_pke_and_implicit) {
   return out;
 }
 
-paging::fault_kind to_kind(walk_model::kind k) {
-  switch (k) {
-    case walk_model::kind::not_present: return paging::fault_kind::not_present;
-    case walk_model::kind::reserved: return paging::fault_kind::reserved_bit;
-    case walk_model::kind::permission: return paging::fault_kind::permission;
-    case walk_model::kind::pkey: return paging::fault_kind::protection_key;
-    case walk_model::kind::unbacked: return paging::fault_kind::unbacked;
-    case walk_model::kind::non_canonical: return paging::fault_kind::non_canonical;
-    case walk_model::kind::ok: break;
-  }
-  return paging::fault_kind::none;
-}
+using walk_test::to_kind;
 
 // Runs one case; returns false (after recording a failure) on mismatch.
 bool run_case(fixture& fx, const unsigned flags[5], const case_controls& k, bool update_ad) {

@@ -15,6 +15,7 @@
 #include <paging/pdptr.hpp>
 #include <paging/walker.hpp>
 
+#include "walk_kind.hpp"
 #include "walk_model.hpp"
 
 namespace {
@@ -92,18 +93,7 @@ u64 random_va(rng_t& r, walk_model::mode m) {
   return v;
 }
 
-paging::fault_kind to_kind(walk_model::kind k) {
-  switch (k) {
-    case walk_model::kind::not_present: return paging::fault_kind::not_present;
-    case walk_model::kind::reserved: return paging::fault_kind::reserved_bit;
-    case walk_model::kind::permission: return paging::fault_kind::permission;
-    case walk_model::kind::pkey: return paging::fault_kind::protection_key;
-    case walk_model::kind::unbacked: return paging::fault_kind::unbacked;
-    case walk_model::kind::non_canonical: return paging::fault_kind::non_canonical;
-    case walk_model::kind::ok: break;
-  }
-  return paging::fault_kind::none;
-}
+using walk_test::to_kind;
 
 struct counts {
   u64 compared = 0, ok = 0, faults = 0, failures = 0, gp = 0;
