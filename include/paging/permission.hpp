@@ -7,12 +7,14 @@
 /// combinations (execute-only, MBEC) are constexpr data, and a role selects its table with
 /// one shift and mask (cpu_role::permission_index()).
 ///
-/// Guest-paging table layout (one `permission_table` per role, 128 bytes; 8 KiB in all):
-/// - index, 7 bits: bits 2:0 the page's accumulated rights (pte_access exec, write, user),
-///   bit 3 W (write access), bit 4 U (user-mode access), bit 5 SMAP override (an explicit
-///   supervisor-mode access with RFLAGS.AC=1), bit 6 I/D (instruction fetch). Bits 3, 4 and
-///   6 are the #PF error-code bits W, U and I/D shifted left by two, so the index is a shift,
-///   two masks and two ORs away from the inputs;
+/// Guest-paging table layout (one `permission_table` per role, 512 bytes; 32 KiB in all):
+/// - index, 9 bits: bits 2:0 the page's accumulated rights (pte_access exec, write, user),
+///   bit 3 W (write access), bit 4 U (user-mode access), bit 5 the derived
+///   pte_access::shadow_stack right, bit 6 I/D (instruction fetch), bit 7 SMAP override (an
+///   explicit supervisor-mode access with RFLAGS.AC=1), bit 8 SS (a CET shadow-stack
+///   access). Bits 3, 4, 6 and 8 are the #PF error-code bits W, U, I/D and SS shifted left by
+///   two, and bits 2:0 and 5 are the pte_access bits where they are, so the index is two
+///   masks, a shift and the SMAP term away from the inputs;
 /// - entry bits 1:0: which bits of the protection key apply, in the PKRU/PKRS layout: bit 0
 ///   AD, bit 1 WD (SDM 4.6.2: data accesses only; WD for user-mode writes, and for
 ///   supervisor writes only with CR0.WP=1; user-mode addresses under CR4.PKE, supervisor-mode
@@ -20,9 +22,8 @@
 /// - entry bit 2: paging rights deny the access (SDM 4.6.1).
 /// The check is then one table load, one variable shift of the PK register, a 32-entry
 /// result lookup (entry x the key's AD/WD bits -> P, PK) and a few ALU operations, with no
-/// branch. Shadow-stack accesses (x86::pfec::ss, CET) replace the table's paging-rights
-/// verdict by their own rule, computed with a few ALU operations from the access and the
-/// derived pte_access::shadow_stack right (see permission_fault()).
+/// branch. Shadow-stack accesses have their own half of each table (index bit 8), so their
+/// rule costs nothing on the path of ordinary accesses.
 #pragma once
 
 #include <array>
@@ -37,18 +38,21 @@ namespace hvkit::paging {
 
 /// The permission table of one cpu_role (see the file comment for the layout).
 struct permission_table {
-  std::array<std::uint8_t, 128> entries{};
+  std::array<std::uint8_t, 512> entries{};
 
+  static constexpr unsigned idx_rights = 0x27u;     ///< index bits: pte_access exec, write, user, shadow_stack
   static constexpr unsigned idx_write = 1u << 3;    ///< index bit: write access
   static constexpr unsigned idx_user = 1u << 4;     ///< index bit: user-mode access
-  static constexpr unsigned idx_smap_ok = 1u << 5;  ///< index bit: SMAP overridden (explicit, AC=1)
   static constexpr unsigned idx_fetch = 1u << 6;    ///< index bit: instruction fetch
+  static constexpr unsigned idx_smap_ok = 1u << 7;  ///< index bit: SMAP overridden (explicit, AC=1)
+  static constexpr unsigned idx_ss = 1u << 8;       ///< index bit: shadow-stack access
   static constexpr std::uint8_t pk_ad = 1u;         ///< entry bit: the key's AD bit applies
   static constexpr std::uint8_t pk_wd = 2u;         ///< entry bit: the key's WD bit applies
   static constexpr std::uint8_t deny = 4u;          ///< entry bit: paging rights deny
 
   friend constexpr bool operator==(const permission_table&, const permission_table&) noexcept = default;
 };
+static_assert(permission_table::idx_rights == (pte_access::paging_rights | pte_access::shadow_stack).raw());
 
 namespace detail {
 
@@ -57,20 +61,32 @@ namespace detail {
 consteval permission_table make_permission_table(unsigned p) {
   const bool wp = p & 1u, smep = p & 2u, smap = p & 4u, nx = p & 8u, pke = p & 16u, pks = p & 32u;
   permission_table t{};
-  for (unsigned i = 0; i < 128; ++i) {
+  for (unsigned i = 0; i < t.entries.size(); ++i) {
     const bool x = i & pte_access::exec.raw(), rw = i & pte_access::write.raw();
-    const bool uaddr = i & pte_access::user.raw();
+    const bool uaddr = i & pte_access::user.raw(), ss_page = i & pte_access::shadow_stack.raw();
     const bool w = i & permission_table::idx_write, u = i & permission_table::idx_user;
     const bool smap_ok = i & permission_table::idx_smap_ok, f = i & permission_table::idx_fetch;
+    const bool ss = i & permission_table::idx_ss;
     bool fault = false;
-    fault |= u && !uaddr;                             // user access to a supervisor-mode address
-    fault |= w && !rw && (u || wp);                   // read-only: user writes always, supervisor with WP
-    fault |= f && nx && !x;                           // XD=1 somewhere, with EFER.NXE
-    fault |= f && !u && uaddr && smep;                // SMEP: supervisor fetch from a user-mode address
-    fault |= !f && !u && uaddr && smap && !smap_ok;   // SMAP: supervisor data access, AC=0 or implicit
+    if (ss) {
+      // Shadow-stack accesses (CET, SDM 4.6.1): allowed only to shadow-stack pages whose
+      // mode matches the access's: a user-mode shadow-stack access (CPL 3, or WRUSS) needs
+      // a user-mode address, a supervisor-mode one a supervisor-mode address, whatever
+      // CR0.WP, CR4.SMAP and RFLAGS.AC say (the leaf has R/W=0, so the ordinary write rule
+      // would deny every shadow-stack write).
+      fault = !ss_page || u != uaddr;
+    } else {
+      // Ordinary accesses; the shadow-stack right plays no part (the page is read-only).
+      fault |= u && !uaddr;                            // user access to a supervisor-mode address
+      fault |= w && !rw && (u || wp);                  // read-only: user writes always, supervisor with WP
+      fault |= f && nx && !x;                          // XD=1 somewhere, with EFER.NXE
+      fault |= f && !u && uaddr && smep;               // SMEP: supervisor fetch from a user-mode address
+      fault |= !f && !u && uaddr && smap && !smap_ok;  // SMAP: supervisor data access, AC=0 or implicit
+    }
     // SDM 4.6.2 / 4.7 (PK): keys govern data accesses only, PKRU for user-mode addresses
     // (CR4.PKE), IA32_PKRS for supervisor-mode ones (CR4.PKS). AD blocks every data access;
-    // WD blocks user-mode writes, and supervisor-mode writes only with CR0.WP=1.
+    // WD blocks user-mode writes, and supervisor-mode writes only with CR0.WP=1. A
+    // shadow-stack access is a data access and a shadow-stack write a write.
     const bool keyed = !f && (uaddr ? pke : pks);
     unsigned e = fault ? permission_table::deny : 0u;
     if (keyed) e |= permission_table::pk_ad | ((w && (u || wp)) ? permission_table::pk_wd : 0u);
@@ -118,30 +134,19 @@ inline constexpr std::array<permission_table, 64> permission_tables = detail::ma
   static_assert(x86::pfec::write.raw() << 2 == permission_table::idx_write &&
                     x86::pfec::user.raw() << 2 == permission_table::idx_user &&
                     x86::pfec::fetch.raw() << 2 == permission_table::idx_fetch &&
-                    x86::pfec::implicit_access.raw() >> 46 == x86::pfec::user.raw() &&
-                    x86::rflags::ac.raw() >> 16 == x86::pfec::user.raw() && x86::pfec::ss.raw() == 1u << 6 &&
-                    pte_access::shadow_stack.raw() == 1u << 5 && pte_access::user.raw() == 1u << 2 &&
-                    permission_table::deny == 1u << 2,
-                "permission_fault() hard-codes the W, U, I/D, SS, implicit, AC and right bit positions");
+                    x86::pfec::ss.raw() << 2 == permission_table::idx_ss &&
+                    x86::pfec::user.raw() << 5 == permission_table::idx_smap_ok &&
+                    x86::pfec::implicit_access.raw() >> 41 == permission_table::idx_smap_ok &&
+                    x86::rflags::ac.raw() >> 11 == permission_table::idx_smap_ok,
+                "permission_fault() hard-codes the W, U, I/D, SS, implicit and AC bit positions");
   const std::uint64_t a = access.raw();
   // SMAP override (SDM 4.6.1): RFLAGS.AC=1 and an explicit supervisor-mode access, i.e.
-  // neither U nor implicit. Both tests line up at bit 2 (U's position) before the shift.
-  const std::uint64_t user_or_implicit = a | (a >> 46);
-  const std::uint64_t smap_ok = (rflags.raw() >> 16) & ~user_or_implicit & x86::pfec::user.raw();
+  // neither U nor implicit. AC, U and the implicit flag all line up at index bit 7.
+  const std::uint64_t smap_ok = (rflags.raw() >> 11) & ~((a << 5) | (a >> 41)) & permission_table::idx_smap_ok;
   const unsigned idx = static_cast<unsigned>(((a << 2) & (permission_table::idx_write | permission_table::idx_user |
-                                                          permission_table::idx_fetch)) |
-                                             (smap_ok << 3) | (rights.raw() & 7u));
-  // Shadow-stack accesses (CET, SDM 4.6.1): allowed only to shadow-stack pages
-  // (pte_access::shadow_stack) whose mode matches the access's: a user-mode shadow-stack
-  // access (CPL 3, or WRUSS) needs a user-mode address, a supervisor-mode one a
-  // supervisor-mode address, whatever CR0.WP, CR4.SMAP and RFLAGS.AC say. That rule
-  // replaces the paging-rights verdict of the table (whose write rule would deny every
-  // shadow-stack write, the leaf having R/W=0); the protection-key bits of the entry still
-  // apply, a shadow-stack write being a write (SDM 4.6.2).
-  const unsigned ss = static_cast<unsigned>(a >> 6) & 1u;
-  const unsigned r = rights.raw();
-  const unsigned ss_deny = ((~r >> 5) | (static_cast<unsigned>(a >> 2) ^ (r >> 2))) & 1u;
-  const unsigned e = (table.entries[idx] & ~(ss << 2)) | ((ss & ss_deny) << 2);
+                                                          permission_table::idx_fetch | permission_table::idx_ss)) |
+                                             smap_ok | (rights.raw() & permission_table::idx_rights));
+  const unsigned e = table.entries[idx];
   // The key's AD and WD bits from the PK register; the entry says which of them apply.
   const unsigned key_bits = (pkr >> (2u * (pkey & 15u))) & 3u;
   return x86::pfec{detail::permission_result[(e << 2) | key_bits]};
