@@ -30,7 +30,14 @@ concept vmcs_backend = requires(B& b, std::uint32_t enc, std::uint64_t v) {
 template <vmcs_backend B, std::uint32_t E>
 [[nodiscard]] constexpr result<typename field<E>::value_type, vm_fail> vmread(B& b, field<E>) noexcept {
   using T = typename field<E>::value_type;
-  auto r = b.read(E);
+  // A backend with a typed read (cached_vmcs) gets the field itself, so that it can resolve
+  // the field at compile time; any other backend gets the encoding.
+  auto r = [&] {
+    if constexpr (requires { { b.read(field<E>{}) } -> std::same_as<result<std::uint64_t, vm_fail>>; })
+      return b.read(field<E>{});
+    else
+      return b.read(E);
+  }();
   if (!r) return unexpected(r.error());
   return static_cast<T>(r.value());
 }
@@ -54,7 +61,10 @@ constexpr result<void, vm_fail> vmwrite(B& b, field<E>, V v) noexcept {
                 "VMWRITE to a read-only VMCS field (VM-exit information, SDM 25.9; error 13)");
   static_assert(std::same_as<V, typename field<E>::value_type>,
                 "VMCS field width mismatch: write the field's own value type (SDM 25.11.2 bits 14:13)");
-  return b.write(E, static_cast<std::uint64_t>(v));
+  if constexpr (requires { { b.write(field<E>{}, std::uint64_t{}) } -> std::same_as<result<void, vm_fail>>; })
+    return b.write(field<E>{}, static_cast<std::uint64_t>(v));
+  else
+    return b.write(E, static_cast<std::uint64_t>(v));
 }
 
 }  // namespace hvkit::vmx

@@ -24,17 +24,29 @@ class cached_vmcs {
  public:
   constexpr explicit cached_vmcs(Backend& b) noexcept : backend_(&b) {}
 
+  /// Read by encoding (the encoding may be a run-time value).
   [[nodiscard]] constexpr result<std::uint64_t, vm_fail> read(std::uint32_t enc) noexcept {
     const int si = slot_of(enc);
     if (si < 0) return backend_->read(enc);
     const auto s = static_cast<std::size_t>(si);
     if (!test(available_, s)) {
-      auto r = backend_->read(enc & ~1u);
+      auto r = fill(s, enc & ~1u);
       if (!r) return r;
-      values_[s] = r.value();
-      set(available_, s);
     }
     return is_high_access(enc) ? values_[s] >> 32 : values_[s];
+  }
+
+  /// Read of a typed field (what vmx::vmread() calls): the slot is a compile-time constant,
+  /// so a hit is one bit test and one load, inlined; only a miss goes to the backend.
+  template <std::uint32_t E>
+    requires(slot_of(E) >= 0)  // unlisted fields take the by-encoding path (to the backend)
+  [[nodiscard]] constexpr result<std::uint64_t, vm_fail> read(field<E>) noexcept {
+    constexpr std::size_t s = slot_v<E>;
+    if (!test(available_, s)) [[unlikely]] {
+      auto r = fill(s, E & ~1u);
+      if (!r) return r;
+    }
+    return field<E>::high ? values_[s] >> 32 : values_[s];
   }
 
   constexpr result<void, vm_fail> write(std::uint32_t enc, std::uint64_t v) noexcept {
@@ -49,6 +61,25 @@ class cached_vmcs {
       values_[s] = (full.value() & 0xffff'ffffu) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(v)) << 32);
     } else {
       values_[s] = v & value_mask(enc);
+    }
+    set(available_, s);
+    set(dirty_, s);
+    return {};
+  }
+
+  /// Write of a typed field (what vmx::vmwrite() calls): no run-time slot lookup.
+  template <std::uint32_t E>
+    requires(slot_of(E) >= 0)
+  constexpr result<void, vm_fail> write(field<E>, std::uint64_t v) noexcept {
+    constexpr std::size_t s = slot_v<E>;
+    if constexpr (field<E>::read_only) {
+      return write_through(E, v, s);
+    } else if constexpr (field<E>::high) {
+      auto full = read(field<(E & ~1u)>{});
+      if (!full) return unexpected(full.error());
+      values_[s] = (full.value() & 0xffff'ffffu) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(v)) << 32);
+    } else {
+      values_[s] = v & value_mask(E);
     }
     set(available_, s);
     set(dirty_, s);
@@ -100,6 +131,15 @@ class cached_vmcs {
   static constexpr bool test(const bits& b, std::size_t s) noexcept { return (b[s / 64] >> (s % 64)) & 1u; }
   static constexpr void set(bits& b, std::size_t s) noexcept { b[s / 64] |= std::uint64_t{1} << (s % 64); }
   static constexpr void clear(bits& b, std::size_t s) noexcept { b[s / 64] &= ~(std::uint64_t{1} << (s % 64)); }
+
+  // A miss: read the full field from the backend and make it available.
+  constexpr result<std::uint64_t, vm_fail> fill(std::size_t s, std::uint32_t full_encoding) noexcept {
+    auto r = backend_->read(full_encoding);
+    if (!r) return r;
+    values_[s] = r.value();
+    set(available_, s);
+    return r;
+  }
 
   constexpr result<void, vm_fail> write_through(std::uint32_t enc, std::uint64_t v, std::size_t s) noexcept {
     auto r = backend_->write(enc, v);

@@ -209,3 +209,66 @@ TEST(cached_vmcs, flush_stops_at_a_failing_field_and_keeps_it_dirty) {
   EXPECT_EQ(b.inner.peek(f::guest_rip), 0x1000u);
   EXPECT_EQ(b.inner.peek(f::host_rip), 0x2000u);
 }
+
+namespace {
+// A backend whose VMREAD of one encoding fails: for the cache's miss path.
+struct failing_read_backend {
+  vmx::soft_vmcs inner;
+  std::uint32_t fail_on = 0;
+  hvkit::result<std::uint64_t, vmx::vm_fail> read(std::uint32_t e) {
+    if (e == fail_on)
+      return hvkit::unexpected(vmx::vm_fail::fail_valid(vmx::vmx_instruction::vmread,
+                                                        vmx::vm_instruction_error::unsupported_vmcs_component, e));
+    return inner.read(e);
+  }
+  hvkit::result<void, vmx::vm_fail> write(std::uint32_t e, std::uint64_t v) { return inner.write(e, v); }
+};
+}  // namespace
+
+// vmx::vmread/vmwrite reach the cache's typed members (slot resolved at compile time);
+// cached_vmcs::read/write(encoding) resolve it at run time. Both must see the same state.
+TEST(cached_vmcs, typed_and_by_encoding_access_agree) {
+  static_assert(requires(vmx::cached_vmcs<vmx::soft_vmcs>& x) { x.read(f::guest_rip); },
+                "vmx::vmread() on the cache should reach its typed member");
+  vmx::soft_vmcs v;
+  v.store(f::guest_ia32_efer, std::uint64_t{0x5'0000'0d01});
+  v.store(f::guest_cs_selector, std::uint16_t{0x10});
+  vmx::cached_vmcs c(v);
+  // Typed miss, then by-encoding hits (full and HIGH) without another backend read.
+  EXPECT_EQ(vmx::vmread(c, f::guest_ia32_efer).value(), 0x5'0000'0d01u);
+  EXPECT_EQ(c.read(0x2806).value(), 0x5'0000'0d01u);  // GUEST_IA32_EFER, full
+  EXPECT_EQ(c.read(0x2807).value(), 5u);              // HIGH
+  EXPECT_EQ(v.reads(), 1u);
+  // By-encoding miss, then a typed hit.
+  EXPECT_EQ(c.read(0x0802).value(), 0x10u);  // GUEST_CS_SELECTOR
+  EXPECT_EQ(vmx::vmread(c, f::guest_cs_selector).value(), 0x10u);
+  EXPECT_EQ(v.reads(), 2u);
+  // By-encoding write of a too-wide value keeps the field's width (SDM VMWRITE); typed read.
+  ASSERT_TRUE(c.write(0x0802, 0xdead'0018));
+  EXPECT_EQ(vmx::vmread(c, f::guest_cs_selector).value(), 0x18u);
+  // Typed HIGH write, by-encoding read of the full field.
+  ASSERT_TRUE(vmx::vmwrite(c, vmx::high_half(f::guest_ia32_efer), std::uint32_t{7}));
+  EXPECT_EQ(c.read(0x2806).value(), 0x7'0000'0d01u);
+  ASSERT_TRUE(c.flush());
+  EXPECT_EQ(v.peek(f::guest_ia32_efer), 0x7'0000'0d01u);
+  EXPECT_EQ(v.peek(f::guest_cs_selector), 0x18u);
+}
+
+TEST(cached_vmcs, failed_typed_read_is_reported_and_not_cached) {
+  failing_read_backend b;
+  b.inner.store(f::guest_rip, std::uint64_t{0x1000});
+  b.fail_on = 0x681e;  // GUEST_RIP
+  vmx::cached_vmcs c(b);
+  auto r = vmx::vmread(c, f::guest_rip);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().field_encoding, 0x681eu);
+  EXPECT_FALSE(c.is_available(f::guest_rip));
+  b.fail_on = 0;
+  EXPECT_EQ(vmx::vmread(c, f::guest_rip).value(), 0x1000u);
+  EXPECT_TRUE(c.is_available(f::guest_rip));
+  // A HIGH write needs the full field first; a failing read fails the write, nothing dirty.
+  c.invalidate();
+  b.fail_on = 0x2806;  // GUEST_IA32_EFER
+  EXPECT_FALSE(vmx::vmwrite(c, vmx::high_half(f::guest_ia32_efer), std::uint32_t{1}));
+  EXPECT_FALSE(c.any_dirty());
+}
