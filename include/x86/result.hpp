@@ -2,7 +2,9 @@
 /// @brief `result<T, E>`: a freestanding value-or-error type with std::expected's names.
 ///
 /// No exceptions, no heap. Accessing value() of an error (or error() of a value) is a
-/// contract violation (HVKIT_EXPECTS), never undefined behaviour.
+/// contract violation (HVKIT_EXPECTS), never undefined behaviour. The accessors are forced
+/// inline: in large inlined callers (a nested page walk) GCC otherwise left `*r` as an
+/// out-of-line call on the hot path, with the result spilled to memory around it.
 #pragma once
 
 #include <type_traits>
@@ -17,7 +19,7 @@ template <class E>
 class unexpected {
  public:
   constexpr explicit unexpected(E e) noexcept : error_(std::move(e)) {}
-  [[nodiscard]] constexpr const E& error() const& noexcept { return error_; }
+  [[nodiscard, gnu::always_inline]] constexpr const E& error() const& noexcept { return error_; }
   [[nodiscard]] constexpr E& error() & noexcept { return error_; }
 
  private:
@@ -46,25 +48,25 @@ class [[nodiscard]] result {
     requires std::is_convertible_v<const G&, E>
   constexpr result(const unexpected<G>& u) noexcept : error_(u.error()), has_(false) {}  // NOLINT
 
-  [[nodiscard]] constexpr bool has_value() const noexcept { return has_; }
-  constexpr explicit operator bool() const noexcept { return has_; }
+  [[nodiscard, gnu::always_inline]] constexpr bool has_value() const noexcept { return has_; }
+  [[gnu::always_inline]] constexpr explicit operator bool() const noexcept { return has_; }
 
-  [[nodiscard]] constexpr const T& value() const& noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr const T& value() const& noexcept {
     HVKIT_EXPECTS(has_);
     return value_;
   }
-  [[nodiscard]] constexpr T& value() & noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr T& value() & noexcept {
     HVKIT_EXPECTS(has_);
     return value_;
   }
-  [[nodiscard]] constexpr const E& error() const& noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr const E& error() const& noexcept {
     HVKIT_EXPECTS(!has_);
     return error_;
   }
-  [[nodiscard]] constexpr const T& operator*() const& noexcept { return value(); }
-  [[nodiscard]] constexpr T& operator*() & noexcept { return value(); }
-  [[nodiscard]] constexpr const T* operator->() const noexcept { return &value(); }
-  [[nodiscard]] constexpr T* operator->() noexcept { return &value(); }
+  [[nodiscard, gnu::always_inline]] constexpr const T& operator*() const& noexcept { return value(); }
+  [[nodiscard, gnu::always_inline]] constexpr T& operator*() & noexcept { return value(); }
+  [[nodiscard, gnu::always_inline]] constexpr const T* operator->() const noexcept { return &value(); }
+  [[nodiscard, gnu::always_inline]] constexpr T* operator->() noexcept { return &value(); }
 
   /// The value, or `fallback` on error.
   [[nodiscard]] constexpr T value_or(T fallback) const noexcept { return has_ ? value_ : fallback; }
@@ -89,10 +91,10 @@ class [[nodiscard]] result<void, E> {
     requires std::is_convertible_v<const G&, E>
   constexpr result(const unexpected<G>& u) noexcept : error_(u.error()), has_(false) {}  // NOLINT
 
-  [[nodiscard]] constexpr bool has_value() const noexcept { return has_; }
-  constexpr explicit operator bool() const noexcept { return has_; }
-  constexpr void value() const noexcept { HVKIT_EXPECTS(has_); }
-  [[nodiscard]] constexpr const E& error() const& noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr bool has_value() const noexcept { return has_; }
+  [[gnu::always_inline]] constexpr explicit operator bool() const noexcept { return has_; }
+  [[gnu::always_inline]] constexpr void value() const noexcept { HVKIT_EXPECTS(has_); }
+  [[nodiscard, gnu::always_inline]] constexpr const E& error() const& noexcept {
     HVKIT_EXPECTS(!has_);
     return error_;
   }
