@@ -169,7 +169,7 @@ class ept_walker {
       const std::uint64_t e = *v;
       if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
       const std::uint64_t w_all = c.all & e;
-      if (denied(effective_access(req), entry_rights(w_all))) [[unlikely]] return false;
+      if (denied_raw(role_, effective_access(req), w_all)) [[unlikely]] return false;
       address = x86::gpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
       all = (w_all & ~std::uint64_t{1}) | ((e >> 9) & 1u);
       return true;
@@ -297,12 +297,44 @@ class ept_walker {
     return st;
   }
 
-  /// The role's permission table answers allowed/denied with one lookup (its documented
-  /// layout: row = access class R/W/X/user-address, bit = rights).
-  [[nodiscard]] constexpr bool denied(ept_access acc, std::uint64_t rights) const noexcept {
-    const unsigned cls = static_cast<unsigned>((acc.raw() & 7u) | (acc.test(ept_access::user_address) ? 8u : 0u));
-    return (permission_table_for(role_).entries[cls] >> (rights & 31u)) & 1u;
+  /// Allowed or denied, on the raw EPT entry bits (the AND over the walk): the access needs
+  /// R (bit 0) for a read, W (bit 1) for a write, and for a fetch X (bit 2), or XU (bit 10)
+  /// under MBEC from a user-mode linear address (SDM 29.3.3.2). The same rule as the role's
+  /// permission table (ept_permission_fault(), used for the report), without converting
+  /// the entry to pte_access first; the walk tests check the two against each other.
+  [[nodiscard]] static constexpr bool denied_raw(ept_role role, ept_access acc, std::uint64_t entry_and) noexcept {
+    const std::uint64_t a = acc.raw();
+    const std::uint64_t xu = role.mbec() && acc.test(ept_access::user_address) ? 1u : 0u;
+    const std::uint64_t need = (a & 3u) | ((a & 4u) << (8u * xu));  // bit 2 -> bit 10 for XU
+    return (entry_and & need) != need;
   }
+  /// The same decision by the role's permission table, on pte_access rights.
+  [[nodiscard]] static constexpr bool denied(ept_role role, ept_access acc, std::uint64_t rights) noexcept {
+    const unsigned cls = static_cast<unsigned>((acc.raw() & 7u) | (acc.test(ept_access::user_address) ? 8u : 0u));
+    return (permission_table_for(role).entries[cls] >> (rights & 31u)) & 1u;
+  }
+  [[nodiscard]] constexpr bool denied(ept_access acc, std::uint64_t rights) const noexcept {
+    return denied(role_, acc, rights);
+  }
+
+ public:
+  /// denied_raw() and denied() agree for every role, access class and R/W/X/XU combination
+  /// (checked by a static_assert below this class).
+  static consteval bool denied_raw_matches_table() {
+    for (unsigned p = 0; p < 4; ++p) {
+      const ept_role role(p & 1u, p & 2u, false);
+      for (unsigned c = 0; c < 16; ++c) {
+        const ept_access acc{(c & 7u) | (c & 8u ? ept_access::user_address.raw() : 0u)};
+        for (unsigned b = 0; b < 16; ++b) {
+          const std::uint64_t e = (b & 7u) | ((b & 8u) ? std::uint64_t{1} << 10 : 0u);
+          if (denied_raw(role, acc, e) != denied(role, acc, entry_rights(e))) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+ private:
 
   /// One level (SDM 29.3.2, 29.3.3.1): read, present, misconfiguration, rights, leaf.
   template <unsigned Top, unsigned Level, class Mem>
@@ -406,5 +438,8 @@ class ept_walker {
   unsigned levels_ = 4;
   x86::gpa root_{};
 };
+
+static_assert(ept_walker::denied_raw_matches_table(),
+              "ept_walker: the raw-entry permission check disagrees with the EPT permission tables");
 
 }  // namespace hvkit::paging

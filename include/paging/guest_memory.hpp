@@ -81,7 +81,7 @@ class basic_flat_memory {
   constexpr basic_flat_memory() noexcept = default;
   /// `size` bytes at `data`, mapped at guest-physical `base`.
   constexpr basic_flat_memory(Byte* data, std::size_t size, x86::gpa base = x86::gpa{0}) noexcept
-      : data_(data), size_(size), base_(base) {}
+      : data_(data), size_(size), base_(base), end4_(size >= 4 ? size - 3 : 0), end8_(size >= 8 ? size - 7 : 0) {}
 
   [[nodiscard]] constexpr x86::gpa base() const noexcept { return base_; }
   [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
@@ -94,12 +94,14 @@ class basic_flat_memory {
   }
 
   [[nodiscard]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {
-    if (!contains(a, 4)) return unexpected(memory_error::unbacked);
-    return detail::load_le<std::uint32_t>(data_ + (a - base_));
+    const std::uint64_t off = a.value() - base_.value();
+    if (off >= end4_) return unexpected(memory_error::unbacked);  // contains(a, 4), one compare
+    return detail::load_le<std::uint32_t>(data_ + off);
   }
   [[nodiscard]] constexpr result<std::uint64_t, memory_error> read64(x86::gpa a) const noexcept {
-    if (!contains(a, 8)) return unexpected(memory_error::unbacked);
-    return detail::load_le<std::uint64_t>(data_ + (a - base_));
+    const std::uint64_t off = a.value() - base_.value();
+    if (off >= end8_) return unexpected(memory_error::unbacked);  // contains(a, 8), one compare
+    return detail::load_le<std::uint64_t>(data_ + off);
   }
 
   [[nodiscard]] constexpr result<bool, memory_error> cmpxchg32(x86::gpa a, std::uint32_t expected,
@@ -136,6 +138,11 @@ class basic_flat_memory {
   Byte* data_ = nullptr;
   std::size_t size_ = 0;
   x86::gpa base_{};
+  // One past the last offset at which 4 (8) bytes fit, 0 if none do: a walk's entry reads
+  // are then one subtraction and one compare (an address below the base wraps to an offset
+  // that is never below these).
+  std::size_t end4_ = 0;
+  std::size_t end8_ = 0;
 };
 
 /// A read-only flat view (memory dumps): walks through it never set A/D flags.

@@ -527,6 +527,31 @@ TEST(WalkGolden, FlatMemoryBounds) {
   EXPECT_FALSE(m.cmpxchg32(x86::gpa{0x100e}, 0, 1));
 }
 
+// read32/read64 succeed exactly when every byte lies in the buffer, for every buffer size
+// 0-12 and every address from 8 below the base to 8 past the end (plus the top of the
+// address space): the rule written here with signed arithmetic, not the library's offsets.
+TEST(WalkGolden, FlatMemoryBoundsEveryOffset) {
+  std::array<std::uint8_t, 12> b{};
+  const std::int64_t base = 0x1000;
+  unsigned n = 0;
+  for (std::size_t size = 0; size <= b.size(); ++size) {
+    const paging::flat_view m(b.data(), size, x86::gpa{static_cast<uint64_t>(base)});
+    for (std::int64_t a = base - 8; a <= base + static_cast<std::int64_t>(size) + 8; ++a) {
+      const bool fits4 = a >= base && a + 4 <= base + static_cast<std::int64_t>(size);
+      const bool fits8 = a >= base && a + 8 <= base + static_cast<std::int64_t>(size);
+      EXPECT_EQ(m.read32(x86::gpa{static_cast<uint64_t>(a)}).has_value(), fits4) << size << " " << a;
+      EXPECT_EQ(m.read64(x86::gpa{static_cast<uint64_t>(a)}).has_value(), fits8) << size << " " << a;
+      EXPECT_EQ(m.contains(x86::gpa{static_cast<uint64_t>(a)}, 8), fits8);
+      n += 3;
+    }
+    for (uint64_t top = 0; top < 8; ++top) {
+      EXPECT_FALSE(m.read64(x86::gpa{~uint64_t{0} - top}));
+      EXPECT_FALSE(m.read32(x86::gpa{~uint64_t{0} - top}));
+    }
+  }
+  EXPECT_EQ(n, 3u * (13u * 17u + 78u));
+}
+
 // A constant-evaluated walk: 4-level, 4 KiB page, through a flat_view over a constexpr image.
 constexpr std::array<std::uint8_t, 0x5000> const_image() {
   std::array<std::uint8_t, 0x5000> b{};
