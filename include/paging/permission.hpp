@@ -10,9 +10,9 @@
 /// Guest-paging table layout (one `permission_table` per role, 512 bytes; 32 KiB in all):
 /// - index, 9 bits: bits 2:0 the page's accumulated rights (pte_access exec, write, user),
 ///   bit 3 W (write access), bit 4 U (user-mode access), bit 5 the derived
-///   pte_access::shadow_stack right, bit 6 I/D (instruction fetch), bit 7 SMAP override (an
-///   explicit supervisor-mode access with RFLAGS.AC=1), bit 8 SS (a CET shadow-stack
-///   access). Bits 3, 4, 6 and 8 are the #PF error-code bits W, U, I/D and SS shifted left by
+///   pte_access::shadow_stack right, bit 6 I/D (instruction fetch), bit 7 SMAP override
+///   (RFLAGS.AC=1 and not an implicit access; it matters only with bit 4 clear, i.e. for an
+///   explicit supervisor-mode access), bit 8 SS (a CET shadow-stack access). Bits 3, 4, 6 and 8 are the #PF error-code bits W, U, I/D and SS shifted left by
 ///   two, and bits 2:0 and 5 are the pte_access bits where they are, so the index is two
 ///   masks, a shift and the SMAP term away from the inputs;
 /// - entry bits 1:0: which bits of the protection key apply, in the PKRU/PKRS layout: bit 0
@@ -44,7 +44,7 @@ struct permission_table {
   static constexpr unsigned idx_write = 1u << 3;    ///< index bit: write access
   static constexpr unsigned idx_user = 1u << 4;     ///< index bit: user-mode access
   static constexpr unsigned idx_fetch = 1u << 6;    ///< index bit: instruction fetch
-  static constexpr unsigned idx_smap_ok = 1u << 7;  ///< index bit: SMAP overridden (explicit, AC=1)
+  static constexpr unsigned idx_smap_ok = 1u << 7;  ///< index bit: AC=1, not implicit (overrides SMAP if U=0)
   static constexpr unsigned idx_ss = 1u << 8;       ///< index bit: shadow-stack access
   static constexpr std::uint8_t pk_ad = 1u;         ///< entry bit: the key's AD bit applies
   static constexpr std::uint8_t pk_wd = 2u;         ///< entry bit: the key's WD bit applies
@@ -121,6 +121,18 @@ inline constexpr std::array<std::uint8_t, 32> permission_result = make_permissio
 /// Every guest-paging permission table, indexed by cpu_role::permission_index().
 inline constexpr std::array<permission_table, 64> permission_tables = detail::make_permission_tables();
 
+namespace detail {
+/// permission_fault() sets index bit 7 from AC and the implicit flag alone: every table must
+/// then give the same entry with and without bit 7 for a user-mode access (bit 4 set).
+consteval bool smap_bit_ignored_for_user_accesses() {
+  for (const auto& t : permission_tables)
+    for (unsigned i = 0; i < t.entries.size(); ++i)
+      if ((i & permission_table::idx_user) && t.entries[i] != t.entries[i ^ permission_table::idx_smap_ok]) return false;
+  return true;
+}
+}  // namespace detail
+static_assert(detail::smap_bit_ignored_for_user_accesses());
+
 /// The permission table of `role`: O(1), no computation.
 [[nodiscard]] constexpr const permission_table& permission_table_for(cpu_role role) noexcept {
   return permission_tables[role.permission_index()];
@@ -135,14 +147,15 @@ inline constexpr std::array<permission_table, 64> permission_tables = detail::ma
                     x86::pfec::user.raw() << 2 == permission_table::idx_user &&
                     x86::pfec::fetch.raw() << 2 == permission_table::idx_fetch &&
                     x86::pfec::ss.raw() << 2 == permission_table::idx_ss &&
-                    x86::pfec::user.raw() << 5 == permission_table::idx_smap_ok &&
                     x86::pfec::implicit_access.raw() >> 41 == permission_table::idx_smap_ok &&
                     x86::rflags::ac.raw() >> 11 == permission_table::idx_smap_ok,
                 "permission_fault() hard-codes the W, U, I/D, SS, implicit and AC bit positions");
   const std::uint64_t a = access.raw();
   // SMAP override (SDM 4.6.1): RFLAGS.AC=1 and an explicit supervisor-mode access, i.e.
-  // neither U nor implicit. AC, U and the implicit flag all line up at index bit 7.
-  const std::uint64_t smap_ok = (rflags.raw() >> 11) & ~((a << 5) | (a >> 41)) & permission_table::idx_smap_ok;
+  // neither U nor implicit. AC and the implicit flag line up at index bit 7; U is index
+  // bit 4 already, and the tables ignore bit 7 when it is set (SMAP governs supervisor-mode
+  // accesses only), so the index bit needs no U term.
+  const std::uint64_t smap_ok = (rflags.raw() >> 11) & ~(a >> 41) & permission_table::idx_smap_ok;
   const unsigned idx = static_cast<unsigned>(((a << 2) & (permission_table::idx_write | permission_table::idx_user |
                                                           permission_table::idx_fetch | permission_table::idx_ss)) |
                                              smap_ok | (rights.raw() & permission_table::idx_rights));
