@@ -58,13 +58,9 @@ class cached_vmcs {
     if (is_high_access(enc)) {
       auto full = read(enc & ~1u);
       if (!full) return unexpected(full.error());
-      values_[s] = (full.value() & 0xffff'ffffu) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(v)) << 32);
-    } else {
-      values_[s] = v & value_mask(enc);
+      return put(s, with_high(full.value(), v));
     }
-    set(available_, s);
-    set(dirty_, s);
-    return {};
+    return put(s, v & value_mask(enc));
   }
 
   /// Write of a typed field (what vmx::vmwrite() calls): no run-time slot lookup.
@@ -77,13 +73,10 @@ class cached_vmcs {
     } else if constexpr (field<E>::high) {
       auto full = read(field<(E & ~1u)>{});
       if (!full) return unexpected(full.error());
-      values_[s] = (full.value() & 0xffff'ffffu) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(v)) << 32);
+      return put(s, with_high(full.value(), v));
     } else {
-      values_[s] = v & value_mask(E);
+      return put(s, v & value_mask(E));
     }
-    set(available_, s);
-    set(dirty_, s);
-    return {};
   }
 
   /// Writes every dirty field back to the backend, in field-table order. Stops at the first
@@ -131,6 +124,18 @@ class cached_vmcs {
   static constexpr bool test(const bits& b, std::size_t s) noexcept { return (b[s / 64] >> (s % 64)) & 1u; }
   static constexpr void set(bits& b, std::size_t s) noexcept { b[s / 64] |= std::uint64_t{1} << (s % 64); }
   static constexpr void clear(bits& b, std::size_t s) noexcept { b[s / 64] &= ~(std::uint64_t{1} << (s % 64)); }
+
+  // A cached write: the value is available, and dirty until flush().
+  constexpr result<void, vm_fail> put(std::size_t s, std::uint64_t value) noexcept {
+    values_[s] = value;
+    set(available_, s);
+    set(dirty_, s);
+    return {};
+  }
+  // A HIGH-half write: the low 32 bits of `v` replace bits 63:32 of the full field.
+  static constexpr std::uint64_t with_high(std::uint64_t full, std::uint64_t v) noexcept {
+    return (full & 0xffff'ffffu) | (static_cast<std::uint64_t>(static_cast<std::uint32_t>(v)) << 32);
+  }
 
   // A miss: read the full field from the backend and make it available.
   constexpr result<std::uint64_t, vm_fail> fill(std::size_t s, std::uint32_t full_encoding) noexcept {
