@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../guest_isr.hpp"
 #include "../hypercall.hpp"
 #include "../layout.hpp"
 
@@ -46,49 +47,7 @@ guest_entry:
   jmp 1b
 
   .text
-.macro GUEST_ISR n, has_error
-  .balign 16
-guest_isr_\n:
-  .if \has_error == 0
-  push $0
-  .endif
-  push $\n
-  jmp guest_isr_common
-.endm
-  GUEST_ISR 0,0
-  GUEST_ISR 1,0
-  GUEST_ISR 2,0
-  GUEST_ISR 3,0
-  GUEST_ISR 4,0
-  GUEST_ISR 5,0
-  GUEST_ISR 6,0
-  GUEST_ISR 7,0
-  GUEST_ISR 8,1
-  GUEST_ISR 9,0
-  GUEST_ISR 10,1
-  GUEST_ISR 11,1
-  GUEST_ISR 12,1
-  GUEST_ISR 13,1
-  GUEST_ISR 14,1
-  GUEST_ISR 15,0
-  GUEST_ISR 16,0
-  GUEST_ISR 17,1
-  GUEST_ISR 18,0
-  GUEST_ISR 19,0
-  GUEST_ISR 20,0
-  GUEST_ISR 21,1
-  GUEST_ISR 22,0
-  GUEST_ISR 23,0
-  GUEST_ISR 24,0
-  GUEST_ISR 25,0
-  GUEST_ISR 26,0
-  GUEST_ISR 27,0
-  GUEST_ISR 28,0
-  GUEST_ISR 29,1
-  GUEST_ISR 30,1
-  GUEST_ISR 31,0
-  /* INT 0x80 (DPL 3): user code returns to the kernel */
-  GUEST_ISR 128,0
+)" HV_GUEST_ISR_STUBS R"(
 
 /* frame on entry: vector, error code, RIP, CS, RFLAGS, RSP, SS */
 guest_isr_common:
