@@ -201,19 +201,9 @@ host_isr_table:
  *   2 on VMfailValid (ZF=1; read the VM-instruction error field) (SDM Vol. 3C 31.2
  *   "Conventions": VMX instructions report failure through RFLAGS). */
   .text
-  .globl vmx_enter
-vmx_enter:
-  push %rbp
-  push %rbx
-  push %r12
-  push %r13
-  push %r14
-  push %r15
-  push %rdi                          /* regs pointer: found again at (%rsp) on exit */
-  mov $0x6C14, %eax                  /* HOST_RSP = this stack, 16-byte aligned here */
-  vmwrite %rsp, %rax
-  jbe .Lvmx_failed
-  test %esi, %esi                    /* flags survive the MOVs below */
+/* The guest's general-purpose registers from the save area at %rdi (RDI itself last;
+   the MOVs leave the flags alone, which vmx_enter relies on). */
+.macro HV_LOAD_GUEST_GPRS
   mov 0x00(%rdi), %rax
   mov 0x08(%rdi), %rbx
   mov 0x10(%rdi), %rcx
@@ -229,6 +219,22 @@ vmx_enter:
   mov 0x68(%rdi), %r14
   mov 0x70(%rdi), %r15
   mov 0x28(%rdi), %rdi
+.endm
+
+  .globl vmx_enter
+vmx_enter:
+  push %rbp
+  push %rbx
+  push %r12
+  push %r13
+  push %r14
+  push %r15
+  push %rdi                          /* regs pointer: found again at (%rsp) on exit */
+  mov $0x6C14, %eax                  /* HOST_RSP = this stack, 16-byte aligned here */
+  vmwrite %rsp, %rax
+  jbe .Lvmx_failed
+  test %esi, %esi                    /* flags survive the MOVs below */
+  HV_LOAD_GUEST_GPRS
   jnz 1f
   vmlaunch
   jmp .Lvmx_failed
@@ -273,21 +279,7 @@ vmx_exit_stub:
   test %eax, %eax
   jz 3f
   mov (%rsp), %rdi
-  mov 0x00(%rdi), %rax
-  mov 0x08(%rdi), %rbx
-  mov 0x10(%rdi), %rcx
-  mov 0x18(%rdi), %rdx
-  mov 0x20(%rdi), %rsi
-  mov 0x30(%rdi), %rbp
-  mov 0x38(%rdi), %r8
-  mov 0x40(%rdi), %r9
-  mov 0x48(%rdi), %r10
-  mov 0x50(%rdi), %r11
-  mov 0x58(%rdi), %r12
-  mov 0x60(%rdi), %r13
-  mov 0x68(%rdi), %r14
-  mov 0x70(%rdi), %r15
-  mov 0x28(%rdi), %rdi
+  HV_LOAD_GUEST_GPRS
   vmresume
   jmp .Lvmx_failed
 3:
