@@ -1125,13 +1125,6 @@ class machine {
     if (w.fault != vmx::cr_write_fault::none) return gp0();
     switch (w.cr) {
       case 0: {
-        // Activating IA-32e mode (PG 0->1 with EFER.LME=1) while CS.L=1 is #GP(0) (AMD APM
-        // Vol. 2 "Enabling and Activating Long Mode"; Intel SDM 10.8.5 activates it from
-        // legacy protected mode). vmx::check_cr0_write does not have this condition yet; it
-        // belongs there (cr_context has cs_l), and this line goes once it moves.
-        const bool activates = !c.cr0.test(x86::cr0::pg) && w.after.cr0.test(x86::cr0::pg) &&
-                               c.efer.test(x86::efer::lme);
-        if (activates && c.cs_l) return gp0();
         ctx_.cr0 = w.after.cr0;
         ctx_.efer = w.after.efer;
         break;

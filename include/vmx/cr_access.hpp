@@ -37,6 +37,7 @@ enum class cr_write_fault : std::uint8_t {
   change_la57_in_long_mode,///< CR4.LA57 changed while EFER.LMA=1
   pcide_bad_state,      ///< CR4.PCIDE 0->1 outside IA-32e mode or with CR3[11:0] != 0
   clear_pg_in_64bit_mode,///< CR0.PG=0 in 64-bit mode (EFER.LMA=1 and CS.L=1)
+  activate_ia32e_with_cs_l,  ///< CR0.PG 0->1 with EFER.LME=1 (IA-32e activation) while CS.L=1
   clear_pg_with_pcide,  ///< CR0.PG=0 while CR4.PCIDE=1
   cr3_reserved_bit,     ///< MOV to CR3 in IA-32e mode with a bit of 63:MAXPHYADDR set (LAM bits 61/62 excepted with LAM)
 };
@@ -69,8 +70,13 @@ struct cr_context {
   if ((v.raw() >> 32) != 0) return cr_write_fault::reserved_bit;
   if (v.test(x86::cr0::pg) && !v.test(x86::cr0::pe)) return cr_write_fault::pg_without_pe;
   if (v.test(x86::cr0::nw) && !v.test(x86::cr0::cd)) return cr_write_fault::nw_without_cd;
-  if (v.test(x86::cr0::pg) && !c.cr0.test(x86::cr0::pg) && c.efer.test(x86::efer::lme) && !c.cr4.test(x86::cr4::pae))
-    return cr_write_fault::long_mode_without_pae;
+  if (v.test(x86::cr0::pg) && !c.cr0.test(x86::cr0::pg) && c.efer.test(x86::efer::lme)) {
+    // Activating IA-32e mode (SDM 10.8.5) needs PAE, and a CS with L=0: the switch is made
+    // from legacy protected mode, and with CS.L=1 it is #GP(0) (AMD APM Vol. 2, 14.6.1
+    // "Activating Long Mode"; Bochs and KVM fault the same way on Intel CPUs).
+    if (!c.cr4.test(x86::cr4::pae)) return cr_write_fault::long_mode_without_pae;
+    if (c.cs_l) return cr_write_fault::activate_ia32e_with_cs_l;
+  }
   if (!cet_wp_consistent(v, c.cr4)) return cr_write_fault::clear_wp_with_cet;
   // SDM Vol. 2B MOV CR: #GP(0) on clearing CR0.PG in 64-bit mode, and (protected and
   // compatibility mode) on clearing it while CR4.PCIDE=1.

@@ -51,6 +51,33 @@ TEST_F(Rules, MovToCr0HighBitIsGp) {
   EXPECT_EQ(g.ctx.rip, guest::code);
 }
 
+// MOV CR0 that activates IA-32e mode (PG 0->1, EFER.LME=1, CR4.PAE=1) from 32-bit protected
+// mode: fine with CS.L=0, #GP(0) with CS.L=1 (SDM 10.8.5; AMD APM Vol. 2 14.6.1). The rule
+// lives in vmx::check_cr0_write; the emulator must reach it.
+TEST(RulesIa32e, MovToCr0ActivatingIa32eModeWithCsLFaults) {
+  for (const bool cs_l : {false, true}) {
+    guest g;
+    g.protected32();
+    g.ctx.cr4 = x86::cr4::pae;
+    g.ctx.efer = x86::efer::lme;
+    g.ctx.cr3 = x86::cr3{guest::pml4};
+    if (cs_l) g.ctx[emulate::sreg::cs].ar = emulate::segment_ar{0xc09b | 0x2000};  // L=1
+    g.ctx.gpr[0] = 0x8000'0011;                                                      // PG|ET|PE
+    const auto o = g.exec({0x0f, 0x22, 0xc0});                                       // mov cr0, eax
+    if (cs_l) {
+      ASSERT_TRUE(o.is_exception());
+      EXPECT_EQ(o.vector, x86::vector::gp);
+      EXPECT_EQ(o.error_code, 0u);
+      EXPECT_EQ(g.ctx.cr0.raw(), 0x11u);
+      EXPECT_EQ(g.ctx.rip, guest::code_phys);
+    } else {
+      ASSERT_TRUE(o.is_done());
+      EXPECT_EQ(g.ctx.cr0.raw(), 0x8000'0011u);
+      EXPECT_TRUE(g.ctx.efer.test(x86::efer::lma));
+    }
+  }
+}
+
 // SDM 4.5 / Table 4-12: in IA-32e mode CR3 bits 63:MAXPHYADDR are reserved.
 TEST_F(Rules, MovToCr3ReservedBitsFollowMaxphyaddr) {
   g.ctx.maxphyaddr = 36;

@@ -296,6 +296,34 @@ TEST(vmx_cr_access, clearing_pg_in_64bit_mode_faults) {
   EXPECT_EQ(vmx::check_cr0_write(legacy, x86::cr0{0x0001'0033}), F::none);
 }
 
+// Activating IA-32e mode (CR0.PG 0->1 with EFER.LME=1) is #GP(0) without CR4.PAE and with
+// CS.L=1 (SDM 10.8.5; AMD APM Vol. 2 14.6.1); with PAE and CS.L=0 it goes through.
+TEST(vmx_cr_access, activating_ia32e_mode_needs_pae_and_cs_l_clear) {
+  using F = vmx::cr_write_fault;
+  // Protected mode, paging off, LME=1, PAE=1: CR0 = PE|ET|NE, the write sets PG (0x80000031).
+  vmx::cr_context c{x86::cr0{0x31}, x86::cr4{0x20}, x86::efer{0x100}, 0x1000, x86::cr4::defined};
+  HVKIT_BOTH(vmx::check_cr0_write(vmx::cr_context{x86::cr0{0x31}, x86::cr4{0x20}, x86::efer{0x100}, 0x1000,
+                                                  x86::cr4::defined, true},
+                                  x86::cr0{0x8000'0031}) == vmx::cr_write_fault::activate_ia32e_with_cs_l);
+  EXPECT_EQ(vmx::check_cr0_write(c, x86::cr0{0x8000'0031}), F::none);
+  const auto ok = vmx::evaluate_cr_write(mov_to_cr(0, 0), c, 0x8000'0031, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(ok.fault, F::none);
+  EXPECT_TRUE(ok.after.efer.test(x86::efer::lma));  // LMA = LME && PG
+  c.cs_l = true;
+  const auto bad = vmx::evaluate_cr_write(mov_to_cr(0, 0), c, 0x8000'0031, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(bad.fault, F::activate_ia32e_with_cs_l);
+  EXPECT_TRUE(bad.actions.none());
+  // PAE missing is reported first (both are #GP(0)).
+  c.cr4 = x86::cr4{};
+  EXPECT_EQ(vmx::check_cr0_write(c, x86::cr0{0x8000'0031}), F::long_mode_without_pae);
+  // Without LME, setting PG enters legacy paging: CS.L plays no part.
+  const vmx::cr_context legacy{x86::cr0{0x31}, x86::cr4{0x20}, x86::efer{}, 0x1000, x86::cr4::defined, true};
+  EXPECT_EQ(vmx::check_cr0_write(legacy, x86::cr0{0x8000'0031}), F::none);
+  // PG already set (LMA=1): rewriting CR0 with PG=1 activates nothing.
+  const vmx::cr_context lma{x86::cr0{0x8000'0031}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000, x86::cr4::defined, true};
+  EXPECT_EQ(vmx::check_cr0_write(lma, x86::cr0{0x8001'0031}), F::none);
+}
+
 // CR0[31:0]'s undefined bits are ignored on MOV to CR0 (no #GP; SDM 2.5 only faults bits
 // 63:32), and EFER.LMA follows LME && PG after the write (SDM 2.2.1, 10.8.5).
 TEST(vmx_cr_access, cr0_undefined_low_bits_ignored_and_lma_follows_pg) {
