@@ -72,8 +72,8 @@ struct cr_context {
   if (v.test(x86::cr0::nw) && !v.test(x86::cr0::cd)) return cr_write_fault::nw_without_cd;
   if (v.test(x86::cr0::pg) && !c.cr0.test(x86::cr0::pg) && c.efer.test(x86::efer::lme)) {
     // Activating IA-32e mode (SDM 10.8.5) needs PAE, and a CS with L=0: the switch is made
-    // from legacy protected mode, and with CS.L=1 it is #GP(0) (AMD APM Vol. 2, 14.6.1
-    // "Activating Long Mode"; Bochs and KVM fault the same way on Intel CPUs).
+    // from legacy protected mode, and with CS.L=1 it is #GP(0) (AMD APM Vol. 2, "Enabling
+    // and Activating Long Mode"; Bochs and KVM fault the same way on Intel CPUs).
     if (!c.cr4.test(x86::cr4::pae)) return cr_write_fault::long_mode_without_pae;
     if (c.cs_l) return cr_write_fault::activate_ia32e_with_cs_l;
   }

@@ -52,8 +52,8 @@ TEST_F(Rules, MovToCr0HighBitIsGp) {
 }
 
 // MOV CR0 that activates IA-32e mode (PG 0->1, EFER.LME=1, CR4.PAE=1) from 32-bit protected
-// mode: fine with CS.L=0, #GP(0) with CS.L=1 (SDM 10.8.5; AMD APM Vol. 2 14.6.1). The rule
-// lives in vmx::check_cr0_write; the emulator must reach it.
+// mode: fine with CS.L=0, #GP(0) with CS.L=1 (SDM 10.8.5; AMD APM Vol. 2 "Enabling and
+// Activating Long Mode"). The rule lives in vmx::check_cr0_write; the emulator must reach it.
 TEST(RulesIa32e, MovToCr0ActivatingIa32eModeWithCsLFaults) {
   for (const bool cs_l : {false, true}) {
     guest g;

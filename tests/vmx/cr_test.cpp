@@ -297,7 +297,8 @@ TEST(vmx_cr_access, clearing_pg_in_64bit_mode_faults) {
 }
 
 // Activating IA-32e mode (CR0.PG 0->1 with EFER.LME=1) is #GP(0) without CR4.PAE and with
-// CS.L=1 (SDM 10.8.5; AMD APM Vol. 2 14.6.1); with PAE and CS.L=0 it goes through.
+// CS.L=1 (SDM 10.8.5; AMD APM Vol. 2 "Enabling and Activating Long Mode"); with PAE and
+// CS.L=0 it goes through.
 TEST(vmx_cr_access, activating_ia32e_mode_needs_pae_and_cs_l_clear) {
   using F = vmx::cr_write_fault;
   // Protected mode, paging off, LME=1, PAE=1: CR0 = PE|ET|NE, the write sets PG (0x80000031).
