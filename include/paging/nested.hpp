@@ -247,7 +247,8 @@ class nested_walker {
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
     walk_request r1 = req;
     r1.update_ad = false;
-    const walk_result g = guest_.walk_with(tables, mmu, r1);
+    std::uint64_t guest_all = 0;
+    const walk_result g = guest_.walk_with(tables, mmu, r1, guest_all);
     translation second{};
     walk_fault ef{};
     std::uint64_t all = 0;
@@ -263,7 +264,8 @@ class nested_walker {
                            : nested_result(unexpected(stage_.check(mem, fin).error()));
     if (!ok) [[unlikely]] return r;
     if constexpr (writable_guest_memory<M>) {
-      if (req.update_ad && (tables.need_ad || stage_.needs_ad(fin, all) || guest_needs_ad(req, *g))) [[unlikely]] {
+      if (req.update_ad && (tables.need_ad || stage_.needs_ad(fin, all) ||
+                             basic_walker<Format>::needs_ad(req, *g, guest_all))) [[unlikely]] {
         r = walk_slow(mem, mmu, req);
         return r;
       }
@@ -289,14 +291,6 @@ class nested_walker {
       fin.access = ept_access::read;
     }
     return fin;
-  }
-
-  /// True if the guest entries lack A (or the leaf D for a write).
-  [[nodiscard]] static constexpr bool guest_needs_ad(const walk_request& req, const translation& g) noexcept {
-    const unsigned first = Format::pdpte_registers ? 1u : 0u;  // PAE PDPTEs have no A bit
-    for (unsigned i = first; i < g.path.count; ++i)
-      if (!(g.path.values[i] & pte::accessed.raw())) return true;
-    return req.access.test(x86::pfec::write) && !(g.path.values[g.path.count - 1u] & pte::dirty.raw());
   }
 
   /// The slow path: the walk again, recording every second-stage entry, then the A/D updates.

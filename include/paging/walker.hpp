@@ -242,12 +242,21 @@ class basic_walker {
   template <class Tables>
   [[nodiscard, gnu::always_inline]] constexpr walk_result walk_with(Tables& tables, const mmu_context& mmu,
                                                                     const walk_request& req) const noexcept {
+    std::uint64_t all = 0;
+    return walk_with(tables, mmu, req, all);
+  }
+  /// As above; on success `all` gets the AND of the entries read from memory with the leaf's
+  /// D flag in bit 0 (what needs_ad() tests), for a caller that defers the A/D updates.
+  template <class Tables>
+  [[nodiscard, gnu::always_inline]] constexpr walk_result walk_with(Tables& tables, const mmu_context& mmu,
+                                                                    const walk_request& req,
+                                                                    std::uint64_t& all) const noexcept {
     // The translation is built in a local and returned through result's T constructor, a
     // fault through unexpected(); A/D updates (rare in steady state) live out of line.
     translation t{};
     walk_fault f{};
     f.linear = req.linear;
-    std::uint64_t all = 0;
+    all = 0;
     const bool ok = canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all);
     // One named result for every path (NRVO), built straight from the walk's outcome.
     walk_result r = ok ? walk_result(t) : walk_result(unexpected(f));
@@ -261,6 +270,15 @@ class basic_walker {
       }
     }
     return r;
+  }
+
+  /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
+  [[nodiscard]] static constexpr bool needs_ad(const walk_request& req, const translation& t, std::uint64_t all) noexcept {
+    static_cast<void>(t);
+    // `all` is the AND of the entries read, with the leaf's D bit moved to bit 0 (SDM 4.8:
+    // A in every entry, D in the leaf of a write).
+    const std::uint64_t want = pte::accessed.raw() | (req.access.test(x86::pfec::write) ? 1u : 0u);
+    return req.update_ad && (all & want) != want;
   }
 
   /// Stage-1 table walk only: fills `t` (address, size, rights, pkey, path) or `f`
@@ -381,14 +399,6 @@ class basic_walker {
     return true;
   }
 
-  /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
-  [[nodiscard]] static constexpr bool needs_ad(const walk_request& req, const translation& t, std::uint64_t all) noexcept {
-    static_cast<void>(t);
-    // `all` is the AND of the entries read, with the leaf's D bit moved to bit 0 (SDM 4.8:
-    // A in every entry, D in the leaf of a write).
-    const std::uint64_t want = pte::accessed.raw() | (req.access.test(x86::pfec::write) ? 1u : 0u);
-    return req.update_ad && (all & want) != want;
-  }
 
   /// The A/D update by compare-exchange, with bounded re-walks when an entry changed. Out of
   /// line and starting from a fresh walk, so that the common path keeps its state in registers.
