@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "../guest_isr.hpp"
+#include "../guest_stubs.hpp"
 #include "../hypercall.hpp"
 #include "../layout.hpp"
 
@@ -211,30 +211,7 @@ probe_user:
   pop %rbx
   ret
 
-/* The CPL 3 stub, copied into a user page: RDI = address, ESI = kind (0 read, 1 write,
-   2 fetch), RDX = value to write. */
-  .section .rodata
-  .globl user_stub_start, user_stub_end
-user_stub_start:
-  cmpl $1, %esi
-  je 1f
-  cmpl $2, %esi
-  je 2f
-  cmpl $3, %esi
-  je 3f
-  movq (%rdi), %rax
-  int $0x80
-3:
-  movw $0x0F, %ax                    /* LDT index 1, RPL 3: an implicit supervisor read */
-  movw %ax, %fs
-  int $0x80
-1:
-  movq %rdx, (%rdi)
-  int $0x80
-2:
-  call *%rdi
-  int $0x80
-user_stub_end:
+)" HV_GUEST_USER_STUB("%rdi", "%rdx", "%rax", "movq") R"(
   .text
 
 /* unsigned probe_write64(uint64_t* p, uint64_t v) */

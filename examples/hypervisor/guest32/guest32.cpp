@@ -7,7 +7,7 @@
 // Linked on its own (guest32.ld), like the 64-bit guest.
 #include <cstdint>
 
-#include "../guest_isr.hpp"
+#include "../guest_stubs.hpp"
 #include "../hypercall.hpp"
 #include "../layout.hpp"
 
@@ -190,30 +190,7 @@ probe_user:
   pop %ebx
   ret
 
-/* The CPL 3 stub, copied into a user page: EDI = address, ESI = kind (0 read, 1 write,
-   2 fetch, 3 implicit), EDX = value to write. */
-  .section .rodata
-  .globl user_stub_start, user_stub_end
-user_stub_start:
-  cmpl $1, %esi
-  je 1f
-  cmpl $2, %esi
-  je 2f
-  cmpl $3, %esi
-  je 3f
-  movl (%edi), %eax
-  int $0x80
-3:
-  movw $0x0F, %ax                    /* LDT index 1, RPL 3: an implicit supervisor read */
-  movw %ax, %fs
-  int $0x80
-1:
-  movl %edx, (%edi)
-  int $0x80
-2:
-  call *%edi
-  int $0x80
-user_stub_end:
+)" HV_GUEST_USER_STUB("%edi", "%edx", "%eax", "movl") R"(
   .text
 )");
 
