@@ -95,12 +95,12 @@ class basic_flat_memory {
 
   [[nodiscard]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {
     const std::uint64_t off = a.value() - base_.value();
-    if (off >= end4_) return unexpected(memory_error::unbacked);  // contains(a, 4), one compare
+    if (!fits<4>(off)) return unexpected(memory_error::unbacked);
     return detail::load_le<std::uint32_t>(data_ + off);
   }
   [[nodiscard]] constexpr result<std::uint64_t, memory_error> read64(x86::gpa a) const noexcept {
     const std::uint64_t off = a.value() - base_.value();
-    if (off >= end8_) return unexpected(memory_error::unbacked);  // contains(a, 8), one compare
+    if (!fits<8>(off)) return unexpected(memory_error::unbacked);
     return detail::load_le<std::uint64_t>(data_ + off);
   }
 
@@ -118,10 +118,18 @@ class basic_flat_memory {
   }
 
  private:
+  // contains() for the entry sizes, one compare against the precomputed end offset.
+  template <std::size_t N>
+  [[nodiscard]] constexpr bool fits(std::uint64_t off) const noexcept {
+    static_assert(N == 4 || N == 8);
+    return off < (N == 4 ? end4_ : end8_);
+  }
+
   template <class T>
   [[nodiscard]] constexpr result<bool, memory_error> cas(x86::gpa a, T expected, T desired) noexcept {
-    if (!contains(a, sizeof(T))) return unexpected(memory_error::unbacked);
-    std::uint8_t* p = data_ + (a - base_);
+    const std::uint64_t off = a.value() - base_.value();
+    if (!fits<sizeof(T)>(off)) return unexpected(memory_error::unbacked);
+    std::uint8_t* p = data_ + off;
     // An aligned entry is updated atomically, as the processor does (SDM 4.8: the A/D
     // update is a locked operation); constant evaluation and unaligned host buffers use
     // plain byte accesses.
