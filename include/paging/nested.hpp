@@ -265,7 +265,7 @@ class nested_walker {
     if (!ok) [[unlikely]] return r;
     if constexpr (writable_guest_memory<M>) {
       if (req.update_ad && (tables.need_ad || stage_.needs_ad(fin, all) ||
-                             basic_walker<Format>::needs_ad(req, *g, guest_all))) [[unlikely]] {
+                             basic_walker<Format>::needs_ad(req, guest_all))) [[unlikely]] {
         r = walk_slow(mem, mmu, req);
         return r;
       }

@@ -265,7 +265,7 @@ class basic_walker {
       // one store instead of waiting for the wide copy above (a large latency win).
       r.value().address = t.address;
       if constexpr (Tables::can_update) {
-        if (needs_ad(req, t, all)) [[unlikely]]
+        if (needs_ad(req, all)) [[unlikely]]
           r = update_slow(tables, mmu, req);
       }
     }
@@ -273,8 +273,7 @@ class basic_walker {
   }
 
   /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
-  [[nodiscard]] static constexpr bool needs_ad(const walk_request& req, const translation& t, std::uint64_t all) noexcept {
-    static_cast<void>(t);
+  [[nodiscard]] static constexpr bool needs_ad(const walk_request& req, std::uint64_t all) noexcept {
     // `all` is the AND of the entries read, with the leaf's D bit moved to bit 0 (SDM 4.8:
     // A in every entry, D in the leaf of a write).
     const std::uint64_t want = pte::accessed.raw() | (req.access.test(x86::pfec::write) ? 1u : 0u);
@@ -412,7 +411,7 @@ class basic_walker {
     for (unsigned attempt = 0;; ++attempt) {
       std::uint64_t all = 0;
       if (!walk_once(tables, mmu, req, t, f, all)) return unexpected(f);
-      if (!needs_ad(req, t, all)) return t;
+      if (!needs_ad(req, all)) return t;
       if (attempt >= max_ad_retries) {
         f.kind = fault_kind::retry_exhausted;
         return unexpected(f);
