@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <cstring>
 
-#include <emulate/decoder.hpp>
-#include <emulate/emulator.hpp>
-#include <paging/mmu.hpp>
-#include <x86/cr3.hpp>
+#include <hvkit/emulate/decoder.hpp>
+#include <hvkit/emulate/emulator.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/x86/cr3.hpp>
 
 namespace {
 using namespace hvkit;

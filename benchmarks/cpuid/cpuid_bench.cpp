@@ -4,9 +4,9 @@
 // the table's binary search alone, and CPUID executed on the host.
 #include <benchmark/benchmark.h>
 
-#include <cpuid/host.hpp>
-#include <cpuid/kvm.hpp>
-#include <cpuid/policy.hpp>
+#include <hvkit/cpuid/host.hpp>
+#include <hvkit/cpuid/kvm.hpp>
+#include <hvkit/cpuid/policy.hpp>
 
 #include <array>
 #include <cstdint>

@@ -16,8 +16,8 @@
 #include <random>
 #include <vector>
 
-#include <emulate/decoder.hpp>
-#include <emulate/emulator.hpp>
+#include <hvkit/emulate/decoder.hpp>
+#include <hvkit/emulate/emulator.hpp>
 
 #include "guest.hpp"
 

@@ -15,8 +15,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include <paging/mmu.hpp>
-#include <paging/pkru.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/pkru.hpp>
 
 #include "permission_model.hpp"
 

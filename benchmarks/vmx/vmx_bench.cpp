@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <random>
 
-#include <vmx/cached_vmcs.hpp>
-#include <vmx/dispatch.hpp>
-#include <vmx/guest_cr.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/cached_vmcs.hpp>
+#include <hvkit/vmx/dispatch.hpp>
+#include <hvkit/vmx/guest_cr.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 namespace vmx = hvkit::vmx;
 namespace x86 = hvkit::x86;

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/fields.hpp>
-#include <vmx/hardware.hpp>
+#include <hvkit/vmx/backend.hpp>
+#include <hvkit/vmx/fields.hpp>
+#include <hvkit/vmx/hardware.hpp>
 
 namespace hv::vmx {
 

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include <paging/guest_memory.hpp>
-#include <paging/mmu.hpp>
-#include <paging/pdptr.hpp>
-#include <paging/walker.hpp>
-#include <x86/cr3.hpp>
-#include <x86/paging_mode.hpp>
+#include <hvkit/paging/guest_memory.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/pdptr.hpp>
+#include <hvkit/paging/walker.hpp>
+#include <hvkit/x86/cr3.hpp>
+#include <hvkit/x86/paging_mode.hpp>
 
 namespace {
 

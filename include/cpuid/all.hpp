@@ -3,15 +3,15 @@
 /// decoding, the guest policy and the MSR policy derived from it.
 #pragma once
 
-#include <cpuid/decode.hpp>
-#include <cpuid/features.hpp>
-#include <cpuid/host.hpp>
-#include <cpuid/kvm.hpp>
-#include <cpuid/leaf.hpp>
-#include <cpuid/msr_policy.hpp>
-#include <cpuid/policy.hpp>
-#include <cpuid/presets.hpp>
-#include <cpuid/rules.hpp>
-#include <cpuid/table.hpp>
-#include <cpuid/topology.hpp>
-#include <cpuid/xsave.hpp>
+#include "decode.hpp"
+#include "features.hpp"
+#include "host.hpp"
+#include "kvm.hpp"
+#include "leaf.hpp"
+#include "msr_policy.hpp"
+#include "policy.hpp"
+#include "presets.hpp"
+#include "rules.hpp"
+#include "table.hpp"
+#include "topology.hpp"
+#include "xsave.hpp"

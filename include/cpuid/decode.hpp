@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cpuid/features.hpp>
-#include <cpuid/leaf.hpp>
-#include <cpuid/table.hpp>
+#include "features.hpp"
+#include "leaf.hpp"
+#include "table.hpp"
 
 namespace hvkit::cpuid {
 

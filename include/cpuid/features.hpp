@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include <cpuid/leaf.hpp>
+#include "leaf.hpp"
 
 namespace hvkit::cpuid {
 

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include <cpuid/leaf.hpp>
-#include <cpuid/table.hpp>
-#include <x86/result.hpp>
+#include "leaf.hpp"
+#include "table.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::cpuid {
 

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include <cpuid/features.hpp>
-#include <cpuid/leaf.hpp>
+#include "features.hpp"
+#include "leaf.hpp"
 
 namespace hvkit::cpuid::kvm {
 

@@ -10,10 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cpuid/features.hpp>
-#include <x86/msr.hpp>
-#include <x86/result.hpp>
-#include <x86/xcr0.hpp>
+#include "features.hpp"
+#include "../x86/msr.hpp"
+#include "../x86/result.hpp"
+#include "../x86/xcr0.hpp"
 
 namespace hvkit::cpuid {
 

@@ -15,17 +15,17 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cpuid/decode.hpp>
-#include <cpuid/features.hpp>
-#include <cpuid/kvm.hpp>
-#include <cpuid/leaf.hpp>
-#include <cpuid/rules.hpp>
-#include <cpuid/table.hpp>
-#include <cpuid/topology.hpp>
-#include <cpuid/xsave.hpp>
-#include <x86/cr.hpp>
-#include <x86/result.hpp>
-#include <x86/xcr0.hpp>
+#include "decode.hpp"
+#include "features.hpp"
+#include "kvm.hpp"
+#include "leaf.hpp"
+#include "rules.hpp"
+#include "table.hpp"
+#include "topology.hpp"
+#include "xsave.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/result.hpp"
+#include "../x86/xcr0.hpp"
 
 namespace hvkit::cpuid {
 

@@ -11,7 +11,7 @@
 /// IBPB), whose MSRs the hypervisor must back (msr_policy.hpp): add those deliberately.
 #pragma once
 
-#include <cpuid/features.hpp>
+#include "features.hpp"
 
 namespace hvkit::cpuid::presets {
 

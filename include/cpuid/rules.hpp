@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cpuid/features.hpp>
-#include <x86/xcr0.hpp>
+#include "features.hpp"
+#include "../x86/xcr0.hpp"
 
 namespace hvkit::cpuid {
 

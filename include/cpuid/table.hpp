@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <cpuid/leaf.hpp>
-#include <x86/result.hpp>
+#include "leaf.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::cpuid {
 

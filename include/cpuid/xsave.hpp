@@ -7,9 +7,9 @@
 #include <bit>
 #include <cstdint>
 
-#include <cpuid/leaf.hpp>
-#include <x86/result.hpp>
-#include <x86/xcr0.hpp>
+#include "leaf.hpp"
+#include "../x86/result.hpp"
+#include "../x86/xcr0.hpp"
 
 namespace hvkit::cpuid {
 

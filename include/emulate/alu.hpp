@@ -10,8 +10,8 @@
 #include <bit>
 #include <cstdint>
 
-#include <emulate/instruction.hpp>
-#include <x86/rflags.hpp>
+#include "instruction.hpp"
+#include "../x86/rflags.hpp"
 
 namespace hvkit::emulate {
 

@@ -10,12 +10,12 @@
 #include <array>
 #include <cstdint>
 
-#include <emulate/instruction.hpp>
-#include <emulate/segment.hpp>
-#include <x86/cr.hpp>
-#include <x86/cr3.hpp>
-#include <x86/efer.hpp>
-#include <x86/rflags.hpp>
+#include "instruction.hpp"
+#include "segment.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/cr3.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/rflags.hpp"
 
 namespace hvkit::emulate {
 

@@ -13,8 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <emulate/instruction.hpp>
-#include <x86/result.hpp>
+#include "instruction.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::emulate {
 

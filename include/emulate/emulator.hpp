@@ -33,26 +33,26 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <emulate/alu.hpp>
-#include <emulate/context.hpp>
-#include <emulate/decoder.hpp>
-#include <emulate/instruction.hpp>
-#include <emulate/linearize.hpp>
-#include <emulate/outcome.hpp>
-#include <emulate/platform.hpp>
-#include <emulate/segment.hpp>
-#include <paging/cr_write.hpp>
-#include <paging/walk_result.hpp>
-#include <paging/walker.hpp>
-#include <vmx/cr_access.hpp>
-#include <vmx/exit_qualification.hpp>
-#include <x86/address.hpp>
-#include <x86/cr.hpp>
-#include <x86/efer.hpp>
-#include <x86/pfec.hpp>
-#include <x86/result.hpp>
-#include <x86/rflags.hpp>
-#include <x86/vector.hpp>
+#include "alu.hpp"
+#include "context.hpp"
+#include "decoder.hpp"
+#include "instruction.hpp"
+#include "linearize.hpp"
+#include "outcome.hpp"
+#include "platform.hpp"
+#include "segment.hpp"
+#include "../paging/cr_write.hpp"
+#include "../paging/walk_result.hpp"
+#include "../paging/walker.hpp"
+#include "../vmx/cr_access.hpp"
+#include "../vmx/exit_qualification.hpp"
+#include "../x86/address.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/pfec.hpp"
+#include "../x86/result.hpp"
+#include "../x86/rflags.hpp"
+#include "../x86/vector.hpp"
 
 namespace hvkit::emulate {
 

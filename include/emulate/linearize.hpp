@@ -11,11 +11,11 @@
 
 #include <cstdint>
 
-#include <emulate/context.hpp>
-#include <emulate/instruction.hpp>
-#include <x86/address.hpp>
-#include <x86/result.hpp>
-#include <x86/vector.hpp>
+#include "context.hpp"
+#include "instruction.hpp"
+#include "../x86/address.hpp"
+#include "../x86/result.hpp"
+#include "../x86/vector.hpp"
 
 namespace hvkit::emulate {
 

@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include <emulate/instruction.hpp>
-#include <x86/address.hpp>
-#include <x86/vector.hpp>
+#include "instruction.hpp"
+#include "../x86/address.hpp"
+#include "../x86/vector.hpp"
 
 namespace hvkit::emulate {
 

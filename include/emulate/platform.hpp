@@ -25,14 +25,14 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <paging/guest_memory.hpp>
-#include <paging/mmu.hpp>
-#include <paging/pdptr.hpp>
-#include <paging/walk_result.hpp>
-#include <paging/walker.hpp>
-#include <x86/address.hpp>
-#include <x86/cr.hpp>
-#include <x86/result.hpp>
+#include "../paging/guest_memory.hpp"
+#include "../paging/mmu.hpp"
+#include "../paging/pdptr.hpp"
+#include "../paging/walk_result.hpp"
+#include "../paging/walker.hpp"
+#include "../x86/address.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::emulate {
 

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
-#include <x86/bitfield.hpp>
-#include <x86/flags.hpp>
+#include "../x86/bitfield.hpp"
+#include "../x86/flags.hpp"
 
 namespace hvkit::emulate {
 

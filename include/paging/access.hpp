@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include <x86/flags.hpp>
+#include "../x86/flags.hpp"
 
 namespace hvkit::paging {
 

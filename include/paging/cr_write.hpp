@@ -20,11 +20,11 @@
 
 #include <cstdint>
 
-#include <paging/role.hpp>
-#include <x86/cr.hpp>
-#include <x86/efer.hpp>
-#include <x86/flags.hpp>
-#include <x86/paging_mode.hpp>
+#include "role.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/flags.hpp"
+#include "../x86/paging_mode.hpp"
 
 namespace hvkit::paging {
 

@@ -5,10 +5,10 @@
 
 #include <cstdint>
 
-#include <x86/address.hpp>
-#include <x86/bitfield.hpp>
-#include <x86/contract.hpp>
-#include <x86/flags.hpp>
+#include "../x86/address.hpp"
+#include "../x86/bitfield.hpp"
+#include "../x86/contract.hpp"
+#include "../x86/flags.hpp"
 
 namespace hvkit::paging {
 

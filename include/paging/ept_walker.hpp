@@ -16,17 +16,17 @@
 #include <bit>
 #include <cstdint>
 
-#include <paging/access.hpp>
-#include <paging/ept_entry.hpp>
-#include <paging/guest_memory.hpp>
-#include <paging/memory_holder.hpp>
-#include <paging/permission.hpp>
-#include <paging/role.hpp>
-#include <paging/walk_result.hpp>
-#include <x86/address.hpp>
-#include <x86/bitfield.hpp>
-#include <x86/contract.hpp>
-#include <x86/result.hpp>
+#include "access.hpp"
+#include "ept_entry.hpp"
+#include "guest_memory.hpp"
+#include "memory_holder.hpp"
+#include "permission.hpp"
+#include "role.hpp"
+#include "walk_result.hpp"
+#include "../x86/address.hpp"
+#include "../x86/bitfield.hpp"
+#include "../x86/contract.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::paging {
 

@@ -20,8 +20,8 @@
 #include <type_traits>
 #include <utility>
 
-#include <x86/address.hpp>
-#include <x86/result.hpp>
+#include "../x86/address.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::paging {
 

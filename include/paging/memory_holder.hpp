@@ -6,7 +6,7 @@
 
 #include <type_traits>
 
-#include <paging/guest_memory.hpp>
+#include "guest_memory.hpp"
 
 namespace hvkit::paging::detail {
 

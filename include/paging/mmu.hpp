@@ -12,15 +12,15 @@
 
 #include <cstdint>
 
-#include <paging/access.hpp>
-#include <paging/permission.hpp>
-#include <paging/role.hpp>
-#include <x86/address.hpp>
-#include <x86/cr.hpp>
-#include <x86/efer.hpp>
-#include <x86/guest_owned.hpp>
-#include <x86/pfec.hpp>
-#include <x86/rflags.hpp>
+#include "access.hpp"
+#include "permission.hpp"
+#include "role.hpp"
+#include "../x86/address.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/guest_owned.hpp"
+#include "../x86/pfec.hpp"
+#include "../x86/rflags.hpp"
 
 namespace hvkit::paging {
 

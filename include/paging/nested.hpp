@@ -20,14 +20,14 @@
 #include <bit>
 #include <cstdint>
 
-#include <paging/access.hpp>
-#include <paging/ept_walker.hpp>
-#include <paging/guest_memory.hpp>
-#include <paging/mmu.hpp>
-#include <paging/walk_result.hpp>
-#include <paging/walker.hpp>
-#include <x86/address.hpp>
-#include <x86/pfec.hpp>
+#include "access.hpp"
+#include "ept_walker.hpp"
+#include "guest_memory.hpp"
+#include "mmu.hpp"
+#include "walk_result.hpp"
+#include "walker.hpp"
+#include "../x86/address.hpp"
+#include "../x86/pfec.hpp"
 
 namespace hvkit::paging {
 

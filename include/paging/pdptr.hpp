@@ -11,14 +11,14 @@
 #include <array>
 #include <cstdint>
 
-#include <paging/guest_memory.hpp>
-#include <paging/pte.hpp>
-#include <paging/reserved.hpp>
-#include <x86/address.hpp>
-#include <x86/cr3.hpp>
-#include <x86/paging_mode.hpp>
-#include <x86/result.hpp>
-#include <x86/vector.hpp>
+#include "guest_memory.hpp"
+#include "pte.hpp"
+#include "reserved.hpp"
+#include "../x86/address.hpp"
+#include "../x86/cr3.hpp"
+#include "../x86/paging_mode.hpp"
+#include "../x86/result.hpp"
+#include "../x86/vector.hpp"
 
 namespace hvkit::paging {
 

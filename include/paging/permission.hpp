@@ -29,10 +29,10 @@
 #include <array>
 #include <cstdint>
 
-#include <paging/access.hpp>
-#include <paging/role.hpp>
-#include <x86/pfec.hpp>
-#include <x86/rflags.hpp>
+#include "access.hpp"
+#include "role.hpp"
+#include "../x86/pfec.hpp"
+#include "../x86/rflags.hpp"
 
 namespace hvkit::paging {
 

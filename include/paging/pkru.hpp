@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include <paging/access.hpp>
+#include "access.hpp"
 
 namespace hvkit::paging {
 

@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include <x86/bitfield.hpp>
-#include <x86/flags.hpp>
+#include "../x86/bitfield.hpp"
+#include "../x86/flags.hpp"
 
 namespace hvkit::paging {
 

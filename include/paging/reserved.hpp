@@ -15,9 +15,9 @@
 #include <array>
 #include <cstdint>
 
-#include <x86/bitfield.hpp>
-#include <x86/contract.hpp>
-#include <x86/paging_mode.hpp>
+#include "../x86/bitfield.hpp"
+#include "../x86/contract.hpp"
+#include "../x86/paging_mode.hpp"
 
 namespace hvkit::paging {
 

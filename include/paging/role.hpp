@@ -12,12 +12,12 @@
 
 #include <cstdint>
 
-#include <paging/access.hpp>
-#include <x86/bitfield.hpp>
-#include <x86/contract.hpp>
-#include <x86/cr.hpp>
-#include <x86/efer.hpp>
-#include <x86/paging_mode.hpp>
+#include "access.hpp"
+#include "../x86/bitfield.hpp"
+#include "../x86/contract.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/paging_mode.hpp"
 
 namespace hvkit::paging {
 

@@ -7,13 +7,13 @@
 #include <array>
 #include <cstdint>
 
-#include <paging/access.hpp>
-#include <x86/address.hpp>
-#include <x86/contract.hpp>
-#include <x86/flags.hpp>
-#include <x86/pfec.hpp>
-#include <x86/result.hpp>
-#include <x86/vector.hpp>
+#include "access.hpp"
+#include "../x86/address.hpp"
+#include "../x86/contract.hpp"
+#include "../x86/flags.hpp"
+#include "../x86/pfec.hpp"
+#include "../x86/result.hpp"
+#include "../x86/vector.hpp"
 
 namespace hvkit::paging {
 

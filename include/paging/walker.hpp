@@ -21,23 +21,23 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <paging/access.hpp>
-#include <paging/guest_memory.hpp>
-#include <paging/memory_holder.hpp>
-#include <paging/mmu.hpp>
-#include <paging/pdptr.hpp>
-#include <paging/pkru.hpp>
-#include <paging/pte.hpp>
-#include <paging/reserved.hpp>
-#include <paging/role.hpp>
-#include <paging/walk_result.hpp>
-#include <x86/address.hpp>
-#include <x86/cr3.hpp>
-#include <x86/paging_mode.hpp>
-#include <x86/pfec.hpp>
-#include <x86/result.hpp>
-#include <x86/rflags.hpp>
-#include <x86/vector.hpp>
+#include "access.hpp"
+#include "guest_memory.hpp"
+#include "memory_holder.hpp"
+#include "mmu.hpp"
+#include "pdptr.hpp"
+#include "pkru.hpp"
+#include "pte.hpp"
+#include "reserved.hpp"
+#include "role.hpp"
+#include "walk_result.hpp"
+#include "../x86/address.hpp"
+#include "../x86/cr3.hpp"
+#include "../x86/paging_mode.hpp"
+#include "../x86/pfec.hpp"
+#include "../x86/result.hpp"
+#include "../x86/rflags.hpp"
+#include "../x86/vector.hpp"
 
 namespace hvkit::paging {
 

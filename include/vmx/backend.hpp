@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <vmx/field.hpp>
-#include <vmx/vm_fail.hpp>
-#include <x86/result.hpp>
+#include "field.hpp"
+#include "vm_fail.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 

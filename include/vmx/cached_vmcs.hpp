@@ -12,8 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/fields.hpp>
+#include "backend.hpp"
+#include "fields.hpp"
 
 namespace hvkit::vmx {
 

@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
-#include <vmx/controls.hpp>
-#include <x86/cr.hpp>
-#include <x86/msr.hpp>
-#include <x86/result.hpp>
+#include "controls.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/msr.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 

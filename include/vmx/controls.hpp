@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include <x86/flags.hpp>
+#include "../x86/flags.hpp"
 
 namespace hvkit::vmx {
 

@@ -12,15 +12,15 @@
 
 #include <cstdint>
 
-#include <paging/cr_write.hpp>
-#include <vmx/capabilities.hpp>
-#include <vmx/cr_mask.hpp>
-#include <vmx/exit_qualification.hpp>
-#include <x86/address.hpp>
-#include <x86/cr.hpp>
-#include <x86/cr3.hpp>
-#include <x86/efer.hpp>
-#include <x86/result.hpp>
+#include "../paging/cr_write.hpp"
+#include "capabilities.hpp"
+#include "cr_mask.hpp"
+#include "exit_qualification.hpp"
+#include "../x86/address.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/cr3.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 

@@ -6,15 +6,15 @@
 /// bit and guest writes change it without a VM exit. A bit set in the mask is host-owned:
 /// reads return the read-shadow bit, and a write that would change it relative to the shadow
 /// exits (SDM 25.6.6, 26.1.3, 26.3 "MOV to CR0/CR4").
-/// The sets of bits that may ever be guest-owned live in <x86/guest_owned.hpp>, next to the
+/// The sets of bits that may ever be guest-owned live in <hvkit/x86/guest_owned.hpp>, next to the
 /// MMU-role invariant; every policy here is an x86::guest_owned_set, so a policy handing the
 /// guest a role bit other than CR0.WP does not compile.
 #pragma once
 
 #include <cstdint>
 
-#include <x86/cr.hpp>
-#include <x86/guest_owned.hpp>
+#include "../x86/cr.hpp"
+#include "../x86/guest_owned.hpp"
 
 namespace hvkit::vmx {
 

@@ -20,10 +20,10 @@
 
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/exit_qualification.hpp>
-#include <vmx/exit_reason.hpp>
-#include <vmx/fields.hpp>
+#include "backend.hpp"
+#include "exit_qualification.hpp"
+#include "exit_reason.hpp"
+#include "fields.hpp"
 
 namespace hvkit::vmx {
 

@@ -15,10 +15,10 @@
 
 #include <cstdint>
 
-#include <paging/ept_entry.hpp>
-#include <paging/ept_walker.hpp>
-#include <x86/address.hpp>
-#include <x86/result.hpp>
+#include "../paging/ept_entry.hpp"
+#include "../paging/ept_walker.hpp"
+#include "../x86/address.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 

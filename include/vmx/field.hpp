@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <x86/bitfield.hpp>
+#include "../x86/bitfield.hpp"
 
 namespace hvkit::vmx {
 

@@ -19,8 +19,8 @@
 #include <boost/hana/length.hpp>
 #include <boost/hana/tuple.hpp>
 
-#include <vmx/backend.hpp>
-#include <vmx/fields.hpp>
+#include "backend.hpp"
+#include "fields.hpp"
 
 namespace hvkit::vmx::lists {
 

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <vmx/field.hpp>
+#include "field.hpp"
 
 /// X-macro over every field: X(name, encoding, declared width, declared group).
 /// Order: Appendix B sections B.1 to B.4 (16-bit, 64-bit, 32-bit, natural width).

@@ -10,11 +10,11 @@
 
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/cr_mask.hpp>
-#include <vmx/fields.hpp>
-#include <x86/cr.hpp>
-#include <x86/result.hpp>
+#include "backend.hpp"
+#include "cr_mask.hpp"
+#include "fields.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 

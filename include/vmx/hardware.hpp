@@ -9,10 +9,10 @@
 
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/vm_fail.hpp>
-#include <x86/address.hpp>
-#include <x86/result.hpp>
+#include "backend.hpp"
+#include "vm_fail.hpp"
+#include "../x86/address.hpp"
+#include "../x86/result.hpp"
 
 #if defined(__x86_64__)
 

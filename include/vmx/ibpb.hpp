@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include <x86/msr.hpp>
+#include "../x86/msr.hpp"
 
 namespace hvkit::vmx {
 

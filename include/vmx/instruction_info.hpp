@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include <x86/bitfield.hpp>
+#include "../x86/bitfield.hpp"
 
 namespace hvkit::vmx {
 

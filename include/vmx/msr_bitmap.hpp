@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <x86/result.hpp>
+#include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 

@@ -13,8 +13,8 @@
 #include <array>
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/fields.hpp>
+#include "backend.hpp"
+#include "fields.hpp"
 
 namespace hvkit::vmx {
 

@@ -9,7 +9,7 @@
 #include <compare>
 #include <cstdint>
 
-#include <x86/contract.hpp>
+#include "contract.hpp"
 
 namespace hvkit::x86 {
 

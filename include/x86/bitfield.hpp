@@ -14,7 +14,7 @@
 #include <limits>
 #include <type_traits>
 
-#include <x86/contract.hpp>
+#include "contract.hpp"
 
 namespace hvkit::x86 {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include <x86/flags.hpp>
+#include "flags.hpp"
 
 namespace hvkit::x86 {
 

@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
-#include <x86/address.hpp>
-#include <x86/cr.hpp>
-#include <x86/flags.hpp>
-#include <x86/paging_mode.hpp>
+#include "address.hpp"
+#include "cr.hpp"
+#include "flags.hpp"
+#include "paging_mode.hpp"
 
 namespace hvkit::x86 {
 

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include <x86/cr.hpp>
+#include "cr.hpp"
 
 namespace hvkit::x86 {
 

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include <x86/cr.hpp>
-#include <x86/efer.hpp>
+#include "cr.hpp"
+#include "efer.hpp"
 
 namespace hvkit::x86 {
 

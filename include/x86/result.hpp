@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <x86/contract.hpp>
+#include "contract.hpp"
 
 namespace hvkit {
 

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include <x86/bitfield.hpp>
-#include <x86/flags.hpp>
+#include "bitfield.hpp"
+#include "flags.hpp"
 
 namespace hvkit::x86 {
 

@@ -2,7 +2,7 @@
 /// @brief XSAVE feature bits as used in XCR0 and IA32_XSS (SDM 13.1, Vol. 1).
 #pragma once
 
-#include <x86/flags.hpp>
+#include "flags.hpp"
 
 namespace hvkit::x86 {
 

@@ -1,6 +1,6 @@
 // Setting a value wider than its field must not compile in constant evaluation.
 #include <cstdint>
-#include <x86/bitfield.hpp>
+#include <hvkit/x86/bitfield.hpp>
 
 using iopl = hvkit::x86::bitfield<std::uint64_t, 12, 2, std::uint8_t>;
 

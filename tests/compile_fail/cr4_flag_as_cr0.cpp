@@ -1,5 +1,5 @@
 // A CR4 bit cannot be tested against a CR0 value.
-#include <x86/cr.hpp>
+#include <hvkit/x86/cr.hpp>
 
 namespace x86 = hvkit::x86;
 

@@ -1,5 +1,5 @@
 // A guest-physical address must not be accepted where a host-physical one is expected.
-#include <x86/address.hpp>
+#include <hvkit/x86/address.hpp>
 
 namespace x86 = hvkit::x86;
 

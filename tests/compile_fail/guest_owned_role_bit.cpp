@@ -1,6 +1,6 @@
 // Letting the guest own CR4.SMEP (a bit that feeds the MMU role) must break the build:
 // the role would go stale on a guest write that does not exit (background.md §1).
-#include <x86/guest_owned.hpp>
+#include <hvkit/x86/guest_owned.hpp>
 
 namespace x86 = hvkit::x86;
 

@@ -1,6 +1,6 @@
 // permission_fault takes the page's rights (pte_access) and the access (x86::pfec) as
 // distinct types: swapping them must not compile.
-#include <paging/permission.hpp>
+#include <hvkit/paging/permission.hpp>
 
 namespace paging = hvkit::paging;
 namespace x86 = hvkit::x86;

@@ -1,5 +1,5 @@
 // A role is a typed value: a raw integer does not silently become a cpu_role.
-#include <paging/role.hpp>
+#include <hvkit/paging/role.hpp>
 
 namespace paging = hvkit::paging;
 

@@ -1,5 +1,5 @@
 // make_cpu_role(cr0, cr4, efer): passing CR4 where CR0 goes must not compile.
-#include <paging/role.hpp>
+#include <hvkit/paging/role.hpp>
 
 namespace paging = hvkit::paging;
 namespace x86 = hvkit::x86;

@@ -2,7 +2,7 @@
 // flags in it.
 #include <cstdint>
 
-#include <paging/guest_memory.hpp>
+#include <hvkit/paging/guest_memory.hpp>
 
 int main() {
   static const std::uint8_t dump[16] = {};

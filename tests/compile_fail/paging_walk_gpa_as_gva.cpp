@@ -1,5 +1,5 @@
 // A walk translates a guest-virtual address: a guest-physical one does not convert.
-#include <paging/walker.hpp>
+#include <hvkit/paging/walker.hpp>
 
 int main() {
   hvkit::paging::walk_request req{};

@@ -1,5 +1,5 @@
 // A CR mask policy that lets the guest own CR4.PAE (an MMU-role bit) must not compile.
-#include <vmx/cr_mask.hpp>
+#include <hvkit/vmx/cr_mask.hpp>
 
 namespace vmx = hvkit::vmx;
 namespace x86 = hvkit::x86;

@@ -1,5 +1,5 @@
 // Only 64-bit fields have a HIGH half (SDM 25.11.2): high_half() of a 32-bit field must not compile.
-#include <vmx/fields.hpp>
+#include <hvkit/vmx/fields.hpp>
 
 namespace vmx = hvkit::vmx;
 

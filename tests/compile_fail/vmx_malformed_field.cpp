@@ -1,6 +1,6 @@
 // A field encoding with a reserved bit (bit 12) or HIGH access on a natural-width field
 // must not compile (SDM 25.11.2).
-#include <vmx/field.hpp>
+#include <hvkit/vmx/field.hpp>
 
 namespace vmx = hvkit::vmx;
 

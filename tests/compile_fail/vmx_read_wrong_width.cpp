@@ -1,9 +1,9 @@
 // Reading a natural-width field (guest RIP) into a 32-bit variable must not compile.
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/fields.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/backend.hpp>
+#include <hvkit/vmx/fields.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 namespace vmx = hvkit::vmx;
 

@@ -1,9 +1,9 @@
 // VMWRITE to a VM-exit information field (read-only, SDM 25.9) must not compile.
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/fields.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/backend.hpp>
+#include <hvkit/vmx/fields.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 namespace vmx = hvkit::vmx;
 

@@ -2,9 +2,9 @@
 // type comes from encoding bits 14:13 and is never truncated silently.
 #include <cstdint>
 
-#include <vmx/backend.hpp>
-#include <vmx/fields.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/backend.hpp>
+#include <hvkit/vmx/fields.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 namespace vmx = hvkit::vmx;
 

@@ -16,8 +16,8 @@
 //    enumerate).
 #include <gtest/gtest.h>
 
-#include <cpuid/policy.hpp>
-#include <cpuid/xsave.hpp>
+#include <hvkit/cpuid/policy.hpp>
+#include <hvkit/cpuid/xsave.hpp>
 
 #include "bochs_fixtures.hpp"
 #include "policy_helpers.hpp"

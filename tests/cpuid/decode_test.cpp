@@ -2,8 +2,8 @@
 // E.3.2), address widths, and the enumeration of a recorded processor.
 #include <gtest/gtest.h>
 
-#include <cpuid/decode.hpp>
-#include <cpuid/host.hpp>
+#include <hvkit/cpuid/decode.hpp>
+#include <hvkit/cpuid/host.hpp>
 
 #include <set>
 #include <string>

@@ -7,8 +7,8 @@
 //    in XSS without a PT owner in the policy).
 #pragma once
 
-#include <cpuid/host.hpp>
-#include <cpuid/leaf.hpp>
+#include <hvkit/cpuid/host.hpp>
+#include <hvkit/cpuid/leaf.hpp>
 
 #include <array>
 #include <cstddef>

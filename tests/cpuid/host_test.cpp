@@ -12,9 +12,9 @@
 //    address bits (SME/TME): compared only when the host has neither.
 #include <gtest/gtest.h>
 
-#include <cpuid/decode.hpp>
-#include <cpuid/host.hpp>
-#include <cpuid/hosted/host.hpp>
+#include <hvkit/cpuid/decode.hpp>
+#include <hvkit/cpuid/host.hpp>
+#include <hvkit/cpuid/hosted/host.hpp>
 
 #include <cstdio>
 #include <set>
@@ -34,8 +34,9 @@ const std::set<std::string> kernel_may_clear = {
     "vmx", "smx", "svm", "sgx", "sgx_lc", "sme", "sev", "sev_es", "sev_snp", "tme", "pconfig", "amd_ppin",
     // XSAVE family (noxsave, noxsaves, noxsaveopt), and features that need kernel support
     "xsaves", "xsavec", "xsaveopt", "xgetbv1", "enqcmd", "uintr", "arch_lbr", "intel_pt", "lwp", "ibs",
-    // errata and idle/timer choices (TSC-deadline microcode erratum, MONITOR/MWAITX quirks)
-    "tsc_deadline_timer", "monitor", "mwaitx",
+    // errata and idle/timer choices (TSC-deadline microcode erratum, MONITOR/MWAITX quirks,
+    // AMD Zen 5 RDSEED erratum: the kernel logs "RDSEED32 is broken" and clears the bit)
+    "tsc_deadline_timer", "monitor", "mwaitx", "rdseed",
     // drivers that own the bit (resctrl, intel_pstate/HWP, HFI, CPPC, IRPERF, DCA, PDCM/PMU)
     "cqm", "rdt_a", "hwp", "hwp_notify", "hwp_act_window", "hwp_epp", "hwp_pkg_req", "hfi", "cppc", "irperf",
     "dca", "pdcm", "perfctr_core", "perfctr_nb", "perfctr_llc"};

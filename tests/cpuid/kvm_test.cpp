@@ -2,8 +2,8 @@
 // versus migration-changeable hints (background.md section 3).
 #include <gtest/gtest.h>
 
-#include <cpuid/kvm.hpp>
-#include <cpuid/policy.hpp>
+#include <hvkit/cpuid/kvm.hpp>
+#include <hvkit/cpuid/policy.hpp>
 
 #include <cstring>
 

@@ -2,8 +2,8 @@
 // IBPB enumerated => IA32_PRED_CMD writable, for Intel and AMD enumerations alike.
 #include <gtest/gtest.h>
 
-#include <cpuid/msr_policy.hpp>
-#include <cpuid/policy.hpp>
+#include <hvkit/cpuid/msr_policy.hpp>
+#include <hvkit/cpuid/policy.hpp>
 
 #include "policy_helpers.hpp"
 #include "runtime.hpp"

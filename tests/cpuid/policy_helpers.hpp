@@ -3,9 +3,9 @@
 // paravirtual features.
 #pragma once
 
-#include <cpuid/host.hpp>
-#include <cpuid/kvm.hpp>
-#include <cpuid/policy.hpp>
+#include <hvkit/cpuid/host.hpp>
+#include <hvkit/cpuid/kvm.hpp>
+#include <hvkit/cpuid/policy.hpp>
 
 #include "fixtures.hpp"
 

@@ -2,9 +2,9 @@
 // host. Every expected register was worked out by hand from the fixture and the rules.
 #include <gtest/gtest.h>
 
-#include <cpuid/msr_policy.hpp>
-#include <cpuid/policy.hpp>
-#include <cpuid/presets.hpp>
+#include <hvkit/cpuid/msr_policy.hpp>
+#include <hvkit/cpuid/policy.hpp>
+#include <hvkit/cpuid/presets.hpp>
 
 #include "policy_helpers.hpp"
 #include "runtime.hpp"

@@ -4,9 +4,9 @@
 // stored leaves, the features, the MSR policy), not recomputations of expected values.
 #include <gtest/gtest.h>
 
-#include <cpuid/decode.hpp>
-#include <cpuid/msr_policy.hpp>
-#include <cpuid/policy.hpp>
+#include <hvkit/cpuid/decode.hpp>
+#include <hvkit/cpuid/msr_policy.hpp>
+#include <hvkit/cpuid/policy.hpp>
 
 #include <cstdint>
 #include <cstdio>

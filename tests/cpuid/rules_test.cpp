@@ -1,8 +1,8 @@
 // One test per normalization rule (rules.hpp), each against hand-worked expected values.
 #include <gtest/gtest.h>
 
-#include <cpuid/policy.hpp>
-#include <cpuid/rules.hpp>
+#include <hvkit/cpuid/policy.hpp>
+#include <hvkit/cpuid/rules.hpp>
 
 #include <fstream>
 #include <sstream>

@@ -1,7 +1,7 @@
 // The fixed-capacity CPUID table: ordering, indexed vs non-indexed leaves, full = error.
 #include <gtest/gtest.h>
 
-#include <cpuid/table.hpp>
+#include <hvkit/cpuid/table.hpp>
 
 #include "runtime.hpp"
 

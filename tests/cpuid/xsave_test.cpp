@@ -2,7 +2,7 @@
 // compacted = packed in bit order from 576 with 64-byte alignment where ECX[1] says so.
 #include <gtest/gtest.h>
 
-#include <cpuid/xsave.hpp>
+#include <hvkit/cpuid/xsave.hpp>
 
 #include "runtime.hpp"
 

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <random>
 
-#include <emulate/alu.hpp>
+#include <hvkit/emulate/alu.hpp>
 
 #if defined(__x86_64__)
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include <emulate/decoder.hpp>
+#include <hvkit/emulate/decoder.hpp>
 
 namespace {
 using namespace hvkit::emulate;

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <emulate/decoder.hpp>
+#include <hvkit/emulate/decoder.hpp>
 
 namespace {
 

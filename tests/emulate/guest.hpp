@@ -7,9 +7,9 @@
 #include <initializer_list>
 #include <vector>
 
-#include <emulate/emulator.hpp>
-#include <paging/mmu.hpp>
-#include <x86/cr3.hpp>
+#include <hvkit/emulate/emulator.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/x86/cr3.hpp>
 
 namespace hvkit::test {
 

@@ -4,12 +4,12 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <x86/address.hpp>
-#include <x86/cr.hpp>
-#include <x86/cr3.hpp>
-#include <x86/paging_mode.hpp>
-#include <x86/pfec.hpp>
-#include <x86/result.hpp>
+#include <hvkit/x86/address.hpp>
+#include <hvkit/x86/cr.hpp>
+#include <hvkit/x86/cr3.hpp>
+#include <hvkit/x86/paging_mode.hpp>
+#include <hvkit/x86/pfec.hpp>
+#include <hvkit/x86/result.hpp>
 
 extern "C" {
 void* memcpy(void* d, const void* s, std::size_t n) {

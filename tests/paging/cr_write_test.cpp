@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include <paging/cr_write.hpp>
+#include <hvkit/paging/cr_write.hpp>
 
 #include "runtime.hpp"
 

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include <paging/mmu.hpp>
-#include <paging/permission.hpp>
-#include <paging/pkru.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/permission.hpp>
+#include <hvkit/paging/pkru.hpp>
 
 #include "permission_model.hpp"
 #include "runtime.hpp"

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <paging/permission.hpp>
-#include <paging/role.hpp>
+#include <hvkit/paging/permission.hpp>
+#include <hvkit/paging/role.hpp>
 
 #include "runtime.hpp"
 

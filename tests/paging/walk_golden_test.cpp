@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <vector>
 
-#include <paging/ept_walker.hpp>
-#include <paging/guest_memory.hpp>
-#include <paging/mmu.hpp>
-#include <paging/nested.hpp>
-#include <paging/pdptr.hpp>
-#include <paging/walker.hpp>
-#include <x86/cr3.hpp>
+#include <hvkit/paging/ept_walker.hpp>
+#include <hvkit/paging/guest_memory.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/nested.hpp>
+#include <hvkit/paging/pdptr.hpp>
+#include <hvkit/paging/walker.hpp>
+#include <hvkit/x86/cr3.hpp>
 
 #include "runtime.hpp"
 

@@ -2,7 +2,7 @@
 // (walk_model.hpp stays free of hvkit headers, so the mapping lives here).
 #pragma once
 
-#include <paging/walk_result.hpp>
+#include <hvkit/paging/walk_result.hpp>
 
 #include "walk_model.hpp"
 

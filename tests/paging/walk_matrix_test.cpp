@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
-#include <paging/ept_entry.hpp>
-#include <paging/mmu.hpp>
-#include <paging/walker.hpp>
+#include <hvkit/paging/ept_entry.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/walker.hpp>
 
 #include "walk_kind.hpp"
 #include "walk_model.hpp"

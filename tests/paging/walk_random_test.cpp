@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include <paging/ept_walker.hpp>
-#include <paging/mmu.hpp>
-#include <paging/pdptr.hpp>
-#include <paging/walker.hpp>
+#include <hvkit/paging/ept_walker.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/pdptr.hpp>
+#include <hvkit/paging/walker.hpp>
 
 #include "walk_kind.hpp"
 #include "walk_model.hpp"

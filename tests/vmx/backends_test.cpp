@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <set>
 
-#include <vmx/backend.hpp>
-#include <vmx/cached_vmcs.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/backend.hpp>
+#include <hvkit/vmx/cached_vmcs.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 #include "runtime.hpp"
 

@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <random>
 
-#include <vmx/ept_entry.hpp>
-#include <vmx/io_bitmap.hpp>
-#include <vmx/msr_bitmap.hpp>
+#include <hvkit/vmx/ept_entry.hpp>
+#include <hvkit/vmx/io_bitmap.hpp>
+#include <hvkit/vmx/msr_bitmap.hpp>
 
 #include "runtime.hpp"
 

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <map>
 
-#include <vmx/capabilities.hpp>
-#include <vmx/controls.hpp>
+#include <hvkit/vmx/capabilities.hpp>
+#include <hvkit/vmx/controls.hpp>
 
 #include "runtime.hpp"
 

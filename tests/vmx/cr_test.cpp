@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <cstdio>
 
-#include <vmx/cr_access.hpp>
-#include <vmx/cr_mask.hpp>
-#include <vmx/guest_cr.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/cr_access.hpp>
+#include <hvkit/vmx/cr_mask.hpp>
+#include <hvkit/vmx/guest_cr.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 #include "runtime.hpp"
 

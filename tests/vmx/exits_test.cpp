@@ -7,11 +7,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include <vmx/dispatch.hpp>
-#include <vmx/exit_qualification.hpp>
-#include <vmx/exit_reason.hpp>
-#include <vmx/instruction_info.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/dispatch.hpp>
+#include <hvkit/vmx/exit_qualification.hpp>
+#include <hvkit/vmx/exit_reason.hpp>
+#include <hvkit/vmx/instruction_info.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 #include "runtime.hpp"
 

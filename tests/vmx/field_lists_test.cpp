@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string>
 
-#include <vmx/field_lists.hpp>
-#include <vmx/hosted/dump.hpp>
-#include <vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/field_lists.hpp>
+#include <hvkit/vmx/hosted/dump.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
 
 #include "runtime.hpp"
 

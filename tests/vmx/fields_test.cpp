@@ -8,7 +8,7 @@
 #include <set>
 #include <type_traits>
 
-#include <vmx/fields.hpp>
+#include <hvkit/vmx/fields.hpp>
 
 #include "runtime.hpp"
 

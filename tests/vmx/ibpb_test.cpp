@@ -2,7 +2,7 @@
 // every policy on one switch sequence, with expected counts worked out by hand.
 #include <gtest/gtest.h>
 
-#include <vmx/ibpb.hpp>
+#include <hvkit/vmx/ibpb.hpp>
 
 namespace vmx = hvkit::vmx;
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <type_traits>
-#include <x86/address.hpp>
+#include <hvkit/x86/address.hpp>
 
 #include "runtime.hpp"
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <x86/bitfield.hpp>
+#include <hvkit/x86/bitfield.hpp>
 
 #include "runtime.hpp"
 

@@ -11,8 +11,8 @@
 
 #include <gtest/gtest.h>
 
-#include <x86/bitfield.hpp>
-#include <x86/result.hpp>
+#include <hvkit/x86/bitfield.hpp>
+#include <hvkit/x86/result.hpp>
 
 #include "../support/runtime.hpp"
 

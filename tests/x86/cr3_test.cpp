@@ -1,7 +1,7 @@
 // CR3 formats: SDM Table 4-3 (32-bit), 4-7 (PAE), 4-12 and 4-13 (4/5-level, PCIDE 0/1).
 #include <gtest/gtest.h>
 
-#include <x86/cr3.hpp>
+#include <hvkit/x86/cr3.hpp>
 
 #include "runtime.hpp"
 

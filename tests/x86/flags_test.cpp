@@ -2,11 +2,11 @@
 // (EFLAGS), 4.7 (Figure 4-12, #PF error code).
 #include <gtest/gtest.h>
 
-#include <x86/cr.hpp>
-#include <x86/efer.hpp>
-#include <x86/paging_mode.hpp>
-#include <x86/pfec.hpp>
-#include <x86/rflags.hpp>
+#include <hvkit/x86/cr.hpp>
+#include <hvkit/x86/efer.hpp>
+#include <hvkit/x86/paging_mode.hpp>
+#include <hvkit/x86/pfec.hpp>
+#include <hvkit/x86/rflags.hpp>
 
 #include "runtime.hpp"
 

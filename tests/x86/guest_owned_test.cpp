@@ -2,7 +2,7 @@
 // SDM 4.1.3 / 4.6 (which CR bits change translation and access rights).
 #include <gtest/gtest.h>
 
-#include <x86/guest_owned.hpp>
+#include <hvkit/x86/guest_owned.hpp>
 
 #include "runtime.hpp"
 

@@ -1,7 +1,7 @@
 // MSR indices typed by hand from SDM Vol. 4, Table 2-2.
 #include <gtest/gtest.h>
 
-#include <x86/msr.hpp>
+#include <hvkit/x86/msr.hpp>
 
 #include "runtime.hpp"
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <x86/result.hpp>
+#include <hvkit/x86/result.hpp>
 
 #include "runtime.hpp"
 

@@ -1,7 +1,7 @@
 // SDM Table 6-1 (error codes) and Table 6-5 (double-fault conditions), typed by hand.
 #include <gtest/gtest.h>
 
-#include <x86/vector.hpp>
+#include <hvkit/x86/vector.hpp>
 
 #include "runtime.hpp"
 

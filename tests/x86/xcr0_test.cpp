@@ -1,7 +1,7 @@
 // XSETBV validity rules (SDM Vol. 1 13.3).
 #include <gtest/gtest.h>
 
-#include <x86/xcr0.hpp>
+#include <hvkit/x86/xcr0.hpp>
 
 #include "runtime.hpp"
 

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <string>
 
-#include <cpuid/decode.hpp>
-#include <cpuid/host.hpp>
-#include <cpuid/table.hpp>
+#include "../decode.hpp"
+#include "../host.hpp"
+#include "../table.hpp"
 
 namespace hvkit::cpuid::hosted {
 

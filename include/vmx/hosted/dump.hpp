@@ -5,10 +5,10 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include <vmx/backend.hpp>
-#include <vmx/field_lists.hpp>
-#include <vmx/fields.hpp>
-#include <vmx/vm_fail.hpp>
+#include "../backend.hpp"
+#include "../field_lists.hpp"
+#include "../fields.hpp"
+#include "../vm_fail.hpp"
 
 namespace hvkit::vmx::hosted {
 

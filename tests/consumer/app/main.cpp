@@ -1,11 +1,29 @@
 // The README's worked example, built by the consumer tests against an installed hvkit
-// (find_package) and a source tree (add_subdirectory): the CR0.WP story of background.md.
-// A supervisor write to a read-only page is allowed with CR0.WP=0 and is #PF(0x3) with
-// WP=1; the guest owns WP, so the MMU context re-syncs it from the live CR0 before the walk.
-#include <paging/guest_memory.hpp>
-#include <paging/mmu.hpp>
+// (find_package, pkg-config) and a source tree (add_subdirectory, FetchContent): the CR0.WP
+// story of docs/background.md. A supervisor write to a read-only page is allowed with
+// CR0.WP=0 and is #PF(0x3) with WP=1; the guest owns WP, so the MMU context re-syncs it from
+// the live CR0 before the walk.
+//
+// The consumer also has headers of its own named x86/cr.hpp, paging/walker.hpp, vmx/fields.hpp,
+// cpuid/policy.hpp, emulate/emulator.hpp ... (own/, first on the include path): hvkit's
+// internal includes must not pick them up, and the consumer's own includes must.
+#include <x86/cr.hpp>
 #include <paging/walker.hpp>
-#include <x86/cr3.hpp>
+
+#include <hvkit/cpuid/policy.hpp>
+#include <hvkit/emulate/emulator.hpp>
+#include <hvkit/paging/guest_memory.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/walker.hpp>
+#include <hvkit/vmx/fields.hpp>
+#include <hvkit/vmx/soft_vmcs.hpp>
+#include <hvkit/x86/cr3.hpp>
+
+#include <cpuid/policy.hpp>
+#include <emulate/emulator.hpp>
+#include <vmx/fields.hpp>
+
+#include <cstring>
 
 #include <cstdint>
 #include <cstdio>
@@ -40,6 +58,18 @@ int main() {
   const auto allowed = walker.walk(memory, mmu, write);  // WP = 0: allowed, and D is set
   mmu.refresh_passthrough_bits(cr0.set(x86::cr0::wp));   // the guest set WP without an exit
   const auto denied = walker.walk(memory, mmu, write);   // WP = 1: #PF, error code 0x3
+
+  // Both worlds are visible: the consumer's own headers and hvkit's.
+  if (std::strcmp(app::own_x86_cr_hpp, "x86/cr.hpp") != 0 ||
+      std::strcmp(app::own_paging_walker_hpp, "paging/walker.hpp") != 0 ||
+      std::strcmp(app::own_vmx_fields_hpp, "vmx/fields.hpp") != 0 ||
+      std::strcmp(app::own_cpuid_policy_hpp, "cpuid/policy.hpp") != 0 ||
+      std::strcmp(app::own_emulate_emulator_hpp, "emulate/emulator.hpp") != 0)
+    return 2;
+  hvkit::vmx::soft_vmcs vmcs;
+  if (!hvkit::vmx::vmwrite(vmcs, hvkit::vmx::fields::guest_cr0, cr0.raw()) ||
+      hvkit::vmx::vmread(vmcs, hvkit::vmx::fields::guest_cr0).value() != cr0.raw())
+    return 3;
 
   if (!allowed || allowed->address.value() != 0x4010 || denied ||
       denied.error().error_code.raw() != 0x3 || (ram[0x3000] & 0x40) == 0)

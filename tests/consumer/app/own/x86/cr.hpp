@@ -1,0 +1,5 @@
+// The consumer's own x86/cr.hpp: same path as an hvkit header. hvkit's internal includes must
+// never pick this up (if they did, hvkit's declarations would be missing and the build
+// would fail); the consumer's #include <x86/cr.hpp> must.
+#pragma once
+namespace app { inline constexpr const char* own_x86_cr_hpp = "x86/cr.hpp"; }
