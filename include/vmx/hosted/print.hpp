@@ -1,0 +1,187 @@
+/// @file
+/// @brief Hosted: names and printers for vmx/: basic exit reasons (the core's
+/// exit_reason_name()), the exit-reason field, VM-instruction errors, which VMX instruction
+/// failed and how (vm_fail), CR-write faults and EPT-entry builder errors.
+///
+/// See x86/hosted/format.hpp for the conventions (`name()`, `to_string()`, `operator<<`,
+/// `std::formatter`).
+/// @code
+///   std::cout << exit.basic() << '\n';     // "ept_violation"
+///   std::cout << fail << '\n';             // "VMfailValid in vmwrite: error 12 (unsupported_vmcs_component), field 0x4000"
+/// @endcode
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "../cr_access.hpp"
+#include "../ept_entry.hpp"
+#include "../exit_reason.hpp"
+#include "../vm_fail.hpp"
+#include "../../x86/hosted/format.hpp"
+
+namespace hvkit::vmx {
+
+using hosted::operator<<;
+
+/// The basic exit reason's name (exit_reason_name(), SDM Appendix C); empty for an
+/// undefined number.
+[[nodiscard]] constexpr std::string_view name(exit_reason r) noexcept {
+  const std::string_view n = exit_reason_name(r);
+  return n == "?" ? std::string_view{} : n;
+}
+/// See name(exit_reason); an undefined number prints as "exit_reason(n)".
+[[nodiscard]] inline std::string to_string(exit_reason r) { return hosted::enum_string(name(r), "exit_reason", r); }
+
+/// The exit-reason field: the basic reason, then "(VM-entry failure)" and the other flags
+/// that are set (SDM 28.2.1).
+[[nodiscard]] inline std::string to_string(exit_reason_field f) {
+  std::string s = to_string(f.basic());
+  if (f.entry_failure()) s += " (VM-entry failure)";
+  if (f.bus_lock_detected()) s += " (bus lock)";
+  if (f.enclave_mode()) s += " (enclave mode)";
+  if (f.pending_mtf()) s += " (pending MTF)";
+  if (f.from_vmx_root()) s += " (from VMX root)";
+  return s;
+}
+
+/// The VM-instruction error's name (SDM 31.4, Table 31-1); empty for an unassigned number.
+[[nodiscard]] constexpr std::string_view name(vm_instruction_error v) noexcept {
+  switch (v) {
+    case vm_instruction_error::none: return "none";
+    case vm_instruction_error::vmcall_in_vmx_root: return "vmcall_in_vmx_root";
+    case vm_instruction_error::vmclear_invalid_address: return "vmclear_invalid_address";
+    case vm_instruction_error::vmclear_vmxon_pointer: return "vmclear_vmxon_pointer";
+    case vm_instruction_error::vmlaunch_non_clear_vmcs: return "vmlaunch_non_clear_vmcs";
+    case vm_instruction_error::vmresume_non_launched_vmcs: return "vmresume_non_launched_vmcs";
+    case vm_instruction_error::vmresume_after_vmxoff: return "vmresume_after_vmxoff";
+    case vm_instruction_error::entry_invalid_control_fields: return "entry_invalid_control_fields";
+    case vm_instruction_error::entry_invalid_host_state: return "entry_invalid_host_state";
+    case vm_instruction_error::vmptrld_invalid_address: return "vmptrld_invalid_address";
+    case vm_instruction_error::vmptrld_vmxon_pointer: return "vmptrld_vmxon_pointer";
+    case vm_instruction_error::vmptrld_bad_revision: return "vmptrld_bad_revision";
+    case vm_instruction_error::unsupported_vmcs_component: return "unsupported_vmcs_component";
+    case vm_instruction_error::vmwrite_read_only_component: return "vmwrite_read_only_component";
+    case vm_instruction_error::vmxon_in_vmx_root: return "vmxon_in_vmx_root";
+    case vm_instruction_error::entry_invalid_executive_vmcs_pointer: return "entry_invalid_executive_vmcs_pointer";
+    case vm_instruction_error::entry_non_launched_executive_vmcs: return "entry_non_launched_executive_vmcs";
+    case vm_instruction_error::entry_executive_vmcs_not_vmxon: return "entry_executive_vmcs_not_vmxon";
+    case vm_instruction_error::vmcall_non_clear_vmcs: return "vmcall_non_clear_vmcs";
+    case vm_instruction_error::vmcall_invalid_exit_controls: return "vmcall_invalid_exit_controls";
+    case vm_instruction_error::vmcall_bad_mseg_revision: return "vmcall_bad_mseg_revision";
+    case vm_instruction_error::vmxoff_dual_monitor: return "vmxoff_dual_monitor";
+    case vm_instruction_error::vmcall_invalid_smm_monitor_features: return "vmcall_invalid_smm_monitor_features";
+    case vm_instruction_error::entry_invalid_executive_controls: return "entry_invalid_executive_controls";
+    case vm_instruction_error::entry_events_blocked_by_mov_ss: return "entry_events_blocked_by_mov_ss";
+    case vm_instruction_error::invalid_invept_invvpid_operand: return "invalid_invept_invvpid_operand";
+  }
+  return {};
+}
+/// See name(vm_instruction_error).
+[[nodiscard]] inline std::string to_string(vm_instruction_error v) { return hosted::enum_string(name(v), "vm_instruction_error", v); }
+
+/// The instruction's mnemonic in lower case ("vmwrite").
+[[nodiscard]] constexpr std::string_view name(vmx_instruction v) noexcept {
+  switch (v) {
+    case vmx_instruction::vmxon: return "vmxon";
+    case vmx_instruction::vmxoff: return "vmxoff";
+    case vmx_instruction::vmclear: return "vmclear";
+    case vmx_instruction::vmptrld: return "vmptrld";
+    case vmx_instruction::vmptrst: return "vmptrst";
+    case vmx_instruction::vmread: return "vmread";
+    case vmx_instruction::vmwrite: return "vmwrite";
+    case vmx_instruction::vmlaunch: return "vmlaunch";
+    case vmx_instruction::vmresume: return "vmresume";
+    case vmx_instruction::invept: return "invept";
+    case vmx_instruction::invvpid: return "invvpid";
+  }
+  return {};
+}
+/// See name(vmx_instruction).
+[[nodiscard]] inline std::string to_string(vmx_instruction v) { return hosted::enum_string(name(v), "vmx_instruction", v); }
+
+/// "VMfailInvalid" or "VMfailValid" (SDM 31.2).
+[[nodiscard]] constexpr std::string_view name(vm_fail::kind k) noexcept {
+  switch (k) {
+    case vm_fail::kind::invalid: return "VMfailInvalid";
+    case vm_fail::kind::valid: return "VMfailValid";
+  }
+  return {};
+}
+/// See name(vm_fail::kind).
+[[nodiscard]] inline std::string to_string(vm_fail::kind k) { return hosted::enum_string(name(k), "vm_fail::kind", k); }
+
+/// "VMfailValid in vmwrite: error 12 (unsupported_vmcs_component), field 0x4000" (the
+/// error only for VMfailValid, the field only when one is recorded).
+[[nodiscard]] inline std::string to_string(const vm_fail& f) {
+  std::string s = to_string(f.how) + " in " + to_string(f.instruction);
+  if (f.how == vm_fail::kind::valid)
+    s += ": error " + std::to_string(static_cast<std::uint32_t>(f.error)) + " (" + to_string(f.error) + ")";
+  if (f.field_encoding != ~0u) s += ", field " + hosted::detail::hex(f.field_encoding);
+  return s;
+}
+
+/// The CR-write fault's name (pg_without_pe, ...); empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(cr_write_fault v) noexcept {
+  switch (v) {
+    case cr_write_fault::none: return "none";
+    case cr_write_fault::reserved_bit: return "reserved_bit";
+    case cr_write_fault::pg_without_pe: return "pg_without_pe";
+    case cr_write_fault::nw_without_cd: return "nw_without_cd";
+    case cr_write_fault::long_mode_without_pae: return "long_mode_without_pae";
+    case cr_write_fault::clear_wp_with_cet: return "clear_wp_with_cet";
+    case cr_write_fault::cet_without_wp: return "cet_without_wp";
+    case cr_write_fault::clear_pae_in_long_mode: return "clear_pae_in_long_mode";
+    case cr_write_fault::change_la57_in_long_mode: return "change_la57_in_long_mode";
+    case cr_write_fault::pcide_bad_state: return "pcide_bad_state";
+    case cr_write_fault::clear_pg_in_64bit_mode: return "clear_pg_in_64bit_mode";
+    case cr_write_fault::activate_ia32e_with_cs_l: return "activate_ia32e_with_cs_l";
+    case cr_write_fault::clear_pg_with_pcide: return "clear_pg_with_pcide";
+    case cr_write_fault::cr3_reserved_bit: return "cr3_reserved_bit";
+  }
+  return {};
+}
+/// See name(cr_write_fault).
+[[nodiscard]] inline std::string to_string(cr_write_fault v) { return hosted::enum_string(name(v), "cr_write_fault", v); }
+
+/// The EPT builder error's name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(ept_error v) noexcept {
+  switch (v) {
+    case ept_error::write_without_read: return "write_without_read";
+    case ept_error::execute_only_unsupported: return "execute_only_unsupported";
+    case ept_error::reserved_memory_type: return "reserved_memory_type";
+    case ept_error::large_page_unsupported: return "large_page_unsupported";
+    case ept_error::misaligned_address: return "misaligned_address";
+    case ept_error::address_too_wide: return "address_too_wide";
+    case ept_error::walk_length_unsupported: return "walk_length_unsupported";
+    case ept_error::eptp_memory_type_unsupported: return "eptp_memory_type_unsupported";
+    case ept_error::accessed_dirty_unsupported: return "accessed_dirty_unsupported";
+    case ept_error::eptp_reserved_bits: return "eptp_reserved_bits";
+    case ept_error::invalid_maxphyaddr: return "invalid_maxphyaddr";
+  }
+  return {};
+}
+/// See name(ept_error).
+[[nodiscard]] inline std::string to_string(ept_error v) { return hosted::enum_string(name(v), "ept_error", v); }
+
+}  // namespace hvkit::vmx
+
+namespace hvkit::hosted {
+template <>
+inline constexpr bool enable_printing<vmx::exit_reason> = true;
+template <>
+inline constexpr bool enable_printing<vmx::exit_reason_field> = true;
+template <>
+inline constexpr bool enable_printing<vmx::vm_instruction_error> = true;
+template <>
+inline constexpr bool enable_printing<vmx::vmx_instruction> = true;
+template <>
+inline constexpr bool enable_printing<vmx::vm_fail::kind> = true;
+template <>
+inline constexpr bool enable_printing<vmx::vm_fail> = true;
+template <>
+inline constexpr bool enable_printing<vmx::cr_write_fault> = true;
+template <>
+inline constexpr bool enable_printing<vmx::ept_error> = true;
+}  // namespace hvkit::hosted

@@ -1,0 +1,178 @@
+/// @file
+/// @brief Hosted: printing hvkit values. The shared machinery (`to_string` by ADL,
+/// `operator<<` for iostreams, a `std::formatter` where the library has `<format>`) and the
+/// names of x86/'s enumerations (exception vectors, paging modes).
+///
+/// Every printable hvkit type `T` has, in its own namespace:
+///  - for an enumeration, `name(T)`: a `std::string_view` with the enumerator's name, empty
+///    for a value that names no enumerator (constexpr, no allocation);
+///  - `to_string(const T&)`: a `std::string` (an unknown enumeration value prints as
+///    "type(number)", e.g. "fault_kind(200)");
+///  - `operator<<(std::ostream&, const T&)`;
+///  - with `__cpp_lib_format` (C++20 `<format>`; GCC 12's library has none),
+///    `std::formatter<T>`, so `std::format("{}", x)` works and takes string format specs
+///    (`{:>20}`).
+/// @code
+///   #include <hvkit/paging/hosted/print.hpp>
+///   std::cout << fault.kind << '\n';                 // "not_present"
+///   std::string s = to_string(fault.kind);           // found by ADL
+/// @endcode
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <version>
+#if defined(__cpp_lib_format)
+#include <format>
+#endif
+
+#include "../paging_mode.hpp"
+#include "../vector.hpp"
+
+namespace hvkit::hosted {
+
+/// Opt-in: `T` has a `to_string(const T&)` found by argument-dependent lookup. Specialize to
+/// true for a printable type; operator<< and std::formatter then follow.
+template <class T>
+inline constexpr bool enable_printing = false;
+
+/// A type hvkit knows how to print.
+template <class T>
+concept printable = enable_printing<std::remove_cvref_t<T>>;
+
+namespace detail {
+/// Calls the ADL `to_string` from a scope that declares none of its own.
+template <class T>
+[[nodiscard]] std::string adl_to_string(const T& v) {
+  return to_string(v);
+}
+/// "0x" and 16 hex digits (addresses and entries as the SDM prints 64-bit values).
+[[nodiscard]] inline std::string hex16(std::uint64_t v) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s = "0x0000000000000000";
+  for (unsigned i = 0; i < 16; ++i) s[17 - i] = digits[(v >> (4 * i)) & 0xfu];
+  return s;
+}
+/// "0x" and the shortest hex digits.
+[[nodiscard]] inline std::string hex(std::uint64_t v) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string s;
+  do {
+    s.insert(s.begin(), digits[v & 0xfu]);
+    v >>= 4;
+  } while (v != 0);
+  return "0x" + s;
+}
+}  // namespace detail
+
+/// The text of an enumeration value: its name, or "type(number)" for a value that has none.
+template <class E>
+  requires std::is_enum_v<E>
+[[nodiscard]] std::string enum_string(std::string_view name, std::string_view type, E v) {
+  if (!name.empty()) return std::string(name);
+  std::string s(type);
+  s += '(';
+  s += std::to_string(static_cast<unsigned long long>(static_cast<std::underlying_type_t<E>>(v)));
+  s += ')';
+  return s;
+}
+
+/// Writes `to_string(v)`. Brought into each hvkit namespace by a using-declaration, so
+/// argument-dependent lookup finds it for that namespace's printable types.
+template <printable T>
+std::ostream& operator<<(std::ostream& out, const T& v) {
+  return out << detail::adl_to_string(v);
+}
+
+}  // namespace hvkit::hosted
+
+#if defined(__cpp_lib_format)
+namespace std {
+/// std::format support for every printable hvkit type: formats `to_string(v)` as a string
+/// (so string format specs such as width and alignment apply).
+template <hvkit::hosted::printable T>
+struct formatter<T, char> : formatter<string_view, char> {
+  template <class FormatContext>
+  auto format(const T& v, FormatContext& ctx) const {
+    const string s = hvkit::hosted::detail::adl_to_string(v);
+    return formatter<string_view, char>::format(string_view(s), ctx);
+  }
+};
+}  // namespace std
+#endif
+
+namespace hvkit::x86 {
+
+using hosted::operator<<;
+
+/// The exception's mnemonic as the SDM writes it (Table 6-1): "#PF", "NMI", ...
+[[nodiscard]] constexpr std::string_view name(vector v) noexcept {
+  switch (v) {
+    case vector::de: return "#DE";
+    case vector::db: return "#DB";
+    case vector::nmi: return "NMI";
+    case vector::bp: return "#BP";
+    case vector::of: return "#OF";
+    case vector::br: return "#BR";
+    case vector::ud: return "#UD";
+    case vector::nm: return "#NM";
+    case vector::df: return "#DF";
+    case vector::cso: return "CSO";
+    case vector::ts: return "#TS";
+    case vector::np: return "#NP";
+    case vector::ss: return "#SS";
+    case vector::gp: return "#GP";
+    case vector::pf: return "#PF";
+    case vector::mf: return "#MF";
+    case vector::ac: return "#AC";
+    case vector::mc: return "#MC";
+    case vector::xm: return "#XM";
+    case vector::ve: return "#VE";
+    case vector::cp: return "#CP";
+    case vector::hv: return "#HV";
+    case vector::vc: return "#VC";
+    case vector::sx: return "#SX";
+  }
+  return {};
+}
+/// See name(vector); an unnamed vector prints as "vector(n)".
+[[nodiscard]] inline std::string to_string(vector v) { return hosted::enum_string(name(v), "vector", v); }
+
+/// The paging mode's name: "none", "two_level", "pae", "four_level", "five_level".
+[[nodiscard]] constexpr std::string_view name(paging_mode m) noexcept {
+  switch (m) {
+    case paging_mode::none: return "none";
+    case paging_mode::two_level: return "two_level";
+    case paging_mode::pae: return "pae";
+    case paging_mode::four_level: return "four_level";
+    case paging_mode::five_level: return "five_level";
+  }
+  return {};
+}
+/// See name(paging_mode).
+[[nodiscard]] inline std::string to_string(paging_mode m) { return hosted::enum_string(name(m), "paging_mode", m); }
+
+/// How the SDM titles the mode (Table 4-1): "32-bit", "PAE", "4-level", "5-level", or
+/// "paging off".
+[[nodiscard]] constexpr std::string_view description(paging_mode m) noexcept {
+  switch (m) {
+    case paging_mode::none: return "paging off";
+    case paging_mode::two_level: return "32-bit";
+    case paging_mode::pae: return "PAE";
+    case paging_mode::four_level: return "4-level";
+    case paging_mode::five_level: return "5-level";
+  }
+  return {};
+}
+
+}  // namespace hvkit::x86
+
+namespace hvkit::hosted {
+template <>
+inline constexpr bool enable_printing<x86::vector> = true;
+template <>
+inline constexpr bool enable_printing<x86::paging_mode> = true;
+}  // namespace hvkit::hosted
