@@ -1,10 +1,17 @@
 // Writes the memory dump the hvkit-walk CTest walks: 4-level tables at guest-physical
 // 0x100000 (the dump's base), entries typed from SDM Tables 4-14..4-20.
+// Lower canonical half:
 //   PML4E[0xfe] @ 0x1017f0 = 0x102027        (P RW US A)
 //   PDPTE[0]    @ 0x102000 = 0x103027
 //   PDE[1]      @ 0x103008 = 0x104027
 //   PTE[1]      @ 0x104008 = 0x8000000012345063  (P RW A D XD: supervisor, no execute)
 //   PDE[2]      @ 0x103010 = 0x400010e7      (2 MiB page at 0x40000000, PAT set)
+// Upper canonical half (a kernel's -2 GiB region):
+//   PML4E[0x1ff] @ 0x101ff8 = 0x105003       (P RW)
+//   PDPTE[0x1fe] @ 0x105ff0 = 0x106003
+//   PDE[0]       @ 0x106000 = 0x200183       (2 MiB page at 0x200000, G)
+//   PDE[1]       @ 0x106008 = 0x107003
+//   PTE[0]       @ 0x107000 = 0x80000000fee0001b  (P RW PWT PCD XD: the local APIC page)
 #include <cstdint>
 #include <cstdio>
 #include <vector>
@@ -20,6 +27,11 @@ int main(int argc, char** argv) {
   put(0x103008, 0x104027);
   put(0x104008, 0x8000000012345063ull);
   put(0x103010, 0x400010e7);
+  put(0x101ff8, 0x105003);
+  put(0x105ff0, 0x106003);
+  put(0x106000, 0x200183);
+  put(0x106008, 0x107003);
+  put(0x107000, 0x80000000fee0001bull);
   std::FILE* f = std::fopen(argv[1], "wb");
   if (!f) return 1;
   const bool ok = std::fwrite(m.data(), 1, m.size(), f) == m.size();

@@ -1,14 +1,10 @@
 // hvkit-walk: walks the page tables in a raw guest-physical memory dump, the introspection
-// use case of hvkit's paging/ walkers.
+// use case of hvkit's paging/ walkers. The printing is the library's
+// (paging/hosted/print.hpp), the enumeration of --mappings is paging/mappings.hpp.
 //
-//   hvkit-walk --dump FILE [--base GPA] --cr0 X --cr3 X --cr4 X --efer X
-//              (--gva X | --range A B) [--maxphyaddr N] [--no-1g] [--amd]
-//
-// Numbers take a 0x prefix for hex. The dump is read-only: no A/D flag is set. For --gva the
-// chain of entries is printed, for --range one line per page (stepping by the page size).
-// The walk is the raw translation (no permission check), like a debugger's.
+// The dump is read-only: no A/D flag is set. The walks are raw translations (no permission
+// check), like a debugger's.
 #include <cerrno>
-#include <cinttypes>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -17,9 +13,12 @@
 #include <vector>
 
 #include <hvkit/paging/guest_memory.hpp>
+#include <hvkit/paging/hosted/print.hpp>
+#include <hvkit/paging/mappings.hpp>
 #include <hvkit/paging/mmu.hpp>
 #include <hvkit/paging/pdptr.hpp>
 #include <hvkit/paging/walker.hpp>
+#include <hvkit/x86/address.hpp>
 #include <hvkit/x86/cr3.hpp>
 #include <hvkit/x86/paging_mode.hpp>
 
@@ -27,21 +26,46 @@ namespace {
 
 using namespace hvkit;
 
+constexpr const char* usage_text =
+    "usage: hvkit-walk --dump FILE [--base GPA] --cr0 X --cr3 X [--cr4 X] [--efer X]\n"
+    "                  (--gva X | --range A B | --mappings [--range A B])\n"
+    "                  [--maxphyaddr N] [--no-1g] [--amd] [--max-lines N]\n"
+    "\n"
+    "Walks the guest page tables in a raw guest-physical memory dump (read-only: no A/D flag\n"
+    "is set; no permission check, like a debugger).\n"
+    "\n"
+    "  --dump FILE       the memory dump; its first byte is guest-physical address --base\n"
+    "  --base GPA        guest-physical address of the dump's first byte (default 0)\n"
+    "  --cr0/--cr3/--cr4/--efer X\n"
+    "                    the guest's control registers; they select the paging mode\n"
+    "                    (EFER.LMA is derived from LME and CR0.PG)\n"
+    "  --gva X           print the chain of entries for X and its translation or fault\n"
+    "  --range A B       one line per page (or not-present region) of [A, B); the\n"
+    "                    non-canonical hole is one line\n"
+    "  --mappings        one line per mapped page, skipping everything not present, with\n"
+    "                    --range A B only the pages overlapping [A, B)\n"
+    "  --maxphyaddr N    the guest's MAXPHYADDR, 32..52 (default 52)\n"
+    "  --no-1g           no 1 GiB pages (PS in a PDPTE is reserved)\n"
+    "  --amd             AMD: bit 8 of a PML4E/PML5E is reserved\n"
+    "  --max-lines N     stop --range/--mappings after N lines (default 1000000); the cut-off\n"
+    "                    is printed and the exit status is 3\n"
+    "  --help            this text\n"
+    "\n"
+    "Numbers take a 0x prefix for hex. Exit status: 0 success, 1 the walk faulted (--gva) or\n"
+    "the dump cannot be read, 2 bad arguments, 3 output cut off at --max-lines.\n";
+
 struct options {
   std::string dump;
   std::uint64_t base = 0, cr0 = 0, cr3 = 0, cr4 = 0, efer = 0;
-  bool have_cr0 = false, have_cr3 = false, have_gva = false, have_range = false;
+  bool have_cr0 = false, have_cr3 = false, have_gva = false, have_range = false, mappings = false;
   std::uint64_t gva = 0, from = 0, to = 0;
+  std::uint64_t max_lines = 1'000'000;
   unsigned maxphyaddr = 52;
   bool gbpages = true, amd = false;
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "hvkit-walk: %s\n"
-               "usage: hvkit-walk --dump FILE [--base GPA] --cr0 X --cr3 X --cr4 X --efer X\n"
-               "                  (--gva X | --range A B) [--maxphyaddr N] [--no-1g] [--amd]\n",
-               why);
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr, "hvkit-walk: %s\n%s", why.c_str(), usage_text);
   std::exit(2);
 }
 
@@ -49,7 +73,7 @@ std::uint64_t number(const char* s) {
   errno = 0;
   char* end = nullptr;
   const unsigned long long v = std::strtoull(s, &end, 0);
-  if (errno != 0 || end == s || *end != '\0') usage((std::string("not a number: ") + s).c_str());
+  if (errno != 0 || end == s || *end != '\0' || *s == '-') usage(std::string("not a number: ") + s);
   return v;
 }
 
@@ -58,10 +82,13 @@ options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> const char* {
-      if (i + 1 >= argc) usage((a + " needs a value").c_str());
+      if (i + 1 >= argc) usage(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--dump") o.dump = next();
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage_text, stdout);
+      std::exit(0);
+    } else if (a == "--dump") o.dump = next();
     else if (a == "--base") o.base = number(next());
     else if (a == "--cr0") o.cr0 = number(next()), o.have_cr0 = true;
     else if (a == "--cr3") o.cr3 = number(next()), o.have_cr3 = true;
@@ -72,94 +99,40 @@ options parse(int argc, char** argv) {
       o.from = number(next());
       o.to = number(next());
       o.have_range = true;
-    } else if (a == "--maxphyaddr") {
+    } else if (a == "--mappings") o.mappings = true;
+    else if (a == "--max-lines") o.max_lines = number(next());
+    else if (a == "--maxphyaddr") {
       o.maxphyaddr = static_cast<unsigned>(number(next()));
-      if (o.maxphyaddr < 32 || o.maxphyaddr > 52) usage("--maxphyaddr must be 32..52");
+      if (!x86::is_valid_maxphyaddr(o.maxphyaddr)) usage("--maxphyaddr must be 32..52");
     } else if (a == "--no-1g") o.gbpages = false;
     else if (a == "--amd") o.amd = true;
-    else usage(("unknown option " + a).c_str());
+    else usage("unknown option " + a);
   }
   if (o.dump.empty()) usage("--dump is required");
   if (!o.have_cr0 || !o.have_cr3) usage("--cr0 and --cr3 are required");
-  if (o.have_gva == o.have_range) usage("give exactly one of --gva and --range");
+  if (o.have_gva + (o.have_range && !o.mappings) + o.mappings != 1)
+    usage("give exactly one of --gva, --range and --mappings");
+  if (o.have_gva && o.have_range) usage("--gva and --range exclude each other");
   if (o.have_range && o.to < o.from) usage("--range A B needs A <= B");
   return o;
 }
 
-const char* entry_name(x86::paging_mode m, unsigned level) {
-  switch (level) {
-    case 5: return "PML5E";
-    case 4: return "PML4E";
-    case 3: return "PDPTE";
-    case 2: return "PDE";
-    default: break;
-  }
-  static_cast<void>(m);
-  return "PTE";
+void say(const std::string& s) { std::fputs(s.c_str(), stdout); }
+
+// The non-canonical hole of IA-32e paging: [lo, hi], or lo > hi when there is none.
+struct hole {
+  std::uint64_t lo = 1, hi = 0;
+};
+hole hole_of(x86::paging_mode m) {
+  if (m == x86::paging_mode::four_level) return {0x0000'8000'0000'0000u, 0xffff'7fff'ffff'ffffu};
+  if (m == x86::paging_mode::five_level) return {0x0100'0000'0000'0000u, 0xfeff'ffff'ffff'ffffu};
+  return {};
 }
 
-const char* mode_name(x86::paging_mode m) {
-  switch (m) {
-    case x86::paging_mode::none: return "paging off";
-    case x86::paging_mode::two_level: return "32-bit";
-    case x86::paging_mode::pae: return "PAE";
-    case x86::paging_mode::four_level: return "4-level";
-    case x86::paging_mode::five_level: return "5-level";
-  }
-  return "?";
-}
-
-const char* kind_name(paging::fault_kind k) {
-  switch (k) {
-    case paging::fault_kind::none: return "none";
-    case paging::fault_kind::not_present: return "not present";
-    case paging::fault_kind::reserved_bit: return "reserved bit set";
-    case paging::fault_kind::permission: return "permission";
-    case paging::fault_kind::protection_key: return "protection key";
-    case paging::fault_kind::unbacked: return "not in the dump";
-    case paging::fault_kind::ept_misconfig: return "EPT misconfiguration";
-    case paging::fault_kind::non_canonical: return "non-canonical address";
-    case paging::fault_kind::invalid_pdpte: return "invalid PDPTE";
-    case paging::fault_kind::retry_exhausted: return "entries kept changing";
-  }
-  return "?";
-}
-
-// The flags of an IA-32 paging entry, in SDM order.
-std::string entry_flags(std::uint64_t e, unsigned level, bool leaf, bool nx_mode) {
-  std::string s;
-  auto add = [&](bool on, const char* name) {
-    if (on) {
-      if (!s.empty()) s += ' ';
-      s += name;
-    }
-  };
-  add(e & 1, "P");
-  add(e & 2, "RW");
-  add(e & 4, "US");
-  add(e & 8, "PWT");
-  add(e & 16, "PCD");
-  add(e & 32, "A");
-  add(leaf && (e & 64), "D");
-  add(level > 1 && (e & 128), "PS");
-  add(leaf && (e & 256), "G");
-  add(nx_mode && (e >> 63), "XD");
-  return s;
-}
-
-std::string page_size_name(std::uint64_t s) {
-  if (s == x86::page_size_1g) return "1 GiB";
-  if (s == x86::page_size_4m) return "4 MiB";
-  if (s == x86::page_size_2m) return "2 MiB";
-  return "4 KiB";
-}
-
-std::string rights_name(paging::pte_access r) {
-  std::string s = "r";
-  s += r.test(paging::pte_access::write) ? 'w' : '-';
-  s += r.test(paging::pte_access::exec) ? 'x' : '-';
-  s += r.test(paging::pte_access::user) ? " user" : " supervisor";
-  return s;
+int print_cut_off(std::uint64_t lines, std::uint64_t next) {
+  std::printf("hvkit-walk: output cut off after %llu lines, next address %s: raise --max-lines or narrow --range\n",
+              static_cast<unsigned long long>(lines), hosted::hex16(next).c_str());
+  return 3;
 }
 
 }  // namespace
@@ -195,54 +168,95 @@ int main(int argc, char** argv) {
   if (mode == x86::paging_mode::pae) {
     const auto l = paging::load_pdptrs(x86::cr3{o.cr3}, mem, o.maxphyaddr);
     if (!l) {
-      std::printf("PDPTE %u @ 0x%016" PRIx64 " = 0x%016" PRIx64 ": %s (#GP at the load)\n", l.error().index,
-                  l.error().address.value(), l.error().value,
+      std::printf("PDPTE %u @ %s = %s: %s (#GP at the load)\n", l.error().index,
+                  hosted::hex16(l.error().address.value()).c_str(),
+                  hosted::hex16(l.error().value).c_str(),
                   l.error().kind == paging::pdptr_error::kind_type::unbacked ? "not in the dump" : "reserved bit set");
       return 1;
     }
     pdptes = *l;
   }
   const paging::guest_walker walker(mmu, props, pdptes);
-  const bool nx_mode = mode != x86::paging_mode::two_level && efer.test(x86::efer::nxe);
 
   if (o.have_gva) {
-    std::printf("gva 0x%016" PRIx64 ": %s paging, root 0x%016" PRIx64 "\n", o.gva, mode_name(mode), root.value());
     const auto r = walker.translate(mem, x86::gva{o.gva});
-    if (r) {
-      for (unsigned i = 0; i < r->path.count; ++i) {
-        const auto e = r->path[i];
-        const bool leaf = i + 1 == r->path.count;
-        std::printf("  %-5s @ 0x%016" PRIx64 " = 0x%016" PRIx64 "  %s\n", entry_name(mode, e.level), e.address.value(),
-                    e.value, entry_flags(e.value, e.level, leaf, nx_mode).c_str());
-      }
-      std::printf("  -> gpa 0x%016" PRIx64 " (%s page, %s, pkey %u)\n", r->address.value(),
-                  page_size_name(r->page_size()).c_str(), rights_name(r->rights).c_str(), unsigned{r->pkey});
-      return 0;
-    }
-    const auto& e = r.error();
-    if (e.kind == paging::fault_kind::non_canonical) {
-      std::printf("  fault: non-canonical address (#%s)\n", e.vector == x86::vector::ss ? "SS" : "GP");
-      return 1;
-    }
-    std::printf("  fault: %s at %s @ 0x%016" PRIx64 " = 0x%016" PRIx64 " (#PF error code 0x%" PRIx64 ")\n",
-                kind_name(e.kind), entry_name(mode, e.level), e.entry_address.value(), e.entry_value,
-                e.error_code.raw());
-    return 1;
+    say(paging::format_walk(walker.state(), x86::gva{o.gva}, r));
+    return r ? 0 : 1;
   }
 
-  // --range: one line per page.
+  if (o.mappings) {
+    paging::mapping_range range{};
+    if (o.have_range) {
+      if (o.to == o.from) return 0;
+      range = {o.from, o.to - 1};
+    }
+    paging::guest_mappings pages(walker.state(), mem, range);
+    std::uint64_t lines = 0, found = 0, faults = 0;
+    for (const auto& m : pages) {
+      if (lines == o.max_lines) return print_cut_off(lines, m ? m->input : m.error().linear.value());
+      if (m) {
+        say(to_string(*m) + '\n');
+        ++found;
+      } else {
+        say("fault: " + to_string(m.error()) + " (" + hosted::hex16(m.error().linear.value()) +
+            ")\n");
+        ++faults;
+      }
+      ++lines;
+    }
+    std::printf("%llu mappings, %llu faults, %llu entries read\n", static_cast<unsigned long long>(found),
+                static_cast<unsigned long long>(faults), static_cast<unsigned long long>(pages.reads()));
+    return 0;
+  }
+
+  // --range: one line per page or not-present region.
+  const hole h = hole_of(mode);
+  const bool ia32e = mode == x86::paging_mode::four_level || mode == x86::paging_mode::five_level;
+  // Without IA-32e paging linear addresses have 32 bits.
+  const std::uint64_t to = !ia32e && o.to > 0x1'0000'0000u ? 0x1'0000'0000u : o.to;
   std::uint64_t va = o.from & ~(x86::page_size_4k - 1);
-  unsigned lines = 0;
-  while (va < o.to && lines < 1'000'000) {
-    const auto r = walker.translate(mem, x86::gva{va});
+  std::uint64_t lines = 0;
+  // Consecutive regions that fault alike (same kind, same level) are one line: "A    kind
+  // (entry)", with "through B" when the run covers more than one region.
+  struct run_type {
+    bool open = false;
+    std::uint64_t first = 0, last = 0;
+    std::string what;
+    unsigned regions = 0;
+  } run;
+  std::uint64_t cut_at = 0;
+  auto emit = [&](std::uint64_t at, const std::string& line) {
+    if (lines == o.max_lines) {
+      cut_at = at;
+      return false;
+    }
+    say(line + '\n');
+    ++lines;
+    return true;
+  };
+  auto flush = [&]() {
+    if (!run.open) return true;
+    run.open = false;
+    std::string line = hosted::hex16(run.first) + "    " + run.what;
+    if (run.regions > 1) line += " through " + hosted::hex16(run.last);
+    return emit(run.first, line);
+  };
+  while (va < to) {
     std::uint64_t step = x86::page_size_4k;
-    if (r) {
+    std::string what;
+    if (va >= h.lo && va <= h.hi) {
+      // The non-canonical hole: no walk takes place (#GP); one line, then the upper half.
+      what = "non-canonical (#GP) through " + hosted::hex16(h.hi);
+      step = h.hi - va + 1;
+    } else if (const auto r = walker.translate(mem, x86::gva{va})) {
+      if (!flush()) return print_cut_off(lines, cut_at);
       step = r->page_size() - (va & (r->page_size() - 1));
-      std::printf("0x%016" PRIx64 " -> 0x%016" PRIx64 "  %s %s\n", va, r->address.value(),
-                  page_size_name(r->page_size()).c_str(), rights_name(r->rights).c_str());
+      if (!emit(va, hosted::hex16(va) + " -> " + hosted::hex16(r->address.value()) + "  " +
+                        paging::page_size_name(r->page_shift) + ' ' + paging::guest_rights(r->rights)))
+        return print_cut_off(lines, cut_at);
     } else {
       const unsigned level = r.error().level;
-      std::printf("0x%016" PRIx64 "    %s (%s)\n", va, kind_name(r.error().kind), level ? entry_name(mode, level) : "-");
+      what = to_string(r.error().kind) + " (" + std::string(level ? paging::entry_name(level) : "-") + ")";
       // Skip the whole region the failing entry covers (SDM 4.3/4.5: 10 or 9 bits per level).
       if (level > 1) {
         const unsigned bits = mode == x86::paging_mode::two_level ? 10 : 9;
@@ -250,9 +264,17 @@ int main(int argc, char** argv) {
         step = region - (va & (region - 1));
       }
     }
-    ++lines;
-    if (va + step < va) break;  // wrapped around the address space
+    if (!what.empty()) {
+      if (!(run.open && run.what == what)) {
+        if (!flush()) return print_cut_off(lines, cut_at);
+        run = run_type{true, va, 0, what, 0};
+      }
+      run.last = va + step - 1;
+      ++run.regions;
+    }
+    if (va + step < va) break;  // wrapped around the address space: done
     va += step;
   }
+  if (!flush()) return print_cut_off(lines, cut_at);
   return 0;
 }

@@ -196,15 +196,15 @@ template <class V>
       break;
     case outcome_kind::exception:
       s += ' ' + to_string(o.vector);
-      if (x86::has_error_code(o.vector)) s += " error code " + hosted::detail::hex(detail::raw_value(o.error_code));
-      if (o.vector == x86::vector::pf) s += " cr2 " + hosted::detail::hex(o.cr2);
+      if (x86::has_error_code(o.vector)) s += " error code " + hosted::hex(detail::raw_value(o.error_code));
+      if (o.vector == x86::vector::pf) s += " cr2 " + hosted::hex(o.cr2);
       break;
     case outcome_kind::needs_io:
     case outcome_kind::needs_mmio:
       s += o.write ? " write " : " read ";
       s += o.kind == outcome_kind::needs_io ? "port " : "gpa ";
-      s += hosted::detail::hex(o.address) + " size " + std::to_string(o.size);
-      if (o.write) s += " value " + hosted::detail::hex(o.value);
+      s += hosted::hex(o.address) + " size " + std::to_string(o.size);
+      if (o.write) s += " value " + hosted::hex(o.value);
       break;
     case outcome_kind::unsupported:
       s += " (" + to_string(o.why);

@@ -233,7 +233,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
   detail::add_flag(s, r.test(pte_access::read), "read");
   detail::add_flag(s, r.test(pte_access::user_exec), "user_exec");
   detail::add_flag(s, r.test(pte_access::shadow_stack), "shadow_stack");
-  if (r.raw() & 0xc0u) detail::add_flag(s, true, "pte_access(" + hosted::detail::hex(r.raw() & 0xc0u) + ")");
+  if (r.raw() & 0xc0u) detail::add_flag(s, true, "pte_access(" + hosted::hex(r.raw() & 0xc0u) + ")");
   return s.empty() ? "none" : s;
 }
 
@@ -262,7 +262,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     if (stage == walk_stage::ept) n = "EPT " + n;
     n.resize(n.size() < 5 ? 5 : n.size(), ' ');
     s += n;
-    s += " @ " + hosted::detail::hex16(e.address.value()) + " = " + hosted::detail::hex16(e.value) + "  ";
+    s += " @ " + hosted::hex16(e.address.value()) + " = " + hosted::hex16(e.value) + "  ";
     s += stage == walk_stage::ept ? ept_flags(ept_entry{e.value}, e.level, leaf)
                                   : pte_flags(pte{e.value}, e.level, leaf, nx, keys);
     s += '\n';
@@ -277,10 +277,10 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     const auto mt = static_cast<ept_memory_type>(t.memory_type & 7u);
     std::string type = name(mt).empty() ? "MT=" + std::to_string(t.memory_type & 7u) : std::string(name(mt));
     if (t.memory_type & 8u) type += " IPAT";
-    return "-> hpa " + hosted::detail::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
+    return "-> hpa " + hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
            ept_rights(t.rights) + ", " + type + ")";
   }
-  return "-> gpa " + hosted::detail::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
+  return "-> gpa " + hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
          guest_rights(t.rights) + ", pkey " + std::to_string(t.pkey) + ")";
 }
 
@@ -295,21 +295,21 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     s += " at ";
     if (f.stage == walk_stage::ept) s += "EPT ";
     s += entry_name(f.level);
-    s += " @ " + hosted::detail::hex16(f.entry_address.value()) + " = " + hosted::detail::hex16(f.entry_value);
+    s += " @ " + hosted::hex16(f.entry_address.value()) + " = " + hosted::hex16(f.entry_value);
   }
   if (f.stage == walk_stage::ept) {
     if (f.kind == fault_kind::ept_misconfig) s += " (EPT misconfiguration, gpa ";
     else if (f.kind == fault_kind::unbacked) s += " (not backed, gpa ";
-    else s += " (EPT violation, exit qualification " + hosted::detail::hex(f.qualification.raw()) + ", gpa ";
-    return s + hosted::detail::hex16(f.guest_physical.value()) + ")";
+    else s += " (EPT violation, exit qualification " + hosted::hex(f.qualification.raw()) + ", gpa ";
+    return s + hosted::hex16(f.guest_physical.value()) + ")";
   }
   switch (f.kind) {
-    case fault_kind::unbacked: return s + " (not backed: " + hosted::detail::hex16(f.guest_physical.value()) + ")";
+    case fault_kind::unbacked: return s + " (not backed: " + hosted::hex16(f.guest_physical.value()) + ")";
     case fault_kind::invalid_pdpte: return s + " (" + to_string(f.vector) + " at the PDPTE load)";
     case fault_kind::retry_exhausted: return s + " (the entries kept changing)";
     default: break;
   }
-  return s + " (" + to_string(f.vector) + " error code " + hosted::detail::hex(f.error_code.raw()) + ")";
+  return s + " (" + to_string(f.vector) + " error code " + hosted::hex(f.error_code.raw()) + ")";
 }
 
 /// A whole guest walk as `hvkit-walk --gva` prints it: a header line with the mode and
@@ -321,8 +321,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 ///     -> gpa 0x0000000012345abc (4 KiB page, rw- supervisor, pkey 0)
 /// @endcode
 [[nodiscard]] inline std::string format_walk(const walker_state& s, x86::gva va, const walk_result& r) {
-  std::string out = "gva " + hosted::detail::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
-  if (s.mode != x86::paging_mode::none) out += " paging, root " + hosted::detail::hex16(s.root.value());
+  std::string out = "gva " + hosted::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
+  if (s.mode != x86::paging_mode::none) out += " paging, root " + hosted::hex16(s.root.value());
   out += '\n';
   if (r) {
     const bool keys = s.mode == x86::paging_mode::four_level || s.mode == x86::paging_mode::five_level;
@@ -335,8 +335,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// A whole EPT walk: "gpa 0x...: 4-level EPT, root 0x...", the EPT entries and the
 /// translation, or the fault.
 [[nodiscard]] inline std::string format_ept_walk(const ept_walker& w, x86::gpa ga, const walk_result& r) {
-  std::string out = "gpa " + hosted::detail::hex16(ga.value()) + ": " + std::to_string(w.levels()) + "-level EPT, root " +
-                    hosted::detail::hex16(w.root().value()) + '\n';
+  std::string out = "gpa " + hosted::hex16(ga.value()) + ": " + std::to_string(w.levels()) + "-level EPT, root " +
+                    hosted::hex16(w.root().value()) + '\n';
   if (r) return out + format_path(r->path, walk_stage::ept, false) + "  " + format_translation(*r, walk_stage::ept) + '\n';
   return out + "  fault: " + to_string(r.error()) + '\n';
 }
@@ -344,7 +344,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// One mapping in one line: "0x<first> -> 0x<output>  4 KiB rw- supervisor pkey 0 pat 0" for
 /// guest paging, "0x<first> -> 0x<output>  2 MiB rwx WB" for EPT (16-digit addresses).
 [[nodiscard]] inline std::string to_string(const mapping& m) {
-  std::string s = hosted::detail::hex16(m.input) + " -> " + hosted::detail::hex16(m.output.value()) + "  " + page_size_name(m.page_shift);
+  std::string s = hosted::hex16(m.input) + " -> " + hosted::hex16(m.output.value()) + "  " + page_size_name(m.page_shift);
   if (m.stage == walk_stage::ept) {
     const auto mt = static_cast<ept_memory_type>(m.memory_type & 7u);
     s += ' ' + ept_rights(m.rights) + ' ';
@@ -357,8 +357,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 
 /// One nested mapping: "0x<linear> +0x<size> -> gpa 0x... -> 0x...  <guest rights> / <EPT rights>".
 [[nodiscard]] inline std::string to_string(const nested_mapping& m) {
-  return hosted::detail::hex16(m.linear) + " +" + hosted::detail::hex(m.size) + " -> gpa " + hosted::detail::hex16(m.guest_physical.value()) +
-         " -> " + hosted::detail::hex16(m.output.value()) + "  " + guest_rights(m.guest.rights) + " / " +
+  return hosted::hex16(m.linear) + " +" + hosted::hex(m.size) + " -> gpa " + hosted::hex16(m.guest_physical.value()) +
+         " -> " + hosted::hex16(m.output.value()) + "  " + guest_rights(m.guest.rights) + " / " +
          ept_rights(m.second_rights);
 }
 

@@ -118,7 +118,7 @@ using hosted::operator<<;
   std::string s = to_string(f.how) + " in " + to_string(f.instruction);
   if (f.how == vm_fail::kind::valid)
     s += ": error " + std::to_string(static_cast<std::uint32_t>(f.error)) + " (" + to_string(f.error) + ")";
-  if (f.field_encoding != ~0u) s += ", field " + hosted::detail::hex(f.field_encoding);
+  if (f.field_encoding != ~0u) s += ", field " + hosted::hex(f.field_encoding);
   return s;
 }
 

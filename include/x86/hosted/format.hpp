@@ -49,6 +49,8 @@ template <class T>
 [[nodiscard]] std::string adl_to_string(const T& v) {
   return to_string(v);
 }
+}  // namespace detail
+
 /// "0x" and 16 hex digits (addresses and entries as the SDM prints 64-bit values).
 [[nodiscard]] inline std::string hex16(std::uint64_t v) {
   static constexpr char digits[] = "0123456789abcdef";
@@ -66,7 +68,6 @@ template <class T>
   } while (v != 0);
   return "0x" + s;
 }
-}  // namespace detail
 
 /// The text of an enumeration value: its name, or "type(number)" for a value that has none.
 template <class E>
