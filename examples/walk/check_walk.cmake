@@ -85,6 +85,19 @@ expect("--mappings;--range;0x7f0000300000;0xffffffff80000001" 0
 expect("--mappings;--max-lines;2" 3
   "hvkit-walk: output cut off after 2 lines, next address 0xffffffff80000000")
 
+# EPT: one walk, every EPT mapping, and the guest's mappings through EPT (nested).
+set(dump --dump ${WORK}/walk_test.dump --base 0x100000)
+expect_with(${WALK} "${dump};--eptp;0x10801e;--gpa;0x40012345" 0
+  "gpa 0x0000000040012345: 4-level EPT, root 0x0000000000108000\n"
+  "  EPT PML4E @ 0x0000000000108000 = 0x0000000000109007  R W X\n"
+  "  EPT PDPTE @ 0x0000000000109008 = 0x00000000800000b5  R X PS WB\n"
+  "  -> hpa 0x0000000080012345 (1 GiB page, r-x, WB)\n")
+expect_with(${WALK} "${dump};--eptp;0x10801e;--mappings" 0
+  "0x0000000000000000 -> 0x0000000000000000  2 MiB rwx WB\n0x0000000000200000 -> 0x0000000000600000  2 MiB rw- WB\nfault: ept_misconfig at EPT PTE @ 0x000000000010b028 = 0x0000000000000002 (EPT misconfiguration, gpa 0x0000000000405000) (0x0000000000405000)\n0x0000000040000000 -> 0x0000000080000000  1 GiB r-x WB\n3 mappings, 1 faults, 2048 entries read\n")
+expect("--eptp;0x10801e;--mappings" 0
+  "0x00007f0000400000 +0x200000 -> gpa 0x0000000040000000 -> 0x0000000080000000  rwx user / r-x\n0xffffffff80000000 +0x200000 -> gpa 0x0000000000200000 -> 0x0000000000600000  rwx supervisor / rw-\n2 mappings, 0 faults"
+  "NOT 0x00007f0000201000")
+
 # --help answers on stdout with exit 0; a bad option is exit 2.
 expect_with(${WALK} "--help" 0 "usage: hvkit-walk --dump FILE" "--mappings" "--max-lines")
 expect_with(${WALK} "--bogus" 2)

@@ -12,13 +12,21 @@
 //   PDE[0]       @ 0x106000 = 0x200183       (2 MiB page at 0x200000, G)
 //   PDE[1]       @ 0x106008 = 0x107003
 //   PTE[0]       @ 0x107000 = 0x80000000fee0001b  (P RW PWT PCD XD: the local APIC page)
+// EPT tables (EPTP 0x10801e: root 0x108000, 4 levels, WB), SDM Tables 29-1..29-7:
+//   PML4E[0] @ 0x108000 = 0x109007               (R W X)
+//   PDPTE[0] @ 0x109000 = 0x10a007
+//   PDPTE[1] @ 0x109008 = 0x800000b5             (1 GiB: gpa 0x40000000 -> 0x80000000, R X, WB)
+//   PDE[0]   @ 0x10a000 = 0x0000b7               (2 MiB: gpa 0 -> 0, identity, R W X, WB)
+//   PDE[1]   @ 0x10a008 = 0x6000b3               (2 MiB: gpa 0x200000 -> 0x600000, R W, WB)
+//   PDE[2]   @ 0x10a010 = 0x10b007
+//   PTE[5]   @ 0x10b028 = 0x000002               (W without R: misconfigured)
 #include <cstdint>
 #include <cstdio>
 #include <vector>
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
-  std::vector<unsigned char> m(0x8000);
+  std::vector<unsigned char> m(0xc000);
   auto put = [&m](std::uint64_t gpa, std::uint64_t v) {
     for (unsigned i = 0; i < 8; ++i) m[gpa - 0x100000 + i] = static_cast<unsigned char>(v >> (8 * i));
   };
@@ -32,6 +40,13 @@ int main(int argc, char** argv) {
   put(0x106000, 0x200183);
   put(0x106008, 0x107003);
   put(0x107000, 0x80000000fee0001bull);
+  put(0x108000, 0x109007);
+  put(0x109000, 0x10a007);
+  put(0x109008, 0x800000b5);
+  put(0x10a000, 0x0000b7);
+  put(0x10a008, 0x6000b3);
+  put(0x10a010, 0x10b007);
+  put(0x10b028, 0x000002);
   std::FILE* f = std::fopen(argv[1], "wb");
   if (!f) return 1;
   const bool ok = std::fwrite(m.data(), 1, m.size(), f) == m.size();

@@ -30,6 +30,8 @@ constexpr const char* usage_text =
     "usage: hvkit-walk --dump FILE [--base GPA] --cr0 X --cr3 X [--cr4 X] [--efer X]\n"
     "                  (--gva X | --range A B | --mappings [--range A B])\n"
     "                  [--maxphyaddr N] [--no-1g] [--amd] [--max-lines N]\n"
+    "       hvkit-walk --dump FILE [--base GPA] --eptp X (--gpa X | --mappings [--range A B])\n"
+    "       hvkit-walk --dump FILE [--base GPA] --eptp X --cr0 X --cr3 X ... --mappings\n"
     "\n"
     "Walks the guest page tables in a raw guest-physical memory dump (read-only: no A/D flag\n"
     "is set; no permission check, like a debugger).\n"
@@ -44,6 +46,11 @@ constexpr const char* usage_text =
     "                    non-canonical hole is one line\n"
     "  --mappings        one line per mapped page, skipping everything not present, with\n"
     "                    --range A B only the pages overlapping [A, B)\n"
+    "  --eptp X          an EPT pointer (SDM 25.6.11): with --gpa, the EPT walk of a\n"
+    "                    guest-physical address; with --mappings alone, every EPT mapping;\n"
+    "                    with --mappings and the guest's control registers, every mapping of\n"
+    "                    the guest's linear addresses through its paging and EPT (nested)\n"
+    "  --gpa X           with --eptp: print the chain of EPT entries for X\n"
     "  --maxphyaddr N    the guest's MAXPHYADDR, 32..52 (default 52)\n"
     "  --no-1g           no 1 GiB pages (PS in a PDPTE is reserved)\n"
     "  --amd             AMD: bit 8 of a PML4E/PML5E is reserved\n"
@@ -58,7 +65,8 @@ struct options {
   std::string dump;
   std::uint64_t base = 0, cr0 = 0, cr3 = 0, cr4 = 0, efer = 0;
   bool have_cr0 = false, have_cr3 = false, have_gva = false, have_range = false, mappings = false;
-  std::uint64_t gva = 0, from = 0, to = 0;
+  bool have_eptp = false, have_gpa = false;
+  std::uint64_t gva = 0, from = 0, to = 0, eptp = 0, gpa = 0;
   std::uint64_t max_lines = 1'000'000;
   unsigned maxphyaddr = 52;
   bool gbpages = true, amd = false;
@@ -100,6 +108,8 @@ options parse(int argc, char** argv) {
       o.to = number(next());
       o.have_range = true;
     } else if (a == "--mappings") o.mappings = true;
+    else if (a == "--eptp") o.eptp = number(next()), o.have_eptp = true;
+    else if (a == "--gpa") o.gpa = number(next()), o.have_gpa = true;
     else if (a == "--max-lines") o.max_lines = number(next());
     else if (a == "--maxphyaddr") {
       o.maxphyaddr = static_cast<unsigned>(number(next()));
@@ -109,9 +119,12 @@ options parse(int argc, char** argv) {
     else usage("unknown option " + a);
   }
   if (o.dump.empty()) usage("--dump is required");
-  if (!o.have_cr0 || !o.have_cr3) usage("--cr0 and --cr3 are required");
-  if (o.have_gva + (o.have_range && !o.mappings) + o.mappings != 1)
-    usage("give exactly one of --gva, --range and --mappings");
+  const bool ept_only = o.have_eptp && !o.have_cr3;
+  if (!ept_only && (!o.have_cr0 || !o.have_cr3)) usage("--cr0 and --cr3 are required");
+  if (o.have_gva + (o.have_range && !o.mappings) + o.mappings + o.have_gpa != 1)
+    usage("give exactly one of --gva, --gpa, --range and --mappings");
+  if (o.have_gpa && !ept_only) usage("--gpa needs --eptp (and no guest registers)");
+  if (o.have_eptp && !o.mappings && !o.have_gpa) usage("with --eptp, give --gpa or --mappings");
   if (o.have_gva && o.have_range) usage("--gva and --range exclude each other");
   if (o.have_range && o.to < o.from) usage("--range A B needs A <= B");
   return o;
@@ -135,6 +148,33 @@ int print_cut_off(std::uint64_t lines, std::uint64_t next) {
   return 3;
 }
 
+template <class T>
+std::uint64_t first_address(const T& m) {
+  if constexpr (requires { m.linear; }) return m.linear;
+  else return m.input;
+}
+
+// Prints every item of a mapping cursor, then a summary line; says a cut-off (exit 3).
+template <class Pages>
+int list(Pages& pages, std::uint64_t max_lines) {
+  std::uint64_t lines = 0, found = 0, faults = 0;
+  for (const auto& m : pages) {
+    if (lines == max_lines) return print_cut_off(lines, m ? first_address(*m) : m.error().linear.value());
+    if (m) {
+      say(to_string(*m) + '\n');
+      ++found;
+    } else {
+      say("fault: " + to_string(m.error()) + " (" + hosted::hex16(m.error().linear.value()) + ")\n");
+      ++faults;
+    }
+    ++lines;
+  }
+  std::printf("%llu mappings, %llu faults, %llu entries read%s\n", static_cast<unsigned long long>(found),
+              static_cast<unsigned long long>(faults), static_cast<unsigned long long>(pages.reads()),
+              pages.truncated() ? " (stopped at the read limit)" : "");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,6 +190,34 @@ int main(int argc, char** argv) {
   for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) image.insert(image.end(), chunk, chunk + n);
   std::fclose(f);
   const paging::flat_view mem(image.data(), image.size(), x86::gpa{o.base});
+
+  // EPT: the capabilities of a processor with every page size and A/D (SDM A.10).
+  paging::ept_capabilities caps{};
+  caps.maxphyaddr = o.maxphyaddr;
+  paging::ept_walker ept{};
+  if (o.have_eptp) {
+    const auto w = paging::ept_walker::make(paging::ept_pointer{o.eptp}, caps);
+    if (!w) {
+      std::fprintf(stderr, "hvkit-walk: bad EPTP %s: %s\n", hosted::hex16(o.eptp).c_str(), to_string(w.error()).c_str());
+      return 2;
+    }
+    ept = *w;
+  }
+  if (o.have_eptp && !o.have_cr3) {
+    if (o.have_gpa) {
+      const auto r = ept.translate_raw(mem, x86::gpa{o.gpa});
+      say(paging::format_ept_walk(ept, x86::gpa{o.gpa}, r));
+      return r ? 0 : 1;
+    }
+    paging::mapping_range range{};
+    if (o.have_range) {
+      if (o.to == o.from) return 0;
+      range = {o.from, o.to - 1};
+    }
+    auto pages = paging::ept_mappings<paging::flat_view>::make(paging::ept_pointer{o.eptp}, caps, mem, range);
+    if (!pages) return 2;  // checked by ept_walker::make above
+    return list(*pages, o.max_lines);
+  }
 
   const x86::cr0 cr0{o.cr0};
   const x86::cr4 cr4{o.cr4};
@@ -190,23 +258,12 @@ int main(int argc, char** argv) {
       if (o.to == o.from) return 0;
       range = {o.from, o.to - 1};
     }
-    paging::guest_mappings pages(walker.state(), mem, range);
-    std::uint64_t lines = 0, found = 0, faults = 0;
-    for (const auto& m : pages) {
-      if (lines == o.max_lines) return print_cut_off(lines, m ? m->input : m.error().linear.value());
-      if (m) {
-        say(to_string(*m) + '\n');
-        ++found;
-      } else {
-        say("fault: " + to_string(m.error()) + " (" + hosted::hex16(m.error().linear.value()) +
-            ")\n");
-        ++faults;
-      }
-      ++lines;
+    if (o.have_eptp) {
+      paging::nested_mappings<paging::ept_walker, paging::flat_view> pages(walker.state(), ept, mem, range);
+      return list(pages, o.max_lines);
     }
-    std::printf("%llu mappings, %llu faults, %llu entries read\n", static_cast<unsigned long long>(found),
-                static_cast<unsigned long long>(faults), static_cast<unsigned long long>(pages.reads()));
-    return 0;
+    paging::guest_mappings pages(walker.state(), mem, range);
+    return list(pages, o.max_lines);
   }
 
   // --range: one line per page or not-present region.
