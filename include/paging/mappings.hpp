@@ -281,8 +281,7 @@ struct stage_reader {
     const x86::gpa h{cached_out | (a.value() & 0xfffu)};
     direct_reader<M> d{mem};
     if (!d.read(h, bytes, out, f)) {
-      f.stage = walk_stage::ept;  // the second stage's output is not backed
-      f.guest_physical = a;
+      f.guest_physical = a;  // the guest entry's address is not backed behind the second stage
       return false;
     }
     return true;

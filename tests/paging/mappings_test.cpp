@@ -321,6 +321,40 @@ TEST(Mappings, NestedHandList) {
   EXPECT_EQ(bad[0].guest_physical.value(), 0x800000u);
 }
 
+// With the identity second stage, the nested enumeration is the guest's, cut into 4 KiB
+// pieces (the identity stage translates 4 KiB at a time), and the same faults.
+TEST(Mappings, NestedIdentityIsTheGuestInPieces) {
+  const image m = four_level_image();
+  const auto mem = m.view();
+  const auto s = guest_state(pg, x86::cr4::pae, lma_nx, 0x1000, 46);
+  const paging::identity_stage id{};
+  paging::nested_mappings<paging::identity_stage, paging::flat_view> pieces(s, id, mem);
+  std::vector<paging::mapping> pages;
+  std::vector<paging::walk_fault> faults;
+  uint64_t n = 0;
+  for (const auto& r : pieces) {
+    if (!r) {
+      faults.push_back(r.error());
+      continue;
+    }
+    if (pages.empty() || pages.back() != r->guest) pages.push_back(r->guest);
+    const auto& g = pages.back();
+    EXPECT_EQ(r->size, 0x1000u);
+    EXPECT_EQ(r->linear, g.input + n * 0x1000) << std::hex << r->linear;
+    EXPECT_EQ(r->output.value(), g.output.value() + n * 0x1000);
+    EXPECT_EQ(r->guest_physical, r->output);
+    n = r->linear + r->size == g.input + g.size ? 0 : n + 1;
+  }
+  ASSERT_EQ(pages.size(), four_level_maps.size());
+  for (std::size_t i = 0; i < pages.size(); ++i) EXPECT_EQ(pages[i].input, four_level_maps[i].input);
+  ASSERT_EQ(faults.size(), 2u);
+  EXPECT_EQ(faults[0].kind, fault_kind::reserved_bit);
+  EXPECT_EQ(faults[1].kind, fault_kind::unbacked);
+  EXPECT_EQ(faults[1].stage, paging::walk_stage::guest);
+  EXPECT_EQ(faults[1].level, 2);
+  EXPECT_EQ(faults[1].entry_address.value(), 0x7000000u);
+}
+
 // A PML4 whose entry 0 points at the PML4 itself: read as PDPT, PD and PT, the chain maps
 // linear 0 to the PML4's own page and nothing else (the self-map a kernel uses).
 TEST(Mappings, SelfReferencingEntryEnds) {
@@ -557,6 +591,89 @@ TEST(Mappings, RandomEptAgreesWithWalker) {
     compare_with_walker(got, r.rng, 0, (uint64_t{1} << 48) - 1,
                         [&](uint64_t a) { return w->translate_raw(mem, x86::gpa{a}); });
   }
+}
+
+// Random guest tables behind random EPT: every piece translates with the nested walker
+// (guest and second stage) to the same addresses, and sampled addresses outside the
+// pieces fault in it.
+TEST(Mappings, RandomNestedAgreesWithNestedWalker) {
+  std::size_t found = 0;
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    random_tables r(64, seed);
+    constexpr uint64_t ERWX = 7, EPS = 0x80, WB = 6 << 3;
+    // EPT at host pages 1-4; guest-physical pages 0..58 on a permutation of host pages 5..63
+    // (some left unmapped), gpa [2 MiB, 4 MiB) as one page outside memory.
+    r.m.put64(0x1000, 0x2000 | ERWX);
+    r.m.put64(0x2000, 0x3000 | ERWX);
+    r.m.put64(0x3000, 0x4000 | ERWX);
+    r.m.put64(0x3008, 0x200000 | ERWX | EPS | WB);
+    std::vector<uint64_t> host(59);
+    for (uint64_t i = 0; i < host.size(); ++i) host[i] = 5 + i;
+    std::shuffle(host.begin(), host.end(), r.rng);
+    std::vector<bool> mapped(64, false);
+    for (uint64_t g = 0; g < host.size(); ++g) {
+      if (g != 1 && r.coin(12)) continue;  // the root stays mapped
+      r.m.put64(0x4000 + 8 * g, (host[g] << 12) | ERWX | WB);
+      mapped[g] = true;
+    }
+    // Guest tables in guest-physical pages 1..58, written where EPT puts them.
+    for (unsigned p = 1; p < host.size(); ++p) {
+      for (unsigned k = 0; k < (p == 1 ? 24u : 6u); ++k) {
+        const uint64_t index = r.coin(30) ? 511 - r.pick(3) : r.pick(512);
+        uint64_t e = (r.coin(90) ? r.pick(70) : r.pick(1u << 20)) << 12;
+        e |= r.pick(0x200);
+        if (r.coin(60)) e |= P;
+        if (r.coin(10)) e |= XD;
+        if (r.coin(10)) e |= r.pick(0x200) << 12;
+        r.m.put64((host[p] << 12) + index * 8, e);
+      }
+    }
+    const paging::ept_capabilities caps{};
+    const auto ept = paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x1000}, 4, false), caps);
+    ASSERT_TRUE(ept);
+    const auto mmu = paging::mmu_context::make(pg, x86::cr4::pae, lma_nx, x86::gpa{0x1000});
+    paging::cpu_properties props{};
+    props.maxphyaddr = 46;
+    const paging::walker_4level guest(mmu, props);
+    const paging::nested_walker<paging::format::ia32e<4>, paging::ept_walker> walker(guest, *ept);
+    const auto mem = r.m.view();
+    paging::nested_mappings<paging::ept_walker, paging::flat_view> pieces(guest.state(), *ept, mem);
+    std::vector<paging::nested_mapping> got;
+    for (const auto& m : pieces) {
+      if (m) got.push_back(*m);
+      else EXPECT_FALSE(walker.translate(mem, m.error().linear)) << std::hex << m.error().linear.value();
+    }
+    EXPECT_FALSE(pieces.truncated());
+    found += got.size();
+    constexpr uint64_t mask48 = (uint64_t{1} << 48) - 1;
+    for (std::size_t i = 1; i < got.size(); ++i)
+      ASSERT_GT(got[i].linear & mask48, got[i - 1].last() & mask48) << i;
+    for (const auto& g : got) {
+      for (uint64_t off : {uint64_t{0}, g.size - 1, r.pick(g.size)}) {
+        const auto t = walker.translate(mem, x86::gva{g.linear + off});
+        ASSERT_TRUE(t) << std::hex << g.linear + off;
+        EXPECT_EQ(t->guest.address.value(), g.guest_physical.value() + off);
+        EXPECT_EQ(t->second.address.value(), g.output.value() + off);
+        EXPECT_EQ(t->guest.rights, g.guest.rights);
+        EXPECT_EQ(t->second.rights, g.second_rights);
+      }
+    }
+    for (unsigned i = 0; i < 3000; ++i) {
+      uint64_t a = r.pick(uint64_t{1} << 48);
+      if (!got.empty() && (i & 1)) {
+        const auto& g = got[r.pick(got.size())];
+        a = ((g.linear & mask48) + r.pick(4 * g.size) - 2 * g.size) & mask48;
+      }
+      const auto it = std::upper_bound(got.begin(), got.end(), a, [](uint64_t x, const paging::nested_mapping& g) {
+        return x < (g.linear & mask48);
+      });
+      const bool inside = it != got.begin() && a <= (std::prev(it)->last() & mask48);
+      const auto t = walker.translate(mem, x86::canonicalize(x86::gva{a}, x86::linear_width::la48));
+      EXPECT_EQ(bool(t), inside) << std::hex << a;
+    }
+  }
+  EXPECT_GT(found, 200u);
 }
 
 }  // namespace
