@@ -98,6 +98,16 @@ expect("--eptp;0x10801e;--mappings" 0
   "0x00007f0000400000 +0x200000 -> gpa 0x0000000040000000 -> 0x0000000080000000  rwx user / r-x\n0xffffffff80000000 +0x200000 -> gpa 0x0000000000200000 -> 0x0000000000600000  rwx supervisor / rw-\n2 mappings, 0 faults"
   "NOT 0x00007f0000201000")
 
+expect("--eptp;0x10801e;--gva;0x7f0000412345" 0
+  "gva 0x00007f0000412345: 4-level paging, root 0x0000000000101000\n"
+  "  PDE   @ 0x0000000000103010 = 0x00000000400010e7  P RW US A D PS PAT\n"
+  "  -> gpa 0x0000000040012345 (2 MiB page, rwx user, pkey 0)\n"
+  "    EPT PML4E @ 0x0000000000108000 = 0x0000000000109007  R W X\n"
+  "    EPT PDPTE @ 0x0000000000109008 = 0x00000000800000b5  R X PS WB\n"
+  "    -> hpa 0x0000000080012345 (1 GiB page, r-x, WB)\n")
+expect("--eptp;0x10801e;--gva;0x7f0000201abc" 1
+  "  fault: not_present at EPT PDE @ 0x000000000010a488 = 0x0000000000000000 (EPT violation, exit qualification 0x1, gpa 0x0000000012345abc)\n")
+
 # --help answers on stdout with exit 0; a bad option is exit 2.
 expect_with(${WALK} "--help" 0 "usage: hvkit-walk --dump FILE" "--mappings" "--max-lines")
 expect_with(${WALK} "--bogus" 2)

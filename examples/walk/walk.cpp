@@ -16,6 +16,7 @@
 #include <hvkit/paging/hosted/print.hpp>
 #include <hvkit/paging/mappings.hpp>
 #include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/nested.hpp>
 #include <hvkit/paging/pdptr.hpp>
 #include <hvkit/paging/walker.hpp>
 #include <hvkit/x86/address.hpp>
@@ -31,7 +32,7 @@ constexpr const char* usage_text =
     "                  (--gva X | --range A B | --mappings [--range A B])\n"
     "                  [--maxphyaddr N] [--no-1g] [--amd] [--max-lines N]\n"
     "       hvkit-walk --dump FILE [--base GPA] --eptp X (--gpa X | --mappings [--range A B])\n"
-    "       hvkit-walk --dump FILE [--base GPA] --eptp X --cr0 X --cr3 X ... --mappings\n"
+    "       hvkit-walk --dump FILE [--base GPA] --eptp X --cr0 X --cr3 X ... (--gva X | --mappings)\n"
     "\n"
     "Walks the guest page tables in a raw guest-physical memory dump (read-only: no A/D flag\n"
     "is set; no permission check, like a debugger).\n"
@@ -51,6 +52,7 @@ constexpr const char* usage_text =
     "                    with --mappings and the guest's control registers, every mapping of\n"
     "                    the guest's linear addresses through its paging and EPT (nested)\n"
     "  --gpa X           with --eptp: print the chain of EPT entries for X\n"
+    "                    (--gva X with --eptp and the guest's registers: a nested walk)\n"
     "  --maxphyaddr N    the guest's MAXPHYADDR, 32..52 (default 52)\n"
     "  --no-1g           no 1 GiB pages (PS in a PDPTE is reserved)\n"
     "  --amd             AMD: bit 8 of a PML4E/PML5E is reserved\n"
@@ -124,7 +126,7 @@ options parse(int argc, char** argv) {
   if (o.have_gva + (o.have_range && !o.mappings) + o.mappings + o.have_gpa != 1)
     usage("give exactly one of --gva, --gpa, --range and --mappings");
   if (o.have_gpa && !ept_only) usage("--gpa needs --eptp (and no guest registers)");
-  if (o.have_eptp && !o.mappings && !o.have_gpa) usage("with --eptp, give --gpa or --mappings");
+  if (o.have_eptp && o.have_range && !o.mappings) usage("--range with --eptp needs --mappings");
   if (o.have_gva && o.have_range) usage("--gva and --range exclude each other");
   if (o.have_range && o.to < o.from) usage("--range A B needs A <= B");
   return o;
@@ -246,6 +248,38 @@ int main(int argc, char** argv) {
   }
   const paging::guest_walker walker(mmu, props, pdptes);
 
+  if (o.have_gva && o.have_eptp) {
+    // A nested walk: the guest's tables through EPT, then EPT for the final address.
+    const x86::gva va{o.gva};
+    const auto& st = walker.state();
+    paging::nested_result r = paging::nested_result(unexpected(paging::walk_fault{}));
+    switch (mode) {
+      case x86::paging_mode::two_level:
+        r = paging::nested_walker<paging::format::ia32>(paging::walker_32bit(st), ept).translate(mem, va);
+        break;
+      case x86::paging_mode::pae:
+        r = paging::nested_walker<paging::format::pae>(paging::walker_pae(st), ept).translate(mem, va);
+        break;
+      case x86::paging_mode::four_level:
+        r = paging::nested_walker<paging::format::ia32e<4>>(paging::walker_4level(st), ept).translate(mem, va);
+        break;
+      case x86::paging_mode::five_level:
+        r = paging::nested_walker<paging::format::ia32e<5>>(paging::walker_5level(st), ept).translate(mem, va);
+        break;
+      case x86::paging_mode::none: {
+        paging::translation g{};
+        g.address = x86::gpa{o.gva & 0xffff'ffffu};
+        g.page_shift = 12;
+        g.rights = paging::pte_access::paging_rights;
+        const auto second = ept.translate_raw(mem, g.address);
+        r = second ? paging::nested_result(paging::nested_translation{g, *second})
+                   : paging::nested_result(unexpected(second.error()));
+        break;
+      }
+    }
+    say(paging::format_nested_walk(st, va, r));
+    return r ? 0 : 1;
+  }
   if (o.have_gva) {
     const auto r = walker.translate(mem, x86::gva{o.gva});
     say(paging::format_walk(walker.state(), x86::gva{o.gva}, r));

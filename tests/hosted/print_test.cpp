@@ -340,6 +340,18 @@ TEST(HostedFormat, EptFlags) {
   EXPECT_EQ(paging::ept_flags(paging::ept_entry{0x55033}, 1, true), "R W WB");
 }
 
+// #PF error-code bits, SDM 4.7 (Figure 4-12).
+TEST(HostedFormat, PageFaultErrorCode) {
+  EXPECT_EQ(to_string(x86::pfec{}), "0x0");
+  EXPECT_EQ(to_string(x86::pfec{0x7}), "0x7 [P W U]");
+  EXPECT_EQ(to_string(x86::pfec{0x80ff}), "0x80ff [P W U RSVD I PK SS HLAT SGX]");
+  EXPECT_EQ(to_string(x86::pfec{0x10100}), "0x10100 [0x10100]");
+  EXPECT_EQ(to_string(x86::pfec::write | x86::pfec::implicit_access), "0x2 [W implicit]");
+  std::ostringstream os;
+  os << (x86::pfec::rsvd | x86::pfec::present);
+  EXPECT_EQ(os.str(), "0x9 [P RSVD]");
+}
+
 TEST(HostedFormat, Rights) {
   using paging::pte_access;
   EXPECT_EQ(paging::guest_rights(pte_access::write | pte_access::user), "rw- user");
@@ -407,7 +419,7 @@ TEST(HostedFormat, GuestWalk) {
   const auto r = w.walk(m, mmu, req);
   ASSERT_FALSE(r);
   EXPECT_EQ(to_string(r.error()),
-            "permission at PTE @ 0x0000000000104008 = 0x8000000012345063 (#PF error code 0x7)");
+            "permission at PTE @ 0x0000000000104008 = 0x8000000012345063 (#PF error code 0x7 [P W U])");
   std::ostringstream os;
   os << r.error().kind << ' ' << r.error().vector << ' ' << static_cast<paging::fault_kind>(200);
   EXPECT_EQ(os.str(), "permission #PF fault_kind(200)");

@@ -26,6 +26,7 @@
 #include "../ept_walker.hpp"
 #include "../guest_memory.hpp"
 #include "../mappings.hpp"
+#include "../nested.hpp"
 #include "../pte.hpp"
 #include "../walk_result.hpp"
 #include "../walker.hpp"
@@ -309,7 +310,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     case fault_kind::retry_exhausted: return s + " (the entries kept changing)";
     default: break;
   }
-  return s + " (" + to_string(f.vector) + " error code " + hosted::hex(f.error_code.raw()) + ")";
+  return s + " (" + to_string(f.vector) + " error code " + to_string(f.error_code) + ")";
 }
 
 /// A whole guest walk as `hvkit-walk --gva` prints it: a header line with the mode and
@@ -339,6 +340,29 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
                     hosted::hex16(w.root().value()) + '\n';
   if (r) return out + format_path(r->path, walk_stage::ept, false) + "  " + format_translation(*r, walk_stage::ept) + '\n';
   return out + "  fault: " + to_string(r.error()) + '\n';
+}
+
+/// A whole nested walk: the guest's chain (entry addresses are guest-physical, L2), the
+/// guest-physical result, then the second stage's walk of it (its entries indented), or the
+/// fault of whichever stage failed (`walk_fault::stage`).
+/// @code
+///   gva 0x00007f0000412345: 4-level paging, root 0x0000000000101000
+///     PML4E @ ...
+///     -> gpa 0x0000000040012345 (2 MiB page, rwx user, pkey 0)
+///       EPT PML4E @ 0x0000000000108000 = 0x0000000000109007  R W X
+///       EPT PDPTE @ 0x0000000000109008 = 0x00000000800000b5  R X PS WB
+///       -> hpa 0x0000000080012345 (1 GiB page, r-x, WB)
+/// @endcode
+[[nodiscard]] inline std::string format_nested_walk(const walker_state& s, x86::gva va, const nested_result& r) {
+  std::string out = "gva " + hosted::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
+  if (s.mode != x86::paging_mode::none) out += " paging, root " + hosted::hex16(s.root.value());
+  out += '\n';
+  if (!r) return out + "  fault: " + to_string(r.error()) + '\n';
+  const bool keys = s.mode == x86::paging_mode::four_level || s.mode == x86::paging_mode::five_level;
+  out += format_path(r->guest.path, walk_stage::guest, s.nx, keys);
+  out += "  " + format_translation(r->guest, walk_stage::guest) + '\n';
+  out += format_path(r->second.path, walk_stage::ept, false, false, "    ");
+  return out + "    " + format_translation(r->second, walk_stage::ept) + '\n';
 }
 
 /// One mapping in one line: "0x<first> -> 0x<output>  4 KiB rw- supervisor pkey 0 pat 0" for

@@ -1,7 +1,7 @@
 /// @file
 /// @brief Hosted: printing hvkit values. The shared machinery (`to_string` by ADL,
 /// `operator<<` for iostreams, a `std::formatter` where the library has `<format>`) and the
-/// names of x86/'s enumerations (exception vectors, paging modes).
+/// names of x86/'s enumerations (exception vectors, paging modes) and #PF error codes.
 ///
 /// Every printable hvkit type `T` has, in its own namespace:
 ///  - for an enumeration, `name(T)`: a `std::string_view` with the enumerator's name, empty
@@ -30,6 +30,7 @@
 #endif
 
 #include "../paging_mode.hpp"
+#include "../pfec.hpp"
 #include "../vector.hpp"
 
 namespace hvkit::hosted {
@@ -169,6 +170,34 @@ using hosted::operator<<;
   return {};
 }
 
+/// A #PF error code: the value, then the set bits by their SDM names (4.7, Figure 4-12) in
+/// brackets: "0x7 [P W U]"; software-only flags as "implicit", unnamed bits as hex; "0x0"
+/// when empty.
+[[nodiscard]] inline std::string to_string(pfec e) {
+  std::string s = hosted::hex(e.raw() & 0xffff'ffffu);
+  std::string names;
+  auto add = [&](bool on, std::string_view n) {
+    if (!on) return;
+    if (!names.empty()) names += ' ';
+    names += n;
+  };
+  add(e.test(pfec::present), "P");
+  add(e.test(pfec::write), "W");
+  add(e.test(pfec::user), "U");
+  add(e.test(pfec::rsvd), "RSVD");
+  add(e.test(pfec::fetch), "I");
+  add(e.test(pfec::pk), "PK");
+  add(e.test(pfec::ss), "SS");
+  add(e.test(pfec::hlat), "HLAT");
+  add(e.test(pfec::sgx), "SGX");
+  add(e.test(pfec::implicit_access), "implicit");
+  const std::uint64_t named = (pfec::present | pfec::write | pfec::user | pfec::rsvd | pfec::fetch | pfec::pk |
+                               pfec::ss | pfec::hlat | pfec::sgx | pfec::implicit_access)
+                                  .raw();
+  if (e.raw() & ~named) add(true, hosted::hex(e.raw() & ~named));
+  return names.empty() ? s : s + " [" + names + "]";
+}
+
 }  // namespace hvkit::x86
 
 namespace hvkit::hosted {
@@ -176,4 +205,6 @@ template <>
 inline constexpr bool enable_printing<x86::vector> = true;
 template <>
 inline constexpr bool enable_printing<x86::paging_mode> = true;
+template <>
+inline constexpr bool enable_printing<x86::pfec> = true;
 }  // namespace hvkit::hosted
