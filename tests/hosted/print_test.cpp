@@ -49,6 +49,14 @@ void check_names(std::string_view type, unsigned long limit, std::vector<std::pa
   }
 }
 
+// The names are constant expressions (no allocation): usable in static tables and asserts.
+static_assert(paging::name(paging::fault_kind::not_present) == "not_present");
+static_assert(vmx::name(vmx::exit_reason::ept_violation) == "ept_violation");
+static_assert(vmx::name(static_cast<vmx::exit_reason>(35)).empty());
+static_assert(emulate::name(emulate::mnemonic::xor_) == "xor");
+static_assert(cpuid::name(cpuid::msr_verdict::gp) == "gp");
+static_assert(x86::name(x86::vector::pf) == "#PF");
+
 TEST(HostedNames, X86) {
   check_names<x86::vector>("vector", 256, {
       {x86::vector::de, "#DE"}, {x86::vector::db, "#DB"}, {x86::vector::nmi, "NMI"}, {x86::vector::bp, "#BP"},
