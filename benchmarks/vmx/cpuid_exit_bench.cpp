@@ -59,7 +59,8 @@ void BM_cpuid_exit_register_file(benchmark::State& state) {
   vmx::soft_vmcs soft;
   fill(soft);
   vmx::cached_vmcs cache(soft);
-  vmx::register_file<vmx::cached_vmcs<vmx::soft_vmcs>> regs(cache);
+  vmx::gpr_block g;
+  vmx::register_file<vmx::cached_vmcs<vmx::soft_vmcs>> regs(cache, g);
   benchmark::DoNotOptimize(&soft);
   unsigned i = 0;
   std::uint64_t exits = 0;
@@ -85,7 +86,7 @@ void BM_cpuid_exit_register_file(benchmark::State& state) {
     (void)regs.flush();
     (void)cache.flush();
     soft.store(vmx::fields::guest_rip, vmx::natural_t{0xffff'ffff'8100'0000});  // the next CPUID
-    benchmark::DoNotOptimize(regs.gprs().data());
+    benchmark::DoNotOptimize(regs.gprs().slot.data());
     ++exits;
   }
   state.counters["vmreads_per_exit"] = static_cast<double>(soft.reads()) / static_cast<double>(exits);

@@ -10,6 +10,10 @@
 /// RSP/RIP/RFLAGS after an exit costs one VMREAD, later reads none; writes stay in the file
 /// until flush(), which the hypervisor calls before VMRESUME. Works over any vmcs_backend
 /// (hw::current_vmcs, soft_vmcs, cached_vmcs).
+///
+/// The GPRs live in a `gpr_block` the hypervisor owns (per vCPU, where its entry/exit stub
+/// loads and saves them); the file refers to it. A file is cheap to make: constructing one
+/// per exit is the same as on_vm_exit().
 #pragma once
 
 #include <array>
@@ -24,29 +28,38 @@
 
 namespace hvkit::vmx {
 
+/// The guest's general-purpose registers in memory, 16 slots in x86::gpr order. Slot 4 is
+/// not the guest's RSP (that lives in the VMCS); register_file never uses it. Register n is
+/// at byte offset 8 * n, which an assembly entry/exit stub relies on.
+struct gpr_block {
+  std::array<std::uint64_t, 16> slot{};
+  [[nodiscard]] constexpr std::uint64_t& operator[](x86::gpr r) noexcept { return slot[static_cast<unsigned>(r)]; }
+  [[nodiscard]] constexpr std::uint64_t operator[](x86::gpr r) const noexcept { return slot[static_cast<unsigned>(r)]; }
+  [[nodiscard]] static constexpr std::size_t offset(x86::gpr r) noexcept { return 8u * static_cast<unsigned>(r); }
+};
+static_assert(sizeof(gpr_block) == 16 * 8);
+
 template <vmcs_backend Backend>
 class register_file {
  public:
   /// The VMCS-resident registers, as bits of the available/dirty masks.
   enum class vmcs_reg : std::uint8_t { rsp = 0, rip = 1, rflags = 2 };
 
-  constexpr explicit register_file(Backend& b) noexcept : backend_(&b) {}
+  constexpr register_file(Backend& b, gpr_block& gprs) noexcept : gpr_(&gprs), backend_(&b) {}
 
-  /// The in-memory block, 16 slots in x86::gpr order (slot 4 unused): the exit stub saves
-  /// the guest's registers here and the entry stub loads them (8 * n is register n's offset).
-  [[nodiscard]] constexpr std::array<std::uint64_t, 16>& gprs() noexcept { return gpr_; }
-  [[nodiscard]] static constexpr std::size_t gpr_offset(x86::gpr r) noexcept { return 8u * static_cast<unsigned>(r); }
+  /// The in-memory block the file reads and writes the GPRs in.
+  [[nodiscard]] constexpr gpr_block& gprs() noexcept { return *gpr_; }
 
   /// Register `r` (RSP from the VMCS on first use after an exit).
   [[nodiscard]] constexpr result<std::uint64_t, vm_fail> read(x86::gpr r) noexcept {
     if (r == x86::gpr::rsp) return load(vmcs_reg::rsp, fields::guest_rsp);
-    return gpr_[static_cast<unsigned>(r)];
+    return (*gpr_)[r];
   }
   /// Register number `n` (bits 3:0) as an exit qualification or instruction information reports it.
   [[nodiscard]] constexpr result<std::uint64_t, vm_fail> read(unsigned n) noexcept { return read(x86::gpr_from_index(n)); }
   constexpr void write(x86::gpr r, std::uint64_t v) noexcept {
     if (r == x86::gpr::rsp) store(vmcs_reg::rsp, v);
-    else gpr_[static_cast<unsigned>(r)] = v;
+    else (*gpr_)[r] = v;
   }
   constexpr void write(unsigned n, std::uint64_t v) noexcept { write(x86::gpr_from_index(n), v); }
 
@@ -116,7 +129,7 @@ class register_file {
     dirty_ |= mask(r);
   }
 
-  std::array<std::uint64_t, 16> gpr_{};
+  gpr_block* gpr_;
   std::array<std::uint64_t, 3> vals_{};
   unsigned available_ = 0;
   unsigned dirty_ = 0;

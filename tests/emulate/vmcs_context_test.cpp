@@ -16,7 +16,8 @@ namespace em = hvkit::emulate;
 namespace {
 struct fixture {
   vmx::soft_vmcs v;
-  vmx::register_file<vmx::soft_vmcs> regs{v};
+  vmx::gpr_block g;
+  vmx::register_file<vmx::soft_vmcs> regs{v, g};
   fixture() {
     v.store(vmx::fields::guest_rip, std::uint64_t{0x40'1000});
     v.store(vmx::fields::guest_rsp, std::uint64_t{0x7ff0});
@@ -79,7 +80,7 @@ TEST(vmcs_context, done_writes_back_what_changed) {
   const auto a = em::apply_emulation(f.v, f.regs, before, after, o);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->kind, em::applied_outcome::kind_type::done);
-  EXPECT_EQ(f.regs.gprs()[1], 0x22u);
+  EXPECT_EQ(f.regs.gprs().slot[1], 0x22u);
   EXPECT_EQ(f.v.peek(vmx::fields::guest_ds_selector), 0x2bu);
   EXPECT_EQ(f.v.peek(vmx::fields::guest_es_selector), 0u);  // unchanged: not written
   EXPECT_EQ(f.v.peek(vmx::fields::guest_interruptibility_state), 0x2u);  // MOV SS replaces STI

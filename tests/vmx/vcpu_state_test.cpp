@@ -25,7 +25,8 @@ using x86::gpr;
 TEST(register_file, rsp_costs_one_vmread_then_none) {
   vmx::soft_vmcs v;
   v.store(vmx::fields::guest_rsp, std::uint64_t{0x7000});
-  vmx::register_file<vmx::soft_vmcs> regs(v);
+  vmx::gpr_block g;
+  vmx::register_file<vmx::soft_vmcs> regs(v, g);
   v.reset_counts();
   EXPECT_EQ(regs.read(gpr::rsp).value(), 0x7000u);
   EXPECT_EQ(v.reads(), 1u);
@@ -35,7 +36,7 @@ TEST(register_file, rsp_costs_one_vmread_then_none) {
   // GPRs never touch the VMCS.
   regs.write(gpr::rbx, 0x1234);
   EXPECT_EQ(regs.read(3u).value(), 0x1234u);
-  EXPECT_EQ(regs.gprs()[3], 0x1234u);
+  EXPECT_EQ(regs.gprs().slot[3], 0x1234u);
   EXPECT_EQ(v.reads(), 1u);
   // After an exit the next read goes to the VMCS again (once).
   regs.on_vm_exit();
@@ -50,13 +51,14 @@ TEST(register_file, writes_land_at_entry) {
   v.store(vmx::fields::guest_rsp, std::uint64_t{0x7000});
   v.store(vmx::fields::guest_rip, std::uint64_t{0x1000});
   v.store(vmx::fields::guest_rflags, std::uint64_t{0x2});
-  vmx::register_file<vmx::soft_vmcs> regs(v);
+  vmx::gpr_block g;
+  vmx::register_file<vmx::soft_vmcs> regs(v, g);
   v.reset_counts();
   regs.write(4u, 0x5000);
   regs.set_rip(0x1003);
   regs.set_rflags(x86::rflags{0x202});
   EXPECT_EQ(regs.read(gpr::rsp).value(), 0x5000u);  // read back from the file
-  EXPECT_EQ(regs.gprs()[4], 0u);                   // slot 4 of the block is not RSP
+  EXPECT_EQ(regs.gprs().slot[4], 0u);                   // slot 4 of the block is not RSP
   EXPECT_EQ(v.writes(), 0u);
   EXPECT_EQ(v.reads(), 0u);
   EXPECT_EQ(v.peek(vmx::fields::guest_rsp), 0x7000u);  // not yet in the VMCS
@@ -75,7 +77,8 @@ TEST(register_file, over_cached_vmcs) {
   vmx::soft_vmcs v;
   v.store(vmx::fields::guest_rsp, std::uint64_t{0x7000});
   vmx::cached_vmcs<vmx::soft_vmcs> c(v);
-  vmx::register_file<vmx::cached_vmcs<vmx::soft_vmcs>> regs(c);
+  vmx::gpr_block g;
+  vmx::register_file<vmx::cached_vmcs<vmx::soft_vmcs>> regs(c, g);
   v.reset_counts();
   EXPECT_EQ(regs.read(gpr::rsp).value(), 0x7000u);
   EXPECT_EQ(regs.read(gpr::rsp).value(), 0x7000u);
@@ -118,7 +121,8 @@ struct skip_setup {
     v.store(vmx::fields::guest_interruptibility_state, intr);
   }
   std::uint64_t run() {
-    vmx::register_file<vmx::soft_vmcs> regs(v);
+    vmx::gpr_block g;
+  vmx::register_file<vmx::soft_vmcs> regs(v, g);
     auto r = vmx::skip_instruction(regs);
     EXPECT_TRUE(r);
     EXPECT_TRUE(regs.flush());
@@ -189,7 +193,8 @@ TEST(guest_context, cr_context_from_the_vmcs) {
   EXPECT_EQ(c->cr4_allowed.raw(), 0x20u);
   EXPECT_TRUE(vmx::in_64bit_mode(*c));
   // The MOV to CR source through the register file: low 32 bits outside 64-bit mode.
-  vmx::register_file<vmx::soft_vmcs> regs(v);
+  vmx::gpr_block g;
+  vmx::register_file<vmx::soft_vmcs> regs(v, g);
   regs.write(gpr::rdx, 0x1'8000'0031u);
   const vmx::cr_access_qualification mov_cr0_rdx{0x200};  // CR0, MOV to CR, RDX
   EXPECT_EQ(vmx::cr_source_value(regs, mov_cr0_rdx, *c).value(), 0x1'8000'0031u);
