@@ -124,29 +124,26 @@ struct applied_outcome {
   std::uint64_t cr2 = 0;
 };
 
-/// Injects hardware exception `e` (CR2 for #PF), merged with any event already set up in
-/// the VM-entry fields (SDM 6.15 Table 6-5). `protected_mode`: CR0.PE of the guest.
+namespace detail {
 template <vmx::vmcs_backend B>
-constexpr result<applied_outcome, vmx::vm_fail> inject_exception(B& b, x86::exception_event e, bool protected_mode,
-                                                                 std::uint64_t cr2 = 0) noexcept {
-  auto pending = vmx::read_injection(b);
-  if (!pending) return unexpected(pending.error());
-  const auto q = vmx::queue_exception(pending.value(), e, protected_mode);
+constexpr result<applied_outcome, vmx::vm_fail> inject(B& b, x86::exception_event e, bool protected_mode,
+                                                       std::uint64_t cr2) noexcept {
+  auto q = vmx::inject_exception(b, e, protected_mode);
+  if (!q) return unexpected(q.error());
   applied_outcome a;
-  if (q.verdict == x86::merge_verdict::shutdown) {
+  if (q.value().verdict == x86::merge_verdict::shutdown) {
     a.kind = applied_outcome::kind_type::shutdown;
     return a;
   }
-  auto w = vmx::write_injection(b, q.event);
-  if (!w) return unexpected(w.error());
   a.kind = applied_outcome::kind_type::injected;
-  a.injected = q.event;
+  a.injected = q.value().event;
   if (e.v == x86::vector::pf) {
     a.load_cr2 = true;
     a.cr2 = cr2;
   }
   return a;
 }
+}  // namespace detail
 
 /// Applies outcome `o` of emulating from context `before` to context `after`.
 /// - done: changed GPRs, RIP, RFLAGS, segment registers, LDTR/TR, GDTR/IDTR are written
@@ -163,7 +160,7 @@ constexpr result<applied_outcome, vmx::vm_fail> apply_emulation(B& b, vmx::regis
   applied_outcome a;
   switch (o.kind) {
     case outcome_kind::exception:
-      return inject_exception(b, x86::exception_event{o.vector, o.error_code}, before.cr0.test(x86::cr0::pe), o.cr2);
+      return detail::inject(b, x86::exception_event{o.vector, o.error_code}, before.cr0.test(x86::cr0::pe), o.cr2);
     case outcome_kind::needs_io:
     case outcome_kind::needs_mmio: a.kind = applied_outcome::kind_type::needs_access; return a;
     case outcome_kind::unsupported: a.kind = applied_outcome::kind_type::unsupported; return a;

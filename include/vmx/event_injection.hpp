@@ -182,4 +182,21 @@ struct queued_event {
   return {m.verdict, hardware_exception(m.event.v, m.event.error_code, protected_mode)};
 }
 
+/// Injects hardware exception `e` on the next VM entry, merged with whatever the VM-entry
+/// fields already hold (a re-injected event, an exception queued earlier in this exit):
+/// read_injection + queue_exception + write_injection. On a shutdown verdict nothing is
+/// written; the hypervisor must not enter the guest as if nothing happened (a triple fault).
+/// #PF: VM entry does not load CR2 (SDM 27.3.2 lists what it loads); the caller sets it.
+template <vmcs_backend B>
+constexpr result<queued_event, vm_fail> inject_exception(B& b, x86::exception_event e,
+                                                         bool protected_mode = true) noexcept {
+  auto pending = read_injection(b);
+  if (!pending) return unexpected(pending.error());
+  const queued_event q = queue_exception(pending.value(), e, protected_mode);
+  if (q.verdict == x86::merge_verdict::shutdown) return q;
+  auto w = write_injection(b, q.event);
+  if (!w) return unexpected(w.error());
+  return q;
+}
+
 }  // namespace hvkit::vmx

@@ -293,3 +293,27 @@ TEST(interruptibility, hostile_combinations_refused) {
   // A re-injected NMI over virtual-NMI blocking is what reinjection's clear_nmi_blocking avoids.
   EXPECT_EQ(vmx::check_entry_state(nmi, is{0x8}.clear(is::blocking_by_nmi), A::active, if1, true), S::none);
 }
+
+TEST(event_injection, inject_exception_merges_with_the_vmcs) {
+  using mv = x86::merge_verdict;
+  vmx::soft_vmcs v;
+  // A re-injected #PF is in the entry fields; the handler raises #GP: #DF(0) goes in.
+  ASSERT_TRUE(vmx::write_injection(v, vmx::hardware_exception(vector::pf, 0x2)));
+  auto q = vmx::inject_exception(v, {vector::gp, 0});
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->verdict, mv::double_fault);
+  EXPECT_EQ(v.peek(vmx::fields::vm_entry_interruption_info), 0x8000'0b08u);
+  EXPECT_EQ(v.peek(vmx::fields::vm_entry_exception_error_code), 0u);
+  // Another #PF now: shutdown, the fields keep the #DF.
+  q = vmx::inject_exception(v, {vector::pf, 0x2});
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->verdict, mv::shutdown);
+  EXPECT_EQ(v.peek(vmx::fields::vm_entry_interruption_info), 0x8000'0b08u);
+  // Nothing pending: the exception itself, error code as the vector pushes it.
+  vmx::soft_vmcs w;
+  ASSERT_TRUE(vmx::inject_exception(w, {vector::ud, 0x55}));
+  EXPECT_EQ(w.peek(vmx::fields::vm_entry_interruption_info), 0x8000'0306u);
+  ASSERT_TRUE(vmx::inject_exception(w, {vector::gp, 0x18}));  // #UD pending (benign): #GP replaces it
+  EXPECT_EQ(w.peek(vmx::fields::vm_entry_interruption_info), 0x8000'0b0du);
+  EXPECT_EQ(w.peek(vmx::fields::vm_entry_exception_error_code), 0x18u);
+}
