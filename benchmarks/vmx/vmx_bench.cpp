@@ -2,6 +2,7 @@
 //  BM_vmcs_read/cached_hit      vs BM_vmcs_read/soft_backend
 //  BM_read_cr_bits/host_owned   vs BM_read_cr_bits/guest_owned
 //  BM_exit_dispatch/switch      vs BM_exit_dispatch/function_pointer_table
+//  BM_cpuid_exit/...: cpuid_exit_bench.cpp
 #include <benchmark/benchmark.h>
 
 #include <array>

@@ -195,7 +195,8 @@ host_isr_table:
   .endr
 
 /* ---- VM entry and exit ----------------------------------------------------------
- * struct guest_regs { rax, rbx, rcx, rdx, rsi, rdi, rbp, r8 ... r15 }  (vmx_glue.hpp)
+ * guest_regs = hvkit::vmx::gpr_block: register n at 8 * n (RAX RCX RDX RBX, [RSP], RBP RSI RDI,
+ * R8 ... R15; the RSP slot is unused, RSP is in the VMCS)  (vmx_glue.hpp)
  * int vmx_enter(guest_regs* regs, int launched)
  *   returns 0 when hv_handle_exit() asked to stop, 1 on VMfailInvalid (CF=1),
  *   2 on VMfailValid (ZF=1; read the VM-instruction error field) (SDM Vol. 3C 31.2
@@ -205,20 +206,20 @@ host_isr_table:
    the MOVs leave the flags alone, which vmx_enter relies on). */
 .macro HV_LOAD_GUEST_GPRS
   mov 0x00(%rdi), %rax
-  mov 0x08(%rdi), %rbx
-  mov 0x10(%rdi), %rcx
-  mov 0x18(%rdi), %rdx
-  mov 0x20(%rdi), %rsi
-  mov 0x30(%rdi), %rbp
-  mov 0x38(%rdi), %r8
-  mov 0x40(%rdi), %r9
-  mov 0x48(%rdi), %r10
-  mov 0x50(%rdi), %r11
-  mov 0x58(%rdi), %r12
-  mov 0x60(%rdi), %r13
-  mov 0x68(%rdi), %r14
-  mov 0x70(%rdi), %r15
-  mov 0x28(%rdi), %rdi
+  mov 0x08(%rdi), %rcx
+  mov 0x10(%rdi), %rdx
+  mov 0x18(%rdi), %rbx
+  mov 0x28(%rdi), %rbp
+  mov 0x30(%rdi), %rsi
+  mov 0x40(%rdi), %r8
+  mov 0x48(%rdi), %r9
+  mov 0x50(%rdi), %r10
+  mov 0x58(%rdi), %r11
+  mov 0x60(%rdi), %r12
+  mov 0x68(%rdi), %r13
+  mov 0x70(%rdi), %r14
+  mov 0x78(%rdi), %r15
+  mov 0x38(%rdi), %rdi
 .endm
 
   .globl vmx_enter
@@ -259,21 +260,21 @@ vmx_exit_stub:
   push %rdi
   mov 8(%rsp), %rdi
   mov %rax, 0x00(%rdi)
-  mov %rbx, 0x08(%rdi)
-  mov %rcx, 0x10(%rdi)
-  mov %rdx, 0x18(%rdi)
-  mov %rsi, 0x20(%rdi)
+  mov %rcx, 0x08(%rdi)
+  mov %rdx, 0x10(%rdi)
+  mov %rbx, 0x18(%rdi)
+  mov %rbp, 0x28(%rdi)
+  mov %rsi, 0x30(%rdi)
   pop %rax
-  mov %rax, 0x28(%rdi)
-  mov %rbp, 0x30(%rdi)
-  mov %r8, 0x38(%rdi)
-  mov %r9, 0x40(%rdi)
-  mov %r10, 0x48(%rdi)
-  mov %r11, 0x50(%rdi)
-  mov %r12, 0x58(%rdi)
-  mov %r13, 0x60(%rdi)
-  mov %r14, 0x68(%rdi)
-  mov %r15, 0x70(%rdi)
+  mov %rax, 0x38(%rdi)
+  mov %r8, 0x40(%rdi)
+  mov %r9, 0x48(%rdi)
+  mov %r10, 0x50(%rdi)
+  mov %r11, 0x58(%rdi)
+  mov %r12, 0x60(%rdi)
+  mov %r13, 0x68(%rdi)
+  mov %r14, 0x70(%rdi)
+  mov %r15, 0x78(%rdi)
   cld
   call hv_handle_exit                /* rsp is 16-byte aligned (HOST_RSP) */
   test %eax, %eax

@@ -159,16 +159,16 @@ pg::mmu_context live_guest_mmu() {
 /// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
 std::uint64_t handle_paging_case(guest_regs& r) {
   cpu_case c{};
-  c.la = r.rbx;
+  c.la = r[x86::gpr::rbx];
   // Bit 31 of the access word marks an implicit supervisor access (x86::pfec keeps that
   // software flag at bit 48).
-  c.implicit = (r.rcx >> 31) & 1;
-  c.access = c.implicit ? x86::pfec::implicit_access : x86::pfec{r.rcx & 0x7FFFFFFF};
-  c.ad = (r.rcx >> 32) & 0xFF;
-  c.pkru = static_cast<std::uint32_t>((r.rcx >> 40) & 0xFF);
-  c.result = static_cast<std::uint32_t>(r.rdx);
-  c.error = static_cast<std::uint32_t>(r.rdx >> 32);
-  c.cr2 = r.rsi;
+  c.implicit = (r[x86::gpr::rcx] >> 31) & 1;
+  c.access = c.implicit ? x86::pfec::implicit_access : x86::pfec{r[x86::gpr::rcx] & 0x7FFFFFFF};
+  c.ad = (r[x86::gpr::rcx] >> 32) & 0xFF;
+  c.pkru = static_cast<std::uint32_t>((r[x86::gpr::rcx] >> 40) & 0xFF);
+  c.result = static_cast<std::uint32_t>(r[x86::gpr::rdx]);
+  c.error = static_cast<std::uint32_t>(r[x86::gpr::rdx] >> 32);
+  c.cr2 = r[x86::gpr::rsi];
   const pg::mmu_context mmu = live_guest_mmu();
   return compare_paging_case(c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu,
                              x86::rflags{vmread(fields::guest_rflags)});
@@ -181,7 +181,7 @@ std::uint64_t handle_paging_case(guest_regs& r) {
 /// which must equal the PDPTE registers the CPU saved in the VMCS at this exit (SDM Vol. 3C
 /// 28.3.4, with EPT).
 std::uint64_t handle_paging_case32(guest_regs& r) {
-  const std::uint8_t* p = guest_ram(r.rbx & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
+  const std::uint8_t* p = guest_ram(r[x86::gpr::rbx] & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
   if (!p) return ~0ull;
   hc::paging_case_block b;
   __builtin_memcpy(&b, p, sizeof b);
@@ -336,9 +336,9 @@ void ept_apply_case(std::uint64_t d) {
 /// that the CPU starts from the same state.
 void handle_ept_arm(guest_regs& r) {
   namespace pg = hvkit::paging;
-  const std::uint64_t la = r.rbx;
-  const x86::pfec access{r.rcx};
-  ept_apply_case(r.rdx);
+  const std::uint64_t la = r[x86::gpr::rbx];
+  const x86::pfec access{r[x86::gpr::rcx]};
+  ept_apply_case(r[x86::gpr::rdx]);
 
   const pg::cpu_properties props = guest_cpu_properties();
   const x86::cr0 cr0{vmread(fields::guest_cr0)};
@@ -412,8 +412,8 @@ bool ept_case_misconfig() { return ept_case_exit(true); }
 /// address. Without a predicted EPT violation, the CPU must not have exited and the guest
 /// must have seen the predicted outcome (success, or #PF with the same error code).
 std::uint64_t handle_ept_check(guest_regs& r) {
-  const auto cpu_result = static_cast<std::uint32_t>(r.rbx);
-  const auto cpu_error = static_cast<std::uint32_t>(r.rcx);
+  const auto cpu_result = static_cast<std::uint32_t>(r[x86::gpr::rbx]);
+  const auto cpu_error = static_cast<std::uint32_t>(r[x86::gpr::rcx]);
   constexpr std::uint64_t qmask = 0x1BF;  // bits 0-5, 7, 8
   bool same;
   if (run.ept_pred_misconfig) {
@@ -439,13 +439,13 @@ std::uint64_t handle_ept_check(guest_regs& r) {
   }
   ++run.ept_cases;
   if (run.ept_seen) ++(run.ept_seen_misconfig ? run.ept_misconfigs : run.ept_violations);
-  if (run.ept_seen_misconfig) ++run.ept_misconfig_by_kind[(r.rsi >> 52) & 3];  // kind 0: not one we planted
-  if ((r.rsi >> 48) & 3) ++run.ept_large_cases;
+  if (run.ept_seen_misconfig) ++run.ept_misconfig_by_kind[(r[x86::gpr::rsi] >> 52) & 3];  // kind 0: not one we planted
+  if ((r[x86::gpr::rsi] >> 48) & 3) ++run.ept_large_cases;
   if (cpu_result != 0) ++run.ept_guest_faults;
   if (!same && ++run.ept_mismatches <= 12)
     kprintf("HVKIT MISMATCH ept case=%llu case_info=0x%llx cpu: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x "
             "hvkit: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x\n",
-            (unsigned long long)run.ept_cases, (unsigned long long)r.rsi,
+            (unsigned long long)run.ept_cases, (unsigned long long)r[x86::gpr::rsi],
             run.ept_seen ? (run.ept_seen_misconfig ? 2 : 1) : 0,
             (unsigned long long)run.ept_seen_qual, (unsigned long long)run.ept_seen_gpa,
             (unsigned long long)run.ept_seen_la, cpu_result, cpu_error,

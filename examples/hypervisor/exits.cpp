@@ -3,55 +3,50 @@
 
 namespace hv {
 
+// ---- the library's results --------------------------------------------------------------
+// Every helper below is hvkit's (vmx/, emulate/): register file, skip, injection,
+// re-injection, contexts. A failing VMREAD/VMWRITE there means the current VMCS is gone:
+// the run ends.
+void vmx_failed(const hvkit::vmx::vm_fail& f) {
+  kprintf("HVKIT ERROR VMX instruction failed (VM-instruction error %u, field 0x%x)\n",
+          static_cast<unsigned>(f.error), f.field_encoding);
+  run.status = run_status::fatal_exit;
+}
+template <class T>
+T must(hvkit::result<T, hvkit::vmx::vm_fail> r) {
+  if (r) return r.value();
+  vmx_failed(r.error());
+  return T{};
+}
+void must(hvkit::result<void, hvkit::vmx::vm_fail> r) {
+  if (!r) vmx_failed(r.error());
+}
+
+/// What the VMCS does not hold about the guest: the properties its CPUID policy decides.
+hvkit::vmx::guest_cpu_config guest_config() {
+  return {guest_cr4_allowed(), guest_cpu_properties().maxphyaddr, guest_policy.has(cpuid_ns::feat::lam)};
+}
+
+/// #GP(0) (or another hardware exception) into the guest, merged with what is pending.
+void inject(vcpu& regs, x86::vector vec, std::uint32_t error_code = 0) {
+  const auto q = must(hvkit::vmx::inject_exception(regs.backend(), {vec, error_code}));
+  if (q.verdict == x86::merge_verdict::shutdown) run.status = run_status::triple_fault;
+}
+
 // ---- exit handlers -------------------------------------------------------------------------
-/// The guest's CR state for vmx::evaluate_cr_write / evaluate_cr_read: CR0/CR4 as the
-/// guest sees them (guest-owned bits from the guest field, host-owned ones from the read
-/// shadow), EFER, CR3, the CR4 bits its CPUID allows, CS.L (CS access rights bit 13, SDM
-/// Vol. 3C 25.4.1), MAXPHYADDR (CPUID.80000008H:EAX[7:0]) and LAM only if the guest's CPUID
-/// enumerates it.
-hvkit::vmx::cr_context guest_cr_context() {
-  namespace v = hvkit::vmx;
-  const std::uint64_t m0 = vmread(fields::cr0_guest_host_mask), m4 = vmread(fields::cr4_guest_host_mask);
-  v::cr_context c{};
-  c.cr0 = v::guest_visible_cr0(x86::cr0{vmread(fields::guest_cr0)}, x86::cr0{vmread(fields::cr0_read_shadow)}, m0);
-  c.cr4 = v::guest_visible_cr4(x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, m4);
-  c.efer = x86::efer{vmread(fields::guest_ia32_efer)};
-  c.cr3 = vmread(fields::guest_cr3);
-  c.cr4_allowed = guest_cr4_allowed();
-  c.cs_l = (vmread(fields::guest_cs_access_rights) >> 13) & 1;
-  c.maxphyaddr = guest_cpu_properties().maxphyaddr;
-  c.lam = guest_policy.has(cpuid_ns::feat::lam);
-  return c;
-}
-
-/// PAE paging with EPT: VM entry loads the PDPTE registers from the VMCS guest-PDPTE
-/// fields (SDM Vol. 3C 26.3.2.4), so an emulated CR write that loads them (MOV to CR3, or
-/// a CR0/CR4 write entering PAE paging, SDM 4.4.1) must put them there: paging::load_pdptrs
-/// against guest memory. A reserved bit in a present PDPTE is #GP(0) on that MOV, and the
-/// write does not happen (false).
-bool load_guest_pdptes(std::uint64_t cr3) {
-  pg::flat_memory mem = guest_ram_view();
-  const auto p = pg::load_pdptrs(x86::cr3{cr3}, mem, guest_cpu_properties().maxphyaddr);
-  if (!p) return false;
-  vmwrite(fields::guest_pdpte0, p.value().entries[0]);
-  vmwrite(fields::guest_pdpte1, p.value().entries[1]);
-  vmwrite(fields::guest_pdpte2, p.value().entries[2]);
-  vmwrite(fields::guest_pdpte3, p.value().entries[3]);
-  return true;
-}
-
 /// CR-access exit (reason 28), qualification decoded by vmx::dispatch_exit (SDM Vol. 3C
-/// 28.2.1, Table 28-3). Every access goes through hvkit::vmx: writes (MOV to CR0/CR3/CR4,
-/// CLTS, LMSW) through vmx::evaluate_cr_write against the guest-visible state (the
-/// architectural #GP checks, CR3 reserved bits included; the new value; the MMU actions
-/// from paging::cr_write_actions: a WP toggle refreshes the permission table and never
-/// resets the MMU); MOV from CR3 through vmx::evaluate_cr_read. A fault is injected as
-/// #GP(0) and changes nothing. vmx::cr_values_for gives the read shadow and the real value
+/// 28.2.1, Table 28-3). The guest-visible CR state comes from vmx::read_cr_context; writes
+/// (MOV to CR0/CR3/CR4, CLTS, LMSW) go through vmx::evaluate_cr_write (the architectural
+/// #GP checks, the new value, the MMU actions), MOV from CR3 through vmx::evaluate_cr_read.
+/// A fault is #GP(0) and changes nothing. The MMU actions are carried out by
+/// vmx::apply_cr_write_actions (PAE PDPTEs into the VMCS, the permission table refreshed on
+/// a WP toggle, never a reset). vmx::cr_values_for gives the read shadow and the real value
 /// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
-bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
+bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
   namespace v = hvkit::vmx;
   using acc = v::cr_access_qualification::access;
-  const v::cr_context c = guest_cr_context();
+  auto& vmcs = regs.backend();
+  const v::cr_context c = must(v::read_cr_context(vmcs, guest_config()));
   if (q.type() == acc::mov_from_cr) {
     const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);
     if (!rd.valid) {
@@ -59,14 +54,11 @@ bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
       run.status = run_status::fatal_exit;
       return false;
     }
-    write_gpr(r, rd.gpr, rd.value);
-    skip_instruction();
+    regs.write(rd.gpr, rd.value);
+    must(v::skip_instruction(regs));
     return true;
   }
-  // Outside 64-bit mode the source is the low 32 bits of the register.
-  const bool mode64 = c.efer.test(x86::efer::lma) && c.cs_l;
-  std::uint64_t value = q.type() == acc::mov_to_cr ? read_gpr(r, q.gpr()) : 0;
-  if (!mode64) value &= 0xFFFFFFFFu;
+  const std::uint64_t value = must(v::cr_source_value(regs, q, c));
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
   if (out.cr != 0 && out.cr != 3 && out.cr != 4) {
     kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q.raw());
@@ -75,26 +67,31 @@ bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
   }
   if (out.fault != v::cr_write_fault::none) {
     ++run.cr_gp_injected;
-    inject_gp();
+    inject(regs, x86::vector::gp);
     return true;
   }
-  const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);
+  const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
   if (out.cr == 3) {
-    if (pae_paging && !load_guest_pdptes(out.value)) {
+    // MOV to CR3 under PAE paging loads the PDPTEs (SDM 4.4.1).
+    const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);
+    if (pae_paging && !v::load_guest_pdptes(vmcs, x86::cr3{out.value}, guest_ram_view(), maxphyaddr)) {
       ++run.cr_gp_injected;
-      inject_gp();
+      inject(regs, x86::vector::gp);
       return true;
     }
     vmwrite(fields::guest_cr3, out.value);
-    skip_instruction();
+    must(v::skip_instruction(regs));
     return true;
   }
-  using hvkit::paging::mmu_actions;
-  if (out.actions.any(mmu_actions::reload_pdptrs) && !load_guest_pdptes(c.cr3)) {
-    ++run.cr_gp_injected;
-    inject_gp();
+  const auto applied = v::apply_cr_write_actions(vmcs, run.mmu, out.actions, out.after, x86::cr3{c.cr3}, guest_ram_view(),
+                                                 maxphyaddr, false);
+  if (!applied) {
+    ++run.cr_gp_injected;  // a PDPTE with a reserved bit: #GP(0), nothing changed
+    inject(regs, x86::vector::gp);
     return true;
   }
+  if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++run.mmu_resets;
+  if (applied.value().mmu_rebuilt) ++run.mmu_refreshes;
   if (out.cr == 0) {
     const v::cr_vmcs_values cv = v::cr_values_for(out.after.cr0.raw(), caps.cr0_fixed0, caps.cr0_fixed1);
     vmwrite(fields::cr0_read_shadow, cv.read_shadow);
@@ -113,42 +110,38 @@ bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
                                            .raw());
     run.guest_efer = out.after.efer.raw();
   }
-  if (out.actions.any(mmu_actions::reset_mmu)) ++run.mmu_resets;
-  if (out.actions.any(mmu_actions::refresh_permissions | mmu_actions::reset_mmu)) {
-    ++run.mmu_refreshes;
-    const hvkit::paging::cr_state now = current_cr_state();
-    run.mmu = hvkit::paging::mmu_context::make(now.cr0, now.cr4, now.efer, run.mmu.root());
-  }
-  skip_instruction();
+  must(v::skip_instruction(regs));
   return true;
 }
 
 /// CPUID exit: the answer of the guest's hvkit::cpuid policy, with the dynamic bits
 /// (OSXSAVE, OSPKE) from the guest's CR4 as the guest sees it.
-void handle_cpuid(guest_regs& r) {
-  auto leaf = static_cast<std::uint32_t>(r.rax), sub = static_cast<std::uint32_t>(r.rcx);
+void handle_cpuid(vcpu& regs) {
+  using enum x86::gpr;
+  auto& g = regs.gprs();
   cpuid_ns::vcpu_state vs{};
-  const std::uint64_t m4 = vmread(fields::cr4_guest_host_mask);
-  vs.cr4 = hvkit::vmx::guest_visible_cr4(x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, m4);
-  const cpuid_ns::regs a = guest_policy.answer(leaf, sub, vs);
-  r.rax = a.eax;
-  r.rbx = a.ebx;
-  r.rcx = a.ecx;
-  r.rdx = a.edx;
-  skip_instruction();
+  vs.cr4 = must(hvkit::vmx::read_guest_visible_cr4(regs.backend()));
+  const cpuid_ns::regs a = guest_policy.answer(static_cast<std::uint32_t>(g[rax]), static_cast<std::uint32_t>(g[rcx]), vs);
+  g[rax] = a.eax;
+  g[rbx] = a.ebx;
+  g[rcx] = a.ecx;
+  g[rdx] = a.edx;
+  must(hvkit::vmx::skip_instruction(regs));
 }
 
 /// RDMSR/WRMSR: every access exits (no MSR bitmap). The MSR policy follows the CPUID
 /// policy: IA32_PRED_CMD is writable exactly when CPUID.7.0:EDX[26] (IBRS/IBPB) is
 /// advertised; unknown MSRs raise #GP(0) as on hardware.
-bool handle_msr(guest_regs& r, bool write) {
-  auto m = static_cast<std::uint32_t>(r.rcx);
-  std::uint64_t v = (r.rdx << 32) | (r.rax & 0xFFFFFFFF);
+bool handle_msr(vcpu& regs, bool write) {
+  using enum x86::gpr;
+  auto& g = regs.gprs();
+  auto m = static_cast<std::uint32_t>(g[rcx]);
+  std::uint64_t v = (g[rdx] << 32) | (g[rax] & 0xFFFFFFFF);
   bool ok = true;
   // MSRs the CPUID-derived policy decides (PRED_CMD, SPEC_CTRL, FLUSH_CMD, ...).
   const cpuid_ns::msr_verdict verdict = write ? guest_msrs.write(m, v) : guest_msrs.read(m);
   if (verdict == cpuid_ns::msr_verdict::gp) {
-    inject_gp();
+    inject(regs, x86::vector::gp);
     return true;
   }
   if (verdict == cpuid_ns::msr_verdict::allow) {
@@ -158,10 +151,10 @@ bool handle_msr(guest_regs& r, bool write) {
       wrmsr(m, v);
     } else {
       v = rdmsr(m);
-      r.rax = v & 0xFFFFFFFF;
-      r.rdx = v >> 32;
+      g[rax] = v & 0xFFFFFFFF;
+      g[rdx] = v >> 32;
     }
-    skip_instruction();
+    must(hvkit::vmx::skip_instruction(regs));
     return true;
   }
   if (!write) {
@@ -179,8 +172,8 @@ bool handle_msr(guest_regs& r, bool write) {
       default: ok = false;
     }
     if (ok) {
-      r.rax = v & 0xFFFFFFFF;
-      r.rdx = v >> 32;
+      g[rax] = v & 0xFFFFFFFF;
+      g[rdx] = v >> 32;
     }
   } else {
     switch (m) {
@@ -191,9 +184,17 @@ bool handle_msr(guest_regs& r, bool write) {
         if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur) & efer_lme)) {
           ok = false;
         } else {
-          const hvkit::paging::cr_state before = current_cr_state();
-          vmwrite(fields::guest_ia32_efer, (cur & ~changeable) | (v & changeable));
-          mmu_after_cr_write(before);
+          // An NXE change feeds the MMU role: paging::cr_write_actions, carried out by vmx/.
+          const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), guest_config()));
+          const hvkit::paging::cr_state before{c.cr0, c.cr4, c.efer};
+          hvkit::paging::cr_state after = before;
+          after.efer = x86::efer{(cur & ~changeable) | (v & changeable)};
+          const auto actions = hvkit::paging::cr_write_actions(before, after, hvkit::paging::paging_kind::two_dimensional);
+          vmwrite(fields::guest_ia32_efer, after.efer.raw());
+          if (actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++run.mmu_resets;
+          const auto applied = hvkit::vmx::apply_cr_write_actions(regs.backend(), run.mmu, actions, after, x86::cr3{c.cr3},
+                                                                  guest_ram_view(), guest_cpu_properties().maxphyaddr, false);
+          if (applied && applied.value().mmu_rebuilt) ++run.mmu_refreshes;
         }
         run.guest_efer = vmread(fields::guest_ia32_efer);
         break;
@@ -210,10 +211,10 @@ bool handle_msr(guest_regs& r, bool write) {
     }
   }
   if (!ok) {
-    inject_gp();
+    inject(regs, x86::vector::gp);
     return true;
   }
-  skip_instruction();
+  must(hvkit::vmx::skip_instruction(regs));
   return true;
 }
 
@@ -319,58 +320,15 @@ struct hv_translator {
 };
 static_assert(em::translator<hv_translator>);
 
-/// Segment state between the VMCS and the emulator (VMCS access rights are the emulator's
-/// segment_ar layout, unusable bit 16 included: SDM Vol. 3C 25.4.1).
-template <std::uint32_t S, std::uint32_t B, std::uint32_t L, std::uint32_t A>
-em::segment read_segment(hvkit::vmx::field<S> s, hvkit::vmx::field<B> b, hvkit::vmx::field<L> l, hvkit::vmx::field<A> a) {
-  return {static_cast<std::uint16_t>(vmread(s)), vmread(b), static_cast<std::uint32_t>(vmread(l)),
-          em::segment_ar{static_cast<std::uint32_t>(vmread(a))}};
-}
-template <std::uint32_t S, std::uint32_t B, std::uint32_t L, std::uint32_t A>
-void write_segment(const em::segment& g, hvkit::vmx::field<S> s, hvkit::vmx::field<B> b, hvkit::vmx::field<L> l,
-                   hvkit::vmx::field<A> a) {
-  vmwrite(s, g.selector);
-  vmwrite(b, g.base);
-  vmwrite(l, g.limit);
-  vmwrite(a, g.ar.raw());
-}
-#define HV_SEG(x) fields::guest_##x##_selector, fields::guest_##x##_base, fields::guest_##x##_limit, \
-                  fields::guest_##x##_access_rights
-
-/// The guest state the emulator sees, from the VMCS. CR0/CR4 are the values the guest sees
-/// (guest-owned bits from the guest CR field, host-owned ones from the read shadow).
-em::context read_emulation_context(guest_regs& r) {
-  em::context c{};
-  for (unsigned i = 0; i < 16; ++i) c.gpr[i] = read_gpr(r, i);
-  c.rip = vmread(fields::guest_rip);
-  c.rflags = x86::rflags{vmread(fields::guest_rflags)};
-  c[em::sreg::es] = read_segment(HV_SEG(es));
-  c[em::sreg::cs] = read_segment(HV_SEG(cs));
-  c[em::sreg::ss] = read_segment(HV_SEG(ss));
-  c[em::sreg::ds] = read_segment(HV_SEG(ds));
-  c[em::sreg::fs] = read_segment(HV_SEG(fs));
-  c[em::sreg::gs] = read_segment(HV_SEG(gs));
-  c.ldtr = read_segment(HV_SEG(ldtr));
-  c.tr = read_segment(HV_SEG(tr));
-  c.gdtr = {vmread(fields::guest_gdtr_base), static_cast<std::uint16_t>(vmread(fields::guest_gdtr_limit))};
-  c.idtr = {vmread(fields::guest_idtr_base), static_cast<std::uint16_t>(vmread(fields::guest_idtr_limit))};
-  std::uint64_t m0 = vmread(fields::cr0_guest_host_mask), m4 = vmread(fields::cr4_guest_host_mask);
-  c.cr0 = x86::cr0{(vmread(fields::guest_cr0) & ~m0) | (vmread(fields::cr0_read_shadow) & m0)};
-  c.cr4 = x86::cr4{(vmread(fields::guest_cr4) & ~m4) | (vmread(fields::cr4_read_shadow) & m4)};
-  c.cr3 = x86::cr3{vmread(fields::guest_cr3)};
-  c.efer = x86::efer{vmread(fields::guest_ia32_efer)};
-  c.cpl = static_cast<std::uint8_t>(guest_cpl());
-  c.maxphyaddr = static_cast<std::uint8_t>(guest_cpu_properties().maxphyaddr);
-  c.cr4_allowed = guest_cr4_allowed();  // MOV to CR4: the bits the guest's CPUID allows
-  c.lam = guest_policy.has(cpuid_ns::feat::lam);
-  return c;
-}
-
-/// Emulates the instruction at the guest RIP with hvkit::emulate and applies the outcome:
-/// a completed instruction writes back what it changed; an exception is injected (#PF
-/// with CR2); anything not emulated gets #UD, the architectural default.
-bool emulate_instruction(guest_regs& r, const char* why) {
-  em::context ctx = read_emulation_context(r);
+/// Emulates the instruction at the guest RIP with hvkit::emulate: the context from the VMCS
+/// and the register file (emulate::read_emulation_context), the outcome applied back by
+/// emulate::apply_emulation (registers, RIP, interrupt shadow, single step; an exception
+/// injected, merged with a pending event, and CR2 loaded for #PF). An instruction not
+/// emulated (or needing a device access no platform handler took) gets #UD, the
+/// architectural default.
+bool emulate_instruction(vcpu& regs, const char* why) {
+  em::context ctx = must(em::read_emulation_context(regs.backend(), regs, guest_config()));
+  if (run.status != run_status::running) return false;
   const em::context before = ctx;
   const pg::cpu_properties props = guest_cpu_properties();
   run.mmu.set_root(x86::cr3_root(ctx.cr3, run.mmu.role().mode(), props.maxphyaddr));
@@ -381,78 +339,126 @@ bool emulate_instruction(guest_regs& r, const char* why) {
   hv_platform plat;
   const em::outcome o = em::emulate(ctx, tr, ram, plat);
   ++run.emulated;
-  switch (o.kind) {
-    case em::outcome_kind::done:
-      for (unsigned i = 0; i < 16; ++i)
-        if (ctx.gpr[i] != before.gpr[i]) write_gpr(r, i, ctx.gpr[i]);
-      vmwrite(fields::guest_rip, ctx.rip);
-      if (ctx.rflags.raw() != before.rflags.raw()) vmwrite(fields::guest_rflags, ctx.rflags.raw());
-      if (!(ctx.tr == before.tr)) write_segment(ctx.tr, HV_SEG(tr));
-      if (!(ctx.ldtr == before.ldtr)) write_segment(ctx.ldtr, HV_SEG(ldtr));
-      if (!(ctx.gdtr == before.gdtr)) {
-        vmwrite(fields::guest_gdtr_base, ctx.gdtr.base);
-        vmwrite(fields::guest_gdtr_limit, ctx.gdtr.limit);
-      }
-      if (!(ctx.idtr == before.idtr)) {
-        vmwrite(fields::guest_idtr_base, ctx.idtr.base);
-        vmwrite(fields::guest_idtr_limit, ctx.idtr.limit);
-      }
-      if (!(ctx[em::sreg::ds] == before[em::sreg::ds])) write_segment(ctx[em::sreg::ds], HV_SEG(ds));
-      if (!(ctx[em::sreg::es] == before[em::sreg::es])) write_segment(ctx[em::sreg::es], HV_SEG(es));
-      if (!(ctx[em::sreg::fs] == before[em::sreg::fs])) write_segment(ctx[em::sreg::fs], HV_SEG(fs));
-      if (!(ctx[em::sreg::gs] == before[em::sreg::gs])) write_segment(ctx[em::sreg::gs], HV_SEG(gs));
-      if (o.what == em::event::cr_write || o.what == em::event::dr_write || o.what == em::event::halt) {
-        kprintf("HVKIT ERROR run=%s emulated instruction with unexpected side effect %u (%s exit)\n", run.cfg->name,
-                static_cast<unsigned>(o.what), why);
-        run.status = run_status::fatal_exit;
-        return false;
-      }
+  if (o.is_done() && (o.what == em::event::cr_write || o.what == em::event::dr_write || o.what == em::event::halt)) {
+    kprintf("HVKIT ERROR run=%s emulated instruction with unexpected side effect %u (%s exit)\n", run.cfg->name,
+            static_cast<unsigned>(o.what), why);
+    run.status = run_status::fatal_exit;
+    return false;
+  }
+  if (o.kind == em::outcome_kind::unsupported &&
+      (o.why == em::unsupported_reason::page_table_unbacked || o.why == em::unsupported_reason::fetch_not_ram)) {
+    kprintf("HVKIT ERROR run=%s cannot emulate at rip=0x%llx (%s exit): reason %u\n", run.cfg->name,
+            (unsigned long long)before.rip, why, static_cast<unsigned>(o.why));
+    run.status = run_status::fatal_exit;
+    return false;
+  }
+  if (o.is_exception() && o.vector == x86::vector::pf && run.cfg->stale_role && o.error_code == 0x3 &&
+      !before.cr0.test(x86::cr0::wp))
+    ++run.stale_wrong_faults;
+  const em::applied_outcome a = must(em::apply_emulation(regs.backend(), regs, before, ctx, o));
+  using k = em::applied_outcome::kind_type;
+  switch (a.kind) {
+    case k::done: return true;
+    case k::injected:
+      // VM entry does not load CR2 (SDM Vol. 3C 27.3.2): the guest sees the real one.
+      if (a.load_cr2) write_cr2(a.cr2);
       return true;
-    case em::outcome_kind::exception:
-      if (o.vector == x86::vector::pf) {
-        if (run.cfg->stale_role && o.error_code == 0x3 && !x86::cr0{vmread(fields::guest_cr0)}.test(x86::cr0::wp))
-          ++run.stale_wrong_faults;
-        inject_pf(o.cr2, x86::pfec{o.error_code});
-      } else {
-        inject_exception(static_cast<unsigned>(o.vector), x86::has_error_code(o.vector), o.error_code);
-      }
-      return true;
-    case em::outcome_kind::unsupported:
-      if (o.why == em::unsupported_reason::page_table_unbacked || o.why == em::unsupported_reason::fetch_not_ram) {
-        kprintf("HVKIT ERROR run=%s cannot emulate at rip=0x%llx (%s exit): reason %u\n", run.cfg->name,
-                (unsigned long long)before.rip, why, static_cast<unsigned>(o.why));
-        run.status = run_status::fatal_exit;
-        return false;
-      }
-      [[fallthrough]];
-    case em::outcome_kind::needs_io:
-    case em::outcome_kind::needs_mmio:
+    case k::shutdown:
+      report_exit("exception_while_delivering_double_fault");
+      run.status = run_status::triple_fault;
+      return false;
+    case k::needs_access:
+    case k::unsupported:
       ++run.not_emulable;
       kprintf("HVKIT INFO run=%s not_emulable rip=0x%llx (%s exit) outcome=%u mnemonic=%u: #UD\n", run.cfg->name,
               (unsigned long long)before.rip, why, static_cast<unsigned>(o.kind), static_cast<unsigned>(o.op));
-      inject_exception(6, false);
+      inject(regs, x86::vector::ud);
       return true;
   }
   return true;
 }
 
+// ---- one guest page unmapped from EPT until the guest touches it (hc::ept_unmap_once) ----
+// The re-injection check: the guest puts an exception handler's stack (IST) on that page,
+// so the EPT violation happens while the processor delivers the event (IDT-vectoring
+// information valid). The 2 MiB EPT page around it is split into 4 KiB pages for the time.
+alignas(4096) std::uint64_t ept_unmap_pt[512];
+struct unmap_state {
+  bool armed = false;
+  std::uint64_t gpa = 0, saved_pde = 0;
+  std::uint64_t hits = 0;
+  hvkit::vmx::injected_event seen{};  // what was re-injected at the hit
+};
+constinit unmap_state unmap{};
+
+void ept_unmap_restore() {
+  ept_pd[unmap.gpa >> 21] = unmap.saved_pde;
+  unmap.armed = false;
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+}
+
+bool ept_unmap_once(std::uint64_t gpa) {
+  namespace v = hvkit::vmx;
+  if (unmap.armed) ept_unmap_restore();
+  if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
+  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const v::ept_permissions rwx{true, true, true, false};
+  const std::uint64_t region = gpa & ~0x1FFFFFull;
+  for (std::uint64_t i = 0; i < 512; ++i) {
+    auto leaf = v::make_ept_leaf(x86::hpa{region + (i << 12)}, v::ept_level::pte, rwx,
+                                 hvkit::paging::ept_memory_type::wb, ec);
+    if (!leaf) return false;
+    ept_unmap_pt[i] = leaf.value().raw();
+  }
+  ept_unmap_pt[(gpa >> 12) & 511] = 0;  // not present
+  auto table = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_unmap_pt)}, rwx, ec);
+  if (!table) return false;
+  unmap = {true, gpa & ~0xFFFull, ept_pd[gpa >> 21], 0, {}};
+  ept_pd[gpa >> 21] = table.value().raw();
+  static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  return true;
+}
+
+/// The unmapped page was touched: map it back (the re-injection already happened).
+bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events) {
+  if (!unmap.armed || (vmread(fields::guest_physical_address) & ~0xFFFull) != unmap.gpa) return false;
+  ept_unmap_restore();
+  ++unmap.hits;
+  unmap.seen = events.reinject;
+  return true;
+}
+
+/// hc::ept_unmap_report: hits (bits 7:0), the re-injected event's instruction length
+/// (15:8) and VM-entry interruption information (63:32); the error code, if any, the guest
+/// sees in its own frame. Resets the count.
+std::uint64_t ept_unmap_report() {
+  const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen.instruction_length & 0xFF} << 8) |
+                          (std::uint64_t{unmap.seen.info.raw()} << 32);
+  if (unmap.armed) ept_unmap_restore();
+  unmap.hits = 0;
+  unmap.seen = {};
+  return r;
+}
+
 /// EPT violation (reason 48); exit qualification: SDM Vol. 3C 28.2.1, Table 28-7. Guest
-/// RAM is all mapped, so this is an access to the test device or to unassigned space: the
-/// emulator redoes the access against hv_platform.
-bool handle_ept_violation(guest_regs& r) {
+/// RAM is all mapped, so this is an access to the test device or to unassigned space (the
+/// emulator redoes the access against hv_platform), a case of the EPT differential, or the
+/// page the guest asked to have unmapped (hc::ept_unmap_once): mapped back, and the event
+/// whose delivery touched it was already re-injected by vmx::complete_exit_events.
+bool handle_ept_violation(vcpu& regs, const hvkit::vmx::exit_event_actions& events) {
   if (ept_case_violation()) return true;  // a provoked one (EPT differential): retry
-  std::uint64_t q = vmread(fields::exit_qualification);
-  if ((vmread(fields::idt_vectoring_info) >> 31) & 1) {
+  if (ept_unmapped_page_hit(events)) return true;
+  if (events.reinject.valid()) {
     report_exit("ept_violation_during_event_delivery");
     run.status = run_status::fatal_exit;
     return false;
   }
-  if (q & 4) {
+  if (hvkit::vmx::ept_violation_qualification{vmread(fields::exit_qualification)}.fetch()) {
     report_exit("guest_fetch_outside_memory");
     run.status = run_status::fatal_exit;
     return false;
   }
-  return emulate_instruction(r, "ept_violation");
+  return emulate_instruction(regs, "ept_violation");
 }
 
 void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
@@ -486,18 +492,20 @@ void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mism
   }
 }
 
-bool handle_vmcall(guest_regs& r) {
+bool handle_vmcall(vcpu& regs) {
+  using enum x86::gpr;
+  auto& r = regs.gprs();
   char name[64];
   // Hypercalls are for the guest kernel only (CPL 0: SS.DPL, SDM Vol. 3C 25.4.1).
   if (((vmread(fields::guest_ss_access_rights) >> 5) & 3) != 0) {
-    r.rax = ~0ull;
-    skip_instruction();
+    r[rax] = ~0ull;
+    must(hvkit::vmx::skip_instruction(regs));
     return true;
   }
-  switch (r.rax) {
+  switch (r[rax]) {
     case hc::log: {
       char buf[160];
-      read_guest_string(r.rbx, buf, sizeof buf);
+      read_guest_string(r[rbx], buf, sizeof buf);
       kprintf("guest: %s\n", buf);
       break;
     }
@@ -505,11 +513,11 @@ bool handle_vmcall(guest_regs& r) {
       run.mark = run.exits;
       break;
     case hc::mark_end:
-      read_guest_string(r.rbx, name, sizeof name);
-      print_section(name, r.rcx, r.rdx, r.rsi);
+      read_guest_string(r[rbx], name, sizeof name);
+      print_section(name, r[rcx], r[rdx], r[rsi]);
       break;
     case hc::result: {
-      read_guest_string(r.rbx, name, sizeof name);
+      read_guest_string(r[rbx], name, sizeof name);
       char check[80];
       std::size_t n = 0;
       for (const char* p = name; *p && n < 60; ++p) check[n++] = *p;
@@ -519,56 +527,64 @@ bool handle_vmcall(guest_regs& r) {
       if (run.cfg->stale_role) {
         // Negative control: the guest's verdicts are evidence, not results.
         kprintf("HVKIT INFO run=%s guest_check=%s guest_verdict=%s a=0x%llx b=0x%llx\n", run.cfg->name, name,
-                r.rcx == hc::result_pass ? "PASS" : "FAIL", (unsigned long long)r.rdx, (unsigned long long)r.rsi);
+                r[rcx] == hc::result_pass ? "PASS" : "FAIL", (unsigned long long)r[rdx], (unsigned long long)r[rsi]);
         if (str_eq(name, "ltr_ro_gdt_wp0_ok")) {
           run.neg_wp0_seen = true;
-          run.neg_wp0_result = r.rcx;
+          run.neg_wp0_result = r[rcx];
         }
-      } else if (r.rcx == hc::result_erratum && !run.cfg->dt_exiting) {
+      } else if (r[rcx] == hc::result_erratum && !run.cfg->dt_exiting) {
         // Only runs where the CPU executes the instruction itself may report an erratum.
         ++results_errata;
-        kprintf("HVKIT ERRATUM %s a=0x%llx b=0x%llx\n", check, (unsigned long long)r.rdx,
-                (unsigned long long)r.rsi);
+        kprintf("HVKIT ERRATUM %s a=0x%llx b=0x%llx\n", check, (unsigned long long)r[rdx],
+                (unsigned long long)r[rsi]);
       } else {
-        result(check, r.rcx == hc::result_pass, "a=0x%llx b=0x%llx", (unsigned long long)r.rdx,
-               (unsigned long long)r.rsi);
+        result(check, r[rcx] == hc::result_pass, "a=0x%llx b=0x%llx", (unsigned long long)r[rdx],
+               (unsigned long long)r[rsi]);
       }
       break;
     }
     case hc::paging_case:
-      r.rax = handle_paging_case(r);
-      skip_instruction();
+      r[rax] = handle_paging_case(r);
+      must(hvkit::vmx::skip_instruction(regs));
       return true;
     case hc::paging_case32:
-      r.rax = handle_paging_case32(r);
-      skip_instruction();
+      r[rax] = handle_paging_case32(r);
+      must(hvkit::vmx::skip_instruction(regs));
       return true;
     case hc::ept_arm:
       handle_ept_arm(r);
-      r.rax = 0;
-      skip_instruction();
+      r[rax] = 0;
+      must(hvkit::vmx::skip_instruction(regs));
       return true;
     case hc::ept_check:
-      r.rax = handle_ept_check(r);
-      skip_instruction();
+      r[rax] = handle_ept_check(r);
+      must(hvkit::vmx::skip_instruction(regs));
+      return true;
+    case hc::ept_unmap_once:
+      r[rax] = ept_unmap_once(r[rbx]) ? 0 : ~0ull;
+      must(hvkit::vmx::skip_instruction(regs));
+      return true;
+    case hc::ept_unmap_report:
+      r[rax] = ept_unmap_report();
+      must(hvkit::vmx::skip_instruction(regs));
       return true;
     case hc::done:
       run.status = run_status::done;
-      skip_instruction();
+      must(hvkit::vmx::skip_instruction(regs));
       return false;
     case hc::unexpected:
       kprintf("HVKIT ERROR guest exception vector=%llu error=0x%llx rip=0x%llx cr2=0x%llx\n",
-              (unsigned long long)r.rbx, (unsigned long long)r.rcx, (unsigned long long)r.rdx,
-              (unsigned long long)r.rsi);
+              (unsigned long long)r[rbx], (unsigned long long)r[rcx], (unsigned long long)r[rdx],
+              (unsigned long long)r[rsi]);
       run.status = run_status::fatal_exit;
       return false;
     default:
-      r.rax = ~0ull;  // unknown hypercall: error return, the guest keeps running
-      skip_instruction();
+      r[rax] = ~0ull;  // unknown hypercall: error return, the guest keeps running
+      must(hvkit::vmx::skip_instruction(regs));
       return true;
   }
-  r.rax = 0;
-  skip_instruction();
+  r[rax] = 0;
+  must(hvkit::vmx::skip_instruction(regs));
   return true;
 }
 
@@ -589,35 +605,55 @@ const char* vmx::reason_name(std::uint32_t r) {
 }
 
 
+/// The VMX instructions: the guest's CPUID does not offer VMX, so each is #UD (SDM Vol. 3C
+/// 26.1.2: they exit unconditionally in VMX non-root operation; Vol. 2C: #UD outside VMX
+/// operation).
+constexpr bool is_vmx_instruction(hvkit::vmx::exit_reason r) {
+  using R = hvkit::vmx::exit_reason;
+  switch (r) {
+    case R::vmclear: case R::vmlaunch: case R::vmptrld: case R::vmptrst: case R::vmread: case R::vmresume:
+    case R::vmwrite: case R::vmxoff: case R::vmxon: case R::invept: case R::invvpid: case R::vmfunc:
+      return true;
+    default: return false;
+  }
+}
+
 /// The exit handler for hvkit::vmx::dispatch_exit: one overload per handled basic exit
 /// reason, chosen at compile time (one switch, no function pointers or virtual calls).
 /// Each returns 1 to resume the guest, 0 to end the run.
 struct exit_handler {
   using result_type = int;
-  void* reserved;
-  guest_regs& r;
+  vcpu& regs;
+  const hvkit::vmx::exit_event_actions& events;
 
   template <class B>
-  int operator()(hvkit::vmx::cr_access_exit e, B&) { return handle_cr(r, e.qualification) ? 1 : 0; }
+  int operator()(hvkit::vmx::cr_access_exit e, B&) { return handle_cr(regs, e.qualification) ? 1 : 0; }
   template <class B>
-  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::cpuid>, B&) { handle_cpuid(r); return 1; }
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::cpuid>, B&) { handle_cpuid(regs); return 1; }
   template <class B>
-  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::vmcall>, B&) { return handle_vmcall(r) ? 1 : 0; }
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::vmcall>, B&) { return handle_vmcall(regs) ? 1 : 0; }
   template <class B>
-  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::rdmsr>, B&) { return handle_msr(r, false) ? 1 : 0; }
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::rdmsr>, B&) { return handle_msr(regs, false) ? 1 : 0; }
   template <class B>
-  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::wrmsr>, B&) { return handle_msr(r, true) ? 1 : 0; }
+  int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::wrmsr>, B&) { return handle_msr(regs, true) ? 1 : 0; }
+  template <hvkit::vmx::exit_reason R, class B>
+    requires(is_vmx_instruction(R))
+  int operator()(hvkit::vmx::exit_tag<R>, B&) {
+    ++run.vmx_ud_injected;
+    inject(regs, x86::vector::ud);
+    return 1;
+  }
   template <class B>
   int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::ldtr_tr_access>, B&) {
-    return emulate_instruction(r, "ldtr_tr") ? 1 : 0;
+    return emulate_instruction(regs, "ldtr_tr") ? 1 : 0;
   }
   template <class B>
   int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::gdtr_idtr_access>, B&) {
-    return emulate_instruction(r, "gdtr_idtr") ? 1 : 0;
+    return emulate_instruction(regs, "gdtr_idtr") ? 1 : 0;
   }
   template <class B>
   int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::ept_violation>, B&) {
-    return handle_ept_violation(r) ? 1 : 0;
+    return handle_ept_violation(regs, events) ? 1 : 0;
   }
   template <class B>
   int operator()(hvkit::vmx::exit_tag<hvkit::vmx::exit_reason::ept_misconfiguration>, B&) {
@@ -664,12 +700,22 @@ struct exit_handler {
 using namespace hv;
 using namespace hv::vmx;
 
-extern "C" int hv_handle_exit(guest_regs* regs) {
-  auto raw = static_cast<std::uint32_t>(vmread(fields::exit_reason));
-  std::uint32_t basic = raw & 0xFFFF;
+/// One VM exit: the register file over the current VMCS (GPRs in the block the exit stub
+/// filled), the event whose delivery the exit interrupted re-injected first
+/// (vmx::complete_exit_events, SDM Vol. 3C 28.2.3-28.2.4), the handler, and RSP/RIP/RFLAGS
+/// written back before the stub's VMRESUME.
+extern "C" int hv_handle_exit(guest_regs* block) {
+  hvkit::vmx::hw::current_vmcs vmcs;
+  const hvkit::vmx::exit_reason_field reason{static_cast<std::uint32_t>(vmread(fields::exit_reason))};
+  const std::uint32_t basic = reason.basic_raw();
   run.exits.total++;
   run.exits.by_reason[basic < exit_reason_slots ? basic : exit_reason_slots - 1]++;
-  exit_handler h{nullptr, *regs};
-  hvkit::vmx::hw::current_vmcs vmcs;
-  return hvkit::vmx::dispatch_exit(h, vmcs, hvkit::vmx::exit_reason_field{raw});
+  vcpu regs(vmcs, *block);
+  hvkit::vmx::exit_event_actions events{};
+  if (!reason.entry_failure()) events = must(hvkit::vmx::complete_exit_events(vmcs, reason.basic()));
+  exit_handler h{regs, events};
+  int rc = hvkit::vmx::dispatch_exit(h, vmcs, reason);
+  must(regs.flush());
+  if (rc != 0 && run.status != run_status::running) rc = 0;  // a VMX failure or a shutdown verdict
+  return rc;
 }

@@ -2,7 +2,7 @@
 /// @brief Shared state and declarations of the reference hypervisor's translation units:
 /// hypervisor.cpp (runs, main), vmx_setup.cpp (VMX bring-up, VMCS), exits.cpp (exit
 /// handlers, emulation, hypercalls), differential.cpp (the CPU-as-oracle runs),
-/// scheduler.cpp (two guests and the IBPB policy), util.cpp (reporting, injection).
+/// scheduler.cpp (two guests and the IBPB policy), util.cpp (reporting).
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include <hvkit/emulate/emulator.hpp>
 #include <hvkit/emulate/outcome.hpp>
 #include <hvkit/emulate/platform.hpp>
+#include <hvkit/emulate/vmcs_context.hpp>
 #include <hvkit/cpuid/features.hpp>
 #include <hvkit/cpuid/host.hpp>
 #include <hvkit/cpuid/kvm.hpp>
@@ -21,11 +22,17 @@
 #include <hvkit/vmx/controls.hpp>
 #include <hvkit/vmx/cr_access.hpp>
 #include <hvkit/vmx/cr_mask.hpp>
+#include <hvkit/vmx/cr_write_apply.hpp>
 #include <hvkit/vmx/dispatch.hpp>
 #include <hvkit/vmx/ept_entry.hpp>
 #include <hvkit/vmx/exit_qualification.hpp>
 #include <hvkit/vmx/exit_reason.hpp>
+#include <hvkit/vmx/event_injection.hpp>
+#include <hvkit/vmx/guest_context.hpp>
 #include <hvkit/vmx/ibpb.hpp>
+#include <hvkit/vmx/register_file.hpp>
+#include <hvkit/vmx/reinjection.hpp>
+#include <hvkit/vmx/skip.hpp>
 #include <hvkit/paging/cr_write.hpp>
 #include <hvkit/paging/guest_memory.hpp>
 #include <hvkit/paging/mmu.hpp>
@@ -166,6 +173,7 @@ struct run_state {
   hvkit::paging::mmu_context mmu;
   std::uint64_t mmu_refreshes, mmu_resets, passthrough_refreshes;
   std::uint64_t cr_gp_injected;  // CR writes vmx::evaluate_cr_write (or the PDPTE load) refused: #GP
+  std::uint64_t vmx_ud_injected;  // VMX instructions the guest executed: #UD
   std::uint64_t stale_wrong_faults;  // negative control: #PF 0x3 injected while live WP=0
   std::uint64_t neg_wp0_result;      // negative control: the guest's ltr_ro_gdt_wp0_ok
   bool neg_wp0_seen;
@@ -206,6 +214,10 @@ struct run_summary {
 extern int results_pass, results_fail, results_errata;
 extern std::uint64_t eptp_value;
 
+/// The guest's registers for one exit: GPRs in the stub's save area, RSP/RIP/RFLAGS in the
+/// current VMCS (hvkit::vmx::register_file).
+using vcpu = hvkit::vmx::register_file<hvkit::vmx::hw::current_vmcs>;
+
 // ---- helpers (util.cpp) -------------------------------------------------------------
 bool str_eq(const char* a, const char* b);
 /// Prints one "HVKIT RESULT <name> PASS|FAIL <details>" line and counts it.
@@ -229,12 +241,6 @@ struct milli {
   unsigned long long whole, frac;
 };
 milli ratio(std::uint64_t num, std::uint64_t den);
-std::uint64_t read_gpr(guest_regs& r, unsigned index);
-void write_gpr(guest_regs& r, unsigned index, std::uint64_t v);
-void skip_instruction();
-void inject_exception(unsigned vector, bool has_error_code, std::uint32_t error_code = 0);
-void inject_gp(std::uint32_t error_code = 0);
-void inject_pf(std::uint64_t la, x86::pfec error);
 bool read_guest_string(std::uint64_t gpa, char* buf, std::size_t size);
 
 // ---- VMX bring-up and the VMCS (vmx_setup.cpp) ----------------------------------------
@@ -247,7 +253,6 @@ const hc::guest_header* load_guest(bool guest32 = false);
 x86::cr4 guest_cr4_allowed();
 bool setup_vmcs(const hc::guest_header& g);
 hvkit::paging::cr_state current_cr_state();
-void mmu_after_cr_write(const hvkit::paging::cr_state& before);
 
 // ---- exits (exits.cpp) -------------------------------------------------------------------
 void report_exit(const char* what, bool expected = false);

@@ -43,6 +43,14 @@ enum : std::uint64_t {
   /// One differential paging case of the 32-bit guest (32-bit or PAE paging), after the
   /// access: RBX = guest-physical address of a paging_case_block. RAX = 0 if hvkit agrees.
   paging_case32 = 10,
+  /// RBX = a guest-physical page: the hypervisor removes it from EPT until the guest's next
+  /// access to it, then maps it back (the re-injection check: put an exception stack there,
+  /// and the access is made while the processor delivers the event). RAX = 0, ~0 if refused.
+  ept_unmap_once = 11,
+  /// RAX = how often the page was hit since ept_unmap_once (bits 7:0), the VM-entry
+  /// instruction length (15:8) and interruption information (63:32) the hypervisor
+  /// re-injected at the hit.
+  ept_unmap_report = 12,
 };
 
 /// The case record of hc::paging_case32 (32-bit fields: the same layout in the 32-bit guest

@@ -105,7 +105,7 @@ bool run_guest(int index) {
   if (!setup_vmcs(*g)) return false;
   if (caps.ept_vpid & (1ull << 26))  // INVEPT all-context supported (SDM Vol. 3D A.10)
     static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
-  run.regs.rdi = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
+  run.regs[x86::gpr::rdi] = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                  (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) |
                  (cfg.cr3_exiting ? std::uint64_t{hc::cfg_cr3_exiting} : 0) | cfg.guest_flags;
 

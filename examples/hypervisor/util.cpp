@@ -1,4 +1,5 @@
-// hvkit reference hypervisor: reporting, register access and event injection helpers.
+// hvkit reference hypervisor: reporting helpers. (Register access, instruction skip and
+// event injection are hvkit's: vmx/register_file.hpp, vmx/skip.hpp, vmx/event_injection.hpp.)
 #include "hv.hpp"
 
 namespace hv {
@@ -24,41 +25,6 @@ milli ratio(std::uint64_t num, std::uint64_t den) {
   if (den == 0) return {0, 0};
   std::uint64_t m = num * 1000 / den;
   return {m / 1000, m % 1000};
-}
-
-std::uint64_t& gpr(guest_regs& r, unsigned index) {
-  std::uint64_t* table[16] = {&r.rax, &r.rcx, &r.rdx, &r.rbx, nullptr, &r.rbp, &r.rsi, &r.rdi,
-                              &r.r8,  &r.r9,  &r.r10, &r.r11, &r.r12, &r.r13, &r.r14, &r.r15};
-  return *table[index & 15];
-}
-std::uint64_t read_gpr(guest_regs& r, unsigned index) {
-  return (index & 15) == 4 ? vmread(fields::guest_rsp) : gpr(r, index);
-}
-void write_gpr(guest_regs& r, unsigned index, std::uint64_t v) {
-  if ((index & 15) == 4) vmwrite(fields::guest_rsp, v);
-  else gpr(r, index) = v;
-}
-
-void skip_instruction() {
-  vmwrite(fields::guest_rip, vmread(fields::guest_rip) + vmread(fields::vm_exit_instruction_length));
-}
-
-void inject_exception(unsigned vector, bool has_error_code, std::uint32_t error_code) {
-  std::uint32_t info = vector | intr_type_hw_exception | intr_info_valid;
-  if (has_error_code) {
-    info |= intr_info_deliver_error_code;
-    vmwrite(fields::vm_entry_exception_error_code, error_code);
-  }
-  vmwrite(fields::vm_entry_interruption_info, info);
-}
-void inject_gp(std::uint32_t error_code) { inject_exception(13, true, error_code); }
-
-/// #PF into the guest: VM entry does not load CR2, so the hypervisor sets the real CR2,
-/// which the guest then sees (SDM Vol. 3C 27.3 lists the registers VM exits and entries
-/// load; CR2 is not one of them).
-void inject_pf(std::uint64_t la, x86::pfec error) {
-  asm volatile("mov %0, %%cr2" ::"r"(la) : "memory");
-  inject_exception(14, true, static_cast<std::uint32_t>(error.hardware_bits().raw()));
 }
 
 /// Reads a NUL-terminated guest string at a guest-physical address into buf. The guest

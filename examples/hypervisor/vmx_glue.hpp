@@ -1,7 +1,7 @@
 /// @file
-/// @brief What the example still keeps beside hvkit::vmx: the typed VMREAD wrapper used by
-/// the exit handlers, the VM-entry interruption-information bits, the guest register block
-/// of the entry/exit stubs, and plain x86 instruction helpers.
+/// @brief What the example still keeps beside hvkit::vmx: the typed VMREAD wrapper, the
+/// name of the guest register block the entry/exit stubs use (hvkit::vmx::gpr_block), and
+/// plain x86 instruction helpers.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <hvkit/vmx/backend.hpp>
 #include <hvkit/vmx/fields.hpp>
 #include <hvkit/vmx/hardware.hpp>
+#include <hvkit/vmx/register_file.hpp>
 
 namespace hv::vmx {
 
@@ -33,15 +34,11 @@ const char* reason_name(std::uint32_t basic_reason);
 inline constexpr std::uint64_t feature_control_lock = 1u << 0;
 inline constexpr std::uint64_t feature_control_vmxon_outside_smx = 1u << 2;
 
-/// VM-entry interruption-information field (SDM Vol. 3C 25.8.3).
-inline constexpr std::uint32_t intr_info_valid = 1u << 31, intr_info_deliver_error_code = 1u << 11;
-inline constexpr std::uint32_t intr_type_hw_exception = 3u << 8;
-
 // ---- guest registers saved by vmx_exit_stub (boot.cpp) -------------------------------
-struct guest_regs {
-  std::uint64_t rax, rbx, rcx, rdx, rsi, rdi, rbp, r8, r9, r10, r11, r12, r13, r14, r15;
-};
-static_assert(sizeof(guest_regs) == 15 * 8, "boot.cpp's vmx_enter/vmx_exit_stub use these offsets");
+/// 16 slots in register-number order, 8 * n bytes for register n (slot 4 unused: RSP is in
+/// the VMCS); boot.cpp's vmx_enter/vmx_exit_stub use these offsets.
+using guest_regs = hvkit::vmx::gpr_block;
+static_assert(hvkit::vmx::gpr_block::offset(hvkit::x86::gpr::r15) == 0x78);
 
 // ---- plain x86 helpers ----------------------------------------------------------------
 inline std::uint64_t rdmsr(std::uint32_t m) {
@@ -66,6 +63,7 @@ inline std::uint64_t read_cr3() { std::uint64_t v; asm volatile("mov %%cr3, %0" 
 inline std::uint64_t read_cr4() { std::uint64_t v; asm volatile("mov %%cr4, %0" : "=r"(v)); return v; }
 inline void write_cr0(std::uint64_t v) { asm volatile("mov %0, %%cr0" ::"r"(v) : "memory"); }
 inline void write_cr4(std::uint64_t v) { asm volatile("mov %0, %%cr4" ::"r"(v) : "memory"); }
+inline void write_cr2(std::uint64_t v) { asm volatile("mov %0, %%cr2" ::"r"(v) : "memory"); }
 inline std::uint64_t rdtsc() {
   std::uint32_t lo, hi;
   asm volatile("rdtsc" : "=a"(lo), "=d"(hi));

@@ -429,19 +429,4 @@ hvkit::paging::cr_state current_cr_state() {
   return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)}, x86::efer{vmread(fields::guest_ia32_efer)}};
 }
 
-/// After a CR0/CR4/EFER write that exited: what the MMU must do (hvkit::paging::
-/// cr_write_actions, EPT = two-dimensional paging). A WP-only change only refreshes the
-/// permission metadata and never unloads roots; this hypervisor has no roots to unload, so
-/// a reset is only counted (and must not happen for a WP toggle).
-void mmu_after_cr_write(const hvkit::paging::cr_state& before) {
-  using hvkit::paging::mmu_actions;
-  const hvkit::paging::cr_state after = current_cr_state();
-  const mmu_actions a = hvkit::paging::cr_write_actions(before, after, hvkit::paging::paging_kind::two_dimensional);
-  if (a.any(mmu_actions::reset_mmu)) ++run.mmu_resets;
-  if (a.any(mmu_actions::refresh_permissions | mmu_actions::reset_mmu)) {
-    ++run.mmu_refreshes;
-    run.mmu = hvkit::paging::mmu_context::make(after.cr0, after.cr4, after.efer, run.mmu.root());
-  }
-}
-
 }  // namespace hv

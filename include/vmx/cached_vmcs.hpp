@@ -3,8 +3,9 @@
 ///
 /// Between two VM exits a field is read from the backend at most once; writes go to the
 /// cache and are written back by flush() (call it before VM entry). After every VM exit call
-/// on_vm_exit(): it drops the available state (the CPU has rewritten guest state and exit
-/// information). A HIGH-half access goes through the full field's cache entry.
+/// on_vm_exit(): it drops the available state of what the CPU may have rewritten (guest
+/// state, exit information, and four control fields); other control and host-state fields
+/// stay cached across exits. A HIGH-half access goes through the full field's cache entry.
 /// Encodings that name no listed field pass straight through to the backend.
 #pragma once
 
@@ -94,11 +95,17 @@ class cached_vmcs {
     return {};
   }
 
-  /// After a VM exit: every field may have changed in the backend. Dirty fields must have
-  /// been flushed before the VM entry; a dirty field here is a contract violation.
+  /// After a VM exit: the guest-state and exit-information fields have changed in the
+  /// backend, and so may the few control fields the processor writes without the
+  /// hypervisor: the "IA-32e mode guest" VM-entry control (saved from EFER.LMA) and the
+  /// valid bit of the VM-entry interruption information (cleared) on every exit (SDM Vol. 3C
+  /// 28.2, 28.3), the EPTP and EPTP index by VMFUNC EPTP switching in the guest (SDM 26.5.6.3).
+  /// Every other control field and the host-state fields only change by VMWRITE, so they
+  /// stay available. Dirty fields must have been flushed before the VM entry; a dirty field
+  /// here is a contract violation.
   constexpr void on_vm_exit() noexcept {
     HVKIT_EXPECTS(!any_dirty());
-    available_ = {};
+    for (std::size_t w = 0; w < words; ++w) available_[w] &= survives_exit[w];
   }
 
   /// Forget cached values without writing back (e.g. after VMPTRLD of another VMCS).
@@ -121,6 +128,18 @@ class cached_vmcs {
 
  private:
   using bits = std::array<std::uint64_t, words>;
+  // Slots a VM exit leaves unchanged (see on_vm_exit()).
+  static constexpr bits survives_exit = [] {
+    bits b{};
+    for (std::size_t s = 0; s < field_count; ++s) {
+      const std::uint32_t e = field_table[s].encoding;
+      const field_type t = type_of(e);
+      const bool exit_writes = e == fields::vm_entry_controls.encoding || e == fields::vm_entry_interruption_info.encoding ||
+                               e == fields::ept_pointer.encoding || e == fields::eptp_index.encoding;
+      if ((t == field_type::control || t == field_type::host) && !exit_writes) b[s / 64] |= std::uint64_t{1} << (s % 64);
+    }
+    return b;
+  }();
   static constexpr bool test(const bits& b, std::size_t s) noexcept { return (b[s / 64] >> (s % 64)) & 1u; }
   static constexpr void set(bits& b, std::size_t s) noexcept { b[s / 64] |= std::uint64_t{1} << (s % 64); }
   static constexpr void clear(bits& b, std::size_t s) noexcept { b[s / 64] &= ~(std::uint64_t{1} << (s % 64)); }

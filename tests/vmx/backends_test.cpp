@@ -94,6 +94,39 @@ TEST(cached_vmcs, reads_each_field_once_between_exits) {
   EXPECT_EQ(v.reads(), 4u);
 }
 
+TEST(cached_vmcs, control_and_host_fields_survive_a_vm_exit) {
+  vmx::soft_vmcs v;
+  vmx::cached_vmcs c(v);
+  v.store(f::cr4_guest_host_mask, vmx::natural_t{0x2000});
+  v.store(f::host_rip, vmx::natural_t{0x10'0000});
+  v.store(f::vm_entry_controls, std::uint32_t{0x200});
+  v.store(f::vm_entry_interruption_info, std::uint32_t{0x8000'0b0d});
+  v.store(f::ept_pointer, std::uint64_t{0x5e});
+  v.store(f::guest_cr4, vmx::natural_t{0x2020});
+  auto read_all = [&] {
+    (void)vmx::vmread(c, f::cr4_guest_host_mask);
+    (void)vmx::vmread(c, f::host_rip);
+    (void)vmx::vmread(c, f::vm_entry_controls);
+    (void)vmx::vmread(c, f::vm_entry_interruption_info);
+    (void)vmx::vmread(c, f::ept_pointer);
+    (void)vmx::vmread(c, f::guest_cr4);
+  };
+  read_all();
+  EXPECT_EQ(v.reads(), 6u);
+  c.on_vm_exit();
+  // The exit saved EFER.LMA into the entry controls, cleared the injection's valid bit; the
+  // guest may have switched EPTP with VMFUNC; guest state changed. Those four are re-read.
+  v.store(f::vm_entry_controls, std::uint32_t{0});
+  v.store(f::vm_entry_interruption_info, std::uint32_t{0x0000'0b0d});
+  v.store(f::ept_pointer, std::uint64_t{0x6e});
+  read_all();
+  EXPECT_EQ(v.reads(), 10u);
+  EXPECT_TRUE(c.is_available(f::cr4_guest_host_mask));
+  EXPECT_EQ(vmx::vmread(c, f::vm_entry_controls).value(), 0u);
+  EXPECT_EQ(vmx::vmread(c, f::vm_entry_interruption_info).value(), 0xb0du);
+  EXPECT_EQ(vmx::vmread(c, f::ept_pointer).value(), 0x6eu);
+}
+
 TEST(cached_vmcs, writes_back_dirty_fields_on_flush) {
   vmx::soft_vmcs v;
   vmx::cached_vmcs c(v);

@@ -1,0 +1,48 @@
+/// @file
+/// @brief `ept_memory<M>`: guest-physical memory seen through an EPT, as a read-only
+/// guest_memory. Each read is translated by the ept_walker with the permissions of a guest
+/// paging-structure read (SDM Vol. 3C 29.3.3), then served from the memory behind the EPT;
+/// an address the EPT does not map readably reads as `unbacked`. For loads the hypervisor
+/// performs on the guest's behalf through its EPT, such as the PAE PDPTEs (load_pdptrs).
+#pragma once
+
+#include <cstdint>
+
+#include "ept_walker.hpp"
+#include "guest_memory.hpp"
+#include "../x86/address.hpp"
+#include "../x86/result.hpp"
+
+namespace hvkit::paging {
+
+template <guest_memory M>
+class ept_memory {
+ public:
+  constexpr ept_memory(const ept_walker& ept, const M& behind) noexcept : ept_(&ept), mem_(&behind) {}
+
+  [[nodiscard]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {
+    const auto h = translate(a);
+    if (!h) return unexpected(h.error());
+    return mem_->read32(*h);
+  }
+  [[nodiscard]] constexpr result<std::uint64_t, memory_error> read64(x86::gpa a) const noexcept {
+    const auto h = translate(a);
+    if (!h) return unexpected(h.error());
+    return mem_->read64(*h);
+  }
+
+ private:
+  [[nodiscard]] constexpr result<x86::gpa, memory_error> translate(x86::gpa a) const noexcept {
+    ept_request r{};
+    r.address = a;
+    r.access = ept_access::read;
+    r.paging_structure = true;
+    const walk_result t = ept_->check(*mem_, r);
+    if (!t) return unexpected(memory_error::unbacked);
+    return t->address;
+  }
+  const ept_walker* ept_;
+  const M* mem_;
+};
+
+}  // namespace hvkit::paging

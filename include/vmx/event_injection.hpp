@@ -1,0 +1,202 @@
+/// @file
+/// @brief Event injection: the three VM-entry event-injection fields as one value
+/// (`injected_event`: interruption information, exception error code, instruction length,
+/// SDM Vol. 3C 25.8.3), constructors for each kind of event, the VM-entry checks on them
+/// (SDM 27.2.1.3), writing them to a VMCS backend, and queueing an exception on top of an
+/// event already set up for injection with the processor's merge rules (SDM 6.15).
+#pragma once
+
+#include <cstdint>
+
+#include "backend.hpp"
+#include "fields.hpp"
+#include "interruption_info.hpp"
+#include "../x86/exception_merge.hpp"
+#include "../x86/result.hpp"
+#include "../x86/vector.hpp"
+
+namespace hvkit::vmx {
+
+/// True if VM entry must deliver an error code with hardware exception `v` (SDM 27.2.1.3:
+/// vectors 8, 10-14, 17 and, with CET, 21), when the guest is in protected mode (or the
+/// "unrestricted guest" control is 0). The AMD-only vectors that push one (29, 30) do not
+/// count here: VMX knows only the Intel vectors.
+[[nodiscard]] constexpr bool delivers_error_code(std::uint8_t vector) noexcept {
+  return vector <= 21 && x86::has_error_code(static_cast<x86::vector>(vector));
+}
+
+/// The VM-entry event-injection fields.
+struct injected_event {
+  entry_interruption_info info{};
+  std::uint32_t error_code = 0;          ///< meaningful if info.has_error_code()
+  std::uint32_t instruction_length = 0;  ///< meaningful for software events
+  [[nodiscard]] constexpr bool valid() const noexcept { return info.valid(); }
+  friend constexpr bool operator==(const injected_event&, const injected_event&) noexcept = default;
+};
+
+/// A hardware exception. The error code is delivered exactly when the vector pushes one
+/// and the guest is in protected mode (`protected_mode`: CR0.PE = 1, or "unrestricted
+/// guest" = 0); exceptions in real mode push none (SDM 20.1.4 / 27.2.1.3). #BP and #OF
+/// raised by INT3/INTO are software exceptions: use software_exception().
+[[nodiscard]] constexpr injected_event hardware_exception(x86::vector v, std::uint32_t error_code = 0,
+                                                          bool protected_mode = true) noexcept {
+  const auto vec = static_cast<std::uint8_t>(v);
+  const bool ec = protected_mode && delivers_error_code(vec);
+  return {entry_interruption_info::make(vec, interruption_type::hardware_exception, ec), ec ? error_code : 0, 0};
+}
+/// An NMI (vector 2, type NMI).
+[[nodiscard]] constexpr injected_event nmi() noexcept {
+  return {entry_interruption_info::make(2, interruption_type::nmi, false), 0, 0};
+}
+/// An external interrupt on `vector`.
+[[nodiscard]] constexpr injected_event external_interrupt(std::uint8_t vector) noexcept {
+  return {entry_interruption_info::make(vector, interruption_type::external_interrupt, false), 0, 0};
+}
+/// INT n, with the length of the INT instruction (RIP points at it; delivery pushes
+/// RIP + length as the return address, SDM 27.6.1.1).
+[[nodiscard]] constexpr injected_event software_interrupt(std::uint8_t vector, std::uint32_t instruction_length) noexcept {
+  return {entry_interruption_info::make(vector, interruption_type::software_interrupt, false), 0, instruction_length};
+}
+/// INT3 (#BP) or INTO (#OF) as the instruction raises them: a software exception.
+[[nodiscard]] constexpr injected_event software_exception(x86::vector v, std::uint32_t instruction_length) noexcept {
+  HVKIT_EXPECTS(v == x86::vector::bp || v == x86::vector::of);
+  return {entry_interruption_info::make(static_cast<std::uint8_t>(v), interruption_type::software_exception, false), 0,
+          instruction_length};
+}
+[[nodiscard]] constexpr injected_event int3(std::uint32_t instruction_length = 1) noexcept {
+  return software_exception(x86::vector::bp, instruction_length);
+}
+[[nodiscard]] constexpr injected_event into(std::uint32_t instruction_length = 1) noexcept {
+  return software_exception(x86::vector::of, instruction_length);
+}
+/// INT1 (ICEBP, opcode F1): a privileged software exception on vector 1.
+[[nodiscard]] constexpr injected_event privileged_software_exception(std::uint32_t instruction_length = 1) noexcept {
+  return {entry_interruption_info::make(1, interruption_type::privileged_software_exception, false), 0,
+          instruction_length};
+}
+/// A pending MTF VM exit (type other event, vector 0; SDM 27.6.2).
+[[nodiscard]] constexpr injected_event pending_mtf() noexcept {
+  return {entry_interruption_info::make(0, interruption_type::other_event, false), 0, 0};
+}
+
+/// Why VM entry would fail on the event-injection fields (SDM 27.2.1.3; VM entry fails
+/// with VM-instruction error 7, "invalid control field").
+enum class injection_error : std::uint8_t {
+  none,
+  reserved_type,         ///< interruption type 1
+  mtf_unsupported,       ///< type 7 without the monitor-trap-flag capability
+  nmi_vector,            ///< type NMI with a vector other than 2
+  exception_vector,      ///< type hardware exception with a vector above 31
+  other_event_vector,    ///< type other event with a vector other than 0
+  error_code_mismatch,   ///< deliver-error-code set where it must be clear, or clear where it must be set
+  reserved_bits,         ///< bits 30:12 not 0
+  instruction_length,    ///< software event with a length outside 1..15 (0 only with IA32_VMX_MISC[30])
+};
+
+/// What the checks depend on beyond the fields themselves.
+struct injection_environment {
+  bool protected_mode = true;          ///< guest CR0.PE = 1, or "unrestricted guest" = 0
+  bool mtf_supported = true;           ///< IA32_VMX_PROCBASED_CTLS allows "monitor trap flag"
+  bool zero_length_allowed = false;    ///< IA32_VMX_MISC bit 30
+  bool cet = false;                    ///< the processor supports CET (#CP delivers an error code)
+};
+
+/// The VM-entry checks on the event-injection fields (SDM 27.2.1.3). An invalid event
+/// (valid bit clear) passes.
+[[nodiscard]] constexpr injection_error check_injection_fields(const injected_event& e,
+                                                                const injection_environment& env = {}) noexcept {
+  if (!e.valid()) return injection_error::none;
+  const auto t = e.info.type();
+  const auto v = e.info.vector();
+  if ((e.info.raw() & interruption_bits::entry_reserved) != 0) return injection_error::reserved_bits;
+  if (t == interruption_type::reserved) return injection_error::reserved_type;
+  if (t == interruption_type::other_event && !env.mtf_supported) return injection_error::mtf_unsupported;
+  if (t == interruption_type::nmi && v != 2) return injection_error::nmi_vector;
+  if (t == interruption_type::hardware_exception && v > 31) return injection_error::exception_vector;
+  if (t == interruption_type::other_event && v != 0) return injection_error::other_event_vector;
+  const bool must = env.protected_mode && t == interruption_type::hardware_exception &&
+                    (v == 21 ? env.cet : delivers_error_code(v));
+  if (e.info.has_error_code() != must) return injection_error::error_code_mismatch;
+  if (is_software_event(t)) {
+    const bool ok = e.instruction_length <= 15 && (e.instruction_length != 0 || env.zero_length_allowed);
+    if (!ok) return injection_error::instruction_length;
+  }
+  return injection_error::none;
+}
+
+/// Writes the event to the VM-entry fields: interruption information always (an invalid
+/// event clears the field, cancelling a previous injection), the error code only if it is
+/// delivered, the instruction length only for software events.
+template <vmcs_backend B>
+constexpr result<void, vm_fail> write_injection(B& b, const injected_event& e) noexcept {
+  if (e.valid() && e.info.has_error_code()) {
+    auto r = vmwrite(b, fields::vm_entry_exception_error_code, e.error_code);
+    if (!r) return r;
+  }
+  if (e.valid() && is_software_event(e.info.type())) {
+    auto r = vmwrite(b, fields::vm_entry_instruction_length, e.instruction_length);
+    if (!r) return r;
+  }
+  return vmwrite(b, fields::vm_entry_interruption_info, e.info.raw());
+}
+
+/// The event set up for the next VM entry, read back from the VMCS.
+template <vmcs_backend B>
+[[nodiscard]] constexpr result<injected_event, vm_fail> read_injection(B& b) noexcept {
+  auto i = vmread(b, fields::vm_entry_interruption_info);
+  if (!i) return unexpected(i.error());
+  injected_event e{entry_interruption_info{i.value()}, 0, 0};
+  if (e.valid() && e.info.has_error_code()) {
+    auto c = vmread(b, fields::vm_entry_exception_error_code);
+    if (!c) return unexpected(c.error());
+    e.error_code = c.value();
+  }
+  if (e.valid() && is_software_event(e.info.type())) {
+    auto l = vmread(b, fields::vm_entry_instruction_length);
+    if (!l) return unexpected(l.error());
+    e.instruction_length = l.value();
+  }
+  return e;
+}
+
+/// The result of queueing an exception on top of a pending injection.
+struct queued_event {
+  /// shutdown: the guest triple-faulted (a contributory or page-fault exception while
+  /// delivering #DF); the hypervisor ends or resets the VM instead of entering it.
+  x86::merge_verdict verdict = x86::merge_verdict::deliver_second;
+  injected_event event{};  ///< what to inject (unused on shutdown)
+};
+
+/// Queue hardware exception `second` (its error code pushed per delivers_error_code) when
+/// `pending` may already hold an event, e.g. one re-injected from IDT-vectoring
+/// information: the processor's merge (SDM 6.15 Table 6-5). Only a pending hardware
+/// exception is classed by its vector; interrupts, NMIs and software events are benign
+/// (Table 6-4: "All INT n", "All INTR"; #DB, #BP, #OF are benign).
+[[nodiscard]] constexpr queued_event queue_exception(const injected_event& pending, x86::exception_event second,
+                                                     bool protected_mode = true) noexcept {
+  if (!pending.valid()) return {x86::merge_verdict::deliver_second, hardware_exception(second.v, second.error_code, protected_mode)};
+  const bool exception = pending.info.type() == interruption_type::hardware_exception;
+  const auto m = x86::merge_exception(exception ? x86::first_event::exception : x86::first_event::interrupt,
+                                      static_cast<x86::vector>(pending.info.vector()), second);
+  if (m.verdict == x86::merge_verdict::shutdown) return {m.verdict, {}};
+  return {m.verdict, hardware_exception(m.event.v, m.event.error_code, protected_mode)};
+}
+
+/// Injects hardware exception `e` on the next VM entry, merged with whatever the VM-entry
+/// fields already hold (a re-injected event, an exception queued earlier in this exit):
+/// read_injection + queue_exception + write_injection. On a shutdown verdict nothing is
+/// written; the hypervisor must not enter the guest as if nothing happened (a triple fault).
+/// #PF: VM entry does not load CR2 (SDM 27.3.2 lists what it loads); the caller sets it.
+template <vmcs_backend B>
+constexpr result<queued_event, vm_fail> inject_exception(B& b, x86::exception_event e,
+                                                         bool protected_mode = true) noexcept {
+  auto pending = read_injection(b);
+  if (!pending) return unexpected(pending.error());
+  const queued_event q = queue_exception(pending.value(), e, protected_mode);
+  if (q.verdict == x86::merge_verdict::shutdown) return q;
+  auto w = write_injection(b, q.event);
+  if (!w) return unexpected(w.error());
+  return q;
+}
+
+}  // namespace hvkit::vmx

@@ -1,0 +1,113 @@
+/// @file
+/// @brief Completing an instruction the hypervisor emulated after a VM exit: RIP advanced by
+/// the VM-exit instruction length in the width of the current code segment, the STI and
+/// MOV SS interrupt shadows ended, and a single-step trap made pending when RFLAGS.TF = 1
+/// (KVM's kvm_skip_emulated_instruction).
+///
+/// - Width: 64-bit mode (IA-32e mode guest and CS.L = 1) adds in 64 bits; otherwise the
+///   instruction pointer is EIP (CS.D = 1) or IP (CS.D = 0, also real and virtual-8086 mode)
+///   and wraps at 2^32 or 2^16 (SDM Vol. 1 3.5; Vol. 3A 5.3 limit rules aside).
+/// - The shadows: blocking by STI and by MOV SS lasts until the next instruction completes
+///   (SDM 6.8.3; Vol. 3C 25.4.2 Table 25-3). The emulated instruction was that instruction.
+/// - Single step: with RFLAGS.TF = 1 (and IA32_DEBUGCTL.BTF = 0) a completed instruction
+///   raises a single-step #DB; the hypervisor records it as pending debug exception BS
+///   (bit 14), which the processor delivers right after VM entry (SDM 27.7.3, 18.3.1.4).
+#pragma once
+
+#include <cstdint>
+
+#include "backend.hpp"
+#include "controls.hpp"
+#include "fields.hpp"
+#include "interruptibility.hpp"
+#include "register_file.hpp"
+#include "../x86/rflags.hpp"
+
+namespace hvkit::vmx {
+
+/// The instruction-pointer width of the code the guest runs.
+enum class ip_width : std::uint8_t { w16, w32, w64 };
+
+/// From "IA-32e mode guest" (= EFER.LMA after an exit) and the CS access rights (L bit
+/// 13, D/B bit 14; SDM 25.4.1).
+[[nodiscard]] constexpr ip_width ip_width_of(bool ia32e_mode, std::uint32_t cs_access_rights) noexcept {
+  if (ia32e_mode && ((cs_access_rights >> 13) & 1u)) return ip_width::w64;
+  return ((cs_access_rights >> 14) & 1u) ? ip_width::w32 : ip_width::w16;
+}
+
+/// `rip + length` in width `w`.
+[[nodiscard]] constexpr std::uint64_t advance_ip(std::uint64_t rip, std::uint64_t length, ip_width w) noexcept {
+  const std::uint64_t next = rip + length;
+  switch (w) {
+    case ip_width::w16: return next & 0xffffu;
+    case ip_width::w32: return next & 0xffff'ffffu;
+    case ip_width::w64: break;
+  }
+  return next;
+}
+
+/// Pending debug exceptions, BS (bit 14): a single-step trap is pending (SDM 25.4.2, Table 25-4).
+inline constexpr std::uint64_t pending_dbg_bs = std::uint64_t{1} << 14;
+/// IA32_DEBUGCTL.BTF (bit 1): single-step on branches only (SDM 18.4.1).
+inline constexpr std::uint64_t debugctl_btf = std::uint64_t{1} << 1;
+
+/// What skip_instruction() did.
+struct skip_effects {
+  std::uint64_t new_rip = 0;
+  bool shadow_cleared = false;  ///< blocking by STI / MOV SS was set and is now clear
+  bool single_step = false;     ///< BS set in the pending debug exceptions
+};
+
+/// Skips the instruction that caused the VM exit, using the exit's instruction length.
+/// RIP and RFLAGS go through the register file (flush() writes RIP back); the
+/// interruptibility state and pending debug exceptions are written to the backend when
+/// they change.
+template <vmcs_backend B>
+constexpr result<skip_effects, vm_fail> skip_instruction(register_file<B>& regs) noexcept {
+  B& b = regs.backend();
+  auto len = vmread(b, fields::vm_exit_instruction_length);
+  if (!len) return unexpected(len.error());
+  return skip_instruction(regs, len.value());
+}
+
+/// As above with an explicit length (an instruction the hypervisor decoded itself).
+template <vmcs_backend B>
+constexpr result<skip_effects, vm_fail> skip_instruction(register_file<B>& regs, std::uint32_t length) noexcept {
+  B& b = regs.backend();
+  skip_effects fx;
+  auto rip = regs.rip();
+  if (!rip) return unexpected(rip.error());
+  auto ec = vmread(b, fields::vm_entry_controls);
+  if (!ec) return unexpected(ec.error());
+  auto cs = vmread(b, fields::guest_cs_access_rights);
+  if (!cs) return unexpected(cs.error());
+  const bool ia32e = entry_controls{ec.value()}.test(entry_controls::ia32e_mode_guest);
+  fx.new_rip = advance_ip(rip.value(), length, ip_width_of(ia32e, cs.value()));
+  regs.set_rip(fx.new_rip);
+
+  auto is = vmread(b, fields::guest_interruptibility_state);
+  if (!is) return unexpected(is.error());
+  const interruptibility_state s{is.value()};
+  if (s.any(interruptibility_state::shadow)) {
+    auto w = vmwrite(b, fields::guest_interruptibility_state, s.clear(interruptibility_state::shadow).raw());
+    if (!w) return unexpected(w.error());
+    fx.shadow_cleared = true;
+  }
+
+  auto fl = regs.rflags();
+  if (!fl) return unexpected(fl.error());
+  if (fl.value().test(x86::rflags::tf)) {
+    auto dc = vmread(b, fields::guest_ia32_debugctl);
+    if (!dc) return unexpected(dc.error());
+    if (!(dc.value() & debugctl_btf)) {
+      auto pd = vmread(b, fields::guest_pending_debug_exceptions);
+      if (!pd) return unexpected(pd.error());
+      auto w = vmwrite(b, fields::guest_pending_debug_exceptions, pd.value() | pending_dbg_bs);
+      if (!w) return unexpected(w.error());
+      fx.single_step = true;
+    }
+  }
+  return fx;
+}
+
+}  // namespace hvkit::vmx
