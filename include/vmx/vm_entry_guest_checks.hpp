@@ -362,8 +362,10 @@ inline constexpr std::array guest_rules{
     // blocking needs RFLAGS.IF = 1; neither with an injected external interrupt; no MOV-SS
     // blocking with an injected NMI; no SMI blocking outside SMM; no NMI blocking with an
     // injected NMI under virtual NMIs; enclave interruption without MOV-SS blocking.
-    vm_entry_rule{{"guest_interruptibility_reserved", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      return (s.interruptibility >> 5) != 0 ? entry_fail(f::guest_interruptibility_state, s.interruptibility) : entry_pass();
+    vm_entry_rule{{"guest_interruptibility_reserved", sec_guest_nonreg, guest}, [](const S& s, const E& e) noexcept -> H {
+      const std::uint32_t reserved = e.sgx ? ~0x1fu : ~0xfu;  // bit 4 only with SGX
+      return (s.interruptibility & reserved) != 0 ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
+                                                  : entry_pass();
     }},
     vm_entry_rule{{"guest_sti_and_mov_ss_blocking", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
       return (s.interruptibility & 3u) == 3u ? entry_fail(f::guest_interruptibility_state, s.interruptibility) : entry_pass();
@@ -414,9 +416,10 @@ inline constexpr std::array guest_rules{
                                ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
                                : entry_pass();
                   }},
-    // Pending debug exceptions: bits 11:4, 13, 15 and 63:17 reserved ...
-    vm_entry_rule{{"guest_pending_debug_reserved", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      return (s.pending_debug_exceptions & 0xffff'ffff'fffe'aff0ull) != 0
+    // Pending debug exceptions: bits 11:4, 13, 15 and 63:17 reserved (16 too without RTM) ...
+    vm_entry_rule{{"guest_pending_debug_reserved", sec_guest_nonreg, guest}, [](const S& s, const E& e) noexcept -> H {
+      const std::uint64_t reserved = 0xffff'ffff'fffe'aff0ull | (e.rtm ? 0u : 0x1'0000u);  // bit 16 only with RTM
+      return (s.pending_debug_exceptions & reserved) != 0
                  ? entry_fail(f::guest_pending_debug_exceptions, s.pending_debug_exceptions)
                  : entry_pass();
     }},

@@ -35,6 +35,12 @@ struct vm_entry_env {
   x86::linear_width linear = x86::linear_width::la48;
   /// VMLAUNCH/VMRESUME executed in IA-32e mode (a 64-bit hypervisor; SDM 27.2.4).
   bool in_ia32e_mode = true;
+  /// The processor supports SGX (CPUID.(7,0):EBX[2]): interruptibility bit 4 ("enclave
+  /// interruption") may be 1 (SDM 27.3.1.5); without it the bit is reserved.
+  bool sgx = false;
+  /// The processor supports RTM (CPUID.(7,0):EBX[11]): pending-debug-exceptions bit 16
+  /// may be 1 (SDM 27.3.1.5); without it the bit is reserved.
+  bool rtm = false;
   /// Optional: would WRMSR(index, value) fault? Decides the last MSR-load rule (SDM 27.4);
   /// without it that rule is not checked.
   bool (*msr_write_faults)(std::uint32_t index, std::uint64_t value) = nullptr;

@@ -614,14 +614,21 @@ const std::vector<rule_case>& cases() {
          inject(x, 2, 2);
        }},
       {"guest_enclave_interruption_with_mov_ss_blocking", exit33(),
-       [](fixture& x) { x.set(f::guest_interruptibility_state, 0x12); }},
+       [](fixture& x) {
+         x.env.sgx = true;
+         x.set(f::guest_interruptibility_state, 0x12);
+       }},
       {"guest_pending_debug_reserved", exit33(), [](fixture& x) { x.set(f::guest_pending_debug_exceptions, 0x10); }},
       {"guest_pending_debug_bs_mismatch", exit33(),
        [](fixture& x) {
          x.set(f::guest_interruptibility_state, 2);
          x.set(f::guest_pending_debug_exceptions, bit(14));  // BS without RFLAGS.TF
        }},
-      {"guest_pending_debug_rtm_invalid", exit33(), [](fixture& x) { x.set(f::guest_pending_debug_exceptions, bit(16)); }},
+      {"guest_pending_debug_rtm_invalid", exit33(),
+       [](fixture& x) {
+         x.env.rtm = true;
+         x.set(f::guest_pending_debug_exceptions, bit(16));
+       }},
       {"vmcs_link_pointer_address", exit33(4), [](fixture& x) { x.set(f::vmcs_link_pointer, 0x3800); }},
       {"vmcs_link_pointer_revision", exit33(4),
        [](fixture& x) {
@@ -746,6 +753,21 @@ TEST(VmEntryChecks, GroupOrderControlsHostGuestMsrLoad) {
   x.set(f::guest_rflags, 2);
   EXPECT_EQ(run(x).exit_reason, 0x80000022u);
   EXPECT_EQ(run(x).msr.index, 0x808u);
+}
+
+TEST(VmEntryChecks, SgxAndRtmBitsReservedWithoutTheFeature) {
+  // SDM 27.3.1.5: interruptibility bit 4 needs SGX, pending-debug bit 16 needs RTM.
+  fixture x;
+  golden(x);
+  x.set(f::guest_interruptibility_state, 0x10);
+  EXPECT_STREQ(run(x).rule->name, "guest_interruptibility_reserved");
+  x.env.sgx = true;
+  EXPECT_TRUE(run(x).ok());
+  x.set(f::guest_interruptibility_state, 0);
+  x.set(f::guest_pending_debug_exceptions, bit(16) | bit(12));
+  EXPECT_STREQ(run(x).rule->name, "guest_pending_debug_reserved");
+  x.env.rtm = true;
+  EXPECT_TRUE(run(x).ok());
 }
 
 TEST(VmEntryChecks, ReportsFieldValues) {
