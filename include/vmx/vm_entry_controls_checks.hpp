@@ -18,6 +18,29 @@ inline constexpr const char* sec_exit = "27.2.1.2";
 inline constexpr const char* sec_entry = "27.2.1.3";
 inline constexpr auto ctl = vm_entry_phase::controls;
 
+/// Event injection in protected mode: "unrestricted guest" = 0 or CR0.PE = 1 (SDM 27.2.1.3).
+[[nodiscard]] constexpr bool injection_in_protected_mode(const S& s) noexcept {
+  return !s.unrestricted_guest() || s.guest_cr0.test(x86::cr0::pe);
+}
+/// The vector is an exception that pushes an error code: #DF, #TS, #NP, #SS, #GP, #PF, #AC,
+/// and #CP on a processor with CET (the "load CET state" entry control may be 1).
+[[nodiscard]] constexpr bool pushes_error_code(unsigned v, const E& e) noexcept {
+  const bool cet = e.caps.entry_caps().may_be_one & entry_controls::load_cet_state.raw();
+  return v == 8 || (v >= 10 && v <= 14) || v == 17 || (v == 21 && cet);
+}
+/// IA32_VMX_BASIC bit 56: hardware exceptions may be injected with or without an error code.
+[[nodiscard]] constexpr bool any_exception_error_code(const E& e) noexcept { return (e.caps.basic >> 56) & 1u; }
+[[nodiscard]] constexpr bool injection_requires_error_code(const S& s, const E& e) noexcept {
+  const auto i = s.entry_interruption_info;
+  return injection_in_protected_mode(s) && intr_type(i) == intr_type_hw_exception && !any_exception_error_code(e) &&
+         pushes_error_code(intr_vector(i), e);
+}
+[[nodiscard]] constexpr bool injection_forbids_error_code(const S& s, const E& e) noexcept {
+  const auto i = s.entry_interruption_info;
+  if (!injection_in_protected_mode(s) || intr_type(i) != intr_type_hw_exception) return true;
+  return !any_exception_error_code(e) && !pushes_error_code(intr_vector(i), e);
+}
+
 /// The rules of SDM 27.2.1, in the order the SDM lists them.
 inline constexpr std::array control_rules{
     // ---- 27.2.1.1 VM-execution control fields ----
@@ -249,18 +272,21 @@ inline constexpr std::array control_rules{
                        (t == intr_type_other && v != 0);
       return bad ? entry_fail(f::vm_entry_interruption_info, i) : entry_pass();
     }},
-    // Deliver-error-code (bit 11) is 1 exactly for a hardware exception that pushes an
-    // error code (8, 10-14, 17; 21 with CET) in protected mode (unrestricted guest with
-    // CR0.PE = 0 is real mode: no error code).
-    vm_entry_rule{{"injection_error_code_mismatch", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
+    // Deliver-error-code (bit 11): 1 for a hardware exception that pushes an error code
+    // (8, 10-14, 17; 21 with CET) delivered in protected mode (unrestricted guest with CR0.PE
+    // = 0 is real mode: no error code); 0 for every other event. With IA32_VMX_BASIC bit 56
+    // (SDM A.1) a hardware exception may be delivered with or without an error code,
+    // whatever its vector.
+    vm_entry_rule{{"injection_error_code_missing", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
       const auto i = s.entry_interruption_info;
-      if (!intr_valid(i)) return entry_pass();
-      const bool pm = !s.unrestricted_guest() || s.guest_cr0.test(x86::cr0::pe);
-      const unsigned v = intr_vector(i);
-      const bool cet = e.caps.entry_caps().may_be_one & entry_controls::load_cet_state.raw();
-      const bool pushes = v == 8 || (v >= 10 && v <= 14) || v == 17 || (v == 21 && cet);
-      const bool want = pm && intr_type(i) == intr_type_hw_exception && pushes;
-      return intr_deliver_error_code(i) != want ? entry_fail(f::vm_entry_interruption_info, i, f::guest_cr0, s.guest_cr0.raw())
+      if (!intr_valid(i) || intr_deliver_error_code(i)) return entry_pass();
+      return injection_requires_error_code(s, e) ? entry_fail(f::vm_entry_interruption_info, i, f::guest_cr0, s.guest_cr0.raw())
+                                                 : entry_pass();
+    }},
+    vm_entry_rule{{"injection_error_code_unexpected", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
+      const auto i = s.entry_interruption_info;
+      if (!intr_valid(i) || !intr_deliver_error_code(i)) return entry_pass();
+      return injection_forbids_error_code(s, e) ? entry_fail(f::vm_entry_interruption_info, i, f::guest_cr0, s.guest_cr0.raw())
                                                 : entry_pass();
     }},
     vm_entry_rule{{"injection_info_reserved", sec_entry, ctl}, [](const S& s, const E&) noexcept -> H {

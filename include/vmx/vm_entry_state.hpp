@@ -122,6 +122,8 @@ struct vm_entry_state {
   std::uint8_t vtpr = 0;  ///< byte 80H of the virtual-APIC page (SDM 30.1.1)
   bool link_revision_known = false;
   std::uint32_t link_revision = 0;  ///< the 32 bits at the VMCS link pointer
+  /// Fields of optional features the backend could not read (read as 0).
+  unsigned unreadable_fields = 0;
 
   /// The secondary controls in force (0 unless "activate secondary controls"; SDM 25.6.2).
   [[nodiscard]] constexpr secondary_proc_based secondary() const noexcept {
@@ -169,6 +171,18 @@ constexpr bool entry_read(B& b, field<E> f, T& out, vm_fail& err) noexcept {
   out = static_cast<T>(r.value());
   return true;
 }
+/// A field read only because a control that uses it is 1: a processor without that field
+/// also lacks the control, which its own rule refuses first; the field then reads as 0.
+template <vmcs_backend B, std::uint32_t E, class T>
+constexpr void entry_read_optional(B& b, field<E> f, T& out, unsigned& unreadable) noexcept {
+  auto r = vmread(b, f);
+  if (!r) {
+    ++unreadable;
+    out = T{};
+    return;
+  }
+  out = static_cast<T>(r.value());
+}
 }  // namespace detail
 
 /// Reads the fields the VM-entry checks use, through `b`, and the memory they use through
@@ -183,6 +197,7 @@ template <vmcs_backend B, paging::guest_memory M = no_memory_view>
   std::uint64_t v64 = 0;
 #define HVKIT_RD(fld, dst) \
   if (!detail::entry_read(b, f::fld, dst, err)) return unexpected(err)
+#define HVKIT_RD_OPT(fld, dst) detail::entry_read_optional(b, f::fld, dst, s.unreadable_fields)
 #define HVKIT_RD_TYPED(fld, dst, T, tmp) \
   HVKIT_RD(fld, tmp);                    \
   dst = T{tmp}
@@ -192,42 +207,43 @@ template <vmcs_backend B, paging::guest_memory M = no_memory_view>
     HVKIT_RD_TYPED(secondary_processor_based_controls, s.proc2_raw, secondary_proc_based, v32);
   }
   if (s.proc.test(primary_proc_based::activate_tertiary_controls)) {
-    HVKIT_RD_TYPED(tertiary_processor_based_controls, s.proc3_raw, tertiary_proc_based, v64);
+    HVKIT_RD_OPT(tertiary_processor_based_controls, v64);
+    s.proc3_raw = tertiary_proc_based{v64};
   }
   HVKIT_RD_TYPED(primary_vm_exit_controls, s.exit, exit_controls, v32);
   HVKIT_RD_TYPED(vm_entry_controls, s.entry, entry_controls, v32);
   HVKIT_RD(cr3_target_count, s.cr3_target_count);
   const auto p2 = s.secondary();
   if (s.proc.test(primary_proc_based::use_io_bitmaps)) {
-    HVKIT_RD(io_bitmap_a, s.io_bitmap_a);
-    HVKIT_RD(io_bitmap_b, s.io_bitmap_b);
+    HVKIT_RD_OPT(io_bitmap_a, s.io_bitmap_a);
+    HVKIT_RD_OPT(io_bitmap_b, s.io_bitmap_b);
   }
-  if (s.proc.test(primary_proc_based::use_msr_bitmaps)) { HVKIT_RD(msr_bitmap, s.msr_bitmap); }
+  if (s.proc.test(primary_proc_based::use_msr_bitmaps)) { HVKIT_RD_OPT(msr_bitmap, s.msr_bitmap); }
   if (s.proc.test(primary_proc_based::use_tpr_shadow)) {
-    HVKIT_RD(virtual_apic_page_address, s.virtual_apic_address);
-    HVKIT_RD(tpr_threshold, s.tpr_threshold);
+    HVKIT_RD_OPT(virtual_apic_page_address, s.virtual_apic_address);
+    HVKIT_RD_OPT(tpr_threshold, s.tpr_threshold);
     if (auto r = mem.read32(x86::gpa{s.virtual_apic_address + 0x80})) {
       s.vtpr_known = true;
       s.vtpr = static_cast<std::uint8_t>(r.value());
     }
   }
-  if (p2.test(secondary_proc_based::virtualize_apic_accesses)) { HVKIT_RD(apic_access_address, s.apic_access_address); }
+  if (p2.test(secondary_proc_based::virtualize_apic_accesses)) { HVKIT_RD_OPT(apic_access_address, s.apic_access_address); }
   if (s.pin.test(pin_based::process_posted_interrupts)) {
-    HVKIT_RD(posted_interrupt_notification_vector, s.posted_interrupt_vector);
-    HVKIT_RD(posted_interrupt_descriptor_address, s.posted_interrupt_descriptor);
+    HVKIT_RD_OPT(posted_interrupt_notification_vector, s.posted_interrupt_vector);
+    HVKIT_RD_OPT(posted_interrupt_descriptor_address, s.posted_interrupt_descriptor);
   }
-  if (p2.test(secondary_proc_based::enable_vpid)) { HVKIT_RD(virtual_processor_id, s.vpid); }
-  if (p2.test(secondary_proc_based::enable_ept)) { HVKIT_RD(ept_pointer, s.eptp); }
-  if (p2.test(secondary_proc_based::enable_pml)) { HVKIT_RD(pml_address, s.pml_address); }
+  if (p2.test(secondary_proc_based::enable_vpid)) { HVKIT_RD_OPT(virtual_processor_id, s.vpid); }
+  if (p2.test(secondary_proc_based::enable_ept)) { HVKIT_RD_OPT(ept_pointer, s.eptp); }
+  if (p2.test(secondary_proc_based::enable_pml)) { HVKIT_RD_OPT(pml_address, s.pml_address); }
   if (p2.test(secondary_proc_based::enable_vm_functions)) {
-    HVKIT_RD(vm_function_controls, s.vm_function_controls);
-    if (s.vm_function_controls & 1u) { HVKIT_RD(eptp_list_address, s.eptp_list_address); }
+    HVKIT_RD_OPT(vm_function_controls, s.vm_function_controls);
+    if (s.vm_function_controls & 1u) { HVKIT_RD_OPT(eptp_list_address, s.eptp_list_address); }
   }
   if (p2.test(secondary_proc_based::vmcs_shadowing)) {
-    HVKIT_RD(vmread_bitmap_address, s.vmread_bitmap);
-    HVKIT_RD(vmwrite_bitmap_address, s.vmwrite_bitmap);
+    HVKIT_RD_OPT(vmread_bitmap_address, s.vmread_bitmap);
+    HVKIT_RD_OPT(vmwrite_bitmap_address, s.vmwrite_bitmap);
   }
-  if (p2.test(secondary_proc_based::ept_violation_ve)) { HVKIT_RD(ve_information_address, s.ve_information_address); }
+  if (p2.test(secondary_proc_based::ept_violation_ve)) { HVKIT_RD_OPT(ve_information_address, s.ve_information_address); }
   HVKIT_RD(vm_exit_msr_store_count, s.exit_msr_store_count);
   HVKIT_RD(vm_exit_msr_load_count, s.exit_msr_load_count);
   HVKIT_RD(vm_entry_msr_load_count, s.entry_msr_load_count);
@@ -245,9 +261,10 @@ template <vmcs_backend B, paging::guest_memory M = no_memory_view>
   HVKIT_RD_TYPED(host_cr4, s.host_cr4, x86::cr4, v64);
   HVKIT_RD(host_ia32_sysenter_esp, s.host_sysenter_esp);
   HVKIT_RD(host_ia32_sysenter_eip, s.host_sysenter_eip);
-  if (s.exit.test(exit_controls::load_ia32_pat)) { HVKIT_RD(host_ia32_pat, s.host_pat); }
-  if (s.exit.test(exit_controls::load_ia32_efer)) { HVKIT_RD_TYPED(host_ia32_efer, s.host_efer, x86::efer, v64); }
-  if (s.exit.test(exit_controls::load_pkrs)) { HVKIT_RD(host_ia32_pkrs, s.host_pkrs); }
+  if (s.exit.test(exit_controls::load_ia32_pat)) { HVKIT_RD_OPT(host_ia32_pat, s.host_pat); }
+  if (s.exit.test(exit_controls::load_ia32_efer)) { HVKIT_RD_OPT(host_ia32_efer, v64);
+    s.host_efer = x86::efer{v64}; }
+  if (s.exit.test(exit_controls::load_pkrs)) { HVKIT_RD_OPT(host_ia32_pkrs, s.host_pkrs); }
   HVKIT_RD(host_es_selector, s.host_selector[0]);
   HVKIT_RD(host_cs_selector, s.host_selector[1]);
   HVKIT_RD(host_ss_selector, s.host_selector[2]);
@@ -269,10 +286,11 @@ template <vmcs_backend B, paging::guest_memory M = no_memory_view>
   HVKIT_RD(guest_ia32_debugctl, s.guest_debugctl);
   HVKIT_RD(guest_ia32_sysenter_esp, s.guest_sysenter_esp);
   HVKIT_RD(guest_ia32_sysenter_eip, s.guest_sysenter_eip);
-  if (s.entry.test(entry_controls::load_ia32_pat)) { HVKIT_RD(guest_ia32_pat, s.guest_pat); }
-  if (s.entry.test(entry_controls::load_ia32_efer)) { HVKIT_RD_TYPED(guest_ia32_efer, s.guest_efer, x86::efer, v64); }
-  if (s.entry.test(entry_controls::load_ia32_bndcfgs)) { HVKIT_RD(guest_ia32_bndcfgs, s.guest_bndcfgs); }
-  if (s.entry.test(entry_controls::load_pkrs)) { HVKIT_RD(guest_ia32_pkrs, s.guest_pkrs); }
+  if (s.entry.test(entry_controls::load_ia32_pat)) { HVKIT_RD_OPT(guest_ia32_pat, s.guest_pat); }
+  if (s.entry.test(entry_controls::load_ia32_efer)) { HVKIT_RD_OPT(guest_ia32_efer, v64);
+    s.guest_efer = x86::efer{v64}; }
+  if (s.entry.test(entry_controls::load_ia32_bndcfgs)) { HVKIT_RD_OPT(guest_ia32_bndcfgs, s.guest_bndcfgs); }
+  if (s.entry.test(entry_controls::load_pkrs)) { HVKIT_RD_OPT(guest_ia32_pkrs, s.guest_pkrs); }
 #define HVKIT_RD_SEG(name, idx)                                  \
   HVKIT_RD(guest_##name##_selector, s.seg[idx].selector);        \
   HVKIT_RD(guest_##name##_base, s.seg[idx].base);                \
@@ -305,10 +323,10 @@ template <vmcs_backend B, paging::guest_memory M = no_memory_view>
   }
   if (s.guest_pae_paging()) {
     if (s.ept()) {
-      HVKIT_RD(guest_pdpte0, s.pdpte[0]);
-      HVKIT_RD(guest_pdpte1, s.pdpte[1]);
-      HVKIT_RD(guest_pdpte2, s.pdpte[2]);
-      HVKIT_RD(guest_pdpte3, s.pdpte[3]);
+      HVKIT_RD_OPT(guest_pdpte0, s.pdpte[0]);
+      HVKIT_RD_OPT(guest_pdpte1, s.pdpte[1]);
+      HVKIT_RD_OPT(guest_pdpte2, s.pdpte[2]);
+      HVKIT_RD_OPT(guest_pdpte3, s.pdpte[3]);
       s.pdptes_known = true;
     } else {
       // Without EPT the processor loads the PDPTEs from the PDPT at CR3 bits 31:5.
@@ -321,6 +339,7 @@ template <vmcs_backend B, paging::guest_memory M = no_memory_view>
     }
   }
 #undef HVKIT_RD_TYPED
+#undef HVKIT_RD_OPT
 #undef HVKIT_RD
   return s;
 }

@@ -369,7 +369,8 @@ const std::vector<rule_case>& cases() {
       {"entry_controls_reserved", fail7, [](fixture& x) { x.clear(f::vm_entry_controls, bit(0)); }},
       {"injection_type_reserved", fail7, [](fixture& x) { inject(x, 1, 0); }},
       {"injection_vector", fail7, [](fixture& x) { inject(x, 2, 3); }},  // NMI must be vector 2
-      {"injection_error_code_mismatch", fail7, [](fixture& x) { inject(x, 3, 13); }},  // #GP without error code
+      {"injection_error_code_missing", fail7, [](fixture& x) { inject(x, 3, 13); }},  // #GP without error code
+      {"injection_error_code_unexpected", fail7, [](fixture& x) { inject(x, 3, 6, true); }},  // #UD with one
       {"injection_info_reserved", fail7,
        [](fixture& x) {
          x.set(f::vm_entry_interruption_info, bit(31) | bit(12) | (3 << 8) | 6);
@@ -753,6 +754,28 @@ TEST(VmEntryChecks, GroupOrderControlsHostGuestMsrLoad) {
   x.set(f::guest_rflags, 2);
   EXPECT_EQ(run(x).exit_reason, 0x80000022u);
   EXPECT_EQ(run(x).msr.index, 0x808u);
+}
+
+TEST(VmEntryChecks, AnyErrorCodeWithVmxBasicBit56) {
+  // SDM A.1: with IA32_VMX_BASIC[56] a hardware exception may be injected with or without
+  // an error code; any other event type still has none.
+  fixture x;
+  golden(x);
+  x.env.caps.basic |= bit(56);
+  inject(x, 3, 6, true);
+  EXPECT_TRUE(run(x).ok());
+  inject(x, 3, 13, false);
+  EXPECT_TRUE(run(x).ok());
+  inject(x, 2, 2, true);  // an NMI with an error code
+  EXPECT_STREQ(run(x).rule->name, "injection_error_code_unexpected");
+  // Real mode (unrestricted guest, CR0.PE = 0): never an error code.
+  unrestricted(x);
+  x.clear(f::guest_cr0, bit(0) | bit(31));
+  x.clear(f::vm_entry_controls, bit(9));
+  x.set(f::guest_ia32_efer, 0);
+  x.set(f::guest_cs_access_rights, 0x9b);
+  inject(x, 3, 13, true);
+  EXPECT_STREQ(run(x).rule->name, "injection_error_code_unexpected");
 }
 
 TEST(VmEntryChecks, SgxAndRtmBitsReservedWithoutTheFeature) {
