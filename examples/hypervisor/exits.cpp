@@ -684,6 +684,7 @@ struct exit_handler {
   int entry_failed(hvkit::vmx::exit_reason_field, B&) {
     // SDM Vol. 3C 27.8 "VM-Entry Failures During or After Loading Guest State".
     report_exit("vm_entry_failed");
+    print_vm_entry_diagnosis(run.cfg->name);
     run.status = run_status::entry_failed;
     return 0;
   }

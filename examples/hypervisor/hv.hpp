@@ -270,6 +270,12 @@ bool ept_case_violation();
 bool ept_case_misconfig();
 void ept_scratch_split(bool on);
 
+// ---- the CPU as the oracle for the VM-entry checks (entry_diff.cpp) ---------------------
+bool entry_diff_run();
+/// What hvkit::vmx::check_vm_entry says about the current VMCS: the failing check, its SDM
+/// section and the fields involved (printed when a VM entry fails).
+void print_vm_entry_diagnosis(const char* context);
+
 // ---- two guests and IBPB (scheduler.cpp) ----------------------------------------------
 int run_scheduled(const hc::guest_header& g);
 

@@ -136,6 +136,7 @@ bool run_guest(int index) {
     kprintf("HVKIT ERROR vmlaunch/vmresume failed: %s vm_instruction_error=%llu\n",
             rc == 1 ? "VMfailInvalid" : "VMfailValid",
             (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
+    if (rc == 2) print_vm_entry_diagnosis(cfg.name);
   }
   for (unsigned i = 0; i < exit_reason_slots; ++i)
     if (run.exits.by_reason[i])
@@ -276,6 +277,7 @@ extern "C" void hv_main() {
   bool ok = build_cpuid_policy() && enable_vmx() && build_ept();
   if (ok) {
     for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
+    ok = entry_diff_run() && ok;
     // Cross-run comparison: the numbers the CR0.WP work is about.
     const run_summary& owned = summaries[0];
     const run_summary& icpt = summaries[1];
