@@ -63,10 +63,8 @@ bool handle_cr(guest_regs& r, hvkit::vmx::cr_access_qualification q) {
     skip_instruction();
     return true;
   }
-  // Outside 64-bit mode the source is the low 32 bits of the register.
-  const bool mode64 = c.efer.test(x86::efer::lma) && c.cs_l;
-  std::uint64_t value = q.type() == acc::mov_to_cr ? read_gpr(r, q.gpr()) : 0;
-  if (!mode64) value &= 0xFFFFFFFFu;
+  // The whole register: outside 64-bit mode evaluate_cr_write uses its low 32 bits itself.
+  const std::uint64_t value = q.type() == acc::mov_to_cr ? read_gpr(r, q.gpr()) : 0;
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
   if (out.cr != 0 && out.cr != 3 && out.cr != 4) {
     kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q.raw());
