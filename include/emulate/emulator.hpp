@@ -1143,7 +1143,7 @@ class machine {
   /// no conditions, the others go through write_cr().
   constexpr outcome mov_to_cr(const instruction& in) noexcept {
     if (!cpl0()) return gp0();
-    const std::uint64_t v = gpr(in.src);  // the low 32 bits outside 64-bit mode
+    const std::uint64_t v = gpr(in.src);  // the low 32 bits outside 64-bit mode (the operand size)
     switch (in.dst.reg) {
       case 2:
         ctx_.cr2 = v;

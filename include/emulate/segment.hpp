@@ -12,6 +12,7 @@
 
 #include "../x86/bitfield.hpp"
 #include "../x86/flags.hpp"
+#include "../x86/selector.hpp"
 
 namespace hvkit::emulate {
 
@@ -79,22 +80,8 @@ struct descriptor_table {
   friend constexpr bool operator==(const descriptor_table&, const descriptor_table&) noexcept = default;
 };
 
-/// A segment selector (SDM 3.4.2, Figure 3-6).
-struct selector {
-  using rpl_field = x86::bitfield<std::uint16_t, 0, 2, std::uint8_t>;
-  using ti_field = x86::bitflag<std::uint16_t, 2>;
-  using index_field = x86::bitfield<std::uint16_t, 3, 13, std::uint16_t>;
-
-  std::uint16_t value = 0;
-  [[nodiscard]] constexpr std::uint8_t rpl() const noexcept { return rpl_field::get(value); }
-  /// True if the selector refers to the LDT.
-  [[nodiscard]] constexpr bool ldt() const noexcept { return ti_field::get(value); }
-  [[nodiscard]] constexpr std::uint16_t index() const noexcept { return index_field::get(value); }
-  /// A null selector: index 0 in the GDT (any RPL).
-  [[nodiscard]] constexpr bool null() const noexcept { return (value & 0xfffcu) == 0; }
-  /// The error code of a #GP/#NP/#TS/#SS caused by this selector (SDM 6.13): index and TI.
-  [[nodiscard]] constexpr std::uint16_t error_code() const noexcept { return static_cast<std::uint16_t>(value & 0xfffcu); }
-};
+/// A segment selector (SDM 3.4.2): the x86/ type, shared with the VMCS selector fields.
+using x86::selector;
 
 /// The low 8 bytes of a segment descriptor (SDM 3.4.5, Figure 3-8).
 struct descriptor {

@@ -63,6 +63,21 @@ struct cr_context {
   bool lam = false;
 };
 
+/// True if the guest runs in 64-bit mode: IA-32e mode active (EFER.LMA=1) with CS.L=1
+/// (SDM 3.4.5, 2.2.1); compatibility mode has LMA=1 and CS.L=0.
+[[nodiscard]] constexpr bool in_64bit_mode(const cr_context& c) noexcept {
+  return c.efer.test(x86::efer::lma) && c.cs_l;
+}
+
+/// The source operand of a MOV to CR as the instruction uses it: the whole register in 64-bit
+/// mode, its low 32 bits anywhere else (SDM Vol. 2B "MOV—Move to/from Control Registers": the
+/// operand size is 64 bits in 64-bit mode and 32 bits outside it, whatever the upper half of
+/// the register holds, e.g. a value left there by 64-bit code before a switch to
+/// compatibility mode).
+[[nodiscard]] constexpr std::uint64_t mov_to_cr_source(const cr_context& c, std::uint64_t gpr_value) noexcept {
+  return in_64bit_mode(c) ? gpr_value : (gpr_value & 0xffff'ffffu);
+}
+
 /// #GP check for MOV to CR0 with `v`. Only CR0[63:32] are reserved in the #GP sense: the
 /// undefined bits of CR0[31:0] are ignored, not faulted (SDM 2.5 "Bits 63:32 of CR0 ... #GP";
 /// Vol. 2B MOV CR lists no other CR0 reserved-bit #GP); cr0_after_mov() drops them.
@@ -95,13 +110,15 @@ struct cr3_load {
   cr_write_fault fault = cr_write_fault::none;
 };
 
-/// Evaluates MOV to CR3 with source `v` (outside 64-bit mode pass its low 32 bits).
+/// Evaluates MOV to CR3 with source register value `v` (truncated to its low 32 bits outside
+/// 64-bit mode, mov_to_cr_source()).
 /// In IA-32e mode (EFER.LMA=1): with CR4.PCIDE=1, bit 63 is the no-flush hint and is not
 /// written to CR3 (SDM 4.10.4.1); bits 63:MAXPHYADDR are then reserved, except 61 and 62 with
 /// LAM, and a set reserved bit is #GP(0) (SDM Vol. 2B MOV CR, 64-bit mode exceptions; Tables
 /// 4-12, 4-13). Outside IA-32e mode MOV to CR3 has no reserved-bit #GP of its own (with PAE
 /// paging the PDPTE load may fault: paging::mmu_actions::reload_pdptrs, SDM 4.4.1).
 [[nodiscard]] constexpr cr3_load check_cr3_write(const cr_context& c, std::uint64_t v) noexcept {
+  v = mov_to_cr_source(c, v);
   cr3_load r{v};
   if (!c.efer.test(x86::efer::lma)) return r;
   if (c.cr4.test(x86::cr4::pcide)) {
@@ -152,8 +169,11 @@ struct cr_write_outcome {
 
 /// Evaluates a CR-access exit that writes a control register (MOV to CR0/CR3/CR4/CR8, CLTS,
 /// LMSW). `c` must hold the guest-visible CR state; MOV to CR3 also needs `c.maxphyaddr` and
-/// `c.lam`, MOV to CR0 `c.cs_l`. `gpr_value` is the source register for MOV to CR (outside
-/// 64-bit mode pass its low 32 bits). For CR0/CR4 it checks #GP and asks paging/ for the MMU actions; for CR8 it checks
+/// `c.lam`, MOV to CR0 `c.cs_l`. `gpr_value` is the whole source register for MOV to CR, as
+/// saved at the VM exit: outside 64-bit mode (`c.efer` LMA and `c.cs_l`) only its low 32 bits
+/// are the operand, and this function drops the upper half itself (mov_to_cr_source()), so a
+/// legal compatibility-mode write with stale upper bits is no reserved-bit #GP.
+/// For CR0/CR4 it checks #GP and asks paging/ for the MMU actions; for CR8 it checks
 /// bits 63:4 (#GP if set); for CR3 it applies check_cr3_write (reserved bits from
 /// `c.maxphyaddr` and `c.lam`, bit 63 with CR4.PCIDE) and returns the value to load.
 /// MOV from CR sets `cr` to ~0u; use evaluate_cr_read().
@@ -162,6 +182,7 @@ struct cr_write_outcome {
   using access = cr_access_qualification::access;
   cr_write_outcome out;
   paging::cr_state after{c.cr0, c.cr4, c.efer};
+  gpr_value = mov_to_cr_source(c, gpr_value);
   switch (q.type()) {
     case access::mov_to_cr:
       if (q.cr() == 0) {

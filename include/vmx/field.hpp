@@ -11,7 +11,9 @@
 /// - bits 31:15: reserved (0).
 ///
 /// The caller never chooses a value type: it follows from bits 14:13 (and bit 0 for the HIGH
-/// half). HIGH-half encodings are derived with high_half(), not listed.
+/// half). HIGH-half encodings are derived with high_half(), not listed. Fields that hold an
+/// architectural register also name its typed value (`field<E>::typed_type`: x86::cr0 for
+/// GUEST_CR0, x86::selector for the selector fields, ...), which vmwrite()/vmread() accept.
 #pragma once
 
 #include <concepts>
@@ -19,6 +21,11 @@
 #include <type_traits>
 
 #include "../x86/bitfield.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/cr3.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/rflags.hpp"
+#include "../x86/selector.hpp"
 
 namespace hvkit::vmx {
 
@@ -91,6 +98,38 @@ template <> struct value_type_of<field_width::w32, false> { using type = std::ui
 template <> struct value_type_of<field_width::w64, false> { using type = std::uint64_t; };
 template <> struct value_type_of<field_width::w64, true> { using type = std::uint32_t; };
 template <> struct value_type_of<field_width::natural, false> { using type = natural_t; };
+
+/// The architectural register a field holds, by full encoding (SDM Vol. 3D Appendix B);
+/// void for fields that hold plain numbers, addresses or controls. fields.hpp checks each
+/// entry against the field's name.
+template <std::uint32_t FullEncoding>
+struct typed_value_of { using type = void; };
+// B.1.2, B.1.3: 16-bit guest and host selector fields (ES, CS, SS, DS, FS, GS, LDTR, TR).
+template <std::uint32_t E>
+  requires((E >= 0x0800 && E <= 0x080e && E % 2 == 0) || (E >= 0x0c00 && E <= 0x0c0c && E % 2 == 0))
+struct typed_value_of<E> { using type = x86::selector; };
+// B.2.3, B.2.4: guest and host IA32_EFER.
+template <> struct typed_value_of<0x2806> { using type = x86::efer; };
+template <> struct typed_value_of<0x2c02> { using type = x86::efer; };
+// B.4.1: CR0/CR4 guest/host masks and read shadows hold CR0/CR4 bit sets (SDM 25.6.6).
+template <> struct typed_value_of<0x6000> { using type = x86::cr0; };
+template <> struct typed_value_of<0x6002> { using type = x86::cr4; };
+template <> struct typed_value_of<0x6004> { using type = x86::cr0; };
+template <> struct typed_value_of<0x6006> { using type = x86::cr4; };
+// B.4.1: CR3-target values (SDM 25.6.7).
+template <> struct typed_value_of<0x6008> { using type = x86::cr3; };
+template <> struct typed_value_of<0x600a> { using type = x86::cr3; };
+template <> struct typed_value_of<0x600c> { using type = x86::cr3; };
+template <> struct typed_value_of<0x600e> { using type = x86::cr3; };
+// B.4.3: guest CR0, CR3, CR4 and RFLAGS.
+template <> struct typed_value_of<0x6800> { using type = x86::cr0; };
+template <> struct typed_value_of<0x6802> { using type = x86::cr3; };
+template <> struct typed_value_of<0x6804> { using type = x86::cr4; };
+template <> struct typed_value_of<0x6820> { using type = x86::rflags; };
+// B.4.4: host CR0, CR3, CR4.
+template <> struct typed_value_of<0x6c00> { using type = x86::cr0; };
+template <> struct typed_value_of<0x6c02> { using type = x86::cr3; };
+template <> struct typed_value_of<0x6c04> { using type = x86::cr4; };
 }  // namespace detail
 
 /// A VMCS field. Everything about it follows from its encoding.
@@ -104,7 +143,11 @@ struct field {
   /// The VM-exit information fields are read-only (SDM 25.9; VMWRITE to them fails with
   /// VM-instruction error 13 unless IA32_VMX_MISC bit 29 is set).
   static constexpr bool read_only = type == field_type::exit_info;
+  /// The unsigned type VMREAD/VMWRITE transfer (from bits 14:13, and bit 0 for HIGH).
   using value_type = typename detail::value_type_of<width, high>::type;
+  /// The architectural register type the field holds (x86::cr0, x86::selector, ...), or
+  /// void. A HIGH half holds no whole register.
+  using typed_type = std::conditional_t<high, void, typename detail::typed_value_of<Encoding>::type>;
 };
 
 /// Is `T` a field<>?

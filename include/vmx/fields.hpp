@@ -16,6 +16,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "field.hpp"
 
@@ -245,6 +246,26 @@ namespace fields {
 HVKIT_VMX_FIELDS(HVKIT_VMX_DETAIL_DECLARE)
 #undef HVKIT_VMX_DETAIL_DECLARE
 }  // namespace fields
+
+namespace detail {
+template <auto F, class T>
+inline constexpr bool holds = std::is_same_v<typename std::remove_cvref_t<decltype(F)>::typed_type, T>;
+}  // namespace detail
+// The typed_type table of field.hpp (by encoding) against the names of Appendix B.
+static_assert(detail::holds<fields::guest_cr0, x86::cr0> && detail::holds<fields::host_cr0, x86::cr0> &&
+              detail::holds<fields::cr0_read_shadow, x86::cr0> && detail::holds<fields::cr0_guest_host_mask, x86::cr0>);
+static_assert(detail::holds<fields::guest_cr4, x86::cr4> && detail::holds<fields::host_cr4, x86::cr4> &&
+              detail::holds<fields::cr4_read_shadow, x86::cr4> && detail::holds<fields::cr4_guest_host_mask, x86::cr4>);
+static_assert(detail::holds<fields::guest_cr3, x86::cr3> && detail::holds<fields::host_cr3, x86::cr3> &&
+              detail::holds<fields::cr3_target_value_0, x86::cr3> && detail::holds<fields::cr3_target_value_3, x86::cr3>);
+static_assert(detail::holds<fields::guest_ia32_efer, x86::efer> && detail::holds<fields::host_ia32_efer, x86::efer>);
+static_assert(detail::holds<fields::guest_rflags, x86::rflags>);
+static_assert(detail::holds<fields::guest_es_selector, x86::selector> && detail::holds<fields::guest_tr_selector, x86::selector> &&
+              detail::holds<fields::guest_ldtr_selector, x86::selector> && detail::holds<fields::host_es_selector, x86::selector> &&
+              detail::holds<fields::host_tr_selector, x86::selector>);
+// Neighbours that hold no register.
+static_assert(detail::holds<fields::guest_interrupt_status, void> && detail::holds<fields::host_rip, void> &&
+              detail::holds<fields::guest_rip, void> && detail::holds<fields::guest_pdpte0, void>);
 
 /// One row of the field table.
 struct field_info {

@@ -52,11 +52,11 @@ class soft_vmcs {
     HVKIT_EXPECTS(s >= 0);
     put(static_cast<std::size_t>(s), enc, v);
   }
-  /// Typed store(); the value type must be the field's own.
-  template <std::uint32_t E, class V>
-  constexpr void store(field<E>, V v) noexcept {
-    static_assert(std::same_as<V, typename field<E>::value_type>, "VMCS field width mismatch");
-    put(slot_v<E>, E, static_cast<std::uint64_t>(v));
+  /// Typed store(); takes what vmwrite() takes (the field's value type, the register type
+  /// it holds, or an integer constant that fits).
+  template <std::uint32_t E>
+  constexpr void store(field<E>, std::type_identity_t<field_value<E>> v) noexcept {
+    put(slot_v<E>, E, static_cast<std::uint64_t>(v.raw()));
   }
   /// The stored value of a typed field, without counting (for assertions).
   template <std::uint32_t E>

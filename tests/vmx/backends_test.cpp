@@ -33,6 +33,50 @@ TEST(soft_vmcs, typed_round_trip_and_widths) {
   EXPECT_EQ(v.read(0x4800).value(), 0x2345'6789u);
 }
 
+// Typed values: a field that holds a register takes that register type, and any field takes
+// an integer constant that fits it. Expected raw values are the SDM bit positions (CR0.PE
+// bit 0, CR0.PG bit 31, SDM 2.5; EFER.LME bit 8, LMA bit 10, NXE bit 11, SDM 2.2.1; RFLAGS
+// bit 1 fixed, IF bit 9, SDM 3.4.3; selector index 15:3, TI 2, RPL 1:0, SDM 3.4.2).
+TEST(soft_vmcs, typed_register_values_and_constants) {
+  namespace x86 = hvkit::x86;
+  vmx::soft_vmcs v;
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_cr0, x86::cr0::pe | x86::cr0::pg));
+  ASSERT_TRUE(vmx::vmwrite(v, f::cr4_read_shadow, x86::cr4::pae));
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_ia32_efer, x86::efer::lme | x86::efer::lma | x86::efer::nxe));
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_rflags, x86::rflags::fixed1 | x86::rflags::if_));
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_ss_selector, x86::selector::make(3, 3, true)));
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_cs_selector, 0x10));
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_es_selector, 0xffff));  // the widest constant that fits
+  ASSERT_TRUE(vmx::vmwrite(v, f::guest_rip, 0x7c00));
+  ASSERT_TRUE(vmx::vmwrite(v, f::tsc_offset, 0xffff'ffff'ffff'ffffull));
+  EXPECT_EQ(v.read(0x6800).value(), 0x8000'0001u);
+  EXPECT_EQ(v.read(0x6006).value(), 0x20u);
+  EXPECT_EQ(v.read(0x2806).value(), 0xd00u);
+  EXPECT_EQ(v.read(0x6820).value(), 0x202u);
+  EXPECT_EQ(v.read(0x0804).value(), 0x1fu);
+  EXPECT_EQ(v.read(0x0802).value(), 0x10u);
+  EXPECT_EQ(v.read(0x0800).value(), 0xffffu);
+  EXPECT_EQ(v.read(0x681e).value(), 0x7c00u);
+  EXPECT_EQ(v.read(0x2010).value(), ~std::uint64_t{0});
+  // Reading back into the register type.
+  x86::cr0 cr0;
+  ASSERT_TRUE(vmx::vmread(v, f::guest_cr0, cr0));
+  EXPECT_TRUE(cr0.test(x86::cr0::pg) && cr0.test(x86::cr0::pe) && !cr0.test(x86::cr0::wp));
+  x86::selector ss;
+  ASSERT_TRUE(vmx::vmread(v, f::guest_ss_selector, ss));
+  EXPECT_EQ(ss.index(), 3u);
+  EXPECT_EQ(ss.rpl(), 3u);
+  EXPECT_TRUE(ss.ldt());
+  // The cache takes the same values.
+  vmx::cached_vmcs c(v);
+  ASSERT_TRUE(vmx::vmwrite(c, f::guest_cr0, x86::cr0::pe));
+  ASSERT_TRUE(c.flush());
+  EXPECT_EQ(v.read(0x6800).value(), 1u);
+  // store() (the CPU's side) takes them too.
+  v.store(f::guest_cr4, x86::cr4::pae | x86::cr4::vmxe);
+  EXPECT_EQ(v.peek(f::guest_cr4), 0x2020u);
+}
+
 TEST(soft_vmcs, high_half_access) {
   vmx::soft_vmcs v;
   ASSERT_TRUE(vmx::vmwrite(v, f::tsc_offset, std::uint64_t{0x1111'2222'3333'4444}));

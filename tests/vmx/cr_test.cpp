@@ -234,6 +234,7 @@ TEST(vmx_cr_access, mov_to_cr3_reserved_bits_and_noflush) {
   using F = vmx::cr_write_fault;
   vmx::cr_context c{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000, x86::cr4::defined};
   c.maxphyaddr = 36;
+  c.cs_l = true;  // 64-bit mode: the whole register is the operand
   const auto mov3 = [&](std::uint64_t v) {
     return vmx::evaluate_cr_write(mov_to_cr(3, 1), c, v, paging::paging_kind::two_dimensional);
   };
@@ -242,11 +243,11 @@ TEST(vmx_cr_access, mov_to_cr3_reserved_bits_and_noflush) {
   EXPECT_EQ(mov3(0x8000'0000'0000'5000).fault, F::cr3_reserved_bit);  // bit 63 with PCIDE=0
   EXPECT_EQ(mov3(0x4000'0000'0000'5000).fault, F::cr3_reserved_bit);  // LAM_U48 without LAM
   HVKIT_BOTH(vmx::check_cr3_write(vmx::cr_context{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0,
-                                                  x86::cr4::defined, false, 52},
+                                                  x86::cr4::defined, true, 52},
                                   std::uint64_t{1} << 52)
                  .fault == vmx::cr_write_fault::cr3_reserved_bit);
   HVKIT_BOTH(vmx::check_cr3_write(vmx::cr_context{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0,
-                                                  x86::cr4::defined, false, 52},
+                                                  x86::cr4::defined, true, 52},
                                   std::uint64_t{1} << 51)
                  .fault == vmx::cr_write_fault::none);
   // With LAM: 61 and 62 may be set, 60 may not.
@@ -347,4 +348,53 @@ TEST(vmx_cr_access, cr0_undefined_low_bits_ignored_and_lma_follows_pg) {
   const auto off = vmx::evaluate_cr_write(mov_to_cr(0, 0), compat, 0x11, paging::paging_kind::two_dimensional);
   EXPECT_EQ(off.fault, F::none);
   EXPECT_EQ(off.after.efer, x86::efer{0x100});
+}
+
+// SDM Vol. 2B "MOV—Move to/from Control Registers": the operand size is 64 bits in 64-bit
+// mode and 32 bits anywhere else, so outside 64-bit mode the upper half of the source
+// register is not part of the value written. evaluate_cr_write gets the whole register as
+// saved at the exit and must drop that half itself: in compatibility mode (EFER.LMA=1,
+// CS.L=0) and in protected mode a write with stale upper bits is legal; in 64-bit mode
+// (CS.L=1) the same register value sets CR0[63:32] and is #GP(0) (SDM 2.5).
+TEST(vmx_cr_access, mov_to_cr_outside_64bit_mode_uses_the_low_32_bits) {
+  using F = vmx::cr_write_fault;
+  constexpr std::uint64_t rax = 0xdead'beef'8001'0033;  // stale upper half, low half: PG WP NE ET MP PE
+  constexpr vmx::cr_context compat{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000,
+                                   x86::cr4::defined, /*cs_l=*/false, /*maxphyaddr=*/36};
+  constexpr vmx::cr_context mode64{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000,
+                                   x86::cr4::defined, /*cs_l=*/true, /*maxphyaddr=*/36};
+  constexpr vmx::cr_context prot{x86::cr0{0x11}, x86::cr4{0x0}, x86::efer{0x0}, 0x1000,
+                                 x86::cr4::defined, /*cs_l=*/false, /*maxphyaddr=*/36};
+  HVKIT_BOTH(!vmx::in_64bit_mode(compat) && vmx::in_64bit_mode(mode64) && !vmx::in_64bit_mode(prot));
+  HVKIT_BOTH(vmx::mov_to_cr_source(compat, rax) == 0x8001'0033u);
+  HVKIT_BOTH(vmx::mov_to_cr_source(mode64, rax) == rax);
+  // CR0.
+  const auto c0 = vmx::evaluate_cr_write(mov_to_cr(0, 0), compat, rax, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(c0.fault, F::none);
+  EXPECT_EQ(c0.after.cr0, x86::cr0{0x8001'0033});
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(0, 0), mode64, rax, paging::paging_kind::two_dimensional).fault,
+            F::reserved_bit);
+  const auto p0 = vmx::evaluate_cr_write(mov_to_cr(0, 0), prot, 0xffff'ffff'0000'0031, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(p0.fault, F::none);
+  EXPECT_EQ(p0.after.cr0, x86::cr0{0x31});
+  // CR4: bit 40 is reserved; only in 64-bit mode is it part of the operand.
+  constexpr std::uint64_t r4 = (std::uint64_t{1} << 40) | 0x20;
+  const auto c4 = vmx::evaluate_cr_write(mov_to_cr(4, 0), compat, r4, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(c4.fault, F::none);
+  EXPECT_EQ(c4.after.cr4, x86::cr4{0x20});
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(4, 0), mode64, r4, paging::paging_kind::two_dimensional).fault,
+            F::reserved_bit);
+  // CR3 in IA-32e mode with MAXPHYADDR 36: bits 63:36 reserved, but in compatibility mode the
+  // operand is 32 bits wide and cannot reach them.
+  constexpr std::uint64_t r3 = 0xffff'ffff'0000'5000;
+  const auto c3 = vmx::evaluate_cr_write(mov_to_cr(3, 0), compat, r3, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(c3.fault, F::none);
+  EXPECT_EQ(c3.value, 0x5000u);
+  EXPECT_EQ(vmx::check_cr3_write(compat, r3).value, 0x5000u);
+  EXPECT_EQ(vmx::evaluate_cr_write(mov_to_cr(3, 0), mode64, r3, paging::paging_kind::two_dimensional).fault,
+            F::cr3_reserved_bit);
+  // CR8: bits 63:4 reserved.
+  const auto c8 = vmx::evaluate_cr_write(mov_to_cr(8, 0), compat, 0x1'0000'0005, paging::paging_kind::two_dimensional);
+  EXPECT_EQ(c8.fault, F::none);
+  EXPECT_EQ(c8.value, 5u);
 }
