@@ -67,14 +67,9 @@ template <vmcs_backend B>
   return r.finish(c);
 }
 
-/// True if the guest runs in 64-bit mode (EFER.LMA = 1 and CS.L = 1, SDM 2.2).
-[[nodiscard]] constexpr bool in_64bit_mode(const cr_context& c) noexcept {
-  return c.efer.test(x86::efer::lma) && c.cs_l;
-}
-
 /// The source operand of a MOV to CR: the register the qualification names, its low 32
-/// bits outside 64-bit mode (SDM Vol. 2B MOV CR: 32-bit operands there). LMSW and CLTS
-/// take no register (0).
+/// bits outside 64-bit mode (vmx::mov_to_cr_source; evaluate_cr_write applies the same rule
+/// itself, so passing it the result is harmless). LMSW and CLTS take no register (0).
 template <vmcs_backend B>
 [[nodiscard]] constexpr result<std::uint64_t, vm_fail> cr_source_value(register_file<B>& regs,
                                                                        cr_access_qualification q,
@@ -82,7 +77,7 @@ template <vmcs_backend B>
   if (q.type() != cr_access_qualification::access::mov_to_cr) return std::uint64_t{0};
   auto v = regs.read(q.gpr());
   if (!v) return v;
-  return in_64bit_mode(c) ? v.value() : (v.value() & 0xffff'ffffu);
+  return mov_to_cr_source(c, v.value());
 }
 
 }  // namespace hvkit::vmx
