@@ -9,6 +9,23 @@ constexpr std::uint64_t guest_b_gpa = 0x1000000;   // seen by guest B at 16 MiB
 constexpr std::uint64_t spin_a2_gpa = layout::guest_mem_base + 0xE00000;  // in guest A's RAM
 constexpr std::uint32_t preemption_slice = 4000;   // TSC ticks >> IA32_VMX_MISC[4:0]
 
+/// RFLAGS of the two spinners (guest B, guest A's second VMCS): IF (bit 9) set, and the
+/// always-one bit 1. Guest A sets IF itself (STI) around its spin loop (guest/guest.cpp).
+///
+/// Works around a Bochs 2.7 erratum (docs/hypervisor.md, "Bochs 2.7 errata seen here"):
+/// on VM entry Bochs re-evaluates whether it may take an external interrupt before it marks
+/// the CPU as in VMX non-root operation, so after an entry into a guest with RFLAGS.IF = 0
+/// the host's external interrupts stay blocked until the guest executes STI/POPF or exits
+/// for another reason. The SDM makes an external interrupt a VM exit whatever the guest's
+/// RFLAGS.IF when "external-interrupt exiting" is 1 (Vol. 3C 25.2, Other Causes of VM
+/// Exits). Under Linux KVM on Bochs the VMX-preemption timer this scheduler relies on is
+/// emulated by KVM with a host timer: its interrupt never arrived while an IF = 0 guest
+/// spun, and no VMCS switch happened. With IF = 1 the host's interrupts get through. The
+/// guests themselves take none: run_scheduled() masks both 8259 PICs and nothing arms a
+/// local APIC timer; an interrupt that reached them anyway would show (guest A reports any
+/// unexpected vector; guest B, which has no IDT, would triple-fault).
+constexpr std::uint64_t spin_rflags = 0x202;
+
 std::uint64_t ibpb_barriers;
 bool host_has_ibpb;
 /// The barrier the tracker issues: counted, and the real IBPB when the host has it.
@@ -49,6 +66,7 @@ bool setup_extra_vmcs(vcpu_slot& s, const hc::guest_header& g, std::uint64_t rip
   vmwrite(fields::guest_cr3, cr3);
   vmwrite(fields::ept_pointer, eptp);
   vmwrite(fields::vmx_preemption_timer_value, preemption_slice);
+  vmwrite(fields::guest_rflags, spin_rflags);
   return true;
 }
 
@@ -103,6 +121,12 @@ int run_scheduled(const hc::guest_header& g) {
   // Back to A1 (set up by run_guest), with the same slice.
   if (!v::hw::vmptrld(x86::hpa{slots[0].id.vmcs})) return 1;
   vmwrite(fields::vmx_preemption_timer_value, preemption_slice);
+
+  // The guests spin with RFLAGS.IF = 1 (spin_rflags): mask every line of both 8259 PICs
+  // (OCW1, the interrupt mask register) so that no device interrupt the firmware left
+  // enabled (the PIT's IRQ 0) is delivered into them.
+  outb(0x21, 0xFF);
+  outb(0xA1, 0xFF);
 
   host_has_ibpb = (cpuid(7, 0).edx >> 26) & 1;
   ibpb_barriers = 0;

@@ -1,0 +1,17 @@
+#!/bin/sh
+# qemu-kvm.sh KERNEL SERIAL [QEMU-OPTION...]
+# The one QEMU+KVM command line of the reference hypervisor: `run --kvm` on a host with
+# nested VMX and the /init of the KVM host image that `run --nested-kvm-in-bochs` boots
+# under Bochs both execute this file, so the two run exactly the same invocation.
+# KERNEL is the multiboot kernel.bin; SERIAL a QEMU chardev for COM1 (file:PATH, stdio).
+# POSIX sh (it also runs under busybox sh). QEMU exits through isa-debug-exit: status
+# (value << 1) | 1, so 1 when the hypervisor wrote 0 (all checks passed), 3 otherwise.
+[ $# -ge 2 ] || { echo "usage: qemu-kvm.sh KERNEL SERIAL [QEMU-OPTION...]" >&2; exit 2; }
+kernel=$1
+serial=$2
+shift 2
+# -nodefaults: no VGA, NIC, disks or monitor (no option ROMs to find); the hypervisor needs
+# only COM1 and the debug-exit port. -cpu host,+vmx: nested VMX for the hypervisor.
+exec qemu-system-x86_64 -enable-kvm -cpu host,+vmx -m 256 -nodefaults -display none \
+  -no-reboot -kernel "$kernel" -serial "$serial" \
+  -device isa-debug-exit,iobase=0xf4,iosize=0x04 "$@"
