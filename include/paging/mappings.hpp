@@ -217,7 +217,8 @@ class table_cursor {
   [[nodiscard]] constexpr const mapping& current() const noexcept { return current_; }
   [[nodiscard]] constexpr const walk_fault& fault() const noexcept { return fault_; }
   [[nodiscard]] constexpr std::uint64_t reads() const noexcept { return reads_; }
-  [[nodiscard]] constexpr Policy& policy() noexcept { return p_; }
+  /// Changes the bound (a nested enumeration shares one bound between both stages).
+  constexpr void set_limits(mapping_limits lim) noexcept { limits_ = lim; }
 
  private:
   Policy p_{};
@@ -625,6 +626,9 @@ class nested_mappings : public detail::cursor_range<nested_mappings<Stage, M>, n
     for (;;) {
       if (!have_page_) {
         if (paging_off_ || finished_) return finish();
+        // One bound for both stages: the guest cursor may use what the pieces left.
+        cursor_.set_limits(mapping_limits{limits_.max_reads - (extra_reads_ < limits_.max_reads ? extra_reads_
+                                                                                               : limits_.max_reads)});
         const mapping_step s = cursor_.next();
         if (s == mapping_step::fault) {
           fault_ = cursor_.fault();
