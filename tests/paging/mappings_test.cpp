@@ -364,6 +364,16 @@ TEST(Mappings, SelfReferencingEntryEnds) {
   const auto mem = m.view();
   paging::guest_mappings pages(s, mem);
   check_list(pages, {{0, 0x1000, 0x1000, X | W, 0, 0, 1}}, {});
+  // Nested, with a bound below the 2048 entries the guest tables hold: the one second-stage
+  // translation counts against the same bound as the guest entries.
+  const paging::identity_stage id{};
+  paging::nested_mappings<paging::identity_stage, paging::flat_view> nested(s, id, mem, {},
+                                                                           paging::mapping_limits{1000});
+  uint64_t n = 0;
+  for (const auto& r : nested) n += r ? 1 : 0;
+  EXPECT_EQ(n, 1u);
+  EXPECT_TRUE(nested.truncated());
+  EXPECT_EQ(nested.reads(), 1000u);
 }
 
 // Every entry of a 32-bit page directory points at the directory itself: 1024 x 1024
@@ -400,6 +410,15 @@ TEST(Mappings, HostileFourLevelTableIsBounded) {
   EXPECT_TRUE(pages.truncated());
   EXPECT_EQ(pages.reads(), 100000u);
   EXPECT_GT(n, 90000u);
+  // Nested: one bound for the guest entries and the second-stage translations together.
+  const paging::identity_stage id{};
+  paging::nested_mappings<paging::identity_stage, paging::flat_view> nested(s, id, mem, {},
+                                                                           paging::mapping_limits{3000});
+  n = 0;
+  for (const auto& r : nested) n += r ? 1 : 0;
+  EXPECT_TRUE(nested.truncated());
+  EXPECT_EQ(nested.reads(), 3000u);
+  EXPECT_GT(n, 0u);
   // The same for EPT.
   for (unsigned i = 0; i < 512; ++i) m.put64(0x1000 + 8 * i, 0x1000 | 7);
   const auto mem2 = m.view();
