@@ -330,6 +330,82 @@ TEST(HostedNames, Vmx) {
 }
 
 
+TEST(HostedNames, VmxEventsAndEntry) {
+  check_names<vmx::tlb_flush>("tlb_flush", 256, {
+      {vmx::tlb_flush::none, "none"}, {vmx::tlb_flush::invvpid_single_context, "invvpid_single_context"},
+  });
+  check_names<vmx::injection_error>("injection_error", 256, {
+      {vmx::injection_error::none, "none"}, {vmx::injection_error::reserved_type, "reserved_type"},
+      {vmx::injection_error::mtf_unsupported, "mtf_unsupported"},
+      {vmx::injection_error::nmi_vector, "nmi_vector"},
+      {vmx::injection_error::exception_vector, "exception_vector"},
+      {vmx::injection_error::other_event_vector, "other_event_vector"},
+      {vmx::injection_error::error_code_mismatch, "error_code_mismatch"},
+      {vmx::injection_error::reserved_bits, "reserved_bits"},
+      {vmx::injection_error::instruction_length, "instruction_length"},
+  });
+  check_names<vmx::activity_state>("activity_state", 4096, {
+      {vmx::activity_state::active, "active"}, {vmx::activity_state::hlt, "hlt"},
+      {vmx::activity_state::shutdown, "shutdown"}, {vmx::activity_state::wait_for_sipi, "wait_for_sipi"},
+  });
+  check_names<vmx::entry_state_error>("entry_state_error", 256, {
+      {vmx::entry_state_error::none, "none"},
+      {vmx::entry_state_error::reserved_interruptibility_bits, "reserved_interruptibility_bits"},
+      {vmx::entry_state_error::sti_and_mov_ss, "sti_and_mov_ss"},
+      {vmx::entry_state_error::sti_with_if_clear, "sti_with_if_clear"},
+      {vmx::entry_state_error::interrupt_under_shadow, "interrupt_under_shadow"},
+      {vmx::entry_state_error::nmi_under_mov_ss, "nmi_under_mov_ss"},
+      {vmx::entry_state_error::nmi_under_sti, "nmi_under_sti"},
+      {vmx::entry_state_error::nmi_under_virtual_nmi_blocking, "nmi_under_virtual_nmi_blocking"},
+      {vmx::entry_state_error::smi_blocking_outside_smm, "smi_blocking_outside_smm"},
+      {vmx::entry_state_error::enclave_with_mov_ss, "enclave_with_mov_ss"},
+      {vmx::entry_state_error::reserved_activity_state, "reserved_activity_state"},
+      {vmx::entry_state_error::shadow_while_inactive, "shadow_while_inactive"},
+      {vmx::entry_state_error::event_blocked_by_activity, "event_blocked_by_activity"},
+  });
+  check_names<vmx::interruption_type>("interruption_type", 256, {
+      {vmx::interruption_type::external_interrupt, "external_interrupt"},
+      {vmx::interruption_type::reserved, "reserved"}, {vmx::interruption_type::nmi, "nmi"},
+      {vmx::interruption_type::hardware_exception, "hardware_exception"},
+      {vmx::interruption_type::software_interrupt, "software_interrupt"},
+      {vmx::interruption_type::privileged_software_exception, "privileged_software_exception"},
+      {vmx::interruption_type::software_exception, "software_exception"},
+      {vmx::interruption_type::other_event, "other_event"},
+  });
+  check_names<vmx::vm_entry_phase>("vm_entry_phase", 256, {
+      {vmx::vm_entry_phase::controls, "controls"}, {vmx::vm_entry_phase::host_state, "host_state"},
+      {vmx::vm_entry_phase::guest_state, "guest_state"}, {vmx::vm_entry_phase::msr_load, "msr_load"},
+  });
+  check_names<vmx::entry_failure_qualification>("entry_failure_qualification", 256, {
+      {vmx::entry_failure_qualification::none, "none"},
+      {vmx::entry_failure_qualification::pdpte_load, "pdpte_load"},
+      {vmx::entry_failure_qualification::nmi_injection_blocked_by_sti, "nmi_injection_blocked_by_sti"},
+      {vmx::entry_failure_qualification::vmcs_link_pointer, "vmcs_link_pointer"},
+  });
+  check_names<vmx::vm_entry_outcome>("vm_entry_outcome", 256, {
+      {vmx::vm_entry_outcome::success, "success"}, {vmx::vm_entry_outcome::vm_fail_valid, "vm_fail_valid"},
+      {vmx::vm_entry_outcome::entry_failure, "entry_failure"},
+  });
+  check_names<vmx::guest_segment>("guest_segment", 256, {
+      {vmx::guest_segment::es, "es"}, {vmx::guest_segment::cs, "cs"}, {vmx::guest_segment::ss, "ss"},
+      {vmx::guest_segment::ds, "ds"}, {vmx::guest_segment::fs, "fs"}, {vmx::guest_segment::gs, "gs"},
+      {vmx::guest_segment::ldtr, "ldtr"}, {vmx::guest_segment::tr, "tr"},
+  });
+}
+
+TEST(HostedNames, X86MergeAndGpr) {
+  check_names<x86::merge_verdict>("merge_verdict", 256, {
+      {x86::merge_verdict::deliver_second, "deliver_second"}, {x86::merge_verdict::double_fault, "double_fault"},
+      {x86::merge_verdict::shutdown, "shutdown"},
+  });
+  check_names<x86::gpr>("gpr", 256, {
+      {x86::gpr::rax, "rax"}, {x86::gpr::rcx, "rcx"}, {x86::gpr::rdx, "rdx"}, {x86::gpr::rbx, "rbx"},
+      {x86::gpr::rsp, "rsp"}, {x86::gpr::rbp, "rbp"}, {x86::gpr::rsi, "rsi"}, {x86::gpr::rdi, "rdi"},
+      {x86::gpr::r8, "r8"}, {x86::gpr::r9, "r9"}, {x86::gpr::r10, "r10"}, {x86::gpr::r11, "r11"},
+      {x86::gpr::r12, "r12"}, {x86::gpr::r13, "r13"}, {x86::gpr::r14, "r14"}, {x86::gpr::r15, "r15"},
+  });
+}
+
 // Flags typed from SDM Tables 4-14..4-20 and 29-1..29-7.
 TEST(HostedFormat, PteFlags) {
   EXPECT_EQ(paging::pte_flags(paging::pte{0x8000000012345063}, 1, true, true), "P RW A D XD");
@@ -490,6 +566,18 @@ TEST(HostedFormat, Vmx) {
   std::ostringstream os;
   os << vmx::exit_reason::cpuid << ' ' << static_cast<vmx::exit_reason>(35);
   EXPECT_EQ(os.str(), "cpuid exit_reason(35)");
+}
+
+TEST(HostedFormat, VmEntryVerdict) {
+  static constexpr vmx::vm_entry_rule_info guest{"a_guest_rule", "27.3.1.1", vmx::vm_entry_phase::guest_state};
+  EXPECT_EQ(to_string(vmx::make_verdict(guest, vmx::entry_fail_raw(0x6800, 0x20))),
+            "entry_failure: invalid_guest_state (VM-entry failure), qualification 0x0, rule a_guest_rule "
+            "(SDM 27.3.1.1), guest_cr0 (0x6800) = 0x20");
+  static constexpr vmx::vm_entry_rule_info control{"a_control_rule", "27.2.1.1", vmx::vm_entry_phase::controls};
+  EXPECT_EQ(to_string(vmx::make_verdict(control, vmx::entry_fail_raw(0x4012, 0x1, 0x6800, 0x2))),
+            "vm_fail_valid: error 7 (entry_invalid_control_fields), rule a_control_rule (SDM 27.2.1.1), "
+            "vm_entry_controls (0x4012) = 0x1, guest_cr0 (0x6800) = 0x2");
+  EXPECT_EQ(to_string(vmx::vm_entry_verdict{}), "success");
 }
 
 TEST(HostedFormat, EmulateOutcome) {

@@ -1,7 +1,8 @@
 /// @file
 /// @brief Hosted: names and printers for vmx/: basic exit reasons (the core's
 /// exit_reason_name()), the exit-reason field, VM-instruction errors, which VMX instruction
-/// failed and how (vm_fail), CR-write faults and EPT-entry builder errors.
+/// failed and how (vm_fail), CR-write faults, EPT-entry builder errors, event injection and
+/// guest-state errors, interruption types, activity states, VM-entry verdicts.
 ///
 /// See x86/hosted/format.hpp for the conventions (`name()`, `to_string()`, `operator<<`,
 /// `std::formatter`).
@@ -16,8 +17,15 @@
 #include <string_view>
 
 #include "../cr_access.hpp"
+#include "../cr_write_apply.hpp"
 #include "../ept_entry.hpp"
+#include "../event_injection.hpp"
 #include "../exit_reason.hpp"
+#include "../fields.hpp"
+#include "../interruptibility.hpp"
+#include "../interruption_info.hpp"
+#include "../vm_entry_rule.hpp"
+#include "../vm_entry_state.hpp"
 #include "../vm_fail.hpp"
 #include "../../x86/hosted/format.hpp"
 
@@ -165,6 +173,172 @@ using hosted::operator<<;
 /// See name(ept_error).
 [[nodiscard]] inline std::string to_string(ept_error v) { return hosted::enum_string(name(v), "ept_error", v); }
 
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(tlb_flush v) noexcept {
+  switch (v) {
+    case tlb_flush::none: return "none";
+    case tlb_flush::invvpid_single_context: return "invvpid_single_context";
+  }
+  return {};
+}
+/// See name(tlb_flush).
+[[nodiscard]] inline std::string to_string(tlb_flush v) { return hosted::enum_string(name(v), "tlb_flush", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(injection_error v) noexcept {
+  switch (v) {
+    case injection_error::none: return "none";
+    case injection_error::reserved_type: return "reserved_type";
+    case injection_error::mtf_unsupported: return "mtf_unsupported";
+    case injection_error::nmi_vector: return "nmi_vector";
+    case injection_error::exception_vector: return "exception_vector";
+    case injection_error::other_event_vector: return "other_event_vector";
+    case injection_error::error_code_mismatch: return "error_code_mismatch";
+    case injection_error::reserved_bits: return "reserved_bits";
+    case injection_error::instruction_length: return "instruction_length";
+  }
+  return {};
+}
+/// See name(injection_error).
+[[nodiscard]] inline std::string to_string(injection_error v) { return hosted::enum_string(name(v), "injection_error", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(activity_state v) noexcept {
+  switch (v) {
+    case activity_state::active: return "active";
+    case activity_state::hlt: return "hlt";
+    case activity_state::shutdown: return "shutdown";
+    case activity_state::wait_for_sipi: return "wait_for_sipi";
+  }
+  return {};
+}
+/// See name(activity_state).
+[[nodiscard]] inline std::string to_string(activity_state v) { return hosted::enum_string(name(v), "activity_state", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(entry_state_error v) noexcept {
+  switch (v) {
+    case entry_state_error::none: return "none";
+    case entry_state_error::reserved_interruptibility_bits: return "reserved_interruptibility_bits";
+    case entry_state_error::sti_and_mov_ss: return "sti_and_mov_ss";
+    case entry_state_error::sti_with_if_clear: return "sti_with_if_clear";
+    case entry_state_error::interrupt_under_shadow: return "interrupt_under_shadow";
+    case entry_state_error::nmi_under_mov_ss: return "nmi_under_mov_ss";
+    case entry_state_error::nmi_under_sti: return "nmi_under_sti";
+    case entry_state_error::nmi_under_virtual_nmi_blocking: return "nmi_under_virtual_nmi_blocking";
+    case entry_state_error::smi_blocking_outside_smm: return "smi_blocking_outside_smm";
+    case entry_state_error::enclave_with_mov_ss: return "enclave_with_mov_ss";
+    case entry_state_error::reserved_activity_state: return "reserved_activity_state";
+    case entry_state_error::shadow_while_inactive: return "shadow_while_inactive";
+    case entry_state_error::event_blocked_by_activity: return "event_blocked_by_activity";
+  }
+  return {};
+}
+/// See name(entry_state_error).
+[[nodiscard]] inline std::string to_string(entry_state_error v) { return hosted::enum_string(name(v), "entry_state_error", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(interruption_type v) noexcept {
+  switch (v) {
+    case interruption_type::external_interrupt: return "external_interrupt";
+    case interruption_type::reserved: return "reserved";
+    case interruption_type::nmi: return "nmi";
+    case interruption_type::hardware_exception: return "hardware_exception";
+    case interruption_type::software_interrupt: return "software_interrupt";
+    case interruption_type::privileged_software_exception: return "privileged_software_exception";
+    case interruption_type::software_exception: return "software_exception";
+    case interruption_type::other_event: return "other_event";
+  }
+  return {};
+}
+/// See name(interruption_type).
+[[nodiscard]] inline std::string to_string(interruption_type v) { return hosted::enum_string(name(v), "interruption_type", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(vm_entry_phase v) noexcept {
+  switch (v) {
+    case vm_entry_phase::controls: return "controls";
+    case vm_entry_phase::host_state: return "host_state";
+    case vm_entry_phase::guest_state: return "guest_state";
+    case vm_entry_phase::msr_load: return "msr_load";
+  }
+  return {};
+}
+/// See name(vm_entry_phase).
+[[nodiscard]] inline std::string to_string(vm_entry_phase v) { return hosted::enum_string(name(v), "vm_entry_phase", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(entry_failure_qualification v) noexcept {
+  switch (v) {
+    case entry_failure_qualification::none: return "none";
+    case entry_failure_qualification::pdpte_load: return "pdpte_load";
+    case entry_failure_qualification::nmi_injection_blocked_by_sti: return "nmi_injection_blocked_by_sti";
+    case entry_failure_qualification::vmcs_link_pointer: return "vmcs_link_pointer";
+  }
+  return {};
+}
+/// See name(entry_failure_qualification).
+[[nodiscard]] inline std::string to_string(entry_failure_qualification v) { return hosted::enum_string(name(v), "entry_failure_qualification", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(vm_entry_outcome v) noexcept {
+  switch (v) {
+    case vm_entry_outcome::success: return "success";
+    case vm_entry_outcome::vm_fail_valid: return "vm_fail_valid";
+    case vm_entry_outcome::entry_failure: return "entry_failure";
+  }
+  return {};
+}
+/// See name(vm_entry_outcome).
+[[nodiscard]] inline std::string to_string(vm_entry_outcome v) { return hosted::enum_string(name(v), "vm_entry_outcome", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(guest_segment v) noexcept {
+  switch (v) {
+    case guest_segment::es: return "es";
+    case guest_segment::cs: return "cs";
+    case guest_segment::ss: return "ss";
+    case guest_segment::ds: return "ds";
+    case guest_segment::fs: return "fs";
+    case guest_segment::gs: return "gs";
+    case guest_segment::ldtr: return "ldtr";
+    case guest_segment::tr: return "tr";
+  }
+  return {};
+}
+/// See name(guest_segment).
+[[nodiscard]] inline std::string to_string(guest_segment v) { return hosted::enum_string(name(v), "guest_segment", v); }
+
+/// A VM-entry verdict in one line: the outcome, the error or exit reason, the rule that
+/// failed with its SDM section, and the fields involved, e.g. "vm_fail_valid: error 7
+/// (entry_invalid_control_fields), rule <name> (SDM <section>), <field> (0x4012) = 0x...".
+[[nodiscard]] inline std::string to_string(const vm_entry_verdict& v) {
+  std::string s = to_string(v.outcome);
+  if (v.outcome == vm_entry_outcome::vm_fail_valid)
+    s += ": error " + std::to_string(static_cast<std::uint32_t>(v.error)) + " (" + to_string(v.error) + ")";
+  if (v.outcome == vm_entry_outcome::entry_failure)
+    s += ": " + to_string(exit_reason_field{v.exit_reason}) + ", qualification " + hosted::hex(v.exit_qualification);
+  if (v.rule != nullptr) {
+    s += ", rule ";
+    s += v.rule->name;
+    s += " (SDM ";
+    s += v.rule->section;
+    s += ')';
+  }
+  auto field = [&](std::uint32_t enc, std::uint64_t value) {
+    if (enc == ~0u) return;
+    const field_info* f = find_field(enc);
+    s += ", ";
+    s += f != nullptr ? f->name : "field";
+    s += " (" + hosted::hex(enc) + ") = " + hosted::hex(value);
+  };
+  if (v.hit.failed) {
+    field(v.hit.field, v.hit.value);
+    field(v.hit.field2, v.hit.value2);
+  }
+  return s;
+}
+
 }  // namespace hvkit::vmx
 
 namespace hvkit::hosted {
@@ -184,4 +358,24 @@ template <>
 inline constexpr bool enable_printing<vmx::cr_write_fault> = true;
 template <>
 inline constexpr bool enable_printing<vmx::ept_error> = true;
+template <>
+inline constexpr bool enable_printing<vmx::tlb_flush> = true;
+template <>
+inline constexpr bool enable_printing<vmx::injection_error> = true;
+template <>
+inline constexpr bool enable_printing<vmx::activity_state> = true;
+template <>
+inline constexpr bool enable_printing<vmx::entry_state_error> = true;
+template <>
+inline constexpr bool enable_printing<vmx::interruption_type> = true;
+template <>
+inline constexpr bool enable_printing<vmx::vm_entry_phase> = true;
+template <>
+inline constexpr bool enable_printing<vmx::entry_failure_qualification> = true;
+template <>
+inline constexpr bool enable_printing<vmx::vm_entry_outcome> = true;
+template <>
+inline constexpr bool enable_printing<vmx::guest_segment> = true;
+template <>
+inline constexpr bool enable_printing<vmx::vm_entry_verdict> = true;
 }  // namespace hvkit::hosted

@@ -1,7 +1,8 @@
 /// @file
 /// @brief Hosted: printing hvkit values. The shared machinery (`to_string` by ADL,
 /// `operator<<` for iostreams, a `std::formatter` where the library has `<format>`) and the
-/// names of x86/'s enumerations (exception vectors, paging modes) and #PF error codes.
+/// names of x86/'s enumerations (exception vectors, paging modes, exception-merge verdicts,
+/// general-purpose registers) and #PF error codes.
 ///
 /// Every printable hvkit type `T` has, in its own namespace:
 ///  - for an enumeration, `name(T)`: a `std::string_view` with the enumerator's name, empty
@@ -29,6 +30,8 @@
 #include <format>
 #endif
 
+#include "../exception_merge.hpp"
+#include "../gpr.hpp"
 #include "../paging_mode.hpp"
 #include "../pfec.hpp"
 #include "../vector.hpp"
@@ -170,6 +173,43 @@ using hosted::operator<<;
   return {};
 }
 
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(merge_verdict v) noexcept {
+  switch (v) {
+    case merge_verdict::deliver_second: return "deliver_second";
+    case merge_verdict::double_fault: return "double_fault";
+    case merge_verdict::shutdown: return "shutdown";
+  }
+  return {};
+}
+/// See name(merge_verdict).
+[[nodiscard]] inline std::string to_string(merge_verdict v) { return hosted::enum_string(name(v), "merge_verdict", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(gpr v) noexcept {
+  switch (v) {
+    case gpr::rax: return "rax";
+    case gpr::rcx: return "rcx";
+    case gpr::rdx: return "rdx";
+    case gpr::rbx: return "rbx";
+    case gpr::rsp: return "rsp";
+    case gpr::rbp: return "rbp";
+    case gpr::rsi: return "rsi";
+    case gpr::rdi: return "rdi";
+    case gpr::r8: return "r8";
+    case gpr::r9: return "r9";
+    case gpr::r10: return "r10";
+    case gpr::r11: return "r11";
+    case gpr::r12: return "r12";
+    case gpr::r13: return "r13";
+    case gpr::r14: return "r14";
+    case gpr::r15: return "r15";
+  }
+  return {};
+}
+/// See name(gpr).
+[[nodiscard]] inline std::string to_string(gpr v) { return hosted::enum_string(name(v), "gpr", v); }
+
 /// A #PF error code: the value, then the set bits by their SDM names (4.7, Figure 4-12) in
 /// brackets: "0x7 [P W U]"; software-only flags as "implicit", unnamed bits as hex; "0x0"
 /// when empty.
@@ -207,4 +247,8 @@ template <>
 inline constexpr bool enable_printing<x86::paging_mode> = true;
 template <>
 inline constexpr bool enable_printing<x86::pfec> = true;
+template <>
+inline constexpr bool enable_printing<x86::merge_verdict> = true;
+template <>
+inline constexpr bool enable_printing<x86::gpr> = true;
 }  // namespace hvkit::hosted
