@@ -124,9 +124,10 @@ struct mapping_acc {
 };
 
 /// The depth-first traversal shared by the guest and EPT cursors. `Policy` describes the
-/// tables: `top()`, `index_bits(l)`, `shift(l)`, `input_bits()`, `read(l, table, index, e,
-/// ea, f, counted)`, `classify(l, e, f)` (0 absent, 1 table, 2 leaf, -1 fault in f),
-/// `child(l, e, acc)`, `next_table(l, e)` and `leaf(l, e, ea, acc, start, m)`.
+/// tables: `top()`, `index_bits(l)`, `shift(l)`, `stage()`, `reads_memory(l)`,
+/// `to_input(offset)`, `read(l, table, index, e, ea, f, counted)`, `classify(l, e, f)` (0 not
+/// present, 1 a table, 2 a leaf, -1 a fault filled in f), `child(l, e, acc)`,
+/// `next_table(l, e)` and `leaf(l, e, ea, acc, m)`.
 template <class Policy>
 class table_cursor {
  public:
