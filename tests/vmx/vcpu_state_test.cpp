@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 
+#include <hvkit/paging/ept_memory.hpp>
 #include <hvkit/paging/guest_memory.hpp>
 #include <hvkit/vmx/cached_vmcs.hpp>
 #include <hvkit/vmx/cr_write_apply.hpp>
@@ -273,4 +274,36 @@ TEST(cr_write_apply, tlb_flush_verdicts) {
   EXPECT_EQ(r->flush, vmx::tlb_flush::none);
   EXPECT_EQ(mmu.root().value(), 0x5000u);
   EXPECT_TRUE(mmu.role().cr0_wp());
+}
+
+TEST(cr_write_apply, pdptes_through_the_ept) {
+  // Host memory: EPT PML4 0x10000 -> PDPT 0x11000[1] -> PD 0x12000[1] -> PT 0x13000[1]
+  // maps GPA 0x4020'1000 to host 0x18000 (SDM 29.3.2; entries RWX, leaf write-back).
+  alignas(8) static std::array<std::uint8_t, 0x20000> host{};
+  auto put = [&](std::uint64_t a, std::uint64_t v) {
+    for (unsigned i = 0; i < 8; ++i) host[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
+  };
+  put(0x10000, 0x11000 | 7);
+  put(0x11000 + 8, 0x12000 | 7);
+  put(0x12000 + 8, 0x13000 | 7);
+  put(0x13000 + 8, 0x18000 | 7 | (6u << 3));
+  put(0x18020, 0x5001);  // the guest's PDPT at GPA 0x4020'1020: PDPTE 0 present
+  put(0x18030, 0x6001);  // PDPTE 2
+  pg::flat_memory mem{host.data(), host.size(), x86::gpa{0}};
+  const auto ept = pg::ept_walker::make(pg::make_ept_pointer(x86::gpa{0x10000}, 4, false), {});
+  ASSERT_TRUE(ept);
+  const pg::ept_memory<pg::flat_memory> guest(*ept, mem);
+  EXPECT_EQ(guest.read64(x86::gpa{0x4020'1020}).value(), 0x5001u);
+  EXPECT_EQ(guest.read64(x86::gpa{0x4020'2020}).error(), pg::memory_error::unbacked);  // PT entry 2 not present
+  vmx::soft_vmcs v;
+  auto p = vmx::load_guest_pdptes(v, x86::cr3{0x4020'1020}, guest, 36);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(v.peek(vmx::fields::guest_pdpte0), 0x5001u);
+  EXPECT_EQ(v.peek(vmx::fields::guest_pdpte2), 0x6001u);
+  // A PDPT the EPT does not map: reported as unbacked, nothing written.
+  vmx::soft_vmcs v2;
+  auto bad = vmx::load_guest_pdptes(v2, x86::cr3{0x4020'2020}, guest, 36);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().pdpte.kind, pg::pdptr_error::kind_type::unbacked);
+  EXPECT_EQ(v2.writes(), 0u);
 }
