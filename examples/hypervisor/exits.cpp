@@ -696,6 +696,26 @@ struct exit_handler {
   }
 };
 
+/// Before VMRESUME: an event set up for injection must pass the checks VM entry makes on the
+/// event-injection fields (SDM Vol. 3C 27.2.1.3) and on the event against interruptibility
+/// and activity state (27.3.1.5); a combination VM entry would refuse is reported with its
+/// typed error instead of a failed VM entry.
+bool injection_consistent(vcpu& regs) {
+  namespace v = hvkit::vmx;
+  const v::injected_event e = must(v::read_injection(regs.backend()));
+  if (!e.valid()) return true;
+  const v::injection_error fe = v::check_injection_fields(e);
+  const auto state = v::interruptibility_state{static_cast<std::uint32_t>(vmread(fields::guest_interruptibility_state))};
+  const auto activity = static_cast<v::activity_state>(vmread(fields::guest_activity_state));
+  const bool virtual_nmis = v::pin_based{static_cast<std::uint32_t>(vmread(fields::pin_based_controls))}.test(
+      v::pin_based::virtual_nmis);
+  const v::entry_state_error se = v::check_entry_state(e, state, activity, must(regs.rflags()), virtual_nmis);
+  if (fe == v::injection_error::none && se == v::entry_state_error::none) return true;
+  kprintf("HVKIT ERROR injection refused before VM entry: interruption_info=0x%x injection_error=%u entry_state_error=%u\n",
+          e.info.raw(), static_cast<unsigned>(fe), static_cast<unsigned>(se));
+  return false;
+}
+
 }  // namespace hv
 
 using namespace hv;
@@ -717,6 +737,7 @@ extern "C" int hv_handle_exit(guest_regs* block) {
   exit_handler h{regs, events};
   int rc = hvkit::vmx::dispatch_exit(h, vmcs, reason);
   must(regs.flush());
+  if (rc != 0 && run.status == run_status::running && !injection_consistent(regs)) run.status = run_status::fatal_exit;
   if (rc != 0 && run.status != run_status::running) rc = 0;  // a VMX failure or a shutdown verdict
   return rc;
 }
