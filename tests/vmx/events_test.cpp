@@ -317,3 +317,79 @@ TEST(event_injection, inject_exception_merges_with_the_vmcs) {
   EXPECT_EQ(w.peek(vmx::fields::vm_entry_interruption_info), 0x8000'0b0du);
   EXPECT_EQ(w.peek(vmx::fields::vm_entry_exception_error_code), 0x18u);
 }
+
+// Every combination of injected event (type x vector), interruptibility bits 4:0 (and one
+// reserved bit), activity state, RFLAGS.IF and "virtual NMIs" against a rule model written
+// here, bullet by bullet, from SDM 27.3.1.5 ("Checks on Guest Non-Register State": activity
+// state, interruptibility state). The model says which rules a combination breaks; the
+// library must refuse exactly the combinations that break one, with an error naming a rule
+// that is broken.
+TEST(interruptibility, entry_state_against_rule_model) {
+  using S = vmx::entry_state_error;
+  struct rules {
+    bool reserved, sti_movss, sti_if, smi, enclave, inactive_shadow, intr_shadow, nmi_movss, nmi_sti, nmi_vnmi, activity;
+    bool any() const {
+      return reserved || sti_movss || sti_if || smi || enclave || inactive_shadow || intr_shadow || nmi_movss || nmi_sti ||
+             nmi_vnmi || activity;
+    }
+    bool names(S e) const {
+      switch (e) {
+        case S::reserved_interruptibility_bits: return reserved;
+        case S::sti_and_mov_ss: return sti_movss;
+        case S::sti_with_if_clear: return sti_if;
+        case S::smi_blocking_outside_smm: return smi;
+        case S::enclave_with_mov_ss: return enclave;
+        case S::shadow_while_inactive: return inactive_shadow;
+        case S::interrupt_under_shadow: return intr_shadow;
+        case S::nmi_under_mov_ss: return nmi_movss;
+        case S::nmi_under_sti: return nmi_sti;
+        case S::nmi_under_virtual_nmi_blocking: return nmi_vnmi;
+        case S::event_blocked_by_activity: return activity;
+        default: return false;
+      }
+    }
+  };
+  const unsigned vectors[] = {0, 1, 2, 3, 13, 18, 0x80};
+  unsigned combos = 0, refused = 0;
+  for (unsigned type = 0; type < 8; ++type)
+    for (unsigned vec : vectors)
+      for (bool valid : {false, true})
+        for (std::uint32_t bits = 0; bits < 64; ++bits)
+          for (unsigned act = 0; act < 4; ++act)
+            for (bool if_ : {false, true})
+              for (bool vnmi : {false, true}) {
+                const std::uint32_t intr = (bits & 0x1f) | ((bits & 0x20) ? 0x100u : 0u);
+                const bool sti = intr & 1, movss = intr & 2, smi = intr & 4, nmi_blk = intr & 8, encl = intr & 16;
+                const bool nmi_ev = valid && type == 2, ext = valid && type == 0;
+                rules m{};
+                m.reserved = (intr & ~0x1fu) != 0;
+                m.sti_movss = sti && movss;
+                m.sti_if = sti && !if_;
+                m.smi = smi;  // not in SMM
+                m.enclave = encl && movss;
+                m.inactive_shadow = act != 0 && (sti || movss);
+                m.intr_shadow = ext && (sti || movss);
+                m.nmi_movss = nmi_ev && movss;
+                m.nmi_sti = nmi_ev && sti;
+                m.nmi_vnmi = nmi_ev && vnmi && nmi_blk;
+                if (valid) {
+                  const bool hlt_ok = type == 0 || type == 2 || (type == 3 && (vec == 1 || vec == 18)) || (type == 7 && vec == 0);
+                  const bool shutdown_ok = type == 2 || (type == 3 && vec == 18);
+                  m.activity = (act == 1 && !hlt_ok) || (act == 2 && !shutdown_ok) || act == 3;
+                }
+                const vmx::injected_event e{
+                    vmx::entry_interruption_info{(valid ? 0x8000'0000u : 0u) | (type << 8) | vec}, 0, 1};
+                const S got = vmx::check_entry_state(e, vmx::interruptibility_state{intr}, static_cast<vmx::activity_state>(act),
+                                                     x86::rflags{if_ ? 0x202u : 0x2u}, vnmi);
+                ++combos;
+                if (m.any()) {
+                  ++refused;
+                  EXPECT_TRUE(m.names(got)) << "type " << type << " vector " << vec << " intr " << intr << " activity " << act
+                                            << " IF " << if_ << " vnmi " << vnmi << " got " << static_cast<int>(got);
+                } else {
+                  EXPECT_EQ(got, S::none) << "type " << type << " vector " << vec << " intr " << intr << " activity " << act;
+                }
+              }
+  EXPECT_EQ(combos, 8u * 7 * 2 * 64 * 4 * 2 * 2);
+  EXPECT_GT(refused, combos / 2);
+}
