@@ -90,6 +90,7 @@ enum class injection_error : std::uint8_t {
   other_event_vector,    ///< type other event with a vector other than 0
   error_code_mismatch,   ///< deliver-error-code set where it must be clear, or clear where it must be set
   reserved_bits,         ///< bits 30:12 not 0
+  error_code_reserved,   ///< an error code is delivered and its bits 31:16 are not 0
   instruction_length,    ///< software event with a length outside 1..15 (0 only with IA32_VMX_MISC[30])
 };
 
@@ -99,6 +100,9 @@ struct injection_environment {
   bool mtf_supported = true;           ///< IA32_VMX_PROCBASED_CTLS allows "monitor trap flag"
   bool zero_length_allowed = false;    ///< IA32_VMX_MISC bit 30
   bool cet = false;                    ///< the processor supports CET (#CP delivers an error code)
+  /// IA32_VMX_BASIC bit 56 (SDM A.1): a hardware exception may be injected with or without an
+  /// error code, whatever its vector (other events still never deliver one).
+  bool any_error_code = false;
 };
 
 /// The VM-entry checks on the event-injection fields (SDM 27.2.1.3). An invalid event
@@ -114,9 +118,11 @@ struct injection_environment {
   if (t == interruption_type::nmi && v != 2) return injection_error::nmi_vector;
   if (t == interruption_type::hardware_exception && v > 31) return injection_error::exception_vector;
   if (t == interruption_type::other_event && v != 0) return injection_error::other_event_vector;
-  const bool must = env.protected_mode && t == interruption_type::hardware_exception &&
-                    (v == 21 ? env.cet : delivers_error_code(v));
-  if (e.info.has_error_code() != must) return injection_error::error_code_mismatch;
+  const bool may = env.protected_mode && t == interruption_type::hardware_exception;
+  const bool must = may && !env.any_error_code && (v == 21 ? env.cet : delivers_error_code(v));
+  const bool allowed = must || (may && env.any_error_code);
+  if (e.info.has_error_code() ? !allowed : must) return injection_error::error_code_mismatch;
+  if (e.info.has_error_code() && (e.error_code >> 16) != 0) return injection_error::error_code_reserved;
   if (is_software_event(t)) {
     const bool ok = e.instruction_length <= 15 && (e.instruction_length != 0 || env.zero_length_allowed);
     if (!ok) return injection_error::instruction_length;

@@ -95,14 +95,16 @@ struct injection_plan {
   return p;
 }
 
-/// Why VM entry would fail on the guest's interruptibility/activity state together with the
-/// injected event (SDM 27.3.1.5; VM entry fails with exit reason 33, invalid guest state).
+/// Why VM entry would fail on the guest's interruptibility/activity state and RFLAGS.IF
+/// together with the injected event (SDM 27.3.1.4-27.3.1.5; VM entry fails with exit reason
+/// 33, invalid guest state).
 enum class entry_state_error : std::uint8_t {
   none,
   reserved_interruptibility_bits,  ///< bits 31:5 set
   sti_and_mov_ss,                  ///< blocking by STI and by MOV SS both set
   sti_with_if_clear,               ///< blocking by STI while RFLAGS.IF = 0
   interrupt_under_shadow,          ///< external interrupt injected under STI or MOV SS blocking
+  interrupt_with_if_clear,         ///< external interrupt injected with RFLAGS.IF = 0 (SDM 27.3.1.4)
   nmi_under_mov_ss,                ///< NMI injected under MOV SS blocking
   nmi_under_sti,                   ///< NMI injected under STI blocking (refused by some processors)
   nmi_under_virtual_nmi_blocking,  ///< NMI injected with "virtual NMIs" and blocking by NMI set
@@ -114,14 +116,18 @@ enum class entry_state_error : std::uint8_t {
 };
 
 /// The VM-entry checks that relate the injected event, the interruptibility state, the
-/// activity state and RFLAGS.IF (SDM 27.3.1.5). The hypervisor runs them before VMRESUME to
+/// activity state and RFLAGS.IF (SDM 27.3.1.5; the RFLAGS.IF rule is in 27.3.1.4). The hypervisor runs them before VMRESUME to
 /// refuse a hostile or inconsistent combination with a typed error instead of a failed entry.
+/// `sgx`: the processor supports SGX (CPUID.(7,0):EBX[2]); without it bit 4 (enclave
+/// interruption) is reserved too.
 [[nodiscard]] constexpr entry_state_error check_entry_state(const injected_event& e, interruptibility_state s,
                                                             activity_state a, x86::rflags rflags,
-                                                            bool virtual_nmis, bool in_smm = false) noexcept {
+                                                            bool virtual_nmis, bool in_smm = false,
+                                                            bool sgx = true) noexcept {
   using is = interruptibility_state;
   if (static_cast<std::uint32_t>(a) > 3) return entry_state_error::reserved_activity_state;
-  if (s.any(is::reserved)) return entry_state_error::reserved_interruptibility_bits;
+  if (s.any(is::reserved) || (!sgx && s.any(is::enclave_interruption)))
+    return entry_state_error::reserved_interruptibility_bits;
   if (s.test(is::blocking_by_sti) && s.test(is::blocking_by_mov_ss)) return entry_state_error::sti_and_mov_ss;
   if (s.test(is::blocking_by_sti) && !rflags.test(x86::rflags::if_)) return entry_state_error::sti_with_if_clear;
   if (s.test(is::blocking_by_smi) && !in_smm) return entry_state_error::smi_blocking_outside_smm;
@@ -130,6 +136,9 @@ enum class entry_state_error : std::uint8_t {
   if (!e.valid()) return entry_state_error::none;
   const auto t = e.info.type();
   if (t == interruption_type::external_interrupt && s.any(is::shadow)) return entry_state_error::interrupt_under_shadow;
+  // SDM 27.3.1.4 (checks on guest RFLAGS): IF must be 1 to inject an external interrupt.
+  if (t == interruption_type::external_interrupt && !rflags.test(x86::rflags::if_))
+    return entry_state_error::interrupt_with_if_clear;
   if (t == interruption_type::nmi) {
     if (s.test(is::blocking_by_mov_ss)) return entry_state_error::nmi_under_mov_ss;
     if (s.test(is::blocking_by_sti)) return entry_state_error::nmi_under_sti;

@@ -72,6 +72,14 @@ TEST(event_injection, entry_checks_on_the_fields) {
   EXPECT_EQ(vmx::check_injection_fields(ev(0x0000'0100u)), E::none);  // not valid: not checked
   // #CP without CET support delivers no error code.
   EXPECT_EQ(vmx::check_injection_fields(ev(0x8000'0315u)), E::none);
+  // An error code with bits 31:16 set.
+  EXPECT_EQ(vmx::check_injection_fields(vmx::injected_event{ei{0x8000'0b0du}, 0x1'0000u, 0}), E::error_code_reserved);
+  EXPECT_EQ(vmx::check_injection_fields(vmx::injected_event{ei{0x8000'0b0du}, 0xffffu, 0}), E::none);
+  // IA32_VMX_BASIC bit 56: any hardware exception with or without an error code, still never
+  // another event type.
+  EXPECT_EQ(vmx::check_injection_fields(ev(0x8000'0306u | 0x800u), {.any_error_code = true}), E::none);
+  EXPECT_EQ(vmx::check_injection_fields(ev(0x8000'030du), {.any_error_code = true}), E::none);
+  EXPECT_EQ(vmx::check_injection_fields(ev(0x8000'0a02u), {.any_error_code = true}), E::error_code_mismatch);
 }
 
 TEST(event_injection, written_to_and_read_from_the_vmcs) {
@@ -263,6 +271,7 @@ TEST(interruptibility, hostile_combinations_refused) {
   const auto nmi = vmx::nmi();
   const auto gp = vmx::hardware_exception(vector::gp, 0);
   EXPECT_EQ(vmx::check_entry_state(intr, is{0}, A::active, if1, true), S::none);
+  EXPECT_EQ(vmx::check_entry_state(intr, is{0}, A::active, if0, true), S::interrupt_with_if_clear);
   EXPECT_EQ(vmx::check_entry_state(intr, is{0x1}, A::active, if1, true), S::interrupt_under_shadow);
   EXPECT_EQ(vmx::check_entry_state(intr, is{0x2}, A::active, if1, true), S::interrupt_under_shadow);
   EXPECT_EQ(vmx::check_entry_state(nmi, is{0x2}, A::active, if1, true), S::nmi_under_mov_ss);
@@ -321,16 +330,17 @@ TEST(event_injection, inject_exception_merges_with_the_vmcs) {
 // Every combination of injected event (type x vector), interruptibility bits 4:0 (and one
 // reserved bit), activity state, RFLAGS.IF and "virtual NMIs" against a rule model written
 // here, bullet by bullet, from SDM 27.3.1.5 ("Checks on Guest Non-Register State": activity
-// state, interruptibility state). The model says which rules a combination breaks; the
+// state, interruptibility state) and the RFLAGS.IF rule of 27.3.1.4. The model says which rules a combination breaks; the
 // library must refuse exactly the combinations that break one, with an error naming a rule
 // that is broken.
 TEST(interruptibility, entry_state_against_rule_model) {
   using S = vmx::entry_state_error;
   struct rules {
-    bool reserved, sti_movss, sti_if, smi, enclave, inactive_shadow, intr_shadow, nmi_movss, nmi_sti, nmi_vnmi, activity;
+    bool reserved, sti_movss, sti_if, smi, enclave, inactive_shadow, intr_shadow, intr_if, nmi_movss, nmi_sti, nmi_vnmi,
+        activity;
     bool any() const {
-      return reserved || sti_movss || sti_if || smi || enclave || inactive_shadow || intr_shadow || nmi_movss || nmi_sti ||
-             nmi_vnmi || activity;
+      return reserved || sti_movss || sti_if || smi || enclave || inactive_shadow || intr_shadow || intr_if || nmi_movss ||
+             nmi_sti || nmi_vnmi || activity;
     }
     bool names(S e) const {
       switch (e) {
@@ -341,6 +351,7 @@ TEST(interruptibility, entry_state_against_rule_model) {
         case S::enclave_with_mov_ss: return enclave;
         case S::shadow_while_inactive: return inactive_shadow;
         case S::interrupt_under_shadow: return intr_shadow;
+        case S::interrupt_with_if_clear: return intr_if;
         case S::nmi_under_mov_ss: return nmi_movss;
         case S::nmi_under_sti: return nmi_sti;
         case S::nmi_under_virtual_nmi_blocking: return nmi_vnmi;
@@ -369,6 +380,7 @@ TEST(interruptibility, entry_state_against_rule_model) {
                 m.enclave = encl && movss;
                 m.inactive_shadow = act != 0 && (sti || movss);
                 m.intr_shadow = ext && (sti || movss);
+                m.intr_if = ext && !if_;  // 27.3.1.4
                 m.nmi_movss = nmi_ev && movss;
                 m.nmi_sti = nmi_ev && sti;
                 m.nmi_vnmi = nmi_ev && vnmi && nmi_blk;

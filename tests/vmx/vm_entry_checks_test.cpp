@@ -15,6 +15,8 @@
 #include <vector>
 
 #include <hvkit/paging/guest_memory.hpp>
+#include <hvkit/vmx/event_injection.hpp>
+#include <hvkit/vmx/interruptibility.hpp>
 #include <hvkit/vmx/soft_vmcs.hpp>
 #include <hvkit/vmx/vm_entry_checks.hpp>
 
@@ -826,4 +828,52 @@ TEST(VmEntryChecks, ReadsOnlyFieldsTheControlsUse) {
                  f::guest_pdpte0.encoding, f::vm_entry_msr_load_address.encoding})
     EXPECT_EQ(b.seen.count(e), 0u) << std::hex << e;
   EXPECT_EQ(b.seen.count(f::ept_pointer.encoding), 1u);
+}
+
+// Two independent implementations of the event-injection checks: vmx::check_injection_fields
+// + vmx::check_entry_state (vmx/event_injection.hpp, vmx/interruptibility.hpp: what a
+// hypervisor asks before injecting) against vmx::check_vm_entry on the golden VMCS with the
+// event, interruptibility, activity state, RFLAGS.IF, the error code and "virtual NMIs"
+// varied. VM entry must succeed exactly when the pre-injection checks pass.
+TEST(VmEntryChecks, AgreesWithTheInjectionChecks) {
+  const unsigned vectors[] = {0, 1, 2, 3, 8, 13, 14, 18, 21, 0x80};
+  unsigned combos = 0, ok = 0;
+  for (unsigned type = 0; type < 8; ++type)
+    for (unsigned vec : vectors)
+      for (unsigned ec = 0; ec < 3; ++ec)  // deliver-error-code off, on with 0x10, on with 0x10000
+        for (std::uint32_t intr = 0; intr < 32; ++intr)
+          for (unsigned act = 0; act < 4; ++act)
+            for (bool if_ : {false, true})
+              for (bool vnmi : {false, true}) {
+                fixture x;
+                golden(x);
+                x.env.sgx = (intr & 8) != 0;  // half the cases with SGX (bit 4 allowed)
+                const std::uint32_t info = 0x8000'0000u | (type << 8) | vec | (ec ? 0x800u : 0u);
+                const std::uint32_t code = ec == 2 ? 0x10000u : 0x10u;
+                x.set(f::vm_entry_interruption_info, info);
+                x.set(f::vm_entry_exception_error_code, code);
+                x.set(f::vm_entry_instruction_length, 2);
+                x.set(f::guest_interruptibility_state, intr);
+                x.set(f::guest_activity_state, act);
+                x.set(f::guest_rflags, if_ ? 0x202 : 0x2);
+                if (vnmi) x.or_(f::pin_based_controls, bit(3) | bit(5));  // NMI exiting + virtual NMIs
+                const vmx::injected_event e{vmx::entry_interruption_info{info}, code, 2};
+                vmx::injection_environment env;
+                env.mtf_supported = (x.env.caps.procbased >> (32 + 27)) & 1u;
+                env.any_error_code = (x.env.caps.basic >> 56) & 1u;
+                env.cet = (x.env.caps.entry >> (32 + 20)) & 1u;  // "load CET state" may be 1
+                const bool pre_ok =
+                    vmx::check_injection_fields(e, env) == vmx::injection_error::none &&
+                    vmx::check_entry_state(e, vmx::interruptibility_state{intr}, static_cast<vmx::activity_state>(act),
+                                           hvkit::x86::rflags{if_ ? 0x202u : 0x2u}, vnmi, false,
+                                           x.env.sgx) == vmx::entry_state_error::none;
+                const auto v = run(x);
+                ++combos;
+                ok += v.ok();
+                EXPECT_EQ(v.ok(), pre_ok) << "type " << type << " vector " << vec << " ec " << ec << " intr " << intr
+                                          << " activity " << act << " IF " << if_ << " vnmi " << vnmi << " rule "
+                                          << (v.rule ? v.rule->name : "-");
+              }
+  EXPECT_EQ(combos, 8u * 10 * 3 * 32 * 4 * 2 * 2);
+  EXPECT_GT(ok, 0u);
 }
