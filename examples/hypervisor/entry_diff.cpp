@@ -512,7 +512,7 @@ void mutate_host() {
 
 /// Combinations that reach the rules single-field mutations rarely reach.
 void mutate_targeted() {
-  switch (rnd_below(14)) {
+  switch (rnd_below(16)) {
     case 0: {  // I/O and MSR bitmaps
       const std::uint64_t a[] = {0x20'0000, 0x20'0800, bit(45), 0x20'0001};
       if (rnd_below(2)) {
@@ -601,9 +601,38 @@ void mutate_targeted() {
     case 12:  // SS unusable, or FS/GS unusable with odd bits
       put_or(ar_enc(rnd_below(2) ? 2 : 4 + rnd_below(2)), bit(16));
       break;
-    default:  // TR: 16-bit busy TSS in a 32-bit guest
+    case 13:  // TR: 16-bit busy TSS in a 32-bit guest
       make_guest32();
       put(fields::guest_tr_access_rights.encoding, rnd_below(2) ? 0x83 : 0x8b);
+      break;
+    default: {  // the addresses of optional features: PML, VM functions, VMCS shadowing, #VE, SPP
+      namespace sp = v::entry_rules;
+      const std::uint64_t a[] = {0x20'0000, 0x20'0008, bit(45), 0x20'0800};
+      if (rnd_below(3) == 0)
+        put_clear(fields::secondary_processor_based_controls.encoding, v::secondary_proc_based::enable_ept.raw());
+      switch (rnd_below(5)) {
+        case 0:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::enable_pml.raw());
+          put(fields::pml_address.encoding, pick(a));
+          break;
+        case 1:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::enable_vm_functions.raw());
+          put(fields::vm_function_controls.encoding, rnd_below(3) ? 1 : 2);
+          put(fields::eptp_list_address.encoding, pick(a));
+          break;
+        case 2:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::vmcs_shadowing.raw());
+          put(fields::vmread_bitmap_address.encoding, pick(a));
+          put(fields::vmwrite_bitmap_address.encoding, pick(a));
+          break;
+        case 3:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::ept_violation_ve.raw());
+          put(fields::ve_information_address.encoding, pick(a));
+          break;
+        default:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::sub_page_write_permissions.raw());
+      }
+    }
   }
 }
 
