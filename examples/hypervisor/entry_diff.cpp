@@ -10,7 +10,7 @@
 //
 // Classification of a case:
 //   agree       the CPU did what hvkit said;
-//   erratum     the CPU deviates from the SDM in a known, documented way (docs/vmx.md,
+//   erratum     the CPU deviates from the SDM in a known, documented way (docs/hypervisor.md,
 //               "Bochs errata of the VM-entry checks"): hvkit's verdict with that rule
 //               removed (or with Bochs' extra check added) is what the CPU did;
 //   mismatch    anything else (the run fails if there is one).
@@ -653,7 +653,7 @@ void mutate_once() {
   }
 }
 
-// ---- Bochs errata (docs/vmx.md) -----------------------------------------------------------
+// ---- Bochs errata (docs/hypervisor.md) -----------------------------------------------------------
 // Bochs as a model: hvkit's rules, less the checks Bochs does not make, plus the checks it
 // makes that the SDM does not list, in Bochs' order where it differs. A case hvkit and the
 // CPU disagree on is explained when the model with the errata switched on says what the
