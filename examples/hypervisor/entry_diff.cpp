@@ -10,7 +10,7 @@
 //
 // Classification of a case:
 //   agree       the CPU did what hvkit said;
-//   erratum     the CPU deviates from the SDM in a known, documented way (docs/vmx.md,
+//   erratum     the CPU deviates from the SDM in a known, documented way (docs/hypervisor.md,
 //               "Bochs errata of the VM-entry checks"): hvkit's verdict with that rule
 //               removed (or with Bochs' extra check added) is what the CPU did;
 //   mismatch    anything else (the run fails if there is one).
@@ -206,6 +206,7 @@ constexpr unsigned efer_lme_lma_bits[] = {8, 10};
 constexpr std::uint64_t bad_host_pat[] = {0x0007'0406'0007'0402ull, 0x0707'0707'0707'0708ull};
 constexpr unsigned cr4_reserved_bits[] = {31, 40, 63};
 constexpr unsigned cr0_reserved_bits[] = {32, 40, 63};
+constexpr std::uint32_t ldtr_ar_values[] = {0x82, 0x83, 0x02, 0x92, 0x8082, 0x10082};
 struct mutation_log {
   static constexpr unsigned max = 8;
   std::uint32_t enc[max]{};
@@ -509,8 +510,135 @@ void mutate_host() {
   }
 }
 
+/// Combinations that reach the rules single-field mutations rarely reach.
+void mutate_targeted() {
+  switch (rnd_below(16)) {
+    case 0: {  // I/O and MSR bitmaps
+      const std::uint64_t a[] = {0x20'0000, 0x20'0800, bit(45), 0x20'0001};
+      if (rnd_below(2)) {
+        put_or(fields::primary_processor_based_controls.encoding, v::primary_proc_based::use_io_bitmaps.raw());
+        put(fields::io_bitmap_a.encoding, pick(a));
+        put(fields::io_bitmap_b.encoding, pick(a));
+      } else {
+        put_or(fields::primary_processor_based_controls.encoding, v::primary_proc_based::use_msr_bitmaps.raw());
+        put(fields::msr_bitmap.encoding, pick(a));
+      }
+      break;
+    }
+    case 1: {  // APIC-access page, x2APIC virtualization
+      const std::uint64_t a[] = {0x20'0000, 0x20'0010, bit(46)};
+      put_or(fields::secondary_processor_based_controls.encoding, v::secondary_proc_based::virtualize_apic_accesses.raw());
+      put(fields::apic_access_address.encoding, pick(a));
+      if (rnd_below(2)) {
+        put_or(fields::primary_processor_based_controls.encoding, v::primary_proc_based::use_tpr_shadow.raw());
+        put(fields::virtual_apic_page_address.encoding, reinterpret_cast<std::uint64_t>(vapic_page));
+        put(fields::tpr_threshold.encoding, 0);
+        put_or(fields::secondary_processor_based_controls.encoding, v::secondary_proc_based::virtualize_x2apic_mode.raw());
+      }
+      break;
+    }
+    case 2:  // "save VMX-preemption timer" without the timer; RFLAGS bit 1 clear keeps the
+             // guest from running should the CPU accept the controls
+      put_clear(fields::pin_based_controls.encoding, v::pin_based::activate_preemption_timer.raw());
+      put_or(fields::primary_vm_exit_controls.encoding, v::exit_controls::save_preemption_timer.raw());
+      put(fields::guest_rflags.encoding, 0);
+      break;
+    case 3:  // unrestricted guest: CR0.PG without PE, or an IA-32e guest without paging
+      put_or(fields::secondary_processor_based_controls.encoding, v::secondary_proc_based::unrestricted_guest.raw());
+      put_clear(fields::guest_cr0.encoding, rnd_below(2) ? x86::cr0::pe.raw() : x86::cr0::pg.raw());
+      break;
+    case 4:  // CR4.PCIDE outside IA-32e mode, CR4.CET without CR0.WP
+      if (rnd_below(2)) {
+        make_guest32();
+        put_or(fields::guest_cr4.encoding, x86::cr4::pcide.raw());
+      } else {
+        put_or(fields::guest_cr4.encoding, x86::cr4::cet.raw());
+        put_clear(fields::guest_cr0.encoding, x86::cr0::wp.raw());
+      }
+      break;
+    case 5:  // a usable LDTR
+      put(fields::guest_ldtr_selector.encoding, rnd_below(2) ? 0x24 : 0x20);
+      put(fields::guest_ldtr_limit.encoding, rnd_below(2) ? 0xfff : 0xfffff);
+      put(fields::guest_ldtr_access_rights.encoding, pick(ldtr_ar_values));
+      break;
+    case 6: {  // virtual-8086 mode with one field off
+      make_v86();
+      const unsigned seg = rnd_below(6);
+      switch (rnd_below(4)) {
+        case 0: put(limit_enc(seg), 0xfffff); break;
+        case 1: put(ar_enc(seg), 0xf2); break;
+        case 2: put(base_enc(seg), rd(base_enc(seg)) + 0x10); break;
+        default:  // VM flag in real mode (unrestricted guest)
+          put_or(fields::secondary_processor_based_controls.encoding, v::secondary_proc_based::unrestricted_guest.raw());
+          put_clear(fields::guest_cr0.encoding, (x86::cr0::pe | x86::cr0::pg).raw());
+      }
+      break;
+    }
+    case 7:  // SS.DPL against SS.RPL (CS.RPL = SS.RPL = 3, SS.DPL 0)
+      put(sel_enc(1), 0x0b);
+      put(sel_enc(2), 0x13);
+      if (rnd_below(2)) put(ar_enc(1), 0xa0fb);
+      break;
+    case 8: case 9: {  // an injected event with blocking
+      const std::uint32_t ev[] = {0x8000'0020u, 0x8000'0202u, 0x8000'0202u, 0x8000'0306u};
+      put(fields::vm_entry_interruption_info.encoding, pick(ev));
+      const std::uint32_t blk[] = {1, 2, 8, 9, 0};
+      put(fields::guest_interruptibility_state.encoding, pick(blk));
+      put_or(fields::guest_rflags.encoding, x86::rflags::if_.raw());
+      if (rnd_below(2))
+        put_or(fields::pin_based_controls.encoding, (v::pin_based::nmi_exiting | v::pin_based::virtual_nmis).raw());
+      if (rnd_below(3) == 0) put(fields::guest_activity_state.encoding, 1);
+      break;
+    }
+    case 10:  // host address-space size clear with a consistent host EFER
+      mlog.host = true;
+      put_clear(fields::primary_vm_exit_controls.encoding, v::exit_controls::host_address_space_size.raw());
+      put_clear(fields::host_ia32_efer.encoding, (x86::efer::lme | x86::efer::lma).raw());
+      break;
+    case 11:  // conforming code segment, DPL against SS.DPL
+      put(ar_enc(1), 0xa09f | (rnd_below(2) ? 0x60 : 0));
+      break;
+    case 12:  // SS unusable, or FS/GS unusable with odd bits
+      put_or(ar_enc(rnd_below(2) ? 2 : 4 + rnd_below(2)), bit(16));
+      break;
+    case 13:  // TR: 16-bit busy TSS in a 32-bit guest
+      make_guest32();
+      put(fields::guest_tr_access_rights.encoding, rnd_below(2) ? 0x83 : 0x8b);
+      break;
+    default: {  // the addresses of optional features: PML, VM functions, VMCS shadowing, #VE, SPP
+      namespace sp = v::entry_rules;
+      const std::uint64_t a[] = {0x20'0000, 0x20'0008, bit(45), 0x20'0800};
+      if (rnd_below(3) == 0)
+        put_clear(fields::secondary_processor_based_controls.encoding, v::secondary_proc_based::enable_ept.raw());
+      switch (rnd_below(5)) {
+        case 0:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::enable_pml.raw());
+          put(fields::pml_address.encoding, pick(a));
+          break;
+        case 1:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::enable_vm_functions.raw());
+          put(fields::vm_function_controls.encoding, rnd_below(3) ? 1 : 2);
+          put(fields::eptp_list_address.encoding, pick(a));
+          break;
+        case 2:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::vmcs_shadowing.raw());
+          put(fields::vmread_bitmap_address.encoding, pick(a));
+          put(fields::vmwrite_bitmap_address.encoding, pick(a));
+          break;
+        case 3:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::ept_violation_ve.raw());
+          put(fields::ve_information_address.encoding, pick(a));
+          break;
+        default:
+          put_or(fields::secondary_processor_based_controls.encoding, sp::p2::sub_page_write_permissions.raw());
+      }
+    }
+  }
+}
+
 void mutate_once() {
-  switch (rnd_below(22)) {
+  switch (rnd_below(25)) {
+    case 22: case 23: case 24: mutate_targeted(); break;
     case 0: case 1: case 2: case 3: mutate_segment(); break;
     case 4: case 5: mutate_control_register(); break;
     case 6: case 7: mutate_mode(); break;
@@ -525,7 +653,7 @@ void mutate_once() {
   }
 }
 
-// ---- Bochs errata (docs/vmx.md) -----------------------------------------------------------
+// ---- Bochs errata (docs/hypervisor.md) -----------------------------------------------------------
 // Bochs as a model: hvkit's rules, less the checks Bochs does not make, plus the checks it
 // makes that the SDM does not list, in Bochs' order where it differs. A case hvkit and the
 // CPU disagree on is explained when the model with the errata switched on says what the
@@ -543,6 +671,9 @@ enum erratum_id : unsigned {
   e_tsc_multiplier,    // Bochs: "use TSC scaling" with TSC multiplier 0 refused (error 7); no SDM check
   e_link_first,        // order: the VMCS link pointer checked before the rest of 27.3.1.5 (and the IF check of 27.3.1.4)
   e_nmi_sti_qual,      // 27.3.1.5 / 28.2.1: NMI injection with STI blocking: qualification 0, not 3
+  e_ia32e_no_paging,   // 27.3.1.1: an IA-32e mode guest needs CR0.PG = 1 (unrestricted guest): not checked
+  e_vnmi_blocking,     // 27.3.1.5: NMI blocking with an injected NMI under virtual NMIs: not checked
+  e_vm_real_mode,      // 27.3.1.4: RFLAGS.VM needs CR0.PE = 1 (unrestricted guest): not checked
   erratum_count
 };
 struct erratum_info {
@@ -556,6 +687,9 @@ erratum_info errata[erratum_count] = {
     {"cs_dpl_checked_against_cs_rpl", 0},         {"entry_to_smm_checked_as_guest_state", 0},
     {"tsc_multiplier_zero_refused", 0},           {"vmcs_link_pointer_checked_first", 0},
     {"nmi_injection_sti_blocking_qualification_0", 0},
+    {"ia32e_guest_without_paging_not_checked", 0},
+    {"nmi_blocking_with_virtual_nmi_injection_not_checked", 0},
+    {"rflags_vm_in_real_mode_not_checked", 0},
 };
 
 struct diff_case {
@@ -589,6 +723,9 @@ v::vm_entry_verdict bochs_model(const diff_case& c, unsigned mask) {
            (on(e_error_code_bit) && named(r, "injection_error_code_unexpected")) ||
            (on(e_pending_bs) && named(r, "guest_pending_debug_bs_mismatch")) ||
            (on(e_activity_event) && named(r, "guest_activity_blocks_injected_event")) ||
+           (on(e_ia32e_no_paging) && named(r, "ia32e_guest_without_paging")) ||
+           (on(e_vnmi_blocking) && named(r, "guest_nmi_blocking_with_virtual_nmi_injection")) ||
+           (on(e_vm_real_mode) && named(r, "guest_rflags_vm_invalid") && !s.ia32e_guest()) ||
            (on(e_cs_dpl) && named(r, "guest_cs_dpl") && bochs_cs_dpl_ok(s)) ||
            (on(e_entry_to_smm) && named(r, "smm_controls_outside_smm") && !s.entry.test(v::entry_controls::deactivate_dual_monitor));
   };
@@ -638,6 +775,8 @@ v::vm_entry_verdict bochs_model(const diff_case& c, unsigned mask) {
     return t;
   };
   if (first_guest_early) return v::make_verdict(first_guest_early->info, h_early);
+  // Bochs' own CS.DPL rule can fail where the SDM's passes (unrestricted guest).
+  if (on(e_cs_dpl) && !s.guest_rflags.test(x86::rflags::vm) && !bochs_cs_dpl_ok(s)) return exit33(0);
   if (on(e_link_first) && first_link) return v::make_verdict(first_link->info, h_link);
   if (first_nonreg) {
     v::vm_entry_verdict t = v::make_verdict(first_nonreg->info, h_nonreg);
@@ -668,6 +807,22 @@ struct counts {
   std::uint64_t multi_violation;
 };
 constinit counts cnt{};
+
+/// How often each rule decided hvkit's verdict (first failing check), by rule position.
+constexpr unsigned rule_total = static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count);
+std::uint32_t decided[rule_total];
+template <class F>
+void for_each_rule_info(F&& f) {
+  unsigned i = 0;
+  v::for_each_vm_entry_rule([&](const v::vm_entry_rule& r) { f(i++, r.info); });
+  for (const auto& r : v::entry_rules::msr_load_rules) f(i++, r.info);
+}
+void count_decided(const v::vm_entry_rule_info* info) {
+  if (!info) return;
+  for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info& r) {
+    if (&r == info) ++decided[i];
+  });
+}
 
 
 void print_mutations() {
@@ -742,6 +897,7 @@ bool entry_diff_run() {
 
   rng_state = seed;
   cnt = counts{};
+  for (auto& d : decided) d = 0;
   unsigned printed = 0;
   for (std::uint32_t n = 0; n < case_count; ++n) {
     if (!fresh_vmcs()) {
@@ -780,12 +936,17 @@ bool entry_diff_run() {
         continue;
       }
     }
-    if (mlog.activity_risk && pred.outcome != v::vm_entry_outcome::vm_fail_valid) {
+    // Bochs accepts an IA-32e mode guest without paging (erratum) and panics when that
+    // guest also has CR0.PE = 0 ("EFER.LMA is set when CR0.PE=0"): never launch one.
+    const bool bochs_panics = st.value().ia32e_guest() && !st.value().guest_cr0.test(x86::cr0::pe) &&
+                              pred.outcome != v::vm_entry_outcome::vm_fail_valid;
+    if ((mlog.activity_risk && pred.outcome != v::vm_entry_outcome::vm_fail_valid) || bochs_panics) {
       ++cnt.not_executed;
       continue;
     }
     const cpu_outcome o = launch();
     ++cnt.executed;
+    count_decided(pred.rule);
     cnt.by_outcome[o.outcome == v::vm_entry_outcome::success         ? 0
                    : o.outcome == v::vm_entry_outcome::vm_fail_valid ? (o.error == 7 ? 1 : 2)
                                                                      : 3]++;
@@ -829,6 +990,13 @@ bool entry_diff_run() {
          (unsigned long long)cnt.by_outcome[1], (unsigned long long)cnt.by_outcome[2],
          (unsigned long long)cnt.by_outcome[3], (unsigned long long)cnt.multi_violation,
          static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count));
+  unsigned covered = 0;
+  for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info&) { covered += decided[i] ? 1 : 0; });
+  kprintf("HVKIT INFO entry_diff rules_deciding_a_case=%u of %u; never:", covered, rule_total);
+  for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info& r) {
+    if (!decided[i]) kprintf(" %s", r.name);
+  });
+  kprintf("\n");
   for (unsigned i = 0; i < erratum_count; ++i)
     if (errata[i].cases) kprintf("HVKIT ERRATUM vm_entry_%s.entry_diff cases=%llu\n", errata[i].name, (unsigned long long)errata[i].cases);
 

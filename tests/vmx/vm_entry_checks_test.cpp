@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <random>
+
 #include <hvkit/paging/guest_memory.hpp>
 #include <hvkit/vmx/event_injection.hpp>
 #include <hvkit/vmx/interruptibility.hpp>
@@ -775,7 +777,7 @@ TEST(VmEntryChecks, AnyErrorCodeWithVmxBasicBit56) {
   x.clear(f::guest_cr0, bit(0) | bit(31));
   x.clear(f::vm_entry_controls, bit(9));
   x.set(f::guest_ia32_efer, 0);
-  x.set(f::guest_cs_access_rights, 0x9b);
+  x.set(f::guest_cs_access_rights, 0x809b);
   inject(x, 3, 13, true);
   EXPECT_STREQ(run(x).rule->name, "injection_error_code_unexpected");
 }
@@ -876,4 +878,81 @@ TEST(VmEntryChecks, AgreesWithTheInjectionChecks) {
               }
   EXPECT_EQ(combos, 8u * 10 * 3 * 32 * 4 * 2 * 2);
   EXPECT_GT(ok, 0u);
+}
+
+// Cross-check against the two other statements of some of these rules in hvkit, written
+// separately: vmx::check_injection_fields (event_injection.hpp, SDM 27.2.1.3) and
+// vmx::check_entry_state (interruptibility.hpp, SDM 27.3.1.5). On random event, blocking,
+// activity and RFLAGS combinations, "some rule of the group fails" must agree.
+TEST(VmEntryChecks, AgreesWithEventInjectionAndEntryStateChecks) {
+  std::mt19937_64 rng(18);
+  auto below = [&](unsigned n) { return static_cast<unsigned>(rng() % n); };
+  const unsigned vectors[] = {0, 1, 2, 3, 6, 8, 10, 13, 14, 17, 18, 21, 31, 32, 255};
+  unsigned checked = 0, injection_fails = 0, state_fails = 0;
+  for (int n = 0; n < 20000; ++n) {
+    fixture x;
+    golden(x);
+    x.env.sgx = true;  // check_entry_state takes bit 4 (enclave interruption) as defined
+    std::uint32_t info = below(8) ? bit(31) : 0;
+    info |= (below(8) << 8) | vectors[below(sizeof vectors / sizeof vectors[0])];
+    if (below(2)) info |= bit(11);
+    if (below(16) == 0) info |= bit(12 + below(19));
+    const std::uint32_t error_code = below(4) ? 0 : 0x10000;
+    const std::uint32_t length = below(17);
+    const std::uint32_t blocking = below(4) ? below(16) : below(64);
+    const std::uint32_t activity = below(4);
+    const bool if_set = below(2), vnmi = below(2), real_mode = below(4) == 0;
+    x.set(f::vm_entry_interruption_info, info);
+    x.set(f::vm_entry_exception_error_code, error_code);
+    x.set(f::vm_entry_instruction_length, length);
+    x.set(f::guest_interruptibility_state, blocking);
+    x.set(f::guest_activity_state, activity);
+    x.set(f::guest_rflags, 2 | (if_set ? bit(9) : 0));
+    if (vnmi) x.or_(f::pin_based_controls, bit(3) | bit(5));
+    if (real_mode) {  // unrestricted guest, CR0.PE = 0
+      unrestricted(x);
+      x.clear(f::guest_cr0, bit(0) | bit(31));
+      x.clear(f::vm_entry_controls, bit(9));
+      x.set(f::guest_ia32_efer, 0);
+      x.set(f::guest_cs_access_rights, 0x809b);
+    }
+    auto st = vmx::read_vm_entry_state(x.vmcs, x.mem.view());
+    ASSERT_TRUE(st.has_value());
+    bool mine_injection = false, mine_state = false;
+    std::string names;
+    vmx::for_each_vm_entry_violation(st.value(), x.env, [&](const vmx::vm_entry_rule& r, const vmx::vm_entry_hit&) {
+      const std::string name = r.info.name;
+      names += name + " ";
+      if (name.rfind("injection_", 0) == 0) mine_injection = true;
+      else mine_state = true;  // check_entry_state has the RFLAGS.IF rule (SDM 27.3.1.4) too
+    });
+
+    vmx::injected_event e{};
+    e.info = vmx::entry_interruption_info{info};
+    e.error_code = error_code;
+    e.instruction_length = length;
+    vmx::injection_environment ienv{};
+    ienv.protected_mode = !real_mode;
+    ienv.mtf_supported = (x.env.caps.primary_caps().may_be_one >> 27) & 1;
+    ienv.zero_length_allowed = (x.env.caps.misc >> 30) & 1;
+    ienv.cet = (x.env.caps.entry_caps().may_be_one >> 20) & 1;
+    const bool theirs_injection = vmx::check_injection_fields(e, ienv) != vmx::injection_error::none ||
+                                  ((info >> 31) && (info & bit(11)) && (error_code >> 16));
+    const bool theirs_state =
+        vmx::check_entry_state(e, vmx::interruptibility_state{blocking}, static_cast<vmx::activity_state>(activity),
+                               hvkit::x86::rflags{2 | (if_set ? bit(9) : 0)}, vnmi) != vmx::entry_state_error::none;
+    EXPECT_EQ(mine_injection, theirs_injection) << std::hex << "info=" << info << " ec=" << error_code
+                                                << " len=" << std::dec << length << " real=" << real_mode << " hvkit: " << names;
+    if (!mine_injection) {  // with a bad event only the injection group is compared
+      EXPECT_EQ(mine_state, theirs_state) << std::hex << "info=" << info << " blocking=" << blocking
+                                          << " activity=" << activity << " if=" << if_set << " vnmi=" << vnmi
+                                          << " hvkit: " << names;
+    }
+    ++checked;
+    injection_fails += mine_injection;
+    state_fails += mine_state;
+  }
+  EXPECT_EQ(checked, 20000u);
+  EXPECT_GT(injection_fails, 1000u);
+  EXPECT_GT(state_fails, 1000u);
 }
