@@ -4,6 +4,8 @@ namespace hv {
 namespace {
 
 constexpr std::uint16_t com1 = 0x3F8;
+constexpr std::uint16_t port_e9 = 0xE9;  // Bochs' port_e9_hack: each byte written goes to its stdout
+bool use_e9 = false;
 
 void put_unsigned(std::uint64_t v, unsigned base, int width, bool zero_pad, bool left, bool neg) {
   char buf[24];
@@ -36,7 +38,13 @@ void console_init() {
   outb(com1 + 4, 0x03);  // DTR, RTS
 }
 
+void console_use_port_e9() { use_e9 = true; }
+
 void console_putc(char c) {
+  if (use_e9) {
+    outb(port_e9, static_cast<std::uint8_t>(c));
+    return;
+  }
   if (c == '\n') console_putc('\r');
   for (int spin = 0; spin < 1000000 && (inb(com1 + 5) & 0x20) == 0; ++spin) {
   }

@@ -1,5 +1,5 @@
 /// @file
-/// @brief Serial console (COM1, polled) and a small printf for the hypervisor.
+/// @brief Serial console (COM1, polled; or Bochs' port 0xE9) and a small printf for the hypervisor.
 #pragma once
 
 #include <cstdarg>
@@ -16,6 +16,9 @@ inline std::uint8_t inb(std::uint16_t port) {
 }
 
 void console_init();
+/// From now on the console is Bochs' port 0xE9 (the hypervisor's own channel), not COM1:
+/// used when the guest owns the serial port (the Linux guest, linux/linux.cpp).
+void console_use_port_e9();
 void console_putc(char c);
 void console_write(const char* s);
 /// printf subset: %s %c %d %u %x %p, flags '0' and '-', width, length l/ll/z.

@@ -1,5 +1,6 @@
 // hvkit reference hypervisor: VM-exit handlers (one overload per exit reason, dispatched by vmx::dispatch_exit), emulation through hvkit::emulate, the MMIO test device and the hypercalls.
 #include "hv.hpp"
+#include "linux/linux.hpp"
 
 namespace hv {
 
@@ -734,6 +735,11 @@ extern "C" int hv_handle_exit(guest_regs* block) {
   vcpu regs(vmcs, *block);
   hvkit::vmx::exit_event_actions events{};
   if (!reason.entry_failure()) events = must(hvkit::vmx::complete_exit_events(vmcs, reason.basic()));
+  if (lx::active) {  // the Linux guest (linux/linux.cpp)
+    const int lrc = lx::handle_exit(regs, basic);
+    must(regs.flush());
+    return lrc;
+  }
   exit_handler h{regs, events};
   int rc = hvkit::vmx::dispatch_exit(h, vmcs, reason);
   must(regs.flush());

@@ -246,7 +246,8 @@ bool read_guest_string(std::uint64_t gpa, char* buf, std::size_t size);
 // ---- VMX bring-up and the VMCS (vmx_setup.cpp) ----------------------------------------
 void setup_host_tables();
 void read_capabilities();
-bool build_cpuid_policy();
+/// for_linux: the Linux guest's policy (linux/linux.cpp), with the features that policy denies.
+bool build_cpuid_policy(bool for_linux = false);
 bool enable_vmx();
 bool build_ept();
 const hc::guest_header* load_guest(bool guest32 = false);

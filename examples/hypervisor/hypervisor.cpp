@@ -9,6 +9,7 @@
 //   HVKIT SUMMARY pass=<n> fail=<n>
 //   HVKIT DONE PASS|FAIL          (last line; absent means the hypervisor died)
 #include "hv.hpp"
+#include "linux/linux.hpp"
 
 namespace hv {
 
@@ -256,6 +257,8 @@ extern "C" void hv_host_exception(const std::uint64_t* f) {
 }
 
 extern "C" void hv_main() {
+  // "linux" on the multiboot command line: host the Linux guest instead (linux/linux.cpp).
+  if (hv::lx::requested()) hv::lx::boot();
   console_init();
   std::uint64_t t_start = rdtsc();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor (multiboot magic 0x%x)\n", boot_multiboot_magic);

@@ -1,0 +1,36 @@
+/// @file
+/// @brief The reference hypervisor hosting an unmodified Linux kernel (linux.cpp).
+///
+/// GRUB loads the hypervisor with the multiboot command line "linux <kernel command line>"
+/// and two modules, the kernel's bzImage and the initramfs. The hypervisor then starts the
+/// kernel through the Linux 64-bit boot protocol in VMX non-root operation instead of
+/// running its conformance guests, and logs on Bochs' port 0xE9 (COM1 is the guest's).
+#pragma once
+
+#include <cstdint>
+
+#include <hvkit/vmx/register_file.hpp>
+
+#include "vmx_glue.hpp"
+
+
+namespace hv::lx {
+
+/// True when the multiboot command line asks for the Linux guest (checked before the
+/// hypervisor touches COM1, which then belongs to the guest).
+bool requested();
+/// Boots the Linux guest and reports; never returns (ends the machine).
+[[noreturn]] void boot();
+/// True once the Linux guest runs: hv_handle_exit() hands every exit to handle_exit().
+extern bool active;
+/// The Linux guest's VM exits: 1 resumes the guest, 0 ends the run.
+int handle_exit(hvkit::vmx::register_file<hvkit::vmx::hw::current_vmcs>& regs, std::uint32_t basic_reason);
+
+/// Hypercalls of the Linux guest (VMCALL, CPL 0 only: the hvkit_wp kernel module).
+/// RAX = number; KVM's numbers are small, these carry "hv" in bits 31:16.
+enum : std::uint64_t {
+  hc_wp_begin = 0x68760001,  ///< RBX = 1: CR0.WP intercepted, 0: guest-owned. Snapshots the CR-exit count.
+  hc_wp_end = 0x68760002,    ///< RBX = toggles, RCX = guest-side mismatches. RAX = CR exits since begin.
+};
+
+}  // namespace hv::lx
