@@ -128,6 +128,32 @@ bool build_cpuid_policy(bool for_linux) {
     return false;
   }
   guest_policy = p.value();
+  if (for_linux && guest_policy.has(feat::xsavec)) {
+    // XSAVEC only where the CPU's own XSAVE enumeration is consistent: no component the
+    // library had to withhold (enumerated in CPUID.(0xD,0) without a valid sub-leaf), and
+    // the standard-format size CPUID.(0xD,0):ECX reports equal to the size derived from
+    // the per-component offsets and sizes. Otherwise the compacted layout the CPU really
+    // writes need not be the one the policy would promise (compacted offsets are computed,
+    // not enumerated). Bochs 2.7 fails both (skylake_x: 2432 reported for 2688 derived;
+    // tigerlake: PKRU without a sub-leaf); a Linux guest using XSAVEC there saw user
+    // processes die now and then (a TLS pointer read back as 0), none with the standard
+    // format (docs/linux-guest.md).
+    cpuid_ns::vcpu_state all{};
+    all.cr4 = x86::cr4::osxsave;
+    all.xcr0 = guest_policy.xcr0_components();
+    const std::uint32_t host_max = cpuid_ns::execute(0xd, 0).ecx, derived = guest_policy.answer(0xd, 0, all).ecx;
+    if (host_max != derived || guest_policy.xsave_withheld().raw() != 0) {
+      kprintf("HVKIT INFO linux_policy xsavec=withheld host_xsave_max_size=%u derived=%u withheld_components=0x%llx\n",
+              host_max, derived, (unsigned long long)guest_policy.xsave_withheld().raw());
+      cfg.deny.set(feat::xsavec);
+      auto q = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
+      if (!q) {
+        result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(q.error()));
+        return false;
+      }
+      guest_policy = q.value();
+    }
+  }
   guest_msrs = cpuid_ns::derive_msr_policy(guest_policy.features(), guest_policy.xss_components());
   const bool consistent = cpuid_ns::check_consistency(guest_policy.features(), guest_msrs).has_value();
   const cpuid_ns::regs sig = guest_policy.answer(guest_policy.kvm_base(), 0, {});

@@ -193,6 +193,7 @@ FILENAME == serial { next }
   check("guest." $5, $6 == "PASS", d); next
 }
 /^HVKIT GUEST HVKIT-GUEST DMESG .*unchecked MSR access/ { unchecked++; if (unchecked <= 3) unchecked_lines = unchecked_lines " [" substr($0, index($0, "unchecked")) "]"; next }
+/^HVKIT GUEST HVKIT-GUEST DMESG .*(segfault at|traps:|general protection)/ { faults++; if (faults <= 2) fault_lines = fault_lines " [" substr($0, 32) "]"; next }
 /^HVKIT GUEST HVKIT-GUEST DMESG .*context size is/ {
   match($0, /features 0x[0-9a-f]+/); linux_xfeat = hex(substr($0, RSTART + 9, RLENGTH - 9))
   match($0, /size is [0-9]+/); linux_xsize = substr($0, RSTART + 8, RLENGTH - 8) + 0
@@ -256,6 +257,8 @@ END {
   }
   # 5. Every MSR the policy implies works: no "unchecked MSR access" warning in the guest.
   if (ngst > 0) check("runner.no_unchecked_msr_access", unchecked == 0, "warnings=" (unchecked + 0) unchecked_lines)
+  # 6. No guest process died of a fault (a wrong XSAVE layout or a lost register shows here).
+  if (ngst > 0) check("runner.no_guest_process_faults", faults == 0, "faults=" (faults + 0) fault_lines)
 
   print ""
   print "hvkit reference hypervisor hosting Linux: " mode " run" (mode == "bochs" ? " (" cpu ", ips=" ips ")" : "")
