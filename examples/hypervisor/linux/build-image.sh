@@ -2,7 +2,7 @@
 # build-image.sh BUILD_DIR KERNEL_BIN CMDLINE
 # Builds the Linux guest's boot image for the hvkit hypervisor, cached in BUILD_DIR:
 #   - Debian's cloud kernel, its msr.ko, busybox-static and the kernel headers, fetched with
-#     scripts/debian-fetch.sh into BUILD_DIR/debian-cache (apt-get download + dpkg-deb -x,
+#     scripts/debian-fetch.sh into BUILD_DIR/../debian-cache (apt-get download + dpkg-deb -x,
 #     nothing installed on the host);
 #   - hvtest (static, host gcc) and the hvkit_wp kernel module (built against the fetched
 #     headers; the kernel was built with gcc-12, as the host's);
@@ -16,7 +16,9 @@ root=$(cd "$here/../../.." && pwd)
 skip() { echo "HVKIT-RUN SKIP: $*"; exit 77; }
 mkdir -p "$1"
 build=$(cd "$1" && pwd) kernel_bin=$(realpath "$2") cmdline=$3
-cache=$build/debian-cache
+# Shared with the other Debian-image runs (nested-kvm/): $HVKIT_DEBIAN_CACHE, else a
+# debian-cache beside the build directory, so the kernel is fetched once.
+cache=${HVKIT_DEBIAN_CACHE:-$(dirname "$build")/debian-cache}
 for t in apt-get dpkg-deb gcc make grub-mkrescue xorriso; do
   command -v $t >/dev/null || skip "$t not installed (needed to build the Linux guest image)"
 done
@@ -45,7 +47,7 @@ if [ ! -f "$img/hvkit_wp.ko" ] || [ "$here/module/hvkit_wp.c" -nt "$img/hvkit_wp
     hdr=$cache/root/usr/src/linux-headers-$abi
     # Debian's header Makefile includes the common tree by its installed path: point it
     # at the unpacked copy.
-    sed -i "s|^include /usr/src/|include $cache/root/usr/src/|" "$hdr/Makefile"
+    sed -i "s|^include .*/usr/src/\(linux-headers-[^/]*-common\)/Makefile|include $cache/root/usr/src/\1/Makefile|" "$hdr/Makefile"
     rm -rf "$img/module" && cp -r "$here/module" "$img/module"
     cc=gcc; command -v gcc-12 >/dev/null && cc=gcc-12
     if make -C "$hdr" M="$img/module" CC=$cc modules >"$img/module.log" 2>&1; then

@@ -6,7 +6,8 @@
 #               [--ips N] [--megs N] [--no-build] [--quiet]
 #
 # Builds the hypervisor and the guest image (linux/build-image.sh: kernel, busybox and
-# headers fetched from Debian into DIR/debian-cache), boots under Bochs (default) or under
+# headers fetched from Debian into DIR/../debian-cache or $HVKIT_DEBIAN_CACHE, shared with
+# the nested-KVM run), boots under Bochs (default) or under
 # QEMU+KVM when /dev/kvm offers nested VMX, and prints the summary: time to the shell
 # prompt (wall and emulated), exits by reason, the in-guest verdicts, CR0.WP toggles.
 # Exit status: 0 every check passed; 1 a check failed or the run died; 77 skipped.
@@ -72,7 +73,7 @@ if [ "$do_build" = 1 ]; then
     { cat "$build_dir/configure.log" >&2; die "cmake configure failed"; }
   cmake --build "$build_dir" -j 2 >"$build_dir/build.log" 2>&1 ||
     { tail -50 "$build_dir/build.log" >&2; die "build failed (log: $build_dir/build.log)"; }
-  note "building the Linux guest image (Debian packages cached in $build_dir/debian-cache)"
+  note "building the Linux guest image (Debian packages cached in ${HVKIT_DEBIAN_CACHE:-$(dirname "$build_dir")/debian-cache})"
   image_info=$(bash "$here/build-image.sh" "$build_dir" "$build_dir/kernel.bin" "$cmdline")
   rc=$?
   [ $rc = 77 ] && { echo "$image_info" | grep 'HVKIT-RUN SKIP' || echo "HVKIT-RUN SKIP: guest image"; exit 77; }
