@@ -189,6 +189,14 @@ static void checks(void)
 		       "mismatches=%lu/%lu",
 		       ot, oe, it, ie, om, im);
 	}
+	/* 7. VMXON and an invalid XSETBV from the kernel module: both must fault (#UD, #GP). */
+	{
+		unsigned long vmx = sys_ulong("/sys/module/hvkit_wp/parameters/vmxon_faulted");
+		unsigned long xs = sys_ulong("/sys/module/hvkit_wp/parameters/xsetbv_invalid_faulted");
+
+		result("vmxon_faults", vmx == 1, "vmxon_faulted=%ld", (long)vmx);
+		result("xsetbv_invalid_faults", xs == 1, "xcr0=0x5 xsetbv_faulted=%ld", (long)xs);
+	}
 	emit("HVKIT-GUEST CHECKS done failures=%d", failures);
 }
 

@@ -172,6 +172,14 @@ bool load_kernel() {
             relocatable);
     return false;
   }
+  // The load address must be a multiple of the kernel's required alignment (boot protocol
+  // 2.05+: kernel_alignment; a relocatable kernel runs where it is loaded).
+  const std::uint32_t alignment = rd32(k + bp::kernel_alignment);
+  if (alignment == 0 || (kernel_gpa % alignment) != 0) {
+    kprintf("HVKIT ERROR linux: load address 0x%llx not aligned to kernel_alignment 0x%x\n",
+            (unsigned long long)kernel_gpa, alignment);
+    return false;
+  }
   unsigned sects = *reinterpret_cast<const std::uint8_t*>(k + bp::setup_sects);
   if (sects == 0) sects = 4;
   place.setup_size = (sects + 1) * 512ull;

@@ -5,12 +5,15 @@
  * it intercepted (the hvkit hypervisor flips the CR0 guest/host mask on hypercall), and
  * reads the CR-access exit count the hypervisor measured for each run.
  * Results: /sys/module/hvkit_wp/parameters/{owned,intercepted}_{toggles,exits,mismatches}.
+ * It also executes VMXON (VMX is not offered: #UD expected) and XSETBV with an invalid XCR0
+ * (#GP expected), both behind exception-table entries, and records whether they faulted.
  * GPL-2.0 because the kernel refuses to export its symbols to anything else; it is a test
  * fixture loaded into the guest only, not part of the hvkit library.
  */
 #include <linux/irqflags.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
+#include <asm/asm.h>
 
 #define HC_WP_BEGIN 0x68760001UL
 #define HC_WP_END 0x68760002UL
@@ -24,6 +27,10 @@ module_param(owned_mismatches, ulong, 0444);
 module_param(intercepted_toggles, ulong, 0444);
 module_param(intercepted_exits, ulong, 0444);
 module_param(intercepted_mismatches, ulong, 0444);
+/* 1 when the instruction faulted (and the exception table let the module go on). */
+static unsigned long vmxon_faulted, xsetbv_invalid_faulted;
+module_param(vmxon_faulted, ulong, 0444);
+module_param(xsetbv_invalid_faulted, ulong, 0444);
 static unsigned int toggles = 10000;
 module_param(toggles, uint, 0444);
 
@@ -70,10 +77,33 @@ static void run(int intercept, unsigned long *done, unsigned long *exits, unsign
 	*mismatches = bad;
 }
 
+/* VMXON in the guest: VMX is not offered, the hypervisor answers #UD. */
+static int try_vmxon(void)
+{
+	static u64 region __aligned(4096);
+	u64 pa = __pa(&region);
+
+	asm goto("1: vmxon %[pa]\n\t" _ASM_EXTABLE(1b, %l[fault]) : : [pa] "m"(pa) : "cc", "memory" : fault);
+	return 0;
+fault:
+	return 1;
+}
+
+/* XSETBV with an invalid XCR0 (AVX without SSE, SDM Vol. 1 13.3): #GP(0). */
+static int try_xsetbv_invalid(void)
+{
+	asm goto("1: xsetbv\n\t" _ASM_EXTABLE(1b, %l[fault]) : : "a"(0x5), "d"(0), "c"(0) : "memory" : fault);
+	return 0;
+fault:
+	return 1;
+}
+
 static int __init hvkit_wp_init(void)
 {
 	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
 	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches);
+	vmxon_faulted = try_vmxon();
+	xsetbv_invalid_faulted = try_xsetbv_invalid();
 	pr_info("hvkit_wp: guest-owned %lu toggles %lu CR exits; intercepted %lu toggles %lu CR exits\n",
 		owned_toggles, owned_exits, intercepted_toggles, intercepted_exits);
 	return 0;
