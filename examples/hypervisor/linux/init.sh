@@ -9,6 +9,12 @@ mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 /bin/hvtest e9 "HVKIT-GUEST INIT uptime=$(cut -d' ' -f1 /proc/uptime) kernel=$(uname -r)"
 /bin/hvtest e9 "HVKIT-GUEST MARK shell uptime=$(cut -d' ' -f1 /proc/uptime)"
+# hvkit.triple_fault on the kernel command line: the hostile-guest run (run --linux
+# --triple-fault); the module wrecks the IDT and the guest triple-faults.
+case "$(cat /proc/cmdline)" in *hvkit.triple_fault*)
+  /bin/hvtest e9 "HVKIT-GUEST INFO triple fault next"
+  insmod /lib/modules/hvkit_wp.ko triple_fault=1 ;;
+esac
 # A shell with its prompt on the console (stdin scripted: the run is unattended).
 printf 'uname -sr\necho shell-ok\nexit\n' | PS1='hvkit-linux# ' sh -i 2>&1
 insmod /lib/modules/msr.ko && /bin/hvtest e9 "HVKIT-GUEST INFO msr module loaded"

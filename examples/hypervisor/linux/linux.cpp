@@ -927,6 +927,19 @@ int handle_exit(vcpu& regs, std::uint32_t basic) {
           (unsigned long long)ls.xsetbv_gp, (unsigned long long)ls.io_exits, (unsigned long long)ls.vmx_ud,
           (unsigned long long)run.cr_gp_injected, (unsigned long long)ls.guest_xcr0);
   result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
+  // The hostile run ("hvkit.triple_fault" on the guest's command line): the guest's triple
+  // fault must end in a report, with the hypervisor (and the machine) still running.
+  bool hostile = false;
+  for (const char* c = linux_args(); c && *c; ++c)
+    if (starts_with(c, "hvkit.triple_fault")) hostile = true;
+  if (hostile) {
+    result("linux_triple_fault_contained", str_eq(ls.end_reason, "guest_triple_fault"),
+           "end=%s", ls.end_reason);
+    kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
+    const bool ok = results_fail == 0 && results_pass > 0;
+    kprintf("HVKIT DONE %s\n", ok ? "PASS" : "FAIL");
+    machine_exit(ok);
+  }
   result("linux_clean_shutdown", ls.shutdown, "end=%s", ls.end_reason);
   const bool wp = ls.wp_seen[0] && ls.wp_seen[1] && ls.wp_toggles[0] == 10000 && ls.wp_toggles[1] == 10000 &&
                   ls.wp_exits[0] == 0 && ls.wp_exits[1] == ls.wp_toggles[1] && ls.wp_mismatch[0] == 0 &&

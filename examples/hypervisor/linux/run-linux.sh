@@ -3,13 +3,15 @@
 # kernel in VMX non-root operation, booted to a shell, checked from inside the guest.
 #
 #   run --linux [--bochs | --kvm] [--build-dir DIR] [--timeout SECONDS] [--cpu MODEL]
-#               [--ips N] [--megs N] [--no-build] [--quiet]
+#               [--ips N] [--megs N] [--no-build] [--quiet] [--triple-fault]
 #
 # Builds the hypervisor and the guest image (linux/build-image.sh: kernel, busybox and
 # headers fetched from Debian into DIR/../debian-cache or $HVKIT_DEBIAN_CACHE, shared with
 # the nested-KVM run), boots under Bochs (default) or under
 # QEMU+KVM when /dev/kvm offers nested VMX, and prints the summary: time to the shell
 # prompt (wall and emulated), exits by reason, the in-guest verdicts, CR0.WP toggles.
+# --triple-fault: the hostile run: the guest kernel triple-faults on purpose after its shell
+# prompt; passes when the hypervisor reports it and ends the run itself.
 # Exit status: 0 every check passed; 1 a check failed or the run died; 77 skipped.
 # Artifacts in DIR: linux-e9.log (the hypervisor's channel), linux-serial.log (the guest's
 # console), bochs-linux.log, bochsrc-linux.
@@ -40,6 +42,7 @@ while [ $# -gt 0 ]; do
     --ips) ips=$2; shift ;;
     --megs) megs=$2; shift ;;
     --no-build) do_build=0 ;;
+    --triple-fault) cmdline="$cmdline hvkit.triple_fault" ;;
     --quiet) quiet=1 ;;
     -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run --linux: unknown argument '$1'" >&2; exit 2 ;;
@@ -273,7 +276,7 @@ END {
   if (mark_tsc != "" && mode == "bochs")
     printf "  emulated time to the shell prompt: %.2f s (TSC since the hypervisor started / ips), guest uptime %s s\n", mark_tsc / ips, shell_uptime
   else if (shell_uptime != "") print "  guest uptime at the shell prompt: " shell_uptime " s"
-  if (end_reason != "") print "  run ended: " end_reason ", guest uptime " end_uptime " s"
+  if (end_reason != "") print "  run ended: " end_reason (end_uptime != "" ? ", guest uptime " end_uptime " s" : "")
   print ""
   if (nr > 0) {
     print "  VM exits by reason"

@@ -31,6 +31,9 @@ module_param(intercepted_mismatches, ulong, 0444);
 static unsigned long vmxon_faulted, xsetbv_invalid_faulted;
 module_param(vmxon_faulted, ulong, 0444);
 module_param(xsetbv_invalid_faulted, ulong, 0444);
+/* triple_fault=1: the hostile guest kernel; an empty IDT, then INT3: #GP, #DF, shutdown. */
+static int triple_fault;
+module_param(triple_fault, int, 0444);
 static unsigned int toggles = 10000;
 module_param(toggles, uint, 0444);
 
@@ -100,6 +103,16 @@ fault:
 
 static int __init hvkit_wp_init(void)
 {
+	if (triple_fault) {
+		struct {
+			u16 limit;
+			u64 base;
+		} __packed empty = {0, 0};
+
+		pr_warn("hvkit_wp: triple fault on purpose\n");
+		local_irq_disable();
+		asm volatile("lidt %0\n\tint3" : : "m"(empty) : "memory");
+	}
 	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
 	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches);
 	vmxon_faulted = try_vmxon();
