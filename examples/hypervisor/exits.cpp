@@ -738,7 +738,7 @@ extern "C" int hv_handle_exit(guest_regs* block) {
   if (lx::active) {  // the Linux guest (linux/linux.cpp)
     const int lrc = lx::handle_exit(regs, basic);
     must(regs.flush());
-    return lrc;
+    return lrc != 0 && injection_consistent(regs) ? 1 : 0;
   }
   exit_handler h{regs, events};
   int rc = hvkit::vmx::dispatch_exit(h, vmcs, reason);
