@@ -342,6 +342,7 @@ TEST(HostedNames, VmxEventsAndEntry) {
       {vmx::injection_error::other_event_vector, "other_event_vector"},
       {vmx::injection_error::error_code_mismatch, "error_code_mismatch"},
       {vmx::injection_error::reserved_bits, "reserved_bits"},
+      {vmx::injection_error::error_code_reserved, "error_code_reserved"},
       {vmx::injection_error::instruction_length, "instruction_length"},
   });
   check_names<vmx::activity_state>("activity_state", 4096, {
@@ -354,6 +355,7 @@ TEST(HostedNames, VmxEventsAndEntry) {
       {vmx::entry_state_error::sti_and_mov_ss, "sti_and_mov_ss"},
       {vmx::entry_state_error::sti_with_if_clear, "sti_with_if_clear"},
       {vmx::entry_state_error::interrupt_under_shadow, "interrupt_under_shadow"},
+      {vmx::entry_state_error::interrupt_with_if_clear, "interrupt_with_if_clear"},
       {vmx::entry_state_error::nmi_under_mov_ss, "nmi_under_mov_ss"},
       {vmx::entry_state_error::nmi_under_sti, "nmi_under_sti"},
       {vmx::entry_state_error::nmi_under_virtual_nmi_blocking, "nmi_under_virtual_nmi_blocking"},

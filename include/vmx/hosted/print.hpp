@@ -195,6 +195,7 @@ using hosted::operator<<;
     case injection_error::other_event_vector: return "other_event_vector";
     case injection_error::error_code_mismatch: return "error_code_mismatch";
     case injection_error::reserved_bits: return "reserved_bits";
+    case injection_error::error_code_reserved: return "error_code_reserved";
     case injection_error::instruction_length: return "instruction_length";
   }
   return {};
@@ -223,6 +224,7 @@ using hosted::operator<<;
     case entry_state_error::sti_and_mov_ss: return "sti_and_mov_ss";
     case entry_state_error::sti_with_if_clear: return "sti_with_if_clear";
     case entry_state_error::interrupt_under_shadow: return "interrupt_under_shadow";
+    case entry_state_error::interrupt_with_if_clear: return "interrupt_with_if_clear";
     case entry_state_error::nmi_under_mov_ss: return "nmi_under_mov_ss";
     case entry_state_error::nmi_under_sti: return "nmi_under_sti";
     case entry_state_error::nmi_under_virtual_nmi_blocking: return "nmi_under_virtual_nmi_blocking";
