@@ -34,7 +34,7 @@ nested_kvm_layer() {
 
 nested_kvm_boot() {
   local nk=$build_dir/nested-kvm
-  local cache=${HVKIT_DEBIAN_CACHE:-$(dirname "$build_dir")/debian-cache}
+  local cache=${HVKIT_DEBIAN_CACHE:-$build_dir/debian-cache}
   note "building the KVM host image (Debian packages cached in $cache)"
   bash "$here/nested-kvm/build-image.sh" "$nk" "$cache" "$kernel"
   case $? in
@@ -88,7 +88,7 @@ nested_kvm_report() {
   if [ -f "$nk/l1-console.log" ]; then
     tr -d '\r' <"$nk/l1-console.log" | sed 's/^/       - L1 kernel /' >>"$nk/layers.log"
   fi
-  awk -v verbose="$verbose" -v nk="$nk" -v timeout_s="$timeout_s" '
+  awk -v verbose="$verbose" -v nk="$nk" -v timeout_s="$timeout_s" -v emu_rc="$emu_rc" '
     function sec(ms) { return sprintf("%.1f", ms / 1000) }
     function upt(line,   m) { if (match(line, /uptime=[0-9.]+/)) return substr(line, RSTART + 7, RLENGTH - 7); return "" }
     { ms = $1; line = substr($0, length($1) + 2); last = ms }
@@ -120,7 +120,10 @@ nested_kvm_report() {
       for (i = 1; i <= nl1; i++) print "  L1: " l1note[i]
       if (t_done == "") {
         stage = (t_init == "" ? "Linux boot" : t_kvm == "" ? "KVM load" : t_boot == "" ? "QEMU start" : "hypervisor run")
-        print "  the run did not finish: it stopped in stage \"" stage "\" (time budget " timeout_s " s; raise it with --timeout)"
+        if (emu_rc == 124 || emu_rc == 137)
+          print "  TIME BUDGET EXCEEDED: " timeout_s " s were not enough; the run was stopped in stage \"" stage "\" (raise it with --timeout SECONDS or HVKIT_HV_TIMEOUT)"
+        else
+          print "  the run did not finish: it ended in stage \"" stage "\" (Bochs exit status " emu_rc "; see the L1 lines above and " nk "/bochs.log)"
       }
     }' "$nk/stream.log"
 }
