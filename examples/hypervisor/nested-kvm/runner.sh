@@ -34,7 +34,8 @@ nested_kvm_layer() {
 
 nested_kvm_boot() {
   local nk=$build_dir/nested-kvm
-  local cache=${HVKIT_DEBIAN_CACHE:-$build_dir/debian-cache}
+  # Shared with the Linux guest runs (linux/build-image.sh): the same cloud kernel, fetched once.
+  local cache=${HVKIT_DEBIAN_CACHE:-$(dirname "$build_dir")/debian-cache}
   note "building the KVM host image (Debian packages cached in $cache)"
   bash "$here/nested-kvm/build-image.sh" "$nk" "$cache" "$kernel"
   case $? in
