@@ -22,6 +22,11 @@ run_ctest --preset gcc -j "$jobs"
 step "docs: Doxygen, warnings are errors"
 cmake --build --preset gcc --target docs
 
+step "GCC Release (-O3): configure, build, unit tests"
+cmake --preset gcc-release >/dev/null
+cmake --build --preset gcc-release -j "$jobs"
+run_ctest --preset gcc-release -j "$jobs" -LE 'freestanding|consumer|system'
+
 step "Clang: configure, build, unit tests"
 cmake --preset clang >/dev/null
 cmake --build --preset clang -j "$jobs"
