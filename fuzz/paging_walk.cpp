@@ -75,6 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   props.maxphyaddr = maxphy;
   props.gbpages = flags & 1;
   props.amd_nonleaf_bit8 = flags & 2;
+  props.pse36 = !(flags & 128);
 
   const auto mode = x86::paging_mode_of(cr0, cr4, efer);
   const auto root = x86::cr3_root(cr3, mode, maxphy);
@@ -124,9 +125,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     er.address = x86::gpa{gpa_in};
     er.access = paging::ept_access{acc & 7};
     if (acc & 16) er.access = er.access | paging::ept_access::user_address;
-    er.paging_structure = acc & 32;
+    er.origin = static_cast<paging::ept_origin>(((acc >> 5) & 7u) % 3u);
+    er.linear_valid = acc & 8;
+    er.linear = va;
     const auto e = ept->translate(mem, er);
     if (e) check_translation(*e, ept->levels());
+    // A PDPTE load has no guest-linear address and is never refused for writing (SDM 28.2.1,
+    // 29.3.3.2); with EPT A/D a paging-structure violation reports bits 0 and 1 together.
+    if (!e && er.origin == paging::ept_origin::pdpte_load)
+      check((e.error().qualification.raw() & 0x182u) == 0 && e.error().linear.value() == 0);
+    if (!e && e.error().kind == paging::fault_kind::permission && er.origin == paging::ept_origin::paging_structure &&
+        ept->ad_enabled())
+      check((e.error().qualification.raw() & 3u) == 3u);
     const auto raw = ept->translate_raw(paging::flat_view(image.data(), image.size()), er.address);
     if (raw) check_translation(*raw, ept->levels());
     if (mode == x86::paging_mode::four_level) {

@@ -86,6 +86,9 @@ struct ept_capabilities {
   bool page_1g = true;        ///< cap bit 17: PDPTEs may map 1 GiB pages
   bool ad = true;             ///< cap bit 21: EPT accessed and dirty flags
   bool mbec = false;          ///< the "mode-based execute control for EPT" control is 1
+  /// cap bit 23: supervisor shadow-stack control, i.e. EPTP bit 7 may be 1 (SDM A.10,
+  /// 27.2.1.1). Off by default: without it EPTP bit 7 is reserved.
+  bool supervisor_shadow_stack = false;
 };
 
 /// Which rule of SDM 29.3.3.1 makes a present EPT entry misconfigured (the first one, in

@@ -1,9 +1,12 @@
 /// @file
 /// @brief `ept_memory<M>`: guest-physical memory seen through an EPT, as a read-only
-/// guest_memory. Each read is translated by the ept_walker with the permissions of a guest
-/// paging-structure read (SDM Vol. 3C 29.3.3), then served from the memory behind the EPT;
-/// an address the EPT does not map readably reads as `unbacked`. For loads the hypervisor
-/// performs on the guest's behalf through its EPT, such as the PAE PDPTEs (load_pdptrs).
+/// guest_memory. Each read is translated by the ept_walker as a load of the PAE PDPTE
+/// registers (ept_origin::pdpte_load: a read, even with EPT A/D enabled, where a guest
+/// paging-structure access would need write permission; SDM Vol. 3C 29.3.3.2), then served
+/// from the memory behind the EPT; an address the EPT does not map readably reads as
+/// `unbacked`. For loads the hypervisor performs on the guest's behalf through its EPT, such
+/// as the PAE PDPTEs (load_pdptrs). paging/nested.hpp's load_pdptrs(cr3, memory, maxphyaddr,
+/// ept) does the same load with the EPT fault and A flags.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +39,7 @@ class ept_memory {
     ept_request r{};
     r.address = a;
     r.access = ept_access::read;
-    r.paging_structure = true;
+    r.origin = ept_origin::pdpte_load;
     const walk_result t = ept_->check(*mem_, r);
     if (!t) return unexpected(memory_error::unbacked);
     return t->address;

@@ -10,7 +10,9 @@
 /// permission check (ept_permission_fault of paging/permission.hpp); then, with EPTP bit 6,
 /// A on every entry used and D on the leaf of a write, by compare-exchange (re-walk if an
 /// entry changed). With EPT A/D enabled, accesses to guest paging structures count as
-/// writes (SDM 29.3.3.2): they need W, set D and report bit 1 in the exit qualification.
+/// writes (SDM 29.3.3.2): they need W, set D and report both bit 0 and bit 1 in the exit
+/// qualification (SDM 28.2.1, the note on bits 0 and 1). Loads of the PAE PDPTE registers
+/// are reads in every case (SDM 29.3.3.2, 29.3.5) and carry no guest-linear address.
 #pragma once
 
 #include <bit>
@@ -36,7 +38,29 @@ enum class eptp_error : std::uint8_t {
   walk_length,   ///< page-walk length not 4 (or 5) levels, or not supported
   memory_type,   ///< bits 2:0 neither UC nor WB
   ad_unsupported,///< bit 6 set without EPT A/D support
+  /// bit 7 (supervisor shadow-stack control) set without IA32_VMX_EPT_VPID_CAP bit 23
+  /// (SDM 27.2.1.1, A.10)
+  supervisor_shadow_stack_unsupported,
   reserved_bits, ///< bits 11:8 or bits 63:MAXPHYADDR set
+};
+
+/// What a guest-physical access is for: the three classes the EPT rules and the
+/// EPT-violation exit qualification tell apart (SDM 28.2.1, 29.3.3.2, 29.3.5).
+enum class ept_origin : std::uint8_t {
+  /// The access itself: a data access or fetch at its guest-physical address (with a
+  /// linear address: qualification bits 7 and 8 set). The request's access is used as given.
+  final_access,
+  /// An access to a guest paging-structure entry while translating a linear address
+  /// (qualification bit 8 = 0). With EPT A/D enabled it is treated as a write (it needs W and
+  /// sets D), and a violation on it reports both bit 0 and bit 1 (SDM 28.2.1, note on bits
+  /// 0 and 1). Without EPT A/D the request's access (a read, or the write of a guest A/D
+  /// update) is used as given.
+  paging_structure,
+  /// A load of the PAE PDPTE registers by MOV to CR0/CR3/CR4 (SDM 4.4.1): treated as a read
+  /// whatever the request's access and EPT A/D say, so never a violation for "not writable"
+  /// and never a D flag (SDM 29.3.3.2, 29.3.5); there is no guest-linear address
+  /// (qualification bits 7 and 8 are 0, whatever `linear_valid` says).
+  pdpte_load,
 };
 
 /// One guest-physical access to translate.
@@ -44,9 +68,8 @@ struct ept_request {
   x86::gpa address{};
   /// read / write / fetch (and ept_access::user_address for a fetch under MBEC).
   ept_access access = ept_access::read;
-  /// An access to a guest paging-structure entry (exit-qualification bit 8 = 0); with EPT
-  /// A/D enabled it counts as a write (SDM 29.3.3.2).
-  bool paging_structure = false;
+  /// The access class (see ept_origin).
+  ept_origin origin = ept_origin::final_access;
   bool linear_valid = false;  ///< the access has a guest-linear address (qualification bit 7)
   x86::gva linear{};          ///< that address
   bool update_ad = true;      ///< set EPT A/D flags (with EPTP bit 6 and writable memory)
@@ -65,6 +88,10 @@ class ept_walker {
     const unsigned mt = ept_pointer::memory_type_field::get(eptp.raw());
     if (mt != 0 && mt != 6) return unexpected(eptp_error::memory_type);
     if (eptp.test(ept_pointer::ad_enabled) && !caps.ad) return unexpected(eptp_error::ad_unsupported);
+    // SDM 27.2.1.1: bit 7 must be 0 unless IA32_VMX_EPT_VPID_CAP bit 23 is 1. (hvkit does
+    // not apply the supervisor shadow-stack rules of EPT bit 60 to its walks.)
+    if (eptp.test(ept_pointer::supervisor_shadow_stack) && !caps.supervisor_shadow_stack)
+      return unexpected(eptp_error::supervisor_shadow_stack_unsupported);
     if (eptp.raw() & (x86::bit_range(11, 8) | ~x86::physical_address_mask(caps.maxphyaddr)))
       return unexpected(eptp_error::reserved_bits);
     ept_walker w;
@@ -81,10 +108,13 @@ class ept_walker {
   /// EPTP bit 6: EPT accessed and dirty flags are on.
   [[nodiscard]] constexpr bool ad_enabled() const noexcept { return role_.ad_enabled(); }
 
-  /// The access the permission check sees: guest paging-structure accesses are writes with
-  /// EPT A/D enabled (SDM 29.3.3.2).
-  [[nodiscard]] constexpr ept_access effective_access(const ept_request& req) const noexcept {
-    return req.paging_structure && role_.ad_enabled() ? req.access | ept_access::write : req.access;
+  /// The access the permission check and the qualification see (see ept_origin): a guest
+  /// paging-structure access with EPT A/D enabled is a read and a write (SDM 29.3.3.2 and
+  /// 28.2.1: both bits 0 and 1); a PDPTE load is a read (SDM 29.3.3.2, 29.3.5).
+  [[nodiscard, gnu::always_inline]] constexpr ept_access effective_access(const ept_request& req) const noexcept {
+    if (req.origin == ept_origin::final_access) [[likely]] return req.access;
+    if (req.origin == ept_origin::pdpte_load) return ept_access::read;
+    return role_.ad_enabled() ? ept_access::read | ept_access::write : req.access;
   }
 
   /// Translates `req.address`: walk, misconfiguration and permission checks, then EPT A/D.
@@ -395,9 +425,13 @@ class ept_walker {
     f.linear = req.linear;
     // SDM 28.2.1: bit 7 = guest-linear address valid; bit 8 (with bit 7) = the access was
     // to the translation of that address rather than to a guest paging-structure entry.
-    if (req.linear_valid) {
+    // A PDPTE load has no linear address (bits 7 and 8 are 0).
+    if (req.origin == ept_origin::pdpte_load) {
+      f.linear = x86::gva{};
+    } else if (req.linear_valid) {
       f.qualification = ept_qualification::linear_valid;
-      if (!req.paging_structure) f.qualification = f.qualification | ept_qualification::final_translation;
+      if (req.origin == ept_origin::final_access)
+        f.qualification = f.qualification | ept_qualification::final_translation;
     }
     return f;
   }
@@ -429,6 +463,7 @@ class ept_walker {
       }
     }
     f.level = blame.level;
+    f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);  // the entry that maps the page
     f.entry_address = blame.address;
     f.entry_value = blame.value;
   }

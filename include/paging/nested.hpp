@@ -19,11 +19,14 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "access.hpp"
 #include "ept_walker.hpp"
 #include "guest_memory.hpp"
 #include "mmu.hpp"
+#include "pdptr.hpp"
 #include "walk_result.hpp"
 #include "walker.hpp"
 #include "../x86/address.hpp"
@@ -132,7 +135,7 @@ struct nested_tables {
     ept_request r{};
     r.address = a;
     r.access = acc;
-    r.paging_structure = true;
+    r.origin = ept_origin::paging_structure;
     r.linear_valid = true;
     r.linear = linear;
     return r;
@@ -366,5 +369,39 @@ class nested_walker {
   basic_walker<Format> guest_;
   Stage stage_;
 };
+
+/// Loads the PAE PDPTE registers of a guest whose memory lies behind EPT (MOV to CR3, or a
+/// CR0/CR4 write entering PAE paging, in VMX non-root operation with EPT; SDM 4.4.1). The
+/// PDPT (32 bytes, 32-byte aligned: one page, one translation) is translated as a *PDPTE
+/// load*, its own EPT access class (ept_origin::pdpte_load): a read whatever EPT A/D says,
+/// so never a violation for "not writable" and no D flag; A flags are set with EPT A/D
+/// when `memory` is writable; the qualification of a violation has bit 0 and no
+/// guest-linear address (SDM 29.3.3.2, 29.3.5, 28.2.1). Then the entries are read and
+/// checked as by load_pdptrs(cr3, memory, maxphyaddr). `memory` is the memory the EPT
+/// tables and the guest's memory live in (as for nested_walker); a read-only view may be
+/// passed as a temporary.
+template <class M>
+  requires guest_memory<std::remove_cvref_t<M>>
+[[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> load_pdptrs(x86::cr3 cr3, M&& memory, unsigned maxphyaddr,
+                                                                       const ept_walker& ept) noexcept {
+  const x86::gpa pdpt = x86::cr3_root(cr3, x86::paging_mode::pae, maxphyaddr);
+  ept_request req{};
+  req.address = pdpt;
+  req.access = ept_access::read;
+  req.origin = ept_origin::pdpte_load;
+  walk_result s{translation{}};
+  if constexpr (writable_guest_memory<std::remove_cvref_t<M>> && !std::is_const_v<std::remove_reference_t<M>>) {
+    s = ept.translate(memory, req);
+  } else {
+    s = ept.check(memory, req);
+  }
+  if (!s) {
+    pdptr_error e{pdptr_error::kind_type::ept, 0, 0, pdpt};
+    e.ept = s.error();
+    if (e.ept.kind == fault_kind::unbacked) e.kind = pdptr_error::kind_type::unbacked;
+    return unexpected(e);
+  }
+  return detail::read_pdptes(std::as_const(memory), pdpt, s->address, maxphyaddr);
+}
 
 }  // namespace hvkit::paging

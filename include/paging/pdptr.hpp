@@ -5,7 +5,9 @@
 /// CR4 changes enter PAE paging), and checks their reserved bits then: a violation is a
 /// #GP(0) on that MOV, not a #PF (SDM 4.4.1). The walk itself uses the registers and never
 /// re-reads the PDPT (so a later write to the PDPT has no effect until CR3 is reloaded).
-/// `load_pdptrs` does that load; the PAE walker consumes its snapshot.
+/// `load_pdptrs` does that load; the PAE walker consumes its snapshot. For a guest whose
+/// memory lies behind EPT, the overload of paging/nested.hpp translates the PDPT as the
+/// processor does (a PDPTE load, its own EPT access class).
 #pragma once
 
 #include <array>
@@ -14,6 +16,7 @@
 #include "guest_memory.hpp"
 #include "pte.hpp"
 #include "reserved.hpp"
+#include "walk_result.hpp"
 #include "../x86/address.hpp"
 #include "../x86/cr3.hpp"
 #include "../x86/paging_mode.hpp"
@@ -30,28 +33,37 @@ struct pdpte_snapshot {
 
 /// Why loading the PDPTEs failed.
 struct pdptr_error {
-  enum class kind_type : std::uint8_t { none, reserved_bit, unbacked } kind = kind_type::none;
+  enum class kind_type : std::uint8_t {
+    none,
+    reserved_bit,  ///< a present PDPTE with a reserved bit: #GP(0)
+    unbacked,      ///< the PDPT (or, behind EPT, its translation) is not in the memory object
+    ept,           ///< behind EPT: translating the PDPT failed (an EPT violation or misconfiguration exit, see `ept`)
+  } kind = kind_type::none;
   std::uint8_t index = 0;     ///< which PDPTE (0-3)
   std::uint64_t value = 0;    ///< its value (reserved_bit)
-  x86::gpa address{};         ///< its address
+  x86::gpa address{};         ///< its (guest-physical) address
   /// What the MOV that loaded it raises: #GP(0) for a reserved bit. An unbacked PDPT is
   /// a host-side problem (no architectural fault): the vector is still #GP for callers
-  /// that must inject something, but `kind` tells the two apart.
+  /// that must inject something, but `kind` tells the two apart. Meaningless for `ept`
+  /// (a VM exit, not a guest exception).
   x86::vector vector = x86::vector::gp;
+  /// kind_type::ept: the EPT walk's fault (stage ept, exit qualification with bit 0 only
+  /// and bits 7/8 clear for a violation: a PDPTE load is a read without a linear address).
+  walk_fault ept{};
 };
 
-/// Loads and checks the four PDPTEs at CR3 bits 31:5 (SDM 4.4.1, Table 4-8). A present
-/// PDPTE with a reserved bit (2:1, 8:5, 63:MAXPHYADDR) fails with #GP; a not-present PDPTE
-/// is loaded as is (a walk through it then takes a not-present #PF).
+namespace detail {
+/// Reads and checks the four PDPTEs of the PDPT at guest-physical `pdpt`, found at `at` in
+/// `memory` (the same address without a second stage).
 template <guest_memory M>
-[[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> load_pdptrs(x86::cr3 cr3, const M& memory,
+[[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> read_pdptes(const M& memory, x86::gpa pdpt, x86::gpa at,
                                                                        unsigned maxphyaddr) noexcept {
   pdpte_snapshot s{};
-  s.pdpt = x86::cr3_root(cr3, x86::paging_mode::pae, maxphyaddr);
+  s.pdpt = pdpt;
   const std::uint64_t rsvd = pae_pdpte_reserved(maxphyaddr);
   for (unsigned i = 0; i < 4; ++i) {
-    const x86::gpa a = s.pdpt + 8u * i;
-    const auto v = memory.read64(a);
+    const x86::gpa a = pdpt + 8u * i;
+    const auto v = memory.read64(at + 8u * i);
     if (!v) return unexpected(pdptr_error{pdptr_error::kind_type::unbacked, static_cast<std::uint8_t>(i), 0, a});
     const pdpte e{*v};
     if (e.test(pdpte::present) && (e.raw() & rsvd) != 0)
@@ -59,6 +71,17 @@ template <guest_memory M>
     s.entries[i] = *v;
   }
   return s;
+}
+}  // namespace detail
+
+/// Loads and checks the four PDPTEs at CR3 bits 31:5 (SDM 4.4.1, Table 4-8). A present
+/// PDPTE with a reserved bit (2:1, 8:5, 63:MAXPHYADDR) fails with #GP; a not-present PDPTE
+/// is loaded as is (a walk through it then takes a not-present #PF).
+template <guest_memory M>
+[[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> load_pdptrs(x86::cr3 cr3, const M& memory,
+                                                                       unsigned maxphyaddr) noexcept {
+  const x86::gpa pdpt = x86::cr3_root(cr3, x86::paging_mode::pae, maxphyaddr);
+  return detail::read_pdptes(memory, pdpt, pdpt, maxphyaddr);
 }
 
 }  // namespace hvkit::paging

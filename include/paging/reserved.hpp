@@ -1,6 +1,6 @@
 /// @file
 /// @brief Reserved-bit masks of IA-32 paging-structure entries per mode, level and page
-/// size, from MAXPHYADDR, EFER.NXE, CR4.PSE, 1 GiB-page support and the vendor.
+/// size, from MAXPHYADDR, EFER.NXE, CR4.PSE, PSE-36 and 1 GiB-page support, and the vendor.
 ///
 /// Levels are numbered as in the SDM walk: 1 = PTE, 2 = PDE, 3 = PDPTE, 4 = PML4E,
 /// 5 = PML5E. A present entry with a reserved bit set makes the walk fault with
@@ -29,6 +29,9 @@ struct reserved_params {
   bool gbpages = true;       ///< CPUID.80000001H:EDX.Page1GB[26]: 1 GiB pages exist
   /// AMD: bit 8 of a PML4E/PML5E is reserved (AMD APM vol. 2, 5.3.3, "MBZ"); Intel ignores it.
   bool amd_nonleaf_bit8 = false;
+  /// CPUID.01H:EDX.PSE-36[17]: a 4 MiB page of 32-bit paging takes physical-address bits
+  /// above 31 from PDE bits 20:13. Without it bits 21:13 of such a PDE are reserved.
+  bool pse36 = true;
 };
 
 /// Reserved-bit masks of one paging mode.
@@ -56,10 +59,11 @@ struct reserved_masks {
   switch (mode) {
     case x86::paging_mode::none: break;
     case x86::paging_mode::two_level: {
-      // SDM 4.3, Table 4-4: a 4 MiB PDE holds physical-address bits (M-1):32 in bits 20:13,
-      // M = min(MAXPHYADDR, 40); bits 21:(M-19) are reserved. Nothing else is reserved in
+      // SDM 4.3, Table 4-4 and its notes: a 4 MiB PDE holds physical-address bits (M-1):32
+      // in bits 20:13, M = min(MAXPHYADDR, 40) with PSE-36 and M = 32 without it (no high
+      // bits: 21:13 all reserved); bits 21:(M-19) are reserved. Nothing else is reserved in
       // 32-bit paging (no XD bit; PS of a PDE is ignored with CR4.PSE = 0).
-      const unsigned m = p.maxphyaddr < 40 ? p.maxphyaddr : 40;
+      const unsigned m = !p.pse36 ? 32u : p.maxphyaddr < 40 ? p.maxphyaddr : 40u;
       r.large[2] = x86::bit_range(21, m - 19);
       r.large_ok[2] = p.pse;
       break;

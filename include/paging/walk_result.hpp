@@ -124,15 +124,29 @@ inline constexpr ept_qualification ept_qualification::linear_valid = ept_qualifi
 inline constexpr ept_qualification ept_qualification::final_translation = ept_qualification::bit(8);
 
 /// A failed walk.
+///
+/// Which level a fault names (`level`): for a not-present, reserved-bit, misconfigured or
+/// unbacked entry, the entry where the walk stopped. For a permission fault (guest R/W,
+/// U/S, XD; EPT R/W/X/XU) hvkit names the *first entry from the top* that lacks a right
+/// the access needs (the entry whose bit a hypervisor or OS would have to change), and the
+/// leaf when no single entry lacks one (SMEP, SMAP, protection keys, a shadow-stack access
+/// to a page that is not a shadow-stack page). Other tools report the entry that maps the
+/// page instead; both are legitimate, since the architecture delivers neither (a #PF gives
+/// only the error code and CR2, an EPT violation only the qualification and addresses).
+/// `leaf_level` gives that second answer, so a tool can print either.
 struct walk_fault {
   fault_kind kind = fault_kind::none;
   walk_stage stage = walk_stage::guest;
   /// The exception the guest gets for a guest-stage fault: #PF, or #GP/#SS for a
   /// non-canonical address, #GP for an invalid PDPTE. Meaningless for an EPT-stage fault.
   x86::vector vector = x86::vector::pf;
-  /// Level of the entry at fault (1 = PTE ... 5 = PML5E); 0 when no entry is involved
-  /// (non-canonical address, final permission check with nothing to blame on one entry).
+  /// Level of the entry at fault (1 = PTE ... 5 = PML5E), chosen as the struct comment
+  /// says; 0 when no entry is involved (non-canonical address).
   std::uint8_t level = 0;
+  /// For a permission or protection-key fault: the level of the entry that maps the page
+  /// (1 = 4 KiB PTE, 2 = 2/4 MiB PDE, 3 = 1 GiB PDPTE). 0 for every other kind (the walk did
+  /// not reach a leaf).
+  std::uint8_t leaf_level = 0;
   x86::gpa entry_address{};   ///< where that entry is (in the faulting stage's memory)
   std::uint64_t entry_value = 0;
   x86::gva linear{};          ///< the linear address of the access (also the CR2 value of a #PF)

@@ -46,6 +46,10 @@ struct cpu_properties {
   unsigned maxphyaddr = 52;       ///< CPUID.80000008H:EAX[7:0], 32..52
   bool gbpages = true;            ///< 1 GiB pages (CPUID.80000001H:EDX[26])
   bool amd_nonleaf_bit8 = false;  ///< AMD: bit 8 of PML4E/PML5E is reserved
+  /// PSE-36 (CPUID.01H:EDX[17]): 4 MiB pages of 32-bit paging reach above 4 GiB through PDE
+  /// bits 20:13; without it PDE bits 21:13 of a 4 MiB page are reserved (SDM 4.3, Table 4-4).
+  /// Every recent processor has it.
+  bool pse36 = true;
 };
 
 /// One access to translate.
@@ -76,7 +80,8 @@ struct ia32 {
   static constexpr std::uint64_t address_mask = 0xffff'f000u;
   [[nodiscard]] static constexpr unsigned shift(unsigned level) noexcept { return 12 + 10 * (level - 1); }
   /// A 4 MiB page: bits 31:22 from the PDE, bits 39:32 from PDE bits 20:13 (PSE-36,
-  /// SDM 4.3, Table 4-4); bits 21:13 beyond MAXPHYADDR are reserved, PAT (12) is not address.
+  /// SDM 4.3, Table 4-4); bits 21:13 beyond MAXPHYADDR (all of them without PSE-36, see
+  /// cpu_properties::pse36) are reserved, PAT (12) is not address.
   [[nodiscard]] static constexpr std::uint64_t large_base(std::uint64_t e, unsigned) noexcept {
     return (e & 0xffc0'0000u) | (pte::pse36_field::get(e) << 32);
   }
@@ -197,7 +202,7 @@ struct walker_state {
   s.nx = role.efer_nx();
   s.fetch_bit = role.smep() || role.efer_nx();
   s.rsvd = reserved_bits(s.mode, reserved_params{props.maxphyaddr, role.efer_nx(), role.pse(), props.gbpages,
-                                                 props.amd_nonleaf_bit8});
+                                                 props.amd_nonleaf_bit8, props.pse36});
   s.pdptes = pdptes;
   return s;
 }
@@ -547,6 +552,7 @@ class basic_walker {
       }
     }
     f.level = blame.level;
+    f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);  // the entry that maps the page
     f.entry_address = blame.address;
     f.entry_value = blame.value;
     f.error_code = error_code(access, pf);

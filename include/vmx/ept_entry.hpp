@@ -45,6 +45,8 @@ struct ept_caps {
   [[nodiscard]] constexpr bool pde_2m() const noexcept { return raw & (1ull << 16); }
   [[nodiscard]] constexpr bool pdpte_1g() const noexcept { return raw & (1ull << 17); }
   [[nodiscard]] constexpr bool accessed_dirty() const noexcept { return raw & (1ull << 21); }
+  /// Bit 23: supervisor shadow-stack control is supported (EPTP bit 7 may be 1).
+  [[nodiscard]] constexpr bool supervisor_shadow_stack() const noexcept { return raw & (1ull << 23); }
 
   /// The capabilities of the EPT walker for this CPU: `maxphyaddr` is CPUID.80000008H:EAX[7:0]
   /// and `mbec` the "mode-based execute control for EPT" secondary control (bit 22).
@@ -58,6 +60,7 @@ struct ept_caps {
     c.page_1g = pdpte_1g();
     c.ad = accessed_dirty();
     c.mbec = mbec;
+    c.supervisor_shadow_stack = supervisor_shadow_stack();
     return c;
   }
 };
@@ -73,6 +76,8 @@ enum class ept_error : std::uint8_t {
   eptp_memory_type_unsupported,
   accessed_dirty_unsupported,
   eptp_reserved_bits,  ///< EPTP bits 11:8 set (SDM 25.6.11, Table 25-9)
+  /// EPTP bit 7 (supervisor shadow-stack control) without capability bit 23 (SDM 27.2.1.1, A.10)
+  supervisor_shadow_stack_unsupported,
   invalid_maxphyaddr,  ///< MAXPHYADDR outside 32..52 (CPUID.80000008H:EAX[7:0], SDM 4.1.4)
 };
 
@@ -147,7 +152,8 @@ namespace detail {
 }
 
 /// Checks an EPTP against the CPU: the walker's rule (page-walk length 4 or 5 as supported,
-/// memory type UC or WB, A/D only if supported, bits 11:8 and 63:MAXPHYADDR clear; SDM
+/// memory type UC or WB, A/D only if supported, bit 7 only with supervisor shadow-stack
+/// control (capability bit 23), bits 11:8 and 63:MAXPHYADDR clear; SDM
 /// 27.2.1.1) and the capability bits for the memory type (UC: bit 8, WB: bit 14; SDM A.10).
 /// Returns the first violation, or nothing.
 [[nodiscard]] constexpr result<paging::ept_pointer, ept_error> check_eptp(paging::ept_pointer eptp, ept_caps caps,
@@ -159,6 +165,8 @@ namespace detail {
       case paging::eptp_error::walk_length: return unexpected(ept_error::walk_length_unsupported);
       case paging::eptp_error::memory_type: return unexpected(ept_error::eptp_memory_type_unsupported);
       case paging::eptp_error::ad_unsupported: return unexpected(ept_error::accessed_dirty_unsupported);
+      case paging::eptp_error::supervisor_shadow_stack_unsupported:
+        return unexpected(ept_error::supervisor_shadow_stack_unsupported);
       case paging::eptp_error::reserved_bits:
         return unexpected(eptp.raw() & ~x86::physical_address_mask(maxphyaddr) ? ept_error::address_too_wide
                                                                                 : ept_error::eptp_reserved_bits);

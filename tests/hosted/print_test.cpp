@@ -105,6 +105,7 @@ TEST(HostedNames, Paging) {
       {paging::eptp_error::none, "none"}, {paging::eptp_error::walk_length, "walk_length"},
       {paging::eptp_error::memory_type, "memory_type"}, {paging::eptp_error::ad_unsupported, "ad_unsupported"},
       {paging::eptp_error::reserved_bits, "reserved_bits"},
+      {paging::eptp_error::supervisor_shadow_stack_unsupported, "supervisor_shadow_stack_unsupported"},
   });
   check_names<paging::ept_misconfig>("ept_misconfig", 256, {
       {paging::ept_misconfig::none, "none"}, {paging::ept_misconfig::write_without_read, "write_without_read"},
@@ -284,6 +285,7 @@ TEST(HostedNames, Vmx) {
       {vmx::ept_error::accessed_dirty_unsupported, "accessed_dirty_unsupported"},
       {vmx::ept_error::eptp_reserved_bits, "eptp_reserved_bits"},
       {vmx::ept_error::invalid_maxphyaddr, "invalid_maxphyaddr"},
+      {vmx::ept_error::supervisor_shadow_stack_unsupported, "supervisor_shadow_stack_unsupported"},
   });
   check_names<vmx::exit_reason>("exit_reason", 65536, {
       {vmx::exit_reason::exception_or_nmi, "exception_or_nmi"},

@@ -665,7 +665,7 @@ TEST(EptGolden, LargePagesAndNotPresentQualification) {
   EXPECT_EQ(np.error().kind, fault_kind::not_present);
   EXPECT_EQ(np.error().qualification.raw(), 0x182u);  // write, linear valid, final translation
   EXPECT_EQ(np.error().level, 3);
-  req.paging_structure = true;
+  req.origin = paging::ept_origin::paging_structure;
   EXPECT_EQ(w.translate(mem, req).error().qualification.raw(), 0x82u);
 }
 
@@ -920,6 +920,176 @@ TEST(NestedGolden, IdentityStageAndRawTranslate) {
   ASSERT_TRUE(t);
   EXPECT_EQ(t->l1_address().value(), 0x27abcu);
   EXPECT_EQ(s.m.get64(0x13000 + 8) & EA, 0u);  // raw translate writes nothing
+}
+
+// ---- Four SDM rules found missing by an independent check (EPT A/D qualification, the
+// PDPTE-load access class, EPTP bit 7, PSE-36) and the leaf level of protection faults ----
+
+// SDM Vol. 3C 28.2.1, Table 28-7, the note on bits 0 and 1: "If accessed and dirty flags for
+// EPT are enabled, processor accesses to guest paging-structure entries are treated as
+// writes with regard to EPT violations. If such an access causes an EPT violation, the
+// processor sets both bit 0 and bit 1 of the exit qualification." Whatever the access the
+// caller names (the read of the entry, or the write of a guest A/D update).
+TEST(EptGolden, PagingStructureViolationUnderEptAdSetsBits0And1) {
+  image m;
+  ept_tables(m, R | W | X, R | W | X, R | W | X, R | X | WB);  // the page is not writable
+  auto mem = m.mem();
+  paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::read, paging::ept_origin::paging_structure, true,
+                          x86::gva{0x1234}};
+  for (const auto acc : {paging::ept_access::read, paging::ept_access::write}) {
+    req.access = acc;
+    const auto v = make_ept(true).translate(mem, req);
+    ASSERT_FALSE(v);
+    EXPECT_EQ(v.error().kind, fault_kind::permission);
+    EXPECT_EQ(v.error().qualification.raw(), 0x80u | 0x20u | 0x08u | 0x03u);  // R+W; readable, executable; bit 7
+  }
+  // Without EPT A/D: the read is allowed; the write of a guest A/D update reports bit 1 only.
+  req.access = paging::ept_access::read;
+  EXPECT_TRUE(make_ept(false).translate(mem, req));
+  req.access = paging::ept_access::write;
+  EXPECT_EQ(make_ept(false).translate(mem, req).error().qualification.raw(), 0x80u | 0x20u | 0x08u | 0x02u);
+  // Not present under EPT A/D: bits 0 and 1, no rights, bit 7.
+  m.put64(0x13000 + 8, 0);
+  EXPECT_EQ(make_ept(true).translate(mem, req).error().qualification.raw(), 0x83u);
+}
+
+// SDM Vol. 3C 29.3.3.2 and 29.3.5: loads of the PAE PDPTE registers by MOV to CR "are
+// treated as reads and do not cause EPT violations due to a guest-physical address not
+// being writable", and set no dirty flag; they have no guest-linear address (28.2.1: bit 7
+// is 0 for such accesses, and then bit 8 is 0 too).
+TEST(EptGolden, PdpteLoadIsAReadWithoutLinearAddress) {
+  image m;
+  ept_tables(m, R | W | X, R | W | X, R | W | X, R | X | WB);  // the PDPT's page is not writable
+  auto mem = m.mem();
+  const auto w = make_ept(true);
+  paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::write, paging::ept_origin::pdpte_load, true,
+                          x86::gva{0x1234}};
+  const auto r = w.translate(mem, req);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0x18abcu);
+  EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA);  // accessed, not dirty
+  EXPECT_EQ(m.get64(0x10000) & (EA | ED), EA);
+  // The same address as a guest paging-structure access is a write under EPT A/D.
+  req.origin = paging::ept_origin::paging_structure;
+  EXPECT_EQ(w.translate(mem, req).error().kind, fault_kind::permission);
+  // A violation on a PDPTE load: bit 0 (a read), the rights, and neither bit 7 nor bit 8.
+  req.origin = paging::ept_origin::pdpte_load;
+  m.put64(0x13008, 0);
+  const auto np = w.translate(mem, req);
+  ASSERT_FALSE(np);
+  EXPECT_EQ(np.error().kind, fault_kind::not_present);
+  EXPECT_EQ(np.error().qualification.raw(), 0x01u);
+  EXPECT_EQ(np.error().linear.value(), 0u);
+  EXPECT_EQ(np.error().guest_physical.value(), gpa4);
+}
+
+// SDM Vol. 3C 27.2.1.1 (checks on VM-execution control fields, the EPTP): "Bit 7 (enable
+// supervisor shadow-stack control) is 0 if bit 23 of the IA32_VMX_EPT_VPID_CAP MSR is read
+// as 0" (Vol. 3D A.10: bit 23 reports supervisor shadow-stack control).
+TEST(EptGolden, EptpBit7NeedsSupervisorShadowStackControl) {
+  const paging::ept_pointer eptp{paging::make_ept_pointer(x86::gpa{0x10000}, 4, false).raw() | 0x80u};
+  paging::ept_capabilities caps{};
+  const auto refused = paging::ept_walker::make(eptp, caps);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), paging::eptp_error::supervisor_shadow_stack_unsupported);
+  caps.supervisor_shadow_stack = true;
+  EXPECT_TRUE(paging::ept_walker::make(eptp, caps));
+}
+
+// SDM 4.3, Table 4-4 and its notes: a 4 MiB PDE holds physical-address bits M-1:32 in bits
+// 20:13 only with PSE-36 (CPUID.01H:EDX[17]); without it M is 32 and bits 21:13 are
+// reserved: a #PF with P and RSVD (SDM 4.7).
+TEST(WalkGolden, WithoutPse36Bits21To13OfA4MiBPdeAreReserved) {
+  auto walk = [](image& m, bool pse36, x86::pfec access) {
+    const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pse, {}, x86::gpa{0x1000});
+    paging::cpu_properties props{};
+    props.maxphyaddr = 40;
+    props.pse36 = pse36;
+    auto mem = m.mem();
+    return paging::walker_32bit(mmu, props).walk(mem, mmu, {x86::gva{0x00c1'2345}, access});
+  };
+  EXPECT_TRUE(paging::cpu_properties{}.pse36);  // the default: supported
+  for (unsigned b = 13; b <= 21; ++b) {
+    image m;
+    m.put32(0x1000 + 3 * 4, 0x00c0'0000u | (1u << b) | 0x83u);
+    const auto with = walk(m, true, {});
+    if (b < 21) {
+      ASSERT_TRUE(with) << b;
+      EXPECT_EQ(with->address.value(), (uint64_t{1} << (b - 13 + 32)) | 0x00c1'2345u) << b;
+    } else {
+      EXPECT_EQ(with.error().kind, fault_kind::reserved_bit);  // bit 21: reserved either way
+    }
+    const auto without = walk(m, false, x86::pfec::write);
+    ASSERT_FALSE(without) << b;
+    EXPECT_EQ(without.error().kind, fault_kind::reserved_bit) << b;
+    EXPECT_EQ(without.error().level, 2) << b;
+    EXPECT_EQ(without.error().error_code.raw(), 0xbu) << b;  // P | W | RSVD
+  }
+  image m;
+  m.put32(0x1000 + 3 * 4, 0x00c0'0000u | 0x83u);  // no high bits: fine without PSE-36
+  const auto low = walk(m, false, {});
+  ASSERT_TRUE(low);
+  EXPECT_EQ(low->address.value(), 0x00c1'2345u);
+}
+
+// walk_fault::level names the first entry (top-down) lacking a needed right;
+// walk_fault::leaf_level the entry that maps the page (docs/paging-walkers.md).
+TEST(WalkGolden, ProtectionFaultLevelAndLeafLevel) {
+  image m;
+  m.put64(0x1000, 0x2000 | P | RW);                       // PML4E: U/S = 0
+  m.put64(0x2000 + 8, 0x3000 | P | RW | US);
+  m.put64(0x3000 + 8, 0x0060'0000 | P | RW | US | PS);    // 2 MiB page
+  const auto r = walk4(m, cr0_pg_wp, {}, {}, x86::pfec::user);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::permission);
+  EXPECT_EQ(r.error().level, 4);
+  EXPECT_EQ(r.error().leaf_level, 2);
+  // A fault before the leaf has no leaf level.
+  m.put64(0x3000 + 8, 0);
+  EXPECT_EQ(walk4(m, cr0_pg_wp, {}, {}, x86::pfec::user).error().leaf_level, 0);
+  // EPT: W = 0 at the PDPTE, 4 KiB page.
+  image e;
+  ept_tables(e, R | W | X, R | X, R | W | X, R | W | X | WB);
+  auto mem = e.mem();
+  const auto v = make_ept(false).translate(mem, {x86::gpa{gpa4}, paging::ept_access::write});
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().level, 3);
+  EXPECT_EQ(v.error().leaf_level, 1);
+}
+
+// load_pdptrs through EPT (paging/nested.hpp): the PDPT of an L2 PAE guest at L2 gpa 0x1000
+// (L1 0x21000), its EPT page read-only, EPT A/D on: the load is a read (no violation, A but
+// not D on the EPT entries), and the entries are checked as by MOV to CR3 (SDM 4.4.1).
+TEST(NestedGolden, PdpteLoadThroughEpt) {
+  nested_setup s(R | X, 0);
+  s.m.put64(0x21000, 0x2000 | P);
+  s.m.put64(0x21008, 0);
+  s.m.put64(0x21010, 0x5000 | P | 0x18 /* PWT, PCD */);
+  s.m.put64(0x21018, 0);
+  auto mem = s.m.mem();
+  const auto ept = make_ept(true);
+  const auto pd = paging::load_pdptrs(x86::cr3{0x1000}, mem, 52, ept);
+  ASSERT_TRUE(pd);
+  EXPECT_EQ(pd->pdpt.value(), 0x1000u);
+  EXPECT_EQ(pd->entries[0], 0x2000u | P);
+  EXPECT_EQ(pd->entries[2], 0x5000u | P | 0x18u);
+  EXPECT_EQ(s.m.get64(0x13000 + 8) & (EA | ED), EA);  // the EPT PTE of L2 gpa 0x1000
+  // A reserved bit (bit 1) in PDPTE 1: #GP, reported at its guest-physical address.
+  s.m.put64(0x21008, 0x3000 | P | 2);
+  const auto bad = paging::load_pdptrs(x86::cr3{0x1000}, mem, 52, ept);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, paging::pdptr_error::kind_type::reserved_bit);
+  EXPECT_EQ(bad.error().index, 1);
+  EXPECT_EQ(bad.error().address.value(), 0x1008u);
+  // The PDPT's page not present in EPT: an EPT violation, a read without a linear address.
+  s.m.put64(0x13000 + 8, 0);
+  const auto v = paging::load_pdptrs(x86::cr3{0x1000}, s.m.view(), 52, ept);
+  ASSERT_FALSE(v);
+  EXPECT_EQ(v.error().kind, paging::pdptr_error::kind_type::ept);
+  EXPECT_EQ(v.error().ept.stage, paging::walk_stage::ept);
+  EXPECT_EQ(v.error().ept.kind, fault_kind::not_present);
+  EXPECT_EQ(v.error().ept.qualification.raw(), 0x01u);
+  EXPECT_EQ(v.error().ept.guest_physical.value(), 0x1000u);
 }
 
 }  // namespace

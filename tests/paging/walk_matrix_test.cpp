@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <hvkit/paging/ept_entry.hpp>
+#include <hvkit/paging/ept_walker.hpp>
 #include <hvkit/paging/mmu.hpp>
 #include <hvkit/paging/walker.hpp>
 
@@ -187,6 +188,9 @@ bool run_case(fixture& fx, const unsigned flags[5], const case_controls& k, bool
     if ((model.k == walk_model::kind::not_present || model.k == walk_model::kind::reserved) &&
         r.error().level != model.level)
       fail("level");
+    // The entry that maps the page, for protection faults (the model stops there); 0 otherwise.
+    const bool protection = model.k == walk_model::kind::permission || model.k == walk_model::kind::pkey;
+    if (r.error().leaf_level != (protection ? model.level : 0u)) fail("leaf level");
     // Nothing is written on a faulting walk.
     for (unsigned l = 1; l <= 4; ++l)
       if (fx.load(fixture::slot[l]) != fx.before[l]) fail("a faulting walk wrote memory");
@@ -245,6 +249,36 @@ TEST(WalkMatrix, RightsAcrossAllLevels) {
               static_cast<unsigned long long>(compared));
   RecordProperty("combinations", static_cast<int>(compared));
   EXPECT_EQ(failures, 0u);
+}
+
+// The EPTP check of ept_walker::make against the model, over bits 11:0 of the EPTP, one
+// address bit below and one above MAXPHYADDR, and every combination of the capabilities
+// that matter (4/5-level walks, A/D, supervisor shadow-stack control, two MAXPHYADDRs).
+TEST(EptMatrix, EptpCheckMatchesModel) {
+  u64 compared = 0, accepted = 0, mismatches = 0;
+  for (unsigned capbits = 0; capbits < 32; ++capbits) {
+    walk_model::eptp_caps mc{};
+    mc.walk4 = capbits & 1, mc.walk5 = capbits & 2, mc.ad = capbits & 4, mc.sss = capbits & 8;
+    mc.maxphyaddr = (capbits & 16) ? 39 : 52;
+    paging::ept_capabilities caps{};
+    caps.walk4 = mc.walk4, caps.walk5 = mc.walk5, caps.ad = mc.ad, caps.supervisor_shadow_stack = mc.sss;
+    caps.maxphyaddr = mc.maxphyaddr;
+    for (u64 low = 0; low < 0x1000; ++low) {
+      for (u64 high : {u64{0x5000}, u64{1} << 38, u64{1} << 39, u64{1} << 51, u64{1} << 63}) {
+        const u64 eptp = low | high;
+        const bool want = walk_model::eptp_ok(eptp, mc);
+        const bool got = paging::ept_walker::make(paging::ept_pointer{eptp}, caps).has_value();
+        ++compared;
+        accepted += want;
+        if (got != want && ++mismatches < 10)
+          ADD_FAILURE() << std::hex << "eptp " << eptp << " caps " << capbits << " model " << want << " walker " << got;
+      }
+    }
+  }
+  std::printf("EPTP check vs model: %llu EPTPs compared (%llu usable)\n", static_cast<unsigned long long>(compared),
+              static_cast<unsigned long long>(accepted));
+  EXPECT_EQ(mismatches, 0u);
+  EXPECT_GT(accepted, 400u);  // 432: every usable combination of type, length, A/D and bit 7
 }
 
 // The one EPT misconfiguration predicate (shared by the walker and vmx's builders) against

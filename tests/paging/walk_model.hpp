@@ -46,6 +46,7 @@ struct controls {
   unsigned maxphyaddr = 52;
   bool gbpages = true;
   bool amd = false;
+  bool pse36 = true;  // CPUID.01H:EDX.PSE-36[17]
 };
 
 struct outcome {
@@ -127,6 +128,8 @@ inline outcome guest_walk(mode m, const memory& mem, u64 cr3, const u64* pdpte, 
       // bits 21:(M-19) are reserved.
       const unsigned mm = c.maxphyaddr < 40 ? c.maxphyaddr : 40;
       if (level == 2 && ps && c.pse && any_bit_in(e, 21, mm - 19)) rsvd = true;
+      // Table 4-4, notes: without PSE-36 there are no high address bits (M = 32): 21:13 reserved.
+      if (level == 2 && ps && c.pse && !c.pse36 && any_bit_in(e, 21, 13)) rsvd = true;
     } else if (m == mode::pae) {
       if (level < 3 && any_bit_in(e, 62, c.maxphyaddr)) rsvd = true;      // Tables 4-9..4-11
       if (level < 3 && bit(e, 63) && !c.nxe) rsvd = true;                   // XD without NXE
@@ -220,13 +223,15 @@ struct ept_controls {
   unsigned maxphyaddr = 52;
   unsigned levels = 4;
   bool read = true, write = false, fetch = false, user_address = false;
-  bool paging_structure = false;
+  bool paging_structure = false;  // a guest paging-structure access (qualification bit 8 = 0)
+  bool pdpte_load = false;        // a load of the PAE PDPTE registers (MOV to CR)
+  bool linear_valid = false;      // the access has a guest-linear address
 };
 enum class ept_kind { ok, violation, misconfig, unbacked };
 struct ept_outcome {
   ept_kind k = ept_kind::ok;
   unsigned level = 0;
-  u64 qual = 0;  // bits 6:0
+  u64 qual = 0;  // bits 8:0
   u64 phys = 0;
   u64 page_size = 0;
   unsigned memtype = 0;
@@ -254,12 +259,37 @@ inline bool ept_entry_misconfigured(u64 e, unsigned level, const ept_controls& c
   return false;
 }
 
+// SDM 27.2.1.1, the VM-entry checks on the EPTP that concern the walk (the UC/WB capability
+// bits aside): is `eptp` usable? `walk4`/`walk5`, `ad` and `sss` are IA32_VMX_EPT_VPID_CAP
+// bits 6, 7, 21 and 23 (SDM A.10).
+struct eptp_caps {
+  bool walk4 = true, walk5 = true, ad = true, sss = false;
+  unsigned maxphyaddr = 52;
+};
+inline bool eptp_ok(u64 eptp, const eptp_caps& c) {
+  const unsigned mt = static_cast<unsigned>(bits(eptp, 2, 0));
+  if (mt != 0 && mt != 6) return false;                 // UC or WB only
+  const unsigned len = static_cast<unsigned>(bits(eptp, 5, 3));
+  if (!((len == 3 && c.walk4) || (len == 4 && c.walk5))) return false;  // 4 or 5 levels, if supported
+  if (bit(eptp, 6) && !c.ad) return false;              // A/D enable needs bit 21
+  if (bit(eptp, 7) && !c.sss) return false;             // supervisor shadow-stack control needs bit 23
+  if (any_bit_in(eptp, 11, 8)) return false;            // reserved
+  if (any_bit_in(eptp, 63, c.maxphyaddr)) return false; // beyond MAXPHYADDR
+  return true;
+}
+
 inline ept_outcome ept_walk(const memory& mem, u64 root, u64 gpa, const ept_controls& c) {
   ept_outcome o;
-  bool rd = c.read, wr = c.write;
-  const bool fe = c.fetch;
-  if (c.paging_structure && c.ad) wr = true;  // SDM 29.3.3.2: treated as a write
-  const u64 acc_bits = (rd ? 1u : 0u) | (wr ? 2u : 0u) | (fe ? 4u : 0u);
+  bool rd = c.read, wr = c.write, fe = c.fetch;
+  // SDM 29.3.3.2 and 28.2.1 (note on bits 0 and 1): with EPT A/D, an access to a guest
+  // paging-structure entry is treated as a write, and its violation sets bits 0 and 1.
+  if (c.paging_structure && c.ad) rd = true, wr = true;
+  // SDM 29.3.3.2, 29.3.5: a load of the PDPTE registers is a read, never "not writable".
+  if (c.pdpte_load) rd = true, wr = false, fe = false;
+  // SDM 28.2.1: bit 7 = a guest-linear address is valid (never for a PDPTE load); bit 8 =
+  // the access was the final one (not to a paging-structure entry).
+  const u64 linear_bits = (c.linear_valid && !c.pdpte_load) ? (c.paging_structure ? 0x80u : 0x180u) : 0u;
+  const u64 acc_bits = (rd ? 1u : 0u) | (wr ? 2u : 0u) | (fe ? 4u : 0u) | linear_bits;
   bool r_all = true, w_all = true, x_all = true, xu_all = true;
   u64 table = root & 0x000ffffffffff000ull;
   unsigned level = c.levels;

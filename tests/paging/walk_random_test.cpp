@@ -128,6 +128,7 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
       c.maxphyaddr = maxphy;
       c.gbpages = r.chance(70);
       c.amd = r.chance(20);
+      c.pse36 = r.chance(60);
       const u64 va = random_va(r, m);
 
       const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::pe | (c.wp ? x86::cr0::wp : x86::cr0{});
@@ -144,7 +145,7 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
       if (m == walk_model::mode::l5) cr4 = cr4 | x86::cr4::la57;
       const auto root = x86::cr3_root(x86::cr3{cr3}, pm, maxphy);
       const auto mmu = paging::mmu_context::make(cr0, cr4, efer, root);
-      paging::cpu_properties props{maxphy, c.gbpages, c.amd};
+      paging::cpu_properties props{maxphy, c.gbpages, c.amd, c.pse36};
       const paging::flat_view view(mm.bytes.data(), mm.bytes.size());
 
       u64 pdpte[4] = {};
@@ -202,6 +203,9 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
         else if (model.k != walk_model::kind::permission && model.k != walk_model::kind::pkey &&
                  model.k != walk_model::kind::non_canonical && lib.error().level != model.level)
           why = "level";
+        else if ((model.k == walk_model::kind::permission || model.k == walk_model::kind::pkey) &&
+                 lib.error().leaf_level != model.level)
+          why = "leaf level";
       }
       if (!why.empty()) {
         ++n.failures;
@@ -287,10 +291,16 @@ counts run_ept(unsigned levels, u64 seed) {
       c.page_2m = r.chance(90), c.page_1g = r.chance(70);
       c.maxphyaddr = maxphy;
       c.levels = levels;
-      const unsigned a = r.below(3);
+      // The access class: the final access (any access), a guest paging-structure access
+      // (a read, or the write of a guest A/D update) or a PDPTE load (any access: it is a
+      // read whatever the caller says).
+      const unsigned origin = r.below(10);
+      c.paging_structure = origin >= 6 && origin < 9;
+      c.pdpte_load = origin == 9;
+      const unsigned a = r.below(c.paging_structure ? 2 : 3);
       c.read = a == 0, c.write = a == 1, c.fetch = a == 2;
       c.user_address = r.chance(50);
-      c.paging_structure = r.chance(20);
+      c.linear_valid = r.chance(60);
       u64 gpa = r.next() & ((u64{1} << (levels == 4 ? 48 : 57)) - 1);
 
       paging::ept_capabilities caps{};
@@ -309,7 +319,11 @@ counts run_ept(unsigned levels, u64 seed) {
       req.address = x86::gpa{gpa};
       req.access = c.read ? paging::ept_access::read : c.write ? paging::ept_access::write : paging::ept_access::fetch;
       if (c.user_address) req.access = req.access | paging::ept_access::user_address;
-      req.paging_structure = c.paging_structure;
+      req.origin = c.paging_structure ? paging::ept_origin::paging_structure
+                   : c.pdpte_load     ? paging::ept_origin::pdpte_load
+                                      : paging::ept_origin::final_access;
+      req.linear_valid = c.linear_valid;
+      req.linear = x86::gva{0x7000'1234};
       const paging::flat_view view(mm.bytes.data(), mm.bytes.size());
       const auto lib = w->translate(view, req);
       const auto model = walk_model::ept_walk(mm, root, gpa, c);
@@ -335,6 +349,7 @@ counts run_ept(unsigned levels, u64 seed) {
           else if (model.k == walk_model::ept_kind::violation && lib.error().qualification.raw() != model.qual)
             why = "qualification " + std::to_string(lib.error().qualification.raw());
           else if (k != paging::fault_kind::permission && lib.error().level != model.level) why = "level";
+          else if (k == paging::fault_kind::permission && lib.error().leaf_level != model.level) why = "leaf level";
         }
       }
       if (!why.empty()) {

@@ -193,6 +193,14 @@ TEST(vmx_ept_entry, typed_values_and_walker_capabilities) {
   EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{(1ull << 40) | 0x1e}, bochs, 40).error(), vmx::ept_error::address_too_wide);
   EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x1d}, bochs, 40).error(),  // memory type 5 (WP)
             vmx::ept_error::eptp_memory_type_unsupported);
+  // Bit 7 (supervisor shadow-stack control) only with IA32_VMX_EPT_VPID_CAP bit 23 (SDM
+  // 27.2.1.1, A.10); Bochs' value above does not report it.
+  const auto sss = vmx::check_eptp(paging::ept_pointer{0x7000 | 0x9e}, bochs, 40);
+  ASSERT_FALSE(sss);
+  EXPECT_EQ(sss.error(), vmx::ept_error::supervisor_shadow_stack_unsupported);
+  const vmx::ept_caps with_sss{bochs.raw | (1ull << 23)};
+  EXPECT_TRUE(with_sss.supervisor_shadow_stack());
+  EXPECT_TRUE(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x9e}, with_sss, 40));
 
   // Bad inputs are typed errors: a level that is not 1..5, a MAXPHYADDR outside 32..52.
   EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{0}, static_cast<vmx::ept_level>(0), {true, true, true}, mt_t::wb, bochs).error(),

@@ -85,6 +85,7 @@ using hosted::operator<<;
     case eptp_error::walk_length: return "walk_length";
     case eptp_error::memory_type: return "memory_type";
     case eptp_error::ad_unsupported: return "ad_unsupported";
+    case eptp_error::supervisor_shadow_stack_unsupported: return "supervisor_shadow_stack_unsupported";
     case eptp_error::reserved_bits: return "reserved_bits";
   }
   return {};

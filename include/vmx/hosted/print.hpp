@@ -166,6 +166,7 @@ using hosted::operator<<;
     case ept_error::eptp_memory_type_unsupported: return "eptp_memory_type_unsupported";
     case ept_error::accessed_dirty_unsupported: return "accessed_dirty_unsupported";
     case ept_error::eptp_reserved_bits: return "eptp_reserved_bits";
+    case ept_error::supervisor_shadow_stack_unsupported: return "supervisor_shadow_stack_unsupported";
     case ept_error::invalid_maxphyaddr: return "invalid_maxphyaddr";
   }
   return {};
