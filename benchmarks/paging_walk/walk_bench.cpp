@@ -8,45 +8,15 @@
 #include <cstdint>
 #include <vector>
 
-#include <hvkit/paging/ept_walker.hpp>
-#include <hvkit/paging/guest_memory.hpp>
-#include <hvkit/paging/mmu.hpp>
-#include <hvkit/paging/nested.hpp>
-#include <hvkit/paging/pdptr.hpp>
-#include <hvkit/paging/walker.hpp>
+#include "walk_fixtures.hpp"
 
 namespace {
 
 using namespace hvkit;
+using namespace walk_fixtures;
 using std::uint64_t;
 
 volatile uint64_t zero_source = 0;
-
-struct arena {
-  std::vector<std::uint8_t> bytes = std::vector<std::uint8_t>(0x80000);
-  void put64(uint64_t a, uint64_t v) {
-    for (unsigned i = 0; i < 8; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
-  }
-  void put32(uint64_t a, std::uint32_t v) {
-    for (unsigned i = 0; i < 4; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
-  }
-};
-
-constexpr uint64_t P = 1, RW = 2, A = 0x20, D = 0x40;
-constexpr uint64_t ad = P | RW | A | D;
-
-// VA with index 1 at every 9-bit level (and LA57 level 5 index 1).
-constexpr uint64_t va_ia32e = (uint64_t{1} << 48) | (uint64_t{1} << 39) | (uint64_t{1} << 30) | (uint64_t{1} << 21) |
-                              (uint64_t{1} << 12) | 0x123;
-
-// Tables at 0x1000, 0x2000, ... each pointing at the next with index 1.
-void chain(arena& m, uint64_t first, unsigned levels, uint64_t leaf) {
-  for (unsigned i = 0; i < levels; ++i) {
-    const uint64_t table = first + 0x1000 * i;
-    const uint64_t next = i + 1 == levels ? leaf : table + 0x1000;
-    m.put64(table + 8, next | ad);
-  }
-}
 
 template <class Walker>
 void run_walk(benchmark::State& state, arena& m, const Walker& walker, const paging::mmu_context& context,
@@ -86,10 +56,8 @@ void walk_pae(benchmark::State& state) {
 }
 void walk_4level(benchmark::State& state) {
   arena m;
-  chain(m, 0x1000, 4, 0x9000);
-  const auto mmu = paging::mmu_context::make(x86::cr0::pg | x86::cr0::pe | x86::cr0::wp, x86::cr4::pae,
-                                             x86::efer::lme | x86::efer::lma, x86::gpa{0x1000});
-  run_walk(state, m, paging::walker_4level(mmu, {}), mmu, va_ia32e & ((uint64_t{1} << 48) - 1));
+  const auto w = setup_4level(m);
+  run_walk(state, m, w, mmu_4level(), va_4level);
 }
 void walk_5level(benchmark::State& state) {
   arena m;
@@ -101,11 +69,10 @@ void walk_5level(benchmark::State& state) {
 }
 void walk_ept4(benchmark::State& state) {
   arena m;
-  for (unsigned i = 0; i < 4; ++i) m.put64(0x10000 + 0x1000 * i + 8, i == 3 ? (0x9000 | 7 | (6u << 3) | 0x300) : ((0x11000 + 0x1000 * i) | 7 | 0x100));
-  const auto w = *paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x10000}, 4, true), {});
-  paging::flat_memory mem(m.bytes.data(), m.bytes.size());
+  const auto w = setup_ept4(m);
+  paging::flat_memory mem = m.memory();
   const uint64_t zero = zero_source;
-  const uint64_t gpa = va_ia32e & ((uint64_t{1} << 48) - 1);
+  const uint64_t gpa = va_4level;
   paging::ept_request req{};
   req.access = paging::ept_access::read;
   uint64_t acc = 0;
@@ -119,22 +86,11 @@ void walk_ept4(benchmark::State& state) {
 }
 void walk_nested(benchmark::State& state) {
   arena m;
-  // EPT: identity map of gpa 0..2 MiB with 4 KiB pages: PML4 0x40000 -> PDPT 0x41000 -> PD
-  // 0x42000 -> PT 0x43000 (index 0 at every level above the PT).
-  const uint64_t e = 7 | (6u << 3) | 0x300, upper = 7 | 0x100;  // leaf: WB, A, D; non-leaf: A
-  m.put64(0x40000, 0x41000 | upper);
-  m.put64(0x41000, 0x42000 | upper);
-  m.put64(0x42000, 0x43000 | upper);
-  for (uint64_t p = 0; p < 0x40; ++p) m.put64(0x43000 + 8 * p, (p << 12) | e);
-  // Guest 4-level tables at gpa 0x1000.. (mapped by the identity EPT), leaf at 0x9000.
-  chain(m, 0x1000, 4, 0x9000);
-  const auto mmu = paging::mmu_context::make(x86::cr0::pg | x86::cr0::pe | x86::cr0::wp, x86::cr4::pae,
-                                             x86::efer::lme | x86::efer::lma, x86::gpa{0x1000});
-  const auto ept = *paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x40000}, 4, true), {});
-  const paging::nested_walker<paging::format::ia32e<4>> n(paging::walker_4level(mmu, {}), ept);
-  paging::flat_memory mem(m.bytes.data(), m.bytes.size());
+  const auto n = setup_nested(m);
+  const auto mmu = mmu_4level();
+  paging::flat_memory mem = m.memory();
   const uint64_t zero = zero_source;
-  const uint64_t va = va_ia32e & ((uint64_t{1} << 48) - 1);
+  const uint64_t va = va_4level;
   paging::walk_request req{};
   uint64_t acc = 0;
   for (auto _ : state) {
