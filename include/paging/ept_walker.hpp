@@ -15,6 +15,7 @@
 /// are reads in every case (SDM 29.3.3.2, 29.3.5) and carry no guest-linear address.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 
@@ -170,6 +171,9 @@ class ept_walker {
     std::uint64_t tag = ~std::uint64_t{0};  ///< guest-physical address >> 21; ~0: empty
     std::uint64_t pde = 0;                  ///< the PDE (the page table's address)
     std::uint64_t all = 0;                  ///< AND of the entries above the PTE
+    std::uint64_t first = 0;                ///< address of the top-level entry
+    std::array<std::uint64_t, max_levels - 1> uppers{};  ///< the entries above the PTE, top first
+    std::uint8_t count = 0;                 ///< how many (3 or 4)
   };
 
   /// walk_checked() through `c`: if `req.address` lies in the 2 MiB region of the cached
@@ -194,31 +198,81 @@ class ept_walker {
                                                             std::uint64_t& all) const noexcept {
     const std::uint64_t ga = req.address.value();
     if ((ga >> 21) == c.tag) {
-      const auto v = mem.read64(x86::gpa{(c.pde & 0x000f'ffff'ffff'f000u) + ((ga >> 12) & 511u) * 8u});
-      if (!v) [[unlikely]] return false;
-      const std::uint64_t e = *v;
-      if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
-      const std::uint64_t w_all = c.all & e;
-      if (denied_raw(role_, effective_access(req), w_all)) [[unlikely]] return false;
+      std::uint64_t e = 0;
+      if (!cached_pte(mem, req, c, e)) [[unlikely]] return false;
       address = x86::gpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
-      all = (w_all & ~std::uint64_t{1}) | ((e >> 9) & 1u);
+      all = ((c.all & e) & ~std::uint64_t{1}) | ((e >> 9) & 1u);
       return true;
     }
     if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return false;
     address = t.address;
-    if (t.page_shift == 12) {
-      std::uint64_t upper = ~std::uint64_t{0};
-      for (unsigned i = 0; i + 1u < t.path.count; ++i) upper &= t.path.values[i];
-      c = upper_cache{ga >> 21, t.path.values[t.path.count - 2u], upper};
-    }
+    refill(c, t);
     return true;
+  }
+
+  /// walk_checked() of a final access through the cache of the table reads before it (see
+  /// walk_checked_cached(), whose argument carries over: the entries, checks and rights are
+  /// those of an uncached walk, and the access class only enters the permission check, which
+  /// is made on the same AND). On a hit only the PTE is read and `t` is filled as
+  /// walk_checked() fills it, the path's upper entries coming from the cache; on failure
+  /// nothing is reported (the caller recomputes the report with check()).
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache& c,
+                                                           translation& t, walk_fault& f,
+                                                           std::uint64_t& all) const noexcept {
+    const std::uint64_t ga = req.address.value();
+    if ((ga >> 21) != c.tag) return walk_checked(mem, req, t, f, all);
+    std::uint64_t e = 0;
+    if (!cached_pte(mem, req, c, e)) [[unlikely]] return false;
+    const unsigned n = c.count;
+    for (unsigned i = 0; i < max_levels - 1; ++i) t.path.values[i] = c.uppers[i];
+    t.path.values[n] = e;
+    t.path.start(ga, 9, 8);
+    t.path.first = c.first;
+    t.path.top = static_cast<std::uint8_t>(n + 1u);
+    t.path.count = static_cast<std::uint8_t>(n + 1u);
+    const std::uint64_t w_all = c.all & e;
+    t.address = x86::gpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
+    t.page_shift = 12;
+    t.rights = pte_access{static_cast<std::uint8_t>(entry_rights(w_all))};
+    t.pkey = 0;
+    t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
+    all = (w_all & ~std::uint64_t{1}) | ((e >> 9) & 1u);
+    return true;
+  }
+
+  /// Refills `c` from the translation `t` of a walk_checked() that ended at a PTE.
+  [[gnu::always_inline]] static constexpr void refill(upper_cache& c, const translation& t) noexcept {
+    if (t.page_shift != 12) return;
+    // A 4 KiB translation of 4- or 5-level EPT: 3 or 4 entries above the PTE.
+    const unsigned n = t.path.count - 1u;
+    const auto& v = t.path.values;
+    c.uppers = {v[0], v[1], v[2], v[3]};
+    c.tag = t.path.input >> 21;
+    c.pde = v[n - 1u];
+    c.all = v[0] & v[1] & v[2] & (n == 4 ? v[3] : ~std::uint64_t{0});
+    c.first = t.path.first;
+    c.count = static_cast<std::uint8_t>(n);
+  }
+
+  /// The PTE of `req.address` below the cached PDE, checked as a walk checks it (present,
+  /// misconfiguration) and, ANDed with the cached upper entries, for the permission check.
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool cached_pte(const M& mem, const ept_request& req, const upper_cache& c,
+                                                   std::uint64_t& e) const noexcept {
+    const auto v = mem.read64(x86::gpa{(c.pde & 0x000f'ffff'ffff'f000u) + ((req.address.value() >> 12) & 511u) * 8u});
+    if (!v) [[unlikely]] return false;
+    e = *v;
+    if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
+    return !denied_raw(role_, effective_access(req), c.all & e);
   }
 
   /// True if an access needs EPT A/D updates: A/D on, and A clear in an entry used or D clear
   /// in the leaf of a write (`all` from walk_checked()).
-  [[nodiscard]] constexpr bool needs_ad(const ept_request& req, std::uint64_t all) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr bool needs_ad(const ept_request& req, std::uint64_t all) const noexcept {
     if (!role_.ad_enabled()) return false;
-    const std::uint64_t want = ept_entry::accessed.raw() | (effective_access(req).test(ept_access::write) ? 1u : 0u);
+    static_assert(ept_access::write.raw() == 2u);
+    const std::uint64_t want = ept_entry::accessed.raw() | ((effective_access(req).raw() >> 1) & 1u);  // bit 1: write
     return (all & want) != want;
   }
 
@@ -278,7 +332,7 @@ class ept_walker {
   }
 
   /// EPT rights of one entry as pte_access: R -> read, W -> write, X -> exec, XU -> user_exec.
-  [[nodiscard]] static constexpr std::uint64_t entry_rights(std::uint64_t e) noexcept {
+  [[nodiscard, gnu::always_inline]] static constexpr std::uint64_t entry_rights(std::uint64_t e) noexcept {
     return ((e & 1u) << 3) | (e & 2u) | ((e >> 2) & 1u) | (((e >> 10) & 1u) << 4);
   }
 
@@ -332,18 +386,20 @@ class ept_walker {
   /// under MBEC from a user-mode linear address (SDM 29.3.3.2). The same rule as the role's
   /// permission table (ept_permission_fault(), used for the report), without converting
   /// the entry to pte_access first; the walk tests check the two against each other.
-  [[nodiscard]] static constexpr bool denied_raw(ept_role role, ept_access acc, std::uint64_t entry_and) noexcept {
+  [[nodiscard, gnu::always_inline]] static constexpr bool denied_raw(ept_role role, ept_access acc,
+                                                                     std::uint64_t entry_and) noexcept {
     const std::uint64_t a = acc.raw();
-    const std::uint64_t xu = role.mbec() && acc.test(ept_access::user_address) ? 1u : 0u;
+    const std::uint64_t xu = role.mbec() && (acc.raw() & ept_access::user_address.raw()) ? 1u : 0u;
     const std::uint64_t need = (a & 3u) | ((a & 4u) << (8u * xu));  // bit 2 -> bit 10 for XU
     return (entry_and & need) != need;
   }
   /// The same decision by the role's permission table, on pte_access rights.
-  [[nodiscard]] static constexpr bool denied(ept_role role, ept_access acc, std::uint64_t rights) noexcept {
-    const unsigned cls = static_cast<unsigned>((acc.raw() & 7u) | (acc.test(ept_access::user_address) ? 8u : 0u));
+  [[nodiscard, gnu::always_inline]] static constexpr bool denied(ept_role role, ept_access acc,
+                                                                 std::uint64_t rights) noexcept {
+    const unsigned cls = static_cast<unsigned>((acc.raw() & 7u) | ((acc.raw() & ept_access::user_address.raw()) ? 8u : 0u));
     return (permission_table_for(role).entries[cls] >> (rights & 31u)) & 1u;
   }
-  [[nodiscard]] constexpr bool denied(ept_access acc, std::uint64_t rights) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr bool denied(ept_access acc, std::uint64_t rights) const noexcept {
     return denied(role_, acc, rights);
   }
 

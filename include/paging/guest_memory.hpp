@@ -93,12 +93,12 @@ class basic_flat_memory {
     return off < size_ && size_ - off >= n;
   }
 
-  [[nodiscard]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {
     const std::uint64_t off = a.value() - base_.value();
     if (!fits<4>(off)) return unexpected(memory_error::unbacked);
     return detail::load_le<std::uint32_t>(data_ + off);
   }
-  [[nodiscard]] constexpr result<std::uint64_t, memory_error> read64(x86::gpa a) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr result<std::uint64_t, memory_error> read64(x86::gpa a) const noexcept {
     const std::uint64_t off = a.value() - base_.value();
     if (!fits<8>(off)) return unexpected(memory_error::unbacked);
     return detail::load_le<std::uint64_t>(data_ + off);
@@ -120,7 +120,7 @@ class basic_flat_memory {
  private:
   // contains() for the entry sizes, one compare against the precomputed end offset.
   template <std::size_t N>
-  [[nodiscard]] constexpr bool fits(std::uint64_t off) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr bool fits(std::uint64_t off) const noexcept {
     static_assert(N == 4 || N == 8);
     return off < (N == 4 ? end4_ : end8_);
   }

@@ -66,6 +66,11 @@ struct identity_stage {
   [[nodiscard]] static constexpr bool needs_ad(const ept_request&, std::uint64_t) noexcept { return false; }
   struct upper_cache {};
   template <guest_memory M>
+  constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache&, translation& t,
+                                    walk_fault& f, std::uint64_t& all) const noexcept {
+    return walk_checked(mem, req, t, f, all);
+  }
+  template <guest_memory M>
   constexpr bool walk_checked_cached(const M&, const ept_request& req, upper_cache&, translation&, walk_fault&,
                                      x86::gpa& address, std::uint64_t& all) const noexcept {
     address = req.address;
@@ -127,7 +132,9 @@ struct nested_tables {
   typename Stage::upper_cache cache{};
   bool raw = false;     ///< no second-stage permission checks (translate())
   bool record = false;  ///< collect second-stage A/D updates (the slow path)
-  bool need_ad = false; ///< fast path: some second-stage entry lacks A/D (redo slowly)
+  /// Fast path: the AND of the second stage's `all` over the table reads (every read is the
+  /// same access class, so one needs_ad() test of the AND tells whether any lacks A/D).
+  std::uint64_t table_all = ~std::uint64_t{0};
 
   static constexpr bool can_update = writable_guest_memory<M>;
 
@@ -152,7 +159,7 @@ struct nested_tables {
         f = stage->check(*mem, req).error();
         return false;
       }
-      need_ad = need_ad || stage->needs_ad(req, all);
+      table_all &= all;
     } else {
       const walk_result s =
           raw ? stage->translate_raw(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
@@ -164,7 +171,9 @@ struct nested_tables {
       if (record && ept_ad) ept_ad->add_path(*stage, *s, stage->ad_enabled());
       h = s->address;
     }
-    if (mapped < max_levels) {
+    // Where each entry was read, for the guest A/D updates of the slow path (the fast path
+    // makes none).
+    if (record && mapped < max_levels) {
       l2[mapped] = a.value();
       l1[mapped] = h.value();
       ++mapped;
@@ -247,27 +256,31 @@ class nested_walker {
   [[nodiscard, gnu::always_inline]] constexpr nested_result walk(M& mem, const mmu_context& mmu,
                                                                  const walk_request& req) const noexcept {
     // Fast path: no second-stage report per access, and no A/D work when every flag is set.
+    // The guest walk and the final second-stage translation go straight into locals (no
+    // walk_result in between); the final translation reuses the second stage's upper
+    // entries of the table reads when it lies in the same 2 MiB region (walk_checked_final).
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
-    walk_request r1 = req;
-    r1.update_ad = false;
     std::uint64_t guest_all = 0;
-    const walk_result g = guest_.walk_with(tables, mmu, r1, guest_all);
+    translation g{};
+    walk_fault gf{};
+    const bool gok = guest_.walk_checked(tables, mmu, req, g, gf, guest_all);
     translation second{};
     walk_fault ef{};
     std::uint64_t all = 0;
     ept_request fin{};
-    bool ok = g.has_value();
+    bool ok = gok;
     if (ok) [[likely]] {
-      fin = final_request(req, *g);
-      ok = stage_.walk_checked(mem, fin, second, ef, all);
+      fin = final_request(req, g);
+      ok = stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all);
     }
     // One named result for every path (NRVO).
-    nested_result r = ok ? nested_result(nested_translation{*g, second})
-                      : !g ? nested_result(unexpected(g.error()))
-                           : nested_result(unexpected(stage_.check(mem, fin).error()));
+    nested_result r = ok    ? nested_result(nested_translation{g, second})
+                      : !gok ? nested_result(unexpected(gf))
+                             : nested_result(unexpected(stage_.check(mem, fin).error()));
     if (!ok) [[unlikely]] return r;
     if constexpr (writable_guest_memory<M>) {
-      if (req.update_ad && (tables.need_ad || stage_.needs_ad(fin, all) ||
+      if (req.update_ad && (stage_.needs_ad(tables.table_request(x86::gpa{}, ept_access::read), tables.table_all) ||
+                             stage_.needs_ad(fin, all) ||
                              basic_walker<Format>::needs_ad(req, guest_all))) [[unlikely]] {
         r = walk_slow(mem, mmu, req);
         return r;

@@ -277,8 +277,20 @@ class basic_walker {
     return r;
   }
 
+  /// The canonical check, the walk and the permission check into caller-provided objects,
+  /// without A/D updates (what walk_with() does before them): on success `t` is the
+  /// translation and `all` as for walk_with(); on failure `f` is the fault. `t` and `f`
+  /// must be default-constructed.
+  template <class Tables>
+  [[gnu::always_inline]] constexpr bool walk_checked(Tables& tables, const mmu_context& mmu, const walk_request& req,
+                                                     translation& t, walk_fault& f, std::uint64_t& all) const noexcept {
+    f.linear = req.linear;
+    all = 0;
+    return canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all);
+  }
+
   /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
-  [[nodiscard]] static constexpr bool needs_ad(const walk_request& req, std::uint64_t all) noexcept {
+  [[nodiscard, gnu::always_inline]] static constexpr bool needs_ad(const walk_request& req, std::uint64_t all) noexcept {
     // `all` is the AND of the entries read, with the leaf's D bit moved to bit 0 (SDM 4.8:
     // A in every entry, D in the leaf of a write).
     const std::uint64_t want = pte::accessed.raw() | (req.access.test(x86::pfec::write) ? 1u : 0u);
