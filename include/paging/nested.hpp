@@ -256,15 +256,17 @@ class nested_walker {
   [[nodiscard, gnu::always_inline]] constexpr nested_result walk(M& mem, const mmu_context& mmu,
                                                                  const walk_request& req) const noexcept {
     // Fast path: no second-stage report per access, and no A/D work when every flag is set.
-    // The guest walk and the final second-stage translation go straight into locals (no
-    // walk_result in between); the final translation reuses the second stage's upper
-    // entries of the table reads when it lies in the same 2 MiB region (walk_checked_final).
+    // The guest walk and the final second-stage translation go straight into the result
+    // (one named result, NRVO; no copies); the final translation reuses the second stage's
+    // upper entries of the table reads when it lies in the same 2 MiB region
+    // (walk_checked_final).
+    nested_result r{};
+    translation& g = r.value().guest;
+    translation& second = r.value().second;
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
     std::uint64_t guest_all = 0;
-    translation g{};
     walk_fault gf{};
     const bool gok = guest_.walk_checked(tables, mmu, req, g, gf, guest_all);
-    translation second{};
     walk_fault ef{};
     std::uint64_t all = 0;
     ept_request fin{};
@@ -273,11 +275,10 @@ class nested_walker {
       fin = final_request(req, g);
       ok = stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all);
     }
-    // One named result for every path (NRVO).
-    nested_result r = ok    ? nested_result(nested_translation{g, second})
-                      : !gok ? nested_result(unexpected(gf))
-                             : nested_result(unexpected(stage_.check(mem, fin).error()));
-    if (!ok) [[unlikely]] return r;
+    if (!ok) [[unlikely]] {
+      r = !gok ? nested_result(unexpected(gf)) : nested_result(unexpected(stage_.check(mem, fin).error()));
+      return r;
+    }
     if constexpr (writable_guest_memory<M>) {
       if (req.update_ad && (stage_.needs_ad(tables.table_request(x86::gpa{}, ept_access::read), tables.table_all) ||
                              stage_.needs_ad(fin, all) ||
@@ -286,7 +287,6 @@ class nested_walker {
         return r;
       }
     }
-    r.value().second.address = second.address;  // a narrow store the caller's load forwards from
     return r;
   }
 
