@@ -65,7 +65,7 @@ struct cr_state {
 
 /// EFER with LMA = LME && CR0.PG, as the processor sets it (SDM 2.2.1, 10.8.5).
 [[nodiscard]] constexpr x86::efer efer_with_lma(x86::cr0 cr0, x86::efer efer) noexcept {
-  return efer.assign(x86::efer::lma, efer.test(x86::efer::lme) && cr0.test(x86::cr0::pg));
+  return efer.with(x86::efer::lma, efer.test(x86::efer::lme) && cr0.test(x86::cr0::pg));
 }
 
 /// The actions after the guest's control registers changed from `before` to `after` (one

@@ -204,7 +204,7 @@ static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_
   std::uint64_t v = root.value() & ~(x86::page_size_4k - 1);
   v = ept_pointer::memory_type_field::set(v, 6);
   v = ept_pointer::walk_length_field::set(v, static_cast<std::uint8_t>(levels - 1));
-  return ept_pointer{v}.assign(ept_pointer::ad_enabled, ad);
+  return ept_pointer{v}.with(ept_pointer::ad_enabled, ad);
 }
 
 }  // namespace hvkit::paging

@@ -45,7 +45,7 @@ struct guest_owned_bits {
 template <class Policy = x86::max_guest_owned>
 [[nodiscard]] constexpr guest_owned_bits make_guest_owned(cr_mask_features f) noexcept {
   x86::cr0 c0 = Policy::cr0_bits;
-  if (!f.ept) c0 = c0.clear(x86::cr0::wp);
+  if (!f.ept) c0.reset(x86::cr0::wp);
   const x86::cr4 c4 = Policy::cr4_bits & f.guest_cr4_allowed;
   return {c0, c4};
 }

@@ -6,9 +6,9 @@
 namespace x86 = hvkit::x86;
 
 #ifdef HVKIT_COMPILE_FAIL
-using bad = x86::guest_owned_set<(x86::cr0::wp | x86::cr0::pg).raw(), 0>;
+using bad = x86::guest_owned_set<x86::cr0::wp | x86::cr0::pg>;
 static_assert(bad::cr0_bits.test(x86::cr0::pg));
 #else
-using good = x86::guest_owned_set<x86::cr0::wp.raw(), 0>;
+using good = x86::guest_owned_set<x86::cr0::wp>;
 static_assert(good::cr0_bits.test(x86::cr0::wp));
 #endif

@@ -29,10 +29,10 @@ TEST(vmx_cr_mask, policy_by_features) {
   HVKIT_BOTH(s.cr0.raw() == 0x8u);
   HVKIT_BOTH(s.cr0_mask() == 0xffff'ffff'ffff'fff7u);
   // A guest without FSGSBASE and CET in its CPUID: those bits stay host-owned.
-  constexpr auto n = vmx::make_guest_owned(vmx::cr_mask_features{true, x86::cr4::defined.clear(x86::cr4::fsgsbase | x86::cr4::cet)});
+  constexpr auto n = vmx::make_guest_owned(vmx::cr_mask_features{true, x86::cr4::defined.without(x86::cr4::fsgsbase | x86::cr4::cet)});
   HVKIT_BOTH(n.cr4.raw() == 0x78eu);
   // A narrower compile-time policy: TS only, no CR4 bits.
-  using ts_only = x86::guest_owned_set<0x8, 0>;
+  using ts_only = x86::guest_owned_set<x86::cr0::ts>;
   constexpr auto t = vmx::make_guest_owned<ts_only>(ept_all);
   HVKIT_BOTH(t.cr0.raw() == 0x8u && t.cr4.none());
 }
@@ -176,7 +176,7 @@ TEST(vmx_cr_access, illegal_writes_fault) {
   EXPECT_EQ(vmx::check_cr4_write(lma, x86::cr4{0x2'0020}), vmx::cr_write_fault::pcide_bad_state);
   // A CR4 bit the guest's CPUID does not allow is reserved for it.
   const vmx::cr_context nofsgs{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000,
-                               x86::cr4::defined.clear(x86::cr4::fsgsbase)};
+                               x86::cr4::defined.without(x86::cr4::fsgsbase)};
   EXPECT_EQ(vmx::check_cr4_write(nofsgs, x86::cr4{0x1'0020}), vmx::cr_write_fault::reserved_bit);
   // MOV from CR is not a write; MOV to CR3 returns the value; CR8 bits 63:4 are reserved.
   EXPECT_EQ(vmx::evaluate_cr_write(vmx::cr_access_qualification{0x13}, lma, 0, paging::paging_kind::shadow).cr, ~0u);

@@ -56,7 +56,7 @@ int main() {
   write.access = x86::pfec::write;  // a supervisor write (CPL 0)
 
   const auto allowed = walker.walk(memory, mmu, write);  // WP = 0: allowed, and D is set
-  mmu.refresh_passthrough_bits(cr0.set(x86::cr0::wp));   // the guest set WP without an exit
+  mmu.refresh_passthrough_bits(cr0.with(x86::cr0::wp));  // the guest set WP without an exit
   const auto denied = walker.walk(memory, mmu, write);   // WP = 1: #PF, error code 0x3
 
   // Both worlds are visible: the consumer's own headers and hvkit's.
