@@ -142,7 +142,7 @@ extern capabilities caps;
 // ---- CPUID and MSR policy (hvkit::cpuid), built once --------------------------------
 extern cpuid_ns::table<128> host_cpuid;
 extern cpuid_ns::policy guest_policy;
-/// The MSR policy derived from the CPUID policy: one source for both (background.md 2).
+/// The MSR policy derived from the CPUID policy: one source for both (docs/background.md §2).
 extern cpuid_ns::msr_policy guest_msrs;
 
 struct counters {

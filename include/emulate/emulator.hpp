@@ -172,7 +172,7 @@ class machine {
       req.pkru = ctx_.pkru;
       req.pkrs = ctx_.pkrs;
       req.stack = stack;
-      // THE RULE (background §1): the live CR0.WP, not the one the context was built with.
+      // THE RULE (docs/background.md §1): the live CR0.WP, not the one the context was built with.
       static_cast<void>(tr_.refresh_passthrough_bits(ctx_.cr0));
       const paging::walk_result w = tr_.translate(req);
       if (!w) return unexpected(from_walk_fault(w.error()));

@@ -2,7 +2,7 @@
 /// @brief What a hypervisor must do to its MMU after a guest write to CR0, CR4 or EFER: a
 /// pure function of (old state, new state, paging kind).
 ///
-/// Rules (background.md §1, SDM 4.4.1, 4.10.4.1):
+/// Rules (docs/background.md §1, SDM 4.4.1, 4.10.4.1):
 /// - the paging mode changes (including CR0.PG either way): reset the MMU (unload roots)
 ///   and rebuild the permission metadata;
 /// - another role bit changes (CR0.WP, CR4.SMEP/SMAP/PKE/PKS/PSE, EFER.NXE, as normalised

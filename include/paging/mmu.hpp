@@ -1,6 +1,6 @@
 /// @file
 /// @brief The guest MMU context: role, precomputed permission table and root, with the
-/// O(1) CR0.WP passthrough refresh (background: KVM's CR0.WP work).
+/// O(1) CR0.WP passthrough refresh (docs/background.md §1: KVM's CR0.WP work).
 ///
 /// THE RULE: when the hypervisor lets the guest own CR0.WP (clear in the CR0 guest/host
 /// mask, only legal with EPT/NPT), WP toggles do not exit and the cached role goes stale.

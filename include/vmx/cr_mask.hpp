@@ -21,7 +21,7 @@ namespace hvkit::vmx {
 /// What the guest-owned set may depend on at run time.
 struct cr_mask_features {
   /// EPT on: CR0.WP may be guest-owned. With shadow paging the shadow page tables encode WP,
-  /// so it must exit (background.md §1).
+  /// so it must exit (docs/background.md §1).
   bool ept = false;
   /// The CR4 bits the guest's CPUID allows it to set (e.g. FSGSBASE, CET only when exposed).
   /// A bit the guest may not set must stay host-owned, so that setting it exits and the

@@ -5,7 +5,7 @@
 /// A guest-owned bit is clear in the CR0/CR4 guest/host mask: the guest writes it without a
 /// VM exit (SDM 25.6.6), so any state the hypervisor derived from it may be stale. The only
 /// such bit that changes translation is CR0.WP, which is why the MMU role must re-sync it
-/// from the live register before every permission check (background: KVM's CR0.WP work).
+/// from the live register before every permission check (docs/background.md §1: KVM's CR0.WP work).
 #pragma once
 
 #include "cr.hpp"

@@ -1,6 +1,6 @@
 // CR0.PG feeds the MMU role (the paging mode) and always exits: a guest-owned policy that
 // hands it to the guest must break the build, because refresh_passthrough_bits() only
-// re-syncs CR0.WP (background.md §1).
+// re-syncs CR0.WP (docs/background.md §1).
 #include <hvkit/x86/guest_owned.hpp>
 
 namespace x86 = hvkit::x86;

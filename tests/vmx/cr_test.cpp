@@ -1,4 +1,4 @@
-// CR guest/host masks and guest-owned bits (background.md §1, SDM 25.6.6, 26.3), the
+// CR guest/host masks and guest-owned bits (docs/background.md §1, SDM 25.6.6, 26.3), the
 // guest-visible value, read_cr0_bits() VMCS-read counting, CR4.CET/CR0.WP, and CR-access
 // exits (SDM Table 28-3; MOV CR, CLTS, LMSW) feeding paging::cr_write_actions.
 #include <gtest/gtest.h>
@@ -38,7 +38,7 @@ TEST(vmx_cr_mask, policy_by_features) {
 }
 
 TEST(vmx_cr_mask, guest_visible_value_nested_case) {
-  // background.md §1: actual 0x80040033, shadow 0x80050033, mask 0xfffffffffffefff7.
+  // docs/background.md §1: actual 0x80040033, shadow 0x80050033, mask 0xfffffffffffefff7.
   constexpr auto v = vmx::guest_visible_cr0(x86::cr0{0x8004'0033}, x86::cr0{0x8005'0033}, 0xffff'ffff'fffe'fff7);
   HVKIT_BOTH(!v.test(x86::cr0::wp));
   HVKIT_BOTH(v.raw() == 0x8004'0033u);

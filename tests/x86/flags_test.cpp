@@ -23,7 +23,7 @@ TEST(cr0, bit_positions) {
 }
 
 TEST(cr0, test_with_without) {
-  // CR0 of the nested case in docs/background.md: actual value 0x80040033 (PG, AM, NE, ET, MP, PE).
+  // CR0 of the nested case in docs/background.md §1: actual value 0x80040033 (PG, AM, NE, ET, MP, PE).
   constexpr x86::cr0 v{0x8004'0033};
   HVKIT_BOTH(v.test(x86::cr0::pg) && !v.test(x86::cr0::wp) && v.test(x86::cr0::am));
   HVKIT_BOTH(v.with(x86::cr0::wp).raw() == 0x8005'0033);
@@ -106,7 +106,7 @@ TEST(pfec, hardware_bits_and_software_flags) {
   HVKIT_BOTH(x86::pfec::present.raw() == 0x1 && x86::pfec::write.raw() == 0x2 && x86::pfec::user.raw() == 0x4);
   HVKIT_BOTH(x86::pfec::rsvd.raw() == 0x8 && x86::pfec::fetch.raw() == 0x10 && x86::pfec::pk.raw() == 0x20);
   HVKIT_BOTH(x86::pfec::ss.raw() == 0x40 && x86::pfec::hlat.raw() == 0x80 && x86::pfec::sgx.raw() == 0x8000);
-  // The LTR bug of background.md: a supervisor write denied by WP is reported as 0x3.
+  // The LTR bug of docs/background.md §1: a supervisor write denied by WP is reported as 0x3.
   HVKIT_BOTH((x86::pfec::present | x86::pfec::write).raw() == 0x3);
   // An implicit supervisor write carries a software flag that is never pushed.
   constexpr auto implicit_write = x86::pfec::present | x86::pfec::write | x86::pfec::implicit_access;
