@@ -135,8 +135,7 @@ class machine {
       case paging::fault_kind::invalid_pdpte: return outcome::make_exception(f.vector, 0);
       default: break;
     }
-    return outcome::make_exception(vector::pf, static_cast<std::uint32_t>(f.error_code.hardware_bits().raw()),
-                                   f.linear.value());
+    return outcome::make_page_fault(f.error_code, f.linear);
   }
 
   // ---------------------------------------------------------------- translation

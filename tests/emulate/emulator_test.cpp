@@ -349,6 +349,8 @@ TEST_F(Emulator, RepStringFaultMidwayKeepsCompletedIterations) {
   ASSERT_EQ(o.kind, outcome_kind::exception);
   EXPECT_EQ(o.vector, x86::vector::pf);
   EXPECT_EQ(o.error_code, 0x2u);  // not present, write, supervisor
+  EXPECT_TRUE(o.is_page_fault());
+  EXPECT_EQ(o.page_fault_error_code(), x86::pfec::write);  // typed: SDM 4.7 bit 1
   EXPECT_EQ(o.cr2, data_lin + 0x2000);
   EXPECT_EQ(g.ctx.gpr[1], 2u);  // two iterations completed
   EXPECT_EQ(g.ctx.gpr[7], data_lin + 0x2000);
@@ -434,6 +436,7 @@ TEST_F(Emulator, WriteToReadOnlyPageIsPfWithErrorCode) {
   ASSERT_EQ(o.kind, outcome_kind::exception);
   EXPECT_EQ(o.vector, x86::vector::pf);
   EXPECT_EQ(o.error_code, 0x3u);  // P | W
+  EXPECT_EQ(o.page_fault_error_code(), x86::pfec::present | x86::pfec::write);
   EXPECT_EQ(o.cr2, data_lin + 0x3000);
 }
 
@@ -445,6 +448,7 @@ TEST_F(Emulator, UserAccessToSupervisorPage) {
   const auto o = g.exec({0x8b, 0x08});
   ASSERT_EQ(o.kind, outcome_kind::exception);
   EXPECT_EQ(o.error_code, 0x5u);  // P | U
+  EXPECT_EQ(o.page_fault_error_code(), x86::pfec::present | x86::pfec::user);
 }
 
 TEST_F(Emulator, StraddlingWriteChecksBothPagesBeforeWriting) {
@@ -681,3 +685,15 @@ TEST(RealMode, MovToSegmentRegisterSetsBase) {
 }
 
 }  // namespace
+
+// make_page_fault() delivers only the architectural bits of a pfec (SDM 4.7, Figure 4-12:
+// P bit 0, W/R bit 1, I/D bit 4); hvkit's software flag implicit_access (above bit 31) never
+// reaches the guest.
+TEST(Outcome, MakePageFaultKeepsOnlyHardwareBits) {
+  constexpr auto o = hvkit::emulate::outcome::make_page_fault(
+      hvkit::x86::pfec::present | hvkit::x86::pfec::write | hvkit::x86::pfec::implicit_access, hvkit::x86::gva{0x1234});
+  static_assert(o.is_page_fault() && o.error_code == 0x3u && o.cr2 == 0x1234u);
+  static_assert(o.page_fault_error_code() == (hvkit::x86::pfec::present | hvkit::x86::pfec::write));
+  EXPECT_EQ(o.error_code, 0x3u);
+  EXPECT_FALSE(hvkit::emulate::outcome::make_exception(hvkit::x86::vector::gp, 0).is_page_fault());
+}
