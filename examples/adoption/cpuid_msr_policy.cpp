@@ -33,8 +33,7 @@ int main() {
   static cpuid::table<> host;
   if (!cpuid::read_all(cpuid::host_source{}, host)) return 1;
   static vm_policy vm, no_ibpb;
-  assert(build(vm, host, {}));
-  assert(build(no_ibpb, host, {feat::spec_ctrl, feat::amd_ibpb}));
+  if (!build(vm, host, {}) || !build(no_ibpb, host, {feat::spec_ctrl, feat::amd_ibpb})) return 1;
 
   // CPUID exit for leaf 1: the guest is told it runs under a hypervisor (ECX bit 31) and
   // sees CR4.OSXSAVE mirrored in ECX bit 27 (SDM Vol. 2A CPUID, Table 3-10).

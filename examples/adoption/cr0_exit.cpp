@@ -27,6 +27,7 @@ vmx::cr_write_outcome on_cr_access(B& vmcs, vmx::register_file<B>& regs, const v
     (void)vmx::write_injection(vmcs, vmx::hardware_exception(x86::vector::gp, 0));  // RIP stays
     return out;
   }
+  // The software VMCS never fails a VMWRITE of a listed field; over hardware, check each result.
   const auto v = vmx::cr0_values_for(out.after.cr0, cr0_fixed, /*unrestricted_guest=*/false);
   (void)vmx::vmwrite(vmcs, f::guest_cr0, x86::cr0{v.actual});
   (void)vmx::vmwrite(vmcs, f::cr0_read_shadow, out.after.cr0);
@@ -65,7 +66,8 @@ int main() {
   // PG without PE is #GP(0): an exception is queued, RIP and CR0 stay.
   gprs[x86::gpr::rax] = 0x8000'0000;
   vmx::register_file<vmx::soft_vmcs> again(vmcs, gprs);
-  assert(on_cr_access(vmcs, again, vmx::guest_cpu_config{}).fault == vmx::cr_write_fault::pg_without_pe);
+  const auto bad = on_cr_access(vmcs, again, vmx::guest_cpu_config{});
+  assert(bad.fault == vmx::cr_write_fault::pg_without_pe);
   assert(vmcs.peek(f::vm_entry_interruption_info) == 0x8000'0b0d);  // valid, hardware exception, EC, #GP
   assert(vmcs.peek(f::guest_rip) == 0x1003);
   return 0;
