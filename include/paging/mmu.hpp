@@ -24,8 +24,9 @@
 
 namespace hvkit::paging {
 
-/// The bits of cpu_role that may be refreshed from a live, guest-owned register: only
-/// CR0.WP. guest_owned.hpp proves at compile time that no other role bit can be guest-owned.
+// The bits of cpu_role that may be refreshed from a live, guest-owned register: only
+// CR0.WP. guest_owned.hpp proves at compile time that no other role bit can be guest-owned.
+// (Plain comments: a Doxygen comment here would become part of mmu_context's description.)
 static_assert((x86::cr0_mmu_role_bits & x86::cr0_possible_guest_owned) == x86::cr0::wp,
               "the passthrough refresh handles exactly CR0.WP");
 static_assert((x86::cr4_mmu_role_bits & x86::cr4_possible_guest_owned).none(),

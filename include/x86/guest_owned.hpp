@@ -27,15 +27,15 @@ inline constexpr cr0 cr0_mmu_role_bits = cr0::pg | cr0::wp;
 inline constexpr cr4 cr4_mmu_role_bits =
     cr4::pse | cr4::pae | cr4::la57 | cr4::smep | cr4::smap | cr4::pke | cr4::pks;
 
-/// The invariant the CR0.WP passthrough refresh relies on: the only bit that both feeds the
-/// role and may be guest-owned is CR0.WP. Adding a role bit to a guest-owned set breaks the build.
+// The invariant the CR0.WP passthrough refresh relies on: the only bit that both feeds the
+// role and may be guest-owned is CR0.WP. Adding a role bit to a guest-owned set breaks the build.
 static_assert((cr0_mmu_role_bits & cr0_possible_guest_owned) == cr0::wp,
               "CR0: role bits & possibly guest-owned bits must be exactly {WP}");
 static_assert((cr4_mmu_role_bits & cr4_possible_guest_owned).none(),
               "CR4: no bit may both feed the MMU role and be guest-owned");
 
-/// A set of guest-owned CR bits, checked at compile time: every policy that lets the guest
-/// own CR bits is spelled as a guest_owned_set of flag values, e.g.
+/// A set of guest-owned CR bits, checked at compile time. Every policy that lets the guest
+/// own CR bits is spelled as a guest_owned_set of flag values, as in
 /// `guest_owned_set<x86::cr0::ts | x86::cr0::wp, x86::cr4::pge>`, so a policy that would hand
 /// the guest a bit feeding the MMU role (other than CR0.WP) does not compile. Raw integers are
 /// not accepted (the x86::cr0/x86::cr4 constructors from integers are explicit).
