@@ -54,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint64_t span = take(p, hdr_end, 8);
   const paging::flat_view mem(data + 64, size - 64);
 
-  if (efer.test(x86::efer::lme)) efer = efer.set(x86::efer::lma);
+  if (efer.test(x86::efer::lme)) efer.set(x86::efer::lma);
   const auto mode = x86::paging_mode_of(cr0, cr4, efer);
   const auto root = x86::cr3_root(cr3, mode, maxphy);
   const auto mmu = paging::mmu_context::make(cr0, cr4, efer, root);

@@ -62,7 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::uint8_t> before = image;
   // LMA follows LME with paging on (SDM 2.2.1); the fuzzer may still pick any mode.
   x86::efer efer{efer_bits & x86::efer::defined.raw()};
-  efer = efer.assign(x86::efer::lma, efer.test(x86::efer::lme));
+  efer.set(x86::efer::lma, efer.test(x86::efer::lme));
 
   x86::pfec access{};
   if (acc & 1) access = access | x86::pfec::write;

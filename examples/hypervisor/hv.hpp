@@ -90,12 +90,12 @@ constexpr std::uint64_t efer_lma = x86::efer::lma.raw(), efer_nxe = x86::efer::n
 /// With EPT the guest owns CR0.TS and CR0.WP and the CR4 bits that never affect
 /// translation; every other bit (CR4.VMXE in particular) is host-owned. A bit clear in the
 /// guest/host mask is guest-owned (SDM Vol. 3C 25.6.6).
-using policy_wp_guest_owned = x86::guest_owned_set<(x86::cr0::ts | x86::cr0::wp).raw(),
-                                                   x86::cr4_possible_guest_owned.raw()>;
+using policy_wp_guest_owned = x86::guest_owned_set<x86::cr0::ts | x86::cr0::wp,
+                                                   x86::cr4_possible_guest_owned>;
 /// The configuration switch: the same policy with CR0.WP intercepted, so every WP toggle is
 /// a CR-access exit (SDM Vol. 3C 26.1.3: MOV to CR0 exits when it would change a bit set
 /// in the mask away from the read shadow).
-using policy_wp_intercepted = x86::guest_owned_set<x86::cr0::ts.raw(), x86::cr4_possible_guest_owned.raw()>;
+using policy_wp_intercepted = x86::guest_owned_set<x86::cr0::ts, x86::cr4_possible_guest_owned>;
 
 enum class run_status { running, done, halted, triple_fault, entry_failed, vm_fail, fatal_exit };
 
@@ -142,7 +142,7 @@ extern capabilities caps;
 // ---- CPUID and MSR policy (hvkit::cpuid), built once --------------------------------
 extern cpuid_ns::table<128> host_cpuid;
 extern cpuid_ns::policy guest_policy;
-/// The MSR policy derived from the CPUID policy: one source for both (background.md 2).
+/// The MSR policy derived from the CPUID policy: one source for both (docs/background.md §2).
 extern cpuid_ns::msr_policy guest_msrs;
 
 struct counters {

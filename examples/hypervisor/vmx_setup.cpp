@@ -93,14 +93,14 @@ bool build_cpuid_policy(bool for_linux) {
   cpuid_ns::hypervisor_caps hvc{};
   hvc.passthrough = cpuid_ns::feature_set::all();
   for (const cpuid_ns::feature f : {feat::vmx, feat::rdtscp, feat::invpcid, feat::xsaves, feat::rdpid, feat::waitpkg})
-    hvc.passthrough.clear(f);
+    hvc.passthrough.reset(f);
   const x86::cr4 vmx_cr4{caps.cr4_fixed1};
-  if (!vmx_cr4.test(x86::cr4::pke)) hvc.passthrough.clear(feat::pku);
-  if (!vmx_cr4.test(x86::cr4::la57)) hvc.passthrough.clear(feat::la57);
-  if (!vmx_cr4.test(x86::cr4::umip)) hvc.passthrough.clear(feat::umip);
-  if (!vmx_cr4.test(x86::cr4::smep)) hvc.passthrough.clear(feat::smep);
-  if (!vmx_cr4.test(x86::cr4::smap)) hvc.passthrough.clear(feat::smap);
-  if (!vmx_cr4.test(x86::cr4::fsgsbase)) hvc.passthrough.clear(feat::fsgsbase);
+  if (!vmx_cr4.test(x86::cr4::pke)) hvc.passthrough.reset(feat::pku);
+  if (!vmx_cr4.test(x86::cr4::la57)) hvc.passthrough.reset(feat::la57);
+  if (!vmx_cr4.test(x86::cr4::umip)) hvc.passthrough.reset(feat::umip);
+  if (!vmx_cr4.test(x86::cr4::smep)) hvc.passthrough.reset(feat::smep);
+  if (!vmx_cr4.test(x86::cr4::smap)) hvc.passthrough.reset(feat::smap);
+  if (!vmx_cr4.test(x86::cr4::fsgsbase)) hvc.passthrough.reset(feat::fsgsbase);
   // XSAVE state: every component (the default). The host never touches FP/vector state
   // (-mgeneral-regs-only) and runs with CR4.PKE clear, so the guest's XSAVE state and PKRU
   // survive exits untouched. A component whose CPUID.0xD sub-leaf contradicts the host's
@@ -307,7 +307,7 @@ x86::cr4 guest_cr4_allowed() {
                      {x86::cr4::osxsave, feat::xsave},     {x86::cr4::umip, feat::umip},
                      {x86::cr4::pke, feat::pku},           {x86::cr4::la57, feat::la57}};
   for (const auto& g : gates)
-    if (!guest_policy.has(g.f)) a = a.clear(g.bit);
+    if (!guest_policy.has(g.f)) a.reset(g.bit);
   return a;
 }
 

@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
   const x86::cr4 cr4{o.cr4};
   x86::efer efer{o.efer};
   // EFER.LMA is LME with paging on (SDM 2.2.1); a dump's EFER may have been saved either way.
-  if (efer.test(x86::efer::lme) && cr0.test(x86::cr0::pg)) efer = efer.set(x86::efer::lma);
+  if (efer.test(x86::efer::lme) && cr0.test(x86::cr0::pg)) efer.set(x86::efer::lma);
   const auto mode = x86::paging_mode_of(cr0, cr4, efer);
   const auto root = x86::cr3_root(x86::cr3{o.cr3}, mode, o.maxphyaddr);
   const auto mmu = paging::mmu_context::make(cr0, cr4, efer, root);

@@ -102,18 +102,43 @@ class feature_set {
     return s;
   }
   [[nodiscard]] constexpr bool test(feature f) const noexcept { return (words_[static_cast<std::size_t>(f.w)] & f.mask()) != 0; }
+  // The std::bitset convention of x86::flags: set/reset change the set and return it,
+  // with/without return a changed copy.
+  /// Sets `f` (or clears it if `on` is false); returns this set.
   constexpr feature_set& set(feature f, bool on = true) noexcept {
     auto& w = words_[static_cast<std::size_t>(f.w)];
     w = on ? (w | f.mask()) : (w & ~f.mask());
     return *this;
   }
-  constexpr feature_set& clear(feature f) noexcept { return set(f, false); }
+  /// Clears `f`; returns this set.
+  constexpr feature_set& reset(feature f) noexcept { return set(f, false); }
+  /// A copy with `f` set (or cleared if `on` is false).
+  [[nodiscard]] constexpr feature_set with(feature f, bool on = true) const noexcept {
+    feature_set c = *this;
+    c.set(f, on);
+    return c;
+  }
+  /// A copy with `f` clear.
+  [[nodiscard]] constexpr feature_set without(feature f) const noexcept { return with(f, false); }
   [[nodiscard]] constexpr std::uint32_t get(word w) const noexcept { return words_[static_cast<std::size_t>(w)]; }
   constexpr void put(word w, std::uint32_t v) noexcept { words_[static_cast<std::size_t>(w)] = v; }
   [[nodiscard]] constexpr bool none() const noexcept {
     for (auto w : words_)
       if (w != 0) return false;
     return true;
+  }
+
+  constexpr feature_set& operator&=(const feature_set& b) noexcept {
+    for (std::size_t i = 0; i < word_count; ++i) words_[i] &= b.words_[i];
+    return *this;
+  }
+  constexpr feature_set& operator|=(const feature_set& b) noexcept {
+    for (std::size_t i = 0; i < word_count; ++i) words_[i] |= b.words_[i];
+    return *this;
+  }
+  constexpr feature_set& operator^=(const feature_set& b) noexcept {
+    for (std::size_t i = 0; i < word_count; ++i) words_[i] ^= b.words_[i];
+    return *this;
   }
 
   [[nodiscard]] friend constexpr feature_set operator&(feature_set a, const feature_set& b) noexcept {
@@ -124,6 +149,7 @@ class feature_set {
     for (std::size_t i = 0; i < word_count; ++i) a.words_[i] |= b.words_[i];
     return a;
   }
+  [[nodiscard]] friend constexpr feature_set operator^(feature_set a, const feature_set& b) noexcept { return a ^= b; }
   [[nodiscard]] friend constexpr feature_set operator~(feature_set a) noexcept {
     for (auto& w : a.words_) w = ~w;
     return a;

@@ -4,7 +4,7 @@
 ///
 /// Bit numbers are the KVM ABI (Linux Documentation/virt/kvm/x86/cpuid.rst). Features are
 /// stable for the life of a guest, across migration; hints describe the current host and
-/// may change when the guest migrates (see background.md, section 3).
+/// may change when the guest migrates (see docs/background.md §3).
 #pragma once
 
 #include <cstdint>

@@ -300,7 +300,7 @@ constexpr void apply_dependencies(feature_set& f, x86::xfeatures available) noex
       const bool req_ok = !d.has_requirement || f.test(d.requires_feature);
       const bool comps_ok = (d.components.raw() & ~available.raw()) == 0;
       if (!req_ok || !comps_ok) {
-        f.clear(d.f);
+        f.reset(d.f);
         changed = true;
       }
     }
@@ -370,12 +370,12 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
     if (l.hypervisor_relative) continue;
     if (host.find(l.leaf, l.subleaf) == nullptr || (leaf_class(l.leaf) == 0 && l.leaf > cap)) f.put(w, 0);
   }
-  if (cap < leaves::xsave) f.clear(feat::xsave);
+  if (cap < leaves::xsave) f.reset(feat::xsave);
 
   // rule nested_virtualization
   if (!(cfg.nested_virtualization && hv.nested_virtualization)) {
-    f.clear(feat::vmx);
-    f.clear(feat::svm);
+    f.reset(feat::vmx);
+    f.reset(feat::svm);
   }
   // rule emulated_only
   f = (f & ~detail::emulation_only) | (hv.emulated & detail::emulation_only & ~cfg.deny);
@@ -408,7 +408,7 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
   // 13.3): without both, XSAVE cannot be enabled at all.
   const x86::xfeatures legacy = x86::xfeatures::x87 | x86::xfeatures::sse;
   if (!f.test(feat::xsave) || !host.has_leaf(leaves::xsave) || !available.test(legacy)) {
-    f.clear(feat::xsave);
+    f.reset(feat::xsave);
     available = x86::xfeatures{};
   }
   detail::apply_dependencies(f, available);
@@ -416,7 +416,7 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
   p.xcr0_ = comps & host_xcr0;
   p.xss_ = comps & host_xss;
   // rule topoext_hidden
-  f.clear(feat::topoext);
+  f.reset(feat::topoext);
   // rule hypervisor_bit
   f.set(feat::hypervisor, cfg.announce_hypervisor);
 

@@ -77,13 +77,13 @@ namespace detail {
     case mnemonic::xor_: r = a ^ b; break;
     default: break;
   }
-  rflags out = f.clear(keep_cf ? rflags::status.clear(rflags::cf) : rflags::status);
-  if (cf && !keep_cf) out = out.set(rflags::cf);
-  if (of) out = out.set(rflags::of);
-  if (af) out = out.set(rflags::af);
-  if (r & sign) out = out.set(rflags::sf);
-  if (r == 0) out = out.set(rflags::zf);
-  if ((std::popcount(static_cast<unsigned>(r & 0xff)) & 1) == 0) out = out.set(rflags::pf);
+  rflags out = f.without(keep_cf ? rflags::status.without(rflags::cf) : rflags::status);
+  if (cf && !keep_cf) out.set(rflags::cf);
+  if (of) out.set(rflags::of);
+  if (af) out.set(rflags::af);
+  if (r & sign) out.set(rflags::sf);
+  if (r == 0) out.set(rflags::zf);
+  if ((std::popcount(static_cast<unsigned>(r & 0xff)) & 1) == 0) out.set(rflags::pf);
   return alu_result{r, out, writes};
 }
 

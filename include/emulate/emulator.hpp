@@ -135,8 +135,7 @@ class machine {
       case paging::fault_kind::invalid_pdpte: return outcome::make_exception(f.vector, 0);
       default: break;
     }
-    return outcome::make_exception(vector::pf, static_cast<std::uint32_t>(f.error_code.hardware_bits().raw()),
-                                   f.linear.value());
+    return outcome::make_page_fault(f.error_code, f.linear);
   }
 
   // ---------------------------------------------------------------- translation
@@ -144,11 +143,11 @@ class machine {
   /// unless the access is implicit supervisor).
   [[nodiscard]] constexpr pfec access_bits(bool write, bool implicit) const noexcept {
     pfec a{};
-    if (write) a = a.set(pfec::write);
+    if (write) a.set(pfec::write);
     if (implicit)
-      a = a.set(pfec::implicit_access);
+      a.set(pfec::implicit_access);
     else if (ctx_.effective_cpl() == 3)
-      a = a.set(pfec::user);
+      a.set(pfec::user);
     return a;
   }
 
@@ -172,7 +171,7 @@ class machine {
       req.pkru = ctx_.pkru;
       req.pkrs = ctx_.pkrs;
       req.stack = stack;
-      // THE RULE (background §1): the live CR0.WP, not the one the context was built with.
+      // THE RULE (docs/background.md §1): the live CR0.WP, not the one the context was built with.
       static_cast<void>(tr_.refresh_passthrough_bits(ctx_.cr0));
       const paging::walk_result w = tr_.translate(req);
       if (!w) return unexpected(from_walk_fault(w.error()));
@@ -369,7 +368,7 @@ class machine {
     std::array<std::uint8_t, max_instruction_length> bytes{};
     std::uint64_t have = 0;
     pfec access = pfec::fetch;
-    if (ctx_.effective_cpl() == 3) access = access.set(pfec::user);
+    if (ctx_.effective_cpl() == 3) access.set(pfec::user);
     while (true) {
       // Fetch up to the page end (or the limit), decode; fetch the next page only if the
       // instruction needs it, so a fault on it is reported only then (SDM 6.15 #PF).
@@ -411,7 +410,7 @@ class machine {
   constexpr void advance() noexcept {
     ctx_.rip = next_rip_;
     // Every instruction that completes clears RF (SDM 18.3.1.1).
-    ctx_.rflags = ctx_.rflags.clear(x86::rflags::rf);
+    ctx_.rflags.reset(x86::rflags::rf);
   }
   constexpr outcome done(event e = event::none) noexcept {
     const bool trap = ctx_.rflags.test(x86::rflags::tf);
@@ -621,7 +620,7 @@ class machine {
       case mnemonic::bt: case mnemonic::bts: case mnemonic::btr: case mnemonic::btc: {
         const std::uint64_t bit = std::uint64_t{1} << bit_offset;
         // SDM BT*: CF = the selected bit; OF, SF, AF, PF undefined (left unchanged here), ZF unchanged.
-        ctx_.rflags = ctx_.rflags.assign(x86::rflags::cf, (dst_val & bit) != 0);
+        ctx_.rflags.set(x86::rflags::cf, (dst_val & bit) != 0);
         result_val = op == mnemonic::bts ? dst_val | bit : op == mnemonic::btr ? dst_val & ~bit
                    : op == mnemonic::btc ? dst_val ^ bit : dst_val;
         break;
@@ -714,7 +713,7 @@ class machine {
           !(ctx_.mode() == cpu_mode::long64 && cpl != 3 && sel.rpl() == cpl))
         return gp0();
       s.selector = sel.value;
-      s.ar = s.ar.set(segment_ar::unusable);
+      s.ar.set(segment_ar::unusable);
       return done_sreg(target);
     }
     auto d = read_descriptor(sel, false);
@@ -737,7 +736,7 @@ class machine {
       auto r = set_descriptor_bit(sel, *d, 1);
       if (!r) return r.error();
       if (!*r) return outcome::make_done();  // the descriptor changed: RIP stays, re-execute
-      loaded.ar = loaded.ar.set(segment_ar::accessed);
+      loaded.ar.set(segment_ar::accessed);
     }
     s = loaded;
     return done_sreg(target);
@@ -965,7 +964,7 @@ class machine {
     if (sel.null()) {
       // SDM LLDT: a null selector marks LDTR invalid.
       ctx_.ldtr.selector = sel.value;
-      ctx_.ldtr.ar = ctx_.ldtr.ar.set(segment_ar::unusable);
+      ctx_.ldtr.ar.set(segment_ar::unusable);
       return done(event::descriptor_table_load);
     }
     const std::uint16_t ec = sel.error_code();
@@ -1050,7 +1049,7 @@ class machine {
         ok = !d->system() && priv && kind_ok;
       }
     }
-    ctx_.rflags = ctx_.rflags.assign(x86::rflags::zf, ok);
+    ctx_.rflags.set(x86::rflags::zf, ok);
     return done();
   }
 

@@ -13,6 +13,8 @@
 
 #include "instruction.hpp"
 #include "../x86/address.hpp"
+#include "../x86/contract.hpp"
+#include "../x86/pfec.hpp"
 #include "../x86/vector.hpp"
 
 namespace hvkit::emulate {
@@ -54,6 +56,8 @@ struct outcome {
   outcome_kind kind = outcome_kind::done;
   // exception
   x86::vector vector = x86::vector::ud;
+  /// The error code to deliver (0 for vectors without one); for #PF its bits are the
+  /// x86::pfec bits, typed by page_fault_error_code().
   std::uint32_t error_code = 0;
   std::uint64_t cr2 = 0;  ///< #PF only: the faulting linear address
   // done
@@ -90,6 +94,11 @@ struct outcome {
     o.cr2 = cr2;
     return o;
   }
+  /// A #PF with error code `ec` (only its architectural bits are delivered; software flags
+  /// such as pfec::implicit_access are dropped) and CR2 = `linear` (SDM 4.7, 6.15 "#PF").
+  [[nodiscard]] static constexpr outcome make_page_fault(x86::pfec ec, x86::gva linear) noexcept {
+    return make_exception(x86::vector::pf, static_cast<std::uint32_t>(ec.hardware_bits().raw()), linear.value());
+  }
   [[nodiscard]] static constexpr outcome make_unsupported(unsupported_reason r) noexcept {
     outcome o;
     o.kind = outcome_kind::unsupported;
@@ -99,6 +108,13 @@ struct outcome {
   }
   [[nodiscard]] constexpr bool is_done() const noexcept { return kind == outcome_kind::done; }
   [[nodiscard]] constexpr bool is_exception() const noexcept { return kind == outcome_kind::exception; }
+  /// True if this is a #PF to inject.
+  [[nodiscard]] constexpr bool is_page_fault() const noexcept { return is_exception() && vector == x86::vector::pf; }
+  /// The #PF error code as typed bits (SDM 4.7, Figure 4-12). Only for a #PF (contract).
+  [[nodiscard]] constexpr x86::pfec page_fault_error_code() const noexcept {
+    HVKIT_EXPECTS(is_page_fault());
+    return x86::pfec{error_code};
+  }
 };
 
 }  // namespace hvkit::emulate

@@ -5,7 +5,7 @@
 ///
 /// - `translator`: `refresh_passthrough_bits(live_cr0)` then `translate(walk_request)`; the
 ///   emulator calls the first before every translation, so a guest-owned CR0.WP that
-///   changed since the MMU context was built is honoured (background §1, the LTR bug).
+///   changed since the MMU context was built is honoured (docs/background.md §1, the LTR bug).
 ///   walker_translator plugs in paging::mmu_context + paging::guest_walker.
 /// - `guest_ram`: byte reads and writes at a guest-physical address that never cross a
 ///   4 KiB page (the emulator splits), and a 1/2/4/8-byte compare-exchange. `false` from

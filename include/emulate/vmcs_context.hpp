@@ -196,7 +196,7 @@ constexpr result<applied_outcome, vmx::vm_fail> apply_emulation(B& b, vmx::regis
   if (!is) return unexpected(is.error());
   using vis = vmx::interruptibility_state;
   const vis s{is.value()};
-  const vis n = o.mov_ss_shadow ? s.clear(vis::shadow).set(vis::blocking_by_mov_ss) : s.clear(vis::shadow);
+  const vis n = o.mov_ss_shadow ? s.without(vis::shadow).with(vis::blocking_by_mov_ss) : s.without(vis::shadow);
   if (!(n == s))
     if (auto r = vmx::vmwrite(b, vmx::fields::guest_interruptibility_state, n.raw()); !r) return unexpected(r.error());
   if (o.single_step) {

@@ -2,7 +2,7 @@
 /// @brief What a hypervisor must do to its MMU after a guest write to CR0, CR4 or EFER: a
 /// pure function of (old state, new state, paging kind).
 ///
-/// Rules (background.md §1, SDM 4.4.1, 4.10.4.1):
+/// Rules (docs/background.md §1, SDM 4.4.1, 4.10.4.1):
 /// - the paging mode changes (including CR0.PG either way): reset the MMU (unload roots)
 ///   and rebuild the permission metadata;
 /// - another role bit changes (CR0.WP, CR4.SMEP/SMAP/PKE/PKS/PSE, EFER.NXE, as normalised
@@ -65,7 +65,7 @@ struct cr_state {
 
 /// EFER with LMA = LME && CR0.PG, as the processor sets it (SDM 2.2.1, 10.8.5).
 [[nodiscard]] constexpr x86::efer efer_with_lma(x86::cr0 cr0, x86::efer efer) noexcept {
-  return efer.assign(x86::efer::lma, efer.test(x86::efer::lme) && cr0.test(x86::cr0::pg));
+  return efer.with(x86::efer::lma, efer.test(x86::efer::lme) && cr0.test(x86::cr0::pg));
 }
 
 /// The actions after the guest's control registers changed from `before` to `after` (one

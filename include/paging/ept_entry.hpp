@@ -186,7 +186,7 @@ static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_
                   is_valid_ept_memory_type(6) && !is_valid_ept_memory_type(7),
               "ept_entry_rules::misconfigured() hard-codes the valid memory types as the bits of 0x73");
 
-/// Which rule of SDM 29.3.3.1 makes the present EPT entry `entry` at `level` (1 = PTE ..
+/// Which rule of SDM 29.3.3.1 makes the present EPT entry `entry` at `level` (1 = PTE to
 /// 5 = PML5E) misconfigured under `caps`, or ept_misconfig::none. For one-off checks (entry
 /// builders, audits); a walker keeps an ept_entry_rules.
 [[nodiscard]] constexpr ept_misconfig ept_misconfiguration(ept_entry entry, unsigned level,
@@ -207,7 +207,7 @@ static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_
   std::uint64_t v = root.value() & ~(x86::page_size_4k - 1);
   v = ept_pointer::memory_type_field::set(v, 6);
   v = ept_pointer::walk_length_field::set(v, static_cast<std::uint8_t>(levels - 1));
-  return ept_pointer{v}.assign(ept_pointer::ad_enabled, ad);
+  return ept_pointer{v}.with(ept_pointer::ad_enabled, ad);
 }
 
 }  // namespace hvkit::paging

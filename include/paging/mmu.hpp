@@ -1,6 +1,6 @@
 /// @file
 /// @brief The guest MMU context: role, precomputed permission table and root, with the
-/// O(1) CR0.WP passthrough refresh (background: KVM's CR0.WP work).
+/// O(1) CR0.WP passthrough refresh (docs/background.md §1: KVM's CR0.WP work).
 ///
 /// THE RULE: when the hypervisor lets the guest own CR0.WP (clear in the CR0 guest/host
 /// mask, only legal with EPT/NPT), WP toggles do not exit and the cached role goes stale.
@@ -24,8 +24,9 @@
 
 namespace hvkit::paging {
 
-/// The bits of cpu_role that may be refreshed from a live, guest-owned register: only
-/// CR0.WP. guest_owned.hpp proves at compile time that no other role bit can be guest-owned.
+// The bits of cpu_role that may be refreshed from a live, guest-owned register: only
+// CR0.WP. guest_owned.hpp proves at compile time that no other role bit can be guest-owned.
+// (Plain comments: a Doxygen comment here would become part of mmu_context's description.)
 static_assert((x86::cr0_mmu_role_bits & x86::cr0_possible_guest_owned) == x86::cr0::wp,
               "the passthrough refresh handles exactly CR0.WP");
 static_assert((x86::cr4_mmu_role_bits & x86::cr4_possible_guest_owned).none(),

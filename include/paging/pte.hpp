@@ -9,7 +9,9 @@
 
 #include <cstdint>
 
+#include "../x86/address.hpp"
 #include "../x86/bitfield.hpp"
+#include "../x86/contract.hpp"
 #include "../x86/flags.hpp"
 
 namespace hvkit::paging {
@@ -36,6 +38,54 @@ class pte : public x86::flags<pte> {
   using pse36_field = x86::bitfield<std::uint64_t, 13, 8, std::uint64_t>;
 
   [[nodiscard]] constexpr std::uint8_t pkey() const noexcept { return pkey_field::get(raw()); }
+
+  /// The physical address in a non-leaf entry or a 4 KiB PTE: bits MAXPHYADDR-1:12 (SDM
+  /// Tables 4-5, 4-6, 4-8 to 4-11, 4-15 to 4-20; a 32-bit paging entry is 4 bytes, so 31:12).
+  [[nodiscard]] constexpr x86::gpa address(unsigned maxphyaddr) const noexcept {
+    return x86::gpa{raw() & x86::physical_address_mask(maxphyaddr) & ~(x86::page_size_4k - 1)};
+  }
+  /// The frame of address().
+  [[nodiscard]] constexpr x86::gfn frame(unsigned maxphyaddr) const noexcept { return x86::gpa_to_gfn(address(maxphyaddr)); }
+  /// The base of the page a leaf entry maps in PAE or 4/5-level paging: bits MAXPHYADDR-1:12
+  /// of a 4 KiB PTE, MAXPHYADDR-1:21 of a 2 MiB PDE, MAXPHYADDR-1:30 of a 1 GiB PDPTE (SDM
+  /// Tables 4-9, 4-11, 4-17, 4-19, 4-20; bit 12 of a large leaf is PAT, not address).
+  [[nodiscard]] constexpr x86::gpa page_address(std::uint64_t page_size, unsigned maxphyaddr) const noexcept {
+    HVKIT_EXPECTS(page_size == x86::page_size_4k || page_size == x86::page_size_2m || page_size == x86::page_size_1g);
+    return x86::gpa{raw() & x86::physical_address_mask(maxphyaddr) & ~(page_size - 1)};
+  }
+  /// The base of a 4 MiB page in 32-bit paging (PDE with PS=1): bits 31:22 from the entry and,
+  /// with PSE-36, physical bits MAXPHYADDR-1:32 from entry bits 20:13 (SDM 4.3, Table 4-4;
+  /// at most 40 address bits).
+  [[nodiscard]] constexpr x86::gpa page_address_4m(unsigned maxphyaddr) const noexcept {
+    const std::uint64_t a = (raw() & 0xffc0'0000u) | (pse36_field::get(raw()) << 32);
+    return x86::gpa{a & x86::physical_address_mask(maxphyaddr < 40 ? maxphyaddr : 40)};
+  }
+
+  /// The builder: an entry referencing the table or 4 KiB page at `a` with the bits of `f`
+  /// (pte::present | pte::writable ...). `a` must be 4 KiB aligned and below 2^52, and `f`
+  /// must hold no address bits (contract).
+  [[nodiscard]] static constexpr pte make(x86::gpa a, pte f) noexcept {
+    HVKIT_EXPECTS((a.value() & ~address_bits) == 0 && (f.raw() & address_bits) == 0);
+    return pte{a.value() | f.raw()};
+  }
+  /// A leaf mapping the 2 MiB or 1 GiB page at `a` (PS set; PAE and 4/5-level paging).
+  [[nodiscard]] static constexpr pte make_large(x86::gpa a, std::uint64_t page_size, pte f) noexcept {
+    HVKIT_EXPECTS((page_size == x86::page_size_2m || page_size == x86::page_size_1g) && (a.value() & (page_size - 1)) == 0);
+    return make(a, f.with(page_size_bit()));
+  }
+  /// A copy with bits 51:12 replaced by `a` (4 KiB aligned, below 2^52).
+  [[nodiscard]] constexpr pte with_address(x86::gpa a) const noexcept {
+    HVKIT_EXPECTS((a.value() & ~address_bits) == 0);
+    return pte{(raw() & ~address_bits) | a.value()};
+  }
+  /// A copy with protection key `k` (0..15) in bits 62:59.
+  [[nodiscard]] constexpr pte with_pkey(std::uint8_t k) const noexcept { return pte{pkey_field::set(raw(), k)}; }
+
+  /// Bits 51:12, the widest address field of any entry (MAXPHYADDR at most 52).
+  static constexpr std::uint64_t address_bits = 0x000f'ffff'ffff'f000ull;
+
+ private:
+  static constexpr pte page_size_bit() noexcept { return pte::bit(7); }
 };
 inline constexpr pte pte::present = pte::bit(0);
 inline constexpr pte pte::writable = pte::bit(1);

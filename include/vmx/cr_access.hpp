@@ -123,7 +123,7 @@ struct cr3_load {
   if (!c.efer.test(x86::efer::lma)) return r;
   if (c.cr4.test(x86::cr4::pcide)) {
     r.noflush = x86::cr3{v}.test(x86::cr3::noflush);
-    r.value = x86::cr3{v}.clear(x86::cr3::noflush).raw();
+    r.value = x86::cr3{v}.without(x86::cr3::noflush).raw();
   }
   std::uint64_t reserved = ~x86::physical_address_mask(c.maxphyaddr);
   if (c.lam) reserved &= ~(x86::cr3::lam_u57 | x86::cr3::lam_u48).raw();
@@ -145,10 +145,10 @@ struct cr3_load {
 
 /// The CR0 value after a legal MOV to CR0 with `v`: undefined bits of 31:0 are ignored (read
 /// as 0) and ET (bit 4) is hardwired to 1 on every processor since the i486 (SDM 2.5).
-[[nodiscard]] constexpr x86::cr0 cr0_after_mov(x86::cr0 v) noexcept { return (v & x86::cr0::defined).set(x86::cr0::et); }
+[[nodiscard]] constexpr x86::cr0 cr0_after_mov(x86::cr0 v) noexcept { return (v & x86::cr0::defined).with(x86::cr0::et); }
 
 /// The CR0 value after CLTS: TS cleared.
-[[nodiscard]] constexpr x86::cr0 cr0_after_clts(x86::cr0 cr0) noexcept { return cr0.clear(x86::cr0::ts); }
+[[nodiscard]] constexpr x86::cr0 cr0_after_clts(x86::cr0 cr0) noexcept { return cr0.without(x86::cr0::ts); }
 
 /// The CR0 value after LMSW `src`: bits 3:0 (PE, MP, EM, TS) loaded, PE never cleared.
 [[nodiscard]] constexpr x86::cr0 cr0_after_lmsw(x86::cr0 cr0, std::uint16_t src) noexcept {

@@ -21,7 +21,7 @@ namespace hvkit::vmx {
 /// What the guest-owned set may depend on at run time.
 struct cr_mask_features {
   /// EPT on: CR0.WP may be guest-owned. With shadow paging the shadow page tables encode WP,
-  /// so it must exit (background.md §1).
+  /// so it must exit (docs/background.md §1).
   bool ept = false;
   /// The CR4 bits the guest's CPUID allows it to set (e.g. FSGSBASE, CET only when exposed).
   /// A bit the guest may not set must stay host-owned, so that setting it exits and the
@@ -45,7 +45,7 @@ struct guest_owned_bits {
 template <class Policy = x86::max_guest_owned>
 [[nodiscard]] constexpr guest_owned_bits make_guest_owned(cr_mask_features f) noexcept {
   x86::cr0 c0 = Policy::cr0_bits;
-  if (!f.ept) c0 = c0.clear(x86::cr0::wp);
+  if (!f.ept) c0.reset(x86::cr0::wp);
   const x86::cr4 c4 = Policy::cr4_bits & f.guest_cr4_allowed;
   return {c0, c4};
 }

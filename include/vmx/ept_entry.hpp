@@ -84,7 +84,7 @@ enum class ept_error : std::uint8_t {
 namespace detail {
 [[nodiscard]] constexpr paging::ept_entry ept_rights(ept_permissions p) noexcept {
   using E = paging::ept_entry;
-  return E{}.assign(E::read, p.read).assign(E::write, p.write).assign(E::exec, p.execute).assign(E::user_exec, p.user_execute);
+  return E{}.with(E::read, p.read).with(E::write, p.write).with(E::exec, p.execute).with(E::user_exec, p.user_execute);
 }
 /// `e` (without its address) at `level` against the EPT walker's misconfiguration rules
 /// (paging::ept_misconfiguration, SDM 29.3.3.1) for these capabilities.
@@ -135,8 +135,8 @@ namespace detail {
   const unsigned lvl = static_cast<unsigned>(level);
   const bool large = lvl > 1;  // PS=1 above the PTE; at PML4E/PML5E (or no level) the rules refuse it
   const E entry = (E{E::memory_type_field::set(0, mt)} | detail::ept_rights(p))
-                      .assign(E::ignore_pat, ignore_pat)
-                      .assign(E::page_size, large);
+                      .with(E::ignore_pat, ignore_pat)
+                      .with(E::page_size, large);
   if (auto m = detail::check_misconfiguration(entry, lvl, caps); !m) return unexpected(m.error());
   const std::uint64_t align = level == ept_level::pde     ? x86::page_size_2m
                               : level == ept_level::pdpte ? x86::page_size_1g
@@ -191,7 +191,7 @@ namespace detail {
   if (auto a = detail::check_address(root, x86::page_size_4k, maxphyaddr); !a) return unexpected(a.error());
   std::uint64_t v = P::memory_type_field::set(root.value(), static_cast<std::uint8_t>(type));
   v = P::walk_length_field::set(v, static_cast<std::uint8_t>(levels - 1));
-  return check_eptp(P{v}.assign(P::ad_enabled, accessed_dirty), caps, maxphyaddr);
+  return check_eptp(P{v}.with(P::ad_enabled, accessed_dirty), caps, maxphyaddr);
 }
 
 }  // namespace hvkit::vmx

@@ -4,7 +4,7 @@
 ///
 /// Host-owned bits cannot change without a VM exit, so the cached value is exact for them.
 /// Guest-owned bits may have changed since the last exit (no exit on a guest write), so asking
-/// for one reads GUEST_CR0/GUEST_CR4 once per exit (background.md §1: the reader that made
+/// for one reads GUEST_CR0/GUEST_CR4 once per exit (docs/background.md §1: the reader that made
 /// CR0.WP passthrough cheap and correct).
 #pragma once
 

@@ -2,7 +2,7 @@
 /// @brief IBPB on VMCS switch: per-CPU tracking of the security domain last loaded, and the
 /// policies deciding when an Indirect Branch Prediction Barrier is issued.
 ///
-/// History (background.md §2): issuing IBPB whenever another VMCS was loaded made a nested
+/// History (docs/background.md §2): issuing IBPB whenever another VMCS was loaded made a nested
 /// guest's vmcall round trip cost 33488 cycles; skipping it between vmcs01 and vmcs02 of the
 /// same guest (one security domain) brought it to 14898. The barrier is a WRMSR of
 /// IA32_PRED_CMD (MSR 0x49) with bit 0 set (Intel "Speculative Execution Side Channel

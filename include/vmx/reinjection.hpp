@@ -128,8 +128,8 @@ constexpr result<void, vm_fail> apply_exit_event_actions(B& b, const exit_event_
     auto s = vmread(b, fields::guest_interruptibility_state);
     if (!s) return unexpected(s.error());
     auto v = interruptibility_state{s.value()};
-    if (a.set_nmi_blocking) v = v.set(interruptibility_state::blocking_by_nmi);
-    if (a.clear_nmi_blocking) v = v.clear(interruptibility_state::blocking_by_nmi);
+    if (a.set_nmi_blocking) v.set(interruptibility_state::blocking_by_nmi);
+    if (a.clear_nmi_blocking) v.reset(interruptibility_state::blocking_by_nmi);
     if (v.raw() != s.value()) return vmwrite(b, fields::guest_interruptibility_state, v.raw());
   }
   return {};

@@ -89,7 +89,7 @@ constexpr result<skip_effects, vm_fail> skip_instruction(register_file<B>& regs,
   if (!is) return unexpected(is.error());
   const interruptibility_state s{is.value()};
   if (s.any(interruptibility_state::shadow)) {
-    auto w = vmwrite(b, fields::guest_interruptibility_state, s.clear(interruptibility_state::shadow).raw());
+    auto w = vmwrite(b, fields::guest_interruptibility_state, s.without(interruptibility_state::shadow).raw());
     if (!w) return unexpected(w.error());
     fx.shadow_cleared = true;
   }

@@ -5,10 +5,8 @@
 /// A guest-owned bit is clear in the CR0/CR4 guest/host mask: the guest writes it without a
 /// VM exit (SDM 25.6.6), so any state the hypervisor derived from it may be stale. The only
 /// such bit that changes translation is CR0.WP, which is why the MMU role must re-sync it
-/// from the live register before every permission check (background: KVM's CR0.WP work).
+/// from the live register before every permission check (docs/background.md §1: KVM's CR0.WP work).
 #pragma once
-
-#include <cstdint>
 
 #include "cr.hpp"
 
@@ -29,20 +27,22 @@ inline constexpr cr0 cr0_mmu_role_bits = cr0::pg | cr0::wp;
 inline constexpr cr4 cr4_mmu_role_bits =
     cr4::pse | cr4::pae | cr4::la57 | cr4::smep | cr4::smap | cr4::pke | cr4::pks;
 
-/// The invariant the CR0.WP passthrough refresh relies on: the only bit that both feeds the
-/// role and may be guest-owned is CR0.WP. Adding a role bit to a guest-owned set breaks the build.
+// The invariant the CR0.WP passthrough refresh relies on: the only bit that both feeds the
+// role and may be guest-owned is CR0.WP. Adding a role bit to a guest-owned set breaks the build.
 static_assert((cr0_mmu_role_bits & cr0_possible_guest_owned) == cr0::wp,
               "CR0: role bits & possibly guest-owned bits must be exactly {WP}");
 static_assert((cr4_mmu_role_bits & cr4_possible_guest_owned).none(),
               "CR4: no bit may both feed the MMU role and be guest-owned");
 
-/// A set of guest-owned CR bits, checked at compile time: every policy that lets the guest
-/// own CR bits is spelled as a guest_owned_set, so a policy that would hand the guest a bit
-/// feeding the MMU role (other than CR0.WP) does not compile.
-template <std::uint64_t Cr0Bits, std::uint64_t Cr4Bits>
+/// A set of guest-owned CR bits, checked at compile time. Every policy that lets the guest
+/// own CR bits is spelled as a guest_owned_set of flag values, as in
+/// `guest_owned_set<x86::cr0::ts | x86::cr0::wp, x86::cr4::pge>`, so a policy that would hand
+/// the guest a bit feeding the MMU role (other than CR0.WP) does not compile. Raw integers are
+/// not accepted (the x86::cr0/x86::cr4 constructors from integers are explicit).
+template <cr0 Cr0Bits = cr0{}, cr4 Cr4Bits = cr4{}>
 struct guest_owned_set {
-  static constexpr cr0 cr0_bits{Cr0Bits};
-  static constexpr cr4 cr4_bits{Cr4Bits};
+  static constexpr cr0 cr0_bits = Cr0Bits;
+  static constexpr cr4 cr4_bits = Cr4Bits;
   static_assert((cr0_bits & ~cr0_possible_guest_owned).none(), "CR0 bit that may never be guest-owned");
   static_assert((cr4_bits & ~cr4_possible_guest_owned).none(), "CR4 bit that may never be guest-owned");
   static_assert(((cr0_bits & cr0_mmu_role_bits) & ~cr0::wp).none(),
@@ -51,6 +51,6 @@ struct guest_owned_set {
 };
 
 /// The widest policy: every bit that may be guest-owned.
-using max_guest_owned = guest_owned_set<cr0_possible_guest_owned.raw(), cr4_possible_guest_owned.raw()>;
+using max_guest_owned = guest_owned_set<cr0_possible_guest_owned, cr4_possible_guest_owned>;
 
 }  // namespace hvkit::x86

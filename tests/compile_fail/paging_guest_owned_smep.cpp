@@ -7,8 +7,8 @@
 namespace x86 = hvkit::x86;
 
 #ifdef HVKIT_COMPILE_FAIL
-using policy = x86::guest_owned_set<x86::cr0::wp.raw(), (x86::cr4::smep | x86::cr4::pge).raw()>;
+using policy = x86::guest_owned_set<x86::cr0::wp, x86::cr4::smep | x86::cr4::pge>;
 #else
-using policy = x86::guest_owned_set<x86::cr0::wp.raw(), x86::cr4::pge.raw()>;
+using policy = x86::guest_owned_set<x86::cr0::wp, x86::cr4::pge>;
 #endif
 static_assert(policy::cr0_bits.test(x86::cr0::wp));

@@ -5,9 +5,9 @@ namespace vmx = hvkit::vmx;
 namespace x86 = hvkit::x86;
 
 #ifdef HVKIT_COMPILE_FAIL
-using policy = x86::guest_owned_set<0x8, (x86::cr4::pge | x86::cr4::pae).raw()>;
+using policy = x86::guest_owned_set<x86::cr0::ts, x86::cr4::pge | x86::cr4::pae>;
 #else
-using policy = x86::guest_owned_set<0x8, x86::cr4::pge.raw()>;
+using policy = x86::guest_owned_set<x86::cr0::ts, x86::cr4::pge>;
 #endif
 constexpr auto owned = vmx::make_guest_owned<policy>({true, x86::cr4::defined});
 static_assert(owned.cr0.raw() == 0x8);

@@ -133,3 +133,25 @@ TEST(cpuid_features, golden_bits) {
   HVKIT_BOTH(cpuid::locate(cpuid::word::kvm_hints).r == cpuid::reg::edx);
   HVKIT_BOTH(cpuid::locate(cpuid::word::ext8_ebx).leaf == 0x80000008);
 }
+
+// feature_set follows the x86::flags convention (std::bitset's): set/reset and the compound
+// operators change the set and return it, with/without return changed copies. Word values
+// are the SDM bit positions: CPUID.1:ECX VMX bit 5, X2APIC bit 21.
+TEST(cpuid_features, set_reset_mutate_with_without_copy) {
+  constexpr auto check = [] {
+    cpuid::feature_set s{feat::vmx};
+    const cpuid::feature_set copy = s.with(feat::x2apic);
+    bool ok = s.get(cpuid::word::leaf1_ecx) == 0x20 && copy.get(cpuid::word::leaf1_ecx) == 0x20'0020;
+    ok = ok && copy.without(feat::vmx).get(cpuid::word::leaf1_ecx) == 0x20'0000 && copy.test(feat::vmx);
+    ok = ok && &s.set(feat::x2apic) == &s && s == copy;
+    s.reset(feat::vmx);
+    ok = ok && s.get(cpuid::word::leaf1_ecx) == 0x20'0000;
+    s |= cpuid::feature_set{feat::vmx};
+    ok = ok && s == copy;
+    s &= cpuid::feature_set{feat::vmx};
+    ok = ok && s == cpuid::feature_set{feat::vmx};
+    s ^= cpuid::feature_set{feat::vmx, feat::x2apic};
+    return ok && s == cpuid::feature_set{feat::x2apic};
+  };
+  HVKIT_BOTH(check());
+}

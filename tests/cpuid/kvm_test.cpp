@@ -1,5 +1,5 @@
 // KVM paravirtual leaves (Linux Documentation/virt/kvm/x86/cpuid.rst), and stable features
-// versus migration-changeable hints (background.md section 3).
+// versus migration-changeable hints (docs/background.md §3).
 #include <gtest/gtest.h>
 
 #include <hvkit/cpuid/kvm.hpp>

@@ -1,4 +1,4 @@
-// The MSR policy derived from CPUID, and the consistency check (background.md section 2):
+// The MSR policy derived from CPUID, and the consistency check (docs/background.md §2):
 // IBPB enumerated => IA32_PRED_CMD writable, for Intel and AMD enumerations alike.
 #include <gtest/gtest.h>
 

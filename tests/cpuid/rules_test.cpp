@@ -87,7 +87,7 @@ TEST(cpuid_rules, nested_virtualization) {
 
 TEST(cpuid_rules, emulated_only) {
   // x2APIC is on the host but the hypervisor does not emulate it: hidden.
-  constexpr auto no_x2apic = with_caps(intel_host, [](auto& hv) { hv.emulated.clear(feat::x2apic); });
+  constexpr auto no_x2apic = with_caps(intel_host, [](auto& hv) { hv.emulated.reset(feat::x2apic); });
   HVKIT_BOTH(!no_x2apic.has(feat::x2apic) && no_x2apic.has(feat::tsc_deadline));
   HVKIT_BOTH(no_x2apic.leaves().get(0x1).ecx == (0xf7fefbdfu & ~(1u << 21)));
   // TSC-deadline absent on the host but emulated: offered.
@@ -129,7 +129,7 @@ TEST(cpuid_rules, feature_dependencies) {
   // context-switch it.
   constexpr auto amd_cet = build(amd_host, everything(), config(1, 1));
   constexpr auto amd_no_cet = with_caps(amd_host, [](auto& hv) {
-    hv.xsave_components = hv.xsave_components.clear(x86::xfeatures::cet_u | x86::xfeatures::cet_s);
+    hv.xsave_components.reset(x86::xfeatures::cet_u | x86::xfeatures::cet_s);
   });
   HVKIT_BOTH(amd_cet.has(feat::shstk) && amd_cet.xss_components() == x86::xfeatures{0x1800});
   HVKIT_BOTH(!amd_no_cet.has(feat::shstk) && amd_no_cet.xss_components() == x86::xfeatures{});
@@ -155,14 +155,14 @@ TEST(cpuid_rules, hypervisor_bit_and_leaves_can_be_withheld) {
 TEST(cpuid_rules, xsave_leaf) {
   // The VM may not use AVX-512: XCR0 0x60207, and the AVX-512 subleaves are removed.
   constexpr auto p = with_config(intel_host, [](auto& c) {
-    c.xsave_components = x86::xfeatures{~std::uint64_t{0}}.clear(x86::xfeatures{0xe0});
+    c.xsave_components = x86::xfeatures{~std::uint64_t{0}}.without(x86::xfeatures{0xe0});
   });
   HVKIT_BOTH(p.xcr0_components() == x86::xfeatures{0x60207} && !p.has(feat::avx512f) && p.has(feat::avx2));
   HVKIT_BOTH(p.leaves().get(0xd, 0) == (regs{0x60207, 0x240, 0x2b00, 0}));
   HVKIT_BOTH(p.leaves().find(0xd, 5) == nullptr && p.leaves().find(0xd, 7) == nullptr);
   // AMD without AVX-512 state: the standard size shrinks to the end of AVX (832).
   constexpr auto a = with_config(amd_host, [](auto& c) {
-    c.xsave_components = x86::xfeatures{~std::uint64_t{0}}.clear(x86::xfeatures{0xe0});
+    c.xsave_components = x86::xfeatures{~std::uint64_t{0}}.without(x86::xfeatures{0xe0});
   });
   HVKIT_BOTH(a.leaves().get(0xd, 0) == (regs{0x7, 0x240, 0x340, 0}));
 }

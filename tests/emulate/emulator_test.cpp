@@ -134,13 +134,13 @@ TEST_F(Emulator, MmioAccessesSplitAtDeviceRegionBoundaries) {
 
 
 TEST_F(Emulator, TrapFlagRequestsSingleStepAndMovSsSetsTheShadow) {
-  g.ctx.rflags = g.ctx.rflags.set(x86::rflags::tf);
+  g.ctx.rflags.set(x86::rflags::tf);
   g.ctx.gpr[0] = mmio_lin;
   auto o = g.exec({0x89, 0x18});
   ASSERT_TRUE(o.is_done());
   EXPECT_TRUE(o.single_step);
   EXPECT_FALSE(o.mov_ss_shadow);
-  g.ctx.rflags = g.ctx.rflags.clear(x86::rflags::tf);
+  g.ctx.rflags.reset(x86::rflags::tf);
   g.ctx.rip = guest::code;
   o = g.exec({0x89, 0x18});
   EXPECT_FALSE(o.single_step);
@@ -186,7 +186,7 @@ TEST_F(Emulator, CmpDoesNotWriteAndSetsZf) {
 
 TEST_F(Emulator, AdcUsesCarryIn) {
   g.ctx.gpr[0] = 0xffff'ffff;
-  g.ctx.rflags = g.ctx.rflags.set(x86::rflags::cf);
+  g.ctx.rflags.set(x86::rflags::cf);
   ASSERT_TRUE(g.exec({0x83, 0xd0, 0x00}).is_done());  // adc eax, 0
   EXPECT_EQ(g.ctx.gpr[0], 0u);
   EXPECT_EQ(g.ctx.rflags.raw() & flags_mask, 0x1u | 0x40u | 0x10u | 0x4u);  // CF ZF AF PF
@@ -194,7 +194,7 @@ TEST_F(Emulator, AdcUsesCarryIn) {
 
 TEST_F(Emulator, IncKeepsCarryNegSetsIt) {
   g.ctx.gpr[1] = 0xff;
-  g.ctx.rflags = g.ctx.rflags.set(x86::rflags::cf);
+  g.ctx.rflags.set(x86::rflags::cf);
   ASSERT_TRUE(g.exec({0xfe, 0xc1}).is_done());  // inc cl
   EXPECT_EQ(g.ctx.gpr[1], 0u);
   EXPECT_EQ(g.ctx.rflags.raw() & flags_mask, 0x1u | 0x40u | 0x10u | 0x4u);  // CF kept, ZF AF PF
@@ -309,7 +309,7 @@ TEST_F(Emulator, RepMovsdFromRamToMmioSplitsAtPageAndRegionBoundaries) {
 }
 
 TEST_F(Emulator, StosbBackwardsWithDf) {
-  g.ctx.rflags = g.ctx.rflags.set(x86::rflags::df);
+  g.ctx.rflags.set(x86::rflags::df);
   g.ctx.gpr[0] = 0x5a;
   g.ctx.gpr[7] = data_lin + 2;
   g.ctx.gpr[1] = 3;
@@ -349,6 +349,8 @@ TEST_F(Emulator, RepStringFaultMidwayKeepsCompletedIterations) {
   ASSERT_EQ(o.kind, outcome_kind::exception);
   EXPECT_EQ(o.vector, x86::vector::pf);
   EXPECT_EQ(o.error_code, 0x2u);  // not present, write, supervisor
+  EXPECT_TRUE(o.is_page_fault());
+  EXPECT_EQ(o.page_fault_error_code(), x86::pfec::write);  // typed: SDM 4.7 bit 1
   EXPECT_EQ(o.cr2, data_lin + 0x2000);
   EXPECT_EQ(g.ctx.gpr[1], 2u);  // two iterations completed
   EXPECT_EQ(g.ctx.gpr[7], data_lin + 0x2000);
@@ -434,6 +436,7 @@ TEST_F(Emulator, WriteToReadOnlyPageIsPfWithErrorCode) {
   ASSERT_EQ(o.kind, outcome_kind::exception);
   EXPECT_EQ(o.vector, x86::vector::pf);
   EXPECT_EQ(o.error_code, 0x3u);  // P | W
+  EXPECT_EQ(o.page_fault_error_code(), x86::pfec::present | x86::pfec::write);
   EXPECT_EQ(o.cr2, data_lin + 0x3000);
 }
 
@@ -445,6 +448,7 @@ TEST_F(Emulator, UserAccessToSupervisorPage) {
   const auto o = g.exec({0x8b, 0x08});
   ASSERT_EQ(o.kind, outcome_kind::exception);
   EXPECT_EQ(o.error_code, 0x5u);  // P | U
+  EXPECT_EQ(o.page_fault_error_code(), x86::pfec::present | x86::pfec::user);
 }
 
 TEST_F(Emulator, StraddlingWriteChecksBothPagesBeforeWriting) {
@@ -527,7 +531,7 @@ TEST_F(Emulator, OrAndSbbDecOnMemory) {
   ASSERT_TRUE(g.exec({0x81, 0x20, 0xff, 0x00, 0xff, 0x00}).is_done());  // and dword [rax], 0x00ff00ff
   EXPECT_EQ(g.rd_data32(), 0x000f'00f0u);
   g.ctx.rip = guest::code;
-  g.ctx.rflags = g.ctx.rflags.set(x86::rflags::cf);
+  g.ctx.rflags.set(x86::rflags::cf);
   ASSERT_TRUE(g.exec({0x83, 0x18, 0x01}).is_done());  // sbb dword [rax], 1: 0xf00f0 - 1 - 1
   EXPECT_EQ(g.rd_data32(), 0x000f'00eeu);
   g.ctx.rip = guest::code;
@@ -681,3 +685,15 @@ TEST(RealMode, MovToSegmentRegisterSetsBase) {
 }
 
 }  // namespace
+
+// make_page_fault() delivers only the architectural bits of a pfec (SDM 4.7, Figure 4-12:
+// P bit 0, W/R bit 1, I/D bit 4); hvkit's software flag implicit_access (above bit 31) never
+// reaches the guest.
+TEST(Outcome, MakePageFaultKeepsOnlyHardwareBits) {
+  constexpr auto o = hvkit::emulate::outcome::make_page_fault(
+      hvkit::x86::pfec::present | hvkit::x86::pfec::write | hvkit::x86::pfec::implicit_access, hvkit::x86::gva{0x1234});
+  static_assert(o.is_page_fault() && o.error_code == 0x3u && o.cr2 == 0x1234u);
+  static_assert(o.page_fault_error_code() == (hvkit::x86::pfec::present | hvkit::x86::pfec::write));
+  EXPECT_EQ(o.error_code, 0x3u);
+  EXPECT_FALSE(hvkit::emulate::outcome::make_exception(hvkit::x86::vector::gp, 0).is_page_fault());
+}

@@ -90,7 +90,7 @@ TEST_F(Rules, MovToCr3ReservedBitsFollowMaxphyaddr) {
 
 // SDM 4.10.4.1: with CR4.PCIDE=1 source bit 63 asks not to flush and is not stored.
 TEST_F(Rules, MovToCr3NoFlushBitWithPcide) {
-  g.ctx.cr4 = g.ctx.cr4.set(x86::cr4::pcide);
+  g.ctx.cr4.set(x86::cr4::pcide);
   g.ctx.gpr[0] = 0x8000'0000'0000'5001;
   const auto o = g.exec({0x0f, 0x22, 0xd8});
   ASSERT_TRUE(o.is_done());

@@ -1,4 +1,4 @@
-// System instructions: LTR and the CR0.WP seed bug (background §1) in both directions,
+// System instructions: LTR and the CR0.WP seed bug (docs/background.md §1) in both directions,
 // including a WP toggled after the MMU context was built; descriptor tables, control and
 // debug registers, CPUID/MSRs, privilege checks. Expected values typed from the SDM.
 #include <gtest/gtest.h>
@@ -51,7 +51,7 @@ struct System : ::testing::Test {
 // ---------------------------------------------------------------------------- LTR and CR0.WP
 TEST_F(System, LtrReadOnlyGdtWithWp0Succeeds) {
   read_only_gdt();
-  g.ctx.cr0 = g.ctx.cr0.clear(x86::cr0::wp);
+  g.ctx.cr0.reset(x86::cr0::wp);
   auto mmu = g.make_mmu(g.ctx.cr0);
   const auto o = ltr_with(mmu);
   ASSERT_TRUE(o.is_done()) << int(o.kind) << " vector " << int(o.vector) << " ec " << o.error_code;
@@ -86,7 +86,7 @@ TEST_F(System, LtrWithWpClearedAfterTheMmuContextWasBuiltSucceeds) {
   read_only_gdt();
   auto mmu = g.make_mmu(g.ctx.cr0);  // built with WP=1
   ASSERT_TRUE(mmu.role().cr0_wp());
-  g.ctx.cr0 = g.ctx.cr0.clear(x86::cr0::wp);  // guest-owned toggle, no exit
+  g.ctx.cr0.reset(x86::cr0::wp);  // guest-owned toggle, no exit
   const auto o = ltr_with(mmu);
   ASSERT_TRUE(o.is_done()) << "stale WP used: vector " << int(o.vector) << " error code " << o.error_code;
   EXPECT_EQ(g.rd64(gdt_phys + 0x28), 0x2300'8b45'6000'0067u);
@@ -96,7 +96,7 @@ TEST_F(System, LtrWithWpClearedAfterTheMmuContextWasBuiltSucceeds) {
 // The opposite direction: WP set by the guest after a context built with WP=0.
 TEST_F(System, LtrWithWpSetAfterTheMmuContextWasBuiltFaults) {
   read_only_gdt();
-  auto mmu = g.make_mmu(g.ctx.cr0.clear(x86::cr0::wp));  // built with WP=0
+  auto mmu = g.make_mmu(g.ctx.cr0.without(x86::cr0::wp));  // built with WP=0
   ASSERT_FALSE(mmu.role().cr0_wp());
   const auto o = ltr_with(mmu);  // live CR0.WP = 1
   ASSERT_EQ(o.kind, outcome_kind::exception);
@@ -197,7 +197,7 @@ TEST_F(System, SldtStrSmswToRegisterAndMemory) {
 }
 
 TEST_F(System, UmipBlocksStoresAtCpl3) {
-  g.ctx.cr4 = g.ctx.cr4.set(x86::cr4::umip);
+  g.ctx.cr4.set(x86::cr4::umip);
   g.ctx.cpl = 3;
   g.ctx[sreg::cs].ar = segment_ar{0xa0fb};
   g.map(guest::code, guest::code_phys, pte_p | pte_rw | pte_us);
@@ -337,10 +337,10 @@ TEST_F(System, MovDebugRegisters) {
   g.ctx.rip = guest::code;
   ASSERT_TRUE(g.exec({0x0f, 0x21, 0xe2}).is_done());  // mov rdx, dr4
   EXPECT_EQ(g.ctx.gpr[2], 0xffff'0ff0u);
-  g.ctx.cr4 = g.ctx.cr4.set(x86::cr4::de);
+  g.ctx.cr4.set(x86::cr4::de);
   EXPECT_EQ(g.exec({0x0f, 0x21, 0xe2}).vector, x86::vector::ud);
   // DR7.GD: #DB.
-  g.ctx.cr4 = g.ctx.cr4.clear(x86::cr4::de);
+  g.ctx.cr4.reset(x86::cr4::de);
   g.ctx.dr[7] = 0x2400;
   EXPECT_EQ(g.exec({0x0f, 0x21, 0xc0}).vector, x86::vector::db);
 }

@@ -1,5 +1,5 @@
 // cr_write_actions: one row per rule, expected actions typed by hand from SDM 4.4.1 (PDPTE
-// loading), 4.10.4.1 (TLB invalidation by MOV to CR0/CR4) and background.md §1 (what the
+// loading), 4.10.4.1 (TLB invalidation by MOV to CR0/CR4) and docs/background.md §1 (what the
 // MMU must do on a WP toggle with EPT/NPT versus shadow paging).
 #include <cstdint>
 #include <cstdio>
@@ -38,7 +38,7 @@ constexpr std::uint64_t LM = LME | LMA;
 constexpr std::uint64_t c0 = PE | PG | WP;  // a paging CR0
 
 constexpr row rows[] = {
-    // --- CR0.WP (background.md §1) ---
+    // --- CR0.WP (docs/background.md §1) ---
     {"WP toggle with paging off", PE, PAE, 0, PE | WP, PAE, 0, N, N},
     {"WP set, 4-level", PE | PG, PAE, LM, c0, PAE, LM, R, R | X},
     {"WP cleared, 4-level", c0, PAE, LM, PE | PG, PAE, LM, R, R | X},

@@ -74,7 +74,7 @@ TEST(PermissionGolden, SupervisorWriteToReadOnlyUserPageFollowsWp) {
 }
 
 TEST(PermissionGolden, LtrBusyBitWriteToReadOnlyGdt) {
-  // background.md §1: LTR writes the TSS busy bit in a read-only GDT (an implicit
+  // docs/background.md §1: LTR writes the TSS busy bit in a read-only GDT (an implicit
   // supervisor write to a supervisor page): allowed with WP=0, 0x3 with WP=1.
   GOLDEN(0x0, PE | PG, PAE | SMAP, long_mode | NXE, RO_SUP, 0, W | IMPLICIT, FIXED1, 0);
   GOLDEN(0x3, PE | PG | WP, PAE | SMAP, long_mode | NXE, RO_SUP, 0, W | IMPLICIT, FIXED1, 0);

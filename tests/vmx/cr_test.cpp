@@ -1,4 +1,4 @@
-// CR guest/host masks and guest-owned bits (background.md §1, SDM 25.6.6, 26.3), the
+// CR guest/host masks and guest-owned bits (docs/background.md §1, SDM 25.6.6, 26.3), the
 // guest-visible value, read_cr0_bits() VMCS-read counting, CR4.CET/CR0.WP, and CR-access
 // exits (SDM Table 28-3; MOV CR, CLTS, LMSW) feeding paging::cr_write_actions.
 #include <gtest/gtest.h>
@@ -29,16 +29,16 @@ TEST(vmx_cr_mask, policy_by_features) {
   HVKIT_BOTH(s.cr0.raw() == 0x8u);
   HVKIT_BOTH(s.cr0_mask() == 0xffff'ffff'ffff'fff7u);
   // A guest without FSGSBASE and CET in its CPUID: those bits stay host-owned.
-  constexpr auto n = vmx::make_guest_owned(vmx::cr_mask_features{true, x86::cr4::defined.clear(x86::cr4::fsgsbase | x86::cr4::cet)});
+  constexpr auto n = vmx::make_guest_owned(vmx::cr_mask_features{true, x86::cr4::defined.without(x86::cr4::fsgsbase | x86::cr4::cet)});
   HVKIT_BOTH(n.cr4.raw() == 0x78eu);
   // A narrower compile-time policy: TS only, no CR4 bits.
-  using ts_only = x86::guest_owned_set<0x8, 0>;
+  using ts_only = x86::guest_owned_set<x86::cr0::ts>;
   constexpr auto t = vmx::make_guest_owned<ts_only>(ept_all);
   HVKIT_BOTH(t.cr0.raw() == 0x8u && t.cr4.none());
 }
 
 TEST(vmx_cr_mask, guest_visible_value_nested_case) {
-  // background.md §1: actual 0x80040033, shadow 0x80050033, mask 0xfffffffffffefff7.
+  // docs/background.md §1: actual 0x80040033, shadow 0x80050033, mask 0xfffffffffffefff7.
   constexpr auto v = vmx::guest_visible_cr0(x86::cr0{0x8004'0033}, x86::cr0{0x8005'0033}, 0xffff'ffff'fffe'fff7);
   HVKIT_BOTH(!v.test(x86::cr0::wp));
   HVKIT_BOTH(v.raw() == 0x8004'0033u);
@@ -176,7 +176,7 @@ TEST(vmx_cr_access, illegal_writes_fault) {
   EXPECT_EQ(vmx::check_cr4_write(lma, x86::cr4{0x2'0020}), vmx::cr_write_fault::pcide_bad_state);
   // A CR4 bit the guest's CPUID does not allow is reserved for it.
   const vmx::cr_context nofsgs{x86::cr0{0x8001'0033}, x86::cr4{0x20}, x86::efer{0x500}, 0x1000,
-                               x86::cr4::defined.clear(x86::cr4::fsgsbase)};
+                               x86::cr4::defined.without(x86::cr4::fsgsbase)};
   EXPECT_EQ(vmx::check_cr4_write(nofsgs, x86::cr4{0x1'0020}), vmx::cr_write_fault::reserved_bit);
   // MOV from CR is not a write; MOV to CR3 returns the value; CR8 bits 63:4 are reserved.
   EXPECT_EQ(vmx::evaluate_cr_write(vmx::cr_access_qualification{0x13}, lma, 0, paging::paging_kind::shadow).cr, ~0u);

@@ -300,7 +300,7 @@ TEST(interruptibility, hostile_combinations_refused) {
   EXPECT_EQ(vmx::check_entry_state(intr, is{0}, A::shutdown, if1, true), S::event_blocked_by_activity);
   EXPECT_EQ(vmx::check_entry_state(nmi, is{0}, A::wait_for_sipi, if1, true), S::event_blocked_by_activity);
   // A re-injected NMI over virtual-NMI blocking is what reinjection's clear_nmi_blocking avoids.
-  EXPECT_EQ(vmx::check_entry_state(nmi, is{0x8}.clear(is::blocking_by_nmi), A::active, if1, true), S::none);
+  EXPECT_EQ(vmx::check_entry_state(nmi, is{0x8}.without(is::blocking_by_nmi), A::active, if1, true), S::none);
 }
 
 TEST(event_injection, inject_exception_merges_with_the_vmcs) {

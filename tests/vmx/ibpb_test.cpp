@@ -1,4 +1,4 @@
-// IBPB policies with a counting barrier (background.md §2): the scenarios of the issue and
+// IBPB policies with a counting barrier (docs/background.md §2): the scenarios of the issue and
 // every policy on one switch sequence, with expected counts worked out by hand.
 #include <gtest/gtest.h>
 

@@ -22,17 +22,47 @@ TEST(cr0, bit_positions) {
   HVKIT_BOTH(x86::cr0::defined.raw() == 0xe005'003f);
 }
 
-TEST(cr0, test_set_clear) {
-  // CR0 of the nested case in background.md: actual value 0x80040033 (PG, AM, NE, ET, MP, PE).
+TEST(cr0, test_with_without) {
+  // CR0 of the nested case in docs/background.md §1: actual value 0x80040033 (PG, AM, NE, ET, MP, PE).
   constexpr x86::cr0 v{0x8004'0033};
   HVKIT_BOTH(v.test(x86::cr0::pg) && !v.test(x86::cr0::wp) && v.test(x86::cr0::am));
-  HVKIT_BOTH(v.set(x86::cr0::wp).raw() == 0x8005'0033);
-  HVKIT_BOTH(v.clear(x86::cr0::pg | x86::cr0::pe).raw() == 0x0004'0032);
+  HVKIT_BOTH(v.with(x86::cr0::wp).raw() == 0x8005'0033);
+  HVKIT_BOTH(v.without(x86::cr0::pg | x86::cr0::pe).raw() == 0x0004'0032);
   HVKIT_BOTH(!v.test(x86::cr0::pg | x86::cr0::wp) && v.any(x86::cr0::pg | x86::cr0::wp));
-  HVKIT_BOTH(v.assign(x86::cr0::wp, true) == x86::cr0{0x8005'0033});
+  HVKIT_BOTH(v.with(x86::cr0::wp, true) == x86::cr0{0x8005'0033});
+  HVKIT_BOTH(v.with(x86::cr0::pg, false) == x86::cr0{0x0004'0033});
   const auto r = rt(v);
-  EXPECT_EQ(r.set(rt(x86::cr0::wp)).raw(), 0x8005'0033u);
+  EXPECT_EQ(r.with(rt(x86::cr0::wp)).raw(), 0x8005'0033u);
+  EXPECT_EQ(r.raw(), 0x8004'0033u);  // with() left the original alone
   EXPECT_FALSE(r.test(rt(x86::cr0{})));  // the empty set is never "all set"
+}
+
+// The std::bitset convention: set/reset/flip and the compound operators change the object and
+// return it; with/without (above) return copies.
+TEST(cr0, set_reset_flip_and_compound_operators_mutate) {
+  constexpr auto mutated = [] {
+    x86::cr0 v{0x8004'0033};
+    v.set(x86::cr0::wp);                                      // 0x8005'0033
+    v.reset(x86::cr0::pg);                                    // 0x0005'0033
+    v.flip(x86::cr0::pe | x86::cr0::ts);                      // 0x0005'003a
+    v.set(x86::cr0::cd, true).set(x86::cr0::am, false);       // 0x4001'003a
+    return v;
+  }();
+  HVKIT_BOTH(mutated.raw() == 0x4001'003a);
+  constexpr auto compound = [] {
+    x86::cr0 v{0x11};
+    v |= x86::cr0::pg;                      // 0x8000'0011
+    v &= x86::cr0::pg | x86::cr0::pe;       // 0x8000'0001
+    v ^= x86::cr0::pe | x86::cr0::wp;       // 0x8001'0000
+    return v;
+  }();
+  HVKIT_BOTH(compound.raw() == 0x8001'0000);
+  x86::cr0 w = rt(x86::cr0{0x31});
+  x86::cr0& ref = w.set(x86::cr0::pg);
+  EXPECT_EQ(&ref, &w);
+  EXPECT_EQ(w.raw(), 0x8000'0031u);
+  (w |= x86::cr0::wp) ^= x86::cr0::et;
+  EXPECT_EQ(w.raw(), 0x8001'0021u);
 }
 
 TEST(cr4, bit_positions) {
@@ -76,7 +106,7 @@ TEST(pfec, hardware_bits_and_software_flags) {
   HVKIT_BOTH(x86::pfec::present.raw() == 0x1 && x86::pfec::write.raw() == 0x2 && x86::pfec::user.raw() == 0x4);
   HVKIT_BOTH(x86::pfec::rsvd.raw() == 0x8 && x86::pfec::fetch.raw() == 0x10 && x86::pfec::pk.raw() == 0x20);
   HVKIT_BOTH(x86::pfec::ss.raw() == 0x40 && x86::pfec::hlat.raw() == 0x80 && x86::pfec::sgx.raw() == 0x8000);
-  // The LTR bug of background.md: a supervisor write denied by WP is reported as 0x3.
+  // The LTR bug of docs/background.md §1: a supervisor write denied by WP is reported as 0x3.
   HVKIT_BOTH((x86::pfec::present | x86::pfec::write).raw() == 0x3);
   // An implicit supervisor write carries a software flag that is never pushed.
   constexpr auto implicit_write = x86::pfec::present | x86::pfec::write | x86::pfec::implicit_access;

@@ -485,7 +485,7 @@ void check_msrs() {
   report("msr_efer", r == 0 && (v & 0x500) == 0x500, r, v);  // LME and LMA
 }
 
-/// LTR against a read-only GDT (background.md 1): LTR marks the TSS descriptor busy with an
+/// LTR against a read-only GDT (docs/background.md §1): LTR marks the TSS descriptor busy with an
 /// implicit supervisor write, so with CR0.WP=0 it succeeds and with CR0.WP=1 it raises
 /// #PF with error code 0x3 (present, write, supervisor) and leaves TR and the descriptor
 /// unchanged. With descriptor-table exiting the hypervisor emulates LTR, and its page walk

@@ -1,6 +1,6 @@
 // The README's worked example, built by the consumer tests against an installed hvkit
 // (find_package, pkg-config) and a source tree (add_subdirectory, FetchContent): the CR0.WP
-// story of docs/background.md. A supervisor write to a read-only page is allowed with
+// story of docs/background.md §1. A supervisor write to a read-only page is allowed with
 // CR0.WP=0 and is #PF(0x3) with WP=1; the guest owns WP, so the MMU context re-syncs it from
 // the live CR0 before the walk.
 //
@@ -56,7 +56,7 @@ int main() {
   write.access = x86::pfec::write;  // a supervisor write (CPL 0)
 
   const auto allowed = walker.walk(memory, mmu, write);  // WP = 0: allowed, and D is set
-  mmu.refresh_passthrough_bits(cr0.set(x86::cr0::wp));   // the guest set WP without an exit
+  mmu.refresh_passthrough_bits(cr0.with(x86::cr0::wp));  // the guest set WP without an exit
   const auto denied = walker.walk(memory, mmu, write);   // WP = 1: #PF, error code 0x3
 
   // Both worlds are visible: the consumer's own headers and hvkit's.
