@@ -5,3 +5,4 @@ hvkit_add_compile_fail(svm_write_constant_too_wide svm_write_constant_too_wide.c
 hvkit_add_compile_fail(svm_write_cr4_as_cr0 svm_write_cr4_as_cr0.cpp "VMCB field value type mismatch")
 hvkit_add_compile_fail(svm_field_in_reserved svm_field_in_reserved.cpp "VMCB field in a reserved area")
 hvkit_add_compile_fail(svm_field_misaligned svm_field_misaligned.cpp "naturally aligned")
+hvkit_add_compile_fail(svm_guest_owned_pg svm_guest_owned_pg.cpp "CR0 bit that may never be guest-owned|feeds the MMU role")
