@@ -86,3 +86,55 @@ TEST(SvmRegisterFile, RaxAndRspLiveInTheVmcb) {
 }
 
 }  // namespace
+
+#include <hvkit/svm/cr_access.hpp>
+#include <hvkit/svm/segment.hpp>
+
+namespace {
+
+TEST(SvmSegments, AttributesAndLayout) {
+  // A flat 64-bit code descriptor 00AF9B000000FFFF: type B, S, DPL 0, P; L, G.
+  const std::uint16_t a = svm::attributes_from_descriptor(0x00af'9b00'0000'ffffull);
+  EXPECT_EQ(a, 0x0a9b);
+  EXPECT_EQ(svm::to_access_rights_layout(a), 0xa09bu);  // the VMX access-rights layout
+  EXPECT_EQ(svm::from_access_rights_layout(0x1'a09b), a);  // "unusable" (bit 16) dropped
+  EXPECT_EQ(svm::attrib::dpl(0x0ef3), 3u);
+  svm::soft_vmcb v;
+  const svm::segment_state tr{x86::selector::make(5), 0x008b, 0x67, 0xffff'8000'0000'1000ull};
+  svm::store_segment(v, svm::segment::tr, tr);
+  EXPECT_EQ(svm::read(v, f::tr_selector), 0x28);
+  EXPECT_EQ(svm::read(v, f::tr_attrib), 0x008b);
+  EXPECT_EQ(svm::read(v, f::tr_limit), 0x67u);
+  EXPECT_EQ(v.page().bytes[0x498], 0x00);
+  EXPECT_EQ(v.page().bytes[0x49f], 0xff);
+  EXPECT_EQ(svm::load_segment(v, svm::segment::tr), tr);
+}
+
+TEST(SvmCrAccess, DecodeAssistedWriteUsesTheSharedRules) {
+  svm::soft_vmcb v;
+  x86::gpr_block g{};
+  svm::register_file rf{v, g};
+  g[x86::gpr::rbx] = 0x8000'0011;  // PG, ET, PE... with EFER.LME and CR4.PAE=0: #GP
+  const auto w = svm::decode_cr_write_exit(svm::cr_write_exit(0), 0x8000'0000'0000'0003ull, true, rf);
+  ASSERT_TRUE(w.decoded);
+  x86::cr_context c{};
+  c.cr0 = x86::cr0::pe | x86::cr0::et;
+  c.efer = x86::efer::lme;
+  const auto out = hvkit::paging::evaluate_cr_write(w.op, c, hvkit::paging::paging_kind::two_dimensional);
+  EXPECT_EQ(out.fault, x86::cr_write_fault::long_mode_without_pae);
+  c.cr4 = x86::cr4::pae;
+  const auto ok = hvkit::paging::evaluate_cr_write(w.op, c, hvkit::paging::paging_kind::two_dimensional);
+  EXPECT_EQ(ok.fault, x86::cr_write_fault::none);
+  EXPECT_TRUE(ok.after.efer.test(x86::efer::lma));  // long mode activated
+  // Without decode assists (Bochs): the instruction must be decoded.
+  EXPECT_FALSE(svm::decode_cr_write_exit(svm::cr_write_exit(0), 0x8000'0000'0000'0003ull, false, rf).decoded);
+  // LMSW through the selective intercept: bit 63 clear, decode it.
+  EXPECT_FALSE(svm::decode_cr_write_exit(svm::exit_code::cr0_sel_write, 0, true, rf).decoded);
+  // MOV to CR4 from R9.
+  g[x86::gpr::r9] = 0x20;
+  const auto w4 = svm::decode_cr_write_exit(svm::cr_write_exit(4), 0x8000'0000'0000'0009ull, true, rf);
+  EXPECT_EQ(w4.op.cr, 4u);
+  EXPECT_EQ(w4.op.source, 0x20u);
+}
+
+}  // namespace
