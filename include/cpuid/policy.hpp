@@ -20,6 +20,7 @@
 #include "kvm.hpp"
 #include "leaf.hpp"
 #include "rules.hpp"
+#include "svm.hpp"
 #include "table.hpp"
 #include "topology.hpp"
 #include "xsave.hpp"
@@ -40,6 +41,9 @@ struct hypervisor_caps {
   x86::xfeatures xsave_components = x86::xfeatures{~std::uint64_t{0}};
   /// The hypervisor can run a nested hypervisor (VMX/SVM for the guest).
   bool nested_virtualization = false;
+  /// With nested SVM: the Fn8000_000A features, revision and ASIDs it implements for the
+  /// guest (svm.hpp; none by default: a feature reaches the guest only if implemented).
+  svm_nested_caps svm{};
 };
 
 /// The user's choices for one VM.
@@ -457,7 +461,7 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
       case 0x80000007: copy(e.leaf, 0, {}); break;
       case 0x80000008: copy(e.leaf, 0, {r.eax & 0xffffu, 0, 0, 0}); break;  // address widths
       case 0x8000000a:
-        if (f.test(feat::svm)) copy(e.leaf, 0, r);
+        if (f.test(feat::svm)) copy(e.leaf, 0, svm_guest_leaf(r, hv.svm));  // APM Vol. 3 Appendix E
         break;
       case 0x8000001f:
         if (f.get(word::ext1f_eax) != 0) copy(e.leaf, 0, {0, r.ebx, r.ecx, r.edx});

@@ -44,9 +44,9 @@ struct rule {
 
 inline constexpr std::array<rule, 14> normalization_rules{{
     {rule_id::nested_virtualization, "nested_virtualization",
-     "VMX (1:ECX[5]) and SVM (0x80000001:ECX[2], leaf 0x8000000A) hidden unless nested virtualization is offered",
+     "VMX (1:ECX[5]) and SVM (0x80000001:ECX[2], leaf 0x8000000A) hidden unless nested virtualization is offered; with nested SVM, 0x8000000A EDX carries only the features the hypervisor implements (svm_nested_caps)",
      "a guest that sees VMX/SVM executes VMXON/VMRUN, which exit and must be emulated",
-     "SDM Vol. 3C 24.6 (discovering VMX support); APM vol. 2 15.4 (enabling SVM)", false},
+     "SDM Vol. 3C 24.6 (discovering VMX support); APM vol. 2 15.4 (enabling SVM); APM vol. 3 Appendix E (Fn8000_000A)", false},
     {rule_id::emulated_only, "emulated_only",
      "x2APIC (1:ECX[21]), TSC-deadline (1:ECX[24]) and ARAT (6:EAX[2]) come from what the hypervisor emulates, not from the host",
      "the guest's local APIC is the hypervisor's virtual APIC: the host's APIC capabilities say nothing about it",

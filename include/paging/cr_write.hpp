@@ -22,6 +22,7 @@
 
 #include "role.hpp"
 #include "../x86/cr.hpp"
+#include "../x86/cr_rules.hpp"
 #include "../x86/efer.hpp"
 #include "../x86/flags.hpp"
 #include "../x86/paging_mode.hpp"
@@ -99,6 +100,84 @@ struct cr_state {
   } else if (cr4_changed.any(x86::cr4::pae) || smep_set) {
     out = out | mmu_actions::flush_tlb_current;
   }
+  return out;
+}
+
+/// A control-register write as the instruction makes it, whoever reports it: a VMX CR-access
+/// exit qualification, an SVM CR write intercept (EXITINFO1 with decode assists, the
+/// emulator's decode without), or the emulator itself.
+struct cr_write_op {
+  enum class instruction : std::uint8_t {
+    mov_to_cr,  ///< MOV to CR`cr` from a register holding `source`
+    clts,       ///< CLTS (CR0.TS cleared)
+    lmsw,       ///< LMSW with operand `source` (bits 15:0)
+  };
+  instruction op = instruction::mov_to_cr;
+  unsigned cr = 0;
+  std::uint64_t source = 0;
+};
+
+/// The outcome of a control-register write.
+struct cr_write_outcome {
+  unsigned cr = 0;                                   ///< 0, 3, 4 or 8 (or what a MOV named)
+  x86::cr_write_fault fault = x86::cr_write_fault::none;  ///< not none: inject #GP(0), change nothing
+  cr_state after{};                                  ///< CR0/CR4: the new guest-visible state (if no fault)
+  mmu_actions actions{};                             ///< CR0/CR4: what the MMU must do (if no fault)
+  std::uint64_t value = 0;                           ///< CR3/CR8: the value to load (if no fault)
+  bool cr3_noflush = false;                          ///< CR3: bit 63 with CR4.PCIDE=1, keep the PCID's TLB entries
+};
+
+/// Evaluates a control-register write against the guest-visible state `c`: the #GP(0) rules of
+/// x86/cr_rules.hpp, the new value, and for CR0/CR4 the MMU actions (cr_write_actions). A MOV
+/// source is the whole register as saved: outside 64-bit mode only its low 32 bits are the
+/// operand (x86::mov_to_cr_source). CR8: bits 63:4 reserved. CR3: x86::check_cr3_write. A MOV
+/// to another CR is returned with `cr` and `value` for the caller to decide.
+[[nodiscard]] constexpr cr_write_outcome evaluate_cr_write(cr_write_op w, const x86::cr_context& c,
+                                                           paging_kind kind) noexcept {
+  cr_write_outcome out;
+  cr_state after{c.cr0, c.cr4, c.efer};
+  const std::uint64_t v = x86::mov_to_cr_source(c, w.source);
+  switch (w.op) {
+    case cr_write_op::instruction::mov_to_cr:
+      out.cr = w.cr;
+      if (w.cr == 0) {
+        const x86::cr0 n{v};
+        out.fault = x86::check_cr0_write(c, n);
+        after.cr0 = x86::cr0_after_mov(n);
+      } else if (w.cr == 4) {
+        const x86::cr4 n{v};
+        out.fault = x86::check_cr4_write(c, n);
+        after.cr4 = n;
+      } else if (w.cr == 8) {
+        out.value = v;
+        if (v > 0xf) out.fault = x86::cr_write_fault::reserved_bit;  // CR8 bits 63:4 reserved
+        return out;
+      } else if (w.cr == 3) {
+        const x86::cr3_load l = x86::check_cr3_write(c, v);
+        out.value = l.value;
+        out.cr3_noflush = l.noflush;
+        out.fault = l.fault;
+        return out;
+      } else {
+        out.value = v;
+        return out;
+      }
+      break;
+    case cr_write_op::instruction::clts:
+      out.cr = 0;
+      after.cr0 = x86::cr0_after_clts(c.cr0);
+      break;
+    case cr_write_op::instruction::lmsw:
+      out.cr = 0;
+      after.cr0 = x86::cr0_after_lmsw(c.cr0, static_cast<std::uint16_t>(w.source));
+      break;
+  }
+  if (out.fault != x86::cr_write_fault::none) return out;
+  // EFER.LMA follows LME && CR0.PG (SDM 2.2.1, 10.8.5; APM Vol. 2 14.6): a CR0 write may enter
+  // or leave long mode; a VMX caller mirrors it in the "IA-32e mode guest" entry control.
+  after.efer = efer_with_lma(after.cr0, c.efer);
+  out.after = after;
+  out.actions = cr_write_actions({c.cr0, c.cr4, c.efer}, after, kind);
   return out;
 }
 

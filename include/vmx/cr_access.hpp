@@ -20,217 +20,45 @@
 #include "../x86/cr.hpp"
 #include "../x86/cr3.hpp"
 #include "../x86/efer.hpp"
+#include "../x86/cr_rules.hpp"
 #include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 
-/// Why a CR write is illegal (each is #GP(0), SDM Vol. 2 "MOV—Move to/from Control Registers").
-enum class cr_write_fault : std::uint8_t {
-  none,
-  reserved_bit,         ///< a reserved bit set (CR0[63:32]; CR4 bits the guest may not set; CR8[63:4])
-  pg_without_pe,        ///< CR0.PG=1 with CR0.PE=0
-  nw_without_cd,        ///< CR0.NW=1 with CR0.CD=0
-  long_mode_without_pae,///< CR0.PG=1 with EFER.LME=1 and CR4.PAE=0
-  clear_wp_with_cet,    ///< CR0.WP=0 while CR4.CET=1
-  cet_without_wp,       ///< CR4.CET=1 while CR0.WP=0
-  clear_pae_in_long_mode,///< CR4.PAE=0 while EFER.LMA=1
-  change_la57_in_long_mode,///< CR4.LA57 changed while EFER.LMA=1
-  pcide_bad_state,      ///< CR4.PCIDE 0->1 outside IA-32e mode or with CR3[11:0] != 0
-  clear_pg_in_64bit_mode,///< CR0.PG=0 in 64-bit mode (EFER.LMA=1 and CS.L=1)
-  activate_ia32e_with_cs_l,  ///< CR0.PG 0->1 with EFER.LME=1 (IA-32e activation) while CS.L=1
-  clear_pg_with_pcide,  ///< CR0.PG=0 while CR4.PCIDE=1
-  cr3_reserved_bit,     ///< MOV to CR3 in IA-32e mode with a bit of 63:MAXPHYADDR set (LAM bits 61/62 excepted with LAM)
-};
+/// The vendor-neutral rules (x86/cr_rules.hpp) under their vmx names.
+using x86::cr_write_fault;
+using x86::cr_context;
+using x86::in_64bit_mode;
+using x86::mov_to_cr_source;
+using x86::check_cr0_write;
+using x86::cr3_load;
+using x86::check_cr3_write;
+using x86::check_cr4_write;
+using x86::cr0_after_mov;
+using x86::cr0_after_clts;
+using x86::cr0_after_lmsw;
 
-/// The guest CR state a write is checked against.
-struct cr_context {
-  x86::cr0 cr0{};
-  x86::cr4 cr4{};
-  x86::efer efer{};
-  std::uint64_t cr3 = 0;
-  /// CR4 bits the guest may set (from its CPUID); others are reserved for it.
-  x86::cr4 cr4_allowed = x86::cr4::defined;
-  /// The guest's CS.L (bit 13 of the CS access rights, SDM 3.4.5): with EFER.LMA=1 the guest
-  /// runs in 64-bit mode, where MOV to CR0 may not clear PG (SDM Vol. 2B MOV CR, 64-bit mode
-  /// exceptions; 10.8.5.4: IA-32e mode is left from compatibility mode only).
-  bool cs_l = false;
-  /// The guest's MAXPHYADDR (CPUID.80000008H:EAX[7:0], 32..52): in IA-32e mode CR3 bits
-  /// 63:MAXPHYADDR are reserved (SDM 4.5, Tables 4-12/4-13). Only MOV to CR3 reads it, and
-  /// there 0 (unset) is a contract violation.
-  unsigned maxphyaddr = 0;
-  /// The guest has LAM (CPUID.(EAX=07H,ECX=1):EAX[26]): CR3 bits 61 (LAM_U57) and 62 (LAM_U48)
-  /// may be set (SDM 4.4 "Linear-address masking"); without it they are reserved.
-  bool lam = false;
-};
-
-/// True if the guest runs in 64-bit mode: IA-32e mode active (EFER.LMA=1) with CS.L=1
-/// (SDM 3.4.5, 2.2.1); compatibility mode has LMA=1 and CS.L=0.
-[[nodiscard]] constexpr bool in_64bit_mode(const cr_context& c) noexcept {
-  return c.efer.test(x86::efer::lma) && c.cs_l;
-}
-
-/// The source operand of a MOV to CR as the instruction uses it: the whole register in 64-bit
-/// mode, its low 32 bits anywhere else (SDM Vol. 2B "MOV—Move to/from Control Registers": the
-/// operand size is 64 bits in 64-bit mode and 32 bits outside it, whatever the upper half of
-/// the register holds, e.g. a value left there by 64-bit code before a switch to
-/// compatibility mode).
-[[nodiscard]] constexpr std::uint64_t mov_to_cr_source(const cr_context& c, std::uint64_t gpr_value) noexcept {
-  return in_64bit_mode(c) ? gpr_value : (gpr_value & 0xffff'ffffu);
-}
-
-/// #GP check for MOV to CR0 with `v`. Only CR0[63:32] are reserved in the #GP sense: the
-/// undefined bits of CR0[31:0] are ignored, not faulted (SDM 2.5 "Bits 63:32 of CR0 ... #GP";
-/// Vol. 2B MOV CR lists no other CR0 reserved-bit #GP); cr0_after_mov() drops them.
-[[nodiscard]] constexpr cr_write_fault check_cr0_write(const cr_context& c, x86::cr0 v) noexcept {
-  if ((v.raw() >> 32) != 0) return cr_write_fault::reserved_bit;
-  if (v.test(x86::cr0::pg) && !v.test(x86::cr0::pe)) return cr_write_fault::pg_without_pe;
-  if (v.test(x86::cr0::nw) && !v.test(x86::cr0::cd)) return cr_write_fault::nw_without_cd;
-  if (v.test(x86::cr0::pg) && !c.cr0.test(x86::cr0::pg) && c.efer.test(x86::efer::lme)) {
-    // Activating IA-32e mode (SDM 10.8.5) needs PAE, and a CS with L=0: the switch is made
-    // from legacy protected mode, and with CS.L=1 it is #GP(0) (AMD APM Vol. 2, "Enabling
-    // and Activating Long Mode"; Bochs and KVM fault the same way on Intel CPUs).
-    if (!c.cr4.test(x86::cr4::pae)) return cr_write_fault::long_mode_without_pae;
-    if (c.cs_l) return cr_write_fault::activate_ia32e_with_cs_l;
-  }
-  if (!cet_wp_consistent(v, c.cr4)) return cr_write_fault::clear_wp_with_cet;
-  // SDM Vol. 2B MOV CR: #GP(0) on clearing CR0.PG in 64-bit mode, and (protected and
-  // compatibility mode) on clearing it while CR4.PCIDE=1.
-  if (c.cr0.test(x86::cr0::pg) && !v.test(x86::cr0::pg)) {
-    if (c.efer.test(x86::efer::lma) && c.cs_l) return cr_write_fault::clear_pg_in_64bit_mode;
-    if (c.cr4.test(x86::cr4::pcide)) return cr_write_fault::clear_pg_with_pcide;
-  }
-  return cr_write_fault::none;
-}
-
-/// A MOV to CR3 with source `v`: the value CR3 receives, whether bit 63 asked to keep the
-/// PCID's TLB entries, and the #GP check.
-struct cr3_load {
-  std::uint64_t value = 0;  ///< the new CR3 (bit 63 stripped when CR4.PCIDE=1)
-  bool noflush = false;     ///< CR4.PCIDE=1 and source bit 63 set: no TLB invalidation (SDM 4.10.4.1)
-  cr_write_fault fault = cr_write_fault::none;
-};
-
-/// Evaluates MOV to CR3 with source register value `v` (truncated to its low 32 bits outside
-/// 64-bit mode, mov_to_cr_source()).
-/// In IA-32e mode (EFER.LMA=1): with CR4.PCIDE=1, bit 63 is the no-flush hint and is not
-/// written to CR3 (SDM 4.10.4.1); bits 63:MAXPHYADDR are then reserved, except 61 and 62 with
-/// LAM, and a set reserved bit is #GP(0) (SDM Vol. 2B MOV CR, 64-bit mode exceptions; Tables
-/// 4-12, 4-13). Outside IA-32e mode MOV to CR3 has no reserved-bit #GP of its own (with PAE
-/// paging the PDPTE load may fault: paging::mmu_actions::reload_pdptrs, SDM 4.4.1).
-[[nodiscard]] constexpr cr3_load check_cr3_write(const cr_context& c, std::uint64_t v) noexcept {
-  v = mov_to_cr_source(c, v);
-  cr3_load r{v};
-  if (!c.efer.test(x86::efer::lma)) return r;
-  if (c.cr4.test(x86::cr4::pcide)) {
-    r.noflush = x86::cr3{v}.test(x86::cr3::noflush);
-    r.value = x86::cr3{v}.without(x86::cr3::noflush).raw();
-  }
-  std::uint64_t reserved = ~x86::physical_address_mask(c.maxphyaddr);
-  if (c.lam) reserved &= ~(x86::cr3::lam_u57 | x86::cr3::lam_u48).raw();
-  if (r.value & reserved) r.fault = cr_write_fault::cr3_reserved_bit;
-  return r;
-}
-
-/// #GP check for MOV to CR4 with `v`.
-[[nodiscard]] constexpr cr_write_fault check_cr4_write(const cr_context& c, x86::cr4 v) noexcept {
-  if ((v & ~(x86::cr4::defined & c.cr4_allowed)).raw() != 0) return cr_write_fault::reserved_bit;
-  if (!cet_wp_consistent(c.cr0, v)) return cr_write_fault::cet_without_wp;
-  const bool lma = c.efer.test(x86::efer::lma);
-  if (lma && !v.test(x86::cr4::pae)) return cr_write_fault::clear_pae_in_long_mode;
-  if (lma && ((v ^ c.cr4) & x86::cr4::la57).raw() != 0) return cr_write_fault::change_la57_in_long_mode;
-  if (v.test(x86::cr4::pcide) && !c.cr4.test(x86::cr4::pcide) && (!lma || (c.cr3 & 0xfff) != 0))
-    return cr_write_fault::pcide_bad_state;
-  return cr_write_fault::none;
-}
-
-/// The CR0 value after a legal MOV to CR0 with `v`: undefined bits of 31:0 are ignored (read
-/// as 0) and ET (bit 4) is hardwired to 1 on every processor since the i486 (SDM 2.5).
-[[nodiscard]] constexpr x86::cr0 cr0_after_mov(x86::cr0 v) noexcept { return (v & x86::cr0::defined).with(x86::cr0::et); }
-
-/// The CR0 value after CLTS: TS cleared.
-[[nodiscard]] constexpr x86::cr0 cr0_after_clts(x86::cr0 cr0) noexcept { return cr0.without(x86::cr0::ts); }
-
-/// The CR0 value after LMSW `src`: bits 3:0 (PE, MP, EM, TS) loaded, PE never cleared.
-[[nodiscard]] constexpr x86::cr0 cr0_after_lmsw(x86::cr0 cr0, std::uint16_t src) noexcept {
-  const std::uint64_t low4 = 0xf;
-  const std::uint64_t v = (cr0.raw() & ~low4) | (src & low4) | (cr0.raw() & x86::cr0::pe.raw());
-  return x86::cr0{v};
-}
-
-/// The outcome of a CR-access exit that writes a control register.
-struct cr_write_outcome {
-  unsigned cr = 0;                      ///< 0, 3, 4 or 8; ~0u for MOV from CR (see evaluate_cr_read)
-  cr_write_fault fault = cr_write_fault::none;  ///< not none: inject #GP(0), change nothing
-  paging::cr_state after{};             ///< CR0/CR4: the new guest-visible state (if no fault)
-  paging::mmu_actions actions{};        ///< CR0/CR4: what the MMU must do (if no fault)
-  std::uint64_t value = 0;              ///< CR3/CR8: the value to load (if no fault)
-  bool cr3_noflush = false;             ///< CR3: bit 63 with CR4.PCIDE=1, keep the PCID's TLB entries
-};
+/// The outcome of a CR write (paging::cr_write_outcome); `cr` is ~0u for MOV from CR.
+using paging::cr_write_outcome;
 
 /// Evaluates a CR-access exit that writes a control register (MOV to CR0/CR3/CR4/CR8, CLTS,
-/// LMSW). `c` must hold the guest-visible CR state; MOV to CR3 also needs `c.maxphyaddr` and
-/// `c.lam`, MOV to CR0 `c.cs_l`. `gpr_value` is the whole source register for MOV to CR, as
-/// saved at the VM exit: outside 64-bit mode (`c.efer` LMA and `c.cs_l`) only its low 32 bits
-/// are the operand, and this function drops the upper half itself (mov_to_cr_source()), so a
-/// legal compatibility-mode write with stale upper bits is no reserved-bit #GP.
-/// For CR0/CR4 it checks #GP and asks paging/ for the MMU actions; for CR8 it checks
-/// bits 63:4 (#GP if set); for CR3 it applies check_cr3_write (reserved bits from
-/// `c.maxphyaddr` and `c.lam`, bit 63 with CR4.PCIDE) and returns the value to load.
+/// LMSW): the qualification as a paging::cr_write_op, then paging::evaluate_cr_write (the
+/// vendor-neutral rules). `c` must hold the guest-visible CR state; MOV to CR3 also needs
+/// `c.maxphyaddr` and `c.lam`, MOV to CR0 `c.cs_l`. `gpr_value` is the whole source register
+/// for MOV to CR, as saved at the VM exit (outside 64-bit mode only its low 32 bits count).
 /// MOV from CR sets `cr` to ~0u; use evaluate_cr_read().
 [[nodiscard]] constexpr cr_write_outcome evaluate_cr_write(cr_access_qualification q, const cr_context& c,
                                                            std::uint64_t gpr_value, paging::paging_kind kind) noexcept {
   using access = cr_access_qualification::access;
-  cr_write_outcome out;
-  paging::cr_state after{c.cr0, c.cr4, c.efer};
-  gpr_value = mov_to_cr_source(c, gpr_value);
+  using op = paging::cr_write_op::instruction;
   switch (q.type()) {
-    case access::mov_to_cr:
-      if (q.cr() == 0) {
-        out.cr = 0;
-        const x86::cr0 v{gpr_value};
-        out.fault = check_cr0_write(c, v);
-        after.cr0 = cr0_after_mov(v);
-      } else if (q.cr() == 4) {
-        out.cr = 4;
-        const x86::cr4 v{gpr_value};
-        out.fault = check_cr4_write(c, v);
-        after.cr4 = v;
-      } else if (q.cr() == 8) {
-        out.cr = 8;
-        out.value = gpr_value;
-        if (gpr_value > 0xf) out.fault = cr_write_fault::reserved_bit;  // CR8 bits 63:4 reserved
-        return out;
-      } else if (q.cr() == 3) {
-        out.cr = 3;
-        const cr3_load l = check_cr3_write(c, gpr_value);
-        out.value = l.value;
-        out.cr3_noflush = l.noflush;
-        out.fault = l.fault;
-        return out;
-      } else {
-        out.cr = q.cr();  // not a CR a MOV-to-CR exit reports (Table 28-3: 0, 3, 4, 8); the caller decides
-        out.value = gpr_value;
-        return out;
-      }
-      break;
-    case access::clts:
-      out.cr = 0;
-      after.cr0 = cr0_after_clts(c.cr0);
-      break;
-    case access::lmsw:
-      out.cr = 0;
-      after.cr0 = cr0_after_lmsw(c.cr0, q.lmsw_source());
-      break;
-    case access::mov_from_cr:
-      out.cr = ~0u;
-      return out;
+    case access::mov_to_cr: return paging::evaluate_cr_write({op::mov_to_cr, q.cr(), gpr_value}, c, kind);
+    case access::clts: return paging::evaluate_cr_write({op::clts, 0, 0}, c, kind);
+    case access::lmsw: return paging::evaluate_cr_write({op::lmsw, 0, q.lmsw_source()}, c, kind);
+    case access::mov_from_cr: break;
   }
-  if (out.fault != cr_write_fault::none) return out;
-  // IA32_EFER.LMA follows LME && CR0.PG (SDM 2.2.1, 10.8.5): a CR0 write may enter or leave
-  // IA-32e mode; the caller mirrors it in the "IA-32e mode guest" entry control.
-  after.efer = paging::efer_with_lma(after.cr0, c.efer);
-  out.after = after;
-  out.actions = paging::cr_write_actions({c.cr0, c.cr4, c.efer}, after, kind);
+  cr_write_outcome out;
+  out.cr = ~0u;
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "../x86/cr.hpp"
+#include "../x86/cr_rules.hpp"
 #include "../x86/guest_owned.hpp"
 
 namespace hvkit::vmx {
@@ -69,10 +70,7 @@ template <class Policy = x86::max_guest_owned>
   return ((v ^ read_shadow) & mask) != 0;
 }
 
-/// CR4.CET may be 1 only while CR0.WP is 1: MOV to CR4 setting CET with WP=0, and MOV to CR0
-/// clearing WP with CET=1, raise #GP(0) (SDM 2.5 CR4.CET; MOV—Move to/from Control Registers).
-[[nodiscard]] constexpr bool cet_wp_consistent(x86::cr0 cr0, x86::cr4 cr4) noexcept {
-  return !cr4.test(x86::cr4::cet) || cr0.test(x86::cr0::wp);
-}
+/// CR4.CET needs CR0.WP (x86/cr_rules.hpp).
+using x86::cet_wp_consistent;
 
 }  // namespace hvkit::vmx

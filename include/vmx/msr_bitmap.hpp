@@ -11,11 +11,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../x86/msr.hpp"
 #include "../x86/result.hpp"
 
 namespace hvkit::vmx {
 
-enum class msr_access : std::uint8_t { read, write };
+/// RDMSR or WRMSR (the vendor-neutral x86::msr_access).
+using msr_access = x86::msr_access;
 
 /// An MSR that the bitmap cannot describe (it always exits).
 struct msr_out_of_range {

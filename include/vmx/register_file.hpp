@@ -28,16 +28,9 @@
 
 namespace hvkit::vmx {
 
-/// The guest's general-purpose registers in memory, 16 slots in x86::gpr order. Slot 4 is
-/// not the guest's RSP (that lives in the VMCS); register_file never uses it. Register n is
-/// at byte offset 8 * n, which an assembly entry/exit stub relies on.
-struct gpr_block {
-  std::array<std::uint64_t, 16> slot{};
-  [[nodiscard]] constexpr std::uint64_t& operator[](x86::gpr r) noexcept { return slot[static_cast<unsigned>(r)]; }
-  [[nodiscard]] constexpr std::uint64_t operator[](x86::gpr r) const noexcept { return slot[static_cast<unsigned>(r)]; }
-  [[nodiscard]] static constexpr std::size_t offset(x86::gpr r) noexcept { return 8u * static_cast<unsigned>(r); }
-};
-static_assert(sizeof(gpr_block) == 16 * 8);
+/// The guest's general-purpose registers in memory (x86::gpr_block). Slot 4 is not the
+/// guest's RSP (that lives in the VMCS); register_file never uses it.
+using gpr_block = x86::gpr_block;
 
 template <vmcs_backend Backend>
 class register_file {

@@ -21,35 +21,24 @@
 #include "fields.hpp"
 #include "interruptibility.hpp"
 #include "register_file.hpp"
+#include "../x86/instruction_skip.hpp"
 #include "../x86/rflags.hpp"
 
 namespace hvkit::vmx {
 
-/// The instruction-pointer width of the code the guest runs.
-enum class ip_width : std::uint8_t { w16, w32, w64 };
+/// The vendor-neutral parts (x86/instruction_skip.hpp) under their vmx names.
+using x86::advance_ip;
+using x86::debugctl_btf;
+using x86::ip_width;
 
 /// From "IA-32e mode guest" (= EFER.LMA after an exit) and the CS access rights (L bit
 /// 13, D/B bit 14; SDM 25.4.1).
 [[nodiscard]] constexpr ip_width ip_width_of(bool ia32e_mode, std::uint32_t cs_access_rights) noexcept {
-  if (ia32e_mode && ((cs_access_rights >> 13) & 1u)) return ip_width::w64;
-  return ((cs_access_rights >> 14) & 1u) ? ip_width::w32 : ip_width::w16;
-}
-
-/// `rip + length` in width `w`.
-[[nodiscard]] constexpr std::uint64_t advance_ip(std::uint64_t rip, std::uint64_t length, ip_width w) noexcept {
-  const std::uint64_t next = rip + length;
-  switch (w) {
-    case ip_width::w16: return next & 0xffffu;
-    case ip_width::w32: return next & 0xffff'ffffu;
-    case ip_width::w64: break;
-  }
-  return next;
+  return x86::ip_width_of(ia32e_mode, ((cs_access_rights >> 13) & 1u) != 0, ((cs_access_rights >> 14) & 1u) != 0);
 }
 
 /// Pending debug exceptions, BS (bit 14): a single-step trap is pending (SDM 25.4.2, Table 25-4).
 inline constexpr std::uint64_t pending_dbg_bs = std::uint64_t{1} << 14;
-/// IA32_DEBUGCTL.BTF (bit 1): single-step on branches only (SDM 18.4.1).
-inline constexpr std::uint64_t debugctl_btf = std::uint64_t{1} << 1;
 
 /// What skip_instruction() did.
 struct skip_effects {
@@ -99,7 +88,7 @@ constexpr result<skip_effects, vm_fail> skip_instruction(register_file<B>& regs,
   if (fl.value().test(x86::rflags::tf)) {
     auto dc = vmread(b, fields::guest_ia32_debugctl);
     if (!dc) return unexpected(dc.error());
-    if (!(dc.value() & debugctl_btf)) {
+    if (x86::single_step_trap(fl.value(), dc.value())) {
       auto pd = vmread(b, fields::guest_pending_debug_exceptions);
       if (!pd) return unexpected(pd.error());
       auto w = vmwrite(b, fields::guest_pending_debug_exceptions, pd.value() | pending_dbg_bs);

@@ -168,3 +168,8 @@ inline constexpr std::uint64_t taa_no = 1u << 8;
 }  // namespace arch_capabilities
 
 }  // namespace hvkit::x86::msr
+
+namespace hvkit::x86 {
+/// An RDMSR or a WRMSR: what the VMX MSR bitmap and the SVM MSR permission map distinguish.
+enum class msr_access : std::uint8_t { read, write };
+}  // namespace hvkit::x86

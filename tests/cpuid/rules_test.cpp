@@ -82,7 +82,22 @@ TEST(cpuid_rules, nested_virtualization) {
   constexpr auto svm_off = build(svm_host, everything(), config(1, 1));
   constexpr auto svm_on = with_config(svm_host, [](auto& c) { c.nested_virtualization = true; });
   HVKIT_BOTH(!svm_off.has(feat::svm) && !svm_off.leaves().has_leaf(0x8000000a));
-  HVKIT_BOTH(svm_on.has(feat::svm) && svm_on.leaves().get(0x8000000a) == (regs{1, 0x8000, 0, 0x0001b6ff}));
+  // With no nested SVM feature implemented the leaf keeps revision and NASID but no EDX bit.
+  HVKIT_BOTH(svm_on.has(feat::svm) && svm_on.leaves().get(0x8000000a) == (regs{1, 0x8000, 0, 0}));
+  // Features reach the guest only as the hypervisor implements them: NP and NRIPS passed
+  // through (host has both), VMCB clean bits emulated; decode assists (host has them) not.
+  constexpr auto svm_impl = [h = svm_host] {
+    auto hv = everything();
+    hv.svm.passthrough = hvkit::cpuid::svm_features::np | hvkit::cpuid::svm_features::nrip_save |
+                         hvkit::cpuid::svm_features::avic;
+    hv.svm.emulated = hvkit::cpuid::svm_features::vmcb_clean | hvkit::cpuid::svm_features::nested_vmcb_addr_check;
+    hv.svm.nasid = 8;
+    auto c = config(1, 1);
+    c.nested_virtualization = true;
+    return build(h, hv, c);
+  }();
+  // 0x1b6ff has bits 0-7, 9, 10, 12, 13, 15, 16: NP, NRIPS, AVIC (bit 13) from the host; bits 5 and 28 emulated.
+  HVKIT_BOTH(svm_impl.leaves().get(0x8000000a) == (regs{1, 8, 0, (1u << 0) | (1u << 3) | (1u << 13) | (1u << 5) | (1u << 28)}));
 }
 
 TEST(cpuid_rules, emulated_only) {

@@ -130,6 +130,12 @@ using hosted::operator<<;
   return s;
 }
 
+}  // namespace hvkit::vmx
+
+// x86::cr_write_fault (x86/cr_rules.hpp; vmx::cr_write_fault names it): printed from its own
+// namespace so that argument-dependent lookup finds it.
+namespace hvkit::x86 {
+
 /// The CR-write fault's name (pg_without_pe, ...); empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(cr_write_fault v) noexcept {
   switch (v) {
@@ -152,6 +158,10 @@ using hosted::operator<<;
 }
 /// See name(cr_write_fault).
 [[nodiscard]] inline std::string to_string(cr_write_fault v) { return hosted::enum_string(name(v), "cr_write_fault", v); }
+
+}  // namespace hvkit::x86
+
+namespace hvkit::vmx {
 
 /// The EPT builder error's name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(ept_error v) noexcept {

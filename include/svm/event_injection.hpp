@@ -1,0 +1,159 @@
+/// @file
+/// @brief EVENTINJ (VMCB 0A8h) and EXITINTINFO (VMCB 088h): the SVM event format (AMD APM
+/// Vol. 2, 15.20 "Event Injection", Figure 15-3 "EVENTINJ Field"; 15.7.2 "Intercepts During
+/// IDT Interrupt Delivery"), translated to and from the vendor-neutral x86::event.
+///
+/// Bits 7:0 VECTOR, 10:8 TYPE (0 external or virtual interrupt, 2 NMI, 3 exception (fault
+/// or trap), 4 software interrupt (INTn); 1, 5, 6, 7 reserved), 11 EV (deliver the error
+/// code), 30:12 reserved, 31 V (valid), 63:32 ERRORCODE. EXITINTINFO has the same layout.
+///
+/// Where the two vendors differ: SVM has no "software exception" or "privileged software
+/// exception" type and no instruction-length field. INT3 and INTO are delivered as software
+/// interrupts (TYPE 4: with the gate DPL check, as the instructions do) and INT1 as an
+/// exception (TYPE 3, vector 1: no DPL check, as ICEBP). Injected instruction events return
+/// past the instruction only if the guest RIP (or, with NRIP save, nRIP) already points past
+/// it: to_eventinj() reports the advance for the caller to apply (`rip_advance`).
+#pragma once
+
+#include <cstdint>
+
+#include "vmcb.hpp"
+#include "../x86/bitfield.hpp"
+#include "../x86/event.hpp"
+#include "../x86/vector.hpp"
+
+namespace hvkit::svm {
+
+/// TYPE, bits 10:8 (15.20).
+enum class event_type : std::uint8_t {
+  intr = 0,       ///< external or virtual interrupt
+  nmi = 2,
+  exception = 3,  ///< fault or trap
+  soft_int = 4,   ///< software interrupt (INTn)
+};
+
+namespace event_bits {
+using vector = x86::bitfield<std::uint64_t, 0, 8, std::uint8_t>;
+using type = x86::bitfield<std::uint64_t, 8, 3, std::uint8_t>;
+using ev = x86::bitflag<std::uint64_t, 11>;
+using valid = x86::bitflag<std::uint64_t, 31>;
+using error_code = x86::bitfield<std::uint64_t, 32, 32, std::uint32_t>;
+inline constexpr std::uint64_t reserved = 0x7fff'f000u;  // bits 30:12
+static_assert(x86::fields_disjoint<vector, type, ev, valid, error_code>());
+static_assert((x86::fields_mask<vector, type, ev, valid, error_code> & reserved) == 0);
+}  // namespace event_bits
+
+/// An EVENTINJ / EXITINTINFO value.
+class event_info {
+ public:
+  constexpr event_info() noexcept = default;
+  constexpr explicit event_info(std::uint64_t raw) noexcept : raw_(raw) {}
+  [[nodiscard]] static constexpr event_info make(std::uint8_t vector, event_type t, bool ev,
+                                                 std::uint32_t error_code = 0) noexcept {
+    std::uint64_t r = 0;
+    r = event_bits::vector::set(r, vector);
+    r = event_bits::type::set(r, static_cast<std::uint8_t>(t));
+    r = event_bits::ev::set(r, ev);
+    r = event_bits::valid::set(r, true);
+    r = event_bits::error_code::set(r, ev ? error_code : 0);
+    return event_info{r};
+  }
+  [[nodiscard]] constexpr std::uint64_t raw() const noexcept { return raw_; }
+  [[nodiscard]] constexpr bool valid() const noexcept { return event_bits::valid::get(raw_); }
+  [[nodiscard]] constexpr std::uint8_t vector() const noexcept { return event_bits::vector::get(raw_); }
+  /// The raw TYPE (0-7); see event_type for the defined ones.
+  [[nodiscard]] constexpr std::uint8_t type_bits() const noexcept { return event_bits::type::get(raw_); }
+  [[nodiscard]] constexpr event_type type() const noexcept { return static_cast<event_type>(type_bits()); }
+  [[nodiscard]] constexpr bool has_error_code() const noexcept { return event_bits::ev::get(raw_); }
+  [[nodiscard]] constexpr std::uint32_t error_code() const noexcept { return event_bits::error_code::get(raw_); }
+  friend constexpr bool operator==(event_info, event_info) noexcept = default;
+
+ private:
+  std::uint64_t raw_ = 0;
+};
+
+/// What to write for an injection: EVENTINJ and how far to advance the guest RIP first.
+struct injection {
+  event_info eventinj{};
+  std::uint8_t rip_advance = 0;  ///< the instruction length for instruction events, else 0
+  friend constexpr bool operator==(const injection&, const injection&) noexcept = default;
+};
+
+/// The EVENTINJ encoding of a vendor-neutral event.
+[[nodiscard]] constexpr injection to_eventinj(const x86::event& e) noexcept {
+  switch (e.kind) {
+    case x86::event_kind::external_interrupt: return {event_info::make(e.vector, event_type::intr, false), 0};
+    case x86::event_kind::nmi: return {event_info::make(2, event_type::nmi, false), 0};
+    case x86::event_kind::hardware_exception:
+      return {event_info::make(e.vector, event_type::exception, e.has_error_code, e.error_code), 0};
+    case x86::event_kind::software_interrupt:
+    case x86::event_kind::software_exception:
+      return {event_info::make(e.vector, event_type::soft_int, false), e.instruction_length};
+    case x86::event_kind::privileged_software_exception:
+      return {event_info::make(1, event_type::exception, false), e.instruction_length};
+  }
+  return {};
+}
+
+/// The vendor-neutral event of a valid EXITINTINFO (the event whose delivery the #VMEXIT
+/// interrupted, 15.7.2), for re-injection. TYPE 4 with vector 3 or 4 is INT3/INTO; the
+/// instruction length is unknown here (0): with NRIP save it is nRIP - RIP.
+/// A reserved TYPE yields an exception of the same vector (the processor never reports one).
+[[nodiscard]] constexpr x86::event to_event(event_info i) noexcept {
+  switch (i.type_bits()) {
+    case 0: return x86::event{x86::event_kind::external_interrupt, i.vector(), false, 0, 0};
+    case 2: return x86::event::nmi();
+    case 4:
+      return x86::event{i.vector() == 3 || i.vector() == 4 ? x86::event_kind::software_exception
+                                                            : x86::event_kind::software_interrupt,
+                        i.vector(), false, 0, 0};
+    default: return x86::event{x86::event_kind::hardware_exception, i.vector(), i.has_error_code(), i.error_code(), 0};
+  }
+}
+
+/// Why VMRUN would refuse an EVENTINJ with VMEXIT_INVALID (15.20).
+enum class injection_error : std::uint8_t {
+  none,
+  reserved_type,    ///< TYPE 1, 5, 6 or 7
+  reserved_bits,    ///< bits 30:12 not 0
+  impossible_in_mode,  ///< an event impossible in the guest's mode (15.20: e.g. #BR in 64-bit mode)
+};
+
+/// The checks VMRUN makes on EVENTINJ that hvkit models. An invalid (V=0) value passes.
+/// `long_mode_64`: the guest will run in 64-bit mode (EFER.LMA=1 and CS.L=1).
+[[nodiscard]] constexpr injection_error check_eventinj(event_info i, bool long_mode_64 = false) noexcept {
+  if (!i.valid()) return injection_error::none;
+  if ((i.raw() & event_bits::reserved) != 0) return injection_error::reserved_bits;
+  const auto t = i.type_bits();
+  if (t == 1 || t >= 5) return injection_error::reserved_type;
+  if (long_mode_64 && t == 3 && i.vector() == static_cast<std::uint8_t>(x86::vector::br))
+    return injection_error::impossible_in_mode;
+  return injection_error::none;
+}
+
+/// Write an injection: advance RIP for instruction events, then EVENTINJ.
+template <vmcb_memory M>
+constexpr void write_injection(M& m, const injection& inj) noexcept {
+  if (inj.rip_advance != 0) write(m, fields::rip, static_cast<std::uint64_t>(read(m, fields::rip) + inj.rip_advance));
+  write(m, fields::event_injection, inj.eventinj.raw());
+}
+
+/// The event pending in EVENTINJ (none if V=0).
+template <vmcb_memory M>
+[[nodiscard]] constexpr event_info read_injection(const M& m) noexcept {
+  return event_info{read(m, fields::event_injection)};
+}
+
+/// Inject hardware exception `e`, merged with what EVENTINJ already holds (SDM 6.15 /
+/// APM 8.2.9). On a shutdown verdict nothing is written. #PF: the caller sets CR2 (VMCB 640h).
+template <vmcb_memory M>
+constexpr x86::merge_verdict inject_exception(M& m, x86::exception_event e, bool protected_mode = true) noexcept {
+  const event_info pending = read_injection(m);
+  x86::event p{};
+  if (pending.valid()) p = to_event(pending);
+  const x86::queued q = x86::queue_exception(pending.valid() ? &p : nullptr, e, protected_mode);
+  if (q.verdict != x86::merge_verdict::shutdown) write(m, fields::event_injection, to_eventinj(q.e).eventinj.raw());
+  return q.verdict;
+}
+
+}  // namespace hvkit::svm
