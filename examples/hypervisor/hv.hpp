@@ -261,6 +261,9 @@ hvkit::paging::flat_memory guest_ram_view();
 std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size);
 hvkit::paging::cpu_properties guest_cpu_properties();
 unsigned guest_cpl();
+/// The MMIO test device's registers (layout.hpp), shared by the VMX and SVM backends.
+std::uint64_t device_read(std::uint64_t offset, unsigned size);
+void device_write(std::uint64_t offset, unsigned size, std::uint64_t v);
 
 // ---- the CPU as the oracle (differential.cpp) -------------------------------------------
 std::uint64_t handle_paging_case(guest_regs& r);
