@@ -1,5 +1,6 @@
 // hvkit reference hypervisor: the CPU as the oracle. Differential paging (hvkit::paging::guest_walker against the emulated CPU) and the nested EPT comparison (paging::nested_walker over paging::ept_walker against the CPU's EPT-violation exits).
 #include "hv.hpp"
+#include "svm/svm.hpp"
 
 namespace hv {
 
@@ -46,7 +47,7 @@ unsigned mode_slot(x86::paging_mode m) {
 /// Bochs 2.7 errata B1-B3 are classified by narrow rules and counted apart.
 std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& walker, const pg::mmu_context& mmu,
                                   x86::rflags rflags) {
-  const x86::cr4 cr4{vmread(fields::guest_cr4)};
+  const x86::cr4 cr4 = live_paging_regs().cr4;
   pg::walk_request req{};
   req.linear = x86::gva{c.la};
   req.access = c.access;
@@ -133,8 +134,8 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
       kprintf("HVKIT MISMATCH paging mode=%u case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
               "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
               slot, (unsigned long long)run.pg_cases, (unsigned long long)c.la, (unsigned long long)c.access.raw(),
-              (unsigned long long)vmread(fields::guest_cr0), (unsigned long long)vmread(fields::guest_cr4),
-              (unsigned long long)vmread(fields::guest_ia32_efer), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
+              (unsigned long long)live_paging_regs().cr0.raw(), (unsigned long long)cr4.raw(),
+              (unsigned long long)live_paging_regs().efer.raw(), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
               c.error, (unsigned long long)c.cr2, (unsigned long long)c.ad, hv_result, hv_error,
               (unsigned long long)hv_ad);
       const pg::walk_path* path = res.has_value() ? &res.value().path : fault_path(res.error());
@@ -147,13 +148,20 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
   return same ? 0 : 1;
 }
 
-/// The guest's paging registers as hvkit sees them: role and root from the VMCS.
+/// The guest's paging registers at this exit: from the VMCS, or from the VMCB when the SVM
+/// backend runs.
+guest_paging_regs live_paging_regs() {
+  if (svm::active()) return svm::live_paging_regs();
+  return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+          x86::efer{vmread(fields::guest_ia32_efer)}, x86::cr3{vmread(fields::guest_cr3)},
+          x86::rflags{vmread(fields::guest_rflags)}};
+}
+
+/// The guest's paging registers as hvkit sees them: role and root.
 pg::mmu_context live_guest_mmu() {
-  const x86::cr0 cr0{vmread(fields::guest_cr0)};
-  const x86::cr4 cr4{vmread(fields::guest_cr4)};
-  const x86::efer efer{vmread(fields::guest_ia32_efer)};
-  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
-  return {role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), guest_cpu_properties().maxphyaddr)};
+  const guest_paging_regs g = live_paging_regs();
+  const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
+  return {role, x86::cr3_root(g.cr3, role.mode(), guest_cpu_properties().maxphyaddr)};
 }
 
 /// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
@@ -170,8 +178,7 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   c.error = static_cast<std::uint32_t>(r[x86::gpr::rdx] >> 32);
   c.cr2 = r[x86::gpr::rsi];
   const pg::mmu_context mmu = live_guest_mmu();
-  return compare_paging_case(c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu,
-                             x86::rflags{vmread(fields::guest_rflags)});
+  return compare_paging_case(c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu, live_paging_regs().rflags);
 }
 
 /// hc::paging_case32 (the 32-bit guest: 32-bit or PAE paging): the case in a

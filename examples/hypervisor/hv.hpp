@@ -266,6 +266,15 @@ std::uint64_t device_read(std::uint64_t offset, unsigned size);
 void device_write(std::uint64_t offset, unsigned size, std::uint64_t v);
 
 // ---- the CPU as the oracle (differential.cpp) -------------------------------------------
+/// The guest's paging registers at the current exit (VMCS, or VMCB with the SVM backend).
+struct guest_paging_regs {
+  x86::cr0 cr0;
+  x86::cr4 cr4;
+  x86::efer efer;
+  x86::cr3 cr3;
+  x86::rflags rflags;
+};
+guest_paging_regs live_paging_regs();
 std::uint64_t handle_paging_case(guest_regs& r);
 std::uint64_t handle_paging_case32(guest_regs& r);
 void handle_ept_arm(guest_regs& r);

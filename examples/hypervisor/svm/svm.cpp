@@ -55,6 +55,9 @@ constexpr svm_run runs[] = {
     {{"triple_fault", false, true, hc::cfg_quick | hc::cfg_triple_fault, run_status::triple_fault}, cr0_intercept::none},
     {{"after_triple_fault", false, true, hc::cfg_quick, run_status::done}, cr0_intercept::none},
     {{"stale_role_demo", false, true, hc::cfg_ltr_only, run_status::done, true}, cr0_intercept::none},
+    // The CPU as the oracle: random page tables and registers, each access done natively by
+    // the guest (under nested paging) and repeated by hvkit's walker.
+    {{"paging_diff", false, false, hc::cfg_paging_diff, run_status::done}, cr0_intercept::none},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
@@ -629,6 +632,7 @@ bool handle_vmmcall(guest_regs& regs) {
       }
       break;
     }
+    case hc::paging_case: ret = handle_paging_case(regs); break;
     case hc::done:
       run.status = run_status::done;
       skip_instruction();
@@ -787,6 +791,23 @@ bool run_guest(int index) {
           (unsigned long long)run.unassigned_reads, (unsigned long long)run.unassigned_writes,
           (unsigned long long)run.not_emulable, (unsigned long long)run.emulated);
   char check[48];
+  if (cfg.base.guest_flags & hc::cfg_paging_diff) {
+    static const char* const kinds[7] = {"cpl0_read",  "cpl0_write", "cpl0_fetch",        "cpl3_read",
+                                         "cpl3_write", "cpl3_fetch", "implicit_supervisor"};
+    for (unsigned k = 0; k < 7; ++k)
+      kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.base.name, kinds[k],
+              (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
+    result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
+           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b1_errata=%llu "
+           "bochs_b2_errata=%llu bochs_b3_errata=%llu",
+           (unsigned long long)run.pg_cases, (unsigned long long)run.pg_mismatches,
+           (unsigned long long)run.pg_cpu_faults, (unsigned long long)run.pg_a_on_fault,
+           (unsigned long long)run.pg_errata_b1, (unsigned long long)run.pg_errata_b2,
+           (unsigned long long)run.pg_errata_b3);
+    if (run.pg_errata_b3)
+      kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.base.name,
+              (unsigned long long)run.pg_errata_b3);
+  }
   if (cfg.base.stale_role) {
     result("stale_wp_role_negative_control",
            run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail && run.stale_wrong_faults > 0,
@@ -815,12 +836,22 @@ bool run_guest(int index) {
 
 }  // namespace
 
+bool g_active = false;
+
+bool active() { return g_active; }
+
+guest_paging_regs live_paging_regs() {
+  return {x86::cr0{vmcb.get(off::cr0)}, x86::cr4{vmcb.get(off::cr4)}, x86::efer{vmcb.get(off::efer) & ~efer_svme},
+          x86::cr3{vmcb.get(off::cr3)}, x86::rflags{vmcb.get(off::rflags)}};
+}
+
 bool available() {
   if (cpuid(0x80000000).eax < 0x8000000A) return false;
   return ((cpuid(0x80000001).ecx >> 2) & 1) && (cpuid(0x8000000A).edx & 1);
 }
 
 bool run_all() {
+  g_active = true;
   if (!build_policy() || !enable()) return false;
   build_npt();
   bool ok = true;

@@ -4,7 +4,16 @@
 /// so one image runs on both vendors (AMD APM Vol. 2, chapter 15).
 #pragma once
 
+namespace hv {
+struct guest_paging_regs;
+}
+
 namespace hv::svm {
+
+/// The SVM backend is the one running (set by run_all()).
+bool active();
+/// The guest's CR0/CR4/EFER (without SVME)/CR3/RFLAGS from the VMCB at the current exit.
+guest_paging_regs live_paging_regs();
 
 /// CPUID says SVM with nested paging is there (APM 15.4 "Enabling SVM").
 bool available();
