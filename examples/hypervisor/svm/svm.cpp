@@ -58,6 +58,9 @@ constexpr svm_run runs[] = {
     // The CPU as the oracle: random page tables and registers, each access done natively by
     // the guest (under nested paging) and repeated by hvkit's walker.
     {{"paging_diff", false, false, hc::cfg_paging_diff, run_status::done}, cr0_intercept::none},
+    // Nested paging as the second stage: random nested permissions, page sizes and reserved
+    // bits on the guest's page-table pages and data page, #NPF predicted by a rule model.
+    {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr0_intercept::none},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
@@ -196,7 +199,9 @@ bool enable() {
     result("svm_enable", false, "reason=vm_cr_svmdis");
     return false;
   }
-  wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) | efer_svme);
+  // SVME, and NXE: nested entries use the host's paging mode, NX needs EFER.NXE (15.25.5).
+  const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
+  wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) | efer_svme | (nx ? efer_nxe : 0));
   wrmsr(msr_vm_hsave_pa, pa(hsave_page));
   for (auto& b : msrpm) b = 0xFF;
   for (auto& b : iopm) b = 0xFF;
@@ -478,6 +483,195 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
   return true;
 }
 
+
+// ---- the NPT differential -------------------------------------------------------------------
+// The EPT differential's guest (check_ept_differential) on nested paging: the guest's PD page,
+// PT page and data page are reached through an alias at GPA 512 GiB + their address, whose
+// nested entries (PML4E, PDPTE, PDE, and the PTE of each page) get the case's permission
+// patterns (bit 0 -> P, bit 1 -> RW, bit 2 clear -> NX), a 2 MiB or 1 GiB nested page, or a
+// reserved bit (a bit at or above MAXPHYADDR). The access is done natively; the hypervisor
+// predicts #NPF (EXITINFO1 error code and bits 32/33, EXITINFO2 the guest-physical address)
+// or the guest's own outcome with the rules of APM 15.25.5-15.25.6, written here apart from
+// the CPU: every nested access is a user access; guest page-table reads are reads, their A/D
+// updates writes; a fetch is checked against NX (the host runs with EFER.NXE = 1).
+alignas(4096) std::uint64_t npt_alias_pdpt[512];
+alignas(4096) std::uint64_t npt_alias_pd[512];
+alignas(4096) std::uint64_t npt_alias_pt[512];
+constexpr std::uint64_t np_p = 1, np_rw = 2, np_us = 4, np_ps = 0x80, np_nx = 1ull << 63;
+constexpr std::uint64_t alias_base = hc::ept_alias_gpa;  // 512 GiB
+constexpr std::uint64_t region = 0x1C00000;               // guest [28 MiB, 30 MiB)
+
+struct npt_diff_state {
+  bool armed;
+  bool pred_npf;
+  std::uint64_t pred_info, pred_gpa;
+  std::uint32_t pred_result, pred_error;
+  bool seen;
+  std::uint64_t seen_info, seen_gpa;
+  std::uint64_t cases, mismatches, npfs, table_npfs, rsv_npfs, guest_faults, large_cases, errata_ad;
+};
+constinit npt_diff_state nd{};
+
+unsigned host_maxphyaddr() { return guest_cpu_properties().maxphyaddr; }
+
+void npt_alias_reset() {
+  for (std::uint64_t i = 0; i < 512; ++i) npt_alias_pt[i] = (region + (i << 12)) | np_p | np_rw | np_us;
+  for (auto& e : npt_alias_pd) e = 0;
+  for (auto& e : npt_alias_pdpt) e = 0;
+  npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | np_p | np_rw | np_us;
+  npt_alias_pdpt[0] = pa(npt_alias_pd) | np_p | np_rw | np_us;
+  npt_pml4[1] = pa(npt_alias_pdpt) | np_p | np_rw | np_us;
+  vmcb.set<std::uint8_t>(off::tlb_control, 1);  // the nested entries changed: flush (15.16.1)
+}
+
+std::uint64_t perm_entry(unsigned p) { return (p & 1 ? np_p : 0) | (p & 2 ? np_rw : 0) | np_us | (p & 4 ? 0 : np_nx); }
+
+/// Applies hc::ept_arm's layout (hypercall.hpp) to the alias.
+unsigned npt_apply_case(std::uint64_t d) {
+  npt_alias_reset();
+  unsigned perm[6] = {static_cast<unsigned>(d & 7),         static_cast<unsigned>((d >> 8) & 7),
+                      static_cast<unsigned>((d >> 16) & 7), static_cast<unsigned>((d >> 24) & 7),
+                      static_cast<unsigned>((d >> 27) & 7), static_cast<unsigned>((d >> 32) & 7)};
+  // [0] data PTE, [1] PT page PTE, [2] PD page PTE, [3] PDE, [4] PDPTE, [5] PML4E
+  const unsigned size = (d >> 36) & 3, kind = (d >> 40) & 3, level = (d >> 42) & 3;
+  std::uint64_t bad = 0;
+  if (kind == 1) perm[level == 0 ? 0 : level + 2] = 2;  // "W without R": not present here
+  const unsigned maxpa = host_maxphyaddr();
+  if (kind == 2 && maxpa < 52) bad = 1ull << maxpa;
+  if (kind == 3 && maxpa < 51) bad = 1ull << 51;
+  npt_pml4[1] = pa(npt_alias_pdpt) | perm_entry(perm[5]);
+  std::uint64_t* leaf = &npt_alias_pt[2];
+  if (size == 3) {
+    npt_alias_pdpt[0] = perm_entry(perm[4]) | np_ps;  // 1 GiB at host 0 (this one case)
+    leaf = &npt_alias_pdpt[0];
+  } else {
+    npt_alias_pdpt[0] = pa(npt_alias_pd) | perm_entry(perm[4]);
+    if (size == 2) {
+      npt_alias_pd[(region >> 21) & 511] = region | perm_entry(perm[3]) | np_ps;
+      leaf = &npt_alias_pd[(region >> 21) & 511];
+    } else {
+      npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | perm_entry(perm[3]);
+      npt_alias_pt[1] = (region + 0x1000) | perm_entry(perm[1]);
+      npt_alias_pt[2] = (region + 0x2000) | perm_entry(perm[0]);
+      npt_alias_pt[3] = (region + 0x3000) | perm_entry(perm[2]);
+    }
+  }
+  if (bad) {
+    std::uint64_t* at[4] = {leaf, &npt_alias_pd[(region >> 21) & 511], &npt_alias_pdpt[0], &npt_pml4[1]};
+    *at[level] |= bad;
+  }
+  return size;
+}
+
+/// The rule model of one nested translation (APM 15.25.5: the host's long-mode format, user
+/// access). Returns 0 if allowed, else the #NPF error code (P, W, U = 1, RSV, I/D).
+std::uint64_t npt_model(std::uint64_t gpa, bool write, bool fetch) {
+  const std::uint64_t acc = (write ? 2u : 0u) | 4u | (fetch ? 0x10u : 0u);
+  const unsigned maxpa = host_maxphyaddr();
+  const std::uint64_t rsv_hi = maxpa < 52 ? (((1ull << 52) - 1) & ~((1ull << maxpa) - 1)) : 0;
+  const std::uint64_t* table = npt_pml4;
+  bool rw = true, nx = false;
+  for (int level = 4; level >= 1; --level) {
+    const std::uint64_t e = table[(gpa >> (12 + 9 * (level - 1))) & 511];
+    if (!(e & np_p)) return acc;
+    const bool large = level > 1 && (e & np_ps);
+    std::uint64_t rsv = rsv_hi;
+    if (level == 4) rsv |= np_ps;
+    if (large && level == 3) rsv |= 0x3FFFE000ull;
+    if (large && level == 2) rsv |= 0x1FE000ull;
+    if (e & rsv) return acc | 1 | 8;
+    rw = rw && (e & np_rw);
+    nx = nx || (e & np_nx);
+    if (large || level == 1) break;
+    table = reinterpret_cast<const std::uint64_t*>(e & 0x000FFFFFFFFFF000ull);
+  }
+  if (write && !rw) return acc | 1;
+  if (fetch && nx) return acc | 1;
+  return 0;
+}
+
+/// hc::ept_arm on SVM: apply the layout, predict.
+void npt_arm(guest_regs& r) {
+  using enum x86::gpr;
+  const std::uint64_t la = r[rbx];
+  const unsigned access = static_cast<unsigned>(r[rcx]);
+  const unsigned size = npt_apply_case(r[rdx]);
+  if (size) ++nd.large_cases;
+  const bool write = access & 2, fetch = access & 0x10;
+  nd.pred_npf = false;
+  nd.pred_result = 0;
+  nd.pred_error = 0;
+  const std::uint64_t pde_gpa = alias_base + hc::ept_test_pd_gpa + 8 * ((la >> 21) & 511);
+  const std::uint64_t pte_gpa = alias_base + hc::ept_test_pt_gpa + 8 * ((la >> 12) & 511);
+  auto npf = [&](std::uint64_t err, std::uint64_t gpa, bool final_translation) {
+    nd.pred_npf = true;
+    nd.pred_info = err | (final_translation ? 1ull << 32 : 1ull << 33);
+    nd.pred_gpa = gpa;
+  };
+  // 1. The guest walk: PML4E and PDPTE are in guest RAM (identity, RWX); the PDE and PTE are
+  //    accessed through the alias, each checked as a user write as it is walked (the guest's
+  //    entries have A clear, so each access also sets A: the nested check is a write, made at
+  //    the walk, before the final translation; the #NPF error code then has W = 1).
+  if (const std::uint64_t e = npt_model(pde_gpa, true, false)) return npf(e, pde_gpa, false);
+  if (const std::uint64_t e = npt_model(pte_gpa, true, false)) return npf(e, pte_gpa, false);
+  // 2. The guest's own permission check (CPL 0, CR0.WP = 1; PDE/PDPTE/PML4E are P|RW).
+  const std::uint64_t pte = *reinterpret_cast<const volatile std::uint64_t*>(hc::ept_test_pt_gpa + 8 * ((la >> 12) & 511));
+  if (!(pte & 1) || (write && !(pte & 2))) {
+    nd.pred_result = 0x100 | 14;
+    nd.pred_error = (pte & 1) | (write ? 2u : 0u) | (fetch ? 0x10u : 0u);
+    return;
+  }
+  // 3. The final guest-physical address with the access itself.
+  const std::uint64_t data_gpa = (pte & 0x000FFFFFFFFFF000ull) | (la & 0xFFF);
+  if (const std::uint64_t e = npt_model(data_gpa, write, fetch)) return npf(e, data_gpa, true);
+}
+
+/// A #NPF inside the alias while a case is armed: recorded, the alias made RWX again, the
+/// guest retries (and completes the access).
+bool npt_case_npf() {
+  const std::uint64_t gpa = vmcb.get(off::exitinfo2);
+  if (!nd.armed || gpa < alias_base || gpa >= alias_base + (1ull << 30)) return false;
+  if (!nd.seen) {
+    nd.seen = true;
+    nd.seen_info = vmcb.get(off::exitinfo1);
+    nd.seen_gpa = gpa;
+  }
+  npt_alias_reset();
+  return true;
+}
+
+/// hc::ept_check on SVM: compare. The error code bits P, W, U, RSV, I/D and bits 32/33 must
+/// agree, and the guest-physical address.
+std::uint64_t npt_check(guest_regs& r) {
+  using enum x86::gpr;
+  const auto cpu_result = static_cast<std::uint32_t>(r[rbx]);
+  const auto cpu_error = static_cast<std::uint32_t>(r[rcx]);
+  constexpr std::uint64_t mask = 0x1F | (3ull << 32);
+  bool same;
+  if (nd.pred_npf)
+    same = nd.seen && (nd.seen_info & mask) == (nd.pred_info & mask) && nd.seen_gpa == nd.pred_gpa;
+  else
+    same = !nd.seen && cpu_result == nd.pred_result && (cpu_result == 0 || cpu_error == nd.pred_error);
+  ++nd.cases;
+  if (nd.seen) {
+    ++nd.npfs;
+    if (nd.seen_info & (1ull << 33)) ++nd.table_npfs;
+    if (nd.seen_info & 8) ++nd.rsv_npfs;
+  }
+  if (cpu_result != 0) ++nd.guest_faults;
+  if (!same && ++nd.mismatches <= 12)
+    kprintf("HVKIT MISMATCH npt case=%llu case_info=0x%llx cpu: npf=%d info=0x%llx gpa=0x%llx guest=0x%x/0x%x "
+            "hvkit: npf=%d info=0x%llx gpa=0x%llx guest=0x%x/0x%x\n",
+            (unsigned long long)nd.cases, (unsigned long long)r[rsi], nd.seen ? 1 : 0,
+            (unsigned long long)nd.seen_info, (unsigned long long)nd.seen_gpa, cpu_result, cpu_error,
+            nd.pred_npf ? 1 : 0, (unsigned long long)nd.pred_info, (unsigned long long)nd.pred_gpa, nd.pred_result,
+            nd.pred_error);
+  nd.armed = false;
+  nd.seen = false;
+  npt_alias_reset();
+  return same ? 0 : 1;
+}
+
 // ---- exit handlers -------------------------------------------------------------------------
 void handle_cpuid(guest_regs& regs) {
   using enum x86::gpr;
@@ -633,6 +827,12 @@ bool handle_vmmcall(guest_regs& regs) {
       break;
     }
     case hc::paging_case: ret = handle_paging_case(regs); break;
+    case hc::ept_arm:
+      npt_arm(regs);
+      nd.armed = true;
+      nd.seen = false;
+      break;
+    case hc::ept_check: ret = npt_check(regs); break;
     case hc::done:
       run.status = run_status::done;
       skip_instruction();
@@ -658,6 +858,7 @@ bool handle_vmmcall(guest_regs& regs) {
 /// unassigned space, done by the emulator against the platform.
 bool handle_npf(guest_regs& regs) {
   const std::uint64_t info = vmcb.get(off::exitinfo1);
+  if (npt_case_npf()) return true;  // a provoked one (NPT differential): retry
   if (vmcb.get(off::exitintinfo) & event_valid) {
     report_exit("npf_during_event_delivery");
     run.status = run_status::fatal_exit;
@@ -742,6 +943,7 @@ bool run_guest(int index) {
   run.cfg = &cfg.base;
   run.status = run_status::running;
   st = svm_state{};
+  nd = npt_diff_state{};
   st.cfg = &cfg;
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
@@ -807,6 +1009,15 @@ bool run_guest(int index) {
     if (run.pg_errata_b3)
       kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.base.name,
               (unsigned long long)run.pg_errata_b3);
+  }
+  if (cfg.base.guest_flags & hc::cfg_ept_diff) {
+    result("npt_differential", nd.cases >= 2000 && nd.mismatches == 0 && nd.table_npfs > 0 && nd.rsv_npfs > 0,
+           "cases=%llu mismatches=%llu npfs=%llu guest_table_npfs=%llu reserved_bit_npfs=%llu large_page_cases=%llu "
+           "guest_faults=%llu",
+           (unsigned long long)nd.cases, (unsigned long long)nd.mismatches, (unsigned long long)nd.npfs,
+           (unsigned long long)nd.table_npfs, (unsigned long long)nd.rsv_npfs, (unsigned long long)nd.large_cases,
+           (unsigned long long)nd.guest_faults);
+    npt_pml4[1] = 0;  // the alias exists only during this run
   }
   if (cfg.base.stale_role) {
     result("stale_wp_role_negative_control",
