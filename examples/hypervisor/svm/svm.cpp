@@ -14,7 +14,11 @@
 extern "C" {
 void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
 void svm_gp_skip();
+void svm_timer_isr();
+void svm_spurious_isr();
 extern volatile std::uint8_t svm_msr_faulted;
+extern volatile std::uint8_t svm_host_if;
+extern volatile std::uint64_t svm_timer_ticks;
 }
 
 namespace hv::svm {
@@ -30,7 +34,14 @@ alignas(4096) std::uint64_t npt_pml4[512];
 alignas(4096) std::uint64_t npt_pdpt[512];
 alignas(4096) std::uint64_t npt_pd[512];
 
-const vmcb_ref vmcb{vmcb_page};
+alignas(4096) std::uint8_t vmcb_a2_page[4096];  // guest A's second VMCB (vmcb02 stand-in)
+alignas(4096) std::uint8_t vmcb_b_page[4096];   // guest B
+alignas(4096) std::uint64_t npt_b_pml4[512];    // guest B: GPA 16 MiB (2 MiB) -> HPA 48 MiB
+alignas(4096) std::uint64_t npt_b_pdpt[512];
+alignas(4096) std::uint64_t npt_b_pd[512];
+
+/// The VMCB the exit handlers work on (the scheduled runs switch it).
+vmcb_ref vmcb{vmcb_page};
 std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
 /// How CR0 writes are intercepted (APM 15.9 "Instruction Intercepts", 15.10.1 "CR0
@@ -45,6 +56,9 @@ enum class cr0_intercept : std::uint8_t {
 struct svm_run {
   run_config base;
   cr0_intercept cr0;
+  /// Two guests and guest A's second VMCB switched on local APIC timer interrupts (INTR
+  /// intercept), with this IBPB policy deciding each barrier (-1: one VMCB, no scheduling).
+  int ibpb = -1;
 };
 
 constexpr svm_run runs[] = {
@@ -61,6 +75,12 @@ constexpr svm_run runs[] = {
     // Nested paging as the second stage: random nested permissions, page sizes and reserved
     // bits on the guest's page-table pages and data page, #NPF predicted by a rule model.
     {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr0_intercept::none},
+    // Guest A (the conformance guest, spinning) with a second VMCB of its own vCPU and guest
+    // B, round-robin A1 A2 A1 B on timer interrupts; the IBPB policy decides every barrier.
+    {{"ibpb_skip_same_guest", false, true, hc::cfg_spin, run_status::done}, cr0_intercept::none,
+     static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
+    {{"ibpb_every_change", false, true, hc::cfg_spin, run_status::done}, cr0_intercept::none,
+     static_cast<int>(hvkit::vmx::ibpb_policy::every_vmcs_change)},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
@@ -78,6 +98,7 @@ struct svm_state {
   const svm_run* cfg;
   svm_counters exits, mark;
   std::uint64_t pending_event;  // EXITINTINFO of this exit, re-injected unless replaced
+  bool preempted;               // the last exit was a timer interrupt: switch, then resume
 };
 constinit svm_state st{};
 
@@ -90,6 +111,7 @@ wp_summary summaries[run_count];
 const char* exit_name(unsigned s) {
   switch (s) {
     case 0x10: return "cr0_write";
+    case 0x60: return "intr";
     case 0x14: return "cr4_write";
     case 0x65: return "cr0_sel_write";
     case 0x66: return "idtr_read";
@@ -236,12 +258,13 @@ void set_seg(unsigned o, std::uint16_t sel, std::uint16_t attrib, std::uint32_t 
 /// its GDT, nested paging, the intercepts of the run (APM 15.5.1 lists the consistency
 /// checks VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...).
 void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
-  for (auto& b : vmcb_page) b = 0;
+  for (unsigned i = 0; i < 4096; ++i) vmcb.p[i] = 0;
   std::uint32_t cr = 0;
   if (r.cr0 == cr0_intercept::all) cr |= 1u << (16 + 0);  // CR0 write
   vmcb.set<std::uint32_t>(off::intercept_cr, cr);
   std::uint32_t m1 = icpt1::cpuid | icpt1::hlt | icpt1::ioio_prot | icpt1::msr_prot | icpt1::shutdown | icpt1::invlpga;
   if (r.cr0 == cr0_intercept::selective) m1 |= icpt1::cr0_sel_write;
+  if (r.ibpb >= 0) m1 |= icpt1::intr;  // the scheduled runs: timer interrupts end a slice
   if (r.base.dt_exiting)
     m1 |= icpt1::idtr_read | icpt1::gdtr_read | icpt1::ldtr_read | icpt1::tr_read | icpt1::idtr_write |
           icpt1::gdtr_write | icpt1::ldtr_write | icpt1::tr_write;
@@ -254,6 +277,9 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   vmcb.set<std::uint8_t>(off::tlb_control, 1);  // flush every ASID's entries at this VMRUN (15.16.1)
   vmcb.set(off::np_enable, 1);
   vmcb.set(off::n_cr3, pa(npt_pml4));
+  // V_INTR_MASKING (bit 24 of 060h, APM 15.21.1): the host's RFLAGS.IF, not the guest's,
+  // masks physical interrupts; with the INTR intercept they exit.
+  if (r.ibpb >= 0) vmcb.set(off::vintr, 1ull << 24);
 
   // Attributes: descriptor bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state").
   set_seg(off::cs, hc::guest_cs, 0xA9B, 0xFFFFFFFF, 0);  // 64-bit code, DPL 0
@@ -898,6 +924,9 @@ bool handle_exit(guest_regs& regs) {
       ++run.vmx_ud_injected;
       inject(x86::vector::ud);
       return run.status == run_status::running;
+    case exit::intr:
+      st.preempted = true;  // end of a time slice (the scheduled runs)
+      return false;
     case exit::hlt:
       report_exit("guest_halted");
       run.status = run_status::halted;
@@ -915,6 +944,183 @@ bool handle_exit(guest_regs& regs) {
       run.status = run_status::fatal_exit;
       return false;
   }
+}
+
+
+// ---- two guests, one CPU: VMCB switches and the IBPB policy --------------------------------
+constexpr std::uint64_t guest_b_hpa = 0x3000000;  // 48 MiB: guest B's 2 MiB of RAM
+constexpr std::uint64_t guest_b_gpa = 0x1000000;  // seen by guest B at 16 MiB
+constexpr std::uint64_t spin_a2_gpa = layout::guest_mem_base + 0xE00000;
+constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divide by 1
+
+std::uint64_t ibpb_barriers;
+bool host_has_ibpb;
+struct counting_barrier {
+  void operator()() const noexcept {
+    ++ibpb_barriers;
+    if (host_has_ibpb) hvkit::vmx::pred_cmd_barrier{}();
+  }
+};
+
+/// `inc qword [counter]; jmp back` (SDM Vol. 2A 2.1.5: ModRM 04, SIB 25, disp32).
+void write_spin_code(std::uint8_t* at, std::uint32_t counter_gpa) {
+  const std::uint8_t code[] = {0x48, 0xFF, 0x04, 0x25, static_cast<std::uint8_t>(counter_gpa),
+                               static_cast<std::uint8_t>(counter_gpa >> 8), static_cast<std::uint8_t>(counter_gpa >> 16),
+                               static_cast<std::uint8_t>(counter_gpa >> 24), 0xEB, 0xF6};
+  for (unsigned i = 0; i < sizeof code; ++i) at[i] = code[i];
+}
+
+volatile std::uint32_t* lapic(unsigned reg) { return reinterpret_cast<volatile std::uint32_t*>(0xFEE00000ull + reg); }
+
+/// The local APIC timer, periodic, on vector 0x30 (SDM Vol. 3A 11.5.4), and the host's
+/// handlers for it and the spurious vector 0x3F.
+/// The host IDT of the scheduled runs: the 32 exception gates of the host's own IDT plus
+/// vectors 0x30 and 0x3F (the host's IDT has only the exceptions).
+alignas(16) std::uint64_t sched_idt[2 * 64];
+
+void load_idt(const void* base, std::uint16_t limit) {
+  struct __attribute__((packed)) {
+    std::uint16_t limit;
+    std::uint64_t base;
+  } idtr{limit, reinterpret_cast<std::uint64_t>(base)};
+  asm volatile("lidt %0" ::"m"(idtr) : "memory");
+}
+
+void timer_start() {
+  for (unsigned i = 0; i < 2 * 64; ++i) sched_idt[i] = i < 64 ? host_idt[i] : 0;
+  auto gate = [](unsigned v, void (*h)()) {
+    const auto a = reinterpret_cast<std::uint64_t>(h);
+    sched_idt[2 * v] = (a & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((a >> 16) & 0xFFFF) << 48);
+    sched_idt[2 * v + 1] = a >> 32;
+  };
+  gate(0x30, &svm_timer_isr);
+  gate(0x3F, &svm_spurious_isr);
+  load_idt(sched_idt, sizeof sched_idt - 1);
+  outb(0x21, 0xFF);  // 8259 PICs: every line masked (OCW1)
+  outb(0xA1, 0xFF);
+  *lapic(0xF0) = 0x100 | 0x3F;        // spurious-interrupt vector register: APIC enabled
+  *lapic(0x3E0) = 0xB;                // divide by 1
+  *lapic(0x320) = 0x30 | (1u << 17);  // LVT timer: vector 0x30, periodic
+  *lapic(0x380) = timer_initial_count;
+}
+void timer_stop() {
+  *lapic(0x380) = 0;
+  *lapic(0x320) = 0x30 | (1u << 16);  // masked
+  load_idt(host_idt, sizeof host_idt - 1);
+}
+
+struct vcpu_slot {
+  const char* name;
+  std::uint8_t* page;
+  hvkit::vmx::vmcs_identity id;  // VMCB address, VM, vCPU (the tracker's identity)
+  guest_regs regs;
+  std::uint64_t slices;
+  std::uint64_t counter_hpa;
+};
+
+/// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/ASID/nested CR3.
+void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg, std::uint64_t rip, std::uint64_t rsp,
+                   std::uint64_t cr3, std::uint32_t asid, std::uint64_t ncr3) {
+  vmcb = vmcb_ref{sl.page};
+  setup_vmcb(g, cfg);
+  vmcb.set(off::rip, rip);
+  vmcb.set(off::rsp, rsp);
+  vmcb.set(off::cr3, cr3);
+  // RFLAGS.IF = 1 as on VMX (scheduler.cpp, spin_rflags): with V_INTR_MASKING the guest's IF
+  // should not matter for physical interrupts (APM 15.21.1), but Bochs 2.7 did not deliver
+  // the host's timer interrupt (no INTR exit) while a spinner with IF = 0 ran.
+  vmcb.set(off::rflags, 0x202);
+  vmcb.set<std::uint32_t>(off::guest_asid, asid);
+  vmcb.set(off::n_cr3, ncr3);
+}
+
+/// Runs guest A (VMCB A1: the conformance guest in spin mode), guest A's second VMCB (A2)
+/// and guest B round-robin A1 A2 A1 B, one timer slice each, until guest A reports done.
+/// The tracker sees every VMCB switch and every VMRUN: the policy decides the barriers, the
+/// run counts them.
+void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
+  namespace v = hvkit::vmx;
+  auto* b = reinterpret_cast<std::uint8_t*>(guest_b_hpa);
+  for (std::uint64_t i = 0; i < 0x200000; ++i) b[i] = 0;
+  auto* bpt = reinterpret_cast<std::uint64_t*>(guest_b_hpa + 0x100000);  // identity, 2 MiB pages
+  bpt[0] = (guest_b_gpa + 0x101000) | 0x3;
+  bpt[512] = (guest_b_gpa + 0x102000) | 0x3;
+  for (std::uint64_t i = 0; i < 512; ++i) bpt[1024 + i] = (i << 21) | 0x83;
+  write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
+  for (auto& e : npt_b_pml4) e = 0;
+  for (auto& e : npt_b_pdpt) e = 0;
+  for (auto& e : npt_b_pd) e = 0;
+  npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
+  npt_b_pdpt[0] = pa(npt_b_pd) | 7;
+  npt_b_pd[guest_b_gpa >> 21] = guest_b_hpa | 0x87;
+  write_spin_code(reinterpret_cast<std::uint8_t*>(spin_a2_gpa), static_cast<std::uint32_t>(spin_a2_gpa + 0x10000));
+
+  vcpu_slot slots[3] = {
+      {"A1", vmcb_page, {pa(vmcb_page), 1, 0}, run.regs, 0, 0},
+      {"A2", vmcb_a2_page, {pa(vmcb_a2_page), 1, 0}, {}, 0, spin_a2_gpa + 0x10000},
+      {"B", vmcb_b_page, {pa(vmcb_b_page), 2, 0}, {}, 0, guest_b_hpa + 0x90000},
+  };
+  setup_spinner(slots[1], g, cfg, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, 3, pa(npt_pml4));
+  setup_spinner(slots[2], g, cfg, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, 2, pa(npt_b_pml4));
+  vmcb.set<std::uint32_t>(off::idtr + 4, 0);  // guest B has no IDT
+  vmcb = vmcb_ref{vmcb_page};
+
+  host_has_ibpb = (cpuid(0x80000008).ebx >> 12) & 1;  // AMD: CPUID 8000_0008h:EBX[12] IBPB
+  ibpb_barriers = 0;
+  v::ibpb_tracker<counting_barrier> tracker{static_cast<v::ibpb_policy>(cfg.ibpb)};
+  tracker.on_vmcs_load(slots[0].id);  // the first VMCB on this CPU: always a barrier
+  std::uint64_t same_guest = 0, cross_guest = 0;
+  static constexpr int order[4] = {0, 1, 0, 2};
+  int current = 0;
+  svm_timer_ticks = 0;
+  svm_host_if = 1;
+  timer_start();
+  for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
+    const int next = order[n % 4];
+    if (next != current) {
+      tracker.on_vmcs_load(slots[next].id);
+      (slots[next].id.vm == slots[current].id.vm ? same_guest : cross_guest)++;
+      current = next;
+    }
+    vmcb = vmcb_ref{slots[current].page};
+    tracker.on_vm_entry();
+    st.preempted = false;
+    guest_regs& regs = slots[current].regs;
+    vmcb.set(off::rax, regs[x86::gpr::rax]);
+    write_cr2(vmcb.get(off::cr2));
+    svm_vmrun(&regs, pa(slots[current].page), pa(host_save_page));
+    regs[x86::gpr::rax] = vmcb.get(off::rax);
+    ++slots[current].slices;
+    // Every exit of a spinner is the timer; guest A's are handled as in any run.
+    const bool resume = handle_exit(regs);
+    regs[x86::gpr::rax] = vmcb.get(off::rax);
+    if (st.preempted) continue;
+    if (!resume && run.status == run_status::running) run.status = run_status::fatal_exit;
+    if (current != 0 && run.status == run_status::running) {
+      report_exit("spinner_exit");
+      run.status = run_status::fatal_exit;
+    }
+    if (resume) {
+      // guest A asked for more (a hypercall): run it again at once, no switch
+      --n;
+    }
+  }
+  timer_stop();
+  svm_host_if = 0;
+  vmcb = vmcb_ref{vmcb_page};
+  const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
+  const std::uint64_t bc = *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa);
+  const bool skip = cfg.ibpb == static_cast<int>(v::ibpb_policy::skip_same_guest);
+  const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
+  kprintf("HVKIT INFO run=%s slices_a1=%llu slices_a2=%llu slices_b=%llu spins_a2=%llu spins_b=%llu timer_ticks=%llu "
+          "host_ibpb=%d\n",
+          cfg.base.name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
+          (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc,
+          (unsigned long long)svm_timer_ticks, host_has_ibpb ? 1 : 0);
+  result(skip ? "ibpb_policy.skip_same_guest" : "ibpb_policy.every_vmcs_change",
+         ibpb_barriers == expected && same_guest > 0 && cross_guest > 0 && a2 > 0 && bc > 0,
+         "switches_same_guest=%llu switches_cross_guest=%llu barriers=%llu expected=%llu", (unsigned long long)same_guest,
+         (unsigned long long)cross_guest, (unsigned long long)ibpb_barriers, (unsigned long long)expected);
 }
 
 const char* status_name(run_status s) {
@@ -954,6 +1160,7 @@ bool run_guest(int index) {
   run.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
+  if (cfg.ibpb >= 0) run_scheduled(*g, cfg);
   while (run.status == run_status::running) {
     vmcb.set(off::rax, run.regs[x86::gpr::rax]);
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
@@ -1025,7 +1232,7 @@ bool run_guest(int index) {
            "guest_ltr_wp0_verdict=%s wrong_pf_0x3_injected=%llu",
            run.neg_wp0_seen ? (run.neg_wp0_result == hc::result_pass ? "PASS" : "FAIL") : "missing",
            (unsigned long long)run.stale_wrong_faults);
-  } else if (cfg.base.dt_exiting && !(cfg.base.guest_flags & hc::cfg_quick)) {
+  } else if (cfg.base.dt_exiting && !(cfg.base.guest_flags & (hc::cfg_quick | hc::cfg_spin))) {
     // As on VMX: intercepted WP toggles refresh the role at the exit; guest-owned toggles
     // are caught by the passthrough refresh at the next emulated access.
     const bool pass = run.mmu_resets == 0 &&

@@ -40,6 +40,10 @@ svm_vmrun:
   mov 0x70(%rdi), %r14
   mov 0x78(%rdi), %r15
   mov 0x38(%rdi), %rdi
+  cmpb $0, svm_host_if(%rip)         /* the scheduled runs: host RFLAGS.IF = 1 at VMRUN, so a */
+  je 1f                              /* physical interrupt in the guest is an INTR #VMEXIT */
+  sti                                /* (V_INTR_MASKING; GIF = 0 holds it until VMRUN) */
+1:
   vmrun %rax
   vmsave %rax                        /* RAX is the host's again: the VMCB address */
   push %rdi
@@ -61,7 +65,8 @@ svm_vmrun:
   mov %r15, 0x78(%rdi)
   pop %rax                           /* host save area */
   vmload %rax
-  stgi
+  stgi                               /* an interrupt that caused the exit is taken here */
+  cli
   add $8, %rsp
   pop %r15
   pop %r14
@@ -86,4 +91,28 @@ svm_gp_skip:
   .bss
   .globl svm_msr_faulted
 svm_msr_faulted: .byte 0
+)");
+
+// Host handlers of the scheduled runs: the local APIC timer (EOI, counted) and the spurious
+// vector (no EOI, SDM Vol. 3A 11.9).
+asm(R"(
+  .text
+  .globl svm_timer_isr
+svm_timer_isr:
+  push %rax
+  incq svm_timer_ticks(%rip)
+  mov $0xFEE000B0, %eax              /* EOI register (zero-extended address) */
+  movl $0, (%rax)
+  pop %rax
+  iretq
+  .globl svm_spurious_isr
+svm_spurious_isr:
+  iretq
+
+  .bss
+  .globl svm_host_if
+svm_host_if: .byte 0
+  .balign 8
+  .globl svm_timer_ticks
+svm_timer_ticks: .quad 0
 )");
