@@ -1125,6 +1125,5 @@ extern "C" void guest_main(std::uint64_t config) {
   check_mmio();
   check_hostile();
   check_injection();
-  // The re-injection check reads VMX interruption information back (hc::ept_unmap_report).
-  if (!g_amd) check_reinjection();
+  check_reinjection();
 }

@@ -698,6 +698,89 @@ std::uint64_t npt_check(guest_regs& r) {
   return same ? 0 : 1;
 }
 
+
+// ---- one guest page unmapped from the nested page table (hc::ept_unmap_once) ---------------
+// The re-injection check: the guest puts an exception handler's stack (IST) on that page, so
+// the #NPF happens while the processor delivers the event (EXITINTINFO valid, APM 15.7.2).
+// The 2 MiB nested page around it is split into 4 KiB pages meanwhile.
+alignas(4096) std::uint64_t npt_unmap_pt[512];
+struct unmap_state {
+  bool armed;
+  std::uint64_t gpa, saved_pde, hits;
+  std::uint64_t seen_info;  // the re-injected event, in the VMX layout the guest's check reads
+  unsigned seen_length;
+  std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
+};
+constinit unmap_state unmap{};
+
+void npt_unmap_restore() {
+  npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
+  unmap.armed = false;
+  vmcb.set<std::uint8_t>(off::tlb_control, 1);
+}
+
+bool npt_unmap_once(std::uint64_t gpa) {
+  if (unmap.armed) npt_unmap_restore();
+  if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
+  const std::uint64_t region2m = gpa & ~0x1FFFFFull;
+  for (std::uint64_t i = 0; i < 512; ++i) npt_unmap_pt[i] = (region2m + (i << 12)) | 7;
+  npt_unmap_pt[(gpa >> 12) & 511] = 0;
+  unmap.armed = true;
+  unmap.gpa = gpa & ~0xFFFull;
+  unmap.saved_pde = npt_pd[gpa >> 21];
+  npt_pd[gpa >> 21] = pa(npt_unmap_pt) | 7;
+  vmcb.set<std::uint8_t>(off::tlb_control, 1);
+  return true;
+}
+
+/// The unmapped page was touched while an event was delivered: map it back and re-inject
+/// the event (handle_exit already copied EXITINTINFO into EVENTINJ). A software interrupt
+/// (type 4) or a software exception (INT3, INTO: type 3, vectors 3 and 4) returns after its
+/// instruction: the guest's RIP becomes NRIP (15.7.1) before the injection, since the
+/// processor pushes the VMCB's RIP. The report gives the event in the VMX layout (SDM Vol. 3C
+/// 25.8.3: type 6 software exception, 4 software interrupt, 3 hardware exception) with the
+/// instruction length NRIP - RIP for software events, so one guest check serves both vendors.
+bool npt_unmapped_page_hit() {
+  if (!unmap.armed || (vmcb.get(off::exitinfo2) & ~0xFFFull) != unmap.gpa) return false;
+  npt_unmap_restore();
+  ++unmap.hits;
+  std::uint64_t ii = vmcb.get(off::exitintinfo);
+  // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF while delivering INT n reports, in
+  // EXITINTINFO, the last exception it delivered instead of the INT n (APM 15.7.2: vector n,
+  // type 4). The instruction at the guest RIP tells (the guest's code is identity-mapped):
+  // CD ib is INT n; the event is re-injected as what the guest executed, and counted.
+  if (const std::uint8_t* code = guest_ram(vmcb.get(off::rip), 2); code && code[0] == 0xCD && (ii & event_valid) &&
+                                                                    !(((ii >> 8) & 7) == 4 && (ii & 0xFF) == code[1])) {
+    ++unmap.stale_intn;
+    kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->base.name,
+            (unsigned long long)ii, code[1], code[1]);
+    ii = code[1] | (4u << 8) | event_valid;
+    vmcb.set(off::eventinj, ii);
+  }
+  if (!(ii & event_valid)) return true;
+  const unsigned type = (ii >> 8) & 7, vector = ii & 0xFF;
+  const bool soft = type == 4 || (type == event_type_exception && (vector == 3 || vector == 4));
+  unsigned vmx_type = type;
+  if (type == event_type_exception && soft) vmx_type = 6;
+  unmap.seen_length = 0;
+  if (soft) {
+    const std::uint64_t rip = vmcb.get(off::rip), nrip = vmcb.get(off::next_rip);
+    unmap.seen_length = static_cast<unsigned>(nrip - rip);
+    vmcb.set(off::rip, nrip);
+  }
+  unmap.seen_info = vector | (vmx_type << 8) | (ii & event_has_error) | event_valid;
+  return true;
+}
+
+std::uint64_t npt_unmap_report() {
+  const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
+  if (unmap.armed) npt_unmap_restore();
+  unmap.hits = 0;
+  unmap.seen_info = 0;
+  unmap.seen_length = 0;
+  return r;
+}
+
 // ---- exit handlers -------------------------------------------------------------------------
 void handle_cpuid(guest_regs& regs) {
   using enum x86::gpr;
@@ -859,6 +942,8 @@ bool handle_vmmcall(guest_regs& regs) {
       nd.seen = false;
       break;
     case hc::ept_check: ret = npt_check(regs); break;
+    case hc::ept_unmap_once: ret = npt_unmap_once(regs[rbx]) ? 0 : ~0ull; break;
+    case hc::ept_unmap_report: ret = npt_unmap_report(); break;
     case hc::done:
       run.status = run_status::done;
       skip_instruction();
@@ -885,6 +970,7 @@ bool handle_vmmcall(guest_regs& regs) {
 bool handle_npf(guest_regs& regs) {
   const std::uint64_t info = vmcb.get(off::exitinfo1);
   if (npt_case_npf()) return true;  // a provoked one (NPT differential): retry
+  if (npt_unmapped_page_hit()) return true;  // the re-injection check's page: mapped back
   if (vmcb.get(off::exitintinfo) & event_valid) {
     report_exit("npf_during_event_delivery");
     run.status = run_status::fatal_exit;
@@ -1150,6 +1236,7 @@ bool run_guest(int index) {
   run.status = run_status::running;
   st = svm_state{};
   nd = npt_diff_state{};
+  unmap = unmap_state{};
   st.cfg = &cfg;
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
@@ -1242,6 +1329,11 @@ bool run_guest(int index) {
     result(check, pass, "cr_exit_refreshes=%llu resets=%llu passthrough_refreshes=%llu",
            (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
            (unsigned long long)run.passthrough_refreshes);
+  }
+  if (unmap.stale_intn) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM exitintinfo_stale_on_intn_delivery.%s cases=%llu\n", cfg.base.name,
+            (unsigned long long)unmap.stale_intn);
   }
   const bool ok = run.status == cfg.base.expected;
   name_check(check, "run.", cfg.base.name);
