@@ -259,7 +259,9 @@ void set_seg(unsigned o, std::uint16_t sel, std::uint16_t attrib, std::uint32_t 
 /// checks VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...).
 void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   for (unsigned i = 0; i < 4096; ++i) vmcb.p[i] = 0;
-  std::uint32_t cr = 0;
+  // CR4: every write exits (SVM has no CR4 mask; on VMX the bits that feed translation are
+  // host-owned), and is done by the emulator with the CR4 bits the CPUID policy allows.
+  std::uint32_t cr = 1u << (16 + 4);
   if (r.cr0 == cr0_intercept::all) cr |= 1u << (16 + 0);  // CR0 write
   vmcb.set<std::uint32_t>(off::intercept_cr, cr);
   std::uint32_t m1 = icpt1::cpuid | icpt1::hlt | icpt1::ioio_prot | icpt1::msr_prot | icpt1::shutdown | icpt1::invlpga;
@@ -1000,6 +1002,7 @@ bool handle_exit(guest_regs& regs) {
     case exit::msr: handle_msr(regs); return run.status == run_status::running;
     case exit::cr0_sel_write: return emulate_instruction(regs, "cr0_sel_write");
     case exit::cr0_write: return emulate_instruction(regs, "cr0_write");
+    case exit::cr4_write: return emulate_instruction(regs, "cr4_write");
     case exit::idtr_read: case exit::gdtr_read: case exit::ldtr_read: case exit::tr_read:
     case exit::idtr_write: case exit::gdtr_write: case exit::ldtr_write: case exit::tr_write:
       return emulate_instruction(regs, exit_name(slot(code)));
