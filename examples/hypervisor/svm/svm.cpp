@@ -81,6 +81,10 @@ constexpr svm_run runs[] = {
      static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
     {{"ibpb_every_change", false, true, hc::cfg_spin, run_status::done}, cr0_intercept::none,
      static_cast<int>(hvkit::vmx::ibpb_policy::every_vmcs_change)},
+    // Hostile: guest B triple-faults on its first slice (UD2 without an IDT: SHUTDOWN exit);
+    // guest A (another VM) must go on.
+    {{"hostile_guest_b", false, true, hc::cfg_spin | hc::cfg_hostile_b, run_status::done}, cr0_intercept::none,
+     static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
@@ -1021,7 +1025,8 @@ bool handle_exit(guest_regs& regs) {
       run.status = run_status::halted;
       return false;
     case exit::shutdown:
-      report_exit("guest_triple_fault", st.cfg->base.expected == run_status::triple_fault);
+      report_exit("guest_triple_fault", st.cfg->base.expected == run_status::triple_fault ||
+                                            (st.cfg->base.guest_flags & hc::cfg_hostile_b));
       run.status = run_status::triple_fault;
       return false;
     case exit::invalid:
@@ -1135,7 +1140,13 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   bpt[0] = (guest_b_gpa + 0x101000) | 0x3;
   bpt[512] = (guest_b_gpa + 0x102000) | 0x3;
   for (std::uint64_t i = 0; i < 512; ++i) bpt[1024 + i] = (i << 21) | 0x83;
-  write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
+  const bool hostile_b = cfg.base.guest_flags & hc::cfg_hostile_b;
+  if (hostile_b) {
+    b[0] = 0x0F;  // UD2 with an empty IDT (limit 0): #UD, #GP, #DF, shutdown
+    b[1] = 0x0B;
+  } else {
+    write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
+  }
   for (auto& e : npt_b_pml4) e = 0;
   for (auto& e : npt_b_pdpt) e = 0;
   for (auto& e : npt_b_pd) e = 0;
@@ -1161,11 +1172,13 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   std::uint64_t same_guest = 0, cross_guest = 0;
   static constexpr int order[4] = {0, 1, 0, 2};
   int current = 0;
+  bool b_dead = false;
   svm_timer_ticks = 0;
   svm_host_if = 1;
   timer_start();
   for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
     const int next = order[n % 4];
+    if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
     if (next != current) {
       tracker.on_vmcs_load(slots[next].id);
       (slots[next].id.vm == slots[current].id.vm ? same_guest : cross_guest)++;
@@ -1184,6 +1197,13 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     const bool resume = handle_exit(regs);
     regs[x86::gpr::rax] = vmcb.get(off::rax);
     if (st.preempted) continue;
+    if (current == 2 && hostile_b && run.status == run_status::triple_fault) {
+      kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
+              cfg.base.name, (unsigned long long)slots[2].slices);
+      b_dead = true;
+      run.status = run_status::running;
+      continue;
+    }
     if (!resume && run.status == run_status::running) run.status = run_status::fatal_exit;
     if (current != 0 && run.status == run_status::running) {
       report_exit("spinner_exit");
@@ -1201,6 +1221,12 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   const std::uint64_t bc = *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa);
   const bool skip = cfg.ibpb == static_cast<int>(v::ibpb_policy::skip_same_guest);
   const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
+  if (hostile_b) {
+    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == 1 && a2 > 0,
+           "b_dead=%d b_slices=%llu a1_slices=%llu", b_dead ? 1 : 0, (unsigned long long)slots[2].slices,
+           (unsigned long long)slots[0].slices);
+    return;
+  }
   kprintf("HVKIT INFO run=%s slices_a1=%llu slices_a2=%llu slices_b=%llu spins_a2=%llu spins_b=%llu timer_ticks=%llu "
           "host_ibpb=%d\n",
           cfg.base.name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
