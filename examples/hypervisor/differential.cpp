@@ -200,25 +200,47 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
     // The MOV to CR3 the guest did for this case (SDM 4.4.1: #GP(0) on a reserved bit).
     const auto tried = pg::load_pdptrs(x86::cr3{b.cr3}, mem, props.maxphyaddr);
     const bool cpu_gp = (b.cr3_result & 0xFFFF) == (0x100 | 13) && (b.cr3_result >> 16) == 0;
-    const bool hv_gp = !tried && tried.error().kind == pg::pdptr_error::kind_type::reserved_bit;
+    bool hv_gp = !tried && tried.error().kind == pg::pdptr_error::kind_type::reserved_bit;
+    if (svm::active() && hv_gp) {
+      // AMD with nested paging (APM 15.25.10, legacy PAE mode): MOV to CR3 loads no PDPTEs;
+      // the walk reads them, and a reserved bit in the one it uses is a #PF with P and RSV
+      // and the access's W, U/S and I/D bits. The cases' test address uses PDPTE 3.
+      ++run.pdpte_loads;
+      ++run.pdpte_walk_rsv;
+      const guest_paging_regs g = live_paging_regs();
+      const bool implicit = (b.access >> 31) & 1, fetch = !implicit && (b.access & 0x10);
+      const std::uint32_t id = fetch && (g.efer.test(x86::efer::nxe) || g.cr4.test(x86::cr4::smep)) ? 0x10u : 0u;
+      const std::uint32_t err = 1u | 8u | (implicit ? 0u : (b.access & 0x6u)) | id;
+      if (b.cr3_result != 0 || b.result != (0x100u | 14) || b.error != err || b.cr2 != b.la) {
+        ++run.pdpte_mismatches;
+        kprintf("HVKIT MISMATCH pdpte_walk cr3=0x%x cpu=0x%x result=0x%x error=0x%x cr2=0x%x hvkit: #PF error=0x%x\n",
+                b.cr3, b.cr3_result, b.result, b.error, b.cr2, err);
+        return 1;
+      }
+      return 0;
+    }
     ++run.pdpte_loads;
     if (cpu_gp) ++run.pdpte_gp;
     if (cpu_gp != hv_gp || (b.cr3_result != 0 && !cpu_gp)) {
       ++run.pdpte_mismatches;
-      kprintf("HVKIT MISMATCH pdpte_load cr3=0x%x cpu=0x%x hvkit=%s pdpte3=0x%016llx\n", b.cr3, b.cr3_result,
-              hv_gp ? "#GP" : "ok", (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(
-                                        guest_ram((b.cr3 & ~31u) + 24, 8)));
+      kprintf("HVKIT MISMATCH pdpte_load cr3=0x%x cpu=0x%x hvkit=%s pdpte3=0x%016llx access=0x%x result=0x%x error=0x%x\n",
+              b.cr3, b.cr3_result, hv_gp ? "#GP" : "ok",
+              (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(guest_ram((b.cr3 & ~31u) + 24, 8)),
+              b.access, b.result, b.error);
       return 1;
     }
     if (cpu_gp) return 0;  // no access was done
-    const auto now = pg::load_pdptrs(x86::cr3{vmread(fields::guest_cr3)}, mem, props.maxphyaddr);
+    const auto now = pg::load_pdptrs(live_paging_regs().cr3, mem, props.maxphyaddr);
     if (!now) {
       ++run.pdpte_mismatches;
       return 1;
     }
     pdptes = now.value();
-    const std::uint64_t regs[4] = {vmread(fields::guest_pdpte0), vmread(fields::guest_pdpte1),
-                                   vmread(fields::guest_pdpte2), vmread(fields::guest_pdpte3)};
+    // The PDPTE registers the CPU saved (VMX with EPT only: the VMCB has none).
+    const std::uint64_t regs[4] = {svm::active() ? pdptes.entries[0] : vmread(fields::guest_pdpte0),
+                                   svm::active() ? pdptes.entries[1] : vmread(fields::guest_pdpte1),
+                                   svm::active() ? pdptes.entries[2] : vmread(fields::guest_pdpte2),
+                                   svm::active() ? pdptes.entries[3] : vmread(fields::guest_pdpte3)};
     for (unsigned i = 0; i < 4; ++i)
       if (regs[i] != pdptes.entries[i]) {
         if (++run.pdpte_register_mismatches <= 4)
@@ -235,7 +257,7 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
   c.result = b.result;
   c.error = b.error;
   c.cr2 = b.cr2;
-  return compare_paging_case(c, pg::guest_walker{mmu, props, pdptes}, mmu, x86::rflags{vmread(fields::guest_rflags)});
+  return compare_paging_case(c, pg::guest_walker{mmu, props, pdptes}, mmu, live_paging_regs().rflags);
 }
 
 // ---- nested (EPT) differential -----------------------------------------------------------

@@ -33,6 +33,7 @@ alignas(4096) std::uint8_t iopm[12288];           // all ones: every port access
 alignas(4096) std::uint64_t npt_pml4[512];
 alignas(4096) std::uint64_t npt_pdpt[512];
 alignas(4096) std::uint64_t npt_pd[512];
+alignas(4096) std::uint64_t npt_pd_alias[512];
 
 alignas(4096) std::uint8_t vmcb_a2_page[4096];  // guest A's second VMCB (vmcb02 stand-in)
 alignas(4096) std::uint8_t vmcb_b_page[4096];   // guest B
@@ -75,6 +76,8 @@ constexpr svm_run runs[] = {
     // Nested paging as the second stage: random nested permissions, page sizes and reserved
     // bits on the guest's page-table pages and data page, #NPF predicted by a rule model.
     {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr0_intercept::none},
+    // The 32-bit guest: 32-bit and PAE paging under nested paging, the CPU as the oracle.
+    {{"paging_diff32", false, false, hc::cfg_guest32, run_status::done}, cr0_intercept::none},
     // Guest A (the conformance guest, spinning) with a second VMCB of its own vCPU and guest
     // B, round-robin A1 A2 A1 B on timer interrupts; the IBPB policy decides every barrier.
     {{"ibpb_skip_same_guest", false, true, hc::cfg_spin, run_status::done}, cr0_intercept::none,
@@ -249,6 +252,11 @@ void build_npt() {
   npt_pdpt[0] = pa(npt_pd) | p | rw | us;
   for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size; gpa += 0x200000)
     npt_pd[gpa >> 21] = gpa | p | rw | us | ps;
+  // The PSE-36 alias: GPA 4 GiB + [28 MiB, 32 MiB) -> host [28 MiB, 32 MiB), where the
+  // 32-bit guest's 4 MiB pages with PA bit 32 land.
+  for (auto& e : npt_pd_alias) e = 0;
+  npt_pdpt[hc::pse36_alias_gpa >> 30] = pa(npt_pd_alias) | p | rw | us;
+  for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) npt_pd_alias[gpa >> 21] = gpa | p | rw | us | ps;
 }
 
 void set_seg(unsigned o, std::uint16_t sel, std::uint16_t attrib, std::uint32_t limit, std::uint64_t base) {
@@ -265,7 +273,9 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   for (unsigned i = 0; i < 4096; ++i) vmcb.p[i] = 0;
   // CR4: every write exits (SVM has no CR4 mask; on VMX the bits that feed translation are
   // host-owned), and is done by the emulator with the CR4 bits the CPUID policy allows.
-  std::uint32_t cr = 1u << (16 + 4);
+  // (Not for the 32-bit guest: its CR4.PAE toggles stay native, the PAE check is the CPU's.)
+  const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
+  std::uint32_t cr = guest32 ? 0 : 1u << (16 + 4);
   if (r.cr0 == cr0_intercept::all) cr |= 1u << (16 + 0);  // CR0 write
   vmcb.set<std::uint32_t>(off::intercept_cr, cr);
   std::uint32_t m1 = icpt1::cpuid | icpt1::hlt | icpt1::ioio_prot | icpt1::msr_prot | icpt1::shutdown | icpt1::invlpga;
@@ -288,7 +298,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   if (r.ibpb >= 0) vmcb.set(off::vintr, 1ull << 24);
 
   // Attributes: descriptor bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state").
-  set_seg(off::cs, hc::guest_cs, 0xA9B, 0xFFFFFFFF, 0);  // 64-bit code, DPL 0
+  set_seg(off::cs, hc::guest_cs, guest32 ? 0xC9B : 0xA9B, 0xFFFFFFFF, 0);  // 64-bit (or 32-bit) code, DPL 0
   for (unsigned o : {off::ss, off::ds, off::es, off::fs, off::gs}) set_seg(o, hc::guest_ds, 0xC93, 0xFFFFFFFF, 0);
   set_seg(off::ldtr, 0, 0, 0, 0);
   set_seg(off::tr, hc::guest_tr, 0x08B, 103, g.tss_base);  // busy 64-bit TSS
@@ -298,19 +308,20 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   vmcb.set(off::idtr + 8, g.idt_base);
   vmcb.set<std::uint8_t>(off::cpl, 0);
   const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
-  run.guest_efer = efer_lme | efer_lma | (nx ? efer_nxe : 0);
+  run.guest_efer = guest32 ? 0 : efer_lme | efer_lma | (nx ? efer_nxe : 0);
   vmcb.set(off::efer, run.guest_efer | efer_svme);  // SVME must be set in the guest's EFER (15.5.1)
   const std::uint64_t cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
   vmcb.set(off::cr0, cr0);
   vmcb.set(off::cr3, layout::guest_boot_pt_gpa);
-  vmcb.set(off::cr4, cr4_pae);
+  const std::uint64_t cr4 = guest32 ? x86::cr4::pse.raw() : cr4_pae;  // 32-bit paging with 4 MiB pages
+  vmcb.set(off::cr4, cr4);
   vmcb.set(off::dr6, 0xFFFF0FF0);
   vmcb.set(off::dr7, 0x400);
   vmcb.set(off::rflags, 0x2);
   vmcb.set(off::rip, g.entry);
   vmcb.set(off::rsp, g.stack_top);
   vmcb.set(off::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
-  run.mmu = pg::mmu_context::make(x86::cr0{cr0}, x86::cr4{cr4_pae}, x86::efer{run.guest_efer},
+  run.mmu = pg::mmu_context::make(x86::cr0{cr0}, x86::cr4{cr4}, x86::efer{run.guest_efer},
                                   x86::gpa{layout::guest_boot_pt_gpa});
 }
 
@@ -942,6 +953,7 @@ bool handle_vmmcall(guest_regs& regs) {
       break;
     }
     case hc::paging_case: ret = handle_paging_case(regs); break;
+    case hc::paging_case32: ret = handle_paging_case32(regs); break;
     case hc::ept_arm:
       npt_arm(regs);
       nd.armed = true;
@@ -1270,7 +1282,7 @@ bool run_guest(int index) {
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           cfg.cr0 == cr0_intercept::none ? "none" : cfg.cr0 == cr0_intercept::selective ? "selective" : "all");
-  const hc::guest_header* g = load_guest(false);
+  const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32);
   if (!g) return false;
   setup_vmcb(*g, cfg);
   run.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
@@ -1332,6 +1344,24 @@ bool run_guest(int index) {
     if (run.pg_errata_b3)
       kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.base.name,
               (unsigned long long)run.pg_errata_b3);
+  }
+  if (cfg.base.guest_flags & hc::cfg_guest32) {
+    result("paging_differential_32bit", run.pg_mode_cases[1] >= 5000 && run.pg_mode_mismatches[1] == 0,
+           "cases=%llu mismatches=%llu cpu_faults=%llu ok_4m_pages=%llu ok_pse36_above_4g=%llu bochs_b3_errata=%llu",
+           (unsigned long long)run.pg_mode_cases[1], (unsigned long long)run.pg_mode_mismatches[1],
+           (unsigned long long)run.pg_mode_faults[1], (unsigned long long)run.pg_mode_large_ok[1],
+           (unsigned long long)run.pg_pse36_ok, (unsigned long long)run.pg_mode_b3[1]);
+    result("paging_differential_pae", run.pg_mode_cases[2] >= 5000 && run.pg_mode_mismatches[2] == 0,
+           "cases=%llu mismatches=%llu cpu_faults=%llu ok_2m_pages=%llu bochs_b3_errata=%llu",
+           (unsigned long long)run.pg_mode_cases[2], (unsigned long long)run.pg_mode_mismatches[2],
+           (unsigned long long)run.pg_mode_faults[2], (unsigned long long)run.pg_mode_large_ok[2],
+           (unsigned long long)run.pg_mode_b3[2]);
+    // With nested paging MOV to CR3 loads no PDPTEs (no #GP); a reserved bit is the walk's #PF.
+    result("pae_pdpte_load", run.pdpte_loads >= 5000 && run.pdpte_gp == 0 && run.pdpte_walk_rsv > 0 &&
+                                 run.pdpte_mismatches == 0,
+           "loads=%llu gp=%llu reserved_pdpte_walk_pf=%llu mismatches=%llu", (unsigned long long)run.pdpte_loads,
+           (unsigned long long)run.pdpte_gp, (unsigned long long)run.pdpte_walk_rsv,
+           (unsigned long long)run.pdpte_mismatches);
   }
   if (cfg.base.guest_flags & hc::cfg_ept_diff) {
     result("npt_differential", nd.cases >= 2000 && nd.mismatches == 0 && nd.table_npfs > 0 && nd.rsv_npfs > 0,
