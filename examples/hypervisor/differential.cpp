@@ -1,5 +1,6 @@
 // hvkit reference hypervisor: the CPU as the oracle. Differential paging (hvkit::paging::guest_walker against the emulated CPU) and the nested EPT comparison (paging::nested_walker over paging::ept_walker against the CPU's EPT-violation exits).
 #include "hv.hpp"
+#include "svm/svm.hpp"
 
 namespace hv {
 
@@ -46,7 +47,7 @@ unsigned mode_slot(x86::paging_mode m) {
 /// Bochs 2.7 errata B1-B3 are classified by narrow rules and counted apart.
 std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& walker, const pg::mmu_context& mmu,
                                   x86::rflags rflags) {
-  const x86::cr4 cr4{vmread(fields::guest_cr4)};
+  const x86::cr4 cr4 = live_paging_regs().cr4;
   pg::walk_request req{};
   req.linear = x86::gva{c.la};
   req.access = c.access;
@@ -133,8 +134,8 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
       kprintf("HVKIT MISMATCH paging mode=%u case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
               "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
               slot, (unsigned long long)run.pg_cases, (unsigned long long)c.la, (unsigned long long)c.access.raw(),
-              (unsigned long long)vmread(fields::guest_cr0), (unsigned long long)vmread(fields::guest_cr4),
-              (unsigned long long)vmread(fields::guest_ia32_efer), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
+              (unsigned long long)live_paging_regs().cr0.raw(), (unsigned long long)cr4.raw(),
+              (unsigned long long)live_paging_regs().efer.raw(), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
               c.error, (unsigned long long)c.cr2, (unsigned long long)c.ad, hv_result, hv_error,
               (unsigned long long)hv_ad);
       const pg::walk_path* path = res.has_value() ? &res.value().path : fault_path(res.error());
@@ -147,13 +148,20 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
   return same ? 0 : 1;
 }
 
-/// The guest's paging registers as hvkit sees them: role and root from the VMCS.
+/// The guest's paging registers at this exit: from the VMCS, or from the VMCB when the SVM
+/// backend runs.
+guest_paging_regs live_paging_regs() {
+  if (svm::active()) return svm::live_paging_regs();
+  return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+          x86::efer{vmread(fields::guest_ia32_efer)}, x86::cr3{vmread(fields::guest_cr3)},
+          x86::rflags{vmread(fields::guest_rflags)}};
+}
+
+/// The guest's paging registers as hvkit sees them: role and root.
 pg::mmu_context live_guest_mmu() {
-  const x86::cr0 cr0{vmread(fields::guest_cr0)};
-  const x86::cr4 cr4{vmread(fields::guest_cr4)};
-  const x86::efer efer{vmread(fields::guest_ia32_efer)};
-  const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
-  return {role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), guest_cpu_properties().maxphyaddr)};
+  const guest_paging_regs g = live_paging_regs();
+  const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
+  return {role, x86::cr3_root(g.cr3, role.mode(), guest_cpu_properties().maxphyaddr)};
 }
 
 /// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
@@ -170,8 +178,7 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   c.error = static_cast<std::uint32_t>(r[x86::gpr::rdx] >> 32);
   c.cr2 = r[x86::gpr::rsi];
   const pg::mmu_context mmu = live_guest_mmu();
-  return compare_paging_case(c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu,
-                             x86::rflags{vmread(fields::guest_rflags)});
+  return compare_paging_case(c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu, live_paging_regs().rflags);
 }
 
 /// hc::paging_case32 (the 32-bit guest: 32-bit or PAE paging): the case in a
@@ -193,25 +200,47 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
     // The MOV to CR3 the guest did for this case (SDM 4.4.1: #GP(0) on a reserved bit).
     const auto tried = pg::load_pdptrs(x86::cr3{b.cr3}, mem, props.maxphyaddr);
     const bool cpu_gp = (b.cr3_result & 0xFFFF) == (0x100 | 13) && (b.cr3_result >> 16) == 0;
-    const bool hv_gp = !tried && tried.error().kind == pg::pdptr_error::kind_type::reserved_bit;
+    bool hv_gp = !tried && tried.error().kind == pg::pdptr_error::kind_type::reserved_bit;
+    if (svm::active() && hv_gp) {
+      // AMD with nested paging (APM 15.25.10, legacy PAE mode): MOV to CR3 loads no PDPTEs;
+      // the walk reads them, and a reserved bit in the one it uses is a #PF with P and RSV
+      // and the access's W, U/S and I/D bits. The cases' test address uses PDPTE 3.
+      ++run.pdpte_loads;
+      ++run.pdpte_walk_rsv;
+      const guest_paging_regs g = live_paging_regs();
+      const bool implicit = (b.access >> 31) & 1, fetch = !implicit && (b.access & 0x10);
+      const std::uint32_t id = fetch && (g.efer.test(x86::efer::nxe) || g.cr4.test(x86::cr4::smep)) ? 0x10u : 0u;
+      const std::uint32_t err = 1u | 8u | (implicit ? 0u : (b.access & 0x6u)) | id;
+      if (b.cr3_result != 0 || b.result != (0x100u | 14) || b.error != err || b.cr2 != b.la) {
+        ++run.pdpte_mismatches;
+        kprintf("HVKIT MISMATCH pdpte_walk cr3=0x%x cpu=0x%x result=0x%x error=0x%x cr2=0x%x hvkit: #PF error=0x%x\n",
+                b.cr3, b.cr3_result, b.result, b.error, b.cr2, err);
+        return 1;
+      }
+      return 0;
+    }
     ++run.pdpte_loads;
     if (cpu_gp) ++run.pdpte_gp;
     if (cpu_gp != hv_gp || (b.cr3_result != 0 && !cpu_gp)) {
       ++run.pdpte_mismatches;
-      kprintf("HVKIT MISMATCH pdpte_load cr3=0x%x cpu=0x%x hvkit=%s pdpte3=0x%016llx\n", b.cr3, b.cr3_result,
-              hv_gp ? "#GP" : "ok", (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(
-                                        guest_ram((b.cr3 & ~31u) + 24, 8)));
+      kprintf("HVKIT MISMATCH pdpte_load cr3=0x%x cpu=0x%x hvkit=%s pdpte3=0x%016llx access=0x%x result=0x%x error=0x%x\n",
+              b.cr3, b.cr3_result, hv_gp ? "#GP" : "ok",
+              (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(guest_ram((b.cr3 & ~31u) + 24, 8)),
+              b.access, b.result, b.error);
       return 1;
     }
     if (cpu_gp) return 0;  // no access was done
-    const auto now = pg::load_pdptrs(x86::cr3{vmread(fields::guest_cr3)}, mem, props.maxphyaddr);
+    const auto now = pg::load_pdptrs(live_paging_regs().cr3, mem, props.maxphyaddr);
     if (!now) {
       ++run.pdpte_mismatches;
       return 1;
     }
     pdptes = now.value();
-    const std::uint64_t regs[4] = {vmread(fields::guest_pdpte0), vmread(fields::guest_pdpte1),
-                                   vmread(fields::guest_pdpte2), vmread(fields::guest_pdpte3)};
+    // The PDPTE registers the CPU saved (VMX with EPT only: the VMCB has none).
+    const std::uint64_t regs[4] = {svm::active() ? pdptes.entries[0] : vmread(fields::guest_pdpte0),
+                                   svm::active() ? pdptes.entries[1] : vmread(fields::guest_pdpte1),
+                                   svm::active() ? pdptes.entries[2] : vmread(fields::guest_pdpte2),
+                                   svm::active() ? pdptes.entries[3] : vmread(fields::guest_pdpte3)};
     for (unsigned i = 0; i < 4; ++i)
       if (regs[i] != pdptes.entries[i]) {
         if (++run.pdpte_register_mismatches <= 4)
@@ -228,7 +257,7 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
   c.result = b.result;
   c.error = b.error;
   c.cr2 = b.cr2;
-  return compare_paging_case(c, pg::guest_walker{mmu, props, pdptes}, mmu, x86::rflags{vmread(fields::guest_rflags)});
+  return compare_paging_case(c, pg::guest_walker{mmu, props, pdptes}, mmu, live_paging_regs().rflags);
 }
 
 // ---- nested (EPT) differential -----------------------------------------------------------

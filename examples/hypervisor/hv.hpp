@@ -189,6 +189,7 @@ struct run_state {
   // PAE: PDPTE loads by the guest's MOV to CR3 compared with paging::load_pdptrs, and the
   // PDPTE registers the CPU saved in the VMCS compared with the snapshot.
   std::uint64_t pdpte_loads, pdpte_gp, pdpte_mismatches, pdpte_register_mismatches;
+  std::uint64_t pdpte_walk_rsv;  // SVM with nested paging: reserved PDPTE found by the walk (#PF), not MOV CR3
   bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
   // EPT differential.
   bool ept_armed;
@@ -261,8 +262,20 @@ hvkit::paging::flat_memory guest_ram_view();
 std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size);
 hvkit::paging::cpu_properties guest_cpu_properties();
 unsigned guest_cpl();
+/// The MMIO test device's registers (layout.hpp), shared by the VMX and SVM backends.
+std::uint64_t device_read(std::uint64_t offset, unsigned size);
+void device_write(std::uint64_t offset, unsigned size, std::uint64_t v);
 
 // ---- the CPU as the oracle (differential.cpp) -------------------------------------------
+/// The guest's paging registers at the current exit (VMCS, or VMCB with the SVM backend).
+struct guest_paging_regs {
+  x86::cr0 cr0;
+  x86::cr4 cr4;
+  x86::efer efer;
+  x86::cr3 cr3;
+  x86::rflags rflags;
+};
+guest_paging_regs live_paging_regs();
 std::uint64_t handle_paging_case(guest_regs& r);
 std::uint64_t handle_paging_case32(guest_regs& r);
 void handle_ept_arm(guest_regs& r);

@@ -10,6 +10,7 @@
 //   HVKIT DONE PASS|FAIL          (last line; absent means the hypervisor died)
 #include "hv.hpp"
 #include "linux/linux.hpp"
+#include "svm/svm.hpp"
 
 namespace hv {
 
@@ -271,8 +272,18 @@ extern "C" void hv_main() {
   __builtin_memcpy(vendor + 8, &v.ecx, 4);
   vendor[12] = '\0';
   kprintf("HVKIT INFO cpu_vendor=%s max_leaf=0x%x\n", vendor, v.eax);
+  if (((cpuid(1).ecx >> 5) & 1) == 0 && svm::available()) {
+    // One image for both vendors: AMD-V with nested paging (svm/).
+    kprintf("HVKIT INFO backend=svm\n");
+    const bool svm_ok = svm::run_all();
+    kprintf("HVKIT INFO tsc_total=%llu\n", (unsigned long long)(rdtsc() - t_start));
+    kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
+    const bool pass = svm_ok && results_fail == 0 && results_pass > 0;
+    kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");
+    machine_exit(pass);
+  }
   if (((cpuid(1).ecx >> 5) & 1) == 0) {
-    kprintf("HVKIT SKIP this CPU has no VMX (CPUID.1:ECX.VMX=0)\n");
+    kprintf("HVKIT SKIP this CPU has neither VMX (CPUID.1:ECX.VMX=0) nor SVM with nested paging\n");
     kprintf("HVKIT DONE SKIP\n");
     machine_exit(true);
   }

@@ -41,7 +41,12 @@ guest_entry:
   /* RSP = guest_stack_top, RDI = configuration (hc::cfg_*) */
   call guest_main
   mov $5, %eax                       /* hc::done */
+  cmpb $0, g_amd(%rip)
+  jne 2f
   vmcall
+  jmp 1f
+2:
+  vmmcall                            /* AMD: VMCALL is #UD there (APM Vol. 3, VMMCALL) */
 1:
   hlt
   jmp 1b
@@ -249,6 +254,9 @@ alignas(16) std::uint8_t guest_tss_a[104];
 alignas(16) std::uint8_t guest_tss_b[104];
 extern const std::uint64_t guest_isr_table[32];
 
+/// The CPU is AMD's (CPUID 0 vendor "AuthenticAMD"): hypercalls are VMMCALL, not VMCALL.
+/// Set once, first thing in guest_main.
+bool g_amd;
 volatile std::uint64_t g_recover_rip;
 volatile std::uint64_t g_probe_rsp;
 volatile std::uint32_t g_fault_vector;
@@ -284,7 +292,10 @@ namespace {
 inline std::uint64_t vmcall(std::uint64_t nr, std::uint64_t a = 0, std::uint64_t b = 0, std::uint64_t c = 0,
                             std::uint64_t d = 0) {
   std::uint64_t ret;
-  asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
+  if (g_amd)
+    asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
+  else
+    asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
   return ret;
 }
 inline std::uint64_t addr(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
@@ -460,6 +471,10 @@ void check_cpuid() {
   cpuid_regs l1 = cpuid(1);
   report("cpuid_hypervisor_bit", (l1.ecx >> 31) & 1, l1.ecx);
   report("cpuid_vmx_hidden", ((l1.ecx >> 5) & 1) == 0, l1.ecx);
+  if (g_amd) {
+    const std::uint32_t e1 = cpuid(0x80000001).ecx;  // SVM: 8000_0001h:ECX[2] (APM Vol. 3, E.4.2)
+    report("cpuid_svm_hidden", ((e1 >> 2) & 1) == 0, e1);
+  }
   cpuid_regs h = cpuid(0x40000000);
   bool sig = h.ebx == 0x4b4d564b && h.ecx == 0x564b4d56 && h.edx == 0x0000004d;  // "KVMKVMKVM\0\0\0"
   report("cpuid_hv_signature", sig && h.eax >= 0x40000001 && h.eax <= 0x400000FF, h.eax,
@@ -1059,6 +1074,7 @@ extern "C" void guest_exception(isr_frame* f) {
 }
 
 extern "C" void guest_main(std::uint64_t config) {
+  g_amd = cpuid(0).ebx == 0x68747541;  // "Auth"
   g_config = config;
   build_descriptor_tables();
   build_page_tables();

@@ -56,7 +56,12 @@ guest_entry:
   push %edi
   call guest_main
   mov $5, %eax                       /* hc::done */
+  cmpb $0, g_amd
+  jne 2f
   vmcall
+  jmp 1f
+2:
+  vmmcall                            /* AMD: VMCALL is #UD there */
 1:
   hlt
   jmp 1b
@@ -208,6 +213,8 @@ extern const u32 guest_isr_128_addr;
 extern const u8 user_stub_start[], user_stub_end[];
 extern u8 guest_event_stack_top[];
 
+/// The CPU is AMD's (CPUID 0 vendor "AuthenticAMD"): hypercalls are VMMCALL. Set first thing.
+bool g_amd;
 volatile u32 g_recover_eip;
 volatile u32 g_probe_esp;
 volatile u32 g_fault_vector;
@@ -230,7 +237,10 @@ namespace {
 
 inline u32 vmcall(u32 nr, u32 a = 0, u32 b = 0, u32 c = 0, u32 d = 0) {
   u32 ret;
-  asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
+  if (g_amd)
+    asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
+  else
+    asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
   return ret;
 }
 inline u32 addr(const void* p) { return reinterpret_cast<u32>(p); }
@@ -569,6 +579,7 @@ extern "C" void guest_exception(isr_frame* f) {
 }
 
 extern "C" void guest_main(u32 config) {
+  g_amd = cpuid(0).ebx == 0x68747541;  // "Auth"
   build_tables();
   static_cast<void>(config);
   log("32-bit guest up (protected mode, 32-bit paging)");

@@ -1,0 +1,23 @@
+/// @file
+/// @brief The SVM (AMD-V) backend of the reference hypervisor: chosen at boot when CPUID
+/// reports SVM (CPUID 8000_0001h:ECX[2]) with nested paging (8000_000Ah:EDX[0]) and no VMX,
+/// so one image runs on both vendors (AMD APM Vol. 2, chapter 15).
+#pragma once
+
+namespace hv {
+struct guest_paging_regs;
+}
+
+namespace hv::svm {
+
+/// The SVM backend is the one running (set by run_all()).
+bool active();
+/// The guest's CR0/CR4/EFER (without SVME)/CR3/RFLAGS from the VMCB at the current exit.
+guest_paging_regs live_paging_regs();
+
+/// CPUID says SVM with nested paging is there (APM 15.4 "Enabling SVM").
+bool available();
+/// Brings SVM up, runs every SVM run and prints their results; false if a run failed.
+bool run_all();
+
+}  // namespace hv::svm
