@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, then builds and tests hvkit with
-# GCC, with Clang and with Clang + ASan/UBSan, runs the freestanding, consumer and docs
-# checks, the fuzzers for a short while, and the reference hypervisor's system test.
+# GCC (RelWithDebInfo and Release -O3), with Clang and with Clang + ASan/UBSan, runs the
+# freestanding, consumer and docs checks, the fuzzers for a short while, and the reference
+# hypervisor's system tests (Bochs VMX and AMD, the Linux guest, nested KVM inside Bochs).
 # HVKIT_SKIP_SETUP=1 skips the package step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +46,7 @@ if grep -q '\.cpp' <(ls fuzz 2>/dev/null); then
 fi
 
 step "all tests passed"
-# One plain closing line over the three configurations (ctest prints
+# One plain closing line over the four configurations (ctest prints
 # "100% tests passed, 0 tests failed out of N" per run and lists skipped tests as "(Skipped)").
 total=$(grep -oE 'tests failed out of [0-9]+' "$log" | awk '{s += $5} END {print s + 0}')
 failed=$(grep -oE '[0-9]+ tests failed out of' "$log" | awk '{s += $1} END {print s + 0}')
