@@ -11,6 +11,7 @@
 #include "backend.hpp"
 #include "fields.hpp"
 #include "interruption_info.hpp"
+#include "../x86/event.hpp"
 #include "../x86/exception_merge.hpp"
 #include "../x86/result.hpp"
 #include "../x86/vector.hpp"
@@ -77,6 +78,43 @@ struct injected_event {
 /// A pending MTF VM exit (type other event, vector 0; SDM 27.6.2).
 [[nodiscard]] constexpr injected_event pending_mtf() noexcept {
   return {entry_interruption_info::make(0, interruption_type::other_event, false), 0, 0};
+}
+
+/// The VM-entry injection of a vendor-neutral event (x86/event.hpp): each kind has its own
+/// interruption type on VMX; the error-code bit and the instruction length are taken as the
+/// event states them.
+[[nodiscard]] constexpr injected_event from_event(const x86::event& e) noexcept {
+  interruption_type t = interruption_type::hardware_exception;
+  switch (e.kind) {
+    case x86::event_kind::external_interrupt: t = interruption_type::external_interrupt; break;
+    case x86::event_kind::nmi: t = interruption_type::nmi; break;
+    case x86::event_kind::hardware_exception: t = interruption_type::hardware_exception; break;
+    case x86::event_kind::software_interrupt: t = interruption_type::software_interrupt; break;
+    case x86::event_kind::software_exception: t = interruption_type::software_exception; break;
+    case x86::event_kind::privileged_software_exception: t = interruption_type::privileged_software_exception; break;
+  }
+  return {entry_interruption_info::make(e.vector, t, e.has_error_code), e.has_error_code ? e.error_code : 0,
+          is_software_event(t) ? e.instruction_length : 0u};
+}
+
+/// The vendor-neutral event of a valid injection (or of IDT-vectoring information turned into
+/// one with to_entry()). Types 1 and 7 (reserved, other event) have no neutral kind: they come
+/// back as hardware exceptions of their vector.
+[[nodiscard]] constexpr x86::event to_event(const injected_event& i) noexcept {
+  x86::event e{};
+  e.vector = i.info.vector();
+  e.has_error_code = i.info.has_error_code();
+  e.error_code = e.has_error_code ? i.error_code : 0;
+  switch (i.info.type()) {
+    case interruption_type::external_interrupt: e.kind = x86::event_kind::external_interrupt; break;
+    case interruption_type::nmi: e.kind = x86::event_kind::nmi; break;
+    case interruption_type::software_interrupt: e.kind = x86::event_kind::software_interrupt; break;
+    case interruption_type::software_exception: e.kind = x86::event_kind::software_exception; break;
+    case interruption_type::privileged_software_exception: e.kind = x86::event_kind::privileged_software_exception; break;
+    default: e.kind = x86::event_kind::hardware_exception; break;
+  }
+  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(i.instruction_length);
+  return e;
 }
 
 /// Why VM entry would fail on the event-injection fields (SDM 27.2.1.3; VM entry fails

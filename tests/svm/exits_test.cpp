@@ -246,3 +246,37 @@ TEST(CleanBits, NoOpWithoutSupport) {
 }
 
 }  // namespace
+
+#include <hvkit/vmx/event_injection.hpp>
+
+namespace {
+
+// One vocabulary, two encodings: each x86::event gives the VMX injection the vmx constructors
+// (typed from SDM Table 25-17) give, and the EVENTINJ typed from APM Figure 15-3.
+TEST(EventVocabulary, VmxAndSvmAgreeWhereTheArchitectureDoes) {
+  namespace vmx = hvkit::vmx;
+  struct row {
+    x86::event e;
+    vmx::injected_event vmx_expected;
+    std::uint64_t svm_expected;
+  };
+  const row rows[] = {
+      {x86::event::exception(x86::vector::gp, 0x18), vmx::hardware_exception(x86::vector::gp, 0x18), 0x0000'0018'8000'0b0dull},
+      {x86::event::exception(x86::vector::pf, 2), vmx::hardware_exception(x86::vector::pf, 2), 0x0000'0002'8000'0b0eull},
+      {x86::event::exception(x86::vector::ud), vmx::hardware_exception(x86::vector::ud), 0x8000'0306ull},
+      {x86::event::exception(x86::vector::gp, 5, false), vmx::hardware_exception(x86::vector::gp, 5, false), 0x8000'030dull},
+      {x86::event::nmi(), vmx::nmi(), 0x8000'0202ull},
+      {x86::event::external_interrupt(0x30), vmx::external_interrupt(0x30), 0x8000'0030ull},
+      {x86::event::int_n(0x80, 2), vmx::software_interrupt(0x80, 2), 0x8000'0480ull},
+      {x86::event::int3(), vmx::int3(1), 0x8000'0403ull},
+      {x86::event::into(), vmx::into(1), 0x8000'0404ull},
+      {x86::event::int1(), vmx::privileged_software_exception(1), 0x8000'0301ull},
+  };
+  for (const auto& r : rows) {
+    EXPECT_EQ(vmx::from_event(r.e), r.vmx_expected) << int(r.e.vector);
+    EXPECT_EQ(vmx::to_event(r.vmx_expected), r.e) << int(r.e.vector);
+    EXPECT_EQ(svm::to_eventinj(r.e).eventinj.raw(), r.svm_expected) << int(r.e.vector);
+  }
+}
+
+}  // namespace
