@@ -8,11 +8,14 @@
 /// code), 30:12 reserved, 31 V (valid), 63:32 ERRORCODE. EXITINTINFO has the same layout.
 ///
 /// Where the two vendors differ: SVM has no "software exception" or "privileged software
-/// exception" type and no instruction-length field. INT3 and INTO are delivered as software
-/// interrupts (TYPE 4: with the gate DPL check, as the instructions do) and INT1 as an
-/// exception (TYPE 3, vector 1: no DPL check, as ICEBP). Injected instruction events return
-/// past the instruction only if the guest RIP (or, with NRIP save, nRIP) already points past
-/// it: to_eventinj() reports the advance for the caller to apply (`rip_advance`).
+/// exception" type and no instruction-length field. The processor classes INT3, INTO and INT1
+/// (ICEBP) as exceptions (TYPE 3) and only INTn as a software interrupt (TYPE 4) when it
+/// reports an interrupted delivery in EXITINTINFO (APM 15.7.2, "Guest Exception or Interrupt
+/// Types"); injection uses the same classes, so a re-injected event keeps its type. A TYPE 3
+/// event is delivered without the gate DPL check that INT3 and INTO make (a hypervisor that
+/// reflects a guest's INT3 through a DPL-0 gate checks that itself). Instruction events return
+/// past the instruction only if the guest RIP already points past it: to_eventinj() reports
+/// the advance for the caller to apply (`rip_advance`).
 #pragma once
 
 #include <cstdint>
@@ -87,8 +90,9 @@ struct injection {
     case x86::event_kind::hardware_exception:
       return {event_info::make(e.vector, event_type::exception, e.has_error_code, e.error_code), 0};
     case x86::event_kind::software_interrupt:
-    case x86::event_kind::software_exception:
       return {event_info::make(e.vector, event_type::soft_int, false), e.instruction_length};
+    case x86::event_kind::software_exception:
+      return {event_info::make(e.vector, event_type::exception, false), e.instruction_length};
     case x86::event_kind::privileged_software_exception:
       return {event_info::make(1, event_type::exception, false), e.instruction_length};
   }
@@ -96,17 +100,19 @@ struct injection {
 }
 
 /// The vendor-neutral event of a valid EXITINTINFO (the event whose delivery the #VMEXIT
-/// interrupted, 15.7.2), for re-injection. TYPE 4 with vector 3 or 4 is INT3/INTO; the
-/// instruction length is unknown here (0): with NRIP save it is nRIP - RIP.
-/// A reserved TYPE yields an exception of the same vector (the processor never reports one).
+/// interrupted, 15.7.2), for re-injection. TYPE 3 with vector 3 (#BP) or 4 (#OF) can only come
+/// from INT3 or INTO and is returned as that software exception; TYPE 3 vector 1 may be a
+/// hardware #DB or INT1 and is returned as a hardware exception. The instruction length is
+/// unknown here (0): with NRIP save it is nRIP - RIP. A reserved TYPE yields an exception of
+/// the same vector (the processor never reports one).
 [[nodiscard]] constexpr x86::event to_event(event_info i) noexcept {
   switch (i.type_bits()) {
     case 0: return x86::event{x86::event_kind::external_interrupt, i.vector(), false, 0, 0};
     case 2: return x86::event::nmi();
-    case 4:
-      return x86::event{i.vector() == 3 || i.vector() == 4 ? x86::event_kind::software_exception
-                                                            : x86::event_kind::software_interrupt,
-                        i.vector(), false, 0, 0};
+    case 4: return x86::event{x86::event_kind::software_interrupt, i.vector(), false, 0, 0};
+    case 3:
+      if (i.vector() == 3 || i.vector() == 4) return x86::event{x86::event_kind::software_exception, i.vector(), false, 0, 0};
+      [[fallthrough]];
     default: return x86::event{x86::event_kind::hardware_exception, i.vector(), i.has_error_code(), i.error_code(), 0};
   }
 }

@@ -107,7 +107,7 @@ TEST(EventInjection, GoldenEncodings) {
   EXPECT_EQ(intn.eventinj.raw(), 0x8000'0480ull);
   EXPECT_EQ(intn.rip_advance, 2);
   const auto bp = svm::to_eventinj(x86::event::int3());
-  EXPECT_EQ(bp.eventinj.raw(), 0x8000'0403ull);  // TYPE 4: with the DPL check, as INT3
+  EXPECT_EQ(bp.eventinj.raw(), 0x8000'0303ull);  // TYPE 3: INT3 is an exception in SVM's classes
   EXPECT_EQ(bp.rip_advance, 1);
   const auto icebp = svm::to_eventinj(x86::event::int1());
   EXPECT_EQ(icebp.eventinj.raw(), 0x8000'0301ull);  // TYPE 3: #DB without the DPL check
@@ -121,8 +121,11 @@ TEST(EventInjection, ExitIntInfoRoundTrips) {
   const x86::event evs[] = {x86::event::exception(x86::vector::pf, 0x6), x86::event::nmi(),
                             x86::event::external_interrupt(0x31), x86::event::exception(x86::vector::de)};
   for (const auto& e : evs) EXPECT_EQ(svm::to_event(svm::to_eventinj(e).eventinj), e);
-  const auto bp = svm::to_event(svm::event_info{0x8000'0403ull});
+  const auto bp = svm::to_event(svm::event_info{0x8000'0303ull});
   EXPECT_EQ(bp.kind, x86::event_kind::software_exception);
+  EXPECT_EQ(svm::to_event(svm::event_info{0x8000'0304ull}).kind, x86::event_kind::software_exception);  // INTO
+  EXPECT_EQ(svm::to_event(svm::event_info{0x8000'0301ull}).kind, x86::event_kind::hardware_exception);  // #DB or INT1
+  EXPECT_EQ(svm::to_event(svm::event_info{0x8000'0403ull}).kind, x86::event_kind::software_interrupt);  // INT 3 (CD 03)
   const auto swi = svm::to_event(svm::event_info{0x8000'0421ull});
   EXPECT_EQ(swi.kind, x86::event_kind::software_interrupt);
   EXPECT_EQ(swi.vector, 0x21);
@@ -268,8 +271,8 @@ TEST(EventVocabulary, VmxAndSvmAgreeWhereTheArchitectureDoes) {
       {x86::event::nmi(), vmx::nmi(), 0x8000'0202ull},
       {x86::event::external_interrupt(0x30), vmx::external_interrupt(0x30), 0x8000'0030ull},
       {x86::event::int_n(0x80, 2), vmx::software_interrupt(0x80, 2), 0x8000'0480ull},
-      {x86::event::int3(), vmx::int3(1), 0x8000'0403ull},
-      {x86::event::into(), vmx::into(1), 0x8000'0404ull},
+      {x86::event::int3(), vmx::int3(1), 0x8000'0303ull},
+      {x86::event::into(), vmx::into(1), 0x8000'0304ull},
       {x86::event::int1(), vmx::privileged_software_exception(1), 0x8000'0301ull},
   };
   for (const auto& r : rows) {
