@@ -821,14 +821,15 @@ unsigned explain(const diff_case& c) {
 //   1. the control and host-state checks (VMfailValid 7 / 8): hvkit's rules;
 //   2. KVM's own guest-state checks in software (exit 33): CR0/CR4 fixed bits, DR7, PAT,
 //      then the VMCS link pointer (qualification 4), then EFER, BNDCFGS and the activity state;
-//   3. building the VMCS it enters: KVM's segment checks for a guest without "unrestricted
-//      guest" (exit 33, qualification 0), the PDPTEs of a PAE guest without EPT read from
-//      the PDPT at CR3 (exit 33, qualification 2);
+//   3. building the VMCS it enters: the PDPTEs of a PAE guest without EPT, read from the
+//      PDPT at CR3 (exit 33, qualification 2);
 //   4. the VM-entry MSR-load list, entry by entry with KVM's WRMSR (exit 34, index);
 //   5. a guest entered in the HLT activity state with nothing to wake it is not entered on
 //      the processor at all: KVM halts the virtual CPU in software until its emulated
-//      VMX-preemption timer makes the VM exit;
-//   6. the processor's checks (the Bochs model with all its errata) on the VMCS KVM built.
+//      VMX-preemption timer makes the VM exit; with an event to deliver it is entered in
+//      the active state;
+//   6. the processor's checks (the Bochs model with all its errata) on the VMCS KVM built,
+//      where an unusable CS has access rights 0x10000.
 // With no KVM erratum switched on, the stages collapse to the SDM's order (the Bochs model);
 // each erratum moves or removes exactly one check. A case is attributed as for Bochs: to the
 // one erratum whose model says what the entry did, else (all together) to the first whose
@@ -838,9 +839,9 @@ enum kvm_erratum_id : unsigned {
   k_link_first,        // 27.3.1.5 order: link pointer checked after CR0/CR4/DR7/PAT only (stage 2)
   k_pdptes_first,      // 27.3.1.6 order: PAE PDPTEs without EPT loaded before the processor's guest checks
   k_msr_load_first,    // 27.4 after 27.3: the MSR-load list is loaded before the processor's guest checks
-  k_cs_unusable,       // 27.3.1.2: CS' unusable bit is not a check; KVM refuses an unusable CS
+  k_cs_unusable,       // 27.3.1.2: CS' unusable bit is ignored; KVM enters CS with access rights 0x10000
   k_debugctl,          // 27.3.1.1: valid IA32_DEBUGCTL bits 6, 11, 14, 15 refused (exit 33)
-  k_halted_unchecked,  // 27.3.1: a halted guest with nothing to wake it skips the processor's checks
+  k_halted_unchecked,  // 27.3.1.5: HLT never reaches the processor: no checks (or active-state checks)
   k_sysenter_msr_load, // 27.4: a non-canonical IA32_SYSENTER_ESP/EIP in the MSR-load list is accepted
   kvm_erratum_count
 };
@@ -849,7 +850,7 @@ erratum_info kvm_errata[kvm_erratum_count] = {
     {"vmcs_link_pointer_checked_before_guest_state", 0},
     {"pae_pdptes_loaded_before_guest_state", 0},
     {"msr_load_list_loaded_before_guest_state", 0},
-    {"cs_unusable_refused", 0},
+    {"unusable_cs_entered_with_access_rights_0x10000", 0},
     {"guest_debugctl_valid_bits_refused", 0},
     {"halted_guest_not_checked", 0},
     {"msr_load_sysenter_not_canonical_accepted", 0},
@@ -915,8 +916,6 @@ v::vm_entry_verdict kvm_model(const diff_case& c, unsigned kmask) {
                                          : v::vm_entry_verdict{};
   if (on(k_link_first) && (sw1 || link)) return st2;
   // Stage 3.
-  if (on(k_cs_unusable) && !s.unrestricted_guest() && (s.seg[1].access_rights & bit(16)))
-    return st2.ok() ? exit33(0) : st2;
   if (on(k_pdptes_first) && !s.ept() && pdpte) return st2.ok() ? v::make_verdict(pdpte->info, h_pdpte) : st2;
   // Stage 4.
   v::vm_entry_state hw = s;
@@ -925,12 +924,19 @@ v::vm_entry_verdict kvm_model(const diff_case& c, unsigned kmask) {
     if (!msr.ok()) return st2.ok() ? msr : st2;
     hw.entry_msr_load_count = 0;
   }
-  // Stage 5.
-  if (on(k_halted_unchecked) && kvm_halts_in_software(s)) return !st2.ok() ? st2 : msr;
+  // Stage 5. KVM never passes the HLT activity state to the processor: it halts the virtual
+  // CPU itself, before entering (nothing to wake it) or after (an event to deliver).
+  if (on(k_halted_unchecked) && s.activity_state == 1) {
+    if (kvm_halts_in_software(s)) return !st2.ok() ? st2 : msr;
+    hw.activity_state = 0;
+  }
   // Stage 6.
   if (on(k_debugctl) && s.entry.test(v::entry_controls::load_debug_controls) &&
       (s.guest_debugctl & (bit(6) | bit(11) | bit(14) | bit(15))))
     return exit33(0);
+  // KVM keeps only the unusable bit of an unusable segment's access rights (0x10000);
+  // for CS the processor then checks type 0.
+  if (on(k_cs_unusable) && (hw.seg[1].access_rights & bit(16))) hw.seg[1].access_rights = 0x10000;
   bochs_phase ph{};
   ph.state = &hw;
   ph.env = &env;
