@@ -13,6 +13,9 @@
 //   erratum     the CPU deviates from the SDM in a known, documented way (docs/hypervisor.md,
 //               "Bochs errata of the VM-entry checks"): hvkit's verdict with that rule
 //               removed (or with Bochs' extra check added) is what the CPU did;
+//   kvm erratum under Linux KVM (CPUID leaf 0x40000000 "KVMKVMKVM"): what KVM's nested VM
+//               entry on Bochs did, explained by a model of KVM's checks followed by the
+//               Bochs model's (docs/hypervisor.md, "KVM as a second CPU model"); counted apart;
 //   mismatch    anything else (the run fails if there is one).
 // Mutations of the host state are invalid by construction (the host never runs on a
 // mutated host state): a case whose host mutation hvkit does not refuse is not executed
@@ -713,9 +716,18 @@ bool bochs_cs_dpl_ok(const v::vm_entry_state& s) {
   return true;
 }
 /// The model's verdict with the errata in `mask`.
-v::vm_entry_verdict bochs_model(const diff_case& c, unsigned mask) {
+/// How the Bochs model is run: on the hypervisor's VMCS (Bochs alone), or as the hardware
+/// under KVM on the VMCS KVM builds from it (KVM has made the control and host-state checks
+/// in software already, and may have loaded the MSR-load list itself).
+struct bochs_phase {
+  const v::vm_entry_state* state = nullptr;  // default: the case's state
+  const v::vm_entry_env* env = nullptr;      // default: the case's env
+  bool hardware_under_kvm = false;           // skip the control and host-state rules
+};
+v::vm_entry_verdict bochs_model(const diff_case& c, unsigned mask, const bochs_phase& ph = {}) {
   auto on = [&](erratum_id e) { return (mask >> e) & 1u; };
-  v::vm_entry_state s = c.s;
+  v::vm_entry_state s = ph.state ? *ph.state : c.s;
+  const v::vm_entry_env& env = ph.env ? *ph.env : c.env;
   if (on(e_pending_high)) s.pending_debug_exceptions &= 0xffff'ffffu;
   auto skipped = [&](const v::vm_entry_rule& r) {
     return (on(e_rip_canonical) && named(r, "guest_rip_not_canonical")) ||
@@ -740,8 +752,11 @@ v::vm_entry_verdict bochs_model(const diff_case& c, unsigned mask) {
   const v::vm_entry_rule* first_nonreg = nullptr;       // the rest of 27.3.1.5
   const v::vm_entry_rule* first_pdpte = nullptr;
   v::vm_entry_hit h_ctl{}, h_host{}, h_early{}, h_link{}, h_nonreg{}, h_pdpte{};
-  v::for_each_vm_entry_violation(s, c.env, [&](const v::vm_entry_rule& r, const v::vm_entry_hit& h) {
+  v::for_each_vm_entry_violation(s, env, [&](const v::vm_entry_rule& r, const v::vm_entry_hit& h) {
     if (skipped(r)) return;
+    if (ph.hardware_under_kvm &&
+        (r.info.phase == v::vm_entry_phase::controls || r.info.phase == v::vm_entry_phase::host_state))
+      return;
     auto take = [&](const v::vm_entry_rule*& slot, v::vm_entry_hit& hs) {
       if (!slot) slot = &r, hs = h;
     };
@@ -786,7 +801,7 @@ v::vm_entry_verdict bochs_model(const diff_case& c, unsigned mask) {
   if (first_link) return v::make_verdict(first_link->info, h_link);
   if (smm_guest_fail) return exit33(0);
   if (first_pdpte) return v::make_verdict(first_pdpte->info, h_pdpte);
-  return v::check_msr_load_area(s.entry_msr_load_address, s.entry_msr_load_count, c.env, c.mem);
+  return v::check_msr_load_area(s.entry_msr_load_address, s.entry_msr_load_count, env, c.mem);
 }
 /// The erratum that explains the case, or erratum_count.
 unsigned explain(const diff_case& c) {
@@ -800,13 +815,158 @@ unsigned explain(const diff_case& c) {
   return erratum_count;
 }
 
+// ---- KVM errata (docs/hypervisor.md, "KVM as a second CPU model") ------------------------
+// Under Linux KVM (nested VMX) the VMLAUNCH of the hypervisor is emulated: KVM checks the
+// hypervisor's VMCS in software, builds its own VMCS for the guest from it and enters that
+// on the processor beneath, here Bochs, whose checks (with its errata, above) come last. A
+// KVM erratum is a place where that composition deviates from the SDM. The KVM model runs
+// in KVM's order:
+//   1. the control and host-state checks (VMfailValid 7 / 8): hvkit's rules;
+//   2. KVM's own guest-state checks in software (exit 33): CR0/CR4 fixed bits, DR7, PAT,
+//      then the VMCS link pointer (qualification 4), then EFER, BNDCFGS and the activity state;
+//   3. building the VMCS it enters: the PDPTEs of a PAE guest without EPT, read from the
+//      PDPT at CR3 (exit 33, qualification 2);
+//   4. the VM-entry MSR-load list, entry by entry with KVM's WRMSR (exit 34, index);
+//   5. a guest entered in the HLT activity state with nothing to wake it is not entered on
+//      the processor at all: KVM halts the virtual CPU in software until its emulated
+//      VMX-preemption timer makes the VM exit; with an event to deliver it is entered in
+//      the active state;
+//   6. the processor's checks (the Bochs model with all its errata) on the VMCS KVM built,
+//      where an unusable CS has access rights 0x10000.
+// With no KVM erratum switched on, the stages collapse to the SDM's order (the Bochs model);
+// each erratum moves or removes exactly one check. A case is attributed as for Bochs: to the
+// one erratum whose model says what the entry did, else (all together) to the first whose
+// removal changes the verdict.
+enum kvm_erratum_id : unsigned {
+  k_tpr_threshold,     // 27.2.1.1: TPR threshold bits 31:4 and threshold <= VTPR[7:4] not checked
+  k_link_first,        // 27.3.1.5 order: link pointer checked after CR0/CR4/DR7/PAT only (stage 2)
+  k_pdptes_first,      // 27.3.1.6 order: PAE PDPTEs without EPT loaded before the processor's guest checks
+  k_msr_load_first,    // 27.4 after 27.3: the MSR-load list is loaded before the processor's guest checks
+  k_cs_unusable,       // 27.3.1.2: CS' unusable bit is ignored; KVM enters CS with access rights 0x10000
+  k_debugctl,          // 27.3.1.1: valid IA32_DEBUGCTL bits 6, 11, 14, 15 refused (exit 33)
+  k_halted_unchecked,  // 27.3.1.5: HLT never reaches the processor: no checks (or active-state checks)
+  k_sysenter_msr_load, // 27.4: a non-canonical IA32_SYSENTER_ESP/EIP in the MSR-load list is accepted
+  kvm_erratum_count
+};
+erratum_info kvm_errata[kvm_erratum_count] = {
+    {"tpr_threshold_not_checked", 0},
+    {"vmcs_link_pointer_checked_before_guest_state", 0},
+    {"pae_pdptes_loaded_before_guest_state", 0},
+    {"msr_load_list_loaded_before_guest_state", 0},
+    {"unusable_cs_entered_with_access_rights_0x10000", 0},
+    {"guest_debugctl_valid_bits_refused", 0},
+    {"halted_guest_not_checked", 0},
+    {"msr_load_sysenter_not_canonical_accepted", 0},
+};
+/// KVM's WRMSR for the MSR-load list: IA32_SYSENTER_ESP/EIP take any value (made canonical).
+bool kvm_msr_write_faults(std::uint32_t index, std::uint64_t value) {
+  if (index == 0x175 || index == 0x176) return false;
+  return msr_write_faults(index, value);
+}
+bool named_any(const v::vm_entry_rule& r, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (named(r, n)) return true;
+  return false;
+}
+/// Stage 5: HLT, and neither an injected event nor an interrupt- or NMI-window exit that
+/// could end the halt at once.
+bool kvm_halts_in_software(const v::vm_entry_state& s) {
+  using pp = v::primary_proc_based;
+  if (s.activity_state != 1) return false;
+  if (s.entry_interruption_info & 0x8000'0000u) return false;
+  if (s.proc.test(pp::interrupt_window_exiting) && s.guest_rflags.test(x86::rflags::if_)) return false;
+  if (s.proc.test(pp::nmi_window_exiting) && (s.interruptibility & 8)) return false;
+  return true;
+}
+v::vm_entry_verdict kvm_model(const diff_case& c, unsigned kmask) {
+  auto on = [&](kvm_erratum_id e) { return (kmask >> e) & 1u; };
+  const v::vm_entry_state& s = c.s;
+  v::vm_entry_env env = c.env;
+  if (on(k_sysenter_msr_load)) env.msr_write_faults = kvm_msr_write_faults;
+  auto exit33 = [](std::uint64_t q) {
+    v::vm_entry_verdict t{};
+    t.outcome = v::vm_entry_outcome::entry_failure;
+    t.exit_reason = 0x8000'0021u;
+    t.exit_qualification = q;
+    return t;
+  };
+  // Stages 1 and 2.
+  const v::vm_entry_rule *ctl = nullptr, *host = nullptr, *sw1 = nullptr, *link = nullptr, *sw2 = nullptr,
+                         *pdpte = nullptr;
+  v::vm_entry_hit h_ctl{}, h_host{}, h_sw1{}, h_link{}, h_sw2{}, h_pdpte{};
+  v::for_each_vm_entry_violation(s, env, [&](const v::vm_entry_rule& r, const v::vm_entry_hit& h) {
+    auto take = [&](const v::vm_entry_rule*& slot, v::vm_entry_hit& hs) {
+      if (!slot) slot = &r, hs = h;
+    };
+    if (on(k_tpr_threshold) && named_any(r, {"tpr_threshold_reserved", "tpr_threshold_above_vtpr"})) return;
+    if (r.info.phase == v::vm_entry_phase::controls) take(ctl, h_ctl);
+    else if (r.info.phase == v::vm_entry_phase::host_state) take(host, h_host);
+    else if (r.info.qualification == v::entry_failure_qualification::vmcs_link_pointer) take(link, h_link);
+    else if (r.info.qualification == v::entry_failure_qualification::pdpte_load) take(pdpte, h_pdpte);
+    else if (named_any(r, {"guest_cr0_fixed_bits", "guest_cr0_pg_without_pe", "guest_cr4_fixed_bits", "guest_dr7_high",
+                           "guest_pat_invalid"}))
+      take(sw1, h_sw1);
+    else if (named_any(r, {"guest_efer_reserved", "guest_efer_lma_mismatch", "guest_efer_lme_mismatch",
+                           "guest_bndcfgs_invalid", "guest_activity_state_unsupported"}))
+      take(sw2, h_sw2);
+  });
+  if (ctl) return v::make_verdict(ctl->info, h_ctl);
+  if (host) return v::make_verdict(host->info, h_host);
+  // Stage 2 in KVM's order, once a later stage refuses the entry (or with k_link_first).
+  const v::vm_entry_verdict st2 = sw1    ? v::make_verdict(sw1->info, h_sw1)
+                                  : link ? v::make_verdict(link->info, h_link)
+                                  : sw2  ? v::make_verdict(sw2->info, h_sw2)
+                                         : v::vm_entry_verdict{};
+  if (on(k_link_first) && (sw1 || link)) return st2;
+  // Stage 3.
+  if (on(k_pdptes_first) && !s.ept() && pdpte) return st2.ok() ? v::make_verdict(pdpte->info, h_pdpte) : st2;
+  // Stage 4.
+  v::vm_entry_state hw = s;
+  const v::vm_entry_verdict msr = v::check_msr_load_area(s.entry_msr_load_address, s.entry_msr_load_count, env, c.mem);
+  if (on(k_msr_load_first)) {
+    if (!msr.ok()) return st2.ok() ? msr : st2;
+    hw.entry_msr_load_count = 0;
+  }
+  // Stage 5. KVM never passes the HLT activity state to the processor: it halts the virtual
+  // CPU itself, before entering (nothing to wake it) or after (an event to deliver).
+  if (on(k_halted_unchecked) && s.activity_state == 1) {
+    if (kvm_halts_in_software(s)) return !st2.ok() ? st2 : msr;
+    hw.activity_state = 0;
+  }
+  // Stage 6.
+  if (on(k_debugctl) && s.entry.test(v::entry_controls::load_debug_controls) &&
+      (s.guest_debugctl & (bit(6) | bit(11) | bit(14) | bit(15))))
+    return exit33(0);
+  // KVM keeps only the unusable bit of an unusable segment's access rights (0x10000);
+  // for CS the processor then checks type 0.
+  if (on(k_cs_unusable) && (hw.seg[1].access_rights & bit(16))) hw.seg[1].access_rights = 0x10000;
+  bochs_phase ph{};
+  ph.state = &hw;
+  ph.env = &env;
+  ph.hardware_under_kvm = true;
+  return bochs_model(c, (1u << erratum_count) - 1, ph);
+}
+/// The KVM erratum that explains the case, or kvm_erratum_count.
+unsigned explain_kvm(const diff_case& c) {
+  for (unsigned e = 0; e < kvm_erratum_count; ++e)
+    if (same(c.cpu, kvm_model(c, 1u << e))) return e;
+  const unsigned all = (1u << kvm_erratum_count) - 1;
+  if (!same(c.cpu, kvm_model(c, all))) return kvm_erratum_count;
+  for (unsigned e = 0; e < kvm_erratum_count; ++e)
+    if (!same(c.cpu, kvm_model(c, all & ~(1u << e)))) return e;
+  return kvm_erratum_count;
+}
+
 // ---- the run --------------------------------------------------------------------------
 struct counts {
-  std::uint64_t cases, executed, agree, errata, mismatches, host_unsafe, not_executed;
+  std::uint64_t cases, executed, agree, errata, kvm_errata, mismatches, host_unsafe, not_executed;
+  std::uint64_t bochs_panic_injection;  // not launched: Bochs panics (type 7 without MTF)
+  std::uint64_t kvm_model_off_on_agree; // agreeing cases the full KVM model gets wrong
   std::uint64_t by_outcome[4];  // CPU: success, VMfail 7, VMfail 8, exit 33/34
   std::uint64_t multi_violation;
 };
 constinit counts cnt{};
+bool under_kvm = false;
 
 /// How often each rule decided hvkit's verdict (first failing check), by rule position.
 constexpr unsigned rule_total = static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count);
@@ -858,6 +1018,13 @@ void print_vm_entry_diagnosis(const char* context) {
   kprintf("\n");
 }
 
+/// Linux KVM's hypervisor CPUID signature (leaf 0x40000000: "KVMKVMKVM\0\0\0").
+bool running_under_kvm() {
+  if (((cpuid(1).ecx >> 31) & 1) == 0) return false;  // no hypervisor present
+  const cpuid_regs r = cpuid(0x40000000);
+  return r.ebx == 0x4b4d564bu && r.ecx == 0x564b4d56u && r.edx == 0x4du;
+}
+
 bool entry_diff_run() {
   static const run_config cfg{"entry_diff", false, false, 0, run_status::done};
   run = run_state{};
@@ -889,6 +1056,8 @@ bool entry_diff_run() {
   capture_baseline();
   const v::vm_entry_env env = make_env();
   const auto mem = host_memory();
+  under_kvm = running_under_kvm();
+  kprintf("HVKIT INFO entry_diff cpu_model=%s\n", under_kvm ? "kvm_on_bochs" : "bochs");
 
   // The baseline itself enters.
   {
@@ -950,6 +1119,18 @@ bool entry_diff_run() {
     // guest also has CR0.PE = 0 ("EFER.LMA is set when CR0.PE=0"): never launch one.
     const bool bochs_panics = st.value().ia32e_guest() && !st.value().guest_cr0.test(x86::cr0::pe) &&
                               pred.outcome != v::vm_entry_outcome::vm_fail_valid;
+    // Bochs 2.7 without the monitor trap flag (corei7_skylake_x) does not refuse an injected
+    // event of type 7 (other event, reserved without MTF: SDM 27.2.1.3) and panics when it
+    // injects it ("VMENTER: unsupported event injection type 7"): never launch one on Bochs.
+    // KVM refuses it itself (VMfailValid 7), so under KVM it is launched.
+    const std::uint32_t inj = st.value().entry_interruption_info;
+    const bool mtf = vcaps.primary_caps().may_be_one & v::primary_proc_based::monitor_trap_flag.raw();
+    const bool bochs_panics_injection = !under_kvm && !mtf && (inj & 0x8000'0000u) && ((inj >> 8) & 7) == 7;
+    if (bochs_panics_injection) {
+      ++cnt.not_executed;
+      ++cnt.bochs_panic_injection;
+      continue;
+    }
     if ((mlog.activity_risk && pred.outcome != v::vm_entry_outcome::vm_fail_valid) || bochs_panics) {
       ++cnt.not_executed;
       continue;
@@ -960,12 +1141,16 @@ bool entry_diff_run() {
     cnt.by_outcome[o.outcome == v::vm_entry_outcome::success         ? 0
                    : o.outcome == v::vm_entry_outcome::vm_fail_valid ? (o.error == 7 ? 1 : 2)
                                                                      : 3]++;
+    const diff_case dc{st.value(), env, mem, pred, o, rd(fields::tsc_multiplier.encoding)};
     if (same(o, pred)) {
       ++cnt.agree;
+      // How faithful the KVM model is: where KVM did what hvkit said, the model with every
+      // KVM erratum on should say so too (reported, not a failure: the errata are narrow
+      // predicates, but their composition is an inference from the outcomes).
+      if (under_kvm && !same(o, kvm_model(dc, (1u << kvm_erratum_count) - 1))) ++cnt.kvm_model_off_on_agree;
       continue;
     }
     // An erratum?
-    const diff_case dc{st.value(), env, mem, pred, o, rd(fields::tsc_multiplier.encoding)};
     const unsigned e = explain(dc);
     if (e < erratum_count) {
       if (errata[e].cases++ == 0) {
@@ -978,30 +1163,57 @@ bool entry_diff_run() {
       ++cnt.errata;
       continue;
     }
+    const unsigned ke = under_kvm ? explain_kvm(dc) : kvm_erratum_count;
+    if (ke < kvm_erratum_count) {
+      if (kvm_errata[ke].cases++ == 0) {
+        kprintf("HVKIT INFO entry_diff kvm_erratum=%s first_case=%u cpu=", kvm_errata[ke].name, n);
+        print_outcome(o.outcome, o.error, o.exit_reason, o.qualification);
+        kprintf(" hvkit=%s:", pred.rule ? pred.rule->name : "-");
+        print_mutations();
+        kprintf("\n");
+      }
+      ++cnt.kvm_errata;
+      continue;
+    }
     ++cnt.mismatches;
-    if (printed++ < 60) {
+    if (printed++ < (under_kvm ? 400u : 60u)) {
       kprintf("HVKIT INFO entry_diff mismatch case=%u hvkit=", n);
       print_outcome(pred.outcome, static_cast<std::uint32_t>(pred.error), pred.exit_reason, pred.exit_qualification);
       kprintf(" rule=%s cpu=%s", pred.rule ? pred.rule->name : "-", o.fail_invalid ? "VMfailInvalid " : "");
       print_outcome(o.outcome, o.error, o.exit_reason, o.qualification);
       kprintf(" violations=%u:", nviol);
       print_mutations();
+      if (under_kvm) {
+        kprintf(" rules:");
+        v::for_each_vm_entry_violation(st.value(), env, [&](const v::vm_entry_rule& r, const v::vm_entry_hit&) {
+          kprintf(" %s", r.info.name);
+        });
+        const auto& sv = st.value();
+        if (sv.entry_msr_load_count)
+          for (unsigned i = 0; i < sv.entry_msr_load_count && i < 3; ++i)
+            kprintf(" msr[%u]=0x%llx:0x%llx", i, (unsigned long long)msr_page[2 * i], (unsigned long long)msr_page[2 * i + 1]);
+      }
       kprintf("\n");
     }
   }
 
   const bool pass = cnt.executed >= 10000 && cnt.mismatches == 0 && cnt.host_unsafe == 0;
   result("vm_entry_differential", pass,
-         "cases=%llu executed=%llu agree=%llu errata=%llu mismatches=%llu host_unsafe=%llu not_executed=%llu "
-         "cpu_success=%llu cpu_vmfail7=%llu cpu_vmfail8=%llu cpu_entry_failure=%llu multi_violation=%llu rules=%u",
+         "cases=%llu executed=%llu agree=%llu errata=%llu kvm_errata=%llu mismatches=%llu host_unsafe=%llu not_executed=%llu "
+         "cpu_success=%llu cpu_vmfail7=%llu cpu_vmfail8=%llu cpu_entry_failure=%llu multi_violation=%llu rules=%u "
+         "not_launched_type7=%llu model=%s",
          (unsigned long long)cnt.cases, (unsigned long long)cnt.executed, (unsigned long long)cnt.agree,
-         (unsigned long long)cnt.errata, (unsigned long long)cnt.mismatches, (unsigned long long)cnt.host_unsafe,
+         (unsigned long long)cnt.errata, (unsigned long long)cnt.kvm_errata, (unsigned long long)cnt.mismatches, (unsigned long long)cnt.host_unsafe,
          (unsigned long long)cnt.not_executed, (unsigned long long)cnt.by_outcome[0],
          (unsigned long long)cnt.by_outcome[1], (unsigned long long)cnt.by_outcome[2],
          (unsigned long long)cnt.by_outcome[3], (unsigned long long)cnt.multi_violation,
-         static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count));
+         static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count),
+         (unsigned long long)cnt.bochs_panic_injection, under_kvm ? "kvm_on_bochs" : "bochs");
   unsigned covered = 0;
   for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info&) { covered += decided[i] ? 1 : 0; });
+  if (under_kvm)
+    kprintf("HVKIT INFO entry_diff kvm_model_check agreeing_cases=%llu full_kvm_model_differs=%llu\n",
+            (unsigned long long)cnt.agree, (unsigned long long)cnt.kvm_model_off_on_agree);
   kprintf("HVKIT INFO entry_diff rules_deciding_a_case=%u of %u; never:", covered, rule_total);
   for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info& r) {
     if (!decided[i]) kprintf(" %s", r.name);
@@ -1009,6 +1221,10 @@ bool entry_diff_run() {
   kprintf("\n");
   for (unsigned i = 0; i < erratum_count; ++i)
     if (errata[i].cases) kprintf("HVKIT ERRATUM vm_entry_%s.entry_diff cases=%llu\n", errata[i].name, (unsigned long long)errata[i].cases);
+  for (unsigned i = 0; i < kvm_erratum_count; ++i)
+    if (kvm_errata[i].cases)
+      kprintf("HVKIT ERRATUM vm_entry_kvm_%s.entry_diff cases=%llu\n", kvm_errata[i].name,
+              (unsigned long long)kvm_errata[i].cases);
 
   // A deliberately broken guest state and host state: what the hypervisor prints.
   static_cast<void>(fresh_vmcs());
