@@ -824,21 +824,23 @@ unsigned explain(const diff_case& c) {
 //   1. the control and host-state checks (VMfailValid 7 / 8): hvkit's rules;
 //   2. KVM's own guest-state checks in software (exit 33): CR0/CR4 fixed bits, DR7, PAT,
 //      then the VMCS link pointer (qualification 4), then EFER, BNDCFGS and the activity state;
-//   3. building the VMCS it enters: the PDPTEs of a PAE guest without EPT, read from the
-//      PDPT at CR3 (exit 33, qualification 2);
+//   3. building the VMCS it enters: the width of CR3 (exit 33), then the PDPTEs of a PAE
+//      guest without EPT, read from the PDPT at CR3 (exit 33, qualification 2);
 //   4. the VM-entry MSR-load list, entry by entry with KVM's WRMSR (exit 34, index);
 //   5. a guest entered in the HLT activity state with nothing to wake it is not entered on
 //      the processor at all: KVM halts the virtual CPU in software until its emulated
 //      VMX-preemption timer makes the VM exit; with an event to deliver it is entered in
 //      the active state;
-//   6. the processor's checks (the Bochs model with all its errata) on the VMCS KVM built,
-//      where an unusable CS has access rights 0x10000.
+//   6. KVM's own segment checks for a guest without "unrestricted guest" (the segments it
+//      could not run natively; exit 33), then the processor's checks (the TPR threshold,
+//      then the Bochs model with all its errata) on the VMCS KVM built, where an unusable CS
+//      has access rights 0x10000. (A halted guest of stage 5 gets KVM's segment checks too.)
 // With no KVM erratum switched on, the stages collapse to the SDM's order (the Bochs model);
 // each erratum moves or removes exactly one check. A case is attributed as for Bochs: to the
 // one erratum whose model says what the entry did, else (all together) to the first whose
 // removal changes the verdict.
 enum kvm_erratum_id : unsigned {
-  k_tpr_threshold,     // 27.2.1.1: TPR threshold bits 31:4 and threshold <= VTPR[7:4] not checked
+  k_tpr_threshold,     // 27.2.1.1 order: TPR threshold checks left to the processor (after stages 2-5)
   k_link_first,        // 27.3.1.5 order: link pointer checked after CR0/CR4/DR7/PAT only (stage 2)
   k_pdptes_first,      // 27.3.1.6 order: PAE PDPTEs without EPT loaded before the processor's guest checks
   k_msr_load_first,    // 27.4 after 27.3: the MSR-load list is loaded before the processor's guest checks
@@ -892,13 +894,16 @@ v::vm_entry_verdict kvm_model(const diff_case& c, unsigned kmask) {
   };
   // Stages 1 and 2.
   const v::vm_entry_rule *ctl = nullptr, *host = nullptr, *sw1 = nullptr, *link = nullptr, *sw2 = nullptr,
-                         *pdpte = nullptr;
-  v::vm_entry_hit h_ctl{}, h_host{}, h_sw1{}, h_link{}, h_sw2{}, h_pdpte{};
+                         *pdpte = nullptr, *tpr = nullptr, *cr3 = nullptr;
+  v::vm_entry_hit h_ctl{}, h_host{}, h_sw1{}, h_link{}, h_sw2{}, h_pdpte{}, h_tpr{}, h_cr3{};
   v::for_each_vm_entry_violation(s, env, [&](const v::vm_entry_rule& r, const v::vm_entry_hit& h) {
     auto take = [&](const v::vm_entry_rule*& slot, v::vm_entry_hit& hs) {
       if (!slot) slot = &r, hs = h;
     };
-    if (on(k_tpr_threshold) && named_any(r, {"tpr_threshold_reserved", "tpr_threshold_above_vtpr"})) return;
+    if (on(k_tpr_threshold) && named_any(r, {"tpr_threshold_reserved", "tpr_threshold_above_vtpr"})) {
+      take(tpr, h_tpr);
+      return;
+    }
     if (r.info.phase == v::vm_entry_phase::controls) take(ctl, h_ctl);
     else if (r.info.phase == v::vm_entry_phase::host_state) take(host, h_host);
     else if (r.info.qualification == v::entry_failure_qualification::vmcs_link_pointer) take(link, h_link);
@@ -906,6 +911,7 @@ v::vm_entry_verdict kvm_model(const diff_case& c, unsigned kmask) {
     else if (named_any(r, {"guest_cr0_fixed_bits", "guest_cr0_pg_without_pe", "guest_cr4_fixed_bits", "guest_dr7_high",
                            "guest_pat_invalid"}))
       take(sw1, h_sw1);
+    else if (named(r, "guest_cr3_beyond_maxphyaddr")) take(cr3, h_cr3);
     else if (named_any(r, {"guest_efer_reserved", "guest_efer_lma_mismatch", "guest_efer_lme_mismatch",
                            "guest_bndcfgs_invalid", "guest_activity_state_unsupported"}))
       take(sw2, h_sw2);
@@ -918,19 +924,38 @@ v::vm_entry_verdict kvm_model(const diff_case& c, unsigned kmask) {
                                   : sw2  ? v::make_verdict(sw2->info, h_sw2)
                                          : v::vm_entry_verdict{};
   if (on(k_link_first) && (sw1 || link)) return st2;
-  // Stage 3.
-  if (on(k_pdptes_first) && !s.ept() && pdpte) return st2.ok() ? v::make_verdict(pdpte->info, h_pdpte) : st2;
+  // Stage 3: CR3 (its width), then the PDPTEs without EPT.
+  const v::vm_entry_verdict st3 = !st2.ok() ? st2 : cr3 ? v::make_verdict(cr3->info, h_cr3) : st2;
+  if (on(k_pdptes_first) && !s.ept() && pdpte) return st3.ok() ? v::make_verdict(pdpte->info, h_pdpte) : st3;
+  // KVM's own segment checks for a guest without "unrestricted guest" (those it could not
+  // run natively), made in software just before it enters the processor (exit 33).
+  auto kvm_segment_refused = [&](const v::vm_entry_state& x) {
+    bool bad = false;
+    if (!x.unrestricted_guest())
+      v::for_each_vm_entry_violation(x, env, [&](const v::vm_entry_rule& r, const v::vm_entry_hit&) {
+        if (named_any(r, {"guest_segment_s_clear", "guest_segment_not_present", "guest_tr_type", "guest_tr_unusable",
+                          "guest_data_segment_not_accessed", "guest_cs_type",
+                          "guest_ss_type", "guest_ss_rpl_not_cs_rpl", "guest_ldtr_type", "guest_cs_dpl", "guest_ss_dpl",
+                          "guest_data_segment_dpl", "guest_v86_base", "guest_v86_limit", "guest_v86_access_rights"}))
+          bad = true;
+      });
+    return bad;
+  };
   // Stage 4.
   v::vm_entry_state hw = s;
   const v::vm_entry_verdict msr = v::check_msr_load_area(s.entry_msr_load_address, s.entry_msr_load_count, env, c.mem);
   if (on(k_msr_load_first)) {
-    if (!msr.ok()) return st2.ok() ? msr : st2;
+    if (!msr.ok()) return st3.ok() ? msr : st3;
     hw.entry_msr_load_count = 0;
   }
   // Stage 5. KVM never passes the HLT activity state to the processor: it halts the virtual
   // CPU itself, before entering (nothing to wake it) or after (an event to deliver).
   if (on(k_halted_unchecked) && s.activity_state == 1) {
-    if (kvm_halts_in_software(s)) return !st2.ok() ? st2 : msr;
+    if (kvm_halts_in_software(s)) {
+      if (!st3.ok()) return st3;
+      if (!msr.ok()) return msr;
+      return kvm_segment_refused(s) ? exit33(0) : v::vm_entry_verdict{};
+    }
     hw.activity_state = 0;
   }
   // Stage 6.
@@ -940,6 +965,14 @@ v::vm_entry_verdict kvm_model(const diff_case& c, unsigned kmask) {
   // KVM keeps only the unusable bit of an unusable segment's access rights (0x10000);
   // for CS the processor then checks type 0.
   if (on(k_cs_unusable) && (hw.seg[1].access_rights & bit(16))) hw.seg[1].access_rights = 0x10000;
+  // The TPR threshold is checked by the processor only, on the VMCS KVM enters; a guest
+  // without "unrestricted guest" whose segments KVM could not run natively is refused by KVM
+  // (exit 33) just before that entry.
+  if (tpr) {
+    if (!st3.ok()) return st3;
+    if (kvm_segment_refused(hw)) return exit33(0);
+    return v::make_verdict(tpr->info, h_tpr);
+  }
   bochs_phase ph{};
   ph.state = &hw;
   ph.env = &env;
@@ -1147,7 +1180,20 @@ bool entry_diff_run() {
       // How faithful the KVM model is: where KVM did what hvkit said, the model with every
       // KVM erratum on should say so too (reported, not a failure: the errata are narrow
       // predicates, but their composition is an inference from the outcomes).
-      if (under_kvm && !same(o, kvm_model(dc, (1u << kvm_erratum_count) - 1))) ++cnt.kvm_model_off_on_agree;
+      if (under_kvm && !same(o, kvm_model(dc, (1u << kvm_erratum_count) - 1))) {
+        if (cnt.kvm_model_off_on_agree++ < 40) {
+          kprintf("HVKIT INFO entry_diff kvm_model_differs case=%u hvkit=%s errata_alone:", n,
+                  pred.rule ? pred.rule->name : "success");
+          for (unsigned e = 0; e < kvm_erratum_count; ++e)
+            if (!same(o, kvm_model(dc, 1u << e))) kprintf(" %s", kvm_errata[e].name);
+          kprintf(" model=");
+          const v::vm_entry_verdict m = kvm_model(dc, (1u << kvm_erratum_count) - 1);
+          print_outcome(m.outcome, static_cast<std::uint32_t>(m.error), m.exit_reason, m.exit_qualification);
+          kprintf(":");
+          print_mutations();
+          kprintf("\n");
+        }
+      }
       continue;
     }
     // An erratum?
