@@ -341,7 +341,7 @@ bool setup_vmcs(const hc::guest_header& g) {
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer);
   // The 32-bit guest runs in protected mode with paging: "IA-32e mode guest" = 0 (SDM Vol.
-  // 3C 26.3.1.1: then EFER.LMA = 0, and LME = 0 with CR0.PG = 1).
+  // 3C 27.3.1.1: then EFER.LMA = 0, and LME = 0 with CR0.PG = 1).
   const bool guest32 = run.cfg->guest_flags & hc::cfg_guest32;
   const auto entry = v::adjust_controls(vcaps.entry_caps(), guest32 ? v::entry_controls::load_ia32_efer
                                                                     : v::entry_controls::ia32e_mode_guest |

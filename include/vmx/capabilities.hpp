@@ -148,7 +148,7 @@ struct vmx_capabilities {
 }
 
 /// FIXED0 of CR0 for the guest: with "unrestricted guest" (secondary control bit 7) PE and PG
-/// may be 0 (SDM 26.3.1.1, A.7).
+/// may be 0 (SDM 27.3.1.1, A.7).
 [[nodiscard]] constexpr std::uint64_t guest_cr0_must_be_one(cr_fixed f, bool unrestricted_guest) noexcept {
   return unrestricted_guest ? f.fixed0 & ~(x86::cr0::pe | x86::cr0::pg).raw() : f.fixed0;
 }

@@ -91,7 +91,7 @@ struct cr_vmcs_values {
 }
 
 /// CR0 values for the VMCS from the guest-visible value and the VMX fixed bits; with
-/// "unrestricted guest" PE and PG are not forced (SDM 26.3.1.1, A.7).
+/// "unrestricted guest" PE and PG are not forced (SDM 27.3.1.1, A.7).
 [[nodiscard]] constexpr cr_vmcs_values cr0_values_for(x86::cr0 v, cr_fixed f, bool unrestricted_guest) noexcept {
   return {adjust_cr0(v, f, unrestricted_guest).raw(), v.raw()};
 }
