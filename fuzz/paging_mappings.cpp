@@ -101,13 +101,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   any = false;
   for (const auto& m : *e) {
     if (!m) {
-      check(!ept->translate_raw(mem, x86::gpa{m.error().linear.value()}));
+      check(!ept->translate(mem, x86::gpa{m.error().linear.value()}));
       continue;
     }
     check(!any || m->input >= last_end);
     last_end = m->input + m->size;
     any = true;
-    const auto t = ept->translate_raw(mem, x86::gpa{m->input + m->size - 1});
+    const auto t = ept->translate(mem, x86::gpa{m->input + m->size - 1});
     check(t && t->address.value() == m->output.value() + m->size - 1 && t->rights == m->rights);
   }
   check(e->reads() <= max_reads);

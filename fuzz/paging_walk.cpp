@@ -128,7 +128,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     er.origin = static_cast<paging::ept_origin>(((acc >> 5) & 7u) % 3u);
     er.linear_valid = acc & 8;
     er.linear = va;
-    const auto e = ept->translate(mem, er);
+    const auto e = ept->walk(mem, er);
     if (e) check_translation(*e, ept->levels());
     // A PDPTE load has no guest-linear address and is never refused for writing (SDM 28.2.1,
     // 29.3.3.2); with EPT A/D a paging-structure violation reports bits 0 and 1 together.
@@ -137,7 +137,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!e && e.error().kind == paging::fault_kind::permission && er.origin == paging::ept_origin::paging_structure &&
         ept->ad_enabled())
       check((e.error().qualification.raw() & 3u) == 3u);
-    const auto raw = ept->translate_raw(paging::flat_view(image.data(), image.size()), er.address);
+    const auto raw = ept->translate(paging::flat_view(image.data(), image.size()), er.address);
     if (raw) check_translation(*raw, ept->levels());
     if (mode == x86::paging_mode::four_level) {
       const paging::nested_walker<paging::format::ia32e<4>> n(paging::walker_4level(mmu, props), *ept);

@@ -78,7 +78,7 @@ void walk_ept4(benchmark::State& state) {
   uint64_t acc = 0;
   for (auto _ : state) {
     req.address = x86::gpa{gpa + (acc & zero)};
-    const auto r = w.translate(mem, req);
+    const auto r = w.walk(mem, req);
     acc = r ? r->address.value() : 1;
     benchmark::DoNotOptimize(acc);
   }

@@ -42,7 +42,7 @@ volatile uint64_t zero_source = 0;
   uint64_t acc = 0;
   for (unsigned long i = 0; i < walks; ++i) {
     req.address = x86::gpa{va_4level + (acc & zero)};
-    const auto r = w.translate(mem, req);
+    const auto r = w.walk(mem, req);
     acc = r ? r->address.value() : 1;
   }
   return acc;

@@ -317,7 +317,7 @@ struct hv_translator {
     if (changed) ++run.passthrough_refreshes;
     return changed;
   }
-  pg::walk_result translate(const pg::walk_request& req) { return inner.translate(req); }
+  pg::walk_result walk(const pg::walk_request& req) { return inner.walk(req); }
 };
 static_assert(em::translator<hv_translator>);
 

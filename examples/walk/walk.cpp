@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
   }
   if (o.have_eptp && !o.have_cr3) {
     if (o.have_gpa) {
-      const auto r = ept.translate_raw(mem, x86::gpa{o.gpa});
+      const auto r = ept.translate(mem, x86::gpa{o.gpa});
       say(paging::format_ept_walk(ept, x86::gpa{o.gpa}, r));
       return r ? 0 : 1;
     }
@@ -271,7 +271,7 @@ int main(int argc, char** argv) {
         g.address = x86::gpa{o.gva & 0xffff'ffffu};
         g.page_shift = 12;
         g.rights = paging::pte_access::paging_rights;
-        const auto second = ept.translate_raw(mem, g.address);
+        const auto second = ept.translate(mem, g.address);
         r = second ? paging::nested_result(paging::nested_translation{g, *second})
                    : paging::nested_result(unexpected(second.error()));
         break;

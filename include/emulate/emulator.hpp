@@ -173,7 +173,7 @@ class machine {
       req.stack = stack;
       // THE RULE (docs/background.md §1): the live CR0.WP, not the one the context was built with.
       static_cast<void>(tr_.refresh_passthrough_bits(ctx_.cr0));
-      const paging::walk_result w = tr_.translate(req);
+      const paging::walk_result w = tr_.walk(req);
       if (!w) return unexpected(from_walk_fault(w.error()));
       m.address[m.count] = w->address;
       m.length[m.count] = static_cast<std::uint16_t>(chunk);

@@ -3,7 +3,8 @@
 /// paging/ walker with the live CR0.WP), guest RAM, and the platform (MMIO devices, ports,
 /// CPUID, MSRs); plus ready-made models: walker_translator, flat_ram, null_platform.
 ///
-/// - `translator`: `refresh_passthrough_bits(live_cr0)` then `translate(walk_request)`; the
+/// - `translator`: `refresh_passthrough_bits(live_cr0)` then `walk(walk_request)` (the
+///   checked walk with A/D updates, the verb of paging/'s walkers); the
 ///   emulator calls the first before every translation, so a guest-owned CR0.WP that
 ///   changed since the MMU context was built is honoured (docs/background.md §1, the LTR bug).
 ///   walker_translator plugs in paging::mmu_context + paging::guest_walker.
@@ -40,7 +41,7 @@ namespace hvkit::emulate {
 template <class T>
 concept translator = requires(T& t, x86::cr0 live, const paging::walk_request& req) {
   { t.refresh_passthrough_bits(live) } -> std::same_as<bool>;
-  { t.translate(req) } -> std::same_as<paging::walk_result>;
+  { t.walk(req) } -> std::same_as<paging::walk_result>;
 };
 
 /// Guest RAM for data accesses (see the file comment).
@@ -94,7 +95,7 @@ class walker_translator {
       : mmu_(&mmu), tables_(&tables), walker_(mmu, props, pdptes) {}
 
   constexpr bool refresh_passthrough_bits(x86::cr0 live) noexcept { return mmu_->refresh_passthrough_bits(live); }
-  [[nodiscard]] constexpr paging::walk_result translate(const paging::walk_request& req) noexcept {
+  [[nodiscard]] constexpr paging::walk_result walk(const paging::walk_request& req) noexcept {
     return walker_.walk(*tables_, *mmu_, req);
   }
   [[nodiscard]] constexpr const paging::mmu_context& mmu() const noexcept { return *mmu_; }

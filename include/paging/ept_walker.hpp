@@ -118,9 +118,12 @@ class ept_walker {
     return role_.ad_enabled() ? ept_access::read | ept_access::write : req.access;
   }
 
-  /// Translates `req.address`: walk, misconfiguration and permission checks, then EPT A/D.
+  /// The checked walk of `req.address`: walk, misconfiguration and permission checks, then
+  /// EPT A/D (with EPTP bit 6, `req.update_ad` and writable memory). The verbs of every
+  /// hvkit walker: walk() = checked walk with A/D updates; check() = the same without A/D
+  /// writes (const memory); translate() = raw translation (no rights, no A/D).
   template <guest_memory M>
-  [[nodiscard, gnu::always_inline]] constexpr walk_result translate(M& mem, const ept_request& req) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr walk_result walk(M& mem, const ept_request& req) const noexcept {
     translation t{};
     walk_fault f = base_fault(req);
     std::uint64_t all = 0;
@@ -279,10 +282,10 @@ class ept_walker {
   /// The fault object a walk for `req` starts from (stage, addresses, qualification bits 7/8).
   [[nodiscard]] static constexpr walk_fault fault_for(const ept_request& req) noexcept { return base_fault(req); }
 
-  /// The translation of `address` without permission checks or A/D updates (not-present,
-  /// misconfigured and unbacked entries are still reported).
+  /// The raw translation of `address`: no permission checks and no A/D updates (not-present,
+  /// misconfigured and unbacked entries are still reported). For debuggers and introspection.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate_raw(const M& mem, x86::gpa address) const noexcept {
+  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gpa address) const noexcept {
     translation t{};
     ept_request req{};
     req.address = address;
@@ -290,6 +293,12 @@ class ept_walker {
     if (!walk_tables(mem, address, t, f, ept_access::read)) return unexpected(f);
     return t;
   }
+
+  /// Not available: `translate(mem, ept_request)` was once the checked walk with EPT A/D.
+  /// That is walk(mem, req) (or check(mem, req) without A/D); translate(mem, gpa) is the
+  /// raw translation. Deleted so that old code fails to compile instead of changing meaning.
+  template <guest_memory M>
+  walk_result translate(const M& mem, const ept_request& req) const noexcept = delete;
 
   /// Sets A on every entry of `t.path` and D on its leaf if `dirty`, by compare-exchange.
   /// Returns 1 when done, 0 when an entry changed (re-walk), -1 if memory refused (f filled).

@@ -270,7 +270,7 @@ struct stage_reader {
   std::uint64_t cached_out = 0;                   ///< its output page
   constexpr bool read(x86::gpa a, unsigned bytes, std::uint64_t& out, walk_fault& f) noexcept {
     if ((a.value() >> 12) != cached_page) {
-      const auto t = stage->translate_raw(*mem, x86::gpa{a.value() & ~std::uint64_t{0xfff}});
+      const auto t = stage->translate(*mem, x86::gpa{a.value() & ~std::uint64_t{0xfff}});
       if (!t) {
         f = t.error();
         f.stage = walk_stage::ept;
@@ -657,7 +657,7 @@ class nested_mappings : public detail::cursor_range<nested_mappings<Stage, M>, n
       ++extra_reads_;
       const std::uint64_t gpa = page_.output.value() + offset_;
       const std::uint64_t linear = page_.input + offset_;
-      const auto t = stage_->translate_raw(*mem_, x86::gpa{gpa});
+      const auto t = stage_->translate(*mem_, x86::gpa{gpa});
       if (!t) {
         // Skip the region the failing second-stage entry covers (or the rest of the page).
         const walk_fault& f = t.error();

@@ -35,10 +35,18 @@
 namespace hvkit::paging {
 
 /// The identity second stage: guest-physical addresses are addresses in the memory object
-/// (a guest without EPT). Has the interface the nested walk uses of ept_walker.
+/// (a guest without EPT). Has the interface the nested walk uses of ept_walker, with the
+/// same verbs: walk() (checked, A/D), check() (checked, no A/D), translate() (raw); all
+/// three are the identity here.
 struct identity_stage {
   [[nodiscard]] static constexpr bool ad_enabled() noexcept { return false; }
   [[nodiscard]] static constexpr std::uint64_t ad_bits(bool, bool) noexcept { return 0; }
+  /// The checked walk: the identity, every right, nothing to update.
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result walk(M& mem, const ept_request& req) const noexcept {
+    return check(std::as_const(mem), req);
+  }
+  /// The checked walk without A/D updates: the identity, every right.
   template <guest_memory M>
   [[nodiscard]] constexpr walk_result check(const M&, const ept_request& req) const noexcept {
     translation t{};
@@ -47,8 +55,9 @@ struct identity_stage {
     t.rights = pte_access::ept_rights;
     return t;
   }
+  /// The raw translation: the identity.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate_raw(const M& mem, x86::gpa address) const noexcept {
+  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gpa address) const noexcept {
     ept_request req{};
     req.address = address;
     return check(mem, req);
@@ -162,7 +171,7 @@ struct nested_tables {
       table_all &= all;
     } else {
       const walk_result s =
-          raw ? stage->translate_raw(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
+          raw ? stage->translate(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
       if (!s) [[unlikely]] {
         f = s.error();
         return false;
@@ -251,7 +260,8 @@ class nested_walker {
   constexpr nested_walker(const basic_walker<Format>& guest, const Stage& stage) noexcept
       : guest_(guest), stage_(stage) {}
 
-  /// Translates `req.linear` through both stages (see the file comment for the order).
+  /// The checked walk of `req.linear` through both stages, with the A/D updates of both
+  /// (see the file comment for the order; none with read-only memory or `update_ad = false`).
   template <guest_memory M>
   [[nodiscard, gnu::always_inline]] constexpr nested_result walk(M& mem, const mmu_context& mmu,
                                                                  const walk_request& req) const noexcept {
@@ -353,7 +363,16 @@ class nested_walker {
   }
 
  public:
-  /// Both stages without permission checks or A/D updates.
+  /// The checked walk of both stages without A/D updates (memory is not written).
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result check(const M& mem, const mmu_context& mmu,
+                                              const walk_request& req) const noexcept {
+    walk_request r = req;
+    r.update_ad = false;  // no A/D path at all, whatever `M` offers
+    return walk(mem, mmu, r);
+  }
+
+  /// The raw translation through both stages: no permission checks, no A/D updates.
   template <guest_memory M>
   [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
     detail::nested_tables<Stage, const M> tables(&stage_, &mem, linear);
@@ -362,7 +381,7 @@ class nested_walker {
     walk_fault f{};
     f.linear = linear;
     if (!guest_.walk_tables(tables, linear, g, f)) return unexpected(f);
-    const walk_result s = stage_.translate_raw(mem, g.address);
+    const walk_result s = stage_.translate(mem, g.address);
     if (!s) return unexpected(s.error());
     return nested_translation{g, *s};
   }
@@ -404,7 +423,7 @@ template <class M>
   req.origin = ept_origin::pdpte_load;
   walk_result s{translation{}};
   if constexpr (writable_guest_memory<std::remove_cvref_t<M>> && !std::is_const_v<std::remove_reference_t<M>>) {
-    s = ept.translate(memory, req);
+    s = ept.walk(memory, req);
   } else {
     s = ept.check(memory, req);
   }

@@ -221,8 +221,10 @@ class basic_walker {
 
   [[nodiscard]] constexpr const walker_state& state() const noexcept { return s_; }
 
-  /// Translates `req.linear` for the access `req.access`: the canonical check, the walk,
-  /// the permission check through `mmu`, then A/D updates (see the file comment).
+  /// The checked walk of `req.linear` for the access `req.access`: the canonical check, the
+  /// walk, the permission check through `mmu`, then A/D updates (see the file comment).
+  /// The verbs of every hvkit walker: walk() = checked walk with A/D updates; check() = the
+  /// same without A/D writes (const memory); translate() = raw translation (no rights, no A/D).
   template <guest_memory M>
   [[nodiscard, gnu::always_inline]] constexpr walk_result walk(M& mem, const mmu_context& mmu,
                                                                const walk_request& req) const noexcept {
@@ -230,7 +232,18 @@ class basic_walker {
     return walk_with(tables, mmu, req);
   }
 
-  /// The translation of `linear` without permission checks and without A/D updates (for
+  /// The checked walk without A/D updates: the canonical check, the walk and the permission
+  /// check through `mmu`, exactly as walk(), and nothing written to `mem`.
+  template <guest_memory M>
+  [[nodiscard, gnu::always_inline]] constexpr walk_result check(const M& mem, const mmu_context& mmu,
+                                                                const walk_request& req) const noexcept {
+    detail::direct_tables<const M> tables(&mem);
+    walk_request r = req;
+    r.update_ad = false;  // no A/D path at all, whatever `M` offers
+    return walk_with(tables, mmu, r);
+  }
+
+  /// The raw translation of `linear`: no permission checks and no A/D updates (for
   /// debuggers and introspection). Not-present, reserved-bit, unbacked and non-canonical
   /// faults are still reported.
   template <guest_memory M>
@@ -598,6 +611,18 @@ class guest_walker {
       case x86::paging_mode::pae: return walker_pae{s_}.walk(mem, mmu, req);
       case x86::paging_mode::four_level: return walker_4level{s_}.walk(mem, mmu, req);
       case x86::paging_mode::five_level: return walker_5level{s_}.walk(mem, mmu, req);
+      case x86::paging_mode::none: break;
+    }
+    return identity(req.linear);
+  }
+  /// See basic_walker::check().
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result check(const M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
+    switch (s_.mode) {
+      case x86::paging_mode::two_level: return walker_32bit{s_}.check(mem, mmu, req);
+      case x86::paging_mode::pae: return walker_pae{s_}.check(mem, mmu, req);
+      case x86::paging_mode::four_level: return walker_4level{s_}.check(mem, mmu, req);
+      case x86::paging_mode::five_level: return walker_5level{s_}.check(mem, mmu, req);
       case x86::paging_mode::none: break;
     }
     return identity(req.linear);

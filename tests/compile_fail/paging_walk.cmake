@@ -1,3 +1,4 @@
 # Compile-fail tests of the page walkers (paging/walker.hpp, paging/guest_memory.hpp).
 hvkit_add_compile_fail(paging_walk_dump_cmpxchg paging_walk_dump_cmpxchg.cpp "cmpxchg64|constraints|satisf")
 hvkit_add_compile_fail(paging_walk_gpa_as_gva paging_walk_gpa_as_gva.cpp "gva|address|no match|no viable")
+hvkit_add_compile_fail(paging_ept_translate_request paging_ept_translate_request.cpp "deleted")

@@ -528,7 +528,7 @@ TEST(HostedFormat, EptWalkAndMappings) {
   const auto eptp = paging::make_ept_pointer(x86::gpa{0x1000}, 4, false);
   const auto w = paging::ept_walker::make(eptp, paging::ept_capabilities{});
   ASSERT_TRUE(w);
-  EXPECT_EQ(paging::format_ept_walk(*w, x86::gpa{0x1abc}, w->translate_raw(mem, x86::gpa{0x1abc})),
+  EXPECT_EQ(paging::format_ept_walk(*w, x86::gpa{0x1abc}, w->translate(mem, x86::gpa{0x1abc})),
             "gpa 0x0000000000001abc: 4-level EPT, root 0x0000000000001000\n"
             "  EPT PML4E @ 0x0000000000001000 = 0x0000000000002007  R W X\n"
             "  EPT PDPTE @ 0x0000000000002000 = 0x0000000000003007  R W X\n"

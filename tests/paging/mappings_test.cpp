@@ -602,13 +602,13 @@ TEST(Mappings, RandomEptAgreesWithWalker) {
       if (m) {
         got.push_back(*m);
       } else {
-        const auto t = w->translate_raw(mem, x86::gpa{m.error().linear.value()});
+        const auto t = w->translate(mem, x86::gpa{m.error().linear.value()});
         ASSERT_FALSE(t);
         EXPECT_EQ(t.error().kind, m.error().kind);
       }
     }
     compare_with_walker(got, r.rng, 0, (uint64_t{1} << 48) - 1,
-                        [&](uint64_t a) { return w->translate_raw(mem, x86::gpa{a}); });
+                        [&](uint64_t a) { return w->translate(mem, x86::gpa{a}); });
   }
 }
 

@@ -602,7 +602,7 @@ TEST(EptGolden, WriteOnlyEntryIsMisconfiguration) {
   image m;
   ept_tables(m, R | W | X, R | W | X, W /* write-only */, R | W | X | WB);
   auto mem = m.mem();
-  const auto r = make_ept(false).translate(mem, {x86::gpa{gpa4}});
+  const auto r = make_ept(false).walk(mem, {x86::gpa{gpa4}});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, fault_kind::ept_misconfig);
   EXPECT_EQ(r.error().stage, paging::walk_stage::ept);
@@ -616,17 +616,17 @@ TEST(EptGolden, ExecuteOnlyAndMemoryTypes) {
   image m;
   ept_tables(m, R | W | X, R | W | X, R | W | X, X | WB);
   auto mem = m.mem();
-  const auto mis = make_ept(false).translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
+  const auto mis = make_ept(false).walk(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
   ASSERT_FALSE(mis);
   EXPECT_EQ(mis.error().kind, fault_kind::ept_misconfig);
   paging::ept_capabilities xo{};
   xo.execute_only = true;
   const auto w = make_ept(false, xo);
-  const auto f = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
+  const auto f = w.walk(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
   ASSERT_TRUE(f);
   EXPECT_EQ(f->address.value(), 0x18abcu);
   EXPECT_EQ(f->memory_type, 6);
-  const auto rd = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::read});
+  const auto rd = w.walk(mem, {x86::gpa{gpa4}, paging::ept_access::read});
   ASSERT_FALSE(rd);
   EXPECT_EQ(rd.error().kind, fault_kind::permission);
   EXPECT_EQ(rd.error().qualification.raw(), 0x21u);  // read; executable
@@ -634,11 +634,11 @@ TEST(EptGolden, ExecuteOnlyAndMemoryTypes) {
   // Memory type 2, 3 or 7 in the leaf: misconfiguration.
   for (uint64_t mt : {2u, 3u, 7u}) {
     m.put64(0x13000 + 8, 0x18000 | R | W | X | (mt << 3));
-    EXPECT_EQ(w.translate(mem, {x86::gpa{gpa4}}).error().kind, fault_kind::ept_misconfig) << mt;
+    EXPECT_EQ(w.walk(mem, {x86::gpa{gpa4}}).error().kind, fault_kind::ept_misconfig) << mt;
   }
   // Memory type bits in a non-leaf entry (bits 7:3 reserved): misconfiguration.
   ept_tables(m, R | W | X | WB, R | W | X, R | W | X, R | W | X | WB);
-  EXPECT_EQ(w.translate(mem, {x86::gpa{gpa4}}).error().level, 4);
+  EXPECT_EQ(w.walk(mem, {x86::gpa{gpa4}}).error().level, 4);
 }
 
 TEST(EptGolden, LargePagesAndNotPresentQualification) {
@@ -647,26 +647,26 @@ TEST(EptGolden, LargePagesAndNotPresentQualification) {
   m.put64(0x11000 + 8, 0x8000'0000 | R | W | X | EPT_PS | WB | 0x40 /* ignore PAT */);  // 1 GiB
   auto mem = m.mem();
   const auto w = make_ept(false);
-  const auto r = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::write});
+  const auto r = w.walk(mem, {x86::gpa{gpa4}, paging::ept_access::write});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x8000'0000u + 0x20'1abcu);
   EXPECT_EQ(r->page_size(), uint64_t{1} << 30);
   EXPECT_EQ(r->memory_type, 6 | 8);
   paging::ept_capabilities no1g{};
   no1g.page_1g = false;
-  EXPECT_EQ(make_ept(false, no1g).translate(mem, {x86::gpa{gpa4}}).error().kind, fault_kind::ept_misconfig);
+  EXPECT_EQ(make_ept(false, no1g).walk(mem, {x86::gpa{gpa4}}).error().kind, fault_kind::ept_misconfig);
   // Not present at the PDPTE: qualification = access bits only, plus 7/8 for the linear address.
   m.put64(0x11000 + 8, 0);
   paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::write};
   req.linear_valid = true;
   req.linear = x86::gva{0x1234};
-  const auto np = w.translate(mem, req);
+  const auto np = w.walk(mem, req);
   ASSERT_FALSE(np);
   EXPECT_EQ(np.error().kind, fault_kind::not_present);
   EXPECT_EQ(np.error().qualification.raw(), 0x182u);  // write, linear valid, final translation
   EXPECT_EQ(np.error().level, 3);
   req.origin = paging::ept_origin::paging_structure;
-  EXPECT_EQ(w.translate(mem, req).error().qualification.raw(), 0x82u);
+  EXPECT_EQ(w.walk(mem, req).error().qualification.raw(), 0x82u);
 }
 
 TEST(EptGolden, PermissionQualificationAndMbec) {
@@ -674,7 +674,7 @@ TEST(EptGolden, PermissionQualificationAndMbec) {
   ept_tables(m, R | W | X | XU, R | X | XU, R | W | X | XU, R | W | XU | WB);  // W=0 at PDPTE, XS=0 at PTE
   auto mem = m.mem();
   const auto w = make_ept(false);
-  const auto wr = w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::write});
+  const auto wr = w.walk(mem, {x86::gpa{gpa4}, paging::ept_access::write});
   ASSERT_FALSE(wr);
   EXPECT_EQ(wr.error().qualification.raw(), 0x0au);  // write; readable; not writable, not executable
   EXPECT_EQ(wr.error().level, 3);
@@ -682,11 +682,11 @@ TEST(EptGolden, PermissionQualificationAndMbec) {
   mb.mbec = true;
   const auto wm = make_ept(false, mb);
   // Supervisor-mode linear address: XS (bit 2) = 0 at the PTE.
-  const auto fs = wm.translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
+  const auto fs = wm.walk(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
   ASSERT_FALSE(fs);
   EXPECT_EQ(fs.error().qualification.raw(), 0x4cu);  // fetch; readable; user-executable
   // User-mode linear address: XU = 1 everywhere.
-  EXPECT_TRUE(wm.translate(mem, {x86::gpa{gpa4}, paging::ept_access::fetch | paging::ept_access::user_address}));
+  EXPECT_TRUE(wm.walk(mem, {x86::gpa{gpa4}, paging::ept_access::fetch | paging::ept_access::user_address}));
 }
 
 TEST(EptGolden, AccessedDirtyAndEptp) {
@@ -694,17 +694,17 @@ TEST(EptGolden, AccessedDirtyAndEptp) {
   ept_tables(m, R | W | X, R | W | X, R | W | X, R | W | X | WB);
   auto mem = m.mem();
   const auto w = make_ept(true);
-  ASSERT_TRUE(w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::read}));
+  ASSERT_TRUE(w.walk(mem, {x86::gpa{gpa4}, paging::ept_access::read}));
   EXPECT_EQ(m.get64(0x10000) & (EA | ED), EA);
   EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA);
-  ASSERT_TRUE(w.translate(mem, {x86::gpa{gpa4}, paging::ept_access::write}));
+  ASSERT_TRUE(w.walk(mem, {x86::gpa{gpa4}, paging::ept_access::write}));
   EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA | ED);
   EXPECT_EQ(m.get64(0x12008) & (EA | ED), EA);
   // Without A/D in the EPTP nothing is written.
   image m2;
   ept_tables(m2, R | W | X, R | W | X, R | W | X, R | W | X | WB);
   auto mem2 = m2.mem();
-  ASSERT_TRUE(make_ept(false).translate(mem2, {x86::gpa{gpa4}, paging::ept_access::write}));
+  ASSERT_TRUE(make_ept(false).walk(mem2, {x86::gpa{gpa4}, paging::ept_access::write}));
   EXPECT_EQ(m2.get64(0x13008) & (EA | ED), 0u);
   // EPTP checks.
   paging::ept_capabilities caps{};
@@ -938,19 +938,19 @@ TEST(EptGolden, PagingStructureViolationUnderEptAdSetsBits0And1) {
                           x86::gva{0x1234}};
   for (const auto acc : {paging::ept_access::read, paging::ept_access::write}) {
     req.access = acc;
-    const auto v = make_ept(true).translate(mem, req);
+    const auto v = make_ept(true).walk(mem, req);
     ASSERT_FALSE(v);
     EXPECT_EQ(v.error().kind, fault_kind::permission);
     EXPECT_EQ(v.error().qualification.raw(), 0x80u | 0x20u | 0x08u | 0x03u);  // R+W; readable, executable; bit 7
   }
   // Without EPT A/D: the read is allowed; the write of a guest A/D update reports bit 1 only.
   req.access = paging::ept_access::read;
-  EXPECT_TRUE(make_ept(false).translate(mem, req));
+  EXPECT_TRUE(make_ept(false).walk(mem, req));
   req.access = paging::ept_access::write;
-  EXPECT_EQ(make_ept(false).translate(mem, req).error().qualification.raw(), 0x80u | 0x20u | 0x08u | 0x02u);
+  EXPECT_EQ(make_ept(false).walk(mem, req).error().qualification.raw(), 0x80u | 0x20u | 0x08u | 0x02u);
   // Not present under EPT A/D: bits 0 and 1, no rights, bit 7.
   m.put64(0x13000 + 8, 0);
-  EXPECT_EQ(make_ept(true).translate(mem, req).error().qualification.raw(), 0x83u);
+  EXPECT_EQ(make_ept(true).walk(mem, req).error().qualification.raw(), 0x83u);
 }
 
 // SDM Vol. 3C 29.3.3.2 and 29.3.5: loads of the PAE PDPTE registers by MOV to CR "are
@@ -964,18 +964,18 @@ TEST(EptGolden, PdpteLoadIsAReadWithoutLinearAddress) {
   const auto w = make_ept(true);
   paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::write, paging::ept_origin::pdpte_load, true,
                           x86::gva{0x1234}};
-  const auto r = w.translate(mem, req);
+  const auto r = w.walk(mem, req);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x18abcu);
   EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA);  // accessed, not dirty
   EXPECT_EQ(m.get64(0x10000) & (EA | ED), EA);
   // The same address as a guest paging-structure access is a write under EPT A/D.
   req.origin = paging::ept_origin::paging_structure;
-  EXPECT_EQ(w.translate(mem, req).error().kind, fault_kind::permission);
+  EXPECT_EQ(w.walk(mem, req).error().kind, fault_kind::permission);
   // A violation on a PDPTE load: bit 0 (a read), the rights, and neither bit 7 nor bit 8.
   req.origin = paging::ept_origin::pdpte_load;
   m.put64(0x13008, 0);
-  const auto np = w.translate(mem, req);
+  const auto np = w.walk(mem, req);
   ASSERT_FALSE(np);
   EXPECT_EQ(np.error().kind, fault_kind::not_present);
   EXPECT_EQ(np.error().qualification.raw(), 0x01u);
@@ -1051,7 +1051,7 @@ TEST(WalkGolden, ProtectionFaultLevelAndLeafLevel) {
   image e;
   ept_tables(e, R | W | X, R | X, R | W | X, R | W | X | WB);
   auto mem = e.mem();
-  const auto v = make_ept(false).translate(mem, {x86::gpa{gpa4}, paging::ept_access::write});
+  const auto v = make_ept(false).walk(mem, {x86::gpa{gpa4}, paging::ept_access::write});
   ASSERT_FALSE(v);
   EXPECT_EQ(v.error().level, 3);
   EXPECT_EQ(v.error().leaf_level, 1);

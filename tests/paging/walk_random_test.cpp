@@ -325,7 +325,7 @@ counts run_ept(unsigned levels, u64 seed) {
       req.linear_valid = c.linear_valid;
       req.linear = x86::gva{0x7000'1234};
       const paging::flat_view view(mm.bytes.data(), mm.bytes.size());
-      const auto lib = w->translate(view, req);
+      const auto lib = w->walk(view, req);
       const auto model = walk_model::ept_walk(mm, root, gpa, c);
       ++n.compared;
       std::string why;
