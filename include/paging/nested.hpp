@@ -1,7 +1,8 @@
 /// @file
 /// @brief Two-dimensional (nested) walks: a guest (L2) linear address through the guest's
 /// page tables, where every guest table read and the final guest-physical address go
-/// through a second stage (the EPT walker, or the identity).
+/// through a second stage (the EPT walker, AMD's nested paging of paging/npt.hpp, or the
+/// identity).
 ///
 /// Order (SDM 29.3.3: the EPT checks apply to each guest paging-structure access as it is
 /// made, then to the final access):
@@ -90,18 +91,31 @@ struct identity_stage {
 
 namespace detail {
 
+/// The walk_stage a nested walk's own faults (an unbacked table) name for `Stage`.
+template <class Stage>
+[[nodiscard]] consteval walk_stage second_stage_kind() noexcept {
+  if constexpr (requires { Stage::fault_stage; }) {
+    return Stage::fault_stage;
+  } else {
+    return walk_stage::ept;
+  }
+}
+template <class Stage>
+inline constexpr walk_stage second_stage_of = second_stage_kind<Stage>();
+
 /// Pending second-stage A/D updates, merged by address.
 struct pending_ad {
   struct item {
     x86::gpa address{};
     std::uint64_t value = 0;
     std::uint64_t want = 0;
+    std::uint8_t bytes = 8;  ///< entry width (4: a 32-bit host's NPT entries)
   };
   std::array<item, 32> items{};
   unsigned count = 0;
   bool overflow = false;
 
-  constexpr void add(x86::gpa a, std::uint64_t value, std::uint64_t want) noexcept {
+  constexpr void add(x86::gpa a, std::uint64_t value, std::uint64_t want, unsigned bytes = 8) noexcept {
     if ((value & want) == want) return;
     for (unsigned i = 0; i < count; ++i) {
       if (items[i].address == a) {
@@ -110,15 +124,23 @@ struct pending_ad {
       }
     }
     if (count < items.size()) {
-      items[count++] = item{a, value, want};
+      items[count++] = item{a, value, want, static_cast<std::uint8_t>(bytes)};
     } else {
       overflow = true;
     }
   }
   template <class Stage>
   constexpr void add_path(const Stage& stage, const translation& t, bool dirty) noexcept {
-    for (unsigned i = 0; i < t.path.count; ++i)
-      add(t.path[i].address, t.path.values[i], stage.ad_bits(i + 1 == t.path.count, dirty));
+    for (unsigned i = 0; i < t.path.count; ++i) {
+      // A stage whose entries do not all carry A (an NPT PAE host's PDPTE) says so per entry.
+      std::uint64_t want = 0;
+      if constexpr (requires { stage.ad_bits(t.path, i, dirty); }) {
+        want = stage.ad_bits(t.path, i, dirty);
+      } else {
+        want = stage.ad_bits(i + 1 == t.path.count, dirty);
+      }
+      add(t.path[i].address, t.path.values[i], want, t.path.entry_bytes);
+    }
   }
 };
 
@@ -201,7 +223,7 @@ struct nested_tables {
       }
     }
     f.kind = fault_kind::unbacked;
-    f.stage = walk_stage::ept;
+    f.stage = second_stage_of<Stage>;
     f.guest_physical = a;
     f.entry_address = h;
     return false;
@@ -236,7 +258,7 @@ struct nested_tables {
                                 : mem->cmpxchg64(h, old, val);
       if (!r) {
         f.kind = fault_kind::unbacked;
-        f.stage = walk_stage::ept;
+        f.stage = second_stage_of<Stage>;
         f.guest_physical = a;
         f.entry_address = h;
         return -1;
@@ -252,8 +274,8 @@ struct nested_tables {
 
 }  // namespace detail
 
-/// A nested walker: a guest walker (format Format) over a second stage (ept_walker or
-/// identity_stage).
+/// A nested walker: a guest walker (format Format) over a second stage (ept_walker,
+/// npt_walker<HostFormat> of paging/npt.hpp, or identity_stage).
 template <class Format, class Stage = ept_walker>
 class nested_walker {
  public:
@@ -348,7 +370,7 @@ class nested_walker {
           if (e > 0) [[likely]] return out;
           if (e < 0) {
             f.kind = fault_kind::unbacked;
-            f.stage = walk_stage::ept;
+            f.stage = detail::second_stage_of<Stage>;
             return unexpected(f);
           }
         }
@@ -391,7 +413,9 @@ class nested_walker {
   static constexpr int apply(M& mem, const detail::pending_ad& p) noexcept {
     for (unsigned i = 0; i < p.count; ++i) {
       const auto& it = p.items[i];
-      const auto r = mem.cmpxchg64(it.address, it.value, it.value | it.want);
+      const auto r = it.bytes == 4 ? mem.cmpxchg32(it.address, static_cast<std::uint32_t>(it.value),
+                                                   static_cast<std::uint32_t>(it.value | it.want))
+                                   : mem.cmpxchg64(it.address, it.value, it.value | it.want);
       if (!r) return -1;
       if (!*r) return 0;
     }

@@ -90,6 +90,7 @@ enum class fault_kind : std::uint8_t {
 enum class walk_stage : std::uint8_t {
   guest,  ///< the guest's own paging structures (stage 1): the fault goes to the guest
   ept,    ///< the second stage (EPT): an EPT violation or misconfiguration exit
+  npt,    ///< the second stage (AMD nested paging, paging/npt.hpp): a #NPF exit
 };
 
 /// The EPT-violation exit qualification (SDM 28.2.1, Table 28-7), bits 8:0.
@@ -153,8 +154,14 @@ struct walk_fault {
   /// Guest-physical address that failed the second stage (EPT faults: the exit's
   /// guest-physical address); for a guest-stage unbacked fault, the unbacked address.
   x86::gpa guest_physical{};
-  x86::pfec error_code{};           ///< the #PF error code, hardware bits only (guest stage, #PF)
-  ept_qualification qualification{};  ///< the EPT-violation exit qualification (EPT stage)
+  /// The #PF error code, hardware bits only (guest stage, #PF); for an NPT-stage fault the
+  /// #PF-format low bits of the #NPF EXITINFO1 (P, RW, US, RSV, ID; AMD APM 15.25.6).
+  x86::pfec error_code{};
+  /// The EPT-violation exit qualification (EPT stage). For an NPT-stage fault only bits 7
+  /// and 8, with the same meaning: bit 8 = the final guest-physical access faulted (#NPF
+  /// EXITINFO1 bit 32), clear = an access to a guest page-table entry (bit 33); bit 7 = a
+  /// guest-linear address is known (`linear`).
+  ept_qualification qualification{};
 };
 
 /// A successful walk. Kept at 80 bytes so that building and returning one stays cheap.

@@ -124,6 +124,7 @@ class npf_error_code {
   static_assert(x86::fields_disjoint<present, write, user, reserved, fetch, shadow_stack, final_translation,
                                      guest_page_table>());
 
+  constexpr npf_error_code() noexcept = default;
   constexpr explicit npf_error_code(std::uint64_t exit_info_1) noexcept : raw_(exit_info_1) {}
   [[nodiscard]] constexpr std::uint64_t raw() const noexcept { return raw_; }
   [[nodiscard]] constexpr bool is_present() const noexcept { return present::get(raw_); }
@@ -147,13 +148,13 @@ class npf_error_code {
   friend constexpr bool operator==(npf_error_code, npf_error_code) noexcept = default;
 
  private:
-  std::uint64_t raw_;
+  std::uint64_t raw_ = 0;
 };
 
 /// A decoded #NPF exit.
 struct npf_info {
-  npf_error_code error;
-  x86::gpa address;
+  npf_error_code error{};
+  x86::gpa address{};
 };
 [[nodiscard]] constexpr npf_info decode_npf(std::uint64_t exit_info_1, std::uint64_t exit_info_2) noexcept {
   return {npf_error_code{exit_info_1}, x86::gpa{exit_info_2}};

@@ -95,7 +95,7 @@ TEST(HostedNames, Paging) {
       {paging::fault_kind::retry_exhausted, "retry_exhausted"},
   });
   check_names<paging::walk_stage>("walk_stage", 256, {
-      {paging::walk_stage::guest, "guest"}, {paging::walk_stage::ept, "ept"},
+      {paging::walk_stage::guest, "guest"}, {paging::walk_stage::ept, "ept"}, {paging::walk_stage::npt, "npt"},
   });
   check_names<paging::memory_error>("memory_error", 256, {
       {paging::memory_error::none, "none"}, {paging::memory_error::unbacked, "unbacked"},

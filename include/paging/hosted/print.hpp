@@ -55,11 +55,12 @@ using hosted::operator<<;
 /// See name(fault_kind).
 [[nodiscard]] inline std::string to_string(fault_kind k) { return hosted::enum_string(name(k), "fault_kind", k); }
 
-/// "guest" or "ept".
+/// "guest", "ept" or "npt".
 [[nodiscard]] constexpr std::string_view name(walk_stage s) noexcept {
   switch (s) {
     case walk_stage::guest: return "guest";
     case walk_stage::ept: return "ept";
+    case walk_stage::npt: return "npt";
   }
   return {};
 }
@@ -296,6 +297,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
   if (f.level != 0) {
     s += " at ";
     if (f.stage == walk_stage::ept) s += "EPT ";
+    if (f.stage == walk_stage::npt) s += "NPT ";
     s += entry_name(f.level);
     s += " @ " + hosted::hex16(f.entry_address.value()) + " = " + hosted::hex16(f.entry_value);
   }
@@ -303,6 +305,16 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     if (f.kind == fault_kind::ept_misconfig) s += " (EPT misconfiguration, gpa ";
     else if (f.kind == fault_kind::unbacked) s += " (not backed, gpa ";
     else s += " (EPT violation, exit qualification " + hosted::hex(f.qualification.raw()) + ", gpa ";
+    return s + hosted::hex16(f.guest_physical.value()) + ")";
+  }
+  if (f.stage == walk_stage::npt) {
+    // AMD APM 15.25.6: EXITINFO1 = the #PF-format bits, bit 32 final access, bit 33 guest table.
+    if (f.kind == fault_kind::unbacked) s += " (not backed, gpa ";
+    else if (f.kind == fault_kind::retry_exhausted) s += " (the entries kept changing, gpa ";
+    else
+      s += std::string(" (#NPF on the ") +
+           (f.qualification.test(ept_qualification::final_translation) ? "final access" : "guest page-table access") +
+           ", error code " + to_string(f.error_code) + ", gpa ";
     return s + hosted::hex16(f.guest_physical.value()) + ")";
   }
   switch (f.kind) {

@@ -1,0 +1,336 @@
+/// @file
+/// @brief AMD nested paging (NPT) as the second stage of a nested walk: the nested page
+/// tables rooted at nCR3, in the host's paging format, with the nested-paging rules
+/// (AMD APM Vol. 2, 15.25).
+///
+/// The nested tables have the format of the host's paging mode at VMRUN (APM 15.25.3 and
+/// 15.25.5; the host's CR4 and EFER are not switched by VMRUN): 4- or 5-level (long mode; 5 levels with host CR4.LA57), PAE, or 32-bit legacy
+/// paging, so `npt_walker<HostFormat>` reuses the entry formats of walker.hpp
+/// (format::ia32e<4>, ia32e<5>, pae, ia32) and basic_walker's table walk. What differs from a
+/// linear-address walk:
+///  - every nested access is a *user* access (APM 15.25.5): the nested entries need U/S=1,
+///    R/W=1 for a write whatever the host's CR0.WP (hCR0.WP is ignored under nested
+///    paging), and SMEP, SMAP and protection keys never apply (they concern supervisor
+///    accesses or host linear addresses);
+///  - accesses to the *guest's* page tables (reads of guest entries and the guest's A/D
+///    updates) are treated as user *writes* (APM 15.25.5): they need R/W=1 and set D in the
+///    nested leaf; the final guest-physical access keeps its class (read, write, fetch);
+///  - XD (bit 63) is honoured under the host's EFER.NXE and is a reserved bit without it;
+///    reserved bits are the host format's (MAXPHYADDR, PS where no large page exists, the
+///    AMD PML4E bit-8 rule if cpu_properties says so);
+///  - with a PAE host the nested PDPTEs are not held in PDPTE registers (those are loaded by
+///    a MOV to CR3, and nCR3 is no CR3 of the host): the nested walk reads the PDPTE it needs
+///    from memory (nCR3 bits 31:5) on every walk, and a reserved bit in it (2:1, 8:5,
+///    63:MAXPHYADDR) is an #NPF with RSV, not a #GP (Bochs' nested walk does the same);
+///  - A is set in every nested entry used and D in the leaf of a write (guest table accesses
+///    included), by compare-exchange, after every check passed.
+/// A fault is a #NPF (walk_stage::npt): `error_code` holds the #PF-format bits of EXITINFO1
+/// (P, RW, US = 1, RSV, ID; APM 15.25.6) and `qualification` bit 8 tells the final
+/// guest-physical access (EXITINFO1 bit 32) from a guest page-table access (bit 33);
+/// svm/npf.hpp builds EXITINFO1/EXITINFO2 from it.
+///
+/// Verbs: walk() = checked with A/D updates, check() = checked without them, translate() =
+/// no rights and no A/D (the table walk only). The nested walker's stage interface
+/// (walk_checked, needs_ad, ad_bits, the upper cache) is the one of ept_walker.
+#pragma once
+
+#include <cstdint>
+
+#include "access.hpp"
+#include "ept_walker.hpp"
+#include "guest_memory.hpp"
+#include "pdptr.hpp"
+#include "pte.hpp"
+#include "reserved.hpp"
+#include "walk_result.hpp"
+#include "walker.hpp"
+#include "../x86/address.hpp"
+#include "../x86/cr.hpp"
+#include "../x86/cr3.hpp"
+#include "../x86/efer.hpp"
+#include "../x86/pfec.hpp"
+#include "../x86/result.hpp"
+
+namespace hvkit::paging {
+
+/// The host's paging controls at VMRUN that shape the nested walk besides its format:
+/// EFER.NXE (XD honoured, else bit 63 reserved) and CR4.PSE (legacy 32-bit
+/// host: 4 MiB nested pages). Nothing else of the host's state matters: CR0.WP, SMEP, SMAP
+/// and PKE do not apply to nested accesses (all are user accesses, APM 15.25.5).
+struct npt_host {
+  bool nxe = false;  ///< host EFER.NXE
+  bool pse = false;  ///< host CR4.PSE (32-bit legacy host only)
+};
+
+/// The host controls of `npt_host` from the host's CR4 and EFER.
+[[nodiscard]] constexpr npt_host make_npt_host(x86::cr4 cr4, x86::efer efer) noexcept {
+  return npt_host{efer.test(x86::efer::nxe), cr4.test(x86::cr4::pse)};
+}
+
+/// The NPT second stage for a host in paging format `HostFormat` (format::ia32e<4>,
+/// format::ia32e<5>, format::pae or format::ia32), rooted at nCR3 (VMCB offset 0B0h).
+template <class HostFormat>
+class npt_walker {
+ public:
+  using format_type = HostFormat;
+
+  constexpr npt_walker() noexcept = default;
+  /// A walker for nCR3 `ncr3` (its root bits as the host's CR3 would give them: bits 31:12
+  /// for 32-bit, 31:5 for PAE, MAXPHYADDR-1:12 for long mode), the host controls and the
+  /// processor's properties (MAXPHYADDR, 1 GiB pages, the AMD PML4E bit-8 rule, PSE-36).
+  constexpr npt_walker(std::uint64_t ncr3, npt_host host, cpu_properties props) noexcept {
+    s_.mode = HostFormat::mode;
+    s_.root = x86::cr3_root(x86::cr3{ncr3}, HostFormat::mode, props.maxphyaddr);
+    s_.nx = host.nxe && HostFormat::mode != x86::paging_mode::two_level;
+    s_.fetch_bit = s_.nx;
+    s_.rsvd = reserved_bits(HostFormat::mode, reserved_params{props.maxphyaddr, s_.nx, host.pse, props.gbpages,
+                                                               props.amd_nonleaf_bit8, props.pse36});
+    pdpte_rsvd_ = pae_pdpte_reserved(props.maxphyaddr);
+  }
+
+  [[nodiscard]] constexpr x86::gpa root() const noexcept { return s_.root; }
+  [[nodiscard]] constexpr bool nx() const noexcept { return s_.nx; }
+
+  /// The access the nested permission check sees, as #PF error-code bits (APM 15.25.5):
+  /// always US; a guest page-table access (or PDPTE load) is a write and never a fetch; a
+  /// final access keeps its class.
+  [[nodiscard]] static constexpr x86::pfec effective_access(const ept_request& req) noexcept {
+    if (req.origin != ept_origin::final_access) return x86::pfec::user | x86::pfec::write;
+    if (req.access.test(ept_access::fetch)) return x86::pfec::user | x86::pfec::fetch;
+    if (req.access.test(ept_access::write)) return x86::pfec::user | x86::pfec::write;
+    return x86::pfec::user;
+  }
+
+  // ---- the verbs ----
+
+  /// Translates `req.address`: the nested walk, the permission check, then A/D updates of
+  /// the nested entries (with writable memory and `req.update_ad`).
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result walk(M& mem, const ept_request& req) const noexcept {
+    translation t{};
+    walk_fault f{};
+    std::uint64_t all = 0;
+    if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
+    if constexpr (writable_guest_memory<M>) {
+      if (req.update_ad && needs_ad(req, all)) return update_slow(mem, req);
+    }
+    return t;
+  }
+
+  /// The nested walk and the permission check, without A/D updates.
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
+    translation t{};
+    walk_fault f{};
+    std::uint64_t all = 0;
+    if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
+    return t;
+  }
+
+  /// The translation of `address` without permission checks or A/D updates (not-present,
+  /// reserved-bit and unbacked entries are still reported, as final-access faults).
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gpa address) const noexcept {
+    translation t{};
+    walk_fault f{};
+    std::uint64_t all = 0;
+    ept_request req{};
+    req.address = address;
+    if (!walk_tables(mem, address, t, f, all)) {
+      finish_fault(f, req);
+      return unexpected(f);
+    }
+    return t;
+  }
+  /// The name nested_walker used for translate() before the verbs were renamed.
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result translate_raw(const M& mem, x86::gpa address) const noexcept {
+    return translate(mem, address);
+  }
+
+  // ---- the stage interface of nested_walker ----
+
+  /// The stage nested_walker names in its own faults (an unbacked guest table).
+  static constexpr walk_stage fault_stage = walk_stage::npt;
+
+  /// Guest page-table accesses are writes to the nested tables (APM 15.25.5): they were
+  /// checked for R/W already, and their nested leaf gets D.
+  [[nodiscard]] static constexpr bool ad_enabled() noexcept { return true; }
+  /// A on every nested entry, D on the leaf of a write.
+  [[nodiscard]] static constexpr std::uint64_t ad_bits(bool leaf, bool dirty) noexcept {
+    return pte::accessed.raw() | (leaf && dirty ? pte::dirty.raw() : 0);
+  }
+  /// As above for entry `i` of `path`: a PAE host's PDPTE has no A flag (bits 8:5 are
+  /// reserved), so it gets nothing.
+  [[nodiscard]] static constexpr std::uint64_t ad_bits(const walk_path& path, unsigned i, bool dirty) noexcept {
+    if constexpr (HostFormat::pdpte_registers) {
+      if (i == 0 && path.top == 3) return 0;
+    }
+    return ad_bits(i + 1 == path.count, dirty);
+  }
+
+  /// check() into caller-provided objects; `all` gets the AND of the nested entries read
+  /// from memory with the leaf's D flag in bit 0 (see needs_ad()).
+  template <guest_memory M>
+  constexpr bool walk_checked(const M& mem, const ept_request& req, translation& t, walk_fault& f,
+                              std::uint64_t& all) const noexcept {
+    if (!walk_tables(mem, req.address, t, f, all)) [[unlikely]] {
+      finish_fault(f, req);
+      return false;
+    }
+    const x86::pfec acc = effective_access(req);
+    const std::uint64_t need = needed_rights(acc);
+    if ((t.rights.raw() & need) != need) [[unlikely]] {
+      permission_report(t, need, f);
+      finish_fault(f, req);
+      return false;
+    }
+    return true;
+  }
+
+  /// True if the access must set A or D in a nested entry (`all` from walk_checked()).
+  [[nodiscard]] static constexpr bool needs_ad(const ept_request& req, std::uint64_t all) noexcept {
+    const std::uint64_t want = pte::accessed.raw() | (effective_access(req).test(x86::pfec::write) ? 1u : 0u);
+    return (all & want) != want;
+  }
+
+  /// No paging-structure cache: every nested access walks from nCR3.
+  struct upper_cache {};
+  template <guest_memory M>
+  constexpr bool walk_checked_cached(const M& mem, const ept_request& req, upper_cache&, translation& t,
+                                     walk_fault& f, x86::gpa& address, std::uint64_t& all) const noexcept {
+    if (!walk_checked(mem, req, t, f, all)) return false;
+    address = t.address;
+    return true;
+  }
+  template <guest_memory M>
+  constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache&, translation& t,
+                                    walk_fault& f, std::uint64_t& all) const noexcept {
+    return walk_checked(mem, req, t, f, all);
+  }
+
+  /// The nested table walk only: fills `t` (address, size, rights, path) or `f`
+  /// (not_present / reserved_bit / unbacked with level and entry; error_code P/RSV only).
+  template <guest_memory M>
+  constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+                             std::uint64_t& all) const noexcept {
+    detail::direct_tables<const M> tables(&mem);
+    const x86::gva in{address.value()};
+    if constexpr (HostFormat::pdpte_registers) {
+      // PAE host: the PDPTE is read from memory on every nested walk (no PDPTE registers).
+      const unsigned i = static_cast<unsigned>((address.value() >> 30) & 3u);
+      const x86::gpa at{s_.root.value() + 8u * i};
+      const auto v = mem.read64(at);
+      if (!v) {
+        f.kind = fault_kind::unbacked;
+        f.level = 3;
+        f.entry_address = at;
+        return false;
+      }
+      if ((*v & pte::present.raw()) && (*v & pdpte_rsvd_)) {
+        t.path.start(address.value() & 0xffff'ffffu, HostFormat::index_bits, HostFormat::entry_bytes);
+        t.path.push(at, *v, 3);
+        f.kind = fault_kind::reserved_bit;
+        f.level = 3;
+        f.entry_address = at;
+        f.entry_value = *v;
+        f.error_code = x86::pfec::present | x86::pfec::rsvd;
+        return false;
+      }
+      walker_state s = s_;
+      s.pdptes.entries[i] = *v;
+      s.pdptes.pdpt = s_.root;
+      return basic_walker<HostFormat>(s).walk_tables(tables, in, t, f, all);
+    } else {
+      return basic_walker<HostFormat>(s_).walk_tables(tables, in, t, f, all);
+    }
+  }
+
+ private:
+  /// The rights an access needs: U always; W for a write; X for a fetch (pte_access::exec
+  /// is already set at every level without NX).
+  [[nodiscard]] static constexpr std::uint64_t needed_rights(x86::pfec acc) noexcept {
+    std::uint64_t need = pte_access::user.raw();
+    if (acc.test(x86::pfec::write)) need |= pte_access::write.raw();
+    if (acc.test(x86::pfec::fetch)) need |= pte_access::exec.raw();
+    return need;
+  }
+
+  /// The entry blamed for a permission fault: the first from the top that lacks a needed
+  /// right (a PAE PDPTE has none to lack), as basic_walker reports guest faults.
+  constexpr void permission_report(const translation& t, std::uint64_t need, walk_fault& f) const noexcept {
+    f.kind = fault_kind::permission;
+    walked_entry blame = t.path.back();
+    for (unsigned i = 0; i < t.path.count; ++i) {
+      const walked_entry w = t.path[i];
+      if (HostFormat::pdpte_registers && w.level == 3) continue;
+      const std::uint64_t x = s_.nx ? (~w.value >> 63) & 1u : 1u;
+      const std::uint64_t r = (w.value & 6u) | x;
+      if ((r & need) != need) {
+        blame = w;
+        break;
+      }
+    }
+    f.level = blame.level;
+    f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);
+    f.entry_address = blame.address;
+    f.entry_value = blame.value;
+    f.error_code = x86::pfec::present;
+  }
+
+  /// Completes a fault as an #NPF report: stage, the faulting guest-physical address, the
+  /// access bits of the error code (APM 15.25.6: RW and US as the nested check saw the
+  /// access, ID for a final fetch when the host has NX, as #PF reports I/D), the phase in
+  /// qualification bit 8 (final access) and bit 7 (a linear address is known).
+  constexpr void finish_fault(walk_fault& f, const ept_request& req) const noexcept {
+    const x86::pfec acc = effective_access(req);
+    f.stage = walk_stage::npt;
+    f.vector = x86::vector::pf;
+    f.guest_physical = req.address;
+    f.linear = req.linear_valid ? req.linear : x86::gva{};
+    x86::pfec ec = f.kind == fault_kind::unbacked ? x86::pfec{} : f.error_code;
+    ec = ec | (acc & (x86::pfec::user | x86::pfec::write));
+    if (s_.fetch_bit && acc.test(x86::pfec::fetch)) ec = ec | x86::pfec::fetch;
+    f.error_code = ec.hardware_bits();
+    ept_qualification q{};
+    if (req.linear_valid && req.origin != ept_origin::pdpte_load) q = q | ept_qualification::linear_valid;
+    if (req.origin == ept_origin::final_access) q = q | ept_qualification::final_translation;
+    f.qualification = q;
+  }
+
+  template <writable_guest_memory M>
+  [[gnu::noinline]] constexpr walk_result update_slow(M& mem, const ept_request& req) const noexcept {
+    const bool write = effective_access(req).test(x86::pfec::write);
+    detail::direct_tables<M> tables(&mem);
+    for (unsigned attempt = 0;; ++attempt) {
+      translation t{};
+      walk_fault f{};
+      std::uint64_t all = 0;
+      if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
+      if (!needs_ad(req, all)) return t;
+      if (attempt >= max_ad_retries) {
+        f.kind = fault_kind::retry_exhausted;
+        finish_fault(f, req);
+        return unexpected(f);
+      }
+      // basic_walker's update: A everywhere, D on the leaf, the PAE PDPTE left alone,
+      // 4-byte entries for a 32-bit host.
+      const int u = basic_walker<HostFormat>(s_).update_accessed_dirty(tables, t, write, f);
+      if (u > 0) return t;
+      if (u < 0) {
+        finish_fault(f, req);
+        return unexpected(f);
+      }
+    }
+  }
+
+  walker_state s_{};
+  std::uint64_t pdpte_rsvd_ = 0;
+};
+
+using npt_walker_32bit = npt_walker<format::ia32>;      ///< 32-bit legacy host
+using npt_walker_pae = npt_walker<format::pae>;         ///< PAE host
+using npt_walker_4level = npt_walker<format::ia32e<4>>; ///< long-mode host, 4-level
+using npt_walker_5level = npt_walker<format::ia32e<5>>; ///< long-mode host with CR4.LA57
+
+}  // namespace hvkit::paging
