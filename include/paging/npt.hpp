@@ -142,12 +142,6 @@ class npt_walker {
     }
     return t;
   }
-  /// The name nested_walker used for translate() before the verbs were renamed.
-  template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate_raw(const M& mem, x86::gpa address) const noexcept {
-    return translate(mem, address);
-  }
-
   // ---- the stage interface of nested_walker ----
 
   /// The stage nested_walker names in its own faults (an unbacked guest table).
