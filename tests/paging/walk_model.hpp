@@ -64,8 +64,11 @@ struct outcome {
 };
 
 // The model of one guest walk (SDM 4.3 32-bit, 4.4 PAE, 4.5 4/5-level; 4.6 rights; 4.7
-// error code). `pdpte` holds the four PAE PDPTE registers.
-inline outcome guest_walk(mode m, const memory& mem, u64 cr3, const u64* pdpte, u64 va, const controls& c) {
+// error code). `pdpte` holds the four PAE PDPTE registers. `mem` is a `memory`, or anything
+// with its read(address, bytes, out) (the NPT model reads the guest tables through a second
+// stage that way); the walk stops at the first read that fails.
+template <class Mem = memory>
+inline outcome guest_walk(mode m, const Mem& mem, u64 cr3, const u64* pdpte, u64 va, const controls& c) {
   outcome o;
   const bool w = c.acc == access::write, f = c.acc == access::fetch;
   const bool user_access = c.cpl == 3 && !c.implicit;
