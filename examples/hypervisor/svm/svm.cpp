@@ -9,6 +9,7 @@
 #include "svm.hpp"
 
 #include <hvkit/cpuid/svm.hpp>
+#include <hvkit/paging/npt.hpp>
 #include <hvkit/svm/clean_bits.hpp>
 #include <hvkit/svm/controls.hpp>
 #include <hvkit/svm/cr_intercepts.hpp>
@@ -19,6 +20,7 @@
 #include <hvkit/svm/intercepts.hpp>
 #include <hvkit/svm/io_permission_map.hpp>
 #include <hvkit/svm/msr_permission_map.hpp>
+#include <hvkit/svm/npf.hpp>
 #include <hvkit/svm/register_file.hpp>
 #include <hvkit/svm/segment.hpp>
 #include <hvkit/svm/skip.hpp>
@@ -611,9 +613,11 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
 // patterns (bit 0 -> P, bit 1 -> RW, bit 2 clear -> NX), a 2 MiB or 1 GiB nested page, or a
 // reserved bit (a bit at or above MAXPHYADDR). The access is done natively; the hypervisor
 // predicts #NPF (EXITINFO1 error code and bits 32/33, EXITINFO2 the guest-physical address)
-// or the guest's own outcome with the rules of APM 15.25.5-15.25.6, written here apart from
-// the CPU: every nested access is a user access; guest page-table reads are reads, their A/D
-// updates writes; a fetch is checked against NX (the host runs with EFER.NXE = 1).
+// or the guest's own outcome with hvkit's two-dimensional walk: paging::nested_walker over
+// the guest's 4-level tables with paging::npt_walker as the second stage (APM 15.25.5: every
+// nested access a user access, guest page-table accesses writes, NX under the host's
+// EFER.NXE, the host's reserved bits), the #NPF exit information from its fault by
+// svm::npf_from_fault (15.25.6). The CPU is the oracle.
 alignas(4096) std::uint64_t npt_alias_pdpt[512];
 alignas(4096) std::uint64_t npt_alias_pd[512];
 alignas(4096) std::uint64_t npt_alias_pt[512];
@@ -683,67 +687,55 @@ unsigned npt_apply_case(std::uint64_t d) {
   return size;
 }
 
-/// The rule model of one nested translation (APM 15.25.5: the host's long-mode format, user
-/// access). Returns 0 if allowed, else the #NPF error code (P, W, U = 1, RSV, I/D).
-std::uint64_t npt_model(std::uint64_t gpa, bool write, bool fetch) {
-  const std::uint64_t acc = (write ? 2u : 0u) | 4u | (fetch ? 0x10u : 0u);
-  const unsigned maxpa = host_maxphyaddr();
-  const std::uint64_t rsv_hi = maxpa < 52 ? (((1ull << 52) - 1) & ~((1ull << maxpa) - 1)) : 0;
-  const std::uint64_t* table = npt_pml4;
-  bool rw = true, nx = false;
-  for (int level = 4; level >= 1; --level) {
-    const std::uint64_t e = table[(gpa >> (12 + 9 * (level - 1))) & 511];
-    if (!(e & np_p)) return acc;
-    const bool large = level > 1 && (e & np_ps);
-    std::uint64_t rsv = rsv_hi;
-    if (level == 4) rsv |= np_ps;
-    if (large && level == 3) rsv |= 0x3FFFE000ull;
-    if (large && level == 2) rsv |= 0x1FE000ull;
-    if (e & rsv) return acc | 1 | 8;
-    rw = rw && (e & np_rw);
-    nx = nx || (e & np_nx);
-    if (large || level == 1) break;
-    table = reinterpret_cast<const std::uint64_t*>(e & 0x000FFFFFFFFFF000ull);
-  }
-  if (write && !rw) return acc | 1;
-  if (fetch && nx) return acc | 1;
-  return 0;
+/// The memory the nested walk reads: host-physical memory from 1 MiB (the nested page tables
+/// live in the hypervisor's image) to the end of guest A's RAM.
+pg::flat_memory host_ram_view() {
+  return {reinterpret_cast<std::uint8_t*>(0x100000), layout::guest_mem_base + layout::guest_mem_size - 0x100000,
+          x86::gpa{0x100000}};
 }
 
-/// hc::ept_arm on SVM: apply the layout, predict.
+/// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
+/// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
+/// treats every guest page-table access as a write whether or not it sets A (15.25.5).
 void npt_arm(guest_regs& r) {
   using enum x86::gpr;
   const std::uint64_t la = r[rbx];
-  const unsigned access = static_cast<unsigned>(r[rcx]);
+  const x86::pfec access{r[rcx]};
   const unsigned size = npt_apply_case(r[rdx]);
   if (size) ++nd.large_cases;
-  const bool write = access & 2, fetch = access & 0x10;
   nd.pred_npf = false;
   nd.pred_result = 0;
   nd.pred_error = 0;
-  const std::uint64_t pde_gpa = alias_base + hc::ept_test_pd_gpa + 8 * ((la >> 21) & 511);
-  const std::uint64_t pte_gpa = alias_base + hc::ept_test_pt_gpa + 8 * ((la >> 12) & 511);
-  auto npf = [&](std::uint64_t err, std::uint64_t gpa, bool final_translation) {
+  const pg::cpu_properties props = guest_cpu_properties();
+  const guest_paging_regs g = live_paging_regs();
+  const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
+  const pg::mmu_context mmu{role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
+  // The nested tables have the host's format at VMRUN (long mode, 4 levels) and its EFER.NXE
+  // (15.25.3, 15.25.5): the host's own CR4 and EFER, as VMRUN does not switch them.
+  using host_format = pg::format::ia32e<4>;
+  const pg::npt_walker<host_format> npt{sv::read(vmcb, fld::n_cr3),
+                                        pg::make_npt_host(x86::cr4{read_cr4()}, x86::efer{rdmsr(x86::msr::ia32_efer)}),
+                                        props};
+  const pg::nested_walker<pg::format::ia32e<4>, pg::npt_walker<host_format>> walker{
+      pg::basic_walker<pg::format::ia32e<4>>{mmu, props}, npt};
+  pg::walk_request req{};
+  req.linear = x86::gva{la};
+  req.access = access;
+  req.rflags = g.rflags;
+  const pg::nested_result res = walker.check(host_ram_view(), mmu, req);
+  if (res.has_value()) return;
+  const pg::walk_fault& f = res.error();
+  const auto npf = sv::npf_from_fault(f);
+  if (npf.has_value()) {
     nd.pred_npf = true;
-    nd.pred_info = sv::npf_error_code::make(static_cast<std::uint32_t>(err), final_translation, !final_translation).raw();
-    nd.pred_gpa = gpa;
-  };
-  // 1. The guest walk: PML4E and PDPTE are in guest RAM (identity, RWX); the PDE and PTE are
-  //    accessed through the alias, each checked as a user write as it is walked (the guest's
-  //    entries have A clear, so each access also sets A: the nested check is a write, made at
-  //    the walk, before the final translation; the #NPF error code then has W = 1).
-  if (const std::uint64_t e = npt_model(pde_gpa, true, false)) return npf(e, pde_gpa, false);
-  if (const std::uint64_t e = npt_model(pte_gpa, true, false)) return npf(e, pte_gpa, false);
-  // 2. The guest's own permission check (CPL 0, CR0.WP = 1; PDE/PDPTE/PML4E are P|RW).
-  const std::uint64_t pte = *reinterpret_cast<const volatile std::uint64_t*>(hc::ept_test_pt_gpa + 8 * ((la >> 12) & 511));
-  if (!(pte & 1) || (write && !(pte & 2))) {
-    nd.pred_result = 0x100 | 14;
-    nd.pred_error = (pte & 1) | (write ? 2u : 0u) | (fetch ? 0x10u : 0u);
-    return;
+    nd.pred_info = npf.value().error.raw();
+    nd.pred_gpa = npf.value().address.value();
+  } else if (npf.error() == sv::not_npf::guest_stage) {
+    nd.pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
+    nd.pred_error = static_cast<std::uint32_t>(f.error_code.hardware_bits().raw());
+  } else {
+    nd.pred_result = 0xFFFF;  // no architectural outcome (unbacked memory): a mismatch
   }
-  // 3. The final guest-physical address with the access itself.
-  const std::uint64_t data_gpa = (pte & 0x000FFFFFFFFFF000ull) | (la & 0xFFF);
-  if (const std::uint64_t e = npt_model(data_gpa, write, fetch)) return npf(e, data_gpa, true);
 }
 
 /// A #NPF inside the alias while a case is armed: recorded, the alias made RWX again, the
