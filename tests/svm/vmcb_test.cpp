@@ -124,7 +124,28 @@ TEST(Vmcb, StoresAreLittleEndianAtTheFieldOffset) {
   EXPECT_EQ(b[0x05c], 3);
   EXPECT_EQ(svm::read(v, f::rip), 0x1122'3344'5566'7788u);
   EXPECT_EQ(svm::read_typed(v, f::cs_selector), x86::selector::make(1));
+  // A 4-byte field beside a 1-byte one: each run-time store writes its own width only.
+  svm::write(v, f::guest_asid, std::uint32_t{0x0a0b'0c0d});
+  EXPECT_EQ(b[0x058], 0x0d);
+  EXPECT_EQ(b[0x05b], 0x0a);
+  EXPECT_EQ(b[0x05c], 3);
+  EXPECT_EQ(svm::read(v, f::guest_asid), 0x0a0b'0c0du);
+  EXPECT_EQ(svm::read(v, f::tlb_control), 3u);
+  svm::write(v, f::tlb_control, 0);
+  EXPECT_EQ(svm::read(v, f::guest_asid), 0x0a0b'0c0du);
 }
+
+// The same stores in constant evaluation (the byte-loop path) leave the same bytes.
+constexpr bool constant_evaluated_stores() {
+  svm::soft_vmcb v;
+  svm::write(v, f::rip, std::uint64_t{0x1122'3344'5566'7788});
+  svm::write(v, f::guest_asid, std::uint32_t{0x0a0b'0c0d});
+  svm::write(v, f::tlb_control, 3);
+  const auto& b = v.page().bytes;
+  return b[0x578] == 0x88 && b[0x57f] == 0x11 && b[0x058] == 0x0d && b[0x05b] == 0x0a && b[0x05c] == 3 &&
+         svm::read(v, f::rip) == 0x1122'3344'5566'7788u && svm::read(v, f::guest_asid) == 0x0a0b'0c0du;
+}
+static_assert(constant_evaluated_stores());
 
 TEST(Vmcb, TypedRegistersRoundTrip) {
   svm::soft_vmcb v;

@@ -8,8 +8,26 @@
 // decoded and executed by hvkit::emulate, as an MMIO access after a nested page fault is.
 #include "svm.hpp"
 
+#include <hvkit/cpuid/svm.hpp>
+#include <hvkit/paging/npt.hpp>
+#include <hvkit/svm/clean_bits.hpp>
+#include <hvkit/svm/controls.hpp>
+#include <hvkit/svm/cr_intercepts.hpp>
+#include <hvkit/svm/event_injection.hpp>
+#include <hvkit/svm/exit_code.hpp>
+#include <hvkit/svm/exit_info.hpp>
+#include <hvkit/svm/ibpb.hpp>
+#include <hvkit/svm/intercepts.hpp>
+#include <hvkit/svm/io_permission_map.hpp>
+#include <hvkit/svm/msr_permission_map.hpp>
+#include <hvkit/svm/npf.hpp>
+#include <hvkit/svm/register_file.hpp>
+#include <hvkit/svm/segment.hpp>
+#include <hvkit/svm/skip.hpp>
+#include <hvkit/svm/tlb.hpp>
+#include <hvkit/svm/vmcb.hpp>
+
 #include "../hv.hpp"
-#include "vmcb.hpp"
 
 extern "C" {
 void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
@@ -25,77 +43,131 @@ namespace hv::svm {
 
 namespace {
 
-alignas(4096) std::uint8_t vmcb_page[4096];
+namespace sv = hvkit::svm;
+namespace fld = hvkit::svm::fields;
+using exit_code = sv::exit_code;
+
+std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+
+/// One VMCB of the backend: the page whose physical address VMRUN takes (identity-mapped),
+/// the typed view of it, its clean-bit tracker (APM 15.15; it writes nothing without
+/// VmcbClean, as on every Bochs model) and the ASID of the vCPU it belongs to (15.16).
+struct vmcb_slot {
+  sv::vmcb_page* page;
+  sv::vmcb_view view;
+  sv::clean_tracker<sv::vmcb_view> tracked;
+  sv::asid_allocator::assignment asid{};
+  constexpr explicit vmcb_slot(sv::vmcb_page& p) noexcept : page(&p), view(p), tracked(view, false) {}
+  vmcb_slot(const vmcb_slot&) = delete;
+  vmcb_slot& operator=(const vmcb_slot&) = delete;
+};
+
+sv::vmcb_page a1_page;  // guest A (the conformance guest)
+sv::vmcb_page a2_page;  // guest A's second VMCB (vmcb02 stand-in)
+sv::vmcb_page b_page;   // guest B
+constinit vmcb_slot vmcb_a1{a1_page}, vmcb_a2{a2_page}, vmcb_b{b_page};
+
+/// The VMCB the exit handlers work on (the scheduled runs switch it): an svm::vmcb_memory
+/// whose every store goes through the current slot's clean-bit tracker.
+struct current_vmcb {
+  vmcb_slot* slot;
+  [[nodiscard]] std::uint64_t load(std::uint16_t offset, unsigned bytes) const noexcept {
+    return slot->tracked.load(offset, bytes);
+  }
+  void store(std::uint16_t offset, unsigned bytes, std::uint64_t v) noexcept { slot->tracked.store(offset, bytes, v); }
+};
+static_assert(sv::vmcb_memory<current_vmcb>);
+constinit current_vmcb vmcb{&vmcb_a1};
+
 alignas(4096) std::uint8_t host_save_page[4096];  // VMSAVE/VMLOAD of the host's own state
 alignas(4096) std::uint8_t hsave_page[4096];      // VM_HSAVE_PA: what VMRUN saves of the host
-alignas(4096) std::uint8_t msrpm[8192];           // all ones: every MSR access exits
-alignas(4096) std::uint8_t iopm[12288];           // all ones: every port access exits
+// Every MSR access and every port access exits (APM 15.10.1, 15.11).
+constinit sv::msr_permission_map msrpm = sv::msr_permission_map::intercept_all();
+constinit sv::io_permission_map iopm = sv::io_permission_map::intercept_all();
 alignas(4096) std::uint64_t npt_pml4[512];
 alignas(4096) std::uint64_t npt_pdpt[512];
 alignas(4096) std::uint64_t npt_pd[512];
 alignas(4096) std::uint64_t npt_pd_alias[512];
 
-alignas(4096) std::uint8_t vmcb_a2_page[4096];  // guest A's second VMCB (vmcb02 stand-in)
-alignas(4096) std::uint8_t vmcb_b_page[4096];   // guest B
 alignas(4096) std::uint64_t npt_b_pml4[512];    // guest B: GPA 16 MiB (2 MiB) -> HPA 48 MiB
 alignas(4096) std::uint64_t npt_b_pdpt[512];
 alignas(4096) std::uint64_t npt_b_pd[512];
 
-/// The VMCB the exit handlers work on (the scheduled runs switch it).
-vmcb_ref vmcb{vmcb_page};
-std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+/// CPUID Fn8000_000A of the host (APM Vol. 3, Appendix E), read at enable().
+cpuid_ns::svm_info host_svm{};
+/// The host's ASIDs (1 .. NASID-1), handed to the VMCBs by generation (15.16).
+sv::asid_allocator asids{2};
 
-/// How CR0 writes are intercepted (APM 15.9 "Instruction Intercepts", 15.10.1 "CR0
-/// Selective Write Intercept"): SVM has no guest/host masks; the guest owns every CR0 bit
-/// whose change does not exit.
-enum class cr0_intercept : std::uint8_t {
-  none,       ///< the guest owns CR0 (WP toggles never exit; NPT keeps the host safe)
-  selective,  ///< CR0_SEL_WRITE: any change of a bit other than TS and MP exits (WP does)
-  all,        ///< CR0 write intercept: every MOV to CR0 / LMSW / CLTS exits
-};
+/// The CR intercepts of a run: the guest-owned policy of the VMX runs (hv.hpp), expressed as
+/// SVM intercepts by svm::make_cr_intercepts (APM 15.9, 15.9.1 "Selective CR0 Write
+/// Intercept"; docs/svm.md has the table). With nested paging: CR0.WP guest-owned -> no CR0
+/// write intercept (WP toggles never exit); only CR0.TS guest-owned -> the selective CR0
+/// write intercept (a WP change exits); nothing guest-owned -> the CR0 write intercept
+/// (every MOV to CR0, LMSW and CLTS exits). CR4 writes are always intercepted, no CR read is.
+using policy_nothing_owned = x86::guest_owned_set<>;
+constexpr sv::cr_intercept_features with_npt{.npt = true};
+constexpr sv::cr_intercepts cr_wp_owned = sv::make_cr_intercepts<policy_wp_guest_owned>(with_npt);
+constexpr sv::cr_intercepts cr_wp_selective = sv::make_cr_intercepts<policy_wp_intercepted>(with_npt);
+constexpr sv::cr_intercepts cr_all = sv::make_cr_intercepts<policy_nothing_owned>(with_npt);
+static_assert(cr_wp_owned.cr0_write == sv::cr0_write_intercept::none && cr_wp_owned.cr0_owned.test(x86::cr0::wp));
+static_assert(cr_wp_selective.cr0_write == sv::cr0_write_intercept::selective &&
+              !cr_wp_selective.cr0_owned.test(x86::cr0::wp));
+static_assert(cr_all.cr0_write == sv::cr0_write_intercept::all && cr_all.cr0_owned.none());
+static_assert(!cr_wp_owned.cr0_read && !cr_wp_owned.cr4_read && cr_wp_owned.cr4_write && cr_all.cr4_write);
+
+const char* cr0_intercept_name(sv::cr0_write_intercept w) {
+  switch (w) {
+    case sv::cr0_write_intercept::none: return "none";
+    case sv::cr0_write_intercept::selective: return "selective";
+    case sv::cr0_write_intercept::all: return "all";
+  }
+  return "?";
+}
 
 struct svm_run {
   run_config base;
-  cr0_intercept cr0;
+  sv::cr_intercepts cr;
   /// Two guests and guest A's second VMCB switched on local APIC timer interrupts (INTR
-  /// intercept), with this IBPB policy deciding each barrier (-1: one VMCB, no scheduling).
-  int ibpb = -1;
+  /// intercept), with this IBPB policy deciding each barrier (else one VMCB, no scheduling).
+  bool scheduled = false;
+  sv::ibpb_policy ibpb = sv::ibpb_policy::skip_same_guest;
 };
 
 constexpr svm_run runs[] = {
-    {{"guest_owned", false, true, 0, run_status::done}, cr0_intercept::none},
-    {{"intercepted", true, true, 0, run_status::done}, cr0_intercept::selective},
-    {{"intercepted_cr0_all", true, true, 0, run_status::done}, cr0_intercept::all},
-    {{"native_dt", false, false, 0, run_status::done}, cr0_intercept::none},
-    {{"triple_fault", false, true, hc::cfg_quick | hc::cfg_triple_fault, run_status::triple_fault}, cr0_intercept::none},
-    {{"after_triple_fault", false, true, hc::cfg_quick, run_status::done}, cr0_intercept::none},
-    {{"stale_role_demo", false, true, hc::cfg_ltr_only, run_status::done, true}, cr0_intercept::none},
+    {{"guest_owned", false, true, 0, run_status::done}, cr_wp_owned},
+    {{"intercepted", true, true, 0, run_status::done}, cr_wp_selective},
+    {{"intercepted_cr0_all", true, true, 0, run_status::done}, cr_all},
+    {{"native_dt", false, false, 0, run_status::done}, cr_wp_owned},
+    {{"triple_fault", false, true, hc::cfg_quick | hc::cfg_triple_fault, run_status::triple_fault}, cr_wp_owned},
+    {{"after_triple_fault", false, true, hc::cfg_quick, run_status::done}, cr_wp_owned},
+    {{"stale_role_demo", false, true, hc::cfg_ltr_only, run_status::done, true}, cr_wp_owned},
     // The CPU as the oracle: random page tables and registers, each access done natively by
     // the guest (under nested paging) and repeated by hvkit's walker.
-    {{"paging_diff", false, false, hc::cfg_paging_diff, run_status::done}, cr0_intercept::none},
+    {{"paging_diff", false, false, hc::cfg_paging_diff, run_status::done}, cr_wp_owned},
     // Nested paging as the second stage: random nested permissions, page sizes and reserved
     // bits on the guest's page-table pages and data page, #NPF predicted by a rule model.
-    {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr0_intercept::none},
+    {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr_wp_owned},
     // The 32-bit guest: 32-bit and PAE paging under nested paging, the CPU as the oracle.
-    {{"paging_diff32", false, false, hc::cfg_guest32, run_status::done}, cr0_intercept::none},
+    {{"paging_diff32", false, false, hc::cfg_guest32, run_status::done}, cr_wp_owned},
     // Guest A (the conformance guest, spinning) with a second VMCB of its own vCPU and guest
     // B, round-robin A1 A2 A1 B on timer interrupts; the IBPB policy decides every barrier.
-    {{"ibpb_skip_same_guest", false, true, hc::cfg_spin, run_status::done}, cr0_intercept::none,
-     static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
-    {{"ibpb_every_change", false, true, hc::cfg_spin, run_status::done}, cr0_intercept::none,
-     static_cast<int>(hvkit::vmx::ibpb_policy::every_vmcs_change)},
+    {{"ibpb_skip_same_guest", false, true, hc::cfg_spin, run_status::done}, cr_wp_owned, true,
+     sv::ibpb_policy::skip_same_guest},
+    {{"ibpb_every_change", false, true, hc::cfg_spin, run_status::done}, cr_wp_owned, true,
+     sv::ibpb_policy::every_vmcb_change},
     // Hostile: guest B triple-faults on its first slice (UD2 without an IDT: SHUTDOWN exit);
     // guest A (another VM) must go on.
-    {{"hostile_guest_b", false, true, hc::cfg_spin | hc::cfg_hostile_b, run_status::done}, cr0_intercept::none,
-     static_cast<int>(hvkit::vmx::ibpb_policy::skip_same_guest)},
+    {{"hostile_guest_b", false, true, hc::cfg_spin | hc::cfg_hostile_b, run_status::done}, cr_wp_owned, true,
+     sv::ibpb_policy::skip_same_guest},
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
 /// Exit-code counters: codes 0x00-0x9D as themselves, #NPF (0x400) in slot 0x9F, anything
 /// else in 0x9E.
 constexpr unsigned slot_count = 0xA0;
-constexpr unsigned slot(std::uint64_t code) {
-  return code < 0x9E ? static_cast<unsigned>(code) : code == exit::npf ? 0x9F : 0x9E;
+constexpr unsigned slot(exit_code code) {
+  const std::uint64_t c = sv::raw(code);
+  return c < 0x9E ? static_cast<unsigned>(c) : code == exit_code::npf ? 0x9F : 0x9E;
 }
 struct svm_counters {
   std::uint64_t total;
@@ -104,8 +176,8 @@ struct svm_counters {
 struct svm_state {
   const svm_run* cfg;
   svm_counters exits, mark;
-  std::uint64_t pending_event;  // EXITINTINFO of this exit, re-injected unless replaced
   bool preempted;               // the last exit was a timer interrupt: switch, then resume
+  std::uint64_t role_rebuilds;  // svm::sync_cr0_role found a changed paging mode (CR0.PG, CR4)
 };
 constinit svm_state st{};
 
@@ -115,35 +187,12 @@ struct wp_summary {
 };
 wp_summary summaries[run_count];
 
+/// The APM's name of the exit code counted in slot `s` (Appendix C, Table C-1).
 const char* exit_name(unsigned s) {
-  switch (s) {
-    case 0x10: return "cr0_write";
-    case 0x60: return "intr";
-    case 0x14: return "cr4_write";
-    case 0x65: return "cr0_sel_write";
-    case 0x66: return "idtr_read";
-    case 0x67: return "gdtr_read";
-    case 0x68: return "ldtr_read";
-    case 0x69: return "tr_read";
-    case 0x6A: return "idtr_write";
-    case 0x6B: return "gdtr_write";
-    case 0x6C: return "ldtr_write";
-    case 0x6D: return "tr_write";
-    case 0x72: return "cpuid";
-    case 0x78: return "hlt";
-    case 0x7B: return "ioio";
-    case 0x7C: return "msr";
-    case 0x7F: return "shutdown";
-    case 0x80: return "vmrun";
-    case 0x81: return "vmmcall";
-    case 0x82: return "vmload";
-    case 0x83: return "vmsave";
-    case 0x84: return "stgi";
-    case 0x85: return "clgi";
-    case 0x86: return "skinit";
-    case 0x9F: return "npf";
-    default: return s >= 0x40 && s < 0x60 ? "exception" : "other";
-  }
+  if (s == 0x9F) return sv::name(exit_code::npf);
+  if (s == 0x9E) return "OTHER";
+  const char* n = sv::name(static_cast<exit_code>(s));
+  return n ? n : "OTHER";
 }
 
 // ---- CPUID policy ---------------------------------------------------------------------
@@ -213,12 +262,12 @@ bool rdmsr_safe(std::uint32_t m, std::uint64_t& v) {
 
 /// APM 15.4 "Enabling SVM": VM_CR.SVMDIS must be clear; EFER.SVME = 1; VM_HSAVE_PA.
 bool enable() {
-  constexpr std::uint32_t vm_cr = 0xC0010114;
   std::uint64_t vmcr = 0;
-  const bool has_vmcr = rdmsr_safe(vm_cr, vmcr);
+  const bool has_vmcr = rdmsr_safe(x86::msr::amd_vm_cr, vmcr);
   const auto e8a = cpuid(0x8000000A);
-  kprintf("HVKIT INFO svm_revision=%u asids=%u svm_features_edx=0x%x vm_cr=0x%llx\n", e8a.eax & 0xFF, e8a.ebx,
-          e8a.edx, (unsigned long long)vmcr);
+  host_svm = cpuid_ns::decode_svm({e8a.eax, e8a.ebx, e8a.ecx, e8a.edx});
+  kprintf("HVKIT INFO svm_revision=%u asids=%u svm_features_edx=0x%x vm_cr=0x%llx\n", host_svm.revision,
+          host_svm.nasid, host_svm.features.raw(), (unsigned long long)vmcr);
   if (!has_vmcr) {
     // APM 15.30.1: VM_CR exists on every CPU with SVM. Bochs 2.7 raises #GP on RDMSR of it.
     ++results_errata;
@@ -228,14 +277,25 @@ bool enable() {
     result("svm_enable", false, "reason=vm_cr_svmdis");
     return false;
   }
+  if (host_svm.nasid < 2) {
+    result("svm_enable", false, "reason=no_guest_asid nasid=%u", host_svm.nasid);
+    return false;
+  }
   // SVME, and NXE: nested entries use the host's paging mode, NX needs EFER.NXE (15.25.5).
   const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
-  wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) | efer_svme | (nx ? efer_nxe : 0));
-  wrmsr(msr_vm_hsave_pa, pa(hsave_page));
-  for (auto& b : msrpm) b = 0xFF;
-  for (auto& b : iopm) b = 0xFF;
-  result("svm_enable", true, "nrips=%u npt=%u decode_assists=%u vmcb_clean=%u", (e8a.edx >> 3) & 1, e8a.edx & 1,
-         (e8a.edx >> 7) & 1, (e8a.edx >> 5) & 1);
+  x86::efer efer{rdmsr(x86::msr::ia32_efer)};
+  efer |= x86::efer::svme;
+  if (nx) efer |= x86::efer::nxe;
+  wrmsr(x86::msr::ia32_efer, efer.raw());
+  wrmsr(x86::msr::amd_vm_hsave_pa, pa(hsave_page));
+  asids = sv::asid_allocator{host_svm.nasid};
+  const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
+  for (vmcb_slot* s : {&vmcb_a1, &vmcb_a2, &vmcb_b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
+  using F = cpuid_ns::svm_features;
+  result("svm_enable", true, "nrips=%u npt=%u decode_assists=%u vmcb_clean=%u flush_by_asid=%u",
+         host_svm.features.test(F::nrip_save) ? 1 : 0, host_svm.features.test(F::np) ? 1 : 0,
+         host_svm.features.test(F::decode_assists) ? 1 : 0, clean ? 1 : 0,
+         host_svm.features.test(F::flush_by_asid) ? 1 : 0);
   return true;
 }
 
@@ -259,138 +319,147 @@ void build_npt() {
   for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) npt_pd_alias[gpa >> 21] = gpa | p | rw | us | ps;
 }
 
-void set_seg(unsigned o, std::uint16_t sel, std::uint16_t attrib, std::uint32_t limit, std::uint64_t base) {
-  vmcb.set<std::uint16_t>(o, sel);
-  vmcb.set<std::uint16_t>(o + 2, attrib);
-  vmcb.set<std::uint32_t>(o + 4, limit);
-  vmcb.set<std::uint64_t>(o + 8, base);
-}
+/// TLB_CONTROL for the next VMRUN (APM 15.16.1).
+void set_tlb_control(sv::tlb_control c) { sv::write(vmcb, fld::tlb_control, static_cast<std::uint8_t>(c)); }
 
 /// The VMCB for a fresh run of the conformance guest: 64-bit mode, flat segments matching
 /// its GDT, nested paging, the intercepts of the run (APM 15.5.1 lists the consistency
 /// checks VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...).
 void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
-  for (unsigned i = 0; i < 4096; ++i) vmcb.p[i] = 0;
-  // CR4: every write exits (SVM has no CR4 mask; on VMX the bits that feed translation are
-  // host-owned), and is done by the emulator with the CR4 bits the CPUID policy allows.
-  // (Not for the 32-bit guest: its CR4.PAE toggles stay native, the PAE check is the CPU's.)
+  std::uint8_t* const bytes = vmcb.slot->view.data();
+  for (std::size_t i = 0; i < sv::vmcb_size; ++i) bytes[i] = 0;
+  vmcb.slot->tracked.invalidate();  // a new VMCB: nothing may come from the processor's cache (15.15)
   const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
-  std::uint32_t cr = guest32 ? 0 : 1u << (16 + 4);
-  if (r.cr0 == cr0_intercept::all) cr |= 1u << (16 + 0);  // CR0 write
-  vmcb.set<std::uint32_t>(off::intercept_cr, cr);
-  std::uint32_t m1 = icpt1::cpuid | icpt1::hlt | icpt1::ioio_prot | icpt1::msr_prot | icpt1::shutdown | icpt1::invlpga;
-  if (r.cr0 == cr0_intercept::selective) m1 |= icpt1::cr0_sel_write;
-  if (r.ibpb >= 0) m1 |= icpt1::intr;  // the scheduled runs: timer interrupts end a slice
+  sv::intercept_set icpt;
+  // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
+  // on VMX the bits that feed translation are host-owned) and is done by the emulator with
+  // the CR4 bits the CPUID policy allows. Not for the 32-bit guest: its CR4.PAE toggles stay
+  // native, the PAE check is the CPU's (a test set-up: svm::sync_cr0_role rebuilds the role
+  // at the next emulated access, since it compares the whole role with the live registers).
+  r.cr.apply(icpt);
+  if (guest32) icpt.clear(sv::cr_write(4));
+  using I = sv::intercept;
+  for (I i : {I::cpuid, I::hlt, I::ioio_prot, I::msr_prot, I::shutdown, I::invlpga, I::vmrun, I::vmmcall, I::vmload,
+              I::vmsave, I::stgi, I::clgi, I::skinit})
+    icpt.set(i);
+  if (r.scheduled) icpt.set(I::intr);  // the scheduled runs: timer interrupts end a slice
   if (r.base.dt_exiting)
-    m1 |= icpt1::idtr_read | icpt1::gdtr_read | icpt1::ldtr_read | icpt1::tr_read | icpt1::idtr_write |
-          icpt1::gdtr_write | icpt1::ldtr_write | icpt1::tr_write;
-  vmcb.set<std::uint32_t>(off::intercept_misc1, m1);
-  vmcb.set<std::uint32_t>(off::intercept_misc2, icpt2::vmrun | icpt2::vmmcall | icpt2::vmload | icpt2::vmsave |
-                                                    icpt2::stgi | icpt2::clgi | icpt2::skinit);
-  vmcb.set(off::iopm_base_pa, pa(iopm));
-  vmcb.set(off::msrpm_base_pa, pa(msrpm));
-  vmcb.set<std::uint32_t>(off::guest_asid, 1);
-  vmcb.set<std::uint8_t>(off::tlb_control, 1);  // flush every ASID's entries at this VMRUN (15.16.1)
-  vmcb.set(off::np_enable, 1);
-  vmcb.set(off::n_cr3, pa(npt_pml4));
-  // V_INTR_MASKING (bit 24 of 060h, APM 15.21.1): the host's RFLAGS.IF, not the guest's,
-  // masks physical interrupts; with the INTR intercept they exit.
-  if (r.ibpb >= 0) vmcb.set(off::vintr, 1ull << 24);
+    for (I i : {I::idtr_read, I::gdtr_read, I::ldtr_read, I::tr_read, I::idtr_write, I::gdtr_write, I::ldtr_write,
+                I::tr_write})
+      icpt.set(i);
+  icpt.store(vmcb);
+  sv::write(vmcb, fld::iopm_base_pa, pa(&iopm));
+  sv::write(vmcb, fld::msrpm_base_pa, pa(&msrpm));
+  // The vCPU's ASID, and a flush of every ASID's entries at this VMRUN: the nested page
+  // table was rebuilt or edited since the last run (15.16.1).
+  asids.assign(vmcb.slot->asid);
+  sv::set_asid(vmcb, vmcb.slot->asid.asid, sv::tlb_control::flush_all);
+  sv::write(vmcb, fld::nested_control, sv::nested_control::np_enable::set(std::uint64_t{0}, true));
+  sv::write(vmcb, fld::n_cr3, pa(npt_pml4));
+  // V_INTR_MASKING (APM 15.21.1): the host's RFLAGS.IF, not the guest's, masks physical
+  // interrupts; with the INTR intercept they exit.
+  if (r.scheduled)
+    sv::write(vmcb, fld::interrupt_control, sv::interrupt_control::v_intr_masking::set(std::uint64_t{0}, true));
 
   // Attributes: descriptor bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state").
-  set_seg(off::cs, hc::guest_cs, guest32 ? 0xC9B : 0xA9B, 0xFFFFFFFF, 0);  // 64-bit (or 32-bit) code, DPL 0
-  for (unsigned o : {off::ss, off::ds, off::es, off::fs, off::gs}) set_seg(o, hc::guest_ds, 0xC93, 0xFFFFFFFF, 0);
-  set_seg(off::ldtr, 0, 0, 0, 0);
-  set_seg(off::tr, hc::guest_tr, 0x08B, 103, g.tss_base);  // busy 64-bit TSS
-  vmcb.set<std::uint32_t>(off::gdtr + 4, static_cast<std::uint32_t>(g.gdt_limit));
-  vmcb.set(off::gdtr + 8, g.gdt_base);
-  vmcb.set<std::uint32_t>(off::idtr + 4, static_cast<std::uint32_t>(g.idt_limit));
-  vmcb.set(off::idtr + 8, g.idt_base);
-  vmcb.set<std::uint8_t>(off::cpl, 0);
+  namespace at = sv::attrib;
+  constexpr std::uint16_t code_rx = 0xB, data_rw = 0x3, tss64_busy = 0xB;  // descriptor types (SDM 3.4.5.1, 3.5)
+  const std::uint16_t cs_attr = guest32 ? at::g | at::db | at::p | at::s | code_rx   // 32-bit code, DPL 0
+                                        : at::g | at::l | at::p | at::s | code_rx;   // 64-bit code, DPL 0
+  sv::store_segment(vmcb, sv::segment::cs, {x86::selector{hc::guest_cs}, cs_attr, 0xFFFFFFFF, 0});
+  for (sv::segment sg : {sv::segment::ss, sv::segment::ds, sv::segment::es, sv::segment::fs, sv::segment::gs})
+    sv::store_segment(vmcb, sg, {x86::selector{hc::guest_ds}, at::g | at::db | at::p | at::s | data_rw, 0xFFFFFFFF, 0});
+  sv::store_segment(vmcb, sv::segment::ldtr, {});
+  sv::store_segment(vmcb, sv::segment::tr, {x86::selector{hc::guest_tr}, at::p | tss64_busy, 103, g.tss_base});
+  sv::write(vmcb, fld::gdtr_limit, static_cast<std::uint32_t>(g.gdt_limit));
+  sv::write(vmcb, fld::gdtr_base, std::uint64_t{g.gdt_base});
+  sv::write(vmcb, fld::idtr_limit, static_cast<std::uint32_t>(g.idt_limit));
+  sv::write(vmcb, fld::idtr_base, std::uint64_t{g.idt_base});
+  sv::write(vmcb, fld::cpl, 0);
   const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
   run.guest_efer = guest32 ? 0 : efer_lme | efer_lma | (nx ? efer_nxe : 0);
-  vmcb.set(off::efer, run.guest_efer | efer_svme);  // SVME must be set in the guest's EFER (15.5.1)
-  const std::uint64_t cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
-  vmcb.set(off::cr0, cr0);
-  vmcb.set(off::cr3, layout::guest_boot_pt_gpa);
-  const std::uint64_t cr4 = guest32 ? x86::cr4::pse.raw() : cr4_pae;  // 32-bit paging with 4 MiB pages
-  vmcb.set(off::cr4, cr4);
-  vmcb.set(off::dr6, 0xFFFF0FF0);
-  vmcb.set(off::dr7, 0x400);
-  vmcb.set(off::rflags, 0x2);
-  vmcb.set(off::rip, g.entry);
-  vmcb.set(off::rsp, g.stack_top);
-  vmcb.set(off::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
-  run.mmu = pg::mmu_context::make(x86::cr0{cr0}, x86::cr4{cr4}, x86::efer{run.guest_efer},
-                                  x86::gpa{layout::guest_boot_pt_gpa});
+  sv::write(vmcb, fld::efer, x86::efer{run.guest_efer} | x86::efer::svme);  // SVME must be set (15.5.1)
+  const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
+  sv::write(vmcb, fld::cr0, cr0);
+  sv::write(vmcb, fld::cr3, x86::cr3{layout::guest_boot_pt_gpa});
+  const x86::cr4 cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
+  sv::write(vmcb, fld::cr4, cr4);
+  sv::write(vmcb, fld::dr6, 0xFFFF0FF0);
+  sv::write(vmcb, fld::dr7, 0x400);
+  sv::write(vmcb, fld::rflags, x86::rflags{0x2});
+  sv::write(vmcb, fld::rip, std::uint64_t{g.entry});
+  sv::write(vmcb, fld::rsp, std::uint64_t{g.stack_top});
+  sv::write(vmcb, fld::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
+  run.mmu = pg::mmu_context::make(cr0, cr4, x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
 }
 
 // ---- events ------------------------------------------------------------------------------
 /// An exception into the guest through EVENTINJ (APM 15.20), merged with an event whose
-/// delivery the exit interrupted (EXITINTINFO) by the SDM/APM rules (x86::merge_exception).
+/// delivery the exit interrupted (EXITINTINFO, already copied into EVENTINJ) by the double-
+/// fault rules (svm::inject_exception; SDM 6.15 / APM 8.2.9). A shutdown verdict is a triple
+/// fault of the guest.
 void inject(x86::vector vec, std::uint32_t error_code = 0) {
-  x86::exception_event e{vec, error_code};
-  const std::uint64_t pend = vmcb.get(off::eventinj);
-  if (pend & event_valid) {
-    const unsigned type = (pend >> 8) & 7;
-    const auto first = static_cast<x86::vector>(pend & 0xFF);
-    const auto m = x86::merge_exception(type == event_type_exception ? x86::first_event::exception
-                                                                     : x86::first_event::interrupt,
-                                        first, e);
-    if (m.verdict == x86::merge_verdict::shutdown) {
-      run.status = run_status::triple_fault;
-      return;
-    }
-    e = m.event;
-  }
-  std::uint64_t ev = static_cast<std::uint64_t>(e.v) | (event_type_exception << 8) | event_valid;
-  if (e.pushes_error_code()) ev |= event_has_error | (std::uint64_t{e.error_code} << 32);
-  vmcb.set(off::eventinj, ev);
+  const bool protected_mode = sv::read_typed(vmcb, fld::cr0).test(x86::cr0::pe);
+  if (sv::inject_exception(vmcb, {vec, error_code}, protected_mode) == x86::merge_verdict::shutdown)
+    run.status = run_status::triple_fault;
 }
 
-void skip_instruction() { vmcb.set(off::rip, vmcb.get(off::next_rip)); }  // NRIPS (15.7.1)
+/// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP (NRIP save,
+/// APM 15.7.1), the interrupt shadow ends, a single-step trap is #DB (svm::skip_to_next_rip).
+/// IA32_DEBUGCTL is not virtualized for the guest (its accesses are #GP): BTF is 0.
+void skip_instruction() {
+  const sv::skip_effects fx = sv::skip_to_next_rip(vmcb, 0);
+  if (fx.single_step && fx.verdict == x86::merge_verdict::shutdown) run.status = run_status::triple_fault;
+}
 
 // ---- the emulator on a VMCB ----------------------------------------------------------------
-em::segment read_seg(unsigned o) {
+/// A VMCB segment as the emulator's (VMX-layout access rights, svm/segment.hpp); a segment
+/// that is not present holds no usable descriptor.
+em::segment read_seg(sv::segment which) {
+  const sv::segment_state v = sv::load_segment(vmcb, which);
+  std::uint32_t ar = sv::to_access_rights_layout(v.attributes);
+  if (!(v.attributes & sv::attrib::p)) ar |= em::segment_ar::unusable.raw();
   em::segment s;
-  s.selector = vmcb.get<std::uint16_t>(o);
-  const std::uint32_t at = vmcb.get<std::uint16_t>(o + 2);
-  // VMCB attributes -> the emulator's (VMX-layout) access rights: 7:0 stay, 11:8 -> 15:12;
-  // a segment that is not present holds no usable descriptor.
-  std::uint32_t ar = (at & 0xFF) | ((at & 0xF00) << 4);
-  if (!(at & 0x80)) ar |= em::segment_ar::unusable.raw();
+  s.selector = v.selector.raw();
   s.ar = em::segment_ar{ar};
-  s.limit = vmcb.get<std::uint32_t>(o + 4);
-  s.base = vmcb.get(o + 8);
+  s.limit = v.limit;
+  s.base = v.base;
   return s;
 }
-void write_seg(unsigned o, const em::segment& s) {
-  const std::uint32_t ar = s.ar.raw();
-  const std::uint16_t at = s.ar.test(em::segment_ar::unusable) ? 0 : static_cast<std::uint16_t>((ar & 0xFF) | ((ar >> 4) & 0xF00));
-  set_seg(o, s.selector, at, s.limit, s.base);
+void write_seg(sv::segment which, const em::segment& s) {
+  const std::uint16_t at =
+      s.ar.test(em::segment_ar::unusable) ? std::uint16_t{0} : sv::from_access_rights_layout(s.ar.raw());
+  sv::store_segment(vmcb, which, {x86::selector{s.selector}, at, s.limit, s.base});
 }
-constexpr unsigned seg_off[6] = {off::es, off::cs, off::ss, off::ds, off::fs, off::gs};  // emulate::sreg order
+constexpr sv::segment seg_of[6] = {sv::segment::es, sv::segment::cs, sv::segment::ss,
+                                   sv::segment::ds, sv::segment::fs, sv::segment::gs};  // emulate::sreg order
 
-em::context read_context(const guest_regs& regs) {
+/// The guest's registers at this exit: RAX and RSP from the VMCB, the others from the block
+/// the VMRUN stub saved (svm::register_file).
+using vcpu = sv::register_file<current_vmcb>;
+
+/// The guest's EFER: the VMCB's without SVME, which is the host's (APM 15.5.1).
+x86::efer guest_efer() { return sv::read_typed(vmcb, fld::efer).without(x86::efer::svme); }
+
+em::context read_context(guest_regs& regs) {
+  const vcpu rf{vmcb, regs};
   em::context c;
-  for (unsigned i = 0; i < 16; ++i) c.gpr[i] = regs[static_cast<x86::gpr>(i)];
-  c.gpr[static_cast<unsigned>(x86::gpr::rax)] = vmcb.get(off::rax);
-  c.gpr[static_cast<unsigned>(x86::gpr::rsp)] = vmcb.get(off::rsp);
-  c.rip = vmcb.get(off::rip);
-  c.rflags = x86::rflags{vmcb.get(off::rflags)};
-  for (unsigned i = 0; i < 6; ++i) c.seg[i] = read_seg(seg_off[i]);
-  c.ldtr = read_seg(off::ldtr);
-  c.tr = read_seg(off::tr);
-  c.gdtr = {vmcb.get(off::gdtr + 8), static_cast<std::uint16_t>(vmcb.get<std::uint32_t>(off::gdtr + 4))};
-  c.idtr = {vmcb.get(off::idtr + 8), static_cast<std::uint16_t>(vmcb.get<std::uint32_t>(off::idtr + 4))};
-  c.cr0 = x86::cr0{vmcb.get(off::cr0)};
-  c.cr2 = vmcb.get(off::cr2);
-  c.cr3 = x86::cr3{vmcb.get(off::cr3)};
-  c.cr4 = x86::cr4{vmcb.get(off::cr4)};
-  c.efer = x86::efer{vmcb.get(off::efer) & ~efer_svme};  // SVME is the host's, not the guest's
-  c.dr[6] = vmcb.get(off::dr6);
-  c.dr[7] = vmcb.get(off::dr7);
-  c.cpl = vmcb.get<std::uint8_t>(off::cpl);
+  for (unsigned i = 0; i < 16; ++i) c.gpr[i] = rf.read(i);
+  c.rip = rf.rip();
+  c.rflags = rf.rflags();
+  for (unsigned i = 0; i < 6; ++i) c.seg[i] = read_seg(seg_of[i]);
+  c.ldtr = read_seg(sv::segment::ldtr);
+  c.tr = read_seg(sv::segment::tr);
+  c.gdtr = {sv::read(vmcb, fld::gdtr_base), static_cast<std::uint16_t>(sv::read(vmcb, fld::gdtr_limit))};
+  c.idtr = {sv::read(vmcb, fld::idtr_base), static_cast<std::uint16_t>(sv::read(vmcb, fld::idtr_limit))};
+  c.cr0 = sv::read_typed(vmcb, fld::cr0);
+  c.cr2 = sv::read(vmcb, fld::cr2);
+  c.cr3 = sv::read_typed(vmcb, fld::cr3);
+  c.cr4 = sv::read_typed(vmcb, fld::cr4);
+  c.efer = guest_efer();
+  c.dr[6] = sv::read(vmcb, fld::dr6);
+  c.dr[7] = sv::read(vmcb, fld::dr7);
+  c.cpl = sv::read(vmcb, fld::cpl);
   c.maxphyaddr = static_cast<std::uint8_t>(guest_cpu_properties().maxphyaddr);
   c.cr4_allowed = cr4_allowed();
   return c;
@@ -436,19 +505,29 @@ static_assert(em::translator<translator>);
 
 void report_exit(const char* what, bool expected = false) {
   kprintf("HVKIT %s %s: exitcode=0x%llx exitinfo1=0x%llx exitinfo2=0x%llx rip=0x%llx exitintinfo=0x%llx\n",
-          expected ? "INFO expected" : "ERROR", what, (unsigned long long)vmcb.get(off::exitcode),
-          (unsigned long long)vmcb.get(off::exitinfo1), (unsigned long long)vmcb.get(off::exitinfo2),
-          (unsigned long long)vmcb.get(off::rip), (unsigned long long)vmcb.get(off::exitintinfo));
+          expected ? "INFO expected" : "ERROR", what, (unsigned long long)sv::read(vmcb, fld::exit_code),
+          (unsigned long long)sv::read(vmcb, fld::exit_info_1), (unsigned long long)sv::read(vmcb, fld::exit_info_2),
+          (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)sv::read(vmcb, fld::exit_int_info));
 }
 
 /// Emulates the instruction at the guest RIP (hvkit::emulate) and writes the outcome back
 /// into the VMCB: registers, RIP, RFLAGS, segments, descriptor tables, CR0/CR3/CR4/EFER on
 /// a CR write (the MMU role refreshed as paging::cr_write_actions says), the interrupt
 /// shadow; an exception goes into EVENTINJ (CR2 for #PF into the VMCB, which VMRUN loads).
+/// First the MMU role is brought in step with the live CR0 (svm::sync_cr0_role: the
+/// refresh_passthrough_bits contract when CR0 writes do not exit; not in the negative
+/// control, which keeps the stale role on purpose).
 bool emulate_instruction(guest_regs& regs, const char* why) {
   em::context ctx = read_context(regs);
   const em::context before = ctx;
   const pg::cpu_properties props = guest_cpu_properties();
+  if (!st.cfg->base.stale_role) {
+    switch (sv::sync_cr0_role(run.mmu, ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root())) {
+      case sv::role_sync::unchanged: break;
+      case sv::role_sync::wp_refreshed: ++run.passthrough_refreshes; break;
+      case sv::role_sync::rebuilt: ++st.role_rebuilds; break;
+    }
+  }
   run.mmu.set_root(x86::cr3_root(ctx.cr3, run.mmu.role().mode(), props.maxphyaddr));
   pg::flat_memory tables = guest_ram_view();
   em::flat_ram ram{reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
@@ -462,7 +541,7 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
       if (o.vector == x86::vector::pf && st.cfg->base.stale_role && o.error_code == 0x3 &&
           !before.cr0.test(x86::cr0::wp))
         ++run.stale_wrong_faults;
-      if (o.vector == x86::vector::pf) vmcb.set(off::cr2, o.cr2);
+      if (o.vector == x86::vector::pf) sv::write(vmcb, fld::cr2, o.cr2);
       inject(o.vector, o.error_code);
       return run.status == run_status::running;
     case em::outcome_kind::needs_io:
@@ -488,23 +567,22 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
     run.status = run_status::fatal_exit;
     return false;
   }
+  vcpu rf{vmcb, regs};
   for (unsigned i = 0; i < 16; ++i)
-    if (ctx.gpr[i] != before.gpr[i]) regs[static_cast<x86::gpr>(i)] = ctx.gpr[i];
-  vmcb.set(off::rax, ctx.gpr[static_cast<unsigned>(x86::gpr::rax)]);
-  vmcb.set(off::rsp, ctx.gpr[static_cast<unsigned>(x86::gpr::rsp)]);
-  vmcb.set(off::rip, ctx.rip);
-  vmcb.set(off::rflags, ctx.rflags.raw());
+    if (ctx.gpr[i] != before.gpr[i]) rf.write(i, ctx.gpr[i]);
+  rf.set_rip(ctx.rip);
+  rf.set_rflags(ctx.rflags);
   for (unsigned i = 0; i < 6; ++i)
-    if (!(ctx.seg[i] == before.seg[i])) write_seg(seg_off[i], ctx.seg[i]);
-  if (!(ctx.ldtr == before.ldtr)) write_seg(off::ldtr, ctx.ldtr);
-  if (!(ctx.tr == before.tr)) write_seg(off::tr, ctx.tr);
+    if (!(ctx.seg[i] == before.seg[i])) write_seg(seg_of[i], ctx.seg[i]);
+  if (!(ctx.ldtr == before.ldtr)) write_seg(sv::segment::ldtr, ctx.ldtr);
+  if (!(ctx.tr == before.tr)) write_seg(sv::segment::tr, ctx.tr);
   if (!(ctx.gdtr == before.gdtr)) {
-    vmcb.set<std::uint32_t>(off::gdtr + 4, ctx.gdtr.limit);
-    vmcb.set(off::gdtr + 8, ctx.gdtr.base);
+    sv::write(vmcb, fld::gdtr_limit, std::uint32_t{ctx.gdtr.limit});
+    sv::write(vmcb, fld::gdtr_base, ctx.gdtr.base);
   }
   if (!(ctx.idtr == before.idtr)) {
-    vmcb.set<std::uint32_t>(off::idtr + 4, ctx.idtr.limit);
-    vmcb.set(off::idtr + 8, ctx.idtr.base);
+    sv::write(vmcb, fld::idtr_limit, std::uint32_t{ctx.idtr.limit});
+    sv::write(vmcb, fld::idtr_base, ctx.idtr.base);
   }
   if (o.what == em::event::cr_write) {
     const pg::cr_state b{before.cr0, before.cr4, before.efer}, a{ctx.cr0, ctx.cr4, ctx.efer};
@@ -514,15 +592,16 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
       run.mmu = pg::mmu_context::make(a.cr0, a.cr4, a.efer, run.mmu.root());
       ++run.mmu_refreshes;
     }
-    vmcb.set(off::cr0, ctx.cr0.raw());
-    vmcb.set(off::cr2, ctx.cr2);
-    vmcb.set(off::cr3, ctx.cr3.raw());
-    vmcb.set(off::cr4, ctx.cr4.raw());
-    vmcb.set(off::efer, ctx.efer.raw() | efer_svme);
+    sv::write(vmcb, fld::cr0, ctx.cr0);
+    sv::write(vmcb, fld::cr2, ctx.cr2);
+    sv::write(vmcb, fld::cr3, ctx.cr3);
+    sv::write(vmcb, fld::cr4, ctx.cr4);
+    sv::write(vmcb, fld::efer, ctx.efer | x86::efer::svme);
     run.guest_efer = ctx.efer.raw();
   }
   // The interrupt shadow after the instruction (APM 15.21.5): MOV SS sets it, else none.
-  vmcb.set(off::interrupt_shadow, (vmcb.get(off::interrupt_shadow) & ~1ull) | (o.mov_ss_shadow ? 1 : 0));
+  sv::write(vmcb, fld::interrupt_state,
+            sv::interrupt_state::interrupt_shadow::set(sv::read(vmcb, fld::interrupt_state), o.mov_ss_shadow));
   return true;
 }
 
@@ -534,9 +613,11 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
 // patterns (bit 0 -> P, bit 1 -> RW, bit 2 clear -> NX), a 2 MiB or 1 GiB nested page, or a
 // reserved bit (a bit at or above MAXPHYADDR). The access is done natively; the hypervisor
 // predicts #NPF (EXITINFO1 error code and bits 32/33, EXITINFO2 the guest-physical address)
-// or the guest's own outcome with the rules of APM 15.25.5-15.25.6, written here apart from
-// the CPU: every nested access is a user access; guest page-table reads are reads, their A/D
-// updates writes; a fetch is checked against NX (the host runs with EFER.NXE = 1).
+// or the guest's own outcome with hvkit's two-dimensional walk: paging::nested_walker over
+// the guest's 4-level tables with paging::npt_walker as the second stage (APM 15.25.5: every
+// nested access a user access, guest page-table accesses writes, NX under the host's
+// EFER.NXE, the host's reserved bits), the #NPF exit information from its fault by
+// svm::npf_from_fault (15.25.6). The CPU is the oracle.
 alignas(4096) std::uint64_t npt_alias_pdpt[512];
 alignas(4096) std::uint64_t npt_alias_pd[512];
 alignas(4096) std::uint64_t npt_alias_pt[512];
@@ -564,7 +645,7 @@ void npt_alias_reset() {
   npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | np_p | np_rw | np_us;
   npt_alias_pdpt[0] = pa(npt_alias_pd) | np_p | np_rw | np_us;
   npt_pml4[1] = pa(npt_alias_pdpt) | np_p | np_rw | np_us;
-  vmcb.set<std::uint8_t>(off::tlb_control, 1);  // the nested entries changed: flush (15.16.1)
+  set_tlb_control(sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
 }
 
 std::uint64_t perm_entry(unsigned p) { return (p & 1 ? np_p : 0) | (p & 2 ? np_rw : 0) | np_us | (p & 4 ? 0 : np_nx); }
@@ -606,77 +687,66 @@ unsigned npt_apply_case(std::uint64_t d) {
   return size;
 }
 
-/// The rule model of one nested translation (APM 15.25.5: the host's long-mode format, user
-/// access). Returns 0 if allowed, else the #NPF error code (P, W, U = 1, RSV, I/D).
-std::uint64_t npt_model(std::uint64_t gpa, bool write, bool fetch) {
-  const std::uint64_t acc = (write ? 2u : 0u) | 4u | (fetch ? 0x10u : 0u);
-  const unsigned maxpa = host_maxphyaddr();
-  const std::uint64_t rsv_hi = maxpa < 52 ? (((1ull << 52) - 1) & ~((1ull << maxpa) - 1)) : 0;
-  const std::uint64_t* table = npt_pml4;
-  bool rw = true, nx = false;
-  for (int level = 4; level >= 1; --level) {
-    const std::uint64_t e = table[(gpa >> (12 + 9 * (level - 1))) & 511];
-    if (!(e & np_p)) return acc;
-    const bool large = level > 1 && (e & np_ps);
-    std::uint64_t rsv = rsv_hi;
-    if (level == 4) rsv |= np_ps;
-    if (large && level == 3) rsv |= 0x3FFFE000ull;
-    if (large && level == 2) rsv |= 0x1FE000ull;
-    if (e & rsv) return acc | 1 | 8;
-    rw = rw && (e & np_rw);
-    nx = nx || (e & np_nx);
-    if (large || level == 1) break;
-    table = reinterpret_cast<const std::uint64_t*>(e & 0x000FFFFFFFFFF000ull);
-  }
-  if (write && !rw) return acc | 1;
-  if (fetch && nx) return acc | 1;
-  return 0;
+/// The memory the nested walk reads: host-physical memory from 1 MiB (the nested page tables
+/// live in the hypervisor's image) to the end of guest A's RAM.
+pg::flat_memory host_ram_view() {
+  return {reinterpret_cast<std::uint8_t*>(0x100000), layout::guest_mem_base + layout::guest_mem_size - 0x100000,
+          x86::gpa{0x100000}};
 }
 
-/// hc::ept_arm on SVM: apply the layout, predict.
+/// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
+/// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
+/// treats every guest page-table access as a write whether or not it sets A (15.25.5).
 void npt_arm(guest_regs& r) {
   using enum x86::gpr;
   const std::uint64_t la = r[rbx];
-  const unsigned access = static_cast<unsigned>(r[rcx]);
+  const x86::pfec access{r[rcx]};
   const unsigned size = npt_apply_case(r[rdx]);
   if (size) ++nd.large_cases;
-  const bool write = access & 2, fetch = access & 0x10;
   nd.pred_npf = false;
   nd.pred_result = 0;
   nd.pred_error = 0;
-  const std::uint64_t pde_gpa = alias_base + hc::ept_test_pd_gpa + 8 * ((la >> 21) & 511);
-  const std::uint64_t pte_gpa = alias_base + hc::ept_test_pt_gpa + 8 * ((la >> 12) & 511);
-  auto npf = [&](std::uint64_t err, std::uint64_t gpa, bool final_translation) {
+  const pg::cpu_properties props = guest_cpu_properties();
+  const guest_paging_regs g = live_paging_regs();
+  const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
+  const pg::mmu_context mmu{role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
+  // The nested tables have the host's format at VMRUN (long mode, 4 levels) and its EFER.NXE
+  // (15.25.3, 15.25.5): the host's own CR4 and EFER, as VMRUN does not switch them.
+  using host_format = pg::format::ia32e<4>;
+  const pg::npt_walker<host_format> npt{sv::read(vmcb, fld::n_cr3),
+                                        pg::make_npt_host(x86::cr4{read_cr4()}, x86::efer{rdmsr(x86::msr::ia32_efer)}),
+                                        props};
+  const pg::nested_walker<pg::format::ia32e<4>, pg::npt_walker<host_format>> walker{
+      pg::basic_walker<pg::format::ia32e<4>>{mmu, props}, npt};
+  pg::walk_request req{};
+  req.linear = x86::gva{la};
+  req.access = access;
+  req.rflags = g.rflags;
+  const pg::nested_result res = walker.check(host_ram_view(), mmu, req);
+  if (res.has_value()) return;
+  const pg::walk_fault& f = res.error();
+  const auto npf = sv::npf_from_fault(f);
+  if (npf.has_value()) {
     nd.pred_npf = true;
-    nd.pred_info = err | (final_translation ? 1ull << 32 : 1ull << 33);
-    nd.pred_gpa = gpa;
-  };
-  // 1. The guest walk: PML4E and PDPTE are in guest RAM (identity, RWX); the PDE and PTE are
-  //    accessed through the alias, each checked as a user write as it is walked (the guest's
-  //    entries have A clear, so each access also sets A: the nested check is a write, made at
-  //    the walk, before the final translation; the #NPF error code then has W = 1).
-  if (const std::uint64_t e = npt_model(pde_gpa, true, false)) return npf(e, pde_gpa, false);
-  if (const std::uint64_t e = npt_model(pte_gpa, true, false)) return npf(e, pte_gpa, false);
-  // 2. The guest's own permission check (CPL 0, CR0.WP = 1; PDE/PDPTE/PML4E are P|RW).
-  const std::uint64_t pte = *reinterpret_cast<const volatile std::uint64_t*>(hc::ept_test_pt_gpa + 8 * ((la >> 12) & 511));
-  if (!(pte & 1) || (write && !(pte & 2))) {
-    nd.pred_result = 0x100 | 14;
-    nd.pred_error = (pte & 1) | (write ? 2u : 0u) | (fetch ? 0x10u : 0u);
-    return;
+    nd.pred_info = npf.value().error.raw();
+    nd.pred_gpa = npf.value().address.value();
+  } else if (npf.error() == sv::not_npf::guest_stage) {
+    nd.pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
+    nd.pred_error = static_cast<std::uint32_t>(f.error_code.hardware_bits().raw());
+  } else {
+    nd.pred_result = 0xFFFF;  // no architectural outcome (unbacked memory): a mismatch
   }
-  // 3. The final guest-physical address with the access itself.
-  const std::uint64_t data_gpa = (pte & 0x000FFFFFFFFFF000ull) | (la & 0xFFF);
-  if (const std::uint64_t e = npt_model(data_gpa, write, fetch)) return npf(e, data_gpa, true);
 }
 
 /// A #NPF inside the alias while a case is armed: recorded, the alias made RWX again, the
 /// guest retries (and completes the access).
 bool npt_case_npf() {
-  const std::uint64_t gpa = vmcb.get(off::exitinfo2);
+  const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
+  const std::uint64_t gpa = npf.address.value();
   if (!nd.armed || gpa < alias_base || gpa >= alias_base + (1ull << 30)) return false;
   if (!nd.seen) {
     nd.seen = true;
-    nd.seen_info = vmcb.get(off::exitinfo1);
+    nd.seen_info = npf.error.raw();
     nd.seen_gpa = gpa;
   }
   npt_alias_reset();
@@ -689,7 +759,9 @@ std::uint64_t npt_check(guest_regs& r) {
   using enum x86::gpr;
   const auto cpu_result = static_cast<std::uint32_t>(r[rbx]);
   const auto cpu_error = static_cast<std::uint32_t>(r[rcx]);
-  constexpr std::uint64_t mask = 0x1F | (3ull << 32);
+  using E = sv::npf_error_code;
+  constexpr std::uint64_t mask = E::present::mask | E::write::mask | E::user::mask | E::reserved::mask |
+                                 E::fetch::mask | E::final_translation::mask | E::guest_page_table::mask;
   bool same;
   if (nd.pred_npf)
     same = nd.seen && (nd.seen_info & mask) == (nd.pred_info & mask) && nd.seen_gpa == nd.pred_gpa;
@@ -698,8 +770,9 @@ std::uint64_t npt_check(guest_regs& r) {
   ++nd.cases;
   if (nd.seen) {
     ++nd.npfs;
-    if (nd.seen_info & (1ull << 33)) ++nd.table_npfs;
-    if (nd.seen_info & 8) ++nd.rsv_npfs;
+    const E seen{nd.seen_info};
+    if (seen.is_guest_page_table_walk()) ++nd.table_npfs;
+    if (seen.is_reserved()) ++nd.rsv_npfs;
   }
   if (cpu_result != 0) ++nd.guest_faults;
   if (!same && ++nd.mismatches <= 12)
@@ -733,7 +806,7 @@ constinit unmap_state unmap{};
 void npt_unmap_restore() {
   npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
   unmap.armed = false;
-  vmcb.set<std::uint8_t>(off::tlb_control, 1);
+  set_tlb_control(sv::tlb_control::flush_all);
 }
 
 bool npt_unmap_once(std::uint64_t gpa) {
@@ -746,46 +819,46 @@ bool npt_unmap_once(std::uint64_t gpa) {
   unmap.gpa = gpa & ~0xFFFull;
   unmap.saved_pde = npt_pd[gpa >> 21];
   npt_pd[gpa >> 21] = pa(npt_unmap_pt) | 7;
-  vmcb.set<std::uint8_t>(off::tlb_control, 1);
+  set_tlb_control(sv::tlb_control::flush_all);
   return true;
 }
 
 /// The unmapped page was touched while an event was delivered: map it back and re-inject
-/// the event (handle_exit already copied EXITINTINFO into EVENTINJ). A software interrupt
+/// the event (handle_exit copied EXITINTINFO into EVENTINJ; it is written again here, with
+/// the Bochs correction below). A software interrupt
 /// (type 4) or a software exception (INT3, INTO: type 3, vectors 3 and 4) returns after its
 /// instruction: the guest's RIP becomes NRIP (15.7.1) before the injection, since the
 /// processor pushes the VMCB's RIP. The report gives the event in the VMX layout (SDM Vol. 3C
 /// 25.8.3: type 6 software exception, 4 software interrupt, 3 hardware exception) with the
 /// instruction length NRIP - RIP for software events, so one guest check serves both vendors.
 bool npt_unmapped_page_hit() {
-  if (!unmap.armed || (vmcb.get(off::exitinfo2) & ~0xFFFull) != unmap.gpa) return false;
+  if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
   npt_unmap_restore();
   ++unmap.hits;
-  std::uint64_t ii = vmcb.get(off::exitintinfo);
+  sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
+  const std::uint64_t rip = sv::read(vmcb, fld::rip);
   // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF while delivering INT n reports, in
   // EXITINTINFO, the last exception it delivered instead of the INT n (APM 15.7.2: vector n,
   // type 4). The instruction at the guest RIP tells (the guest's code is identity-mapped):
   // CD ib is INT n; the event is re-injected as what the guest executed, and counted.
-  if (const std::uint8_t* code = guest_ram(vmcb.get(off::rip), 2); code && code[0] == 0xCD && (ii & event_valid) &&
-                                                                    !(((ii >> 8) & 7) == 4 && (ii & 0xFF) == code[1])) {
+  if (const std::uint8_t* code = guest_ram(rip, 2); code && code[0] == 0xCD && ii.valid() &&
+                                                    !(ii.type() == sv::event_type::soft_int && ii.vector() == code[1])) {
     ++unmap.stale_intn;
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->base.name,
-            (unsigned long long)ii, code[1], code[1]);
-    ii = code[1] | (4u << 8) | event_valid;
-    vmcb.set(off::eventinj, ii);
+            (unsigned long long)ii.raw(), code[1], code[1]);
+    ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
   }
-  if (!(ii & event_valid)) return true;
-  const unsigned type = (ii >> 8) & 7, vector = ii & 0xFF;
-  const bool soft = type == 4 || (type == event_type_exception && (vector == 3 || vector == 4));
-  unsigned vmx_type = type;
-  if (type == event_type_exception && soft) vmx_type = 6;
-  unmap.seen_length = 0;
-  if (soft) {
-    const std::uint64_t rip = vmcb.get(off::rip), nrip = vmcb.get(off::next_rip);
-    unmap.seen_length = static_cast<unsigned>(nrip - rip);
-    vmcb.set(off::rip, nrip);
-  }
-  unmap.seen_info = vector | (vmx_type << 8) | (ii & event_has_error) | event_valid;
+  if (!ii.valid()) return true;
+  // The event as the vendor-neutral x86::event (svm::to_event: TYPE 3 #BP/#OF are INT3/INTO),
+  // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
+  // RIP advance that makes it return past its instruction, write_injection applies both.
+  x86::event e = sv::to_event(ii);
+  if (x86::is_instruction_event(e.kind))
+    e.instruction_length = static_cast<std::uint8_t>(sv::read(vmcb, fld::next_rip) - rip);
+  const sv::injection inj = sv::to_eventinj(e);
+  sv::write_injection(vmcb, inj);
+  unmap.seen_length = inj.rip_advance;
+  unmap.seen_info = hvkit::vmx::from_event(e).info.raw();
   return true;
 }
 
@@ -801,85 +874,95 @@ std::uint64_t npt_unmap_report() {
 // ---- exit handlers -------------------------------------------------------------------------
 void handle_cpuid(guest_regs& regs) {
   using enum x86::gpr;
+  vcpu rf{vmcb, regs};
   cpuid_ns::vcpu_state vs{};
-  vs.cr4 = x86::cr4{vmcb.get(off::cr4)};
-  const cpuid_ns::regs a = guest_policy.answer(static_cast<std::uint32_t>(vmcb.get(off::rax)),
-                                               static_cast<std::uint32_t>(regs[rcx]), vs);
-  vmcb.set(off::rax, std::uint64_t{a.eax});
-  regs[rbx] = a.ebx;
-  regs[rcx] = a.ecx;
-  regs[rdx] = a.edx;
+  vs.cr4 = sv::read_typed(vmcb, fld::cr4);
+  const cpuid_ns::regs a =
+      guest_policy.answer(static_cast<std::uint32_t>(rf.read(rax)), static_cast<std::uint32_t>(rf.read(rcx)), vs);
+  rf.write(rax, a.eax);
+  rf.write(rbx, a.ebx);
+  rf.write(rcx, a.ecx);
+  rf.write(rdx, a.edx);
   skip_instruction();
+}
+
+/// The MSRs whose guest values live in the VMCB state-save area (APM Table B-2; VMLOAD and
+/// VMSAVE move FS/GS base, KernelGsBase, STAR/LSTAR/CSTAR/SFMASK and SYSENTER_*): read or
+/// write one. False for any other MSR.
+template <class F>
+bool vmcb_msr_field(F f, bool write, std::uint64_t& v) {
+  if (write) sv::write(vmcb, f, v);
+  else v = sv::read(vmcb, f);
+  return true;
+}
+bool vmcb_msr(std::uint32_t m, bool write, std::uint64_t& v) {
+  switch (m) {
+    case x86::msr::ia32_fs_base: return vmcb_msr_field(fld::fs_base, write, v);
+    case x86::msr::ia32_gs_base: return vmcb_msr_field(fld::gs_base, write, v);
+    case x86::msr::ia32_sysenter_cs: return vmcb_msr_field(fld::sysenter_cs, write, v);
+    case x86::msr::ia32_sysenter_esp: return vmcb_msr_field(fld::sysenter_esp, write, v);
+    case x86::msr::ia32_sysenter_eip: return vmcb_msr_field(fld::sysenter_eip, write, v);
+    case x86::msr::ia32_star: return vmcb_msr_field(fld::star, write, v);
+    case x86::msr::ia32_lstar: return vmcb_msr_field(fld::lstar, write, v);
+    case x86::msr::ia32_cstar: return vmcb_msr_field(fld::cstar, write, v);
+    case x86::msr::ia32_fmask: return vmcb_msr_field(fld::sfmask, write, v);
+    case x86::msr::ia32_kernel_gs_base: return vmcb_msr_field(fld::kernel_gs_base, write, v);
+    case x86::msr::ia32_pat: return vmcb_msr_field(fld::g_pat, write, v);
+    default: return false;
+  }
 }
 
 /// RDMSR/WRMSR (EXITINFO1 = 0 read, 1 write; APM 15.11): the CPUID-derived MSR policy first
 /// (IA32_PRED_CMD ...), then the MSRs whose guest values live in the VMCB; anything else #GP.
 void handle_msr(guest_regs& regs) {
   using enum x86::gpr;
-  const bool write = vmcb.get(off::exitinfo1) & 1;
-  const auto m = static_cast<std::uint32_t>(regs[rcx]);
-  std::uint64_t v = (regs[rdx] << 32) | (vmcb.get(off::rax) & 0xFFFFFFFF);
+  vcpu rf{vmcb, regs};
+  const bool write = sv::msr_is_write(sv::read(vmcb, fld::exit_info_1));
+  const auto m = static_cast<std::uint32_t>(rf.read(rcx));
+  std::uint64_t v = (rf.read(rdx) << 32) | (rf.read(rax) & 0xFFFFFFFF);
   const cpuid_ns::msr_verdict verdict = write ? guest_msrs.write(m, v) : guest_msrs.read(m);
   if (verdict == cpuid_ns::msr_verdict::gp) return inject(x86::vector::gp);
   bool ok = true;
-  unsigned field = 0;
-  switch (m) {
-    case x86::msr::ia32_fs_base: field = off::fs + 8; break;
-    case x86::msr::ia32_gs_base: field = off::gs + 8; break;
-    case x86::msr::ia32_sysenter_cs: field = off::sysenter_cs; break;
-    case x86::msr::ia32_sysenter_esp: field = off::sysenter_esp; break;
-    case x86::msr::ia32_sysenter_eip: field = off::sysenter_eip; break;
-    case x86::msr::ia32_star: field = off::star; break;
-    case x86::msr::ia32_lstar: field = off::lstar; break;
-    case x86::msr::ia32_cstar: field = off::cstar; break;
-    case x86::msr::ia32_fmask: field = off::sfmask; break;
-    case x86::msr::ia32_kernel_gs_base: field = off::kernel_gs_base; break;
-    case x86::msr::ia32_pat: field = off::g_pat; break;
-    default: break;
-  }
   if (verdict == cpuid_ns::msr_verdict::allow) {
     if (write) wrmsr(m, v);
     else v = rdmsr(m);
   } else if (m == x86::msr::ia32_efer) {
-    const std::uint64_t cur = vmcb.get(off::efer) & ~efer_svme;
+    const x86::efer cur = guest_efer();
     if (!write) {
-      v = cur;
+      v = cur.raw();
     } else {
       // SCE and NXE may change; LME may not change with paging on; LMA is read-only.
       const std::uint64_t changeable = efer_sce | efer_nxe;
-      if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur) & efer_lme)) {
+      if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur.raw()) & efer_lme)) {
         ok = false;
       } else {
-        const x86::cr0 cr0{vmcb.get(off::cr0)};
-        const x86::cr4 cr4{vmcb.get(off::cr4)};
-        const pg::cr_state b{cr0, cr4, x86::efer{cur}}, a{cr0, cr4, x86::efer{(cur & ~changeable) | (v & changeable)}};
+        const x86::cr0 cr0 = sv::read_typed(vmcb, fld::cr0);
+        const x86::cr4 cr4 = sv::read_typed(vmcb, fld::cr4);
+        const pg::cr_state b{cr0, cr4, cur}, a{cr0, cr4, x86::efer{(cur.raw() & ~changeable) | (v & changeable)}};
         const auto actions = pg::cr_write_actions(b, a, pg::paging_kind::two_dimensional);
         if (actions.any(pg::mmu_actions::refresh_permissions | pg::mmu_actions::reset_mmu)) {
           run.mmu = pg::mmu_context::make(a.cr0, a.cr4, a.efer, run.mmu.root());
           ++run.mmu_refreshes;
         }
-        vmcb.set(off::efer, a.efer.raw() | efer_svme);
+        sv::write(vmcb, fld::efer, a.efer | x86::efer::svme);
         run.guest_efer = a.efer.raw();
       }
     }
-  } else if (field != 0) {
-    if (write) vmcb.set(field, v);
-    else v = vmcb.get(field);
   } else {
-    ok = false;
+    ok = vmcb_msr(m, write, v);
   }
   if (!ok) return inject(x86::vector::gp);
   if (!write) {
-    vmcb.set(off::rax, v & 0xFFFFFFFF);
-    regs[rdx] = v >> 32;
+    rf.write(rax, v & 0xFFFFFFFF);
+    rf.write(rdx, v >> 32);
   }
   skip_instruction();
 }
 
 void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
   std::uint64_t total = st.exits.total - st.mark.total - 1;  // minus this mark_end VMMCALL
-  const std::uint64_t cr = st.exits.by[slot(exit::cr0_sel_write)] - st.mark.by[slot(exit::cr0_sel_write)] +
-                           st.exits.by[slot(exit::cr0_write)] - st.mark.by[slot(exit::cr0_write)];
+  constexpr unsigned sel = slot(exit_code::cr0_sel_write), cr0w = slot(exit_code::cr0_write);
+  const std::uint64_t cr = st.exits.by[sel] - st.mark.by[sel] + st.exits.by[cr0w] - st.mark.by[cr0w];
   const std::uint64_t expect = st.cfg->base.wp_intercepted ? ops : 0;
   const bool pass = cr == expect && total == expect && guest_mismatch == 0;
   const milli per = ratio(cr, ops), tsc_per = ratio(guest_tsc, ops);
@@ -908,9 +991,10 @@ bool handle_vmmcall(guest_regs& regs) {
   using enum x86::gpr;
   char name[64];
   std::uint64_t ret = 0;
-  const std::uint64_t nr = vmcb.get(off::rax);
-  if (vmcb.get<std::uint8_t>(off::cpl) != 0) {
-    vmcb.set(off::rax, ~0ull);
+  vcpu rf{vmcb, regs};
+  const std::uint64_t nr = rf.read(rax);
+  if (sv::read(vmcb, fld::cpl) != 0) {
+    rf.write(rax, ~0ull);
     skip_instruction();
     return true;
   }
@@ -976,7 +1060,7 @@ bool handle_vmmcall(guest_regs& regs) {
       ret = ~0ull;  // unknown (or VMX-only) hypercall: error return, the guest keeps running
       break;
   }
-  vmcb.set(off::rax, ret);
+  rf.write(rax, ret);
   skip_instruction();
   return true;
 }
@@ -986,15 +1070,15 @@ bool handle_vmmcall(guest_regs& regs) {
 /// the guest-physical address. Guest RAM is all mapped: this is the MMIO device or
 /// unassigned space, done by the emulator against the platform.
 bool handle_npf(guest_regs& regs) {
-  const std::uint64_t info = vmcb.get(off::exitinfo1);
+  const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
   if (npt_case_npf()) return true;  // a provoked one (NPT differential): retry
   if (npt_unmapped_page_hit()) return true;  // the re-injection check's page: mapped back
-  if (vmcb.get(off::exitintinfo) & event_valid) {
+  if (sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid()) {
     report_exit("npf_during_event_delivery");
     run.status = run_status::fatal_exit;
     return false;
   }
-  if (info & (1u << 4)) {  // instruction fetch
+  if (npf.error.is_fetch()) {
     report_exit("guest_fetch_outside_memory");
     run.status = run_status::fatal_exit;
     return false;
@@ -1004,44 +1088,45 @@ bool handle_npf(guest_regs& regs) {
 
 /// One #VMEXIT. Returns true to run the guest again.
 bool handle_exit(guest_regs& regs) {
-  const std::uint64_t code = vmcb.get(off::exitcode);
+  const auto code = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
   ++st.exits.total;
   ++st.exits.by[slot(code)];
-  vmcb.set<std::uint8_t>(off::tlb_control, 0);
-  // An event whose delivery the exit interrupted is re-injected (APM 15.7.2), unless a
-  // handler replaces or merges it.
-  const std::uint64_t intinfo = vmcb.get(off::exitintinfo);
-  vmcb.set(off::eventinj, (intinfo & event_valid) ? intinfo : 0);
+  set_tlb_control(sv::tlb_control::do_nothing);
+  // An event whose delivery the exit interrupted is re-injected (APM 15.7.2; EXITINTINFO has
+  // the EVENTINJ layout), unless a handler replaces or merges it.
+  const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
+  sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
+  // CR writes (CR0, CR4) and the selective CR0 write: without decode assists (Bochs' models)
+  // the exit names the instruction class only, the emulator decodes and executes it.
+  if (sv::is_cr_write(code)) return emulate_instruction(regs, sv::name(code));
+  using enum sv::exit_code;
   switch (code) {
-    case exit::vmmcall: return handle_vmmcall(regs);
-    case exit::cpuid: handle_cpuid(regs); return true;
-    case exit::msr: handle_msr(regs); return run.status == run_status::running;
-    case exit::cr0_sel_write: return emulate_instruction(regs, "cr0_sel_write");
-    case exit::cr0_write: return emulate_instruction(regs, "cr0_write");
-    case exit::cr4_write: return emulate_instruction(regs, "cr4_write");
-    case exit::idtr_read: case exit::gdtr_read: case exit::ldtr_read: case exit::tr_read:
-    case exit::idtr_write: case exit::gdtr_write: case exit::ldtr_write: case exit::tr_write:
-      return emulate_instruction(regs, exit_name(slot(code)));
-    case exit::npf: return handle_npf(regs);
-    case exit::vmrun: case exit::vmload: case exit::vmsave: case exit::stgi: case exit::clgi: case exit::skinit:
-    case exit::invlpga:
+    case vmmcall: return handle_vmmcall(regs);
+    case cpuid: handle_cpuid(regs); return true;
+    case msr: handle_msr(regs); return run.status == run_status::running;
+    case cr0_sel_write:
+    case idtr_read: case gdtr_read: case ldtr_read: case tr_read:
+    case idtr_write: case gdtr_write: case ldtr_write: case tr_write:
+      return emulate_instruction(regs, sv::name(code));
+    case npf: return handle_npf(regs);
+    case vmrun: case vmload: case vmsave: case stgi: case clgi: case skinit: case invlpga:
       // The guest's CPUID does not offer SVM: each SVM instruction is #UD (APM Vol. 3).
       ++run.vmx_ud_injected;
       inject(x86::vector::ud);
       return run.status == run_status::running;
-    case exit::intr:
+    case intr:
       st.preempted = true;  // end of a time slice (the scheduled runs)
       return false;
-    case exit::hlt:
+    case hlt:
       report_exit("guest_halted");
       run.status = run_status::halted;
       return false;
-    case exit::shutdown:
+    case shutdown:
       report_exit("guest_triple_fault", st.cfg->base.expected == run_status::triple_fault ||
                                             (st.cfg->base.guest_flags & hc::cfg_hostile_b));
       run.status = run_status::triple_fault;
       return false;
-    case exit::invalid:
+    case invalid:
       report_exit("vmrun_consistency_check_failed");
       run.status = run_status::entry_failed;
       return false;
@@ -1052,6 +1137,22 @@ bool handle_exit(guest_regs& regs) {
   }
 }
 
+
+/// The last VMCB run on this CPU: another one ran in between, nothing of the next one's may
+/// come from the processor's VMCB cache (APM 15.15).
+const vmcb_slot* last_vmcb_run = nullptr;
+
+/// One VMRUN of the current VMCB: RAX from the register block into the VMCB (VMRUN loads it
+/// from there, 15.5.1), VMCB_CLEAN from the tracker, and RAX back into the block afterwards.
+void vmrun(guest_regs& regs) {
+  vmcb_slot& s = *vmcb.slot;
+  sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
+  if (last_vmcb_run != &s) s.tracked.invalidate();
+  s.tracked.prepare_vmrun();
+  last_vmcb_run = &s;
+  svm_vmrun(&regs, pa(s.page), pa(host_save_page));
+  regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+}
 
 // ---- two guests, one CPU: VMCB switches and the IBPB policy --------------------------------
 constexpr std::uint64_t guest_b_hpa = 0x3000000;  // 48 MiB: guest B's 2 MiB of RAM
@@ -1064,7 +1165,7 @@ bool host_has_ibpb;
 struct counting_barrier {
   void operator()() const noexcept {
     ++ibpb_barriers;
-    if (host_has_ibpb) hvkit::vmx::pred_cmd_barrier{}();
+    if (host_has_ibpb) sv::pred_cmd_barrier{}();
   }
 };
 
@@ -1117,27 +1218,26 @@ void timer_stop() {
 
 struct vcpu_slot {
   const char* name;
-  std::uint8_t* page;
-  hvkit::vmx::vmcs_identity id;  // VMCB address, VM, vCPU (the tracker's identity)
+  vmcb_slot* vmcb;
+  sv::vmcb_identity id;  // VMCB address, VM, vCPU (the IBPB tracker's identity)
   guest_regs regs;
   std::uint64_t slices;
   std::uint64_t counter_hpa;
 };
 
-/// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/ASID/nested CR3.
+/// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
 void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg, std::uint64_t rip, std::uint64_t rsp,
-                   std::uint64_t cr3, std::uint32_t asid, std::uint64_t ncr3) {
-  vmcb = vmcb_ref{sl.page};
+                   std::uint64_t cr3, std::uint64_t ncr3) {
+  vmcb.slot = sl.vmcb;
   setup_vmcb(g, cfg);
-  vmcb.set(off::rip, rip);
-  vmcb.set(off::rsp, rsp);
-  vmcb.set(off::cr3, cr3);
+  sv::write(vmcb, fld::rip, rip);
+  sv::write(vmcb, fld::rsp, rsp);
+  sv::write(vmcb, fld::cr3, x86::cr3{cr3});
   // RFLAGS.IF = 1 as on VMX (scheduler.cpp, spin_rflags): with V_INTR_MASKING the guest's IF
   // should not matter for physical interrupts (APM 15.21.1), but Bochs 2.7 did not deliver
   // the host's timer interrupt (no INTR exit) while a spinner with IF = 0 ran.
-  vmcb.set(off::rflags, 0x202);
-  vmcb.set<std::uint32_t>(off::guest_asid, asid);
-  vmcb.set(off::n_cr3, ncr3);
+  sv::write(vmcb, fld::rflags, x86::rflags{0x202});
+  sv::write(vmcb, fld::n_cr3, ncr3);
 }
 
 /// Runs guest A (VMCB A1: the conformance guest in spin mode), guest A's second VMCB (A2)
@@ -1145,7 +1245,6 @@ void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg,
 /// The tracker sees every VMCB switch and every VMRUN: the policy decides the barriers, the
 /// run counts them.
 void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
-  namespace v = hvkit::vmx;
   auto* b = reinterpret_cast<std::uint8_t*>(guest_b_hpa);
   for (std::uint64_t i = 0; i < 0x200000; ++i) b[i] = 0;
   auto* bpt = reinterpret_cast<std::uint64_t*>(guest_b_hpa + 0x100000);  // identity, 2 MiB pages
@@ -1168,19 +1267,20 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   write_spin_code(reinterpret_cast<std::uint8_t*>(spin_a2_gpa), static_cast<std::uint32_t>(spin_a2_gpa + 0x10000));
 
   vcpu_slot slots[3] = {
-      {"A1", vmcb_page, {pa(vmcb_page), 1, 0}, run.regs, 0, 0},
-      {"A2", vmcb_a2_page, {pa(vmcb_a2_page), 1, 0}, {}, 0, spin_a2_gpa + 0x10000},
-      {"B", vmcb_b_page, {pa(vmcb_b_page), 2, 0}, {}, 0, guest_b_hpa + 0x90000},
+      {"A1", &vmcb_a1, {pa(vmcb_a1.page), 1, 0}, run.regs, 0, 0},
+      {"A2", &vmcb_a2, {pa(vmcb_a2.page), 1, 0}, {}, 0, spin_a2_gpa + 0x10000},
+      {"B", &vmcb_b, {pa(vmcb_b.page), 2, 0}, {}, 0, guest_b_hpa + 0x90000},
   };
-  setup_spinner(slots[1], g, cfg, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, 3, pa(npt_pml4));
-  setup_spinner(slots[2], g, cfg, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, 2, pa(npt_b_pml4));
-  vmcb.set<std::uint32_t>(off::idtr + 4, 0);  // guest B has no IDT
-  vmcb = vmcb_ref{vmcb_page};
+  setup_spinner(slots[1], g, cfg, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, pa(npt_pml4));
+  setup_spinner(slots[2], g, cfg, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, pa(npt_b_pml4));
+  sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
+  vmcb.slot = &vmcb_a1;
 
   host_has_ibpb = (cpuid(0x80000008).ebx >> 12) & 1;  // AMD: CPUID 8000_0008h:EBX[12] IBPB
   ibpb_barriers = 0;
-  v::ibpb_tracker<counting_barrier> tracker{static_cast<v::ibpb_policy>(cfg.ibpb)};
-  tracker.on_vmcs_load(slots[0].id);  // the first VMCB on this CPU: always a barrier
+  // svm::ibpb_tracker sees every VMRUN with the VMCB it runs: running another VMCB than the
+  // last one is the switch (there is no VMPTRLD); the first VMRUN on this CPU is a barrier.
+  sv::ibpb_tracker<counting_barrier> tracker{cfg.ibpb};
   std::uint64_t same_guest = 0, cross_guest = 0;
   static constexpr int order[4] = {0, 1, 0, 2};
   int current = 0;
@@ -1192,22 +1292,19 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     const int next = order[n % 4];
     if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
     if (next != current) {
-      tracker.on_vmcs_load(slots[next].id);
       (slots[next].id.vm == slots[current].id.vm ? same_guest : cross_guest)++;
       current = next;
     }
-    vmcb = vmcb_ref{slots[current].page};
-    tracker.on_vm_entry();
+    vmcb.slot = slots[current].vmcb;
+    tracker.on_vmrun(slots[current].id);
     st.preempted = false;
     guest_regs& regs = slots[current].regs;
-    vmcb.set(off::rax, regs[x86::gpr::rax]);
-    write_cr2(vmcb.get(off::cr2));
-    svm_vmrun(&regs, pa(slots[current].page), pa(host_save_page));
-    regs[x86::gpr::rax] = vmcb.get(off::rax);
+    write_cr2(sv::read(vmcb, fld::cr2));
+    vmrun(regs);
     ++slots[current].slices;
     // Every exit of a spinner is the timer; guest A's are handled as in any run.
     const bool resume = handle_exit(regs);
-    regs[x86::gpr::rax] = vmcb.get(off::rax);
+    regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (st.preempted) continue;
     if (current == 2 && hostile_b && run.status == run_status::triple_fault) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
@@ -1228,10 +1325,10 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   }
   timer_stop();
   svm_host_if = 0;
-  vmcb = vmcb_ref{vmcb_page};
+  vmcb.slot = &vmcb_a1;
   const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
   const std::uint64_t bc = *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa);
-  const bool skip = cfg.ibpb == static_cast<int>(v::ibpb_policy::skip_same_guest);
+  const bool skip = cfg.ibpb == sv::ibpb_policy::skip_same_guest;
   const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
   if (hostile_b) {
     result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == 1 && a2 > 0,
@@ -1280,17 +1377,16 @@ bool run_guest(int index) {
   unmap = unmap_state{};
   st.cfg = &cfg;
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
-          cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
-          cfg.cr0 == cr0_intercept::none ? "none" : cfg.cr0 == cr0_intercept::selective ? "selective" : "all");
+          cfg.base.wp_intercepted ? "intercepted" : "guest_owned", cr0_intercept_name(cfg.cr.cr0_write));
   const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32);
   if (!g) return false;
+  vmcb.slot = &vmcb_a1;
   setup_vmcb(*g, cfg);
   run.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
-  if (cfg.ibpb >= 0) run_scheduled(*g, cfg);
+  if (cfg.scheduled) run_scheduled(*g, cfg);
   while (run.status == run_status::running) {
-    vmcb.set(off::rax, run.regs[x86::gpr::rax]);
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
     // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
     // exit, a CPUID, comes before any fault of its own); every later one also writes the
@@ -1298,11 +1394,11 @@ bool run_guest(int index) {
     static bool cr2_probed = false;
     constexpr std::uint64_t cr2_sentinel = 0xFFFFC2C2C2C2C000ull;
     const bool probe = !cr2_probed;
-    write_cr2(probe ? cr2_sentinel : vmcb.get(off::cr2));
-    svm_vmrun(&run.regs, pa(vmcb_page), pa(host_save_page));
+    write_cr2(probe ? cr2_sentinel : sv::read(vmcb, fld::cr2));
+    vmrun(run.regs);
     if (probe) {
       cr2_probed = true;
-      const std::uint64_t seen = vmcb.get(off::cr2);
+      const std::uint64_t seen = sv::read(vmcb, fld::cr2);
       if (seen == cr2_sentinel) {
         ++results_errata;
         kprintf("HVKIT ERRATUM vmrun_does_not_load_cr2 vmcb_cr2=0x0 guest_cr2_at_first_exit=0x%llx\n",
@@ -1311,9 +1407,8 @@ bool run_guest(int index) {
         result("vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
       }
     }
-    run.regs[x86::gpr::rax] = vmcb.get(off::rax);
     if (!handle_exit(run.regs) && run.status == run_status::running) run.status = run_status::fatal_exit;
-    run.regs[x86::gpr::rax] = vmcb.get(off::rax);
+    run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
   }
   const std::uint64_t t1 = rdtsc();
   for (unsigned i = 0; i < slot_count; ++i)
@@ -1410,8 +1505,8 @@ bool g_active = false;
 bool active() { return g_active; }
 
 guest_paging_regs live_paging_regs() {
-  return {x86::cr0{vmcb.get(off::cr0)}, x86::cr4{vmcb.get(off::cr4)}, x86::efer{vmcb.get(off::efer) & ~efer_svme},
-          x86::cr3{vmcb.get(off::cr3)}, x86::rflags{vmcb.get(off::rflags)}};
+  return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(), sv::read_typed(vmcb, fld::cr3),
+          sv::read_typed(vmcb, fld::rflags)};
 }
 
 bool available() {
