@@ -122,17 +122,31 @@ enum class injection_error : std::uint8_t {
   none,
   reserved_type,    ///< TYPE 1, 5, 6 or 7
   reserved_bits,    ///< bits 30:12 not 0
-  impossible_in_mode,  ///< an event impossible in the guest's mode (15.20: e.g. #BR in 64-bit mode)
+  impossible_in_mode,  ///< an exception impossible in the guest's mode (#BR, #OF in 64-bit mode)
+  not_an_exception,    ///< TYPE 3 with a vector that is not an exception (2 = NMI, reserved, >= 32)
 };
+
+/// The vectors AMD64 defines as exceptions (APM Vol. 2, 8.2, Table 8-1 "Interrupt Vector
+/// Source and Cause"): #DE 0, #DB 1, #BP 3, #OF 4, #BR 5, #UD 6, #NM 7, #DF 8, #TS 10, #NP 11,
+/// #SS 12, #GP 13, #PF 14, #MF 16, #AC 17, #MC 18, #XF 19, #CP 21, #HV 28, #VC 29, #SX 30.
+/// Vector 2 is the NMI; 9 (coprocessor-segment overrun), 15, 20, 22-27 and 31 are reserved.
+inline constexpr std::uint32_t exception_vectors = 0x702f'7dfbu;
 
 /// The checks VMRUN makes on EVENTINJ that hvkit models. An invalid (V=0) value passes.
 /// `long_mode_64`: the guest will run in 64-bit mode (EFER.LMA=1 and CS.L=1).
+/// 15.20: VMEXIT_INVALID if a reserved TYPE is given, or TYPE 3 (exception) with a vector
+/// that does not correspond to an exception ("this includes vector 2, which is an NMI").
+/// #BR and #OF cannot arise in 64-bit mode (BOUND and INTO are invalid there, APM Vol. 3;
+/// AMD64 has no other source of #BR): injecting them into a 64-bit guest is refused too.
 [[nodiscard]] constexpr injection_error check_eventinj(event_info i, bool long_mode_64 = false) noexcept {
   if (!i.valid()) return injection_error::none;
   if ((i.raw() & event_bits::reserved) != 0) return injection_error::reserved_bits;
   const auto t = i.type_bits();
   if (t == 1 || t >= 5) return injection_error::reserved_type;
-  if (long_mode_64 && t == 3 && i.vector() == static_cast<std::uint8_t>(x86::vector::br))
+  if (t == 3 && (i.vector() >= 32 || ((exception_vectors >> i.vector()) & 1u) == 0))
+    return injection_error::not_an_exception;
+  if (long_mode_64 && t == 3 &&
+      (i.vector() == static_cast<std::uint8_t>(x86::vector::br) || i.vector() == static_cast<std::uint8_t>(x86::vector::of)))
     return injection_error::impossible_in_mode;
   return injection_error::none;
 }

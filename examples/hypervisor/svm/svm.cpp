@@ -1520,6 +1520,7 @@ bool run_all() {
   build_npt();
   bool ok = true;
   for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
+  ok = vmrun_diff_run() && ok;  // VMRUN's consistency checks, the CPU as the oracle (vmrun_diff.cpp)
   // The numbers the CR0.WP work is about: 0 exits per toggle guest-owned, 1 intercepted
   // (selective CR0 write intercept and plain CR0 write intercept alike).
   const wp_summary& owned = summaries[0];

@@ -19,5 +19,7 @@ guest_paging_regs live_paging_regs();
 bool available();
 /// Brings SVM up, runs every SVM run and prints their results; false if a run failed.
 bool run_all();
+/// The VMRUN consistency-check differential (vmrun_diff.cpp): hvkit's checks against the CPU.
+bool vmrun_diff_run();
 
 }  // namespace hv::svm
