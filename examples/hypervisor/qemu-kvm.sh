@@ -1,8 +1,9 @@
 #!/bin/sh
 # qemu-kvm.sh KERNEL SERIAL [QEMU-OPTION...]
 # The one QEMU+KVM command line of the reference hypervisor: `run --kvm` on a host with
-# nested VMX and the /init of the KVM host image that `run --nested-kvm-in-bochs` boots
-# under Bochs both execute this file, so the two run exactly the same invocation.
+# nested VMX or nested SVM and the /init of the KVM host image that `run --nested-kvm-in-bochs`
+# boots under Bochs (Intel or AMD CPU model) both execute this file, so they run exactly the
+# same invocation.
 # KERNEL is the multiboot kernel.bin; SERIAL a QEMU chardev for COM1 (file:PATH, stdio).
 # POSIX sh (it also runs under busybox sh). QEMU exits through isa-debug-exit: status
 # (value << 1) | 1, so 1 when the hypervisor wrote 0 (all checks passed), 3 otherwise.
@@ -11,7 +12,10 @@ kernel=$1
 serial=$2
 shift 2
 # -nodefaults: no VGA, NIC, disks or monitor (no option ROMs to find); the hypervisor needs
-# only COM1 and the debug-exit port. -cpu host,+vmx: nested VMX for the hypervisor.
-exec qemu-system-x86_64 -enable-kvm -cpu host,+vmx -m 256 -nodefaults -display none \
+# only COM1 and the debug-exit port. -cpu host with the vendor's virtualization extension
+# (the host's /proc/cpuinfo: vmx -> +vmx, nested VMX through kvm_intel nested=1; svm -> +svm,
+# nested SVM through kvm_amd nested=1): the hypervisor picks its backend from CPUID.
+if grep -qw svm /proc/cpuinfo && ! grep -qw vmx /proc/cpuinfo; then ext=+svm; else ext=+vmx; fi
+exec qemu-system-x86_64 -enable-kvm -cpu host,$ext -m 256 -nodefaults -display none \
   -no-reboot -kernel "$kernel" -serial "$serial" \
   -device isa-debug-exit,iobase=0xf4,iosize=0x04 "$@"

@@ -2,7 +2,9 @@
 # build-image.sh OUT_DIR CACHE_DIR KERNEL_BIN
 # Builds the KVM host image that `examples/hypervisor/run --nested-kvm-in-bochs` boots under
 # Bochs: OUT_DIR/kvm-host.iso, a GRUB CD with Debian 12's cloud kernel and an initramfs
-# holding busybox, kvm.ko / kvm-intel.ko / irqbypass.ko, qemu-system-x86_64 with exactly the
+# holding busybox, irqbypass.ko / kvm.ko and both vendors' modules, kvm-intel.ko and
+# kvm-amd.ko (one image for Intel and AMD CPU models: /init loads the one whose extension
+# /proc/cpuinfo shows; kvm-amd depends on kvm only), qemu-system-x86_64 with exactly the
 # shared libraries `ldd` lists and the firmware it loads, the hypervisor's KERNEL_BIN, the
 # shared QEMU command line (../qemu-kvm.sh), l1tool and /init.
 #
@@ -39,8 +41,9 @@ vmlinuz=$cache/root/boot/vmlinuz-$kver
 config=$cache/root/boot/config-$kver
 moddir=$cache/root/lib/modules/$kver/kernel
 busybox=$cache/root/bin/busybox
-for f in "$vmlinuz" "$config" "$busybox" "$moddir/virt/lib/irqbypass.ko" "$moddir/arch/x86/kvm/kvm.ko" \
-         "$moddir/arch/x86/kvm/kvm-intel.ko"; do
+kmods=("$moddir/virt/lib/irqbypass.ko" "$moddir/arch/x86/kvm/kvm.ko" "$moddir/arch/x86/kvm/kvm-intel.ko"
+       "$moddir/arch/x86/kvm/kvm-amd.ko")
+for f in "$vmlinuz" "$config" "$busybox" "${kmods[@]}"; do
   [ -f "$f" ] || { echo "build-image: missing $f in the unpacked packages" >&2; exit 1; }
 done
 
@@ -75,7 +78,7 @@ rm -rf "$ir" "$out/isoroot" "$out/image.stamp"
 mkdir -p "$ir"/{bin,dev,proc,sys,tmp,lib/modules,hvkit,lib64}
 cp "$busybox" "$ir/bin/busybox"
 for a in $("$busybox" --list); do [ "$a" = busybox ] || ln -s busybox "$ir/bin/$a"; done
-cp "$moddir/virt/lib/irqbypass.ko" "$moddir/arch/x86/kvm/kvm.ko" "$moddir/arch/x86/kvm/kvm-intel.ko" "$ir/lib/modules/"
+cp "${kmods[@]}" "$ir/lib/modules/"
 g++ -std=c++20 -static -nostdlib -ffreestanding -fno-exceptions -fno-rtti -fno-asynchronous-unwind-tables \
     -fno-stack-protector -fno-pie -no-pie -O2 -Wall -Wextra -Werror -o "$ir/hvkit/l1tool" "$here/l1tool.cpp"
 cp "$here/init" "$ir/init"

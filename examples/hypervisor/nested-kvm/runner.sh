@@ -1,10 +1,13 @@
-# examples/hypervisor/nested-kvm/runner.sh: the --nested-kvm-in-bochs mode of
-# examples/hypervisor/run (sourced by it; uses its variables: here, build_dir, kernel,
-# serial, timeout_s, quiet, verbose, cpu_model).
+# examples/hypervisor/nested-kvm/runner.sh: the --nested-kvm-in-bochs and
+# --nested-kvm-amd-in-bochs modes of examples/hypervisor/run (sourced by it; uses its
+# variables: here, build_dir, kernel, serial, timeout_s, quiet, verbose, nested_kvm_model).
 #
 # Layers, outermost first:
-#   L0  Bochs 2.7 (emulated Intel CPU with VMX and EPT)          tag "L0 bochs"
-#   L1  Debian's Linux with kvm_intel nested=1, QEMU as its VMM   tags "L1 init", "L1 qemu", "L1 kernel"
+#   L0  Bochs 2.7: an Intel CPU model with VMX and EPT (corei7_skylake_x), or an AMD one
+#       with SVM and nested paging (zambezi)                      tag "L0 bochs"
+#   L1  Debian's Linux with kvm_intel nested=1 or kvm_amd nested=1 npt=1 (the same image:
+#       /init loads the module of the CPU's vendor), QEMU as its VMM
+#                                                                 tags "L1 init", "L1 qemu", "L1 kernel"
 #   L2  the hvkit reference hypervisor (QEMU's KVM guest)         tag "L2 hvkit"
 #   L3  its guests (conformance guest, 32-bit guest, guest B)      tag "L3 guest"
 # Channels: /init relays QEMU's COM1 (the hypervisor's console) and its own lines
@@ -12,6 +15,14 @@
 # is the outer COM1 (a file). The runner timestamps every stdout line on arrival.
 
 nested_kvm_default_timeout=1200   # whole Bochs run; ~3 min on an idle 2-core machine
+
+# The L0 CPU model's vendor and virtualization extension, for the messages and the report.
+nested_kvm_l0() {
+  case $nested_kvm_model in
+    zambezi|trinity_apu|ryzen) echo "$nested_kvm_model, SVM+NPT" ;;
+    *) echo "$nested_kvm_model, VMX+EPT" ;;
+  esac
+}
 
 nested_kvm_check_tools() {
   command -v bochs >/dev/null || skip "bochs not installed (apt-get install bochs bochsbios vgabios bochs-term)"
@@ -32,11 +43,24 @@ nested_kvm_layer() {
   esac
 }
 
+# Where a run's artifacts go: the image directory itself for the default Intel model (as
+# before AMD runs existed), DIR/nested-kvm-MODEL for any other model, so that an Intel and
+# an AMD run in one build directory share the image but keep their own logs.
+nested_kvm_rundir() {
+  if [ "$nested_kvm_model" = corei7_skylake_x ]; then echo "$build_dir/nested-kvm"
+  else echo "$build_dir/nested-kvm-$nested_kvm_model"
+  fi
+}
+
 nested_kvm_boot() {
-  local nk=$build_dir/nested-kvm
+  local nk=$build_dir/nested-kvm rd
+  rd=$(nested_kvm_rundir)
+  mkdir -p "$rd" || die "cannot create $rd"
   # Shared with the Linux guest runs (linux/build-image.sh): the same cloud kernel, fetched once.
   local cache=${HVKIT_DEBIAN_CACHE:-$(dirname "$build_dir")/debian-cache}
   note "building the KVM host image (Debian packages cached in $cache)"
+  # One image for both vendors (/init picks kvm_intel or kvm_amd): an Intel and an AMD run with
+  # the same build directory build it once.
   bash "$here/nested-kvm/build-image.sh" "$nk" "$cache" "$kernel"
   case $? in
     0) ;;
@@ -45,20 +69,21 @@ nested_kvm_boot() {
   esac
   local bios=/usr/share/bochs/BIOS-bochs-latest vgabios=/usr/share/vgabios/vgabios.bin
   [ -f "$vgabios" ] || vgabios=/usr/share/bochs/VGABIOS-lgpl-latest
-  sed -e "s|@ISO@|$nk/kvm-host.iso|" -e "s|@SERIAL@|$nk/l1-console.log|" -e "s|@LOG@|$nk/bochs.log|" \
-      -e "s|@BIOS@|$bios|" -e "s|@VGABIOS@|$vgabios|" "$here/nested-kvm/bochsrc.in" >"$nk/bochsrc"
+  sed -e "s|@ISO@|$nk/kvm-host.iso|" -e "s|@SERIAL@|$rd/l1-console.log|" -e "s|@LOG@|$rd/bochs.log|" \
+      -e "s|@BIOS@|$bios|" -e "s|@VGABIOS@|$vgabios|" -e "s|@CPU_MODEL@|$nested_kvm_model|" \
+      "$here/nested-kvm/bochsrc.in" >"$rd/bochsrc"
   # The debugger (compiled into Debian's Bochs) stops before the first instruction: continue.
   # The run ends when /init writes "Shutdown" to port 0x8900 (Bochs exits with status 1).
-  printf 'c\nquit\n' >"$nk/bochs.rc"
-  rm -f "$nk/l1-console.log" "$nk/stream.log" "$nk/layers.log"
-  note "booting the KVM host under Bochs (corei7_skylake_x, 2 GiB), time budget ${timeout_s}s"
+  printf 'c\nquit\n' >"$rd/bochs.rc"
+  rm -f "$rd/l1-console.log" "$rd/stream.log" "$rd/layers.log"
+  note "booting the KVM host under Bochs ($(nested_kvm_l0), 2 GiB), time budget ${timeout_s}s"
   local t0=${EPOCHREALTIME/./} line ms
-  (cd "$nk" && TERM=dumb timeout --kill-after=10 "$timeout_s" \
-     bochs -q -f "$nk/bochsrc" -rc "$nk/bochs.rc" </dev/null 2>&1; echo "HVKIT-NK-STATUS $?") |
+  (cd "$rd" && TERM=dumb timeout --kill-after=10 "$timeout_s" \
+     bochs -q -f "$rd/bochsrc" -rc "$rd/bochs.rc" </dev/null 2>&1; echo "HVKIT-NK-STATUS $?") |
   while IFS= read -r line || [ -n "$line" ]; do
     line=${line%$'\r'}
     ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
-    printf '%s %s\n' "$ms" "$line" >>"$nk/stream.log"
+    printf '%s %s\n' "$ms" "$line" >>"$rd/stream.log"
     if [ "$quiet" != 1 ]; then
       case $line in
         HVKIT-L1\ *) printf '  [%6.1fs] %-9s %s\n' "$(bc_div "$ms")" "$(nested_kvm_layer "$line")" "${line#HVKIT-L1 }" ;;
@@ -66,18 +91,19 @@ nested_kvm_boot() {
       esac
     fi
   done
-  emu_rc=$(sed -n 's/^[0-9]* HVKIT-NK-STATUS //p' "$nk/stream.log" | tail -1)
+  emu_rc=$(sed -n 's/^[0-9]* HVKIT-NK-STATUS //p' "$rd/stream.log" | tail -1)
   emu_rc=${emu_rc:-1}
-  emu_log=$nk/bochs.log
+  emu_log=$rd/bochs.log
   # The hypervisor's own serial stream (L2 and L3 lines), for the common summary.
-  sed -n -E 's/^[0-9]+ (HVKIT [A-Z]|guest:)/\1/p' "$nk/stream.log" >"$serial"
+  sed -n -E 's/^[0-9]+ (HVKIT [A-Z]|guest:)/\1/p' "$rd/stream.log" >"$serial"
 }
 
 bc_div() { printf '%d.%d' $(( $1 / 1000 )) $(( ($1 % 1000) / 100 )); }
 
 # Stage times, layer counts and the L1 evidence; prints before the common summary.
 nested_kvm_report() {
-  local nk=$build_dir/nested-kvm
+  local nk
+  nk=$(nested_kvm_rundir)
   [ -f "$nk/stream.log" ] || return 0
   : >"$nk/layers.log"
   local ms line tag
@@ -89,14 +115,17 @@ nested_kvm_report() {
   if [ -f "$nk/l1-console.log" ]; then
     tr -d '\r' <"$nk/l1-console.log" | sed 's/^/       - L1 kernel /' >>"$nk/layers.log"
   fi
-  awk -v verbose="$verbose" -v nk="$nk" -v timeout_s="$timeout_s" -v emu_rc="$emu_rc" '
+  local ext=+vmx
+  case $(nested_kvm_l0) in *SVM*) ext=+svm ;; esac
+  awk -v verbose="$verbose" -v nk="$nk" -v timeout_s="$timeout_s" -v emu_rc="$emu_rc" \
+      -v l0="$(nested_kvm_l0)" -v ext="$ext" '
     function sec(ms) { return sprintf("%.1f", ms / 1000) }
     function upt(line,   m) { if (match(line, /uptime=[0-9.]+/)) return substr(line, RSTART + 7, RLENGTH - 7); return "" }
     { ms = $1; line = substr($0, length($1) + 2); last = ms }
     line ~ /^HVKIT-NK-STATUS/ { next }
     line ~ /^HVKIT-L1 init / && t_init == "" { t_init = ms; u_init = upt(line) }
-    line ~ /^HVKIT-L1 kvm_intel/ && t_kvm == "" { t_kvm = ms; kvm_params = substr(line, 19) }
-    line ~ /^HVKIT-L1 insmod kvm-intel/ { u_kvm = upt(line) }
+    line ~ /^HVKIT-L1 kvm_(intel|amd) / && t_kvm == "" { t_kvm = ms; kvm_line = substr(line, 10); kvm_mod = $3; sub(/_/, "-", kvm_mod) }
+    line ~ /^HVKIT-L1 insmod kvm-(intel|amd)/ { u_kvm = upt(line) }
     line ~ /^HVKIT-L1 qemu start/ && t_qemu == "" { t_qemu = ms; u_qemu = upt(line) }
     line ~ /^HVKIT BOOT/ && t_boot == "" { t_boot = ms }
     line ~ /^HVKIT DONE/ && t_done == "" { t_done = ms }
@@ -109,12 +138,12 @@ nested_kvm_report() {
     END {
       print ""
       print "nested KVM in Bochs: layers and stages"
-      print "  L0 Bochs 2.7 (corei7_skylake_x, VMX+EPT) > L1 Linux " "KVM (kvm_intel" kvm_params ")"
-      print "  > QEMU -enable-kvm (examples/hypervisor/qemu-kvm.sh) > L2 hvkit hypervisor > L3 its guests"
+      print "  L0 Bochs 2.7 (" l0 ") > L1 Linux KVM (" (kvm_line != "" ? kvm_line : "module not loaded") ")"
+      print "  > QEMU -enable-kvm -cpu host," ext " (examples/hypervisor/qemu-kvm.sh) > L2 hvkit hypervisor > L3 its guests"
       printf "  lines by layer: L0 bochs %d, L1 KVM host %d, L2 hvkit %d, L3 guests %d (tagged transcript: %s/layers.log)\n", n["L0"], n["L1"], n["L2"], n["L3"], nk
       print "  stage                                       wall s (host)   L1 uptime s (emulated)"
       printf "  %-44s %-15s %s\n", "Linux boot (Bochs start to /init)", (t_init != "" ? sec(t_init) : "-"), u_init
-      printf "  %-44s %-15s %s\n", "KVM load (irqbypass, kvm, kvm-intel)", (t_kvm != "" && t_init != "" ? sec(t_kvm - t_init) : "-"), (u_kvm != "" && u_init != "" ? sprintf("%.2f", u_kvm - u_init) : "")
+      printf "  %-44s %-15s %s\n", "KVM load (irqbypass, kvm, " (kvm_mod != "" ? kvm_mod : "kvm-intel/amd") ")", (t_kvm != "" && t_init != "" ? sec(t_kvm - t_init) : "-"), (u_kvm != "" && u_init != "" ? sprintf("%.2f", u_kvm - u_init) : "")
       printf "  %-44s %-15s\n", "QEMU start to the hypervisor'"'"'s first line", (t_boot != "" && t_qemu != "" ? sec(t_boot - t_qemu) : "-")
       printf "  %-44s %-15s %s\n", "hypervisor run (first line to DONE)", (t_done != "" && t_boot != "" ? sec(t_done - t_boot) : "-"), (u_exit != "" && u_qemu != "" ? sprintf("%.2f (QEMU start to exit)", u_exit - u_qemu) : "")
       printf "  %-44s %-15s\n", "whole Bochs run", sec(last)
