@@ -61,7 +61,7 @@ inline paging::walker_4level setup_4level(arena& m) {
 inline paging::ept_walker setup_ept4(arena& m) {
   for (unsigned i = 0; i < 4; ++i)
     m.put64(0x10000 + 0x1000 * i + 8, i == 3 ? (0x9000 | 7 | (6u << 3) | 0x300) : ((0x11000 + 0x1000 * i) | 7 | 0x100));
-  return *paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x10000}, 4, true), {});
+  return *paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x10000}, 4, true), {});
 }
 
 /// The nested 4x4 walk: EPT (A/D on) identity-maps gpa 0..256 KiB with 4 KiB pages
@@ -74,7 +74,7 @@ inline paging::nested_walker<paging::format::ia32e<4>> setup_nested(arena& m) {
   m.put64(0x42000, 0x43000 | upper);
   for (uint64_t p = 0; p < 0x40; ++p) m.put64(0x43000 + 8 * p, (p << 12) | e);
   chain(m, 0x1000, 4, 0x9000);
-  const auto ept = *paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x40000}, 4, true), {});
+  const auto ept = *paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x40000}, 4, true), {});
   return paging::nested_walker<paging::format::ia32e<4>>(paging::walker_4level(mmu_4level(), {}), ept);
 }
 

@@ -275,7 +275,7 @@ std::uint64_t ept_perm_bits(unsigned p) { return p & 7; }  // bit 0 R, 1 W, 2 X
 /// With `on` false the alias is removed.
 void ept_alias_reset(bool on) {
   namespace v = hvkit::vmx;
-  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
   const v::ept_permissions rwx{true, true, true, false};
   if (on) {
     for (std::uint64_t i = 0; i < 512; ++i)
@@ -318,7 +318,7 @@ hvkit::paging::flat_memory host_memory_view() {
 /// deliberately broken bits are patched in here.
 void ept_apply_case(std::uint64_t d) {
   namespace v = hvkit::vmx;
-  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
   ept_alias_reset(true);
   ept_set_page(hc::ept_test_data_gpa, d & 7);
   ept_set_page(hc::ept_test_pt_gpa, (d >> 8) & 7);
@@ -375,8 +375,9 @@ void handle_ept_arm(guest_regs& r) {
   const x86::efer efer{vmread(fields::guest_ia32_efer)};
   const pg::cpu_role role = pg::make_cpu_role(cr0, cr4, efer);
   const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
-  // The walker's capabilities from IA32_VMX_EPT_VPID_CAP (one decoder: vmx::ept_caps); MBEC off.
-  const pg::ept_capabilities ecap = hvkit::vmx::ept_caps{vcaps.ept_vpid_cap}.walker_capabilities(props.maxphyaddr, false);
+  // The walker's capabilities from IA32_VMX_EPT_VPID_CAP (one decoder:
+  // vmx::ept_capabilities_from); MBEC off.
+  const pg::ept_capabilities ecap = hvkit::vmx::ept_capabilities_from(vcaps.ept_vpid_cap, props.maxphyaddr, false);
   auto ew = pg::ept_walker::make(pg::ept_pointer{eptp_value}, ecap);
   pg::walk_request req{};
   req.linear = x86::gva{la};

@@ -91,7 +91,7 @@ int run_scheduled(const hc::guest_header& g) {
   } else {
     write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
   }
-  const v::ept_caps ec{vcaps.ept_vpid_cap};
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
   const v::ept_permissions rwx{true, true, true, false};
   for (auto& e : ept_b_pml4) e = 0;
   for (auto& e : ept_b_pdpt) e = 0;

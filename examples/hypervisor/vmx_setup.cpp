@@ -215,16 +215,16 @@ bool enable_vmx() {
 
 bool build_ept() {
   namespace v = hvkit::vmx;
-  const v::ept_caps ec{vcaps.ept_vpid_cap};
   const unsigned maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xFF) : 36;
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, maxphyaddr);
   const v::ept_permissions rwx{true, true, true, false};
   for (auto& e : ept_pml4) e = 0;
   for (auto& e : ept_pdpt) e = 0;
   for (auto& e : ept_pd) e = 0;
-  auto pml4e = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pdpt)}, rwx, ec, maxphyaddr);
-  auto pdpte = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd)}, rwx, ec, maxphyaddr);
+  auto pml4e = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pdpt)}, rwx, ec);
+  auto pdpte = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd)}, rwx, ec);
   auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pml4)}, hvkit::paging::ept_memory_type::wb, 4,
-                           false, ec, maxphyaddr);
+                           false, ec);
   if (!pml4e || !pdpte || !eptp) {
     result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
     return false;
@@ -234,7 +234,7 @@ bool build_ept() {
   // The PSE-36 alias: GPA 4 GiB + [28 MiB, 32 MiB) -> HPA [28 MiB, 32 MiB), so that a 4 MiB
   // page with PA bit 32 (the 32-bit guest's differential cases) reaches the scratch area.
   for (auto& e : ept_pd_alias) e = 0;
-  auto alias = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd_alias)}, rwx, ec, maxphyaddr);
+  auto alias = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd_alias)}, rwx, ec);
   if (!alias) {
     result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
     return false;
@@ -242,7 +242,7 @@ bool build_ept() {
   ept_pdpt[hc::pse36_alias_gpa >> 30] = alias.value().raw();
   for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) {
     auto leaf =
-        v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec, false, maxphyaddr);
+        v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec, false);
     if (!leaf) return false;
     ept_pd_alias[gpa >> 21] = leaf.value().raw();
   }
@@ -252,7 +252,7 @@ bool build_ept() {
   for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size;
        gpa += 0x200000) {
     auto leaf =
-        v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec, false, maxphyaddr);
+        v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec, false);
     if (!leaf) {
       result("ept_setup", false, "reason=2m_leaf_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
       return false;

@@ -130,6 +130,7 @@ class machine {
       case paging::fault_kind::unbacked:
       case paging::fault_kind::retry_exhausted:
       case paging::fault_kind::ept_misconfig:
+      case paging::fault_kind::pdptes_not_loaded:  // the translator has no PAE PDPTEs: a host-side problem
         return outcome::make_unsupported(unsupported_reason::page_table_unbacked);
       case paging::fault_kind::non_canonical:
       case paging::fault_kind::invalid_pdpte: return outcome::make_exception(f.vector, 0);

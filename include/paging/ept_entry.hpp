@@ -67,16 +67,20 @@ class ept_pointer : public x86::flags<ept_pointer> {
 
   /// The number of EPT levels (page-walk length).
   [[nodiscard]] constexpr unsigned levels() const noexcept { return walk_length_field::get(raw()) + 1u; }
-  /// The PML4 (or PML5) table: bits MAXPHYADDR-1:12.
-  [[nodiscard]] constexpr x86::gpa root(unsigned maxphyaddr) const noexcept {
-    return x86::gpa{raw() & x86::physical_address_mask(maxphyaddr) & ~(x86::page_size_4k - 1)};
+  /// The PML4 (or PML5) table: bits MAXPHYADDR-1:12, a host-physical address (the EPT tables
+  /// live in the memory of the one that set up the EPT; SDM 25.6.11).
+  [[nodiscard]] constexpr x86::hpa root(unsigned maxphyaddr) const noexcept {
+    return x86::hpa{raw() & x86::physical_address_mask(maxphyaddr) & ~(x86::page_size_4k - 1)};
   }
 };
 inline constexpr ept_pointer ept_pointer::ad_enabled = ept_pointer::bit(6);
 inline constexpr ept_pointer ept_pointer::supervisor_shadow_stack = ept_pointer::bit(7);
 
 /// What the processor and the VM-execution controls allow (IA32_VMX_EPT_VPID_CAP, SDM A.10;
-/// secondary processor-based controls).
+/// secondary processor-based controls): hvkit's one EPT capability type, used by the EPT
+/// walker, the mappings enumerator and vmx's EPT builders. vmx::ept_capabilities_from()
+/// decodes the MSR into it; the defaults allow everything but execute-only, MBEC and
+/// supervisor shadow-stack control.
 struct ept_capabilities {
   unsigned maxphyaddr = 52;   ///< CPUID.80000008H:EAX[7:0], 32..52
   bool execute_only = false;  ///< cap bit 0: execute-only entries are allowed
@@ -89,6 +93,10 @@ struct ept_capabilities {
   /// cap bit 23: supervisor shadow-stack control, i.e. EPTP bit 7 may be 1 (SDM A.10,
   /// 27.2.1.1). Off by default: without it EPTP bit 7 is reserved.
   bool supervisor_shadow_stack = false;
+  /// cap bit 8: an EPTP may have memory type UC (checked by vmx::check_eptp; SDM A.10).
+  bool eptp_uc = true;
+  /// cap bit 14: an EPTP may have memory type WB (checked by vmx::check_eptp; SDM A.10).
+  bool eptp_wb = true;
 };
 
 /// Which rule of SDM 29.3.3.1 makes a present EPT entry misconfigured (the first one, in
@@ -200,9 +208,9 @@ static_assert(is_valid_ept_memory_type(0) && is_valid_ept_memory_type(1) && !is_
   return ept_misconfiguration(entry, level, caps) != ept_misconfig::none;
 }
 
-/// An EPTP for a root, a number of levels (4 or 5) and the A/D setting, with WB
-/// paging-structure accesses.
-[[nodiscard]] constexpr ept_pointer make_ept_pointer(x86::gpa root, unsigned levels, bool ad) noexcept {
+/// An EPTP for a (host-physical) root, a number of levels (4 or 5) and the A/D setting, with
+/// WB paging-structure accesses. vmx::make_eptp() is the checked builder.
+[[nodiscard]] constexpr ept_pointer make_ept_pointer(x86::hpa root, unsigned levels, bool ad) noexcept {
   HVKIT_EXPECTS(levels == 4 || levels == 5);
   std::uint64_t v = root.value() & ~(x86::page_size_4k - 1);
   v = ept_pointer::memory_type_field::set(v, 6);

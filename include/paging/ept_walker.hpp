@@ -105,7 +105,9 @@ class ept_walker {
 
   [[nodiscard]] constexpr ept_role role() const noexcept { return role_; }
   [[nodiscard]] constexpr unsigned levels() const noexcept { return levels_; }
-  [[nodiscard]] constexpr x86::gpa root() const noexcept { return root_; }
+  /// The EPT PML4 (or PML5) table: host-physical (its entries are read from the memory
+  /// object at this address).
+  [[nodiscard]] constexpr x86::hpa root() const noexcept { return root_; }
   /// EPTP bit 6: EPT accessed and dirty flags are on.
   [[nodiscard]] constexpr bool ad_enabled() const noexcept { return role_.ad_enabled(); }
 
@@ -536,7 +538,7 @@ class ept_walker {
   ept_role role_{};
   ept_entry_rules rules_{};  ///< present and misconfiguration rules for the capabilities
   unsigned levels_ = 4;
-  x86::gpa root_{};
+  x86::hpa root_{};
 };
 
 static_assert(ept_walker::denied_raw_matches_table(),

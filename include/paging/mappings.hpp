@@ -328,6 +328,13 @@ struct guest_policy {
     if (!reads_memory(l)) {  // PAE: the PDPTE registers (SDM 4.4.1), never re-read
       e = s.pdptes.entries[index & 3u];
       ea = s.pdptes.pdpt + 8u * index;
+      if (!s.pdptes.loaded) {  // no snapshot: an error, not an empty address space
+        f.kind = fault_kind::pdptes_not_loaded;
+        f.stage = walk_stage::guest;
+        f.level = 3;
+        f.entry_address = ea;
+        return false;
+      }
       return true;
     }
     counted = true;

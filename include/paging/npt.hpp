@@ -142,6 +142,7 @@ class npt_walker {
     }
     return t;
   }
+
   // ---- the stage interface of nested_walker ----
 
   /// The stage nested_walker names in its own faults (an unbacked guest table).
@@ -234,6 +235,7 @@ class npt_walker {
       walker_state s = s_;
       s.pdptes.entries[i] = *v;
       s.pdptes.pdpt = s_.root;
+      s.pdptes.loaded = true;  // this walk's PDPTE, just read and checked
       return basic_walker<HostFormat>(s).walk_tables(tables, in, t, f, all);
     } else {
       return basic_walker<HostFormat>(s_).walk_tables(tables, in, t, f, all);

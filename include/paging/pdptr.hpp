@@ -29,6 +29,10 @@ namespace hvkit::paging {
 struct pdpte_snapshot {
   std::array<std::uint64_t, 4> entries{};
   x86::gpa pdpt{};  ///< CR3 bits 31:5: the PDPT the entries came from
+  /// The registers hold a load: set by load_pdptrs() (or by a caller that fills `entries`
+  /// itself). A PAE walk through a snapshot that was never loaded fails with
+  /// fault_kind::pdptes_not_loaded instead of reporting every address "not present".
+  bool loaded = false;
 };
 
 /// Why loading the PDPTEs failed.
@@ -70,6 +74,7 @@ template <guest_memory M>
       return unexpected(pdptr_error{pdptr_error::kind_type::reserved_bit, static_cast<std::uint8_t>(i), *v, a});
     s.entries[i] = *v;
   }
+  s.loaded = true;
   return s;
 }
 }  // namespace detail

@@ -84,6 +84,9 @@ enum class fault_kind : std::uint8_t {
   non_canonical,     ///< the linear address is not canonical: #GP(0) or #SS(0), no walk
   invalid_pdpte,     ///< a PAE PDPTE has a reserved bit set: #GP(0) at the PDPTE load
   retry_exhausted,   ///< the entries kept changing under the A/D update (bounded re-walks)
+  /// A PAE walk without PDPTE registers: the walker was given no snapshot from load_pdptrs()
+  /// (a caller error, not an architectural fault; see guest_walker::with_pdptes_from()).
+  pdptes_not_loaded,
 };
 
 /// Which stage of a (nested) walk failed.

@@ -215,8 +215,13 @@ class basic_walker {
 
   constexpr basic_walker() noexcept = default;
   constexpr explicit basic_walker(const walker_state& s) noexcept : s_(s) {}
-  /// The walker for `mmu`'s role and root. For PAE pass the snapshot from load_pdptrs().
-  constexpr basic_walker(const mmu_context& mmu, cpu_properties props, pdpte_snapshot pdptes = {}) noexcept
+  /// The walker for `mmu`'s role and root (not for PAE: its walker needs the PDPTEs).
+  constexpr basic_walker(const mmu_context& mmu, cpu_properties props) noexcept
+    requires(!Format::pdpte_registers)
+      : s_(make_walker_state(mmu.role(), mmu.root(), props)) {}
+  /// The walker for `mmu`'s role and root with the PAE PDPTE registers `pdptes` (the
+  /// snapshot of load_pdptrs(); unused by the other formats).
+  constexpr basic_walker(const mmu_context& mmu, cpu_properties props, pdpte_snapshot pdptes) noexcept
       : s_(make_walker_state(mmu.role(), mmu.root(), props, pdptes)) {}
 
   [[nodiscard]] constexpr const walker_state& state() const noexcept { return s_; }
@@ -338,7 +343,10 @@ class basic_walker {
       w.e = s_.pdptes.entries[i];
       w.vals[0] = w.e;
       first = s_.pdptes.pdpt + 8u * i;
-      if (!(w.e & pte::present.raw())) [[unlikely]] {
+      if (!s_.pdptes.loaded) [[unlikely]] {  // no snapshot: never a silent "not present"
+        fail(f, fault_kind::pdptes_not_loaded, 3, first, w.e);
+        st = -1;
+      } else if (!(w.e & pte::present.raw())) [[unlikely]] {
         st = fail(f, fault_kind::not_present, 3, first, w.e) ? 0 : -1;
       } else {
         w.table = w.e;
@@ -416,7 +424,8 @@ class basic_walker {
   [[gnu::always_inline]] constexpr bool walk_once(Tables& tables, const mmu_context& mmu, const walk_request& req,
                                                   translation& t, walk_fault& f, std::uint64_t& all) const noexcept {
     if (!walk_tables(tables, req.linear, t, f, all)) [[unlikely]] {
-      if (f.kind != fault_kind::unbacked && f.stage == walk_stage::guest) f.error_code = error_code(req.access, f.error_code);
+      if (f.kind != fault_kind::unbacked && f.kind != fault_kind::pdptes_not_loaded && f.stage == walk_stage::guest)
+        f.error_code = error_code(req.access, f.error_code);
       return false;
     }
     const std::uint32_t pkr = pk_register_for(t.rights, req.pkru, req.pkrs);
@@ -598,8 +607,25 @@ class guest_walker {
  public:
   constexpr guest_walker() noexcept = default;
   constexpr explicit guest_walker(const walker_state& s) noexcept : s_(s) {}
+  /// The walker for `mmu`'s role and root. For PAE pass the snapshot from load_pdptrs(), or
+  /// build the walker with with_pdptes_from(): without one, a PAE walk fails with
+  /// fault_kind::pdptes_not_loaded (never a silent "not present").
   constexpr guest_walker(const mmu_context& mmu, cpu_properties props, pdpte_snapshot pdptes = {}) noexcept
       : s_(make_walker_state(mmu.role(), mmu.root(), props, pdptes)) {}
+
+  /// The walker for `mmu`'s role and root, with the PAE PDPTEs loaded from `mem` as a MOV to
+  /// CR3 loads them (load_pdptrs() at CR3 = `mmu.root()`; SDM 4.4.1): for dump tools and
+  /// debuggers, which have the memory but no PDPTE registers. Outside PAE paging nothing is
+  /// read. Fails as load_pdptrs() fails (a reserved bit in a present PDPTE, an unbacked PDPT).
+  template <guest_memory M>
+  [[nodiscard]] static constexpr result<guest_walker, pdptr_error> with_pdptes_from(const M& mem,
+                                                                                   const mmu_context& mmu,
+                                                                                   cpu_properties props) noexcept {
+    if (mmu.role().mode() != x86::paging_mode::pae) return guest_walker(mmu, props);
+    const auto p = load_pdptrs(x86::cr3{mmu.root().value()}, mem, props.maxphyaddr);
+    if (!p) return unexpected(p.error());
+    return guest_walker(mmu, props, *p);
+  }
 
   [[nodiscard]] constexpr const walker_state& state() const noexcept { return s_; }
 

@@ -33,37 +33,27 @@ struct ept_permissions {
   bool user_execute = false;  ///< bit 10, with mode-based execute control
 };
 
-/// IA32_VMX_EPT_VPID_CAP, the EPT bits (SDM A.10). The only decoder of these bits: the EPT
-/// walker's paging::ept_capabilities is derived from it with walker_capabilities().
-struct ept_caps {
-  std::uint64_t raw = 0;
-  [[nodiscard]] constexpr bool execute_only() const noexcept { return raw & (1ull << 0); }
-  [[nodiscard]] constexpr bool walk_length_4() const noexcept { return raw & (1ull << 6); }
-  [[nodiscard]] constexpr bool walk_length_5() const noexcept { return raw & (1ull << 7); }
-  [[nodiscard]] constexpr bool uc_eptp() const noexcept { return raw & (1ull << 8); }
-  [[nodiscard]] constexpr bool wb_eptp() const noexcept { return raw & (1ull << 14); }
-  [[nodiscard]] constexpr bool pde_2m() const noexcept { return raw & (1ull << 16); }
-  [[nodiscard]] constexpr bool pdpte_1g() const noexcept { return raw & (1ull << 17); }
-  [[nodiscard]] constexpr bool accessed_dirty() const noexcept { return raw & (1ull << 21); }
-  /// Bit 23: supervisor shadow-stack control is supported (EPTP bit 7 may be 1).
-  [[nodiscard]] constexpr bool supervisor_shadow_stack() const noexcept { return raw & (1ull << 23); }
-
-  /// The capabilities of the EPT walker for this CPU: `maxphyaddr` is CPUID.80000008H:EAX[7:0]
-  /// and `mbec` the "mode-based execute control for EPT" secondary control (bit 22).
-  [[nodiscard]] constexpr paging::ept_capabilities walker_capabilities(unsigned maxphyaddr, bool mbec) const noexcept {
-    paging::ept_capabilities c{};
-    c.maxphyaddr = maxphyaddr;
-    c.execute_only = execute_only();
-    c.walk4 = walk_length_4();
-    c.walk5 = walk_length_5();
-    c.page_2m = pde_2m();
-    c.page_1g = pdpte_1g();
-    c.ad = accessed_dirty();
-    c.mbec = mbec;
-    c.supervisor_shadow_stack = supervisor_shadow_stack();
-    return c;
-  }
-};
+/// Decodes the EPT bits of IA32_VMX_EPT_VPID_CAP (SDM A.10) into paging's one capability
+/// type: the only decoder of these bits. `maxphyaddr` is CPUID.80000008H:EAX[7:0] and `mbec`
+/// the "mode-based execute control for EPT" secondary processor-based control (bit 22).
+[[nodiscard]] constexpr paging::ept_capabilities ept_capabilities_from(std::uint64_t ept_vpid_cap,
+                                                                      unsigned maxphyaddr = 52,
+                                                                      bool mbec = false) noexcept {
+  const auto bit = [ept_vpid_cap](unsigned n) { return ((ept_vpid_cap >> n) & 1u) != 0; };
+  paging::ept_capabilities c{};
+  c.maxphyaddr = maxphyaddr;
+  c.execute_only = bit(0);
+  c.walk4 = bit(6);
+  c.walk5 = bit(7);
+  c.eptp_uc = bit(8);
+  c.eptp_wb = bit(14);
+  c.page_2m = bit(16);
+  c.page_1g = bit(17);
+  c.ad = bit(21);
+  c.supervisor_shadow_stack = bit(23);
+  c.mbec = mbec;
+  return c;
+}
 
 enum class ept_error : std::uint8_t {
   write_without_read,
@@ -87,11 +77,12 @@ namespace detail {
   return E{}.with(E::read, p.read).with(E::write, p.write).with(E::exec, p.execute).with(E::user_exec, p.user_execute);
 }
 /// `e` (without its address) at `level` against the EPT walker's misconfiguration rules
-/// (paging::ept_misconfiguration, SDM 29.3.3.1) for these capabilities.
+/// (paging::ept_misconfiguration, SDM 29.3.3.1) for these capabilities. `caps.maxphyaddr`
+/// must be valid (checked by the callers first).
 [[nodiscard]] constexpr result<void, ept_error> check_misconfiguration(paging::ept_entry e, unsigned level,
-                                                                       ept_caps caps) noexcept {
+                                                                       const paging::ept_capabilities& caps) noexcept {
   using M = paging::ept_misconfig;
-  switch (paging::ept_misconfiguration(e, level, caps.walker_capabilities(52, false))) {
+  switch (paging::ept_misconfiguration(e, level, caps)) {
     case M::none: return {};
     case M::write_without_read: return unexpected(ept_error::write_without_read);
     case M::execute_only_unsupported: return unexpected(ept_error::execute_only_unsupported);
@@ -111,10 +102,12 @@ namespace detail {
 }
 }  // namespace detail
 
-/// A non-leaf EPT entry pointing at the next table `next` (4 KiB aligned).
-[[nodiscard]] constexpr result<paging::ept_entry, ept_error> make_ept_table_entry(x86::hpa next, ept_permissions p,
-                                                                                 ept_caps caps,
-                                                                                 unsigned maxphyaddr = 52) noexcept {
+/// A non-leaf EPT entry pointing at the next table `next` (4 KiB aligned, below
+/// `caps.maxphyaddr`).
+[[nodiscard]] constexpr result<paging::ept_entry, ept_error> make_ept_table_entry(
+    x86::hpa next, ept_permissions p, const paging::ept_capabilities& caps) noexcept {
+  const unsigned maxphyaddr = caps.maxphyaddr;
+  if (!x86::is_valid_maxphyaddr(maxphyaddr)) return unexpected(ept_error::invalid_maxphyaddr);
   const paging::ept_entry rights = detail::ept_rights(p);
   // Level 4 stands for any non-leaf level: the rules for an entry with PS=0 and no memory
   // type do not depend on it.
@@ -123,13 +116,16 @@ namespace detail {
   return paging::ept_entry{next.value()} | rights;
 }
 
-/// A leaf EPT entry mapping `frame` at `level` (PTE: 4 KiB; PDE: 2 MiB; PDPTE: 1 GiB).
+/// A leaf EPT entry mapping `frame` at `level` (PTE: 4 KiB; PDE: 2 MiB; PDPTE: 1 GiB), below
+/// `caps.maxphyaddr`.
 [[nodiscard]] constexpr result<paging::ept_entry, ept_error> make_ept_leaf(x86::hpa frame, ept_level level,
                                                                           ept_permissions p,
-                                                                          paging::ept_memory_type type, ept_caps caps,
-                                                                          bool ignore_pat = false,
-                                                                          unsigned maxphyaddr = 52) noexcept {
+                                                                          paging::ept_memory_type type,
+                                                                          const paging::ept_capabilities& caps,
+                                                                          bool ignore_pat = false) noexcept {
   using E = paging::ept_entry;
+  const unsigned maxphyaddr = caps.maxphyaddr;
+  if (!x86::is_valid_maxphyaddr(maxphyaddr)) return unexpected(ept_error::invalid_maxphyaddr);
   const auto mt = static_cast<std::uint8_t>(type);
   if (mt > E::memory_type_field::max_raw) return unexpected(ept_error::reserved_memory_type);  // not 3 bits
   const unsigned lvl = static_cast<unsigned>(level);
@@ -155,11 +151,12 @@ namespace detail {
 /// memory type UC or WB, A/D only if supported, bit 7 only with supervisor shadow-stack
 /// control (capability bit 23), bits 11:8 and 63:MAXPHYADDR clear; SDM
 /// 27.2.1.1) and the capability bits for the memory type (UC: bit 8, WB: bit 14; SDM A.10).
-/// Returns the first violation, or nothing.
-[[nodiscard]] constexpr result<paging::ept_pointer, ept_error> check_eptp(paging::ept_pointer eptp, ept_caps caps,
-                                                                        unsigned maxphyaddr = 52) noexcept {
+/// Returns the first violation, or nothing. `caps.maxphyaddr` is the width checked.
+[[nodiscard]] constexpr result<paging::ept_pointer, ept_error> check_eptp(paging::ept_pointer eptp,
+                                                                        const paging::ept_capabilities& caps) noexcept {
+  const unsigned maxphyaddr = caps.maxphyaddr;
   if (!x86::is_valid_maxphyaddr(maxphyaddr)) return unexpected(ept_error::invalid_maxphyaddr);
-  auto w = paging::ept_walker::make(eptp, caps.walker_capabilities(maxphyaddr, false));
+  auto w = paging::ept_walker::make(eptp, caps);
   if (!w) {
     switch (w.error()) {
       case paging::eptp_error::walk_length: return unexpected(ept_error::walk_length_unsupported);
@@ -175,23 +172,25 @@ namespace detail {
     return unexpected(ept_error::eptp_reserved_bits);
   }
   const auto mt = static_cast<paging::ept_memory_type>(paging::ept_pointer::memory_type_field::get(eptp.raw()));
-  if (mt == paging::ept_memory_type::uc ? !caps.uc_eptp() : !caps.wb_eptp())
+  if (mt == paging::ept_memory_type::uc ? !caps.eptp_uc : !caps.eptp_wb)
     return unexpected(ept_error::eptp_memory_type_unsupported);
   return eptp;
 }
 
 /// The EPT pointer (SDM 25.6.11): memory type UC or WB (per capability), page-walk length
-/// minus one in bits 5:3 (4 or 5 levels), A/D enable in bit 6, the PML4/PML5 table address.
+/// minus one in bits 5:3 (4 or 5 levels), A/D enable in bit 6, the PML4/PML5 table address
+/// (host-physical, below `caps.maxphyaddr`).
 [[nodiscard]] constexpr result<paging::ept_pointer, ept_error> make_eptp(x86::hpa root, paging::ept_memory_type type,
                                                                        unsigned levels, bool accessed_dirty,
-                                                                       ept_caps caps, unsigned maxphyaddr = 52) noexcept {
+                                                                       const paging::ept_capabilities& caps) noexcept {
   using P = paging::ept_pointer;
+  const unsigned maxphyaddr = caps.maxphyaddr;
   if (levels != 4 && levels != 5) return unexpected(ept_error::walk_length_unsupported);
   if (static_cast<unsigned>(type) > P::memory_type_field::max_raw) return unexpected(ept_error::eptp_memory_type_unsupported);
   if (auto a = detail::check_address(root, x86::page_size_4k, maxphyaddr); !a) return unexpected(a.error());
   std::uint64_t v = P::memory_type_field::set(root.value(), static_cast<std::uint8_t>(type));
   v = P::walk_length_field::set(v, static_cast<std::uint8_t>(levels - 1));
-  return check_eptp(P{v}.with(P::ad_enabled, accessed_dirty), caps, maxphyaddr);
+  return check_eptp(P{v}.with(P::ad_enabled, accessed_dirty), caps);
 }
 
 }  // namespace hvkit::vmx

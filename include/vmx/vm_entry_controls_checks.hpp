@@ -168,7 +168,7 @@ inline constexpr std::array control_rules{
     // The EPTP: vmx::check_eptp (memory type, page-walk length, A/D, reserved bits, width).
     vm_entry_rule{{"eptp_invalid", sec_exec, ctl}, [](const S& s, const E& e) noexcept -> H {
       if (!s.ept()) return entry_pass();
-      return check_eptp(paging::ept_pointer{s.eptp}, ept_caps{e.caps.ept_vpid_cap}, e.maxphyaddr).has_value()
+      return check_eptp(paging::ept_pointer{s.eptp}, ept_capabilities_from(e.caps.ept_vpid_cap, e.maxphyaddr)).has_value()
                  ? entry_pass()
                  : entry_fail(f::ept_pointer, s.eptp);
     }},

@@ -2,3 +2,5 @@
 hvkit_add_compile_fail(paging_walk_dump_cmpxchg paging_walk_dump_cmpxchg.cpp "cmpxchg64|constraints|satisf")
 hvkit_add_compile_fail(paging_walk_gpa_as_gva paging_walk_gpa_as_gva.cpp "gva|address|no match|no viable")
 hvkit_add_compile_fail(paging_ept_translate_request paging_ept_translate_request.cpp "deleted")
+hvkit_add_compile_fail(paging_pae_without_pdptes paging_pae_without_pdptes.cpp "no matching|constraints|satisf")
+hvkit_add_compile_fail(paging_ept_root_gpa paging_ept_root_gpa.cpp "gpa_tag[^ ]* to [^ ]*hpa_tag|could not convert|no matching")

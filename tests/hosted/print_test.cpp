@@ -93,6 +93,7 @@ TEST(HostedNames, Paging) {
       {paging::fault_kind::ept_misconfig, "ept_misconfig"}, {paging::fault_kind::non_canonical, "non_canonical"},
       {paging::fault_kind::invalid_pdpte, "invalid_pdpte"},
       {paging::fault_kind::retry_exhausted, "retry_exhausted"},
+      {paging::fault_kind::pdptes_not_loaded, "pdptes_not_loaded"},
   });
   check_names<paging::walk_stage>("walk_stage", 256, {
       {paging::walk_stage::guest, "guest"}, {paging::walk_stage::ept, "ept"}, {paging::walk_stage::npt, "npt"},
@@ -498,6 +499,10 @@ TEST(HostedFormat, GuestWalk) {
   EXPECT_EQ(paging::format_walk(w.state(), hole, w.translate(mem, hole)),
             "gva 0x0000800000000000: 4-level paging, root 0x0000000000101000\n"
             "  fault: non_canonical address (#GP)\n");
+  paging::walk_fault no_pdptes{};
+  no_pdptes.kind = paging::fault_kind::pdptes_not_loaded;
+  no_pdptes.level = 3;
+  EXPECT_EQ(paging::to_string(no_pdptes), "pdptes_not_loaded (a PAE walk without the PDPTE registers: load_pdptrs)");
   // A permission fault with its error code (write, user: W/R and U/S, SDM 4.7).
   paging::walk_request req{};
   req.linear = va;
@@ -525,7 +530,7 @@ TEST(HostedFormat, EptWalkAndMappings) {
   put(0x4008, 0x55033);   // R W, WB
   put(0x4010, 0x66002);   // W without R: misconfigured
   const paging::flat_view mem(bytes.data(), bytes.size());
-  const auto eptp = paging::make_ept_pointer(x86::gpa{0x1000}, 4, false);
+  const auto eptp = paging::make_ept_pointer(x86::hpa{0x1000}, 4, false);
   const auto w = paging::ept_walker::make(eptp, paging::ept_capabilities{});
   ASSERT_TRUE(w);
   EXPECT_EQ(paging::format_ept_walk(*w, x86::gpa{0x1abc}, w->translate(mem, x86::gpa{0x1abc})),

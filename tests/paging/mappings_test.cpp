@@ -190,11 +190,34 @@ TEST(Mappings, PaeHandList) {
   paging::pdpte_snapshot pd{};
   pd.pdpt = x86::gpa{0x1000};
   pd.entries = {0x2000 | P, 0, 0, 0x3000 | P};
+  pd.loaded = true;  // the registers as a MOV to CR3 would load them
   const auto s = guest_state(pg, x86::cr4::pae, x86::efer::nxe, 0x1000, 36, pd);
   const auto mem = m.view();
   paging::guest_mappings pages(s, mem);
   check_list(pages, {{0x200000, 0x200000, 0xe00000, W, 0, 0, 2}, {0xfffff000, 0x1000, 0xfee00000, X | W, 0, 3, 1}},
              {});
+}
+
+// PAE without a PDPTE snapshot: an error, not an empty address space.
+TEST(Mappings, PaeWithoutSnapshotIsAnError) {
+  image m(0x10000);
+  m.put64(0x1000, 0x2000 | P);
+  m.put64(0x2000 + 1 * 8, 0xe00000 | P | RW | PS);
+  const auto s = guest_state(pg, x86::cr4::pae, {}, 0x1000, 36);  // no snapshot
+  const auto mem = m.view();
+  paging::guest_mappings pages(s, mem);
+  std::size_t maps = 0, faults = 0;
+  for (const auto& r : pages) {
+    if (r) {
+      ++maps;
+    } else {
+      ++faults;
+      EXPECT_EQ(r.error().kind, paging::fault_kind::pdptes_not_loaded);
+      EXPECT_EQ(r.error().level, 3);
+    }
+  }
+  EXPECT_EQ(maps, 0u);
+  EXPECT_EQ(faults, 1u);  // reported once: the PDPTE "table" is skipped whole, as an unreadable table is
 }
 
 TEST(Mappings, ThirtyTwoBitHandList) {
@@ -246,7 +269,7 @@ TEST(Mappings, EptHandList) {
   m.put64(0x4000 + 16, 0x66000 | EW);            //    PT[2]: write without read
   const paging::ept_capabilities caps{};
   const auto mem = m.view();
-  auto e = paging::ept_mappings<paging::flat_view>::make(paging::make_ept_pointer(x86::gpa{0x1000}, 4, false), caps,
+  auto e = paging::ept_mappings<paging::flat_view>::make(paging::make_ept_pointer(x86::hpa{0x1000}, 4, false), caps,
                                                            mem);
   ASSERT_TRUE(e);
   check_list(*e,
@@ -281,7 +304,7 @@ TEST(Mappings, NestedHandList) {
   m.put64(h + 0x3000 + 2 * 8, 0x000000 | P | RW | PS); // VA 4 MiB -> gpa 0: 511 EPT pages
   m.put64(h + 0x3000 + 3 * 8, 0x800000 | P | RW | US); // a page table at gpa 8 MiB: EPT not present
   const paging::ept_capabilities caps{};
-  const auto ept = paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x1000}, 4, false), caps);
+  const auto ept = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x1000}, 4, false), caps);
   ASSERT_TRUE(ept);
   const auto s = guest_state(pg, x86::cr4::pae, lma_nx, 0x1000, 46);
   const auto mem = m.view();
@@ -422,7 +445,7 @@ TEST(Mappings, HostileFourLevelTableIsBounded) {
   // The same for EPT.
   for (unsigned i = 0; i < 512; ++i) m.put64(0x1000 + 8 * i, 0x1000 | 7);
   const auto mem2 = m.view();
-  auto e = paging::ept_mappings<paging::flat_view>::make(paging::make_ept_pointer(x86::gpa{0x1000}, 4, false),
+  auto e = paging::ept_mappings<paging::flat_view>::make(paging::make_ept_pointer(x86::hpa{0x1000}, 4, false),
                                                            paging::ept_capabilities{}, mem2, {},
                                                            paging::mapping_limits{5000});
   ASSERT_TRUE(e);
@@ -504,6 +527,7 @@ std::size_t random_guest(x86::cr4 cr4, x86::efer efer, unsigned seed) {
   if (mode == x86::paging_mode::pae) {
     pd.pdpt = x86::gpa{0x1000};
     for (unsigned i = 0; i < 4; ++i) pd.entries[i] = r.coin(75) ? ((1 + r.pick(r.pages - 1)) << 12) | P : 0;
+    pd.loaded = true;
   }
   const auto mmu = paging::mmu_context::make(pg, cr4, efer, x86::gpa{0x1000});
   paging::cpu_properties props{};
@@ -591,7 +615,7 @@ TEST(Mappings, RandomEptAgreesWithWalker) {
     paging::ept_capabilities caps{};
     caps.maxphyaddr = 40;
     caps.execute_only = seed & 1;
-    const auto eptp = paging::make_ept_pointer(x86::gpa{0x1000}, 4, false);
+    const auto eptp = paging::make_ept_pointer(x86::hpa{0x1000}, 4, false);
     const auto w = paging::ept_walker::make(eptp, caps);
     ASSERT_TRUE(w);
     const auto mem = r.m.view();
@@ -649,7 +673,7 @@ TEST(Mappings, RandomNestedAgreesWithNestedWalker) {
       }
     }
     const paging::ept_capabilities caps{};
-    const auto ept = paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x1000}, 4, false), caps);
+    const auto ept = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x1000}, 4, false), caps);
     ASSERT_TRUE(ept);
     const auto mmu = paging::mmu_context::make(pg, x86::cr4::pae, lma_nx, x86::gpa{0x1000});
     paging::cpu_properties props{};

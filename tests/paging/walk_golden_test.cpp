@@ -444,6 +444,56 @@ TEST(WalkGolden, PaePdptesComeFromTheSnapshot) {
   EXPECT_EQ(f.error().error_code.raw(), 0x2u);
 }
 
+// PAE without the PDPTE registers: never a silent "not present" for a mapped address. The
+// same tables as PaePdptesComeFromTheSnapshot (PDPTE 1 -> PD 0x3000 -> PT 0x4000 -> 0x7000).
+TEST(WalkGolden, PaeWithoutSnapshotIsATypedError) {
+  image m;
+  m.put64(0x1020 + 8, 0x3000 | P);
+  m.put64(0x3000 + 8, 0x4000 | P | RW);
+  m.put64(0x4000 + 8, 0x7000 | P | RW);
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae, {}, x86::gpa{0x1020});
+  paging::cpu_properties props{};
+  props.maxphyaddr = 36;
+  const uint64_t va = (1u << 30) | (1u << 21) | (1u << 12) | 0x123;
+  // A guest_walker for a PAE role built without a snapshot (the mode is only known at run
+  // time, so this compiles; walker_pae(mmu, props) does not, see compile_fail).
+  const paging::guest_walker forgot(mmu, props);
+  auto mem = m.mem();
+  for (const auto& r : {forgot.walk(mem, mmu, {x86::gva{va}}), forgot.check(m.view(), mmu, {x86::gva{va}}),
+                        forgot.translate(m.view(), x86::gva{va})}) {
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, fault_kind::pdptes_not_loaded);
+    EXPECT_EQ(r.error().level, 3);
+    EXPECT_EQ(r.error().error_code.raw(), 0u);  // not a #PF: no error-code bits
+  }
+  EXPECT_EQ(m.get64(0x3000 + 8) & A, 0u);  // nothing written
+  // The convenience for dump tools: the PDPTEs loaded from memory as MOV to CR3 loads them.
+  const auto w = paging::guest_walker::with_pdptes_from(m.view(), mmu, props);
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w->state().pdptes.loaded);
+  EXPECT_EQ(w->state().pdptes.pdpt.value(), 0x1020u);
+  EXPECT_EQ(w->state().pdptes.entries[1], 0x3000u | P);
+  const auto t = w->translate(m.view(), x86::gva{va});
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->address.value(), 0x7123u);
+  // A not-present PDPTE of a loaded snapshot is still the architectural not-present #PF.
+  const auto np = w->translate(m.view(), x86::gva{2u << 30});
+  ASSERT_FALSE(np);
+  EXPECT_EQ(np.error().kind, fault_kind::not_present);
+  // A reserved bit in a present PDPTE: the load's #GP, as from load_pdptrs.
+  m.put64(0x1020 + 16, 0x5000 | P | 2);
+  const auto bad = paging::guest_walker::with_pdptes_from(m.view(), mmu, props);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().kind, paging::pdptr_error::kind_type::reserved_bit);
+  EXPECT_EQ(bad.error().index, 2);
+  // Outside PAE nothing is read: an empty memory is fine.
+  image empty(0);  // any read fails
+  const auto mmu4 = paging::mmu_context::make(cr0_pg, x86::cr4::pae, x86::efer::lme | x86::efer::lma, x86::gpa{0x1000});
+  const auto w4 = paging::guest_walker::with_pdptes_from(empty.view(), mmu4, props);
+  ASSERT_TRUE(w4);
+  EXPECT_FALSE(w4->state().pdptes.loaded);
+}
+
 TEST(WalkGolden, PaeReservedBitsAndNx) {
   image m;
   m.put64(0x1000, 0x3000 | P);
@@ -593,7 +643,7 @@ void ept_tables(image& m, uint64_t l4, uint64_t l3, uint64_t l2, uint64_t l1) {
   m.put64(0x13000 + 8, 0x18000 | l1);
 }
 paging::ept_walker make_ept(bool ad, paging::ept_capabilities caps = {}) {
-  const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x10000}, 4, ad), caps);
+  const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x10000}, 4, ad), caps);
   EXPECT_TRUE(w);
   return *w;
 }
@@ -715,7 +765,7 @@ TEST(EptGolden, AccessedDirtyAndEptp) {
   EXPECT_EQ(paging::ept_walker::make(paging::ept_pointer{0x10000 | (3u << 3) | 6 | 0x100}, caps).error(),
             paging::eptp_error::reserved_bits);
   caps.ad = false;
-  EXPECT_EQ(paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{0x10000}, 4, true), caps).error(),
+  EXPECT_EQ(paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x10000}, 4, true), caps).error(),
             paging::eptp_error::ad_unsupported);
 }
 
@@ -987,7 +1037,7 @@ TEST(EptGolden, PdpteLoadIsAReadWithoutLinearAddress) {
 // supervisor shadow-stack control) is 0 if bit 23 of the IA32_VMX_EPT_VPID_CAP MSR is read
 // as 0" (Vol. 3D A.10: bit 23 reports supervisor shadow-stack control).
 TEST(EptGolden, EptpBit7NeedsSupervisorShadowStackControl) {
-  const paging::ept_pointer eptp{paging::make_ept_pointer(x86::gpa{0x10000}, 4, false).raw() | 0x80u};
+  const paging::ept_pointer eptp{paging::make_ept_pointer(x86::hpa{0x10000}, 4, false).raw() | 0x80u};
   paging::ept_capabilities caps{};
   const auto refused = paging::ept_walker::make(eptp, caps);
   ASSERT_FALSE(refused);

@@ -309,7 +309,7 @@ counts run_ept(unsigned levels, u64 seed) {
       caps.mbec = c.mbec;
       caps.page_2m = c.page_2m;
       caps.page_1g = c.page_1g;
-      const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::gpa{root}, levels, c.ad), caps);
+      const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{root}, levels, c.ad), caps);
       if (!w) {
         ++n.failures;
         ADD_FAILURE() << "EPTP rejected";

@@ -110,7 +110,7 @@ TEST(vmx_ept_entry, leaf_builder_against_misconfiguration_rules) {
       for (unsigned rwx = 0; rwx < 8; ++rwx)
         for (unsigned mt = 0; mt < 8; ++mt)
           for (unsigned lvl = 1; lvl <= 5; ++lvl) {
-            const vmx::ept_caps caps{cap_xo | cap_large};
+            const auto caps = vmx::ept_capabilities_from(cap_xo | cap_large);
             const vmx::ept_permissions p{(rwx & 1) != 0, (rwx & 2) != 0, (rwx & 4) != 0, false};
             auto r = vmx::make_ept_leaf(x86::hpa{0x4000'0000}, static_cast<vmx::ept_level>(lvl), p,
                                         static_cast<mt_t>(mt), caps);
@@ -132,35 +132,39 @@ TEST(vmx_ept_entry, leaf_builder_against_misconfiguration_rules) {
           }
   std::printf("compared %zu EPT leaf requests with the misconfiguration rules (%zu refused)\n", n, refused);
   // Specific errors.
-  const vmx::ept_caps bochs{0x00000f0106334141};  // Bochs skylake EPT_VPID_CAP: XO, 4-level, WB, 2M, 1G, A/D
+  const auto bochs = vmx::ept_capabilities_from(0x00000f0106334141);  // Bochs skylake EPT_VPID_CAP: XO, 4-level, WB, 2M, 1G, A/D
   EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{0}, vmx::ept_level::pte, {false, true, false}, mt_t::wb, bochs).error(),
             vmx::ept_error::write_without_read);
   EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{0x1000}, vmx::ept_level::pde, {true, true, true}, mt_t::wb, bochs).error(),
             vmx::ept_error::misaligned_address);
-  EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{1ull << 40}, vmx::ept_level::pte, {true, true, true}, mt_t::wb, bochs,
-                               false, 40).error(),
+  EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{1ull << 40}, vmx::ept_level::pte, {true, true, true}, mt_t::wb,
+                               vmx::ept_capabilities_from(0x00000f0106334141, 40)).error(),
             vmx::ept_error::address_too_wide);
   EXPECT_TRUE(vmx::make_ept_leaf(x86::hpa{0}, vmx::ept_level::pte, {false, false, true}, mt_t::wb, bochs));
   // A non-leaf entry: 0x5000 | RWX.
   EXPECT_EQ(vmx::make_ept_table_entry(x86::hpa{0x5000}, {true, true, true}, bochs).value().raw(), 0x5007u);
   // EPTP: WB (6), 4 levels (3 << 3), A/D (bit 6): 0x...05e.
-  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, mt_t::wb, 4, true, vmx::ept_caps{0x00000f0106334141}).value().raw() ==
+  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, mt_t::wb, 4, true, vmx::ept_capabilities_from(0x00000f0106334141)).value().raw() ==
              0x10'005eu);
-  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, mt_t::wb, 5, false, vmx::ept_caps{0x00000f0106334141}).error() ==
+  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, mt_t::wb, 5, false, vmx::ept_capabilities_from(0x00000f0106334141)).error() ==
              vmx::ept_error::walk_length_unsupported);
-  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, mt_t::wt, 4, false, vmx::ept_caps{0x00000f0106334141}).error() ==
+  HVKIT_BOTH(vmx::make_eptp(x86::hpa{0x10'0000}, mt_t::wt, 4, false, vmx::ept_capabilities_from(0x00000f0106334141)).error() ==
              vmx::ept_error::eptp_memory_type_unsupported);
 }
 
 // The builders produce paging's typed values, readable with paging's accessors, and the
 // decoded capabilities are the walker's (SDM A.10 bit positions typed here).
 TEST(vmx_ept_entry, typed_values_and_walker_capabilities) {
-  const vmx::ept_caps bochs{0x00000f0106334141};  // XO(0), walk 4(6), UC(8), WB(14), 2M(16), 1G(17), A/D(21)
-  const paging::ept_capabilities w = bochs.walker_capabilities(40, true);
+  // XO(0), walk 4(6), UC(8), WB(14), 2M(16), 1G(17), A/D(21)
+  const paging::ept_capabilities w = vmx::ept_capabilities_from(0x00000f0106334141, 40, true);
   EXPECT_EQ(w.maxphyaddr, 40u);
   EXPECT_TRUE(w.execute_only && w.walk4 && !w.walk5 && w.page_2m && w.page_1g && w.ad && w.mbec);
-  const paging::ept_capabilities none = vmx::ept_caps{0}.walker_capabilities(36, false);
+  EXPECT_TRUE(w.eptp_uc && w.eptp_wb && !w.supervisor_shadow_stack);
+  const paging::ept_capabilities none = vmx::ept_capabilities_from(0, 36, false);
   EXPECT_FALSE(none.execute_only || none.walk4 || none.walk5 || none.page_2m || none.page_1g || none.ad || none.mbec);
+  EXPECT_FALSE(none.eptp_uc || none.eptp_wb || none.supervisor_shadow_stack);
+  const auto bochs = vmx::ept_capabilities_from(0x00000f0106334141);
+  const auto bochs40 = vmx::ept_capabilities_from(0x00000f0106334141, 40);
 
   // A 2 MiB leaf, WT (4), ignore PAT, user-execute: 0x20'0000 | R | X | 4 << 3 | bit 6 | bit 7 | bit 10.
   auto leaf = vmx::make_ept_leaf(x86::hpa{0x20'0000}, vmx::ept_level::pde, {true, false, true, true}, mt_t::wt, bochs, true);
@@ -173,40 +177,40 @@ TEST(vmx_ept_entry, typed_values_and_walker_capabilities) {
   EXPECT_TRUE(vmx::ept_leaf_memory_type_ok(paging::ept_entry{0x6u << 3}));
 
   // The EPTP reads back through paging::ept_pointer.
-  auto eptp = vmx::make_eptp(x86::hpa{0x7000}, mt_t::uc, 4, false, bochs, 40);
+  auto eptp = vmx::make_eptp(x86::hpa{0x7000}, mt_t::uc, 4, false, bochs40);
   ASSERT_TRUE(eptp);
   EXPECT_EQ(eptp.value().raw(), 0x7018u);  // UC (0), walk length 3 << 3
   EXPECT_EQ(eptp.value().levels(), 4u);
   EXPECT_EQ(eptp.value().root(40).value(), 0x7000u);
   // A/D requested without capability bit 21; UC without bit 8.
-  EXPECT_EQ(vmx::make_eptp(x86::hpa{0x7000}, mt_t::wb, 4, true, vmx::ept_caps{0x4040}).error(),
+  EXPECT_EQ(vmx::make_eptp(x86::hpa{0x7000}, mt_t::wb, 4, true, vmx::ept_capabilities_from(0x4040)).error(),
             vmx::ept_error::accessed_dirty_unsupported);
-  EXPECT_EQ(vmx::make_eptp(x86::hpa{0x7000}, mt_t::uc, 4, false, vmx::ept_caps{0x4040}).error(),
+  EXPECT_EQ(vmx::make_eptp(x86::hpa{0x7000}, mt_t::uc, 4, false, vmx::ept_capabilities_from(0x4040)).error(),
             vmx::ept_error::eptp_memory_type_unsupported);
   // 3 levels is not a page-walk length (SDM 25.6.11).
   EXPECT_EQ(vmx::make_eptp(x86::hpa{0x7000}, mt_t::wb, 3, false, bochs).error(), vmx::ept_error::walk_length_unsupported);
 
   // check_eptp on values built elsewhere (e.g. a vmcs12 EPTP): bits 11:8 reserved, bits
   // 63:MAXPHYADDR too.
-  EXPECT_TRUE(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x1e}, bochs, 40));
-  EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x1e | 0x100}, bochs, 40).error(), vmx::ept_error::eptp_reserved_bits);
-  EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{(1ull << 40) | 0x1e}, bochs, 40).error(), vmx::ept_error::address_too_wide);
-  EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x1d}, bochs, 40).error(),  // memory type 5 (WP)
+  EXPECT_TRUE(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x1e}, bochs40));
+  EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x1e | 0x100}, bochs40).error(), vmx::ept_error::eptp_reserved_bits);
+  EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{(1ull << 40) | 0x1e}, bochs40).error(), vmx::ept_error::address_too_wide);
+  EXPECT_EQ(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x1d}, bochs40).error(),  // memory type 5 (WP)
             vmx::ept_error::eptp_memory_type_unsupported);
   // Bit 7 (supervisor shadow-stack control) only with IA32_VMX_EPT_VPID_CAP bit 23 (SDM
   // 27.2.1.1, A.10); Bochs' value above does not report it.
-  const auto sss = vmx::check_eptp(paging::ept_pointer{0x7000 | 0x9e}, bochs, 40);
+  const auto sss = vmx::check_eptp(paging::ept_pointer{0x7000 | 0x9e}, bochs40);
   ASSERT_FALSE(sss);
   EXPECT_EQ(sss.error(), vmx::ept_error::supervisor_shadow_stack_unsupported);
-  const vmx::ept_caps with_sss{bochs.raw | (1ull << 23)};
-  EXPECT_TRUE(with_sss.supervisor_shadow_stack());
-  EXPECT_TRUE(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x9e}, with_sss, 40));
+  const auto with_sss = vmx::ept_capabilities_from(0x00000f0106334141 | (1ull << 23), 40);
+  EXPECT_TRUE(with_sss.supervisor_shadow_stack);
+  EXPECT_TRUE(vmx::check_eptp(paging::ept_pointer{0x7000 | 0x9e}, with_sss));
 
   // Bad inputs are typed errors: a level that is not 1..5, a MAXPHYADDR outside 32..52.
   EXPECT_EQ(vmx::make_ept_leaf(x86::hpa{0}, static_cast<vmx::ept_level>(0), {true, true, true}, mt_t::wb, bochs).error(),
             vmx::ept_error::large_page_unsupported);
-  EXPECT_EQ(vmx::make_ept_table_entry(x86::hpa{0x5000}, {true, true, true}, bochs, 53).error(),
+  EXPECT_EQ(vmx::make_ept_table_entry(x86::hpa{0x5000}, {true, true, true}, vmx::ept_capabilities_from(0x00000f0106334141, 53)).error(),
             vmx::ept_error::invalid_maxphyaddr);
-  EXPECT_EQ(vmx::make_eptp(x86::hpa{0x7000}, mt_t::wb, 4, false, bochs, 31).error(), vmx::ept_error::invalid_maxphyaddr);
-  HVKIT_BOTH(vmx::make_ept_table_entry(x86::hpa{0x5000}, {true, true, false}, vmx::ept_caps{0}).value().raw() == 0x5003u);
+  EXPECT_EQ(vmx::make_eptp(x86::hpa{0x7000}, mt_t::wb, 4, false, vmx::ept_capabilities_from(0x00000f0106334141, 31)).error(), vmx::ept_error::invalid_maxphyaddr);
+  HVKIT_BOTH(vmx::make_ept_table_entry(x86::hpa{0x5000}, {true, true, false}, vmx::ept_capabilities_from(0)).value().raw() == 0x5003u);
 }

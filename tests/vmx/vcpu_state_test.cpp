@@ -290,7 +290,7 @@ TEST(cr_write_apply, pdptes_through_the_ept) {
   put(0x18020, 0x5001);  // the guest's PDPT at GPA 0x4020'1020: PDPTE 0 present
   put(0x18030, 0x6001);  // PDPTE 2
   pg::flat_memory mem{host.data(), host.size(), x86::gpa{0}};
-  const auto ept = pg::ept_walker::make(pg::make_ept_pointer(x86::gpa{0x10000}, 4, false), {});
+  const auto ept = pg::ept_walker::make(pg::make_ept_pointer(x86::hpa{0x10000}, 4, false), {});
   ASSERT_TRUE(ept);
   const pg::ept_memory<pg::flat_memory> guest(*ept, mem);
   EXPECT_EQ(guest.read64(x86::gpa{0x4020'1020}).value(), 0x5001u);

@@ -300,15 +300,15 @@ hvkit::paging::ept_memory_type frame_type(std::uint64_t a, std::uint64_t size) {
 
 bool build_linux_ept() {
   namespace v = hvkit::vmx;
-  const v::ept_caps ec{vcaps.ept_vpid_cap};
   const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, maxphyaddr);
   const v::ept_permissions rwx{true, true, true, false};
   auto table = [&](const void* next) {
-    return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec, maxphyaddr);
+    return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec);
   };
   auto l4 = table(ept_l3);
   auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_l4)}, hvkit::paging::ept_memory_type::wb, 4,
-                           false, ec, maxphyaddr);
+                           false, ec);
   if (!l4 || !eptp) return false;
   ept_l4[0] = l4.value().raw();
   for (int g = 0; g < 4; ++g) {
@@ -320,12 +320,12 @@ bool build_linux_ept() {
   if (!low) return false;
   ept_l2[0][0] = low.value().raw();
   for (std::uint64_t a = 0; a < hidden_base; a += 0x1000) {
-    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pte, rwx, frame_type(a, 0x1000), ec, false, maxphyaddr);
+    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pte, rwx, frame_type(a, 0x1000), ec, false);
     if (!leaf) return false;
     ept_l1_low[a >> 12] = leaf.value().raw();
   }
   for (std::uint64_t a = hidden_end; a < (4ull << 30); a += 2 * mib) {
-    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pde, rwx, frame_type(a, 2 * mib), ec, false, maxphyaddr);
+    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pde, rwx, frame_type(a, 2 * mib), ec, false);
     if (!leaf) return false;
     ept_l2[a >> 30][(a >> 21) & 511] = leaf.value().raw();
   }

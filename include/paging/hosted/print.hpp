@@ -49,6 +49,7 @@ using hosted::operator<<;
     case fault_kind::non_canonical: return "non_canonical";
     case fault_kind::invalid_pdpte: return "invalid_pdpte";
     case fault_kind::retry_exhausted: return "retry_exhausted";
+    case fault_kind::pdptes_not_loaded: return "pdptes_not_loaded";
   }
   return {};
 }
@@ -294,6 +295,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 [[nodiscard]] inline std::string to_string(const walk_fault& f) {
   std::string s = to_string(f.kind);
   if (f.kind == fault_kind::non_canonical) return s + " address (" + to_string(f.vector) + ")";
+  if (f.kind == fault_kind::pdptes_not_loaded) return s + " (a PAE walk without the PDPTE registers: load_pdptrs)";
   if (f.level != 0) {
     s += " at ";
     if (f.stage == walk_stage::ept) s += "EPT ";
