@@ -1,7 +1,8 @@
 // libFuzzer target for the page walkers: arbitrary memory images and registers.
 // The first 64 bytes choose CR0/CR3/CR4/EFER, the address, the access, PKRU, MAXPHYADDR,
 // vendor and EPT settings; the rest is guest memory (at GPA 0). Every mode's walker, the
-// raw translate, the PDPTE load, the EPT walker and the nested walker run on it, under
+// raw translate, the PDPTE load, the EPT walker, the NPT stage (every host format) and the
+// nested walkers over EPT and NPT run on it, under
 // ASan + UBSan. Invariants checked: a translation is below 2^52 with a valid page size and
 // a path no longer than the mode's levels; the raw translate of a successful walk gives
 // the same address; a faulting walk writes nothing.
@@ -14,8 +15,10 @@
 #include <hvkit/paging/ept_walker.hpp>
 #include <hvkit/paging/mmu.hpp>
 #include <hvkit/paging/nested.hpp>
+#include <hvkit/paging/npt.hpp>
 #include <hvkit/paging/pdptr.hpp>
 #include <hvkit/paging/walker.hpp>
+#include <hvkit/svm/npf.hpp>
 #include <hvkit/x86/cr3.hpp>
 
 namespace {
@@ -38,6 +41,68 @@ void check_translation(const paging::translation& t, unsigned max_levels) {
   check(s == x86::page_size_4k || s == x86::page_size_2m || s == x86::page_size_4m || s == x86::page_size_1g);
   check(t.path.count <= max_levels);
   for (unsigned i = 0; i < t.path.count; ++i) static_cast<void>(t.path[i]);
+}
+
+// The #NPF encoding of an NPT-stage fault (APM 15.25.6): exactly one of bits 32 and 33, US
+// always set, RSV only with P, EXITINFO2 the guest-physical address the fault names.
+void check_npf(const paging::walk_fault& f) {
+  const auto e = svm::npf_from_fault(f);
+  if (f.stage != paging::walk_stage::npt) return;
+  if (!e) {
+    check(f.kind == paging::fault_kind::unbacked || f.kind == paging::fault_kind::retry_exhausted);
+    return;
+  }
+  check(e->error.is_final_translation() != e->error.is_guest_page_table_walk());
+  check(e->error.is_user());
+  check(!e->error.is_reserved() || e->error.is_present());
+  check((e->error.raw() & ~std::uint64_t{0x3'0000'001f}) == 0);
+  check(e->address == f.guest_physical);
+}
+
+template <class Host>
+void fuzz_npt(std::vector<std::uint8_t>& image, const paging::mmu_context& mmu, const paging::cpu_properties& props,
+              const paging::walk_request& req, std::uint64_t flags, std::uint64_t ncr3, std::uint64_t acc, x86::gva va,
+              x86::paging_mode mode) {
+  const paging::npt_walker<Host> npt(ncr3, paging::npt_host{(flags & 0x400) != 0, (flags & 0x800) != 0}, props);
+  paging::flat_memory mem(image.data(), image.size());
+  paging::ept_request er{};
+  er.address = x86::gpa{va.value()};
+  er.access = paging::ept_access{acc & 7};
+  er.origin = static_cast<paging::ept_origin>(((acc >> 5) & 7u) % 3u);
+  const std::vector<std::uint8_t> before = image;
+  const auto c = npt.check(paging::flat_view(image.data(), image.size()), er);
+  const auto raw = npt.translate(paging::flat_view(image.data(), image.size()), er.address);
+  const auto w = npt.walk(mem, er);
+  // Setting A or D can make an entry fault only where bits 5/6 are reserved: a PAE host's
+  // PDPTE, when an A/D update of another entry aliases it and the walk is redone.
+  constexpr bool ad_cannot_fault = !Host::pdpte_registers;
+  if (ad_cannot_fault) check(c.has_value() == w.has_value());
+  if (w) {
+    check_translation(*w, Host::levels);
+    check(raw.has_value() && raw->address == w->address);
+  } else {
+    if (ad_cannot_fault) check(image == before);
+    check_npf(w.error());
+  }
+  if (mode == x86::paging_mode::four_level) {
+    const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker<Host>> n(paging::walker_4level(mmu, props),
+                                                                                     npt);
+    const std::vector<std::uint8_t> snapshot = image;
+    const auto nr = n.walk(mem, mmu, req);
+    if (nr) {
+      check_translation(nr->guest, 4);
+      check_translation(nr->second, Host::levels);
+    } else {
+      if (ad_cannot_fault) check(image == snapshot);  // nothing written on a faulting walk
+      check_npf(nr.error());
+    }
+    static_cast<void>(n.translate(paging::flat_view(image.data(), image.size()), va));
+  } else if (mode == x86::paging_mode::two_level) {
+    const paging::nested_walker<paging::format::ia32, paging::npt_walker<Host>> n(paging::walker_32bit(mmu, props), npt);
+    const auto nr = n.walk(mem, mmu, req);
+    if (nr) check_translation(nr->second, Host::levels);
+    if (!nr) check_npf(nr.error());
+  }
 }
 
 }  // namespace
@@ -149,5 +214,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       static_cast<void>(n.translate(paging::flat_view(image.data(), image.size()), va));
     }
   }
+
+  // AMD nested paging: the EPTP bytes as nCR3, the host format from flags bits 9:8, host
+  // EFER.NXE and CR4.PSE from bits 10 and 11; the NPT stage alone (walk, check, translate)
+  // and the nested walk of the guest's 4-level or 32-bit walk over it.
+  switch ((flags >> 8) & 3u) {
+    case 0: fuzz_npt<paging::format::ia32>(image, mmu, props, req, flags, gpa_in, acc, va, mode); break;
+    case 1: fuzz_npt<paging::format::pae>(image, mmu, props, req, flags, gpa_in, acc, va, mode); break;
+    case 2: fuzz_npt<paging::format::ia32e<4>>(image, mmu, props, req, flags, gpa_in, acc, va, mode); break;
+    default: fuzz_npt<paging::format::ia32e<5>>(image, mmu, props, req, flags, gpa_in, acc, va, mode); break;
+  }
+  static_cast<void>(eptp_raw);
   return 0;
 }

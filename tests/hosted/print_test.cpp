@@ -19,6 +19,8 @@
 #include <hvkit/emulate/hosted/print.hpp>
 #include <hvkit/paging/hosted/print.hpp>
 #include <hvkit/paging/mmu.hpp>
+#include <hvkit/paging/nested.hpp>
+#include <hvkit/paging/npt.hpp>
 #include <hvkit/vmx/hosted/print.hpp>
 #include <hvkit/x86/cr3.hpp>
 #include <hvkit/x86/hosted/format.hpp>
@@ -551,6 +553,50 @@ TEST(HostedFormat, EptWalkAndMappings) {
                        "0x0000000000200000 -> 0x0000000000600000  2 MiB rwx WB IPAT",
                    }));
   EXPECT_EQ(to_string(paging::mapping_step::truncated), "truncated");
+}
+
+TEST(HostedFormat, NptNestedWalk) {
+  // A 4-level guest over 4-level nested tables (docs/svm.md's example, smaller).
+  std::vector<std::uint8_t> bytes(0x40000);
+  auto put = [&](uint64_t a, uint64_t v) {
+    for (unsigned i = 0; i < 8; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
+  };
+  put(0x10000, 0x11027);
+  put(0x11000, 0x12027);
+  put(0x12000, 0x13027);
+  for (uint64_t p = 0; p < 8; ++p) put(0x13000 + 8 * p, (0x20000 + 0x1000 * p) | 0x67);
+  put(0x21000, 0x2023);
+  put(0x22000, 0x3023);
+  put(0x23008, 0x4023);
+  put(0x24008, 0x7023);
+  const auto mmu = paging::mmu_context::make(x86::cr0::pg | x86::cr0::pe, x86::cr4::pae,
+                                             x86::efer::lme | x86::efer::lma, x86::gpa{0x1000});
+  const paging::npt_walker_4level npt(0x10000, paging::npt_host{true, false}, {});
+  const paging::walker_4level g(mmu, {});
+  const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(g, npt);
+  const paging::flat_view view(bytes.data(), bytes.size());
+  auto mem = view;
+  const auto r = n.walk(mem, mmu, {x86::gva{0x201abc}, {}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(paging::format_nested_walk(g.state(), x86::gva{0x201abc}, r, paging::walk_stage::npt, true),
+            "gva 0x0000000000201abc: 4-level paging, root 0x0000000000001000\n"
+            "  PML4E @ 0x0000000000001000 = 0x0000000000002023  P RW A\n"
+            "  PDPTE @ 0x0000000000002000 = 0x0000000000003023  P RW A\n"
+            "  PDE   @ 0x0000000000003008 = 0x0000000000004023  P RW A\n"
+            "  PTE   @ 0x0000000000004008 = 0x0000000000007023  P RW A\n"
+            "  -> gpa 0x0000000000007abc (4 KiB page, rwx supervisor, pkey 0)\n"
+            "    NPT PML4E @ 0x0000000000010000 = 0x0000000000011027  P RW US A\n"
+            "    NPT PDPTE @ 0x0000000000011000 = 0x0000000000012027  P RW US A\n"
+            "    NPT PDE @ 0x0000000000012000 = 0x0000000000013027  P RW US A\n"
+            "    NPT PTE @ 0x0000000000013038 = 0x0000000000027067  P RW US A D\n"
+            "    -> hpa 0x0000000000027abc (4 KiB page, rwx user)\n");
+  // The data page supervisor-only in the NPT: an #NPF on the final access.
+  put(0x13038, 0x27063);
+  const auto f = n.walk(mem, mmu, {x86::gva{0x201abc}, {}});
+  ASSERT_FALSE(f);
+  EXPECT_EQ(to_string(f.error()),
+            "permission at NPT PTE @ 0x0000000000013038 = 0x0000000000027063 (#NPF on the final access, error code "
+            "0x5 [P U], gpa 0x0000000000007abc)");
 }
 
 TEST(HostedFormat, GuestMapping) {

@@ -81,6 +81,7 @@ struct npt_setup {
 
 svm::npf_info npf(const paging::nested_result& r) {
   EXPECT_FALSE(r);
+  if (r) return {};
   const auto i = svm::npf_from_fault(r.error());
   EXPECT_TRUE(i);
   return i ? *i : svm::npf_info{svm::npf_error_code{0}, x86::gpa{}};
@@ -178,10 +179,16 @@ TEST(NptGolden, ReservedBitsOfTheHostFormat) {
   const auto i = npf(s.walk({}, true, 40));
   EXPECT_EQ(i.error.raw(), E_P | E_RW | E_US | E_RSV | E_TABLE);
   EXPECT_EQ(i.address.value(), 0x1000u);
-  EXPECT_EQ(s.walk({}, true, 40).error().level, 2);
+  const auto rs = s.walk({}, true, 40);
+  ASSERT_FALSE(rs);
+  EXPECT_EQ(rs.error().level, 2);
   // With MAXPHYADDR 48 bit 45 is address: the walk goes to a page table outside memory.
-  EXPECT_EQ(s.walk({}, true, 48).error().kind, fault_kind::unbacked);
-  EXPECT_EQ(svm::npf_from_fault(s.walk({}, true, 48).error()).error(), svm::not_npf::host_side);
+  const auto ub = s.walk({}, true, 48);
+  ASSERT_FALSE(ub);
+  EXPECT_EQ(ub.error().kind, fault_kind::unbacked);
+  const auto no = svm::npf_from_fault(ub.error());
+  ASSERT_FALSE(no);
+  EXPECT_EQ(no.error(), svm::not_npf::host_side);
 }
 
 TEST(NptGolden, GuestFaultIsNoNpf) {
@@ -189,7 +196,9 @@ TEST(NptGolden, GuestFaultIsNoNpf) {
   const auto r = s.walk(x86::pfec::user);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().stage, paging::walk_stage::guest);
-  EXPECT_EQ(svm::npf_from_fault(r.error()).error(), svm::not_npf::guest_stage);
+  const auto no = svm::npf_from_fault(r.error());
+  ASSERT_FALSE(no);
+  EXPECT_EQ(no.error(), svm::not_npf::guest_stage);
 }
 
 TEST(NptGolden, WriteNpfExitIntoVmcb) {
@@ -231,9 +240,13 @@ TEST(NptGolden, PaeHostReadsThePdpteAtEveryWalk) {
   ASSERT_FALSE(f);
   EXPECT_EQ(f.error().kind, fault_kind::reserved_bit);
   EXPECT_EQ(f.error().level, 3);
+  ASSERT_TRUE(svm::npf_from_fault(f.error()));
   EXPECT_EQ(svm::npf_from_fault(f.error())->error.raw(), E_P | E_US | E_RSV | E_FINAL);
   m.put64(0x10020, 0x12000);
-  EXPECT_EQ(svm::npf_from_fault(npt.check(mem, req).error())->error.raw(), E_US | E_FINAL);
+  const auto np = npt.check(mem, req);
+  ASSERT_FALSE(np);
+  ASSERT_TRUE(svm::npf_from_fault(np.error()));
+  EXPECT_EQ(svm::npf_from_fault(np.error())->error.raw(), E_US | E_FINAL);
 }
 
 // Legacy 32-bit host: 4-byte nested entries, 4 MiB pages with host CR4.PSE, A/D updates of
@@ -265,7 +278,9 @@ TEST(NptGolden, LegacyHostFourByteEntries) {
   EXPECT_EQ(big->page_shift, 22);
   // Without host CR4.PSE the PS bit is ignored: PDE 1 references a page table at 0.
   const paging::npt_walker_32bit nopse(0x10000, paging::npt_host{false, false}, props);
-  EXPECT_EQ(nopse.check(mem, req).error().kind, fault_kind::not_present);
+  const auto np = nopse.check(mem, req);
+  ASSERT_FALSE(np);
+  EXPECT_EQ(np.error().kind, fault_kind::not_present);
 
   // A 32-bit guest behind the legacy NPT: its A/D through the nested walker's pending
   // updates, 4 bytes each.

@@ -254,7 +254,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 }
 
 /// One line per entry of `path`, each "<indent>PML4E @ 0x... = 0x...  P RW US A\n" (EPT:
-/// "EPT PML4E @ ..."). `nx` and `keys` as for pte_flags() (guest stage only).
+/// "EPT PML4E @ ...", NPT: "NPT PML4E @ ..." with the host format's flags). `nx` and `keys`
+/// as for pte_flags() (guest and NPT stages).
 [[nodiscard]] inline std::string format_path(const walk_path& path, walk_stage stage, bool nx, bool keys = false,
                                              std::string_view indent = "  ") {
   std::string s;
@@ -264,6 +265,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     s += indent;
     std::string n(entry_name(e.level));
     if (stage == walk_stage::ept) n = "EPT " + n;
+    if (stage == walk_stage::npt) n = "NPT " + n;
     n.resize(n.size() < 5 ? 5 : n.size(), ' ');
     s += n;
     s += " @ " + hosted::hex16(e.address.value()) + " = " + hosted::hex16(e.value) + "  ";
@@ -275,8 +277,12 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 }
 
 /// The result of a translation: guest stage "-> gpa 0x... (4 KiB page, rw- supervisor,
-/// pkey 0)"; EPT stage "-> hpa 0x... (2 MiB page, rwx, WB)".
+/// pkey 0)"; EPT stage "-> hpa 0x... (2 MiB page, rwx, WB)"; NPT stage "-> hpa 0x...
+/// (4 KiB page, rwx user)".
 [[nodiscard]] inline std::string format_translation(const translation& t, walk_stage stage) {
+  if (stage == walk_stage::npt)
+    return "-> hpa " + hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
+           guest_rights(t.rights) + ")";
   if (stage == walk_stage::ept) {
     const auto mt = static_cast<ept_memory_type>(t.memory_type & 7u);
     std::string type = name(mt).empty() ? "MT=" + std::to_string(t.memory_type & 7u) : std::string(name(mt));
@@ -368,7 +374,10 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 ///       EPT PDPTE @ 0x0000000000109008 = 0x00000000800000b5  R X PS WB
 ///       -> hpa 0x0000000080012345 (1 GiB page, r-x, WB)
 /// @endcode
-[[nodiscard]] inline std::string format_nested_walk(const walker_state& s, x86::gva va, const nested_result& r) {
+/// `second` names the second stage (walk_stage::npt for AMD nested paging, whose entries
+/// have the host's paging format; `second_nx` is the host's EFER.NXE then).
+[[nodiscard]] inline std::string format_nested_walk(const walker_state& s, x86::gva va, const nested_result& r,
+                                                    walk_stage second = walk_stage::ept, bool second_nx = false) {
   std::string out = "gva " + hosted::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
   if (s.mode != x86::paging_mode::none) out += " paging, root " + hosted::hex16(s.root.value());
   out += '\n';
@@ -376,8 +385,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
   const bool keys = s.mode == x86::paging_mode::four_level || s.mode == x86::paging_mode::five_level;
   out += format_path(r->guest.path, walk_stage::guest, s.nx, keys);
   out += "  " + format_translation(r->guest, walk_stage::guest) + '\n';
-  out += format_path(r->second.path, walk_stage::ept, false, false, "    ");
-  return out + "    " + format_translation(r->second, walk_stage::ept) + '\n';
+  out += format_path(r->second.path, second, second_nx, false, "    ");
+  return out + "    " + format_translation(r->second, second) + '\n';
 }
 
 /// One mapping in one line: "0x<first> -> 0x<output>  4 KiB rw- supervisor pkey 0 pat 0" for
