@@ -1,7 +1,9 @@
 // hvkit reference hypervisor, SVM backend (AMD APM Vol. 2, chapter 15): SVM bring-up, the
 // nested page table, the VMCB, the VMRUN loop, exit handling and the SVM runs of the
 // conformance guest. The guest, its hypercall ABI (VMMCALL instead of VMCALL), the MMIO test
-// device, the CPUID/MSR policy and the emulator are the ones the VMX backend uses.
+// device, the CPUID/MSR policy and the emulator are the ones the VMX backend uses; the SVM
+// vocabulary (typed VMCB, intercepts, permission maps, exit decoding, event injection, ASIDs,
+// clean bits, IBPB, the NPT stage of the nested walk) is hvkit's include/svm/ and paging/.
 //
 // Without decode assists (Bochs 2.7 has none) a CR-write or descriptor-table exit says
 // which instruction kind exited but not its operands: the instruction at the guest RIP is
@@ -145,7 +147,8 @@ constexpr svm_run runs[] = {
     // the guest (under nested paging) and repeated by hvkit's walker.
     {{"paging_diff", false, false, hc::cfg_paging_diff, run_status::done}, cr_wp_owned},
     // Nested paging as the second stage: random nested permissions, page sizes and reserved
-    // bits on the guest's page-table pages and data page, #NPF predicted by a rule model.
+    // bits on the guest's page-table pages and data page, #NPF predicted by hvkit's nested
+    // walk over NPT (paging::nested_walker with paging::npt_walker).
     {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr_wp_owned},
     // The 32-bit guest: 32-bit and PAE paging under nested paging, the CPU as the oracle.
     {{"paging_diff32", false, false, hc::cfg_guest32, run_status::done}, cr_wp_owned},
