@@ -1,7 +1,9 @@
 // hvkit reference hypervisor, SVM backend (AMD APM Vol. 2, chapter 15): SVM bring-up, the
 // nested page table, the VMCB, the VMRUN loop, exit handling and the SVM runs of the
 // conformance guest. The guest, its hypercall ABI (VMMCALL instead of VMCALL), the MMIO test
-// device, the CPUID/MSR policy and the emulator are the ones the VMX backend uses.
+// device, the CPUID/MSR policy and the emulator are the ones the VMX backend uses; the SVM
+// vocabulary (typed VMCB, intercepts, permission maps, exit decoding, event injection, ASIDs,
+// clean bits, IBPB, the NPT stage of the nested walk) is hvkit's include/svm/ and paging/.
 //
 // Without decode assists (Bochs 2.7 has none) a CR-write or descriptor-table exit says
 // which instruction kind exited but not its operands: the instruction at the guest RIP is
@@ -145,7 +147,8 @@ constexpr svm_run runs[] = {
     // the guest (under nested paging) and repeated by hvkit's walker.
     {{"paging_diff", false, false, hc::cfg_paging_diff, run_status::done}, cr_wp_owned},
     // Nested paging as the second stage: random nested permissions, page sizes and reserved
-    // bits on the guest's page-table pages and data page, #NPF predicted by a rule model.
+    // bits on the guest's page-table pages and data page, #NPF predicted by hvkit's nested
+    // walk over NPT (paging::nested_walker with paging::npt_walker).
     {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr_wp_owned},
     // The 32-bit guest: 32-bit and PAE paging under nested paging, the CPU as the oracle.
     {{"paging_diff32", false, false, hc::cfg_guest32, run_status::done}, cr_wp_owned},
@@ -1240,6 +1243,53 @@ void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg,
   sv::write(vmcb, fld::n_cr3, ncr3);
 }
 
+/// APM 15.21.1: with V_INTR_MASKING the host's RFLAGS.IF at VMRUN masks physical interrupts,
+/// the guest's only virtual ones; with the INTR intercept a physical interrupt is a #VMEXIT
+/// whatever the guest's IF. The probe (once per boot, timer running, host IF = 1): guest A's
+/// second VMCB runs `mov ecx, N; 1: dec ecx; jnz 1b; vmmcall` with RFLAGS = 0x2. N = 1000000
+/// iterations last some 200 timer periods (a spinner does about 4800 loop iterations per
+/// slice), so the exit must be INTR (60h); VMMCALL (81h) means the interrupt stayed pending
+/// through the whole loop because the guest's IF was 0: a deviation, reported as an erratum
+/// (the spinners run with IF = 1 for that reason, see setup_spinner).
+void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
+  static bool probed = false;
+  if (probed) return;
+  probed = true;
+  constexpr std::uint32_t iterations = 1000000;
+  const std::uint8_t code[] = {0xB9, static_cast<std::uint8_t>(iterations), static_cast<std::uint8_t>(iterations >> 8),
+                               static_cast<std::uint8_t>(iterations >> 16), static_cast<std::uint8_t>(iterations >> 24),
+                               0xFF, 0xC9,          // dec ecx
+                               0x75, 0xFC,          // jnz back to the dec
+                               0x0F, 0x01, 0xD9,    // vmmcall
+                               0xEB, 0xFE};         // jmp $
+  auto* at = reinterpret_cast<std::uint8_t*>(code_gpa);
+  for (unsigned i = 0; i < sizeof code; ++i) at[i] = code[i];
+  vmcb_slot* const saved = vmcb.slot;
+  vmcb.slot = &slot;
+  const std::uint64_t rip = sv::read(vmcb, fld::rip);
+  const x86::rflags rflags = sv::read_typed(vmcb, fld::rflags);
+  sv::write(vmcb, fld::rip, code_gpa);
+  sv::write(vmcb, fld::rflags, x86::rflags{0x2});
+  guest_regs regs{};
+  const std::uint64_t ticks_before = svm_timer_ticks;
+  vmrun(regs);
+  const auto code_seen = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
+  const std::uint64_t left = regs[x86::gpr::rcx] & 0xFFFFFFFF;
+  const std::uint64_t ticks = svm_timer_ticks - ticks_before;
+  sv::write(vmcb, fld::rip, rip);
+  sv::write(vmcb, fld::rflags, rflags);
+  set_tlb_control(sv::tlb_control::do_nothing);
+  vmcb.slot = saved;
+  if (code_seen == exit_code::vmmcall) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM v_intr_masking_guest_if0 exit=0x81 loop_iterations=%u host_timer_ticks_after_exit=%llu\n",
+            iterations, (unsigned long long)ticks);
+  } else {
+    result("v_intr_masking_guest_if0", code_seen == exit_code::intr, "exit=0x%llx loop_iterations_left=%llu",
+           (unsigned long long)sv::raw(code_seen), (unsigned long long)left);
+  }
+}
+
 /// Runs guest A (VMCB A1: the conformance guest in spin mode), guest A's second VMCB (A2)
 /// and guest B round-robin A1 A2 A1 B, one timer slice each, until guest A reports done.
 /// The tracker sees every VMCB switch and every VMRUN: the policy decides the barriers, the
@@ -1288,6 +1338,8 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   svm_timer_ticks = 0;
   svm_host_if = 1;
   timer_start();
+  probe_v_intr_masking(vmcb_a2, spin_a2_gpa + 0x100);
+  svm_timer_ticks = 0;
   for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
     const int next = order[n % 4];
     if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
