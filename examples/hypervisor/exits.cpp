@@ -391,6 +391,10 @@ struct unmap_state {
   hvkit::vmx::injected_event seen{};  // what was re-injected at the hit
 };
 constinit unmap_state unmap{};
+// The last hc::ept_unmap_report found the page still unmapped, never touched through an
+// exit: the event delivery the guest saw then was the CPU's alone, so the guest's next
+// result (its re-injection check) may report a deviation as the CPU's erratum.
+bool unmap_untouched_at_report = false;
 
 void ept_unmap_restore() {
   ept_pd[unmap.gpa >> 21] = unmap.saved_pde;
@@ -435,6 +439,7 @@ bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events) {
 std::uint64_t ept_unmap_report() {
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen.instruction_length & 0xFF} << 8) |
                           (std::uint64_t{unmap.seen.info.raw()} << 32);
+  unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
   if (unmap.armed) ept_unmap_restore();
   unmap.hits = 0;
   unmap.seen = {};
@@ -533,8 +538,9 @@ bool handle_vmcall(vcpu& regs) {
           run.neg_wp0_seen = true;
           run.neg_wp0_result = r[rcx];
         }
-      } else if (r[rcx] == hc::result_erratum && !run.cfg->dt_exiting) {
-        // Only runs where the CPU executes the instruction itself may report an erratum.
+      } else if (r[rcx] == hc::result_erratum && (!run.cfg->dt_exiting || unmap_untouched_at_report)) {
+        // Only runs where the CPU executes the instruction itself may report an erratum, and
+        // a re-injection check whose event never reached the hypervisor.
         ++results_errata;
         kprintf("HVKIT ERRATUM %s a=0x%llx b=0x%llx\n", check, (unsigned long long)r[rdx],
                 (unsigned long long)r[rsi]);
@@ -542,6 +548,7 @@ bool handle_vmcall(vcpu& regs) {
         result(check, r[rcx] == hc::result_pass, "a=0x%llx b=0x%llx", (unsigned long long)r[rdx],
                (unsigned long long)r[rsi]);
       }
+      unmap_untouched_at_report = false;
       break;
     }
     case hc::paging_case:

@@ -15,7 +15,8 @@ shift 2
 # only COM1 and the debug-exit port. -cpu host with the vendor's virtualization extension
 # (the host's /proc/cpuinfo: vmx -> +vmx, nested VMX through kvm_intel nested=1; svm -> +svm,
 # nested SVM through kvm_amd nested=1): the hypervisor picks its backend from CPUID.
-if grep -qw svm /proc/cpuinfo && ! grep -qw vmx /proc/cpuinfo; then ext=+svm; else ext=+vmx; fi
+cpuinfo=${HVKIT_CPUINFO:-/proc/cpuinfo}  # replaced only by tests/system/kvm_detection.sh
+if grep -qw svm "$cpuinfo" && ! grep -qw vmx "$cpuinfo"; then ext=+svm; else ext=+vmx; fi
 exec qemu-system-x86_64 -enable-kvm -cpu host,$ext -m 256 -nodefaults -display none \
   -no-reboot -kernel "$kernel" -serial "$serial" \
   -device isa-debug-exit,iobase=0xf4,iosize=0x04 "$@"

@@ -1014,6 +1014,7 @@ void check_reinjection() {
       {"reinject_int3", 3, 0x80000603u, 1, 0x100 | 3, ~0ull, addr(probe_int3_next)},
       {"reinject_int_n", 0x80, 0x80000480u, 2, 0x100 | 0x80, ~0ull, addr(probe_int80_next)},
   };
+  unsigned previous_vector = ~0u;
   for (const event& e : events) {
     set_ist(e.vector, 1);
     g_fault_error = ~0ull;
@@ -1045,7 +1046,16 @@ void check_reinjection() {
     const bool ok = r == e.result && seen == 1 && (rep & 0xFF) == 1 && (rep >> 32) == e.entry &&
                     ((rep >> 8) & 0xFF) == e.length && (e.error == ~0ull || g_fault_error == e.error) &&
                     (e.vector != 14 || g_fault_cr2 == pf_page + 0x18) && (e.rip == 0 || g_fault_rip == e.rip);
-    report(e.name, ok, (std::uint64_t{r} << 32) | (seen << 16) | (rep & 0xFFFF), rep >> 32);
+    // The CPU below the hypervisor delivered the previous case's event instead of this one,
+    // and the hypervisor never saw the unmapped page touched (0 hits): no exit reached it,
+    // so the delivery was the CPU's alone, an erratum of the CPU it runs on. Seen with
+    // nested KVM on Bochs' SVM: Bochs reports a stale EXITINTINFO for a #NPF during INT n
+    // delivery (docs/hypervisor.md), and KVM, which handles that #NPF itself, re-injects it.
+    const bool stale_event_below = !ok && e.vector != previous_vector && r == (0x100 | previous_vector) &&
+                                   seen == 1 && (rep & 0xFF) == 0;
+    (stale_event_below ? report_native : report)(e.name, ok, (std::uint64_t{r} << 32) | (seen << 16) | (rep & 0xFFFF),
+                                                 rep >> 32);
+    previous_vector = e.vector;
   }
 }
 

@@ -805,6 +805,10 @@ struct unmap_state {
   std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
 };
 constinit unmap_state unmap{};
+// The last hc::ept_unmap_report found the page still unmapped, never touched through an
+// exit: the event delivery the guest saw then was the CPU's alone, so the guest's next
+// result (its re-injection check) may report a deviation as the CPU's erratum.
+bool unmap_untouched_at_report = false;
 
 void npt_unmap_restore() {
   npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
@@ -867,6 +871,7 @@ bool npt_unmapped_page_hit() {
 
 std::uint64_t npt_unmap_report() {
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
+  unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
   if (unmap.armed) npt_unmap_restore();
   unmap.hits = 0;
   unmap.seen_info = 0;
@@ -1029,7 +1034,9 @@ bool handle_vmmcall(guest_regs& regs) {
           run.neg_wp0_seen = true;
           run.neg_wp0_result = regs[rcx];
         }
-      } else if (regs[rcx] == hc::result_erratum && !st.cfg->base.dt_exiting) {
+      } else if (regs[rcx] == hc::result_erratum && (!st.cfg->base.dt_exiting || unmap_untouched_at_report)) {
+        // As on VMX (exits.cpp): natively executed instructions, and a re-injection check
+        // whose event never reached the hypervisor.
         ++results_errata;
         kprintf("HVKIT ERRATUM %s a=0x%llx b=0x%llx\n", check, (unsigned long long)regs[rdx],
                 (unsigned long long)regs[rsi]);
@@ -1037,6 +1044,7 @@ bool handle_vmmcall(guest_regs& regs) {
         result(check, regs[rcx] == hc::result_pass, "a=0x%llx b=0x%llx", (unsigned long long)regs[rdx],
                (unsigned long long)regs[rsi]);
       }
+      unmap_untouched_at_report = false;
       break;
     }
     case hc::paging_case: ret = handle_paging_case(regs); break;
@@ -1162,6 +1170,15 @@ constexpr std::uint64_t guest_b_hpa = 0x3000000;  // 48 MiB: guest B's 2 MiB of 
 constexpr std::uint64_t guest_b_gpa = 0x1000000;  // seen by guest B at 16 MiB
 constexpr std::uint64_t spin_a2_gpa = layout::guest_mem_base + 0xE00000;
 constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divide by 1
+// A slice is a number of timer ticks, not a time: under nested KVM (KVM's APIC timer, and an
+// INTR exit that costs far more than 10000 ticks) the next interrupt was pending at every
+// VMRUN and no spinner ever ran an instruction (100000 slices, 0 spins). A spinner slice
+// that ran none of its instructions doubles the count (up to this cap), and the later
+// scheduled runs of the boot start with the count learned (hostile_guest_b expects guest B
+// to run its first instruction in its first slice); on Bochs alone every slice makes
+// progress and the count stays 10000.
+constexpr std::uint32_t timer_max_count = 1u << 26;
+std::uint32_t timer_count = timer_initial_count;
 
 std::uint64_t ibpb_barriers;
 bool host_has_ibpb;
@@ -1211,7 +1228,7 @@ void timer_start() {
   *lapic(0xF0) = 0x100 | 0x3F;        // spurious-interrupt vector register: APIC enabled
   *lapic(0x3E0) = 0xB;                // divide by 1
   *lapic(0x320) = 0x30 | (1u << 17);  // LVT timer: vector 0x30, periodic
-  *lapic(0x380) = timer_initial_count;
+  *lapic(0x380) = timer_count;
 }
 void timer_stop() {
   *lapic(0x380) = 0;
@@ -1352,11 +1369,17 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     st.preempted = false;
     guest_regs& regs = slots[current].regs;
     write_cr2(sv::read(vmcb, fld::cr2));
+    auto* const spins = reinterpret_cast<volatile std::uint64_t*>(slots[current].counter_hpa);
+    const std::uint64_t spins_before = current != 0 ? *spins : 0;
     vmrun(regs);
     ++slots[current].slices;
     // Every exit of a spinner is the timer; guest A's are handled as in any run.
     const bool resume = handle_exit(regs);
     regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+    if (st.preempted && current != 0 && *spins == spins_before && timer_count < timer_max_count) {
+      timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
+      *lapic(0x380) = timer_count;
+    }
     if (st.preempted) continue;
     if (current == 2 && hostile_b && run.status == run_status::triple_fault) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
@@ -1389,10 +1412,10 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     return;
   }
   kprintf("HVKIT INFO run=%s slices_a1=%llu slices_a2=%llu slices_b=%llu spins_a2=%llu spins_b=%llu timer_ticks=%llu "
-          "host_ibpb=%d\n",
+          "timer_count=%u host_ibpb=%d\n",
           cfg.base.name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
           (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc,
-          (unsigned long long)svm_timer_ticks, host_has_ibpb ? 1 : 0);
+          (unsigned long long)svm_timer_ticks, timer_count, host_has_ibpb ? 1 : 0);
   result(skip ? "ibpb_policy.skip_same_guest" : "ibpb_policy.every_vmcs_change",
          ibpb_barriers == expected && same_guest > 0 && cross_guest > 0 && a2 > 0 && bc > 0,
          "switches_same_guest=%llu switches_cross_guest=%llu barriers=%llu expected=%llu", (unsigned long long)same_guest,
