@@ -24,18 +24,20 @@ class ept_memory {
   constexpr ept_memory(const ept_walker& ept, const M& behind) noexcept : ept_(&ept), mem_(&behind) {}
 
   [[nodiscard]] constexpr result<std::uint32_t, memory_error> read32(x86::gpa a) const noexcept {
-    const auto h = translate(a);
+    const auto h = resolve(a);
     if (!h) return unexpected(h.error());
     return mem_->read32(*h);
   }
   [[nodiscard]] constexpr result<std::uint64_t, memory_error> read64(x86::gpa a) const noexcept {
-    const auto h = translate(a);
+    const auto h = resolve(a);
     if (!h) return unexpected(h.error());
     return mem_->read64(*h);
   }
 
  private:
-  [[nodiscard]] constexpr result<x86::gpa, memory_error> translate(x86::gpa a) const noexcept {
+  /// Where `a` lies in the memory behind the EPT: a checked EPT walk (ept_walker::check(),
+  /// no A/D writes) of a PDPTE load.
+  [[nodiscard]] constexpr result<x86::gpa, memory_error> resolve(x86::gpa a) const noexcept {
     ept_request r{};
     r.address = a;
     r.access = ept_access::read;

@@ -165,6 +165,11 @@ struct walk_fault {
   /// EXITINFO1 bit 32), clear = an access to a guest page-table entry (bit 33); bit 7 = a
   /// guest-linear address is known (`linear`).
   ept_qualification qualification{};
+
+  /// `entry_address` of a second-stage (EPT or NPT) fault as what it is: those tables are
+  /// host-physical (SDM 25.6.11). The field itself is shared with the guest stage, whose
+  /// tables are guest-physical.
+  [[nodiscard]] constexpr x86::hpa ept_entry_address() const noexcept { return x86::hpa{entry_address.value()}; }
 };
 
 /// A successful walk. Kept at 80 bytes so that building and returning one stays cheap.

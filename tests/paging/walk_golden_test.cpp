@@ -658,6 +658,7 @@ TEST(EptGolden, WriteOnlyEntryIsMisconfiguration) {
   EXPECT_EQ(r.error().stage, paging::walk_stage::ept);
   EXPECT_EQ(r.error().level, 2);
   EXPECT_EQ(r.error().entry_address.value(), 0x12008u);
+  EXPECT_EQ(r.error().ept_entry_address(), x86::hpa{0x12008});  // EPT tables are host-physical
   EXPECT_EQ(r.error().qualification.raw(), 0u);
   EXPECT_EQ(r.error().guest_physical.value(), gpa4);
 }
