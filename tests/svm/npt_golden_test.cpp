@@ -249,6 +249,33 @@ TEST(NptGolden, PaeHostReadsThePdpteAtEveryWalk) {
   EXPECT_EQ(svm::npf_from_fault(np.error())->error.raw(), E_US | E_FINAL);
 }
 
+// A 32-bit guest over a PAE host's nested tables: the nested walker sets A/D in the nested
+// PDE and PTEs, never in the PDPTE (bits 8:5 of a PAE PDPTE are reserved: it has no A flag).
+TEST(NptGolden, PaeHostNestedWalkLeavesThePdpteAlone) {
+  image m(0x40000);
+  m.put64(0x10020, 0x12000 | P);
+  m.put64(0x12000, 0x13000 | P | RW | US);
+  for (uint64_t p = 0; p < 8; ++p) m.put64(0x13000 + 8 * p, (0x20000 + p * 0x1000) | P | RW | US);
+  m.put32(0x21000, 0x2000 | P | RW | US);      // guest PD at gpa 1000h
+  m.put32(0x22000 + 4 * 3, 0x5000 | P | RW | US);  // guest PT at gpa 2000h: va 3000h -> gpa 5000h
+  paging::cpu_properties props{};
+  props.maxphyaddr = 40;
+  const paging::npt_walker_pae npt(0x10020, paging::npt_host{true, false}, props);
+  const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4{}, x86::efer{}, x86::gpa{0x1000});
+  const paging::nested_walker<paging::format::ia32, paging::npt_walker_pae> n(paging::walker_32bit(mmu, props), npt);
+  auto mem = m.mem();
+  const auto r = n.walk(mem, mmu, {x86::gva{0x3010}, {}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->l1_address().value(), 0x25010u);
+  EXPECT_EQ(r->second.path.count, 3);
+  EXPECT_EQ(m.get64(0x10020), 0x12000u | P);  // the nested PDPTE: untouched
+  EXPECT_EQ(m.get64(0x12000), 0x13000u | P | RW | US | A);
+  EXPECT_EQ(m.get64(0x13000 + 8), 0x21000u | P | RW | US | A | D);  // guest tables: written-to
+  EXPECT_EQ(m.get64(0x13000 + 16), 0x22000u | P | RW | US | A | D);
+  EXPECT_EQ(m.get64(0x13000 + 40), 0x25000u | P | RW | US | A);     // the data page: read
+  EXPECT_EQ(m.get32(0x22000 + 12), 0x5000u | P | RW | US | A);
+}
+
 // Legacy 32-bit host: 4-byte nested entries, 4 MiB pages with host CR4.PSE, A/D updates of
 // 4 bytes that leave the neighbouring entry alone, under a PAE guest behind it.
 TEST(NptGolden, LegacyHostFourByteEntries) {

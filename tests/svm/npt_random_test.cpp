@@ -239,7 +239,7 @@ counts run(u64 seed) {
       paging::pdpte_snapshot snap{};
       for (unsigned k = 0; k < 4; ++k) snap.entries[k] = pdpte[k];
       snap.pdpt = x86::gpa{gcr3 & 0xffffffe0u};
-      snap.loaded = true;  // the PDPTE registers as the MOV to CR3 loaded them
+      snap.loaded = true;  // the PDPTE registers as a MOV to CR3 left them (pdpte[] above)
       const paging::basic_walker<GuestFormat> g(mmu, props, snap);
       const paging::npt_walker<HostFormat> npt(ncr3, paging::npt_host{h.nxe, h.pse}, props);
       const paging::nested_walker<GuestFormat, paging::npt_walker<HostFormat>> nw(g, npt);
