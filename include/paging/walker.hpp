@@ -139,17 +139,13 @@ struct direct_tables {
   template <unsigned Bytes>
   constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) const noexcept {
     if constexpr (Bytes == 4) {
-      const auto v = mem->read32(a);
-      if (v) [[likely]] {
-        out = *v;
+      std::uint32_t v = 0;
+      if (detail::read_entry(*mem, a, v)) [[likely]] {
+        out = v;
         return true;
       }
     } else {
-      const auto v = mem->read64(a);
-      if (v) [[likely]] {
-        out = *v;
-        return true;
-      }
+      if (detail::read_entry(*mem, a, out)) [[likely]] return true;
     }
     f.kind = fault_kind::unbacked;
     f.guest_physical = a;
