@@ -562,7 +562,8 @@ class ept_walker {
     return f;
   }
 
-  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e) noexcept {
+  [[gnu::cold, gnu::noinline]] static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea,
+                                                          std::uint64_t e) noexcept {
     f.kind = k;
     f.level = static_cast<std::uint8_t>(level);
     f.entry_address = ea;

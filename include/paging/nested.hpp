@@ -187,6 +187,8 @@ struct nested_tables {
   std::uint64_t table_all = ~std::uint64_t{0};
 
   static constexpr bool can_update = writable_guest_memory<M>;
+  /// The guest walker fills its fault reports out of line (see basic_walker::fail).
+  static constexpr bool report_out_of_line = true;
 
   [[nodiscard]] constexpr ept_request table_request(x86::gpa a, ept_access acc) const noexcept {
     ept_request r{};
@@ -331,17 +333,15 @@ class nested_walker {
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
     std::uint64_t guest_all = 0;
     walk_fault gf{};
-    const bool gok = guest_.walk_checked(tables, mmu, req, g, gf, guest_all);
+    if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all)) [[unlikely]] {
+      r = nested_result(unexpected(gf));
+      return r;
+    }
+    const ept_request fin = final_request(req, g);
     walk_fault ef{};
     std::uint64_t all = 0;
-    ept_request fin{};
-    bool ok = gok;
-    if (ok) [[likely]] {
-      fin = final_request(req, g);
-      ok = stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all);
-    }
-    if (!ok) [[unlikely]] {
-      r = !gok ? nested_result(unexpected(gf)) : nested_result(unexpected(stage_.check(mem, fin).error()));
+    if (!stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all)) [[unlikely]] {
+      r = nested_result(unexpected(stage_.check(mem, fin).error()));
       return r;
     }
     if constexpr (writable_guest_memory<M>) {
@@ -363,10 +363,12 @@ class nested_walker {
     fin.address = g.address;
     fin.linear_valid = true;
     fin.linear = req.linear;
-    if (req.access.test(x86::pfec::fetch)) {
+    // Bit tests by hand (flags::test() may be left out of line in a large nested walk).
+    const std::uint64_t a = req.access.raw();
+    if (a & x86::pfec::fetch.raw()) {
       fin.access = ept_access::fetch;
-      if (g.rights.test(pte_access::user)) fin.access = fin.access | ept_access::user_address;
-    } else if (req.access.test(x86::pfec::write)) {
+      if (g.rights.raw() & pte_access::user.raw()) fin.access = fin.access | ept_access::user_address;
+    } else if (a & x86::pfec::write.raw()) {
       fin.access = ept_access::write;
     } else {
       fin.access = ept_access::read;
