@@ -163,6 +163,12 @@ class ept_entry_rules {
     return ((e & rsvd) != 0) | bad_type;
   }
 
+  /// The reserved bits of an entry at `level` (1..5) that maps a page (`leaf`) or not: the
+  /// mask misconfigured() tests.
+  [[nodiscard, gnu::always_inline]] constexpr std::uint64_t reserved_bits(unsigned level, bool leaf) const noexcept {
+    return leaf && level > 1 ? large_rsvd_[level & 7u] : table_rsvd_[level & 7u];
+  }
+
   /// Which rule makes the present entry `e` at `level` misconfigured (ept_misconfig::none
   /// if none does). A level outside 1..5 is reported as large_page_unsupported only if PS
   /// is set; callers pass valid levels.

@@ -100,6 +100,8 @@ class ept_walker {
     w.levels_ = levels;
     w.rules_ = ept_entry_rules::make(caps);  // SDM 29.3.2 (present), 29.3.3.1 (misconfigurations)
     w.root_ = eptp.root(caps.maxphyaddr);
+    w.table_need_ = w.role_.ad_enabled() ? 3u : 1u;
+    for (unsigned l = 1; l <= max_levels; ++l) w.table_check_[l] = w.table_need_ | w.rules_.reserved_bits(l, false);
     return w;
   }
 
@@ -170,73 +172,91 @@ class ept_walker {
     return true;
   }
 
-  /// The upper entries (PML5E, PML4E, PDPTE, PDE) of the last 4 KiB translation made by
-  /// walk_checked_cached(): a paging-structure cache that lives for one nested walk.
-  struct upper_cache {
-    std::uint64_t tag = ~std::uint64_t{0};  ///< guest-physical address >> 21; ~0: empty
-    std::uint64_t pde = 0;                  ///< the PDE (the page table's address)
-    std::uint64_t all = 0;                  ///< AND of the entries above the PTE
+  /// The second stage of the guest paging-structure reads of one nested walk (see
+  /// paging/nested.hpp): a paging-structure cache that lives for that walk only, holding the
+  /// entries of the last EPT walk of a guest table that ended at a PTE, and the AND of the EPT
+  /// entries every table read used (for one EPT A/D test at the end of the walk).
+  struct table_cache {
+    std::uint64_t tag = ~std::uint64_t{0};  ///< guest-physical address >> 21 of the cached region; ~0: empty
+    std::uint64_t pt = 0;                   ///< the address of that region's EPT page table
+    std::uint64_t upper = 0;                ///< AND of the entries above the PTE
     std::uint64_t first = 0;                ///< address of the top-level entry
-    std::array<std::uint64_t, max_levels - 1> uppers{};  ///< the entries above the PTE, top first
-    std::uint8_t count = 0;                 ///< how many (3 or 4)
+    /// A (bit 8): AND over every entry used by a table read; D (bit 9): AND over their leaves.
+    std::uint64_t ad = ~std::uint64_t{0};
+    /// The entries of the walk that filled the cache, top first (meaningful once `tag` is set:
+    /// written by that walk before they are read).
+    std::uint64_t vals[max_levels];
+    std::uint8_t count = 0;  ///< entries above the PTE (3 or 4)
   };
 
-  /// walk_checked() through `c`: if `req.address` lies in the 2 MiB region of the cached
-  /// translation, only the PTE is read, checked (present, misconfiguration) and ANDed with
-  /// the cached upper entries for the permission check; otherwise a full walk_checked()
-  /// that refills `c` when it ends at a PTE. On success `address` and `all` are what
-  /// walk_checked() gives; on failure nothing is reported (the caller recomputes the report
-  /// with check(), which never uses the cache).
+  /// The second-stage translation of a guest paging-structure read (ept_origin::paging_structure,
+  /// access read) in a nested walk, through `c`: true with `out` = where the entry is, false
+  /// if the access faults (nothing is reported: the caller recomputes the report with check(),
+  /// which never uses the cache). If `ga` lies in the 2 MiB region of the cached page table,
+  /// only the PTE is read; otherwise the walk is a full one, and refills `c` when it ends at a
+  /// PTE.
   ///
-  /// Why this cannot change a result: every entry used was read, checked for
-  /// misconfiguration and ANDed into the rights exactly as an uncached walk does, only
-  /// earlier in the same nested walk, and for the same access class (a guest
-  /// paging-structure read, or write with EPT A/D). Without a concurrent writer the values
-  /// are the same; with one, using the earlier values is what a processor's EPT
-  /// paging-structure caches do (SDM 29.4.1-29.4.2: entries may be cached and used until INVEPT,
-  /// so a concurrent change need not be seen). EPT A/D: `all` still includes the cached
-  /// entries' A flags, so a missing flag sends the walk to the slow path, which walks
-  /// without the cache and sets the flags.
+  /// Why this makes the decisions of walk_checked(): every table read is the same access
+  /// class, which needs R, and W with EPT A/D (SDM 29.3.3.2), i.e. the bits `table_need_`.
+  /// A cached entry was read, checked for misconfiguration and found to have those bits
+  /// exactly as an uncached walk does, only earlier in the same nested walk. For the PTE of a
+  /// hit, R set makes it present (SDM 29.3.2) and rules out the two R=0 misconfigurations, so
+  /// what remains of SDM 29.3.3.1 is the reserved bits and the memory type; and since the
+  /// upper entries have the needed bits, the AND of the walk has them exactly when the PTE
+  /// has them. Without a concurrent writer the values are the same; with one, using the
+  /// earlier values is what a processor's EPT paging-structure caches do (SDM 29.4.1-29.4.2:
+  /// entries may be cached and used until INVEPT, so a concurrent change need not be seen).
+  /// EPT A/D: `c.ad` keeps the A flags of every entry used (the cached ones ANDed in when the
+  /// cache was filled) and the D flags of the leaves, so a missing flag sends the nested walk
+  /// to its slow path, which walks without the cache and sets the flags.
   template <guest_memory M>
-  [[gnu::always_inline]] constexpr bool walk_checked_cached(const M& mem, const ept_request& req, upper_cache& c,
-                                                            translation& t, walk_fault& f, x86::gpa& address,
-                                                            std::uint64_t& all) const noexcept {
-    const std::uint64_t ga = req.address.value();
-    if ((ga >> 21) == c.tag) {
+  [[gnu::always_inline]] constexpr bool table_read(const M& mem, std::uint64_t ga, table_cache& c,
+                                                   std::uint64_t& out) const noexcept {
+    if ((ga >> 21) == c.tag) [[likely]] {
       std::uint64_t e = 0;
-      if (!cached_pte(mem, req, c, e)) [[unlikely]] return false;
-      address = x86::gpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
-      all = ((c.all & e) & ~std::uint64_t{1}) | ((e >> 9) & 1u);
+      if (!detail::read_entry(mem, x86::gpa{c.pt + ((ga >> 12) & 511u) * 8u}, e)) [[unlikely]] return false;
+      if ((e & table_check_[1]) != table_need_ || !valid_memory_type(e)) [[unlikely]] return false;
+      c.ad &= e;
+      out = (e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu);
       return true;
     }
-    if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return false;
-    address = t.address;
-    refill(c, t);
-    return true;
+    return levels_ == 5 ? table_walk<5>(mem, ga, c, out) : table_walk<4>(mem, ga, c, out);
+  }
+
+  /// True if the table reads through `c` need EPT A/D updates: EPT A/D on, and A clear in an
+  /// entry used or D clear in a leaf (the reads are writes then, SDM 29.3.3.2).
+  [[nodiscard, gnu::always_inline]] constexpr bool table_needs_ad(const table_cache& c) const noexcept {
+    constexpr std::uint64_t want = ept_entry::accessed.raw() | ept_entry::dirty.raw();
+    return role_.ad_enabled() && (c.ad & want) != want;
   }
 
   /// walk_checked() of a final access through the cache of the table reads before it (see
-  /// walk_checked_cached(), whose argument carries over: the entries, checks and rights are
-  /// those of an uncached walk, and the access class only enters the permission check, which
-  /// is made on the same AND). On a hit only the PTE is read and `t` is filled as
-  /// walk_checked() fills it, the path's upper entries coming from the cache; on failure
-  /// nothing is reported (the caller recomputes the report with check()).
+  /// table_read(), whose argument carries over: the entries and checks are those of an
+  /// uncached walk, and the access class only enters the permission check, which is made on
+  /// the same AND). On a hit only the PTE is read and `t` is filled as walk_checked() fills
+  /// it, the path's upper entries coming from the cache; on failure nothing is reported (the
+  /// caller recomputes the report with check()).
   template <guest_memory M>
-  [[gnu::always_inline]] constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache& c,
-                                                           translation& t, walk_fault& f,
+  [[gnu::always_inline]] constexpr bool walk_checked_final(const M& mem, const ept_request& req, const table_cache& c,
+                                                           translation& t, [[maybe_unused]] walk_fault& f,
                                                            std::uint64_t& all) const noexcept {
     const std::uint64_t ga = req.address.value();
-    if ((ga >> 21) != c.tag) return walk_checked(mem, req, t, f, all);
+    if ((ga >> 21) != c.tag) {
+      walk_fault unused{};  // `f` is left alone: the caller reports a failure again with check()
+      return walk_checked(mem, req, t, unused, all);
+    }
     std::uint64_t e = 0;
-    if (!cached_pte(mem, req, c, e)) [[unlikely]] return false;
+    if (!detail::read_entry(mem, x86::gpa{c.pt + ((ga >> 12) & 511u) * 8u}, e)) [[unlikely]] return false;
+    if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
+    const std::uint64_t w_all = c.upper & e;
+    if (denied_raw(role_, effective_access(req), w_all)) [[unlikely]] return false;
     const unsigned n = c.count;
-    for (unsigned i = 0; i < max_levels - 1; ++i) t.path.values[i] = c.uppers[i];
+    for (unsigned i = 0; i < max_levels - 1; ++i) t.path.values[i] = c.vals[i];
     t.path.values[n] = e;
     t.path.start(ga, 9, 8);
     t.path.first = c.first;
     t.path.top = static_cast<std::uint8_t>(n + 1u);
     t.path.count = static_cast<std::uint8_t>(n + 1u);
-    const std::uint64_t w_all = c.all & e;
     t.address = x86::gpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
     t.page_shift = 12;
     t.rights = pte_access{static_cast<std::uint8_t>(entry_rights(w_all))};
@@ -244,32 +264,6 @@ class ept_walker {
     t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
     all = (w_all & ~std::uint64_t{1}) | ((e >> 9) & 1u);
     return true;
-  }
-
-  /// Refills `c` from the translation `t` of a walk_checked() that ended at a PTE.
-  [[gnu::always_inline]] static constexpr void refill(upper_cache& c, const translation& t) noexcept {
-    if (t.page_shift != 12) return;
-    // A 4 KiB translation of 4- or 5-level EPT: 3 or 4 entries above the PTE.
-    const unsigned n = t.path.count - 1u;
-    const auto& v = t.path.values;
-    c.uppers = {v[0], v[1], v[2], v[3]};
-    c.tag = t.path.input >> 21;
-    c.pde = v[n - 1u];
-    c.all = v[0] & v[1] & v[2] & (n == 4 ? v[3] : ~std::uint64_t{0});
-    c.first = t.path.first;
-    c.count = static_cast<std::uint8_t>(n);
-  }
-
-  /// The PTE of `req.address` below the cached PDE, checked as a walk checks it (present,
-  /// misconfiguration) and, ANDed with the cached upper entries, for the permission check.
-  template <guest_memory M>
-  [[gnu::always_inline]] constexpr bool cached_pte(const M& mem, const ept_request& req, const upper_cache& c,
-                                                   std::uint64_t& e) const noexcept {
-    const auto v = mem.read64(x86::gpa{(c.pde & 0x000f'ffff'ffff'f000u) + ((req.address.value() >> 12) & 511u) * 8u});
-    if (!v) [[unlikely]] return false;
-    e = *v;
-    if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
-    return !denied_raw(role_, effective_access(req), c.all & e);
   }
 
   /// True if an access needs EPT A/D updates: A/D on, and A clear in an entry used or D clear
@@ -375,6 +369,72 @@ class ept_walker {
     return true;
   }
 
+  /// The leaf's memory type is not 2, 3 or 7 (the test of ept_entry_rules::misconfigured()).
+  [[nodiscard, gnu::always_inline]] static constexpr bool valid_memory_type(std::uint64_t e) noexcept {
+    return (0x73u >> ((e >> 3) & 7u)) & 1u;
+  }
+
+  /// table_read() on a miss: the walk of a paging-structure read without the report (the
+  /// entries go straight into `c.vals`), then the refill of `c` if the walk ended at a PTE.
+  /// It makes walk_checked()'s decision with fewer tests: the read needs R (and W with EPT
+  /// A/D) in the AND of the entries, so it fails as soon as one entry lacks them; an entry
+  /// with R is present and escapes the R=0 misconfigurations (SDM 29.3.2, 29.3.3.1), which
+  /// leaves one mask test per level (`table_check_`: the needed bits and the reserved bits
+  /// of a non-leaf entry, bits 7:3 included, so PS=1 takes the large-page branch) and the
+  /// memory type of the leaf.
+  template <unsigned Levels, guest_memory M>
+  [[gnu::always_inline]] constexpr bool table_walk(const M& mem, std::uint64_t ga, table_cache& c,
+                                                   std::uint64_t& out) const noexcept {
+    std::uint64_t all = ~std::uint64_t{0};
+    unsigned level = 0;
+    if (!table_steps<Levels, Levels>(mem, ga, c, root_.value(), all, level)) [[unlikely]] return false;
+    const std::uint64_t e = c.vals[Levels - level];
+    const std::uint64_t size = std::uint64_t{1} << (12 + 9 * (level - 1));
+    out = (e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1));
+    constexpr std::uint64_t d_bit = ept_entry::dirty.raw();
+    c.ad &= (all & ~d_bit) | (e & d_bit);  // A of every entry, D of the leaf
+    if (level == 1) {
+      c.tag = ga >> 21;
+      c.pt = c.vals[Levels - 2] & 0x000f'ffff'ffff'f000u;
+      std::uint64_t upper = ~std::uint64_t{0};
+      for (unsigned i = 0; i + 1 < Levels; ++i) upper &= c.vals[i];
+      c.upper = upper;
+      c.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Levels - 1))) & 511u) * 8u;
+      c.count = static_cast<std::uint8_t>(Levels - 1);
+    } else {
+      c.tag = ~std::uint64_t{0};  // `c.vals` now holds this walk's entries, not the cached region's
+    }
+    return true;
+  }
+  /// One level of table_walk() and the levels below it; `level` gets the leaf's level.
+  template <unsigned Top, unsigned Level, guest_memory M>
+  [[gnu::always_inline]] constexpr bool table_steps(const M& mem, std::uint64_t ga, table_cache& c,
+                                                    std::uint64_t table, std::uint64_t& all,
+                                                    unsigned& level) const noexcept {
+    const x86::gpa ea{(table & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Level - 1))) & 511u) * 8u};
+    std::uint64_t e = 0;
+    if (!detail::read_entry(mem, ea, e)) [[unlikely]] return false;
+    c.vals[Top - Level] = e;
+    all &= e;
+    if constexpr (Level == 1) {
+      level = 1;
+      return (e & table_check_[1]) == table_need_ && valid_memory_type(e);
+    } else {
+      if ((e & table_check_[Level]) != table_need_) [[unlikely]] {
+        // A large page (PS=1 where the capabilities allow it), or a fault.
+        if constexpr (Level == 2 || Level == 3) {
+          if ((e & ept_entry::page_size.raw()) && rules_.maps_page(e, Level) &&
+              (e & (table_need_ | rules_.reserved_bits(Level, true))) == table_need_ && valid_memory_type(e)) {
+            level = Level;
+            return true;
+          }
+        }
+        return false;
+      }
+      return table_steps<Top, Level - 1>(mem, ga, c, e, all, level);
+    }
+  }
+
   struct regs {
     std::uint64_t table = 0, e = 0;
     std::uint64_t all = ~std::uint64_t{0};
@@ -438,15 +498,14 @@ class ept_walker {
   [[gnu::always_inline]] constexpr int step(const Mem& m, std::uint64_t ga, regs& w, walk_fault& f,
                                             ept_access acc) const noexcept {
     const x86::gpa ea{(w.table & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Level - 1))) & 511u) * 8u};
-    const auto v = m->read64(ea);
+    std::uint64_t e = 0;
     constexpr unsigned i = Top - Level;
-    if (!v) [[unlikely]] {
+    if (!detail::read_entry(*m, ea, e)) [[unlikely]] {
       f.kind = fault_kind::unbacked;
       f.level = static_cast<std::uint8_t>(Level);
       f.entry_address = ea;
       return -1;
     }
-    const std::uint64_t e = *v;
     w.e = e;
     w.vals[i] = e;
     if (!(e & rules_.present_mask())) [[unlikely]] {
@@ -503,7 +562,8 @@ class ept_walker {
     return f;
   }
 
-  static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e) noexcept {
+  [[gnu::cold, gnu::noinline]] static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea,
+                                                          std::uint64_t e) noexcept {
     f.kind = k;
     f.level = static_cast<std::uint8_t>(level);
     f.entry_address = ea;
@@ -537,6 +597,16 @@ class ept_walker {
 
   ept_role role_{};
   ept_entry_rules rules_{};  ///< present and misconfiguration rules for the capabilities
+  /// What a guest paging-structure read needs of the AND of the EPT entries: R, and W with
+  /// EPT A/D (SDM 29.3.3.2: effective_access() of such a read, as denied_raw() tests it).
+  std::uint64_t table_need_ = 1;
+  /// Per level (1..5): table_need_ and the reserved bits of a non-leaf entry, or of a PTE
+  /// (SDM 29.3.3.1): the one mask table_read() tests an entry against.
+  std::uint64_t table_check_[max_levels + 1] = {0, 1u | ept_entry_rules{}.reserved_bits(1, false),
+                                                1u | ept_entry_rules{}.reserved_bits(2, false),
+                                                1u | ept_entry_rules{}.reserved_bits(3, false),
+                                                1u | ept_entry_rules{}.reserved_bits(4, false),
+                                                1u | ept_entry_rules{}.reserved_bits(5, false)};
   unsigned levels_ = 4;
   x86::hpa root_{};
 };

@@ -104,6 +104,17 @@ class basic_flat_memory {
     return detail::load_le<std::uint64_t>(data_ + off);
   }
 
+  /// read32()/read64() as a test with an out parameter: what the walkers use on their hot
+  /// path (no result object whose flag the compiler keeps beside the branch).
+  template <class T>
+    requires(std::is_same_v<T, std::uint32_t> || std::is_same_v<T, std::uint64_t>)
+  [[nodiscard, gnu::always_inline]] constexpr bool try_read(x86::gpa a, T& out) const noexcept {
+    const std::uint64_t off = a.value() - base_.value();
+    if (!fits<sizeof(T)>(off)) [[unlikely]] return false;
+    out = detail::load_le<T>(data_ + off);
+    return true;
+  }
+
   [[nodiscard]] constexpr result<bool, memory_error> cmpxchg32(x86::gpa a, std::uint32_t expected,
                                                                std::uint32_t desired) noexcept
     requires writable
@@ -160,6 +171,28 @@ using flat_memory = basic_flat_memory<std::uint8_t>;
 
 static_assert(guest_memory<flat_view> && !writable_guest_memory<flat_view>);
 static_assert(writable_guest_memory<flat_memory>);
+
+namespace detail {
+/// Reads the `T` (std::uint32_t or std::uint64_t) at `a` into `out`; false if `a` is not
+/// backed. The walkers' entry read: a flat view's try_read(), else read32()/read64().
+template <class T, class M>
+[[nodiscard, gnu::always_inline]] constexpr bool read_entry(const M& m, x86::gpa a, T& out) noexcept {
+  if constexpr (requires { m.try_read(a, out); }) {
+    return m.try_read(a, out);
+  } else {
+    const auto v = [&] {
+      if constexpr (sizeof(T) == 4) {
+        return m.read32(a);
+      } else {
+        return m.read64(a);
+      }
+    }();
+    if (!v) [[unlikely]] return false;
+    out = *v;
+    return true;
+  }
+}
+}  // namespace detail
 
 /// Read-only guest memory over a user callable, with static dispatch (the callable is stored
 /// by value and called directly). `Read` is

@@ -21,6 +21,7 @@ struct memory_holder {
   M* p;
   constexpr explicit memory_holder(M* m) noexcept : p(m) {}
   constexpr M* operator->() const noexcept { return p; }
+  constexpr M& operator*() const noexcept { return *p; }
 };
 template <class M>
   requires is_flat_memory<std::remove_const_t<M>>::value
@@ -29,6 +30,7 @@ struct memory_holder<M> {
   constexpr explicit memory_holder(M* m) noexcept : v(*m) {}
   constexpr const std::remove_const_t<M>* operator->() const noexcept { return &v; }
   constexpr std::remove_const_t<M>* operator->() noexcept { return &v; }
+  constexpr const std::remove_const_t<M>& operator*() const noexcept { return v; }
 };
 
 }  // namespace hvkit::paging::detail

@@ -144,9 +144,26 @@ struct pending_ad {
   }
 };
 
+/// The per-walk cache of a second stage: its table_cache if it has one (ept_walker), else
+/// its upper_cache (used through walk_checked_cached()).
+template <class Stage>
+struct stage_cache {
+  using type = typename Stage::upper_cache;
+};
+template <class Stage>
+  requires requires { typename Stage::table_cache; }
+struct stage_cache<Stage> {
+  using type = typename Stage::table_cache;
+};
+
 /// The table accessor of a nested walk (see basic_walker::walk_with).
 template <class Stage, guest_memory M>
 struct nested_tables {
+  /// The second stage translates the fast path's table reads with its own table_read() (a
+  /// cache made for them, ept_walker), or with walk_checked_cached().
+  static constexpr bool table_cached = requires { typename Stage::table_cache; };
+  struct no_scratch {};
+
   constexpr nested_tables(const Stage* s, M* m, x86::gva lin) noexcept : stage(s), mem(m), linear(lin) {}
 
   const Stage* stage;
@@ -158,16 +175,20 @@ struct nested_tables {
   std::uint64_t l2[max_levels];
   std::uint64_t l1[max_levels];
   unsigned mapped = 0;
-  translation scratch{};  ///< the second stage's translation of the last table read
-  /// The second stage's upper entries of the last table read (ept_walker::walk_checked_cached).
-  typename Stage::upper_cache cache{};
+  /// The second stage's translation of the last table read (walk_checked_cached() only).
+  [[no_unique_address]] std::conditional_t<table_cached, no_scratch, translation> scratch{};
+  /// The second stage's cache of the table reads (see stage_cache).
+  typename stage_cache<Stage>::type cache;
   bool raw = false;     ///< no second-stage permission checks (translate())
   bool record = false;  ///< collect second-stage A/D updates (the slow path)
-  /// Fast path: the AND of the second stage's `all` over the table reads (every read is the
-  /// same access class, so one needs_ad() test of the AND tells whether any lacks A/D).
+  /// Fast path without table_read(): the AND of the second stage's `all` over the table
+  /// reads (every read is the same access class, so one needs_ad() test of the AND tells
+  /// whether any lacks A/D; with table_read() the cache keeps that AND).
   std::uint64_t table_all = ~std::uint64_t{0};
 
   static constexpr bool can_update = writable_guest_memory<M>;
+  /// The guest walker fills its fault reports out of line (see basic_walker::fail).
+  static constexpr bool report_out_of_line = true;
 
   [[nodiscard]] constexpr ept_request table_request(x86::gpa a, ept_access acc) const noexcept {
     ept_request r{};
@@ -184,13 +205,22 @@ struct nested_tables {
     x86::gpa h{};
     if (!raw && !record) {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
-      const ept_request req = table_request(a, ept_access::read);
-      std::uint64_t all = 0;
-      if (!stage->walk_checked_cached(*mem, req, cache, scratch, f, h, all)) [[unlikely]] {
-        f = stage->check(*mem, req).error();
-        return false;
+      if constexpr (table_cached) {
+        std::uint64_t hv = 0;
+        if (!stage->table_read(*mem, a.value(), cache, hv)) [[unlikely]] {
+          f = stage->check(*mem, table_request(a, ept_access::read)).error();
+          return false;
+        }
+        h = x86::gpa{hv};
+      } else {
+        const ept_request req = table_request(a, ept_access::read);
+        std::uint64_t all = 0;
+        if (!stage->walk_checked_cached(*mem, req, cache, scratch, f, h, all)) [[unlikely]] {
+          f = stage->check(*mem, req).error();
+          return false;
+        }
+        table_all &= all;
       }
-      table_all &= all;
     } else {
       const walk_result s =
           raw ? stage->translate(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
@@ -210,23 +240,28 @@ struct nested_tables {
       ++mapped;
     }
     if constexpr (Bytes == 4) {
-      const auto v = mem->read32(h);
-      if (v) [[likely]] {
-        out = *v;
+      std::uint32_t v = 0;
+      if (read_entry(*mem, h, v)) [[likely]] {
+        out = v;
         return true;
       }
     } else {
-      const auto v = mem->read64(h);
-      if (v) [[likely]] {
-        out = *v;
-        return true;
-      }
+      if (read_entry(*mem, h, out)) [[likely]] return true;
     }
     f.kind = fault_kind::unbacked;
     f.stage = second_stage_of<Stage>;
     f.guest_physical = a;
     f.entry_address = h;
     return false;
+  }
+
+  /// The fast path's table reads need second-stage A/D updates.
+  [[nodiscard, gnu::always_inline]] constexpr bool tables_need_ad() const noexcept {
+    if constexpr (table_cached) {
+      return stage->table_needs_ad(cache);
+    } else {
+      return stage->needs_ad(table_request(x86::gpa{}, ept_access::read), table_all);
+    }
   }
 
   [[nodiscard]] constexpr x86::gpa l1_of(x86::gpa a) const noexcept {
@@ -298,21 +333,19 @@ class nested_walker {
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
     std::uint64_t guest_all = 0;
     walk_fault gf{};
-    const bool gok = guest_.walk_checked(tables, mmu, req, g, gf, guest_all);
+    if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all)) [[unlikely]] {
+      r = nested_result(unexpected(gf));
+      return r;
+    }
+    const ept_request fin = final_request(req, g);
     walk_fault ef{};
     std::uint64_t all = 0;
-    ept_request fin{};
-    bool ok = gok;
-    if (ok) [[likely]] {
-      fin = final_request(req, g);
-      ok = stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all);
-    }
-    if (!ok) [[unlikely]] {
-      r = !gok ? nested_result(unexpected(gf)) : nested_result(unexpected(stage_.check(mem, fin).error()));
+    if (!stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all)) [[unlikely]] {
+      r = nested_result(unexpected(stage_.check(mem, fin).error()));
       return r;
     }
     if constexpr (writable_guest_memory<M>) {
-      if (req.update_ad && (stage_.needs_ad(tables.table_request(x86::gpa{}, ept_access::read), tables.table_all) ||
+      if (req.update_ad && (tables.tables_need_ad() ||
                              stage_.needs_ad(fin, all) ||
                              basic_walker<Format>::needs_ad(req, guest_all))) [[unlikely]] {
         r = walk_slow(mem, mmu, req);
@@ -330,10 +363,12 @@ class nested_walker {
     fin.address = g.address;
     fin.linear_valid = true;
     fin.linear = req.linear;
-    if (req.access.test(x86::pfec::fetch)) {
+    // Bit tests by hand (flags::test() may be left out of line in a large nested walk).
+    const std::uint64_t a = req.access.raw();
+    if (a & x86::pfec::fetch.raw()) {
       fin.access = ept_access::fetch;
-      if (g.rights.test(pte_access::user)) fin.access = fin.access | ept_access::user_address;
-    } else if (req.access.test(x86::pfec::write)) {
+      if (g.rights.raw() & pte_access::user.raw()) fin.access = fin.access | ept_access::user_address;
+    } else if (a & x86::pfec::write.raw()) {
       fin.access = ept_access::write;
     } else {
       fin.access = ept_access::read;

@@ -31,7 +31,8 @@
 ///
 /// Verbs: walk() = checked with A/D updates, check() = checked without them, translate() =
 /// no rights and no A/D (the table walk only). The nested walker's stage interface
-/// (walk_checked, needs_ad, ad_bits, the upper cache) is the one of ept_walker.
+/// (walk_checked, needs_ad, ad_bits, the upper cache) is the one of identity_stage (ept_walker
+/// has a table cache of its own instead of the upper cache).
 #pragma once
 
 #include <cstdint>

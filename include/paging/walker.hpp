@@ -139,17 +139,13 @@ struct direct_tables {
   template <unsigned Bytes>
   constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) const noexcept {
     if constexpr (Bytes == 4) {
-      const auto v = mem->read32(a);
-      if (v) [[likely]] {
-        out = *v;
+      std::uint32_t v = 0;
+      if (detail::read_entry(*mem, a, v)) [[likely]] {
+        out = v;
         return true;
       }
     } else {
-      const auto v = mem->read64(a);
-      if (v) [[likely]] {
-        out = *v;
-        return true;
-      }
+      if (detail::read_entry(*mem, a, out)) [[likely]] return true;
     }
     f.kind = fault_kind::unbacked;
     f.guest_physical = a;
@@ -311,7 +307,8 @@ class basic_walker {
   [[nodiscard, gnu::always_inline]] static constexpr bool needs_ad(const walk_request& req, std::uint64_t all) noexcept {
     // `all` is the AND of the entries read, with the leaf's D bit moved to bit 0 (SDM 4.8:
     // A in every entry, D in the leaf of a write).
-    const std::uint64_t want = pte::accessed.raw() | (req.access.test(x86::pfec::write) ? 1u : 0u);
+    // The write bit by hand: GCC left flags::test() out of line here in a large nested walk.
+    const std::uint64_t want = pte::accessed.raw() | ((req.access.raw() & x86::pfec::write.raw()) ? 1u : 0u);
     return req.update_ad && (all & want) != want;
   }
 
@@ -502,11 +499,11 @@ class basic_walker {
     const std::uint64_t e = w.e;
     w.vals[i] = e;
     if (!(e & pte::present.raw())) [[unlikely]]
-      return fail(f, fault_kind::not_present, Level, ea, e) ? 0 : -1;
+      return fail<Tables>(f, fault_kind::not_present, Level, ea, e) ? 0 : -1;
     bool large = false;
     if constexpr (Level > 1) large = (e & pte::page_size.raw()) && s_.rsvd.large_ok[Level];
     if (e & (large ? s_.rsvd.large[Level] : s_.rsvd.table[Level])) [[unlikely]]
-      return fail(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
+      return fail<Tables>(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
     w.upper = w.all;  // the AND above this entry: the shadow-stack right needs it at the leaf
     w.all &= e;  // R/W, U/S: ANDed; XD: ORed (SDM 4.6.1); the rights are formed at the end
     w.any |= e;
@@ -522,6 +519,22 @@ class basic_walker {
     return (e & 6u) | x;
   }
 
+  /// fail() from a step over `Tables`: out of line if the accessor asks for it (a nested
+  /// walk, whose fault object lives in memory anyway: the report's stores then stay out of
+  /// the success path), else inline (a direct walk keeps its fault object in registers).
+  template <class Tables>
+  [[gnu::always_inline]] static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea,
+                                                    std::uint64_t e) noexcept {
+    if constexpr (requires { requires Tables::report_out_of_line; }) {
+      return fail_out_of_line(f, k, level, ea, e);
+    } else {
+      return fail(f, k, level, ea, e);
+    }
+  }
+  [[gnu::cold, gnu::noinline]] static constexpr bool fail_out_of_line(walk_fault& f, fault_kind k, unsigned level,
+                                                                      x86::gpa ea, std::uint64_t e) noexcept {
+    return fail(f, k, level, ea, e);
+  }
   static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea, std::uint64_t e) noexcept {
     f.kind = k;
     f.stage = walk_stage::guest;

@@ -789,10 +789,10 @@ struct nested_setup {
   }
 };
 
-paging::nested_result nested_walk(nested_setup& s, bool ept_ad, x86::pfec access) {
+paging::nested_result nested_walk(nested_setup& s, bool ept_ad, x86::pfec access, paging::ept_capabilities caps = {}) {
   const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
   const paging::walker_4level g(mmu, {});
-  const paging::nested_walker<paging::format::ia32e<4>> n(g, make_ept(ept_ad));
+  const paging::nested_walker<paging::format::ia32e<4>> n(g, make_ept(ept_ad, caps));
   auto mem = s.m.mem();
   return n.walk(mem, mmu, {x86::gva{va4}, access});
 }
@@ -910,8 +910,8 @@ TEST(NestedGolden, WhichStageFailed) {
 
 // The guest tables at L2 0x1000..0x4000 share one 2 MiB EPT region, so the EPT upper
 // entries read for the PML4 are reused for the later table reads (ept_walker::
-// walk_checked_cached); a fault in a later table's EPT PTE must still be found and
-// reported as by an uncached walk.
+// table_read); a fault in a later table's EPT PTE must still be found and reported as by
+// an uncached walk.
 TEST(NestedGolden, CachedEptUpperEntriesStillCheckThePte) {
   // The PD's page (L2 0x3000) not present in EPT: violation on the read of 0x3008, level 1,
   // qualification R | linear valid = 0x81.
@@ -946,6 +946,88 @@ TEST(NestedGolden, CachedEptUpperEntriesStillCheckThePte) {
   const auto d = nested_walk(moved, false, {});
   ASSERT_TRUE(d);
   EXPECT_EQ(d->l1_address().value(), 0x27abcu);
+}
+
+// The checks a cached EPT PTE still gets (ept_walker::table_read: one mask test for R, W
+// with EPT A/D and the reserved bits, then the memory type), each against the rule of SDM
+// 29.3.3.1 (misconfigurations) or 29.3.3.2 / 29.3.5 (EPT A/D), typed from the SDM: the
+// guest tables at L2 0x1000..0x4000 share one EPT page table, so the reads of 0x2000,
+// 0x3000 and 0x4000 hit the cache filled by the read of 0x1000.
+TEST(NestedGolden, CachedEptPteMisconfigurationsAndDirtyFlag) {
+  // Memory type 7 in the PTE of the PD's page (a leaf: reserved type): EPT misconfiguration
+  // on the read of 0x3008, which has no qualification.
+  nested_setup mt(R | W | X, P | RW | A);
+  mt.m.put64(0x13000 + 8 * 3, 0x23000 | R | W | X | (7u << 3));
+  const auto a = nested_walk(mt, false, {});
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().stage, paging::walk_stage::ept);
+  EXPECT_EQ(a.error().kind, fault_kind::ept_misconfig);
+  EXPECT_EQ(a.error().guest_physical.value(), 0x3008u);
+  EXPECT_EQ(a.error().level, 1);
+  EXPECT_EQ(a.error().qualification.raw(), 0u);
+  // Write without read (bits 2:0 = 010b) in the PTE of the PDPT's page: a misconfiguration,
+  // not a violation, though R is missing.
+  nested_setup wr(R | W | X, P | RW | A);
+  wr.m.put64(0x13000 + 8 * 2, 0x22000 | W | WB);
+  const auto b = nested_walk(wr, false, {});
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error().kind, fault_kind::ept_misconfig);
+  EXPECT_EQ(b.error().guest_physical.value(), 0x2008u);
+  // Bit 51 (above MAXPHYADDR 46, reserved) in the PTE of the PT's page.
+  nested_setup rb(R | W | X, P | RW | A);
+  rb.m.put64(0x13000 + 8 * 4, 0x24000 | R | W | X | WB | (uint64_t{1} << 51));
+  paging::ept_capabilities caps46{};
+  caps46.maxphyaddr = 46;
+  const auto c = nested_walk(rb, false, {}, caps46);
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().kind, fault_kind::ept_misconfig);
+  EXPECT_EQ(c.error().guest_physical.value(), 0x4008u);
+  // EPT A/D on, every flag set but D in the cached PTE of the PD's page: the read is a
+  // write (SDM 29.3.3.2), so the walk sets D there (SDM 29.3.5) and leaves the rest alone.
+  nested_setup d(R | W | X | EA | ED, P | RW | A | D);
+  d.m.put64(0x10000, 0x11000 | R | W | X | EA);
+  d.m.put64(0x11000, 0x12000 | R | W | X | EA);
+  d.m.put64(0x12000, 0x13000 | R | W | X | EA);
+  d.m.put64(0x13000 + 8 * 3, 0x23000 | R | W | X | WB | EA);
+  const auto e = nested_walk(d, true, {});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->l1_address().value(), 0x27abcu);
+  EXPECT_EQ(d.m.get64(0x13000 + 8 * 3), 0x23000u | R | W | X | WB | EA | ED);
+  EXPECT_EQ(d.m.get64(0x13000 + 8 * 2), 0x22000u | R | W | X | WB | EA | ED);
+  // The guest tables in one 2 MiB EPT page (PDE with PS=1, mapping L2 0 -> L1 0): no PTE
+  // and no cache; each table read takes the large-page leaf, whose reserved bits (20:12 of
+  // a 2 MiB leaf, SDM Table 29-4) are checked.
+  nested_setup big(R | W | X, P | RW | A);
+  big.m.put64(0x12000, 0x0 | EPT_PS | R | W | X | WB);
+  big.m.put64(0x1000, 0x2000 | P | RW | A);
+  big.m.put64(0x2008, 0x3000 | P | RW | A);
+  big.m.put64(0x3008, 0x4000 | P | RW | A);
+  big.m.put64(0x4008, 0x7000 | P | RW | A | D);
+  const auto f = nested_walk(big, false, {});
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->l1_address().value(), 0x7abcu);
+  EXPECT_EQ(f->second.page_shift, 21);
+  big.m.put64(0x12000, 0x0 | EPT_PS | R | W | X | WB | 0x1000);
+  const auto g = nested_walk(big, false, {});
+  ASSERT_FALSE(g);
+  EXPECT_EQ(g.error().kind, fault_kind::ept_misconfig);
+  EXPECT_EQ(g.error().guest_physical.value(), 0x1000u);
+  EXPECT_EQ(g.error().level, 2);
+  // The PDPT moved to L2 0x201000, in a 2 MiB EPT page (PDE 1: L2 0x200000 -> L1 0): the
+  // tables' EPT walks go 4 KiB, 2 MiB, 4 KiB, 4 KiB, and the final translation's path (SDM
+  // 29.3.2: PML4E, PDPTE, PDE, PTE of L2 0x7abc) holds the 4 KiB region's own entries.
+  nested_setup mix(R | W | X, P | RW | A);
+  mix.m.put64(0x12000 + 8, 0x0 | EPT_PS | R | W | X | WB);
+  mix.m.put64(0x21000, 0x201000 | P | RW | A);
+  mix.m.put64(0x1000 + 8, 0x3000 | P | RW | A);
+  const auto h = nested_walk(mix, false, {});
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->l1_address().value(), 0x27abcu);
+  ASSERT_EQ(h->second.path.count, 4);
+  EXPECT_EQ(h->second.path.values[0], 0x11000u | R | W | X);
+  EXPECT_EQ(h->second.path.values[1], 0x12000u | R | W | X);
+  EXPECT_EQ(h->second.path.values[2], 0x13000u | R | W | X);
+  EXPECT_EQ(h->second.path.values[3], 0x27000u | R | W | X | WB);
 }
 
 TEST(NestedGolden, IdentityStageAndRawTranslate) {
