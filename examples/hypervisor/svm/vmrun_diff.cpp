@@ -342,8 +342,25 @@ enum erratum_id : unsigned {
                                           // (#BR, #OF in 64-bit mode): Bochs 2.7 injects it
   pae_pdptes_checked_at_vmrun,         // not an APM check: without nested paging, Bochs refuses a
                                        // legacy PAE guest whose PDPTEs have reserved bits set
+  // Under nested KVM (kvm_amd 6.1 on Bochs, docs/hypervisor.md): KVM checks the hypervisor's
+  // VMCB itself, then runs its own VMCB on Bochs, whose errata above still show unless KVM
+  // checks the rule first (CR3, CR0.PE, the permission maps' ends: KVM refuses those itself).
+  kvm_g_pat_not_checked,               // 15.25.4: with nested paging, G_PAT with a reserved type
+                                       // fails VMRUN; KVM enters the guest
+  kvm_cr3_checked_in_any_mode,         // KVM refuses CR3 bits at or above MAXPHYADDR whatever the
+                                       // mode; hvkit's 15.5.1 rule takes CR3's MBZ bits from the
+                                       // guest's mode (63:MAXPHYADDR in long mode only)
+  kvm_msrpm_ending_at_top_refused,     // 15.5.1: only an MSRPM that extends to MAXPHYADDR or above
+                                       // fails; KVM refuses the 8 KiB MSRPM whose last byte is the
+                                       // last one below 2^MAXPHYADDR (as if it were 12 KiB long)
   erratum_count
 };
+/// Errata of the CPU model in use: Bochs' alone, or KVM's with the Bochs errata it lets through.
+constexpr unsigned bochs_errata = (1u << kvm_g_pat_not_checked) - 1;
+constexpr unsigned kvm_errata = ((1u << erratum_count) - 1) & ~bochs_errata;
+constexpr unsigned bochs_errata_kvm_checks_first =
+    (1u << cr3_mbz_not_checked) | (1u << lme_pg_without_pe_not_checked) | (1u << permission_map_end_not_checked);
+unsigned model_errata() { return facts.under_kvm ? kvm_errata | (bochs_errata & ~bochs_errata_kvm_checks_first) : bochs_errata; }
 struct erratum {
   const char* name;
   std::uint64_t cases = 0;
@@ -353,6 +370,7 @@ erratum errata[erratum_count] = {
     {"cr3_mbz_not_checked"},           {"lme_pg_without_pe_not_checked"},     {"permission_map_end_not_checked"},
     {"eventinj_reserved_bits_not_checked"}, {"eventinj_reserved_vector_accepted"}, {"cs_l_and_d_checked_outside_long_mode"},
     {"eventinj_impossible_in_64bit_accepted"}, {"pae_pdptes_checked_at_vmrun"},
+    {"kvm_g_pat_not_checked"}, {"kvm_cr3_checked_in_any_mode"}, {"kvm_msrpm_ending_at_top_refused"},
 };
 
 struct case_state {
@@ -414,6 +432,11 @@ bool model_invalid(const case_state& c, unsigned mask) {
     extra = (cs & hs::attrib::l) != 0 && (cs & hs::attrib::db) != 0;
   }
   if (on(pae_pdptes_checked_at_vmrun) && pdptes_reserved(c)) extra = true;
+  if (on(kvm_g_pat_not_checked)) v &= ~hs::bit(vmrun_error::g_pat_invalid);
+  if (on(kvm_cr3_checked_in_any_mode) && (hs::read(*c.v, f::cr3) >> facts.env.maxphyaddr) != 0) extra = true;
+  if (on(kvm_msrpm_ending_at_top_refused) &&
+      (((hs::read(*c.v, f::msrpm_base_pa) & ~std::uint64_t{0xfff}) + 0x3000 - 1) >> facts.env.maxphyaddr) != 0)
+    extra = true;
   return v != 0 || extra;
 }
 
@@ -545,7 +568,7 @@ bool vmrun_diff_run() {
     if (cpu_invalid == hv_invalid) {
       ++cnt.agree;
       // The errata model's faithfulness: on an agreeing case it must agree too.
-      if (model_invalid(c, (1u << erratum_count) - 1) != cpu_invalid && ++cnt.model_off_on_agree <= 5) {
+      if (model_invalid(c, model_errata()) != cpu_invalid && ++cnt.model_off_on_agree <= 5) {
         kprintf("HVKIT INFO vmrun_diff errata_model_off case=%u mutations=", n);
         print_mutations(applied, count);
         kprintf(" hvkit=");
@@ -559,13 +582,14 @@ bool vmrun_diff_run() {
     // One erratum alone, then all of them together (attributed to each that changes the verdict).
     int which = -1;
     for (unsigned e = 0; e < erratum_count && which < 0; ++e)
-      if (model_invalid(c, 1u << e) == cpu_invalid) which = static_cast<int>(e);
+      if (((model_errata() >> e) & 1u) && model_invalid(c, 1u << e) == cpu_invalid) which = static_cast<int>(e);
     unsigned attributed = 0;
     if (which >= 0) {
       attributed = 1u << which;
-    } else if (model_invalid(c, (1u << erratum_count) - 1) == cpu_invalid) {
+    } else if (model_invalid(c, model_errata()) == cpu_invalid) {
       for (unsigned e = 0; e < erratum_count; ++e)
-        if (model_invalid(c, ((1u << erratum_count) - 1) & ~(1u << e)) != cpu_invalid) attributed |= 1u << e;
+        if (((model_errata() >> e) & 1u) && model_invalid(c, model_errata() & ~(1u << e)) != cpu_invalid)
+          attributed |= 1u << e;
     }
     if (attributed != 0) {
       ++cnt.errata;
