@@ -353,13 +353,19 @@ enum erratum_id : unsigned {
   kvm_msrpm_ending_at_top_refused,     // 15.5.1: only an MSRPM that extends to MAXPHYADDR or above
                                        // fails; KVM refuses the 8 KiB MSRPM whose last byte is the
                                        // last one below 2^MAXPHYADDR (as if it were 12 KiB long)
+  kvm_pae_pdptes_checked_by_lma,       // not an APM check: without nested paging KVM refuses a guest
+                                       // it takes for legacy PAE (CR0.PG, CR4.PAE and EFER.LMA
+                                       // clear, whatever LME) whose PDPTEs have reserved bits
   erratum_count
 };
 /// Errata of the CPU model in use: Bochs' alone, or KVM's with the Bochs errata it lets through.
 constexpr unsigned bochs_errata = (1u << kvm_g_pat_not_checked) - 1;
 constexpr unsigned kvm_errata = ((1u << erratum_count) - 1) & ~bochs_errata;
-constexpr unsigned bochs_errata_kvm_checks_first =
-    (1u << cr3_mbz_not_checked) | (1u << lme_pg_without_pe_not_checked) | (1u << permission_map_end_not_checked);
+// KVM checks these rules itself; and without nested paging KVM shadows the guest's tables, so
+// Bochs never sees its PDPTEs (KVM's own PDPTE check is kvm_pae_pdptes_checked_by_lma).
+constexpr unsigned bochs_errata_kvm_checks_first = (1u << cr3_mbz_not_checked) | (1u << lme_pg_without_pe_not_checked) |
+                                                   (1u << permission_map_end_not_checked) |
+                                                   (1u << pae_pdptes_checked_at_vmrun);
 unsigned model_errata() { return facts.under_kvm ? kvm_errata | (bochs_errata & ~bochs_errata_kvm_checks_first) : bochs_errata; }
 struct erratum {
   const char* name;
@@ -371,6 +377,7 @@ erratum errata[erratum_count] = {
     {"eventinj_reserved_bits_not_checked"}, {"eventinj_reserved_vector_accepted"}, {"cs_l_and_d_checked_outside_long_mode"},
     {"eventinj_impossible_in_64bit_accepted"}, {"pae_pdptes_checked_at_vmrun"},
     {"kvm_g_pat_not_checked"}, {"kvm_cr3_checked_in_any_mode"}, {"kvm_msrpm_ending_at_top_refused"},
+    {"kvm_pae_pdptes_checked_by_lma"},
 };
 
 struct case_state {
@@ -396,10 +403,11 @@ bool eventinj_invalid(const case_state& c, unsigned mask) {
 /// paging, also in "paged real mode" with CR0.PE clear), and a present PDPTE at CR3 with a reserved bit (bits 2:1, 8:5, 63:MAXPHYADDR;
 /// APM Vol. 2, 5.3.3, Figure 5-11). CR3 is then a host physical address; outside guest RAM
 /// (where this file's tables are) the model says "no".
-bool pdptes_reserved(const case_state& c) {
+/// `mode_bit`: the EFER bit whose being clear means legacy PAE (Bochs: LME; KVM: LMA).
+bool pdptes_reserved(const case_state& c, std::uint64_t mode_bit = efer_lme) {
   const std::uint64_t cr0 = hs::read(*c.v, f::cr0);
   if ((hs::read(*c.v, f::nested_control) & 1) != 0 || (cr0 & cr0_pg) == 0 ||
-      (hs::read(*c.v, f::cr4) & cr4_pae) == 0 || (hs::read(*c.v, f::efer) & efer_lme) != 0)
+      (hs::read(*c.v, f::cr4) & cr4_pae) == 0 || (hs::read(*c.v, f::efer) & mode_bit) != 0)
     return false;
   const std::uint64_t base = hs::read(*c.v, f::cr3) & 0xffff'ffe0u;
   if (base < layout::guest_mem_base || base + 32 > layout::guest_mem_base + layout::guest_mem_size) return false;
@@ -437,6 +445,7 @@ bool model_invalid(const case_state& c, unsigned mask) {
   if (on(kvm_msrpm_ending_at_top_refused) &&
       (((hs::read(*c.v, f::msrpm_base_pa) & ~std::uint64_t{0xfff}) + 0x3000 - 1) >> facts.env.maxphyaddr) != 0)
     extra = true;
+  if (on(kvm_pae_pdptes_checked_by_lma) && pdptes_reserved(c, efer_lma)) extra = true;
   return v != 0 || extra;
 }
 
