@@ -346,8 +346,31 @@ enum erratum_id : unsigned {
   efer_tce_refused_though_enumerated,  // 15.5.1 "Any MBZ bit of EFER": EFER.TCE (bit 15) is not MBZ
                                        // where CPUID Fn8000_0001 ECX[17] says TCE (ryzen): Bochs
                                        // refuses it
+  // Under nested KVM (kvm_amd 6.1 on Bochs, docs/hypervisor.md): KVM checks the hypervisor's
+  // VMCB itself, then runs its own VMCB on Bochs, whose errata above still show unless KVM
+  // checks the rule first (CR3, CR0.PE, the permission maps' ends: KVM refuses those itself).
+  kvm_g_pat_not_checked,               // 15.25.4: with nested paging, G_PAT with a reserved type
+                                       // fails VMRUN; KVM enters the guest
+  kvm_cr3_checked_in_any_mode,         // KVM refuses CR3 bits at or above MAXPHYADDR whatever the
+                                       // mode; hvkit's 15.5.1 rule takes CR3's MBZ bits from the
+                                       // guest's mode (63:MAXPHYADDR in long mode only)
+  kvm_msrpm_ending_at_top_refused,     // 15.5.1: only an MSRPM that extends to MAXPHYADDR or above
+                                       // fails; KVM refuses the 8 KiB MSRPM whose last byte is the
+                                       // last one below 2^MAXPHYADDR (as if it were 12 KiB long)
+  kvm_pae_pdptes_checked_by_lma,       // not an APM check: without nested paging KVM refuses a guest
+                                       // it takes for legacy PAE (CR0.PG, CR4.PAE and EFER.LMA
+                                       // clear, whatever LME) whose PDPTEs have reserved bits
   erratum_count
 };
+/// Errata of the CPU model in use: Bochs' alone, or KVM's with the Bochs errata it lets through.
+constexpr unsigned bochs_errata = (1u << kvm_g_pat_not_checked) - 1;
+constexpr unsigned kvm_errata = ((1u << erratum_count) - 1) & ~bochs_errata;
+// KVM checks these rules itself; and without nested paging KVM shadows the guest's tables, so
+// Bochs never sees its PDPTEs (KVM's own PDPTE check is kvm_pae_pdptes_checked_by_lma).
+constexpr unsigned bochs_errata_kvm_checks_first = (1u << cr3_mbz_not_checked) | (1u << lme_pg_without_pe_not_checked) |
+                                                   (1u << permission_map_end_not_checked) |
+                                                   (1u << pae_pdptes_checked_at_vmrun);
+unsigned model_errata() { return facts.under_kvm ? kvm_errata | (bochs_errata & ~bochs_errata_kvm_checks_first) : bochs_errata; }
 struct erratum {
   const char* name;
   std::uint64_t cases = 0;
@@ -358,6 +381,8 @@ erratum errata[erratum_count] = {
     {"eventinj_reserved_bits_not_checked"}, {"eventinj_reserved_vector_accepted"}, {"cs_l_and_d_checked_outside_long_mode"},
     {"eventinj_impossible_in_64bit_accepted"}, {"pae_pdptes_checked_at_vmrun"},
     {"efer_tce_refused_though_enumerated"},
+    {"kvm_g_pat_not_checked"}, {"kvm_cr3_checked_in_any_mode"}, {"kvm_msrpm_ending_at_top_refused"},
+    {"kvm_pae_pdptes_checked_by_lma"},
 };
 
 struct case_state {
@@ -383,10 +408,11 @@ bool eventinj_invalid(const case_state& c, unsigned mask) {
 /// paging, also in "paged real mode" with CR0.PE clear), and a present PDPTE at CR3 with a reserved bit (bits 2:1, 8:5, 63:MAXPHYADDR;
 /// APM Vol. 2, 5.3.3, Figure 5-11). CR3 is then a host physical address; outside guest RAM
 /// (where this file's tables are) the model says "no".
-bool pdptes_reserved(const case_state& c) {
+/// `mode_bit`: the EFER bit whose being clear means legacy PAE (Bochs: LME; KVM: LMA).
+bool pdptes_reserved(const case_state& c, std::uint64_t mode_bit = efer_lme) {
   const std::uint64_t cr0 = hs::read(*c.v, f::cr0);
   if ((hs::read(*c.v, f::nested_control) & 1) != 0 || (cr0 & cr0_pg) == 0 ||
-      (hs::read(*c.v, f::cr4) & cr4_pae) == 0 || (hs::read(*c.v, f::efer) & efer_lme) != 0)
+      (hs::read(*c.v, f::cr4) & cr4_pae) == 0 || (hs::read(*c.v, f::efer) & mode_bit) != 0)
     return false;
   const std::uint64_t base = hs::read(*c.v, f::cr3) & 0xffff'ffe0u;
   if (base < layout::guest_mem_base || base + 32 > layout::guest_mem_base + layout::guest_mem_size) return false;
@@ -402,7 +428,12 @@ bool extra_check_fires(const case_state& c, unsigned mask) {
   const auto cs = hs::read(*c.v, f::cs_attrib);
   if (on(cs_l_and_d_checked_outside_long_mode) && (cs & hs::attrib::l) != 0 && (cs & hs::attrib::db) != 0) return true;
   if (on(pae_pdptes_checked_at_vmrun) && pdptes_reserved(c)) return true;
-  return on(efer_tce_refused_though_enumerated) && (hs::read(*c.v, f::efer) & x86::efer::tce.raw()) != 0;
+  if (on(efer_tce_refused_though_enumerated) && (hs::read(*c.v, f::efer) & x86::efer::tce.raw()) != 0) return true;
+  if (on(kvm_cr3_checked_in_any_mode) && (hs::read(*c.v, f::cr3) >> facts.env.maxphyaddr) != 0) return true;
+  if (on(kvm_msrpm_ending_at_top_refused) &&
+      (((hs::read(*c.v, f::msrpm_base_pa) & ~std::uint64_t{0xfff}) + 0x3000 - 1) >> facts.env.maxphyaddr) != 0)
+    return true;
+  return on(kvm_pae_pdptes_checked_by_lma) && pdptes_reserved(c, efer_lma);
 }
 
 /// The CPU's verdict (true: VMEXIT_INVALID) predicted by hvkit's rules with errata `mask`.
@@ -422,6 +453,7 @@ bool model_invalid(const case_state& c, unsigned mask) {
     v &= ~hs::bit(vmrun_error::event_injection);
     if (eventinj_invalid(c, mask)) v |= hs::bit(vmrun_error::event_injection);
   }
+  if (on(kvm_g_pat_not_checked)) v &= ~hs::bit(vmrun_error::g_pat_invalid);
   return v != 0 || extra_check_fires(c, mask);
 }
 
@@ -551,13 +583,13 @@ bool vmrun_diff_run() {
         // Decided: the only rule violated, the CPU refusing, and no check of the CPU's that
         // the APM does not list (an erratum) refusing the case as well.
         if (pred == hs::bit(static_cast<vmrun_error>(e)) && cpu_invalid &&
-            !extra_check_fires(case_state{pred, &bv}, (1u << erratum_count) - 1))
+            !extra_check_fires(case_state{pred, &bv}, model_errata()))
           ++decided[e];
       }
     if (cpu_invalid == hv_invalid) {
       ++cnt.agree;
       // The errata model's faithfulness: on an agreeing case it must agree too.
-      if (model_invalid(c, (1u << erratum_count) - 1) != cpu_invalid && ++cnt.model_off_on_agree <= 5) {
+      if (model_invalid(c, model_errata()) != cpu_invalid && ++cnt.model_off_on_agree <= 5) {
         kprintf("HVKIT INFO vmrun_diff errata_model_off case=%u mutations=", n);
         print_mutations(applied, count);
         kprintf(" hvkit=");
@@ -571,13 +603,14 @@ bool vmrun_diff_run() {
     // One erratum alone, then all of them together (attributed to each that changes the verdict).
     int which = -1;
     for (unsigned e = 0; e < erratum_count && which < 0; ++e)
-      if (model_invalid(c, 1u << e) == cpu_invalid) which = static_cast<int>(e);
+      if (((model_errata() >> e) & 1u) && model_invalid(c, 1u << e) == cpu_invalid) which = static_cast<int>(e);
     unsigned attributed = 0;
     if (which >= 0) {
       attributed = 1u << which;
-    } else if (model_invalid(c, (1u << erratum_count) - 1) == cpu_invalid) {
+    } else if (model_invalid(c, model_errata()) == cpu_invalid) {
       for (unsigned e = 0; e < erratum_count; ++e)
-        if (model_invalid(c, ((1u << erratum_count) - 1) & ~(1u << e)) != cpu_invalid) attributed |= 1u << e;
+        if (((model_errata() >> e) & 1u) && model_invalid(c, model_errata() & ~(1u << e)) != cpu_invalid)
+          attributed |= 1u << e;
     }
     if (attributed != 0) {
       ++cnt.errata;
