@@ -264,11 +264,20 @@ struct nested_tables {
     }
   }
 
+  // GCC's -O3 cannot see that l2[i] and l1[i] for i < mapped were written by the table reads
+  // before any A/D update looks them up; zero-filling them costs every nested walk stores.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
   [[nodiscard]] constexpr x86::gpa l1_of(x86::gpa a) const noexcept {
     for (unsigned i = 0; i < mapped; ++i)
       if (l2[i] == a.value()) return x86::gpa{l1[i]};
     return a;  // not reached: every entry written was read first
   }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
   constexpr bool prepare_updates(walk_fault&) const noexcept { return true; }
 

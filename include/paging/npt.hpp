@@ -89,7 +89,8 @@ class npt_walker {
     pdpte_rsvd_ = pae_pdpte_reserved(props.maxphyaddr);
   }
 
-  [[nodiscard]] constexpr x86::gpa root() const noexcept { return s_.root; }
+  /// The nested tables' root: a host (system) physical address, like an EPT root (APM 15.25.4).
+  [[nodiscard]] constexpr x86::hpa root() const noexcept { return x86::hpa{s_.root.value()}; }
   [[nodiscard]] constexpr bool nx() const noexcept { return s_.nx; }
 
   /// The access the nested permission check sees, as #PF error-code bits (APM 15.25.5):
