@@ -21,7 +21,7 @@ template <vmx::vmcs_backend B>
 vmx::cr_write_outcome on_cr_access(B& vmcs, vmx::register_file<B>& regs, const vmx::guest_cpu_config& cpu) {
   const vmx::cr_access_qualification q{vmx::vmread(vmcs, f::exit_qualification).value()};
   const vmx::cr_context c = vmx::read_cr_context(vmcs, cpu).value();
-  const std::uint64_t source = vmx::cr_source_value(regs, q, c).value();  // the whole register
+  const std::uint64_t source = vmx::cr_source_value(regs, q, c).value();  // 32 bits outside 64-bit mode
   const auto out = vmx::evaluate_cr_write(q, c, source, hvkit::paging::paging_kind::two_dimensional);
   if (out.fault != vmx::cr_write_fault::none) {
     (void)vmx::write_injection(vmcs, vmx::hardware_exception(x86::vector::gp, 0));  // RIP stays

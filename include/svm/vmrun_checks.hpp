@@ -21,6 +21,7 @@
 #include "vmcb.hpp"
 #include "vmcb_fields.hpp"
 #include "../x86/address.hpp"
+#include "../x86/pat.hpp"
 #include "../x86/cr.hpp"
 #include "../x86/efer.hpp"
 
@@ -79,16 +80,6 @@ using vmrun_error_set = std::uint32_t;
 [[nodiscard]] constexpr vmrun_error_set bit(vmrun_error e) noexcept { return vmrun_error_set{1} << static_cast<unsigned>(e); }
 static_assert(vmrun_error_count <= 32);
 
-/// Every PA field of a PAT value holds a supported memory type (0 UC, 1 WC, 4 WT, 5 WP, 6 WB,
-/// 7 UC-) and its reserved bits 7:3 are 0 (APM Vol. 2, 7.8.1 "PAT Register").
-[[nodiscard]] constexpr bool valid_pat_value(std::uint64_t pat) noexcept {
-  for (unsigned i = 0; i < 8; ++i) {
-    const unsigned t = static_cast<unsigned>(pat >> (8 * i)) & 0xffu;
-    if (t == 2 || t == 3 || t > 7) return false;
-  }
-  return true;
-}
-
 /// Every illegal combination in `m` (an empty set: VMRUN enters the guest).
 template <vmcb_memory M>
 [[nodiscard]] constexpr vmrun_error_set vmrun_violations(const M& m, const vmrun_environment& env = {}) noexcept {
@@ -134,7 +125,7 @@ template <vmcb_memory M>
     const std::uint64_t ncr3 = read(m, fields::n_cr3);
     const std::uint64_t ncr3_mbz = env.host_long_mode ? ~x86::physical_address_mask(env.maxphyaddr) : ~std::uint64_t{0xffff'ffff};
     add((ncr3 & ncr3_mbz) != 0, vmrun_error::ncr3_mbz);
-    add(!valid_pat_value(read(m, fields::g_pat)), vmrun_error::g_pat_invalid);
+    add(!x86::valid_pat(read(m, fields::g_pat)), vmrun_error::g_pat_invalid);
   }
   return v;
 }

@@ -18,6 +18,7 @@
 #include "vm_entry_state.hpp"
 #include "vm_fail.hpp"
 #include "../x86/address.hpp"
+#include "../x86/pat.hpp"
 
 namespace hvkit::vmx {
 
@@ -178,15 +179,8 @@ using p2 = secondary_proc_based;
 [[nodiscard]] constexpr bool canonical(std::uint64_t a, const vm_entry_env& e) noexcept {
   return x86::is_canonical(x86::gva{a}, e.linear);
 }
-/// Every byte of an IA32_PAT value is a valid memory type: 0, 1, 4, 5, 6 or 7 (SDM 27.2.2,
-/// 27.3.1.1; Vol. 3A 13.12.2).
-[[nodiscard]] constexpr bool valid_pat(std::uint64_t pat) noexcept {
-  for (unsigned i = 0; i < 8; ++i) {
-    const unsigned t = static_cast<unsigned>(pat >> (8 * i)) & 0xffu;
-    if (t == 2 || t == 3 || t > 7) return false;
-  }
-  return true;
-}
+/// IA32_PAT fields (SDM 27.2.2, 27.3.1.1): x86/pat.hpp.
+using x86::valid_pat;
 /// IA32_EFER bits defined on Intel 64 processors: SCE, LME, LMA, NXE (Vol. 4 Table 2-2); the
 /// rest are reserved and must be 0 in a VMCS EFER field.
 inline constexpr std::uint64_t efer_defined_intel = (x86::efer::sce | x86::efer::lme | x86::efer::lma | x86::efer::nxe).raw();

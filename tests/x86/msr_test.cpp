@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <hvkit/x86/msr.hpp>
+#include <hvkit/x86/pat.hpp>
 
 #include "runtime.hpp"
 
@@ -37,4 +38,17 @@ TEST(msr, x2apic_range) {
   EXPECT_FALSE(msr::is_x2apic(rt(0xc00u)));
   HVKIT_BOTH(msr::x2apic_virtualized_last == 0x8ff);
   HVKIT_BOTH(msr::x2apic_icr == 0x830 && msr::x2apic_eoi == 0x80b && msr::x2apic_self_ipi == 0x83f);
+}
+
+// IA32_PAT memory types (SDM Vol. 3A 13.12.2, Table 13-10; APM Vol. 2 7.8.1): 0, 1, 4, 5, 6,
+// 7 are types; 2, 3 and 8-255 are reserved, in any of the eight fields.
+TEST(Pat, ValidMemoryTypesPerField) {
+  EXPECT_TRUE(hvkit::x86::valid_pat(0x0007040600070406ull));  // the power-on value
+  EXPECT_TRUE(hvkit::x86::valid_pat(0x0706050401000100ull));
+  for (unsigned field = 0; field < 8; ++field) {
+    for (unsigned t : {2u, 3u, 8u, 0x80u, 0xffu})
+      EXPECT_FALSE(hvkit::x86::valid_pat((0x0606060606060606ull & ~(0xffull << (8 * field))) |
+                                         std::uint64_t{t} << (8 * field)))
+          << "field " << field << " type " << t;
+  }
 }
