@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Runs at test time: the control compile must succeed, the HVKIT_COMPILE_FAIL compile must
 # fail with a diagnostic matching REGEX.
 foreach(v CXX SRC INC REGEX)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # hvkit_include_tree(<out-var> <source-include-dir> <dir>)
 # Makes <dir>/hvkit name <source-include-dir> (a symbolic link; a copy, refreshed at every
 # configure, where links cannot be made) and sets <out-var> to <dir>: the directory to put

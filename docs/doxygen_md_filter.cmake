@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Doxygen input filter for the Markdown pages (Doxyfile FILTER_PATTERNS; Doxygen runs
 # "cmake -P doxygen_md_filter.cmake <page>" and reads the page from standard output).
 # A page links an API entry for GitHub readers to its header,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: decode + emulate. The input is decoded in all three code sizes, then
 // drives one emulated instruction in a small guest (real, 16/32-bit protected or 64-bit
 // mode; paging on or off with fuzzed page rights; fuzzed registers, segments, CPL, CR0.WP,

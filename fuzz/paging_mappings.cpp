@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for paging/mappings.hpp: arbitrary memory images (hostile tables,
 // cycles, entries pointing outside memory) and registers. The first 64 bytes choose
 // CR0/CR3/CR4/EFER, MAXPHYADDR, the EPTP and the range; the rest is memory at address 0.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for the page walkers: arbitrary memory images and registers.
 // The first 64 bytes choose CR0/CR3/CR4/EFER, the address, the access, PKRU, MAXPHYADDR,
 // vendor and EPT settings; the rest is guest memory (at GPA 0). Every mode's walker, the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target for the VM-entry checks (vmx/vm_entry_checks.hpp): random VMCS contents.
 // The VMCS starts as a valid 64-bit guest/host pair (so the later groups of checks are
 // reached), then the input rewrites it: the first 16 bytes choose the processor (capability

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds every benchmark, runs each bench_* binary with --benchmark_format=json and prints the
 # side-by-side ratio table declared in benchmarks/*/ratios.txt (format: benchmarks/README.md).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # debian-fetch.sh CACHE PACKAGE...
 # Downloads Debian packages with `apt-get download` (never installs them) into CACHE/debs and
 # unpacks each with `dpkg-deb -x` into CACHE/root. A metapackage (linux-image-cloud-amd64,

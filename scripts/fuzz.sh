@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs every libFuzzer target built by the fuzz preset. --short: 20 s each (CI); otherwise
 # the time given in HVKIT_FUZZ_SECONDS (default 300) each. Corpora in build/fuzz/corpus/.
 set -euo pipefail

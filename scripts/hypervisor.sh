@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The README's main job: installs what is missing, builds the reference L1 hypervisor and
 # boots it under Bochs (or under QEMU+KVM when /dev/kvm offers nested VMX), prints the
 # conformance summary, then boots Debian's unmodified Linux kernel under the same hypervisor

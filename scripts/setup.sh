@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs the Debian packages listed in scripts/packages.txt (only the missing ones).
 # Runs apt-get as root directly, otherwise through sudo.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The README's test command: installs what is missing, then builds and tests hvkit with
 # GCC (RelWithDebInfo and Release -O3), with Clang and with Clang + ASan/UBSan, runs the
 # freestanding, consumer and docs checks, the fuzzers for a short while, and the reference

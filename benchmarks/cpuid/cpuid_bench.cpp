@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // BM_cpuid_policy_build: the whole composition (host table -> guest policy).
 // BM_cpuid_lookup: answering a guest CPUID exit (policy::answer: direct index + dynamic
 // rules) against a naive answer (linear scan of the same table + the same dynamic rules),

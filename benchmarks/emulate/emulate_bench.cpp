@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // emulate/ benchmarks, side by side with Zydis in this binary:
 //  BM_decode/hvkit               hvkit's decoder over a mix of MMIO moves and descriptor-table
 //                                instructions (64-bit code, 4096 instructions, fixed seed)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // paging/ benchmarks, each side by side with its baseline in this binary:
 //  BM_permission_fault/hvkit            mmu_context::permission_fault (precomputed table, branch-free)
 //  BM_permission_fault/kvm_style_table  a 16-entry permission bitmap indexed by error-code bits

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Instructions per walk, counted by callgrind (deterministic: the same binary gives the same
 # count on any load, unlike the timings of bench.sh):
 #   bash benchmarks/paging_walk/count_instructions.sh [BUILD_DIR]   (default build/gcc)

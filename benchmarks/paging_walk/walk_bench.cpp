@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Page-walk benchmarks: BM_walk/<mode> for every walker beside BM_pointer_chase/<n>, n
 // dependent loads over the same page-table memory (the floor a walk cannot beat).
 // Tables are in cache and A/D flags are already set (the steady state: no writes).

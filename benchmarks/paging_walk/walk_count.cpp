@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Instruction counts per walk, for callgrind (deterministic, unlike timings):
 //   walk_count <4-level|EPT-4-level|nested-4x4> <walks>
 // runs the benchmark's walk (walk_fixtures.hpp) `walks` times, each address depending on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The page tables and walkers of the walk benchmarks (walk_bench.cpp) and of the
 // instruction counter (walk_count.cpp), so that both measure the same walks. Tables are in
 // one arena; A/D flags are already set (the steady state: no writes).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A CPUID exit handled end to end: read RAX/RCX and the guest-visible CR4, answer from the
 // guest's hvkit::cpuid policy, write RAX-RDX, skip the instruction, write back before entry.
 //  BM_cpuid_exit/register_file_cached  vmx::register_file over cached_vmcs<soft_vmcs>

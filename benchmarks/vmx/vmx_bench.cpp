@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // vmx/ benchmarks, each side by side with its baseline in this binary:
 //  BM_vmcs_read/cached_hit      vs BM_vmcs_read/soft_backend
 //  BM_read_cr_bits/host_owned   vs BM_read_cr_bits/guest_owned

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A guest CPUID policy and the MSR policy derived from it (docs/background.md §2: a guest
 // told IBPB exists writes IA32_PRED_CMD, and #GP there crashes its scheduler, so both come
 // from one source). Built from the CPUID of the machine this runs on, as a hypervisor would.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A MOV-to-CR0 exit handler (exit reason 28, SDM Vol. 3C 28.2.1 Table 28-3) over the software
 // VMCS: check the write (#GP(0) cases of SDM Vol. 2B "MOV—Move to/from Control Registers"),
 // load the guest CR0 and its read shadow, skip the instruction. The same handler runs over

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Introspection: walk a guest's page tables in a memory dump, then the same address through
 // the guest's tables and an EPT (a nested walk: linear -> L2 guest-physical -> L1 physical).
 // Raw translations: no access rights are checked and no A/D flags are written.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Emulating two instructions that exit: a store to an MMIO register and LTR with the GDT in
 // a read-only page. The guest owns CR0.WP and cleared it without a VM exit; the hypervisor's
 // MMU context still says WP=1. The emulator re-syncs WP from the live CR0 before every

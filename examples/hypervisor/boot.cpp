@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: boot path and the assembly the C++ code cannot express.
 //
 //   multiboot v1 header (a.out kludge: load addresses come from the header, so the flat

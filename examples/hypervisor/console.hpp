@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Serial console (COM1, polled; or Bochs' port 0xE9) and a small printf for the hypervisor.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: the CPU as the oracle for the VM-entry checks (issue 18).
 //
 // Start from the hypervisor's own valid VMCS (setup_vmcs), mutate one to three fields at

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: VM-exit handlers (one overload per exit reason, dispatched by vmx::dispatch_exit), emulation through hvkit::emulate, the MMIO test device and the hypercalls.
 #include "hv.hpp"
 #include "linux/linux.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Embeds the separately linked conformance guests (guest/guest.ld, guest32/guest32.ld) as
 // opaque blobs; the hypervisor copies one of them into guest memory at
 // layout::guest_load_gpa before each run.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Assembler text shared by both conformance guests (guest/ and guest32/) for their top-level
 // asm() blocks.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Shared state and declarations of the reference hypervisor's translation units:
 /// hypervisor.cpp (runs, main), vmx_setup.cpp (VMX bring-up, VMCS), exits.cpp (exit

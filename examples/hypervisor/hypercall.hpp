@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hypercall ABI between the conformance guest and the hypervisor (VMCALL).
 ///

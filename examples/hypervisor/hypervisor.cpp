@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference L1 hypervisor: VMX bring-up, VMCS, identity EPT, exit dispatch and the
 // reporting of the conformance guest's results over the serial port.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Physical memory layout shared by the hypervisor and the conformance guest.
 ///

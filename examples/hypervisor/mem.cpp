@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The four functions GCC may call even in freestanding code (GCC manual, "Standards":
 // memcpy, memmove, memset, memcmp must be provided). Linked into the hypervisor and,
 // separately, into the guest.

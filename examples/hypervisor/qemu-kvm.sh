@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # qemu-kvm.sh KERNEL SERIAL [QEMU-OPTION...]
 # The one QEMU+KVM command line of the reference hypervisor: `run --kvm` on a host with
 # nested VMX or nested SVM and the /init of the KVM host image that `run --nested-kvm-in-bochs`

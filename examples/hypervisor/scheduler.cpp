@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: two guests and a sibling VMCS on one CPU, switched on VMX-preemption-timer exits, with vmx::ibpb_tracker deciding every barrier.
 #include "hv.hpp"
 

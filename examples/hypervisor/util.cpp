@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: reporting helpers. (Register access, instruction skip and
 // event injection are hvkit's: vmx/register_file.hpp, vmx/skip.hpp, vmx/event_injection.hpp.)
 #include "hv.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief What the example still keeps beside hvkit::vmx: the typed VMREAD wrapper, the
 /// name of the guest register block the entry/exit stubs use (hvkit::vmx::gpr_block), and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
 #include "hv.hpp"
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # CTest driver for hvkit-walk: writes the test dump, runs the CLI and compares its output
 # with lines typed by hand from the tables in make_test_dump.cpp; then installs the tool
 # (component "tools") and runs the installed copy.

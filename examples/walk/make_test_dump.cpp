@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writes the memory dump the hvkit-walk CTest walks: 4-level tables at guest-physical
 // 0x100000 (the dump's base), entries typed from SDM Tables 4-14..4-20.
 // Lower canonical half:

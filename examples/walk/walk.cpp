@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit-walk: walks the page tables in a raw guest-physical memory dump, the introspection
 // use case of hvkit's paging/ walkers. The printing is the library's
 // (paging/hosted/print.hpp), the enumeration of --mappings is paging/mappings.hpp.

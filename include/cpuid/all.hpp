@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Everything of cpuid/ in one include (freestanding): the model, host reading and
 /// decoding, the guest policy and the MSR policy derived from it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Decoding what CPUID reports: vendor, family/model/stepping, address widths, and
 /// the feature words of a table.

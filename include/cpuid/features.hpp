@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Named CPUID feature bits, grouped in feature words, and `feature_set`.
 ///

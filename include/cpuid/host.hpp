@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Reading CPUID: the CPUID instruction (inline asm, freestanding) and the
 /// enumeration of every leaf and subleaf a processor reports into a `table`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The KVM paravirtual CPUID leaves: the signature at a configurable base, the
 /// stable feature word (EAX of base+1) and the hints word (EDX of base+1).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The CPUID register model: leaf/subleaf keys, the four output registers, and the
 /// leaf numbers hvkit knows (SDM Vol. 2A, CPUID; AMD APM vol. 3, Appendix E).

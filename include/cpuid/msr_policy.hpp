@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The MSR policy derived from a guest's CPUID features, and the consistency check
 /// between the two: a guest that sees a feature must be able to use the MSR it implies.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The guest CPUID policy: host features intersected with what the hypervisor
 /// supports and with the user's configuration, normalized by the rules of rules.hpp, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Starting points for `hypervisor_caps`: features a VMX/SVM hypervisor can pass
 /// through without emulating anything, and the APIC features a virtual APIC provides.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The guest-policy normalization rules as data: each rule with what it does, why,
 /// and its SDM/APM reference; and the feature-dependency table the XSAVE rule uses.

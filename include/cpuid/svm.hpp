@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief CPUID Fn8000_000A, the SVM leaf (AMD APM Vol. 3, Appendix E, "CPUID Fn8000_000A
 /// SVM Features"; APM Vol. 2, 15.4 "Enabling SVM"): decoding, and the leaf a guest sees when

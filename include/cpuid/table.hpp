@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `table<Capacity>`: a fixed-capacity, sorted set of CPUID entries (no heap).
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief A guest's CPU topology and the x2APIC-ID layout CPUID leaves 0xB/0x1F describe
 /// (SDM Vol. 2A CPUID leaves 0BH and 1FH; SDM Vol. 3A, "Identifying Topology Levels").

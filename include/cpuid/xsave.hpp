@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief XSAVE state-component layout (CPUID.0xD.i) and XSAVE-area sizes in the standard
 /// and compacted formats (SDM Vol. 1, 13.2 and 13.4).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Integer results and status flags of the ALU instructions in the subset
 /// (ADD/OR/ADC/SBB/AND/SUB/XOR/CMP/TEST/INC/DEC/NEG; SDM Vol. 1 Appendix A, Vol. 2 per

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The emulation context: the guest state an exiting instruction can read or change.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The x86 decoder for the instructions that exit: 16-, 32- and 64-bit code.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The emulator: fetch (through the walker, with execute access), decode, execute
 /// one instruction of the subset over an emulation context, with every memory access

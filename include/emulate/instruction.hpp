@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief A decoded instruction: mnemonic, operands, prefixes, length (the decoder's output).
 ///

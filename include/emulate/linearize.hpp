@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Logical-to-linear address translation with the segment checks of each mode.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief What emulating one instruction produced: done, an exception to inject, an I/O or
 /// MMIO access the caller must complete, or an instruction hvkit does not emulate.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The emulator's seams, as concepts (static dispatch): the address translator (the
 /// paging/ walker with the live CR0.WP), guest RAM, and the platform (MMIO devices, ports,

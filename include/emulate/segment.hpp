@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Segment registers as the emulator sees them (hidden part in VMX access-rights
 /// format), descriptor-table registers, and segment descriptors read from the GDT/LDT.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The emulator's context from a VMCS and back: read_emulation_context() fills an
 /// emulate::context from a VMCS backend and a vmx::register_file in one call;

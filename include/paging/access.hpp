@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Accumulated page rights (`pte_access`) and the EPT access / violation bit sets.
 ///

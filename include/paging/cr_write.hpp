@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief What a hypervisor must do to its MMU after a guest write to CR0, CR4 or EFER: a
 /// pure function of (old state, new state, paging kind).

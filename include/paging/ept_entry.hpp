@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief EPT paging-structure entries and the EPT pointer (SDM 29.3.2, Tables 29-1 to 29-7;
 /// 25.6.11 for the EPTP).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `ept_memory<M>`: guest-physical memory seen through an EPT, as a read-only
 /// guest_memory. Each read is translated by the ept_walker as a load of the PAE PDPTE

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The EPT walker: 4- and 5-level EPT, 2 MiB / 1 GiB pages, execute-only and
 /// mode-based execute control, EPT A/D, memory types; EPT violations with their exit

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The guest_memory concept the walkers read page tables through, a bounds-checked
 /// flat view over a host buffer, and an adapter for user callbacks.

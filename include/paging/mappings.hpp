@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Enumerating every mapping of an address space: guest paging in every mode, EPT,
 /// and nested (guest paging through EPT), the way a debugger or an introspection tool lists

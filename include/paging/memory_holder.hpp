@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief How a walker holds its guest_memory during one walk: a flat view by value (three
 /// words the compiler keeps in registers), any other memory type by pointer (it may hold

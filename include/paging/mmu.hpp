@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The guest MMU context: role, precomputed permission table and root, with the
 /// O(1) CR0.WP passthrough refresh (docs/background.md §1: KVM's CR0.WP work).

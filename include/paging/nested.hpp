@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Two-dimensional (nested) walks: a guest (L2) linear address through the guest's
 /// page tables, where every guest table read and the final guest-physical address go

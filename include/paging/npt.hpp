@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief AMD nested paging (NPT) as the second stage of a nested walk: the nested page
 /// tables rooted at nCR3, in the host's paging format, with the nested-paging rules

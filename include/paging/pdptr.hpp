@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief PAE paging: loading the four PDPTE registers from the PDPT CR3 points to.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Precomputed permission tables for every role, and the branch-free
 /// `permission_fault` / `ept_permission_fault` checks built on them (SDM 4.6, 4.7, 29.3.3.2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Protection-key registers (PKRU, IA32_PKRS): per-key AD/WD bits and which register
 /// governs an address (SDM 4.6.2).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief IA-32 paging-structure entries (32-bit, PAE, 4-level and 5-level paging): the
 /// named bits and fields of one entry (SDM 4.3, 4.4.2, 4.5.4; Tables 4-4 to 4-20).

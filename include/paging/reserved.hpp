@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Reserved-bit masks of IA-32 paging-structure entries per mode, level and page
 /// size, from MAXPHYADDR, EFER.NXE, CR4.PSE, PSE-36 and 1 GiB-page support, and the vendor.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief MMU roles: `cpu_role` (the guest's translation regime), `ept_role`, and the
 /// shadow-MMU `page_role`; typed values over one unsigned word each.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief What a page walk returns: the translation with its report (address, page size,
 /// rights, protection key, the entries walked) or a fault that says what failed, where,

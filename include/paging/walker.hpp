@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The guest page-table walker: one template over the entry format and number of
 /// levels, instantiated for 32-bit, PAE, 4-level and 5-level paging, with permission checks

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief VMCB clean bits (AMD APM Vol. 2, 15.15 "VMCB State Caching"): which groups of VMCB
 /// fields the hypervisor left unchanged since the last VMRUN of this VMCB on this CPU, so the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The bits inside the VMCB control quadwords that are not intercepts: virtual
 /// interrupt control (060h), interrupt state (068h), nested-paging and SEV control (090h),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief An SVM CR write intercept as the vendor-neutral paging::cr_write_op: with decode
 /// assists EXITINFO1 names the source GPR of a MOV to CR (AMD APM Vol. 2, 15.33.1 "MOV CRx/DRx

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Guest-owned CR bits on SVM: the x86::guest_owned_set policy expressed as CR
 /// intercept settings, and keeping the MMU role in step with what the guest may change

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief EVENTINJ (VMCB 0A8h) and EXITINTINFO (VMCB 088h): the SVM event format (AMD APM
 /// Vol. 2, 15.20 "Event Injection", Figure 15-3 "EVENTINJ Field"; 15.7.2 "Intercepts During

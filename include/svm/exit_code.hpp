@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief SVM #VMEXIT codes (AMD APM Vol. 2, Appendix C "SVM Intercept Exit Codes",
 /// Table C-1), their names, and the classification helpers an exit handler switches on.

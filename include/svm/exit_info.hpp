@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Decoders for EXITINFO1 / EXITINFO2 (VMCB 078h / 080h) by exit code: IOIO, MSR, CR
 /// and DR accesses (with and without decode assists), exceptions, INTn, INVLPG and nested

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief IBPB across VMCB switches: the vendor-neutral policies and tracker of x86/ibpb.hpp
 /// under SVM names. There is no VMPTRLD on SVM: the VMCB is the operand of each VMRUN, so a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The SVM intercept vectors (AMD APM Vol. 2, 15.8 "Intercept Operation", 15.9
 /// "Instruction Intercepts", 15.12 "Exception Intercepts"; Table B-1 offsets 000h-017h) as

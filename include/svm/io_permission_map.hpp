@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The 12 KiB I/O permission map (IOPM, AMD APM Vol. 2, 15.10.1 "I/O Permissions Map")
 /// and the IN/OUT intercept rule.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The 8 KiB MSR permission map (MSRPM, AMD APM Vol. 2, 15.11 "MSR Intercepts") and the
 /// RDMSR/WRMSR intercept rule.

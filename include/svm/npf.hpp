@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The #NPF exit information of a nested walk over NPT (paging/npt.hpp): EXITINFO1
 /// and EXITINFO2 built from the walk's fault (AMD APM Vol. 2, 15.25.6), for a hypervisor

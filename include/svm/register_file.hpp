@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `svm::register_file`: the guest's registers after a #VMEXIT. On SVM, VMRUN and
 /// #VMEXIT load and save RAX, RSP, RIP and RFLAGS in the VMCB state-save area (AMD APM Vol. 2,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief VMCB segment registers: the 16-byte VMCB segment (selector, attributes, limit, base;
 /// AMD APM Vol. 2, 15.5.1, Table B-2) as one value, its load and store, and the compressed

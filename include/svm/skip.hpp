@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Completing an instruction the hypervisor emulated after a #VMEXIT on SVM: RIP
 /// advanced (to nRIP when the processor saved it, else by the decoded length in the width of

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief ASIDs and TLB control (AMD APM Vol. 2, 15.16 "TLB Control"; Table B-1 offset 058h).
 ///

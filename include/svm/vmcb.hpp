@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The VMCB as memory: `vmcb_page` (a 4 KiB, 4 KiB-aligned page), `vmcb_view` (typed
 /// access to a VMCB page the hypervisor owns, e.g. the one whose physical address it passes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief A VMCB field as a type: `field<Offset, Bytes, Access, Typed>` names a run of bytes
 /// of the VMCB (AMD APM Vol. 2, Appendix B, Tables B-1 "VMCB Layout, Control Area" and B-2

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Every VMCB field hvkit models, as a typed constant (`hvkit::svm::fields::rip`, ...),
 /// the field table and the consteval pass that checks it (AMD APM Vol. 2, Appendix B,

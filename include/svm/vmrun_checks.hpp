@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The guest-state consistency checks VMRUN makes before it enters the guest (AMD APM
 /// Vol. 2, 15.5.1 "Basic Operation", "Canonicalization and Consistency Checks"): an illegal

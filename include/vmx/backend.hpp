@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The `vmcs_backend` concept and the typed VMREAD/VMWRITE front end.
 ///

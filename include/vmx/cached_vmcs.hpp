@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `cached_vmcs<Backend>`: a caching decorator with per-field available/dirty state.
 ///

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief VMX capability MSRs (SDM Vol. 3D Appendix A) and control adjustment: allowed-0 /
 /// allowed-1 settings, the TRUE_* MSRs (IA32_VMX_BASIC bit 55), which requested bit the CPU

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief VM-execution, VM-exit and VM-entry controls as typed flag sets, every bit named
 /// (SDM Vol. 3C 25.6.1, 25.6.2, 25.7.1, 25.8.1).

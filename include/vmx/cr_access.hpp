@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief CR-access VM exits (exit reason 28): from the decoded qualification to the new
 /// guest CR value, its legality (#GP), and the MMU actions from paging::cr_write_actions.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief CR0/CR4 guest/host masks: the guest-owned-bit policy, masks computed from it and
 /// the enabled features, the guest-visible value, and the CR4.CET / CR0.WP rule.

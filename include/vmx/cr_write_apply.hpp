@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The executor for paging::cr_write_actions on a VMX guest: refresh or rebuild the
 /// mmu_context, reload the PAE PDPTEs into the VMCS guest-PDPTE fields, and say which TLB

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Exit dispatch by static dispatch: one switch over the basic exit reason (the
 /// compiler emits a jump table), each case calling the handler's overload for that reason.

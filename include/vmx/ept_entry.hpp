@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief EPT entry and EPTP builders over paging's typed `paging::ept_entry` and
 /// `paging::ept_pointer`, refusing what the CPU would treat as an EPT misconfiguration

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Event injection: the three VM-entry event-injection fields as one value
 /// (`injected_event`: interruption information, exception error code, instruction length,

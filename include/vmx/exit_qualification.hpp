@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Decoders for exit qualifications (SDM Vol. 3C 28.2.1, Tables 28-1 to 28-7):
 /// debug exceptions, task switch, control-register access, MOV DR, I/O, APIC access and

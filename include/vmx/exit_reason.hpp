@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Basic VM-exit reasons (SDM Vol. 3D Appendix C) and the exit-reason field
 /// (SDM Vol. 3C 28.2.1 "Basic VM-Exit Information"; bit layout below).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief A VMCS field as a type: `field<Encoding>` derives its width, group, value type and
 /// writability from the encoding bits (SDM Vol. 3C 25.11.2, Vol. 3D Appendix B).

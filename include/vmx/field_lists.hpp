@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Opt-in: typed VMCS field lists built with Boost.Hana (granular headers only):
 /// guest state, host state, controls, VM-exit information, and what they are for:

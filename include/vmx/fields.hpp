@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Every VMCS field of SDM Vol. 3D Appendix B as a typed constant
 /// (`hvkit::vmx::fields::guest_rip`, ...), the field table, and the consteval pass that checks

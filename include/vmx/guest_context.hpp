@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `read_cr_context()`: the guest CR state a CR-access exit is checked against
 /// (vmx::cr_context), filled from a VMCS backend in one call; and the source operand of a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `guest_cr`: the hypervisor's cached guest-visible CR0/CR4 and read_cr0_bits() /
 /// read_cr4_bits(), which read the VMCS only if an asked bit is guest-owned.

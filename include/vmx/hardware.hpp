@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The hardware backend: VMXON, VMXOFF, VMCLEAR, VMPTRLD, VMPTRST, VMREAD, VMWRITE,
 /// VMLAUNCH, VMRESUME, INVEPT, INVVPID as inline assembly (x86-64 only, VMX root operation).

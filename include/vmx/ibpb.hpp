@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief IBPB on VMCS switch: the vendor-neutral policies and tracker of x86/ibpb.hpp under
 /// their VMX names (on_vmcs_load() after every VMPTRLD, on_vm_entry() before every

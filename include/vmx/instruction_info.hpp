@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The VM-exit instruction-information field (SDM Vol. 3C 28.2.5, Tables 28-9 to
 /// 28-15): INS/OUTS, descriptor-table instructions (LGDT/LIDT/SGDT/SIDT, LLDT/LTR/SLDT/STR),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Guest interruptibility state and activity state (SDM Vol. 3C 25.4.2, Tables 25-3
 /// and 25-4 in current editions), whether an interrupt or NMI can be injected now, when to

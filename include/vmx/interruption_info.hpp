@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The interruption-information layout shared by three VMCS fields: VM-entry
 /// interruption information (SDM Vol. 3C 25.8.3, Table 25-17), VM-exit interruption

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief I/O bitmaps A and B (SDM Vol. 3C 25.6.4) and the I/O-instruction exit rule
 /// (SDM 26.1.3 "IN, INS/INSB/INSW/INSD, OUT, OUTS/OUTSB/OUTSW/OUTSD").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The 4 KiB MSR bitmap (SDM Vol. 3C 25.6.9) and the RDMSR/WRMSR exit rule
 /// (SDM 26.1.3).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `register_file<Backend>`: the guest's general-purpose registers in memory (where
 /// the VM-exit stub saves them) and RSP, RIP and RFLAGS in the VMCS, read lazily and written

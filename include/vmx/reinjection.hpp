@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief After a VM exit: re-injecting the event whose delivery the exit interrupted (SDM
 /// Vol. 3C 28.2.4 "Information for VM Exits During Event Delivery") and restoring NMI

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Completing an instruction the hypervisor emulated after a VM exit: RIP advanced by
 /// the VM-exit instruction length in the width of the current code segment, the STI and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `soft_vmcs`: a VMCS in ordinary memory holding every field of the field table
 /// (fixed storage, no heap). For tests, simulators and a nested hypervisor's vmcs12.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief "Why did my VM entry fail?": every check VM entry makes on the VMCS, in SDM order
 /// (Vol. 3C 27.2.1 controls, 27.2.2-27.2.4 host state, 27.3.1 guest state, 27.4 MSR

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The checks on the VM-execution, VM-exit and VM-entry control fields (SDM Vol. 3C
 /// 27.2.1.1-27.2.1.3). Failing any of them: VMfailValid, VM-instruction error 7.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The checks on the guest-state area (SDM Vol. 3C 27.3.1.1 control and debug
 /// registers and MSRs, 27.3.1.2 segment registers (protected mode, unrestricted guest,

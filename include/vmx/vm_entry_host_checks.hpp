@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The checks on the host-state area (SDM Vol. 3C 27.2.2 host control registers and
 /// MSRs, 27.2.3 host segment and descriptor-table registers, 27.2.4 address-space size).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The checks on the VM-entry MSR-load area (SDM Vol. 3C 27.4 "Loading MSRs"): each
 /// entry, in order, is checked before it is loaded; the first bad one ends VM entry with a

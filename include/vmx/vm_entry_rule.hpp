@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The vocabulary of the VM-entry checks: a named rule (SDM section, what failing it
 /// makes the processor do, a constexpr predicate), the hit a predicate reports (the fields

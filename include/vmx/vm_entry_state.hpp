@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief What the VM-entry checks look at: a snapshot of the VMCS fields they read (taken
 /// through any vmcs_backend), the memory they may consult (virtual-APIC page, VMCS link

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief How a VMX instruction fails: VMfailInvalid or VMfailValid with the
 /// VM-instruction error number (SDM Vol. 3C 31.2 "Conventions", 31.4 "VM Instruction Error Numbers").

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `vmcs_reader<Backend>`: many VMREADs, one error check. Each get() returns the
 /// field's value (0 after a failure) and the first failure is kept, so code that fills a

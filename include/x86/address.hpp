@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Distinct address types: gva, gpa, gfn, hpa, hva, and their named conversions.
 ///

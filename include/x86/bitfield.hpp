@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Typed bitfield descriptors over unsigned storage.
 ///

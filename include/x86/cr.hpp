@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief CR0 and CR4 as typed flag sets, every architectural bit named (SDM 2.5).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief CR3: root address, PCID and PWT/PCD for each paging mode (SDM 4.2, 4.3, 4.4.1, 4.5).
 #pragma once

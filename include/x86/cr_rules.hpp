@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The architectural rules of writing a control register, shared by every way a write
 /// reaches a hypervisor (a VMX CR-access exit, an SVM CR write intercept, an instruction the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief IA32_EFER (MSR 0xC0000080) as a typed flag set (SDM 2.2.1, AMD APM vol. 2 3.1.7).
 #pragma once

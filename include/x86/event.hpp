@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The events a hypervisor injects into a guest or finds interrupted by an exit, in the
 /// architecture's own terms, shared by the VMX and SVM encodings (vmx/event_injection.hpp

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The pending-exception merge: what the processor delivers when an exception occurs
 /// while it is delivering an earlier event (SDM Vol. 3A 6.15, "Interrupt 8—Double Fault

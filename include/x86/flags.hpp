@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `flags<Derived, Storage>`: a typed set of architectural bits over unsigned storage.
 ///

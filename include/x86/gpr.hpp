@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief General-purpose register numbers as instructions encode them (ModRM.reg/rm with
 /// REX.R/B, SDM Vol. 2A 2.1.5, Table 2-2 and 2.2.1) and as VMX exit qualifications and the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The CR bits a hypervisor may ever let the guest own, and the CR bits that feed
 /// the MMU role. Kept here so that paging/ and vmx/ share one definition.

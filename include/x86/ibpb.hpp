@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief IBPB across switches of the guest control block (a VMCS on VMX, a VMCB on SVM):
 /// per-CPU tracking of the security domain last run, and the policies deciding when an

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The architectural part of completing an instruction a hypervisor emulated, shared
 /// by VMX and SVM: the instruction pointer advanced in the width of the current code segment,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Model-specific register indices hypervisors need, with the bits they use
 /// (SDM Vol. 4, Chapter 2; AMD APM vol. 2 Appendix A).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The paging mode selected by CR0, CR4 and EFER (SDM 4.1.1, Table 4-1).
 #pragma once

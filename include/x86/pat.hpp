@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief IA32_PAT values: which memory types a PAT entry may hold. One rule for both vendors:
 /// VMX checks it on the guest/host PAT fields at VM entry, SVM on G_PAT at VMRUN.

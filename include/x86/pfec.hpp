@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The #PF error code (SDM 4.7, Figure 4-12) and software-only access flags.
 ///

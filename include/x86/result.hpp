@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `result<T, E>`: a freestanding value-or-error type with std::expected's names.
 ///

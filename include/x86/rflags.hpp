@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief RFLAGS as a typed flag set, with the IOPL field (SDM 3.4.3).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief `x86::selector`: a segment selector (SDM 3.4.2, Figure 3-6), shared by the VMCS
 /// selector fields (vmx/) and the emulator's segment loads (emulate/).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Exception vectors and their properties (SDM 6.3.1, Table 6-1; 6.15).
 #pragma once

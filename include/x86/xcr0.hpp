@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief XSAVE feature bits as used in XCR0 and IA32_XSS (SDM 13.1, Vol. 1).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Setting a value wider than its field must not compile in constant evaluation.
 #include <cstdint>
 #include <hvkit/x86/bitfield.hpp>

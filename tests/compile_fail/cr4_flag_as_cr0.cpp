@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A CR4 bit cannot be tested against a CR0 value.
 #include <hvkit/x86/cr.hpp>
 

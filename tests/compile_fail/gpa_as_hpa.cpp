@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A guest-physical address must not be accepted where a host-physical one is expected.
 #include <hvkit/x86/address.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A guest-owned policy is spelled with flag values, never raw integers: 0x8 could be any
 // register's bit 3. Control: the same policy as x86::cr0::ts.
 #include <hvkit/x86/guest_owned.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Letting the guest own CR4.SMEP (a bit that feeds the MMU role) must break the build:
 // the role would go stale on a guest write that does not exit (docs/background.md §1).
 #include <hvkit/x86/guest_owned.hpp>

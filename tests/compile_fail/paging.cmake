@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # paging/ compile-fail tests (included by CMakeLists.txt in this folder).
 hvkit_add_compile_fail(paging_rights_as_access paging_rights_as_access.cpp "pte_access|pfec")
 hvkit_add_compile_fail(paging_role_swapped_crs paging_role_swapped_crs.cpp "cr4|cr0")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // EPT tables live at host-physical addresses: the EPTP's root is an x86::hpa, and a guest-
 // physical address does not convert to it ("a gpa is not an hpa", for EPT too).
 #include <hvkit/paging/ept_entry.hpp>

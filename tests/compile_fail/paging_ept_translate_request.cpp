@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // ept_walker::translate(mem, ept_request) was the checked walk with EPT A/D; it is now walk()
 // (check() without A/D), and translate(mem, gpa) is the raw translation. Old code that passes
 // an ept_request to translate must not compile (a silently different meaning otherwise).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CR0.PG feeds the MMU role (the paging mode) and always exits: a guest-owned policy that
 // hands it to the guest must break the build, because refresh_passthrough_bits() only
 // re-syncs CR0.WP (docs/background.md §1).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CR4.SMEP feeds the MMU role (SDM 4.6.1): a policy letting the guest own it would let SMEP
 // toggle without an exit while refresh_passthrough_bits() only re-syncs CR0.WP, so the role
 // would go stale. Such a policy must not compile, with GCC and with Clang.

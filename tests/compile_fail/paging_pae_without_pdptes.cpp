@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A PAE walker needs the PDPTE registers (SDM 4.4.1): building walker_pae from an MMU context
 // without the snapshot of load_pdptrs() must not compile (it would report every address
 // "not present"). guest_walker, whose mode is known only at run time, reports

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // permission_fault takes the page's rights (pte_access) and the access (x86::pfec) as
 // distinct types: swapping them must not compile.
 #include <hvkit/paging/permission.hpp>

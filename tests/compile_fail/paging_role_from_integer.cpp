@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A role is a typed value: a raw integer does not silently become a cpu_role.
 #include <hvkit/paging/role.hpp>
 

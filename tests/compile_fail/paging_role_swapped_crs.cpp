@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // make_cpu_role(cr0, cr4, efer): passing CR4 where CR0 goes must not compile.
 #include <hvkit/paging/role.hpp>
 

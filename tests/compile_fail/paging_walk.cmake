@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Compile-fail tests of the page walkers (paging/walker.hpp, paging/guest_memory.hpp).
 hvkit_add_compile_fail(paging_walk_dump_cmpxchg paging_walk_dump_cmpxchg.cpp "cmpxchg64|constraints|satisf")
 hvkit_add_compile_fail(paging_walk_gpa_as_gva paging_walk_gpa_as_gva.cpp "gva|address|no match|no viable")

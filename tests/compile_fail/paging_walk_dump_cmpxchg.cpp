@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A read-only flat view (a memory dump) has no compare-exchange: a walker can never set A/D
 // flags in it.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A walk translates a guest-virtual address: a guest-physical one does not convert.
 #include <hvkit/paging/walker.hpp>
 

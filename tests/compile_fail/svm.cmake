@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # svm/: what must not compile (tests/compile_fail/CMakeLists.txt includes this file).
 hvkit_add_compile_fail(svm_write_read_only svm_write_read_only.cpp "read-only VMCB field")
 hvkit_add_compile_fail(svm_write_wrong_width svm_write_wrong_width.cpp "not usable in a constant expression|is not a constant expression")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A field declared in a reserved area of Table B-1 (018h-03Bh) must not compile.
 #include <cstdint>
 

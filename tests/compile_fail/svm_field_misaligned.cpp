@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A 4-byte field at an offset that is not a multiple of 4 must not compile.
 #include <cstdint>
 

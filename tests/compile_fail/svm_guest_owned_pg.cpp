@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An SVM CR intercept policy that lets the guest own CR0.PG (an MMU-role bit other than WP)
 // must not compile: the same x86::guest_owned_set check as for VMX masks.
 #include <hvkit/svm/cr_intercepts.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An integer constant wider than TLB_CONTROL (8 bits) must not compile.
 #include <hvkit/svm/vmcb.hpp>
 

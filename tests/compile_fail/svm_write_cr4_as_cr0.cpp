@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A CR4 value into the CR0 field must not compile.
 #include <hvkit/svm/vmcb.hpp>
 #include <hvkit/x86/cr.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writing EXITINFO1 (written by the processor on #VMEXIT, APM 15.6) must not compile.
 #include <cstdint>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A run-time 64-bit value into the 32-bit guest ASID must not compile (no silent truncation).
 #include <cstdint>
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # vmx/: what must not compile (tests/compile_fail/CMakeLists.txt includes this file).
 hvkit_add_compile_fail(vmx_write_read_only vmx_write_read_only.cpp "read-only VMCS field")
 hvkit_add_compile_fail(vmx_write_wrong_width vmx_write_wrong_width.cpp "not usable in a constant expression|is not a constant expression")

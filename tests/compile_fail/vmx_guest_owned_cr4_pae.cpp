@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A CR mask policy that lets the guest own CR4.PAE (an MMU-role bit) must not compile.
 #include <hvkit/vmx/cr_mask.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Only 64-bit fields have a HIGH half (SDM 25.11.2): high_half() of a 32-bit field must not compile.
 #include <hvkit/vmx/fields.hpp>
 

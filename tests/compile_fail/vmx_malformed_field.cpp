@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A field encoding with a reserved bit (bit 12) or HIGH access on a natural-width field
 // must not compile (SDM 25.11.2).
 #include <hvkit/vmx/field.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reading a natural-width field (guest RIP) into a 32-bit variable must not compile.
 #include <cstdint>
 

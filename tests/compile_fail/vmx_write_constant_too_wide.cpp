@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // An integer constant is accepted by vmwrite() only if it fits the field: 0x10000 does not
 // fit the 16-bit guest CS selector (SDM 25.11.2: bits 14:13 = 0, a 16-bit field), and a
 // negative constant fits no field. Control: 0xffff, the widest value that fits.

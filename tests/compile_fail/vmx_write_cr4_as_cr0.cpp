@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A GUEST_CR0 field takes an x86::cr0 (or its raw natural-width value), never a CR4 bit set:
 // writing CR4.PAE where CR0 belongs must not compile. Control: CR0.PE | CR0.PG.
 #include <hvkit/vmx/backend.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A negative integer constant fits no VMCS field, not even a 64-bit one (write ~0ull when
 // all ones is meant). Control: the same field with 0.
 #include <hvkit/vmx/backend.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // VMWRITE to a VM-exit information field (read-only, SDM 25.9) must not compile.
 #include <cstdint>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Writing a run-time 64-bit value into a 16-bit field (guest CS selector) must not compile:
 // the value type comes from encoding bits 14:13 and is never truncated silently. (An integer
 // constant that fits is accepted; see vmx_write_constant_too_wide.cpp for one that does not.)

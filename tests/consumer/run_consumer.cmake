@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Builds and runs tests/consumer/app against hvkit, as a user would.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})

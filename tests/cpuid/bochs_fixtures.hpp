@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CPUID tables of Bochs 2.7's emulated CPU models, recorded from inside the emulator.
 //
 // How they were captured: `examples/hypervisor/run --bochs --dump-cpuid --cpu MODEL`

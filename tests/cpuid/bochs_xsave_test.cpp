@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Golden policies for the CPUID tables Bochs 2.7 reports for its tigerlake,
 // corei7_icelake_u and corei7_skylake_x models (bochs_fixtures.hpp says how they were
 // recorded), and the per-component XSAVE enumeration check.

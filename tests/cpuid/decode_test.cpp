@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Decoding: vendor strings, family/model/stepping (SDM Vol. 2A CPUID leaf 01H, APM vol. 3
 // E.3.2), address widths, and the enumeration of a recorded processor.
 #include <gtest/gtest.h>

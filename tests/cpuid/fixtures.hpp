@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Recorded CPUID dumps used as golden inputs. Typed by hand, never produced by hvkit.
 //  - amd_epyc_kvm: an AMD EPYC (family 0x19 model 0x11 stepping 1, "AMD EPYC") vCPU under
 //    KVM with 2 vCPUs, recorded with GCC's <cpuid.h> on the CI machine.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The real host CPU decoded by hvkit, compared with the kernel's view in /proc/cpuinfo.
 //
 // The oracle is Linux: it reads the same CPUID bits independently. Known differences:

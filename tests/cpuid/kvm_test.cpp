@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // KVM paravirtual leaves (Linux Documentation/virt/kvm/x86/cpuid.rst), and stable features
 // versus migration-changeable hints (docs/background.md §3).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The MSR policy derived from CPUID, and the consistency check (docs/background.md §2):
 // IBPB enumerated => IA32_PRED_CMD writable, for Intel and AMD enumerations alike.
 #include <gtest/gtest.h>

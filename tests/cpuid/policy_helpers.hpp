@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared set-up for the policy tests: hosts read from the recorded fixtures, and a
 // hypervisor that passes everything through and emulates the APIC features and some KVM
 // paravirtual features.

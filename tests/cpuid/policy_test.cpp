@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Golden policies: the whole composition for a recorded AMD host and a hand-composed Intel
 // host. Every expected register was worked out by hand from the fixture and the rules.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Randomized host tables (fixed seeds): whatever the host reports, build_policy returns a
 // policy or a typed error, never UB (this runs under ASan/UBSan too), and a built policy
 // keeps its invariants. The invariants are cross-checks between independent views (the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One test per normalization rule (rules.hpp), each against hand-worked expected values.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CPUID Fn8000_000A (AMD APM Vol. 3 Appendix E) decoded from values measured on Bochs 2.7's
 // AMD models and on kvm_amd's nested SVM inside Bochs (the oracle: those emulators, not this
 // code), and the guest leaf a hypervisor offers.

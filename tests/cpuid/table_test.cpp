@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The fixed-capacity CPUID table: ordering, indexed vs non-indexed leaves, full = error.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // XSAVE area sizes (SDM Vol. 1 13.4): standard format = end of the highest component,
 // compacted = packed in bit order from 576 with 64-byte alignment where ECX[1] says so.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The ALU flags against the host CPU (an oracle hvkit did not write): every 8-bit operand
 // pair for each ALU instruction, plus edge and random 16/32/64-bit pairs (fixed seed),
 // executed with inline assembly (stepping over the red zone before pushing). Flags the SDM

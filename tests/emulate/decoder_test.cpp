@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Golden decoder cases, typed by hand from the SDM opcode tables.
 #include <gtest/gtest.h>
 

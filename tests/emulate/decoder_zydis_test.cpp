@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Decoder differential test: hvkit's decoder against Zydis (an independent decoder) over
 // every opcode of the supported subset, in 16-, 32- and 64-bit code, with randomized legacy
 // prefixes, REX, ModRM, SIB, displacements and immediates (fixed seeds). Length, mnemonic,

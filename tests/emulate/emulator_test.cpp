@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Golden emulation cases: every expected value is typed by hand from the SDM (instruction
 // pages, flag definitions, #PF error-code layout), never computed by the code under test.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test support for the emulator: a small guest with 4-level (or no) paging over a flat RAM
 // buffer, page tables built by hand (SDM 4.5, Table 4-14 ... 4-20 bit layouts), and a
 // recording platform. Test-only; not part of the library.

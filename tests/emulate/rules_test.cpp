@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The emulator's CR writes go through vmx/cr_access.hpp (one definition); MMIO read-modify-
 // writes complete in two steps; LOCKed read-modify-writes on RAM are compare-exchanges; the
 // 82 alias of 80. Every expected value is typed by hand from the SDM, never computed by the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // System instructions: LTR and the CR0.WP seed bug (docs/background.md §1) in both directions,
 // including a WP toggled after the MMU context was built; descriptor tables, control and
 // debug registers, CPUID/MSRs, privilege checks. Expected values typed from the SDM.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // emulate::read_emulation_context / apply_emulation over a software VMCS: the context the
 // emulator sees, and each outcome applied back (registers, RIP, shadows, single step, the
 // exception injected and merged with a pending event, the MMIO completion). Expected VMCS

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # See CMakeLists.txt in this folder for what this proves.
 file(GLOB_RECURSE headers RELATIVE ${INC} ${INC}/*.hpp)
 list(FILTER headers EXCLUDE REGEX "(^|/)hosted/")

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Freestanding smoke object: uses the public headers from an entry point linked with
 // -nostdlib. A freestanding program provides the four memory functions itself, as every
 // kernel does (GCC may emit calls to them).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The hosted printers (include/*/hosted/print.hpp, x86/hosted/format.hpp):
 //  - every name table against a list typed here: each enumerator has its name, names are
 //    distinct and non-empty, every other value of the underlying type (up to a limit) has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cr_write_actions: one row per rule, expected actions typed by hand from SDM 4.4.1 (PDPTE
 // loading), 4.10.4.1 (TLB invalidation by MOV to CR0/CR4) and docs/background.md §1 (what the
 // MMU must do on a WP toggle with EPT/NPT versus shadow paging).

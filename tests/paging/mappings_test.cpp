@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // paging/mappings.hpp: the enumeration of every mapping of an address space.
 //  - hand-built tables in every mode (4-level, 5-level, PAE, 32-bit with PSE-36, EPT,
 //    nested), the enumeration compared with a list of mappings typed by hand from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The oracle for the permission tests and the rule_by_rule benchmark baseline: the access
 // rules of SDM 4.6.1 (paging rights), 4.6.2 (protection keys), 4.7 (#PF error code) and
 // 29.3.3.2 (EPT), written one rule per branch from the SDM text, straight from raw CR0 /

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // permission_fault against the SDM: exhaustive comparison with the rule-by-rule model in
 // permission_model.hpp, golden error codes typed by hand, and the CR0.WP refresh path.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // paging::pte address accessors and builder against entries typed by hand from the SDM:
 // 4-level PTE/PDE/PDPTE formats (Tables 4-15 to 4-20: address in bits M-1:12, M-1:21 for a
 // 2 MiB PDE, M-1:30 for a 1 GiB PDPTE, PAT of a large page in bit 12, PKEY in 62:59, XD 63)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cpu_role, ept_role and page_role: hand-written expectations from SDM 4.1 (paging modes and
 // modifiers), 4.6.2 (keys only with IA-32e paging) and the role layout documented in role.hpp.
 #include <cstdint>

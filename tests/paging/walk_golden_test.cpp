@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Golden cases for the walkers, expectations typed by hand from the SDM: the classic bugs
 // named in the issue (XSA-176, PSE-36, 4 MiB PDE without PSE, SMEP with NX off, WP=0 sets
 // D, P bit on an upper-level permission fault, non-canonical #GP/#SS, EPT write-only

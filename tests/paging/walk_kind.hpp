@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test support: the library's fault_kind for each outcome of the independent walk model
 // (walk_model.hpp stays free of hvkit headers, so the mapping lives here).
 #pragma once

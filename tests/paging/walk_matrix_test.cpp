@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Exhaustive flag matrix for 4-level paging against the rule model of walk_model.hpp:
 // every combination of P/RW/US/NX/A/D/PS and a reserved bit in one entry (each level in
 // turn) with CR0.WP, CR4.SMEP/SMAP/PKE, EFER.NXE, CPL, RFLAGS.AC, the access kind,

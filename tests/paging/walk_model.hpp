@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A rule model of IA-32 paging and EPT walks, written for the walker tests from the SDM
 // (4.3-4.8 for guest paging, 29.3 for EPT), independently of include/paging: one SDM rule
 // per branch, plain integers, no hvkit types. It is the oracle of walk_matrix_test.cpp and

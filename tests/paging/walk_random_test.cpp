@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Randomized page-table trees with fixed seeds, for 32-bit, PAE, 4-level and 5-level paging
 // and EPT with 4 and 5 levels: random entries (present or not, every flag, large pages,
 // reserved bits, tables outside memory) and random controls and accesses, each walk

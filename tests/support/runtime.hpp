@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test support: check constexpr logic twice, in a static_assert and at run time.
 #pragma once
 

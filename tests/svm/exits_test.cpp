@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // EXITINFO decoders, EVENTINJ/EXITINTINFO encodings, ASIDs, TLB control and clean bits, with
 // golden values typed from AMD APM Vol. 2 (15.10.2 Figure 15-2, 15.11, 15.20 Figure 15-3,
 // 15.25.6, 15.33.1, 15.16, 15.15.3).

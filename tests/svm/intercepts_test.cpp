@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Intercept bits against Table B-1 (word offset and bit as printed in the APM) and exit codes
 // against Appendix C, Table C-1.
 #include <cstdint>

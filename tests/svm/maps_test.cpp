@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MSR and I/O permission maps: bit positions typed from AMD APM Vol. 2 15.11 (three MSR
 // ranges at byte offsets 000h, 800h, 1000h; two bits per MSR, read = even, write = odd) and
 // 15.10.1 (one bit per port; an n-byte access checks n consecutive bits).

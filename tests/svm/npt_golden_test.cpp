@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Golden cases for nested paging (paging/npt.hpp) as the second stage of the nested walker
 // and the #NPF exit information (svm/npf.hpp). Expectations typed by hand from the AMD APM
 // Vol. 2, 15.25.5 (every nested access is a user access, guest page-table accesses are user

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A rule model of AMD nested paging (NPT) and of a nested walk over it, written for the
 // tests from the AMD APM Vol. 2 independently of include/paging/npt.hpp: plain integers, no
 // hvkit types, one rule per branch. The host-format table walk is typed here again from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Randomised nested walks over NPT compared with the rule model of npt_model.hpp: every host
 // format (legacy 32-bit, PAE, 4-level, 5-level) under every guest format, random nested and
 // guest entries (present or not, R/W, U/S, NX, large pages, reserved bits, tables outside

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Guest-owned CR bits as SVM intercepts (AMD APM Vol. 2 15.9, 15.9.1), the SVM form of the
 // passthrough-refresh contract, and IBPB across VMCB switches with hand-worked counts.
 #include <cstdint>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Instruction skip and the register file on SVM, with the shared x86 rules: widths from the
 // CS attributes (APM Vol. 2 15.5.1: L = attribute bit 9, D/B = bit 10), nRIP, the interrupt
 // shadow (VMCB 068h bit 0), and the single-step #DB with DR6.BS.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // VMCB fields against a table typed by hand from AMD APM Vol. 2 Appendix B (Table B-1,
 // control area, offsets from the VMCB start; Table B-2, state-save area, offsets as printed
 // there, i.e. relative to 400h), and the byte-level behaviour of the typed accessors.

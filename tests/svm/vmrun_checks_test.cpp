@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // VMRUN's consistency checks (AMD APM Vol. 2 15.5.1): a legal 64-bit guest state passes, and
 // each illegal combination of the APM's list, made from it one at a time, is reported.
 #include <cstdint>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # kvm_detection.sh RUN: the host detection of `examples/hypervisor/run --kvm` (and of the
 # default mode) against fake /proc/cpuinfo, /sys/module and /dev/kvm (HVKIT_CPUINFO,
 # HVKIT_SYS_MODULE, HVKIT_DEV_KVM) and a fake qemu-system-x86_64 that records its arguments:

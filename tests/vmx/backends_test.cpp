@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The software VMCS against VMREAD/VMWRITE semantics (SDM 31.3, error numbers from 31.4)
 // and the caching decorator's promise: one backend read per field between exits, dirty
 // fields written back on flush.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MSR bitmap (SDM 25.6.9, 26.1.3), I/O bitmaps (25.6.4, 26.1.3) and the EPT entry builders
 // (29.3.3.1, 25.6.11) against rule models written in this file.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CR guest/host masks and guest-owned bits (docs/background.md §1, SDM 25.6.6, 26.3), the
 // guest-visible value, read_cr0_bits() VMCS-read counting, CR4.CET/CR0.WP, and CR-access
 // exits (SDM Table 28-3; MOV CR, CLTS, LMSW) feeding paging::cr_write_actions.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Event injection, re-injection after exits during event delivery, interruptibility and the
 // VM-entry consistency rules. Golden values are typed from the SDM layouts (Vol. 3C 25.8.3
 // Table 25-17, 25.9.2 Table 25-19, 25.9.3 Table 25-20; 28.2.3, 28.2.4; 27.2.1.3, 27.3.1.5),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Exit reasons against SDM Appendix C typed by hand, the exit-qualification decoders against
 // hand-built values from SDM Tables 28-1 to 28-7, instruction information (Tables 28-10 to
 // 28-14), and exit dispatch.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Hana field lists: group sizes counted by hand from SDM Appendix B, copy and diff
 // between two software VMCSes, the compile-time VMCS-shadowing bitmaps (SDM 25.6.15:
 // bit n <-> encoding bits 14:0 = n, 1 = exit), and the hosted dump.

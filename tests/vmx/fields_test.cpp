@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // VMCS field encodings against a table typed by hand from SDM Vol. 3D Appendix B
 // (Tables B-1 .. B-14), independently of include/vmx/fields.hpp, and the derived properties
 // (value type, read-only, HIGH half) against the encoding rules of SDM 25.11.2.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // IBPB policies with a counting barrier (docs/background.md §2): the scenarios of the issue and
 // every policy on one switch sequence, with expected counts worked out by hand.
 #include <gtest/gtest.h>

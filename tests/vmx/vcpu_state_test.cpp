@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The guest register file over each VMCS backend (VMREADs counted), instruction skip
 // (16/32/64-bit widths, interrupt shadows, single step), the CR context from the VMCS and
 // the cr_write_actions executor (PDPTEs, MMU, TLB flush). Expected values are typed from

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // VM-entry checks (vmx/vm_entry_checks.hpp): a golden VMCS that passes, and for every rule
 // the same VMCS with exactly that rule violated. The expected outcome of each case (error
 // number, exit reason, exit qualification) is typed here from the SDM (Vol. 3C 27.2: error

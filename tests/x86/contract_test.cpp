@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // HVKIT_CONTRACT_VIOLATION is the user's hook: this binary routes violations to its own
 // handler, which prints the failed expression and aborts.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CR3 formats: SDM Table 4-3 (32-bit), 4-7 (PAE), 4-12 and 4-13 (4/5-level, PCIDE 0/1).
 #include <gtest/gtest.h>
 

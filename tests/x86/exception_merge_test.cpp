@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pending-exception merge against a hand-typed copy of SDM Vol. 3A 6.15, Tables 6-4
 // (exception classes) and 6-5 (conditions for generating a double fault), for every pair of
 // the architecturally defined vectors, and the interrupt rows of Table 6-4.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bit positions typed by hand from SDM Vol. 3 2.5 (Figure 2-7), 2.2.1 (EFER), Vol. 1 3.4.3
 // (EFLAGS), 4.7 (Figure 4-12, #PF error code).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The guest-owned sets and MMU-role sets, typed by hand from docs/background.md §1 and
 // SDM 4.1.3 / 4.6 (which CR bits change translation and access rights).
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MSR indices typed by hand from SDM Vol. 4, Table 2-2.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // SDM Table 6-1 (error codes) and Table 6-5 (double-fault conditions), typed by hand.
 #include <gtest/gtest.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // XSETBV validity rules (SDM Vol. 1 13.3).
 #include <gtest/gtest.h>
 

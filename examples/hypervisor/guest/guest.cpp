@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The conformance guest: a freestanding 64-bit kernel that the hypervisor loads at
 // layout::guest_load_gpa and enters in long mode with the hypervisor's boot page tables.
 // It builds its own page tables, installs an IDT, runs the checks and reports each one by

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The 32-bit conformance guest: a freestanding protected-mode kernel (built with -m32) that
 // the hypervisor enters with IA-32e mode guest = 0, CR0.PG = 1, CR4.PSE = 1 and 32-bit
 // paging over its boot page directory. It runs the differential paging cases for 32-bit

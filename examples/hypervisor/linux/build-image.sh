@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # build-image.sh BUILD_DIR KERNEL_BIN CMDLINE
 # Builds the Linux guest's boot image for the hvkit hypervisor, cached in BUILD_DIR:
 #   - Debian's cloud kernel, its msr.ko, busybox-static and the kernel headers, fetched with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* hvtest: the in-guest side of the hvkit Linux check (static, built with the host's gcc,
  * run by the initramfs /init as root).
  *

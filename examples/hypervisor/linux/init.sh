@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# SPDX-License-Identifier: MIT
 # The initramfs /init of the hvkit Linux guest: mounts, marks the shell prompt for the
 # hypervisor (port 0xE9), shows a shell, runs the in-guest checks, powers off through the
 # port the hypervisor intercepts.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: an unmodified Linux kernel as the guest.
 //
 // GRUB loads the hypervisor (multiboot, command line "linux <kernel command line>") with

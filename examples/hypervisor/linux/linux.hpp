@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The reference hypervisor hosting an unmodified Linux kernel (linux.cpp).
 ///

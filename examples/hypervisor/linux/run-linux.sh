@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # examples/hypervisor/run --linux: the hvkit reference hypervisor hosting Debian's Linux
 # kernel in VMX non-root operation, booted to a shell, checked from inside the guest.
 #

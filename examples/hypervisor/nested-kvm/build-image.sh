@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # build-image.sh OUT_DIR CACHE_DIR KERNEL_BIN
 # Builds the KVM host image that `examples/hypervisor/run --nested-kvm-in-bochs` boots under
 # Bochs: OUT_DIR/kvm-host.iso, a GRUB CD with Debian 12's cloud kernel and an initramfs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // l1tool: the two port writes the KVM host inside Bochs needs, as a static freestanding
 // Linux x86-64 program (no libc: the initramfs carries no C library for it).
 //

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # examples/hypervisor/nested-kvm/runner.sh: the --nested-kvm-in-bochs and
 # --nested-kvm-amd-in-bochs modes of examples/hypervisor/run (sourced by it; uses its
 # variables: here, build_dir, kernel, serial, timeout_s, quiet, verbose, nested_kvm_model).

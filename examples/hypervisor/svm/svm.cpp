@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor, SVM backend (AMD APM Vol. 2, chapter 15): SVM bring-up, the
 // nested page table, the VMCB, the VMRUN loop, exit handling and the SVM runs of the
 // conformance guest. The guest, its hypercall ABI (VMMCALL instead of VMCALL), the MMIO test

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief The SVM (AMD-V) backend of the reference hypervisor: chosen at boot when CPUID
 /// reports SVM (CPUID 8000_0001h:ECX[2]) with nested paging (8000_000Ah:EDX[0]) and no VMX,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor, SVM backend: one VMRUN (AMD APM Vol. 2, 15.5 "VMRUN
 // Instruction", 15.17 "Global Interrupt Flag", 15.5.2 "#VMEXIT").
 //

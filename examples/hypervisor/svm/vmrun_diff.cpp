@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // hvkit reference hypervisor, SVM backend: the CPU as the oracle for VMRUN's consistency
 // checks (AMD APM Vol. 2, 15.5.1 "Canonicalization and Consistency Checks", 15.20 "Event
 // Injection", 15.25.3/15.25.4 nested paging), the SVM counterpart of entry_diff.cpp.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hosted conveniences for cpuid/ (needs libc and the C++ library): read the host
 /// into a table, parse the kernel's /proc/cpuinfo, and print a table.

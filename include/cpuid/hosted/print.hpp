@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hosted: names for cpuid/'s enumerations: MSR verdicts, policy, table and XSAVE
 /// errors, XSAVE enumeration checks, vendors and normalization rules.

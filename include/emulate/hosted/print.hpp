@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hosted: names and printers for emulate/: outcome kinds, events, unsupported
 /// reasons, mnemonics, decode errors, CPU modes and segment registers, and an outcome in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hosted: names and printers for paging/: fault kinds, walk stages, EPT memory types
 /// and misconfigurations, the flags of a paging-structure or EPT entry, a whole walk (the

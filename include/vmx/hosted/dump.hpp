@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hosted: print a VMCS (or any field list of it) and VMX failures with `std::fprintf`.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hosted: names and printers for vmx/: basic exit reasons (the core's
 /// exit_reason_name()), the exit-reason field, VM-instruction errors, which VMX instruction

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// @file
 /// @brief Hosted: printing hvkit values. The shared machinery (`to_string` by ADL,
 /// `operator<<` for iostreams, a `std::formatter` where the library has `<format>`) and the

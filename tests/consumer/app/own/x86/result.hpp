@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The consumer's own x86/result.hpp: same path as an hvkit header. hvkit's internal includes must
 // never pick this up (if they did, hvkit's declarations would be missing and the build
 // would fail); the consumer's #include <x86/result.hpp> must.
