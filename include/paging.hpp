@@ -20,6 +20,7 @@
 #include "paging/permission.hpp"
 #include "paging/pkru.hpp"
 #include "paging/pte.hpp"
+#include "paging/read_virtual.hpp"
 #include "paging/reserved.hpp"
 #include "paging/role.hpp"
 #include "paging/walk_result.hpp"
