@@ -5,10 +5,13 @@
 // of the change that added it).
 #include <gtest/gtest.h>
 
+#include <string_view>
+
 #include <hvkit/vmx/event_injection.hpp>
 #include <hvkit/vmx/interruptibility.hpp>
 #include <hvkit/vmx/reinjection.hpp>
 #include <hvkit/vmx/soft_vmcs.hpp>
+#include <hvkit/vmx/vm_entry_checks.hpp>
 
 #include "runtime.hpp"
 
@@ -53,4 +56,39 @@ TEST(nmi_unblocking, undefined_with_nmi_exiting_and_no_virtual_nmis) {
   v.store(vmx::fields::pin_based_controls, std::uint32_t{0x28});
   ASSERT_TRUE(vmx::complete_exit_events(v, R::exception_or_nmi));
   EXPECT_EQ(v.peek(vmx::fields::guest_interruptibility_state), 0x8u);
+}
+
+// ---- 25.2: RTM in the pending debug exceptions refused only under blocking by MOV SS ----
+// SDM 27.3.1.5 (Checks on Guest Non-Register State), pending debug exceptions: "The
+// following checks are performed if bit 16 (RTM) is 1: - Bits 11:0, bits 15:13, and bits
+// 63:17 (bits 31:17 on processors that do not support Intel 64 architecture) must be 0; bit
+// 12 must be 1. - The processor must support for RTM by enumerating CPUID.(EAX=07H,ECX=0):
+// EBX[bit 11] as 1. - The interruptibility-state field must not indicate blocking by MOV SS
+// (bit 1 in that field must be 0)."
+namespace {
+vmx::vm_entry_state rtm_state(std::uint32_t interruptibility, std::uint64_t pending) {
+  vmx::vm_entry_state s{};
+  s.interruptibility = interruptibility;
+  s.pending_debug_exceptions = pending;
+  s.guest_rflags = x86::rflags{0x202};  // IF = 1 (blocking by STI needs it), TF = 0
+  return s;
+}
+bool rtm_rule_fails(const vmx::vm_entry_state& s, bool rtm) {
+  vmx::vm_entry_env env{};
+  env.rtm = rtm;
+  bool failed = false;
+  for (const auto& r : vmx::entry_rules::guest_rules)
+    if (std::string_view{r.info.name} == "guest_pending_debug_rtm_invalid" && r.check(s, env)) failed = true;
+  return failed;
+}
+}  // namespace
+
+TEST(pending_debug_rtm, sti_blocking_allowed_mov_ss_refused) {
+  constexpr std::uint64_t rtm = 1u << 16, enabled_bp = 1u << 12;
+  EXPECT_FALSE(rtm_rule_fails(rtm_state(0, rtm | enabled_bp), true));
+  EXPECT_FALSE(rtm_rule_fails(rtm_state(0x1, rtm | enabled_bp), true));  // blocking by STI: allowed
+  EXPECT_TRUE(rtm_rule_fails(rtm_state(0x2, rtm | enabled_bp), true));   // blocking by MOV SS
+  EXPECT_TRUE(rtm_rule_fails(rtm_state(0, rtm), true));                  // bit 12 must be 1
+  EXPECT_TRUE(rtm_rule_fails(rtm_state(0, rtm | enabled_bp | 0x1), true));        // bits 11:0 must be 0
+  EXPECT_TRUE(rtm_rule_fails(rtm_state(0, rtm | enabled_bp | (1u << 14)), true));  // bit 14 (BS) must be 0
 }
