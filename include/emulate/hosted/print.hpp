@@ -131,6 +131,12 @@ using ::hvkit::hosted::operator<<;
     case mnemonic::hlt: return "hlt";
     case mnemonic::invd: return "invd";
     case mnemonic::wbinvd: return "wbinvd";
+    case mnemonic::vmcall: return "vmcall";
+    case mnemonic::vmmcall: return "vmmcall";
+    case mnemonic::int3: return "int3";
+    case mnemonic::int_n: return "int";
+    case mnemonic::into: return "into";
+    case mnemonic::int1: return "int1";
   }
   return {};
 }
