@@ -7,6 +7,7 @@
 
 #include "paging/access.hpp"
 #include "paging/cr_write.hpp"
+#include "paging/elf_core.hpp"
 #include "paging/ept_entry.hpp"
 #include "paging/ept_memory.hpp"
 #include "paging/ept_walker.hpp"
@@ -21,6 +22,7 @@
 #include "paging/pkru.hpp"
 #include "paging/pte.hpp"
 #include "paging/read_virtual.hpp"
+#include "paging/region_memory.hpp"
 #include "paging/reserved.hpp"
 #include "paging/role.hpp"
 #include "paging/walk_result.hpp"
