@@ -203,7 +203,7 @@ template <class V>
       break;
     case outcome_kind::exception:
       s += ' ' + to_string(o.vector);
-      if (x86::has_error_code(o.vector)) s += " error code " + ::hvkit::hosted::hex(detail::raw_value(o.error_code));
+      if (x86::has_error_code(o.vector, x86::vendor::intel)) s += " error code " + ::hvkit::hosted::hex(detail::raw_value(o.error_code));
       if (o.vector == x86::vector::pf) s += " cr2 " + ::hvkit::hosted::hex(o.cr2);
       break;
     case outcome_kind::needs_io:
