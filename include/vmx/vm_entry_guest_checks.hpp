@@ -434,11 +434,14 @@ inline constexpr std::array guest_rules{
                                      s.guest_rflags.raw())
                         : entry_pass();
     }},
-    // RTM (bit 16): then bits 11:0 and 14 are 0, bit 12 is 1, and no STI/MOV-SS blocking.
+    // RTM (bit 16), SDM 27.3.1.5: "The following checks are performed if bit 16 (RTM) is 1:
+    // Bits 11:0, bits 15:13, and bits 63:17 ... must be 0; bit 12 must be 1. ... The
+    // interruptibility-state field must not indicate blocking by MOV SS (bit 1 in that field
+    // must be 0)." Blocking by STI is allowed (bits 15:13 and 63:17 are the reserved rule's).
     vm_entry_rule{{"guest_pending_debug_rtm_invalid", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
       const auto p = s.pending_debug_exceptions;
       if (!((p >> 16) & 1u)) return entry_pass();
-      const bool bad = (p & 0x4fffu) != 0 || ((p >> 12) & 1u) == 0 || (s.interruptibility & 3u);
+      const bool bad = (p & 0x4fffu) != 0 || ((p >> 12) & 1u) == 0 || (s.interruptibility & blocking_by_mov_ss);
       return bad ? entry_fail(f::guest_pending_debug_exceptions, p) : entry_pass();
     }},
     // The VMCS link pointer (exit qualification 4): all ones, or 4-KByte aligned within

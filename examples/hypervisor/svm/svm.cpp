@@ -408,11 +408,35 @@ void inject(x86::vector vec, std::uint32_t error_code = 0) {
     run.status = run_status::triple_fault;
 }
 
-/// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP (NRIP save,
-/// APM 15.7.1), the interrupt shadow ends, a single-step trap is #DB (svm::skip_to_next_rip).
+/// NRIP save (CPUID Fn8000_000A EDX[3]): the #VMEXIT writes the next instruction's address
+/// into nRIP (VMCB 0C8h) for the intercepts of APM 15.7.1. Without it the field is never
+/// written and must never be read: the length comes from emulate's decoder instead.
+bool nrip_save() { return host_svm.features.test(cpuid_ns::svm_features::nrip_save); }
+
+
+/// The length of the instruction at the guest RIP (at an intercept that reports none):
+/// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
+/// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
+unsigned instruction_length(guest_regs& regs);
+
+/// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP with NRIP save
+/// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
+/// shadow ends, a single-step trap is #DB (svm::skip_to_next_rip / svm::skip_instruction).
 /// IA32_DEBUGCTL is not virtualized for the guest (its accesses are #GP): BTF is 0.
-void skip_instruction() {
-  const sv::skip_effects fx = sv::skip_to_next_rip(vmcb, 0);
+void skip_instruction(guest_regs& regs) {
+  sv::skip_effects fx;
+  if (nrip_save()) {
+    fx = sv::skip_to_next_rip(vmcb, 0);
+  } else {
+    const unsigned len = instruction_length(regs);
+    if (len == 0) {
+      kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx\n",
+              (unsigned long long)sv::read(vmcb, fld::rip));
+      run.status = run_status::fatal_exit;
+      return;
+    }
+    fx = sv::skip_instruction(vmcb, len, 0);
+  }
   if (fx.single_step && fx.verdict == x86::merge_verdict::shutdown) run.status = run_status::triple_fault;
 }
 
@@ -521,6 +545,21 @@ void report_exit(const char* what, bool expected = false) {
 /// First the MMU role is brought in step with the live CR0 (svm::sync_cr0_role: the
 /// refresh_passthrough_bits contract when CR0 writes do not exit; not in the negative
 /// control, which keeps the stale role on purpose).
+unsigned instruction_length(guest_regs& regs) {
+  if (nrip_save()) return static_cast<unsigned>(sv::read(vmcb, fld::next_rip) - sv::read(vmcb, fld::rip));
+  em::context ctx = read_context(regs);
+  const pg::cpu_properties props = guest_cpu_properties();
+  // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
+  pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root());
+  mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
+  pg::flat_memory tables = guest_ram_view();
+  em::flat_ram ram{reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
+                   x86::gpa{layout::guest_mem_base}};
+  em::walker_translator<pg::flat_memory> tr{mmu, tables, props};
+  const auto in = em::fetch_instruction(ctx, tr, ram);
+  return in ? in->length : 0;
+}
+
 bool emulate_instruction(guest_regs& regs, const char* why) {
   em::context ctx = read_context(regs);
   const em::context before = ctx;
@@ -839,7 +878,7 @@ bool npt_unmap_once(std::uint64_t gpa) {
 /// processor pushes the VMCB's RIP. The report gives the event in the VMX layout (SDM Vol. 3C
 /// 25.8.3: type 6 software exception, 4 software interrupt, 3 hardware exception) with the
 /// instruction length NRIP - RIP for software events, so one guest check serves both vendors.
-bool npt_unmapped_page_hit() {
+bool npt_unmapped_page_hit(guest_regs& regs) {
   if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
   npt_unmap_restore();
   ++unmap.hits;
@@ -861,8 +900,7 @@ bool npt_unmapped_page_hit() {
   // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
   // RIP advance that makes it return past its instruction, write_injection applies both.
   x86::event e = sv::to_event(ii);
-  if (x86::is_instruction_event(e.kind))
-    e.instruction_length = static_cast<std::uint8_t>(sv::read(vmcb, fld::next_rip) - rip);
+  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs));
   const sv::injection inj = sv::to_eventinj(e);
   sv::write_injection(vmcb, inj);
   unmap.seen_length = inj.rip_advance;
@@ -892,7 +930,7 @@ void handle_cpuid(guest_regs& regs) {
   rf.write(rbx, a.ebx);
   rf.write(rcx, a.ecx);
   rf.write(rdx, a.edx);
-  skip_instruction();
+  skip_instruction(regs);
 }
 
 /// The MSRs whose guest values live in the VMCB state-save area (APM Table B-2; VMLOAD and
@@ -965,7 +1003,7 @@ void handle_msr(guest_regs& regs) {
     rf.write(rax, v & 0xFFFFFFFF);
     rf.write(rdx, v >> 32);
   }
-  skip_instruction();
+  skip_instruction(regs);
 }
 
 void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
@@ -1004,7 +1042,7 @@ bool handle_vmmcall(guest_regs& regs) {
   const std::uint64_t nr = rf.read(rax);
   if (sv::read(vmcb, fld::cpl) != 0) {
     rf.write(rax, ~0ull);
-    skip_instruction();
+    skip_instruction(regs);
     return true;
   }
   switch (nr) {
@@ -1060,7 +1098,7 @@ bool handle_vmmcall(guest_regs& regs) {
     case hc::ept_unmap_report: ret = npt_unmap_report(); break;
     case hc::done:
       run.status = run_status::done;
-      skip_instruction();
+      skip_instruction(regs);
       return false;
     case hc::unexpected:
       kprintf("HVKIT ERROR guest exception vector=%llu error=0x%llx rip=0x%llx cr2=0x%llx\n",
@@ -1073,7 +1111,7 @@ bool handle_vmmcall(guest_regs& regs) {
       break;
   }
   rf.write(rax, ret);
-  skip_instruction();
+  skip_instruction(regs);
   return true;
 }
 
@@ -1084,7 +1122,7 @@ bool handle_vmmcall(guest_regs& regs) {
 bool handle_npf(guest_regs& regs) {
   const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
   if (npt_case_npf()) return true;  // a provoked one (NPT differential): retry
-  if (npt_unmapped_page_hit()) return true;  // the re-injection check's page: mapped back
+  if (npt_unmapped_page_hit(regs)) return true;  // the re-injection check's page: mapped back
   if (sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid()) {
     report_exit("npf_during_event_delivery");
     run.status = run_status::fatal_exit;

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// @brief Every core header of vmx/ in one include (freestanding): Intel VMX: VMCS fields and backends, controls, CR masks, exits, event injection, VM-entry checks.
+/// Not included: vmx/field_lists.hpp (needs Boost.Hana; include it yourself) and vmx/hosted/.
+/// tests/freestanding checks that this lists every core header of the layer.
+#pragma once
+
+#include "vmx/backend.hpp"
+#include "vmx/cached_vmcs.hpp"
+#include "vmx/capabilities.hpp"
+#include "vmx/controls.hpp"
+#include "vmx/cr_access.hpp"
+#include "vmx/cr_mask.hpp"
+#include "vmx/cr_write_apply.hpp"
+#include "vmx/dispatch.hpp"
+#include "vmx/ept_entry.hpp"
+#include "vmx/event_injection.hpp"
+#include "vmx/exit_qualification.hpp"
+#include "vmx/exit_reason.hpp"
+#include "vmx/field.hpp"
+#include "vmx/fields.hpp"
+#include "vmx/guest_context.hpp"
+#include "vmx/guest_cr.hpp"
+#include "vmx/hardware.hpp"
+#include "vmx/ibpb.hpp"
+#include "vmx/instruction_info.hpp"
+#include "vmx/interruptibility.hpp"
+#include "vmx/interruption_info.hpp"
+#include "vmx/io_bitmap.hpp"
+#include "vmx/msr_bitmap.hpp"
+#include "vmx/register_file.hpp"
+#include "vmx/reinjection.hpp"
+#include "vmx/skip.hpp"
+#include "vmx/soft_vmcs.hpp"
+#include "vmx/vm_entry_checks.hpp"
+#include "vmx/vm_entry_controls_checks.hpp"
+#include "vmx/vm_entry_guest_checks.hpp"
+#include "vmx/vm_entry_host_checks.hpp"
+#include "vmx/vm_entry_msr_load.hpp"
+#include "vmx/vm_entry_rule.hpp"
+#include "vmx/vm_entry_state.hpp"
+#include "vmx/vm_fail.hpp"
+#include "vmx/vmcs_reader.hpp"
