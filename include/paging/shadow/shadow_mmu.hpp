@@ -65,6 +65,8 @@ class shadow_mmu {
   [[nodiscard]] constexpr x86::hpa root() const noexcept { return cache_->address_of(root_); }
   [[nodiscard]] constexpr const pdpte_snapshot& pdptes() const noexcept { return pdptes_; }
   [[nodiscard]] constexpr page_cache& cache() noexcept { return *cache_; }
+  /// How many times a full cache was zapped and rebuilt.
+  [[nodiscard]] constexpr std::uint32_t rebuilds() const noexcept { return rebuilds_; }
   /// The guest walker for the current context.
   [[nodiscard]] constexpr guest_walker walker() const noexcept { return guest_walker(guest_, props_, pdptes_); }
 
@@ -78,6 +80,7 @@ class shadow_mmu {
     pdptes_ = role.mode() == x86::paging_mode::pae ? pdptes : pdpte_snapshot{};
     root_ = find_or_make_root();
     if (root_ == page_cache::npos) {  // full: start over (one page always fits)
+      ++rebuilds_;
       cache_->zap_all();
       root_ = find_or_make_root();
     }
@@ -107,6 +110,7 @@ class shadow_mmu {
     }
     int st = install(req, t, a);
     if (st < 0) {  // cache full: zap everything and build the path again
+      ++rebuilds_;
       cache_->zap_all();
       root_ = find_or_make_root();
       a.flush = host_flush::all;
@@ -327,6 +331,7 @@ class shadow_mmu {
   mmu_context guest_{};
   pdpte_snapshot pdptes_{};
   std::uint16_t root_ = page_cache::npos;
+  std::uint32_t rebuilds_ = 0;
 };
 
 }  // namespace hvkit::paging::shadow
