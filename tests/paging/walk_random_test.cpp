@@ -146,7 +146,7 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
       if (m == walk_model::mode::l5) cr4 = cr4 | x86::cr4::la57;
       const auto root = x86::cr3_root(x86::cr3{cr3}, pm, maxphy);
       const auto mmu = paging::mmu_context::make(cr0, cr4, efer, root);
-      paging::cpu_properties props{maxphy, c.gbpages, c.amd, c.pse36};
+      paging::cpu_properties props{.maxphyaddr = maxphy, .gbpages = c.gbpages, .amd_nonleaf_bit8 = c.amd, .pse36 = c.pse36};
       const paging::flat_view view(mm.bytes.data(), mm.bytes.size());
 
       u64 pdpte[4] = {};
