@@ -20,6 +20,7 @@
 #include "vmx/field.hpp"
 #include "vmx/fields.hpp"
 #include "vmx/guest_context.hpp"
+#include "vmx/guest_mode.hpp"
 #include "vmx/guest_cr.hpp"
 #include "vmx/hardware.hpp"
 #include "vmx/ibpb.hpp"
