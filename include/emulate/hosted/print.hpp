@@ -137,6 +137,12 @@ using ::hvkit::hosted::operator<<;
     case mnemonic::hlt: return "hlt";
     case mnemonic::invd: return "invd";
     case mnemonic::wbinvd: return "wbinvd";
+    case mnemonic::vmcall: return "vmcall";
+    case mnemonic::vmmcall: return "vmmcall";
+    case mnemonic::int3: return "int3";
+    case mnemonic::int_n: return "int";
+    case mnemonic::into: return "into";
+    case mnemonic::int1: return "int1";
   }
   return {};
 }
@@ -203,7 +209,7 @@ template <class V>
       break;
     case outcome_kind::exception:
       s += ' ' + to_string(o.vector);
-      if (x86::has_error_code(o.vector)) s += " error code " + ::hvkit::hosted::hex(detail::raw_value(o.error_code));
+      if (x86::has_error_code(o.vector, x86::vendor::intel)) s += " error code " + ::hvkit::hosted::hex(detail::raw_value(o.error_code));
       if (o.vector == x86::vector::pf) s += " cr2 " + ::hvkit::hosted::hex(o.cr2);
       break;
     case outcome_kind::needs_io:

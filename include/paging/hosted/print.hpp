@@ -57,6 +57,8 @@ using ::hvkit::hosted::operator<<;
     case fault_kind::invalid_pdpte: return "invalid_pdpte";
     case fault_kind::retry_exhausted: return "retry_exhausted";
     case fault_kind::pdptes_not_loaded: return "pdptes_not_loaded";
+    case fault_kind::mode_mismatch: return "mode_mismatch";
+    case fault_kind::invalid_request: return "invalid_request";
   }
   return {};
 }
@@ -309,6 +311,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
   std::string s = to_string(f.kind);
   if (f.kind == fault_kind::non_canonical) return s + " address (" + to_string(f.vector) + ")";
   if (f.kind == fault_kind::pdptes_not_loaded) return s + " (a PAE walk without the PDPTE registers: load_pdptrs)";
+  if (f.kind == fault_kind::mode_mismatch) return s + " (the walker's format is not the context's paging mode)";
+  if (f.kind == fault_kind::invalid_request) return s + " (the request contradicts itself)";
   if (f.level != 0) {
     s += " at ";
     if (f.stage == walk_stage::ept) s += "EPT ";
