@@ -553,7 +553,7 @@ class basic_walker {
   }
   /// The typed error of a walker used over another paging mode (its state, or the
   /// mmu_context of the walk): fault_kind::mode_mismatch, no entry, no error code.
-  [[gnu::cold, gnu::noinline]] static constexpr bool mode_mismatch(walk_fault& f) noexcept {
+  static constexpr bool mode_mismatch(walk_fault& f) noexcept {
     f.kind = fault_kind::mode_mismatch;
     f.stage = walk_stage::guest;
     f.level = 0;
