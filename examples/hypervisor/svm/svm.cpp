@@ -397,6 +397,7 @@ bool nrip_save() { return host_svm.features.test(cpuid_ns::svm_features::nrip_sa
 /// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
 /// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
 unsigned instruction_length(guest_regs& regs);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
 
 /// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP with NRIP save
 /// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
@@ -409,8 +410,13 @@ void skip_instruction(guest_regs& regs) {
   } else {
     const unsigned len = instruction_length(regs);
     if (len == 0) {
-      kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx\n",
-              (unsigned long long)sv::read(vmcb, fld::rip));
+      const auto in = instruction_at_rip(regs);
+      kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx: outcome=%u vector=%u why=%u cr0=0x%llx "
+              "cr4=0x%llx efer=0x%llx cr3=0x%llx\n",
+              (unsigned long long)sv::read(vmcb, fld::rip), in ? 0u : static_cast<unsigned>(in.error().kind),
+              in ? 0u : static_cast<unsigned>(in.error().vector), in ? 0u : static_cast<unsigned>(in.error().why),
+              (unsigned long long)sv::read(vmcb, fld::cr0), (unsigned long long)sv::read(vmcb, fld::cr4),
+              (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr3));
       run.status = run_status::fatal_exit;
       return;
     }
@@ -541,9 +547,18 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
                    x86::gpa{layout::guest_mem_base}};
   // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
   // (APM 15.25.10): the four entries as they are now.
+  // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
+  // walks through the other three do not.
   pg::pdpte_snapshot pdptes{};
-  if (mmu.role().mode() == x86::paging_mode::pae)
-    if (const auto p = pg::load_pdptrs(ctx.cr3, tables, props.maxphyaddr)) pdptes = *p;
+  if (mmu.role().mode() == x86::paging_mode::pae) {
+    pdptes.pdpt = x86::cr3_root(ctx.cr3, x86::paging_mode::pae, props.maxphyaddr);
+    pdptes.loaded = true;
+    for (unsigned i = 0; i < 4; ++i) {
+      const auto v = tables.read64(pdptes.pdpt + 8u * i);
+      pdptes.loaded = pdptes.loaded && v.has_value();
+      pdptes.entries[i] = v ? *v : 0;
+    }
+  }
   em::walker_translator<pg::flat_memory> tr{mmu, tables, props, pdptes};
   return em::fetch_instruction(ctx, tr, ram);
 }
@@ -678,6 +693,7 @@ struct unmap_state {
   std::uint64_t seen_info;  // the re-injected event, in the VMX layout the guest's check reads
   unsigned seen_length;
   std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
+  std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
 };
 constinit unmap_state unmap{};
 // The last hc::ept_unmap_report found the page still unmapped, never touched through an
@@ -729,6 +745,21 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->base.name,
             (unsigned long long)ii.raw(), code[1], code[1]);
     ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
+  }
+  // QEMU 7.2 TCG erratum (docs/hypervisor.md): EXITINTINFO of an INT3 or INTO delivery has
+  // TYPE 4 (software interrupt) instead of 3 (APM 15.7.2 / 15.20: TYPE 4 is INTn only; #BP and
+  // #OF are exceptions, TYPE 3). Recognized by the instruction at RIP (CC or CE, decoded),
+  // re-injected as the exception, counted.
+  if (ii.valid() && ii.type() == sv::event_type::soft_int && (ii.vector() == 3 || ii.vector() == 4)) {
+    if (const auto in = instruction_at_rip(regs);
+        in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
+      if (unmap.soft_int_type_for_int3++ == 0) {
+        ++results_errata;
+        kprintf("HVKIT ERRATUM exitintinfo_int3_into_as_soft_int.%s exitintinfo=0x%llx rip=0x%llx\n", st.cfg->base.name,
+                (unsigned long long)ii.raw(), (unsigned long long)rip);
+      }
+      ii = sv::event_info::make(ii.vector(), sv::event_type::exception, false);
+    }
   }
   if (!ii.valid()) return true;
   // The event as the vendor-neutral x86::event (svm::to_event: TYPE 3 #BP/#OF are INT3/INTO),
