@@ -105,6 +105,10 @@ class machine {
     return run(in);
   }
 
+  /// Fetches and decodes the instruction at CS:RIP without executing it (its length, for a
+  /// hypervisor whose CPU does not report one): done with `in` filled, or the fault.
+  constexpr outcome fetch(instruction& in) noexcept { return fetch_decode(in); }
+
   /// Executes an instruction that was already decoded (its bytes at CS:RIP).
   constexpr outcome run(const instruction& in) noexcept {
     outcome o = execute(in);
@@ -512,6 +516,8 @@ class machine {
       case mnemonic::invd: case mnemonic::wbinvd:
         if (!cpl0()) return gp0();
         return done(event::cache_flush);
+      case mnemonic::vmcall: case mnemonic::vmmcall:  // the hypervisor's own: never emulated
+      case mnemonic::int3: case mnemonic::int_n: case mnemonic::into: case mnemonic::int1:
       case mnemonic::invalid: break;
     }
     return outcome::make_unsupported(unsupported_reason::instruction);
@@ -1202,6 +1208,18 @@ template <translator T, guest_ram R, platform P>
 [[nodiscard]] constexpr outcome emulate(context& ctx, T& tr, R& ram, P& plat) noexcept {
   detail::machine<T, R, P> m{ctx, tr, ram, plat};
   return m.step();
+}
+
+/// Fetches and decodes the instruction at CS:RIP through the guest's paging, as emulate()
+/// would, without executing it: the instruction (with its length), or the outcome that
+/// stopped the fetch (a fault, or unsupported).
+template <translator T, guest_ram R>
+[[nodiscard]] constexpr result<instruction, outcome> fetch_instruction(context& ctx, T& tr, R& ram) noexcept {
+  null_platform plat;
+  detail::machine<T, R, null_platform> m{ctx, tr, ram, plat};
+  instruction in;
+  if (outcome o = m.fetch(in); !o.is_done()) return unexpected(o);
+  return in;
 }
 
 /// Emulates an instruction the caller already decoded (e.g. from bytes it fetched itself);

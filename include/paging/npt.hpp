@@ -172,6 +172,12 @@ class npt_walker {
   template <guest_memory M>
   constexpr bool walk_checked(const M& mem, const ept_request& req, translation& t, walk_fault& f,
                               std::uint64_t& all) const noexcept {
+    if (!ept_request_consistent(req)) [[unlikely]] {  // the same request rules as EPT
+      f.kind = fault_kind::invalid_request;
+      f.stage = walk_stage::npt;
+      f.guest_physical = req.address;
+      return false;
+    }
     if (!walk_tables(mem, req.address, t, f, all)) [[unlikely]] {
       finish_fault(f, req);
       return false;

@@ -468,7 +468,10 @@ std::uint64_t vmrun_once() {
   hs::vmcb_view v{diff_vmcb};
   hs::processor_write(v, f::exit_code, exit_sentinel);
   svm_vmrun(&regs, pa(&diff_vmcb), pa(diff_host_save));
-  return hs::read(v, f::exit_code);
+  const std::uint64_t code = hs::read(v, f::exit_code);
+  // QEMU 7.2 TCG writes VMEXIT_INVALID as the 32-bit 0xFFFF_FFFF (svm.cpp's
+  // vmexit_invalid_exitcode_32bit erratum): read as the APM's -1, counted there.
+  return code == 0xFFFF'FFFFull ? note_exitcode_32bit(code) : code;
 }
 
 struct counters {

@@ -20,7 +20,7 @@
 
 namespace hvkit::cpuid {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(msr_verdict v) noexcept {
@@ -32,7 +32,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(msr_verdict).
-[[nodiscard]] inline std::string to_string(msr_verdict v) { return hosted::enum_string(name(v), "msr_verdict", v); }
+[[nodiscard]] inline std::string to_string(msr_verdict v) { return ::hvkit::hosted::enum_string(name(v), "msr_verdict", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(policy_error v) noexcept {
@@ -50,7 +50,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(policy_error).
-[[nodiscard]] inline std::string to_string(policy_error v) { return hosted::enum_string(name(v), "policy_error", v); }
+[[nodiscard]] inline std::string to_string(policy_error v) { return ::hvkit::hosted::enum_string(name(v), "policy_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(table_error v) noexcept {
@@ -61,7 +61,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(table_error).
-[[nodiscard]] inline std::string to_string(table_error v) { return hosted::enum_string(name(v), "table_error", v); }
+[[nodiscard]] inline std::string to_string(table_error v) { return ::hvkit::hosted::enum_string(name(v), "table_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(xsave_error v) noexcept {
@@ -74,7 +74,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(xsave_error).
-[[nodiscard]] inline std::string to_string(xsave_error v) { return hosted::enum_string(name(v), "xsave_error", v); }
+[[nodiscard]] inline std::string to_string(xsave_error v) { return ::hvkit::hosted::enum_string(name(v), "xsave_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(xsave_enumeration v) noexcept {
@@ -88,7 +88,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(xsave_enumeration).
-[[nodiscard]] inline std::string to_string(xsave_enumeration v) { return hosted::enum_string(name(v), "xsave_enumeration", v); }
+[[nodiscard]] inline std::string to_string(xsave_enumeration v) { return ::hvkit::hosted::enum_string(name(v), "xsave_enumeration", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(vendor v) noexcept {
@@ -103,7 +103,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vendor).
-[[nodiscard]] inline std::string to_string(vendor v) { return hosted::enum_string(name(v), "vendor", v); }
+[[nodiscard]] inline std::string to_string(vendor v) { return ::hvkit::hosted::enum_string(name(v), "vendor", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(rule_id v) noexcept {
@@ -126,7 +126,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(rule_id).
-[[nodiscard]] inline std::string to_string(rule_id v) { return hosted::enum_string(name(v), "rule_id", v); }
+[[nodiscard]] inline std::string to_string(rule_id v) { return ::hvkit::hosted::enum_string(name(v), "rule_id", v); }
 
 }  // namespace hvkit::cpuid
 

@@ -32,7 +32,7 @@
 
 namespace hvkit::vmx {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The basic exit reason's name (exit_reason_name(), SDM Appendix C); empty for an
 /// undefined number.
@@ -41,7 +41,7 @@ using hosted::operator<<;
   return n == "?" ? std::string_view{} : n;
 }
 /// See name(exit_reason); an undefined number prints as "exit_reason(n)".
-[[nodiscard]] inline std::string to_string(exit_reason r) { return hosted::enum_string(name(r), "exit_reason", r); }
+[[nodiscard]] inline std::string to_string(exit_reason r) { return ::hvkit::hosted::enum_string(name(r), "exit_reason", r); }
 
 /// The exit-reason field: the basic reason, then "(VM-entry failure)" and the other flags
 /// that are set (SDM 28.2.1).
@@ -88,7 +88,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vm_instruction_error).
-[[nodiscard]] inline std::string to_string(vm_instruction_error v) { return hosted::enum_string(name(v), "vm_instruction_error", v); }
+[[nodiscard]] inline std::string to_string(vm_instruction_error v) { return ::hvkit::hosted::enum_string(name(v), "vm_instruction_error", v); }
 
 /// The instruction's mnemonic in lower case ("vmwrite").
 [[nodiscard]] constexpr std::string_view name(vmx_instruction v) noexcept {
@@ -108,7 +108,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vmx_instruction).
-[[nodiscard]] inline std::string to_string(vmx_instruction v) { return hosted::enum_string(name(v), "vmx_instruction", v); }
+[[nodiscard]] inline std::string to_string(vmx_instruction v) { return ::hvkit::hosted::enum_string(name(v), "vmx_instruction", v); }
 
 /// "VMfailInvalid" or "VMfailValid" (SDM 31.2).
 [[nodiscard]] constexpr std::string_view name(vm_fail::kind k) noexcept {
@@ -119,7 +119,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vm_fail::kind).
-[[nodiscard]] inline std::string to_string(vm_fail::kind k) { return hosted::enum_string(name(k), "vm_fail::kind", k); }
+[[nodiscard]] inline std::string to_string(vm_fail::kind k) { return ::hvkit::hosted::enum_string(name(k), "vm_fail::kind", k); }
 
 /// "VMfailValid in vmwrite: error 12 (unsupported_vmcs_component), field 0x4000" (the
 /// error only for VMfailValid, the field only when one is recorded).
@@ -127,7 +127,7 @@ using hosted::operator<<;
   std::string s = to_string(f.how) + " in " + to_string(f.instruction);
   if (f.how == vm_fail::kind::valid)
     s += ": error " + std::to_string(static_cast<std::uint32_t>(f.error)) + " (" + to_string(f.error) + ")";
-  if (f.field_encoding != ~0u) s += ", field " + hosted::hex(f.field_encoding);
+  if (f.field_encoding != ~0u) s += ", field " + ::hvkit::hosted::hex(f.field_encoding);
   return s;
 }
 
@@ -158,7 +158,7 @@ namespace hvkit::x86 {
   return {};
 }
 /// See name(cr_write_fault).
-[[nodiscard]] inline std::string to_string(cr_write_fault v) { return hosted::enum_string(name(v), "cr_write_fault", v); }
+[[nodiscard]] inline std::string to_string(cr_write_fault v) { return ::hvkit::hosted::enum_string(name(v), "cr_write_fault", v); }
 
 }  // namespace hvkit::x86
 
@@ -183,7 +183,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(ept_error).
-[[nodiscard]] inline std::string to_string(ept_error v) { return hosted::enum_string(name(v), "ept_error", v); }
+[[nodiscard]] inline std::string to_string(ept_error v) { return ::hvkit::hosted::enum_string(name(v), "ept_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(tlb_flush v) noexcept {
@@ -194,7 +194,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(tlb_flush).
-[[nodiscard]] inline std::string to_string(tlb_flush v) { return hosted::enum_string(name(v), "tlb_flush", v); }
+[[nodiscard]] inline std::string to_string(tlb_flush v) { return ::hvkit::hosted::enum_string(name(v), "tlb_flush", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(injection_error v) noexcept {
@@ -213,7 +213,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(injection_error).
-[[nodiscard]] inline std::string to_string(injection_error v) { return hosted::enum_string(name(v), "injection_error", v); }
+[[nodiscard]] inline std::string to_string(injection_error v) { return ::hvkit::hosted::enum_string(name(v), "injection_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(activity_state v) noexcept {
@@ -226,7 +226,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(activity_state).
-[[nodiscard]] inline std::string to_string(activity_state v) { return hosted::enum_string(name(v), "activity_state", v); }
+[[nodiscard]] inline std::string to_string(activity_state v) { return ::hvkit::hosted::enum_string(name(v), "activity_state", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(entry_state_error v) noexcept {
@@ -249,7 +249,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(entry_state_error).
-[[nodiscard]] inline std::string to_string(entry_state_error v) { return hosted::enum_string(name(v), "entry_state_error", v); }
+[[nodiscard]] inline std::string to_string(entry_state_error v) { return ::hvkit::hosted::enum_string(name(v), "entry_state_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(interruption_type v) noexcept {
@@ -266,7 +266,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(interruption_type).
-[[nodiscard]] inline std::string to_string(interruption_type v) { return hosted::enum_string(name(v), "interruption_type", v); }
+[[nodiscard]] inline std::string to_string(interruption_type v) { return ::hvkit::hosted::enum_string(name(v), "interruption_type", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(vm_entry_phase v) noexcept {
@@ -279,7 +279,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(vm_entry_phase).
-[[nodiscard]] inline std::string to_string(vm_entry_phase v) { return hosted::enum_string(name(v), "vm_entry_phase", v); }
+[[nodiscard]] inline std::string to_string(vm_entry_phase v) { return ::hvkit::hosted::enum_string(name(v), "vm_entry_phase", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(entry_failure_qualification v) noexcept {
@@ -292,7 +292,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(entry_failure_qualification).
-[[nodiscard]] inline std::string to_string(entry_failure_qualification v) { return hosted::enum_string(name(v), "entry_failure_qualification", v); }
+[[nodiscard]] inline std::string to_string(entry_failure_qualification v) { return ::hvkit::hosted::enum_string(name(v), "entry_failure_qualification", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(vm_entry_outcome v) noexcept {
@@ -304,7 +304,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(vm_entry_outcome).
-[[nodiscard]] inline std::string to_string(vm_entry_outcome v) { return hosted::enum_string(name(v), "vm_entry_outcome", v); }
+[[nodiscard]] inline std::string to_string(vm_entry_outcome v) { return ::hvkit::hosted::enum_string(name(v), "vm_entry_outcome", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(guest_segment v) noexcept {
@@ -321,7 +321,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(guest_segment).
-[[nodiscard]] inline std::string to_string(guest_segment v) { return hosted::enum_string(name(v), "guest_segment", v); }
+[[nodiscard]] inline std::string to_string(guest_segment v) { return ::hvkit::hosted::enum_string(name(v), "guest_segment", v); }
 
 /// A VM-entry verdict in one line: the outcome, the error or exit reason, the rule that
 /// failed with its SDM section, and the fields involved, e.g. "vm_fail_valid: error 7
@@ -331,7 +331,7 @@ namespace hvkit::vmx {
   if (v.outcome == vm_entry_outcome::vm_fail_valid)
     s += ": error " + std::to_string(static_cast<std::uint32_t>(v.error)) + " (" + to_string(v.error) + ")";
   if (v.outcome == vm_entry_outcome::entry_failure)
-    s += ": " + to_string(exit_reason_field{v.exit_reason}) + ", qualification " + hosted::hex(v.exit_qualification);
+    s += ": " + to_string(exit_reason_field{v.exit_reason}) + ", qualification " + ::hvkit::hosted::hex(v.exit_qualification);
   if (v.rule != nullptr) {
     s += ", rule ";
     s += v.rule->name;
@@ -344,7 +344,7 @@ namespace hvkit::vmx {
     const field_info* f = find_field(enc);
     s += ", ";
     s += f != nullptr ? f->name : "field";
-    s += " (" + hosted::hex(enc) + ") = " + hosted::hex(value);
+    s += " (" + ::hvkit::hosted::hex(enc) + ") = " + ::hvkit::hosted::hex(value);
   };
   if (v.hit.failed) {
     field(v.hit.field, v.hit.value);

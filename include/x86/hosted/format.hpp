@@ -112,7 +112,7 @@ struct formatter<T, char> : formatter<string_view, char> {
 
 namespace hvkit::x86 {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The exception's mnemonic as the SDM writes it (Table 6-1): "#PF", "NMI", ...
 [[nodiscard]] constexpr std::string_view name(vector v) noexcept {
@@ -145,7 +145,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vector); an unnamed vector prints as "vector(n)".
-[[nodiscard]] inline std::string to_string(vector v) { return hosted::enum_string(name(v), "vector", v); }
+[[nodiscard]] inline std::string to_string(vector v) { return ::hvkit::hosted::enum_string(name(v), "vector", v); }
 
 /// The paging mode's name: "none", "two_level", "pae", "four_level", "five_level".
 [[nodiscard]] constexpr std::string_view name(paging_mode m) noexcept {
@@ -159,7 +159,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(paging_mode).
-[[nodiscard]] inline std::string to_string(paging_mode m) { return hosted::enum_string(name(m), "paging_mode", m); }
+[[nodiscard]] inline std::string to_string(paging_mode m) { return ::hvkit::hosted::enum_string(name(m), "paging_mode", m); }
 
 /// How the SDM titles the mode (Table 4-1): "32-bit", "PAE", "4-level", "5-level", or
 /// "paging off".
@@ -184,7 +184,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(merge_verdict).
-[[nodiscard]] inline std::string to_string(merge_verdict v) { return hosted::enum_string(name(v), "merge_verdict", v); }
+[[nodiscard]] inline std::string to_string(merge_verdict v) { return ::hvkit::hosted::enum_string(name(v), "merge_verdict", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(gpr v) noexcept {
@@ -209,13 +209,13 @@ using hosted::operator<<;
   return {};
 }
 /// See name(gpr).
-[[nodiscard]] inline std::string to_string(gpr v) { return hosted::enum_string(name(v), "gpr", v); }
+[[nodiscard]] inline std::string to_string(gpr v) { return ::hvkit::hosted::enum_string(name(v), "gpr", v); }
 
 /// A #PF error code: the value, then the set bits by their SDM names (4.7, Figure 4-12) in
 /// brackets: "0x7 [P W U]"; software-only flags as "implicit", unnamed bits as hex; "0x0"
 /// when empty.
 [[nodiscard]] inline std::string to_string(pfec e) {
-  std::string s = hosted::hex(e.raw() & 0xffff'ffffu);
+  std::string s = ::hvkit::hosted::hex(e.raw() & 0xffff'ffffu);
   std::string names;
   auto add = [&](bool on, std::string_view n) {
     if (!on) return;
@@ -235,7 +235,7 @@ using hosted::operator<<;
   const std::uint64_t named = (pfec::present | pfec::write | pfec::user | pfec::rsvd | pfec::fetch | pfec::pk |
                                pfec::ss | pfec::hlat | pfec::sgx | pfec::implicit_access)
                                   .raw();
-  if (e.raw() & ~named) add(true, hosted::hex(e.raw() & ~named));
+  if (e.raw() & ~named) add(true, ::hvkit::hosted::hex(e.raw() & ~named));
   return names.empty() ? s : s + " [" + names + "]";
 }
 
