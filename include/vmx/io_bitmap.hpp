@@ -52,7 +52,7 @@ class io_bitmaps {
   [[nodiscard]] constexpr bool exits(std::uint16_t port, unsigned size) const noexcept {
     const std::uint32_t last = static_cast<std::uint32_t>(port) + size - 1;
     if (last > 0xffffu) return true;  // wraps around
-    if (size == 0 || size > 4) {      // not an IN/OUT size: the bits one by one
+    if (size - 1u > 3u) {             // not an IN/OUT size (1 to 4): the bits one by one
       for (unsigned i = 0; i < size; ++i)
         if (port_bit(static_cast<std::uint16_t>(port + i))) return true;
       return false;
