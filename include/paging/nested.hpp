@@ -168,9 +168,27 @@ template <class Stage, class M>
   }
 }
 
-/// The table accessor of a nested walk (see basic_walker::walk_with). `Raw`: the raw
-/// translation (nested_walker::translate(): no second-stage permission checks).
-template <class Stage, guest_memory M, bool Raw = false>
+/// How a nested walk's table accessor translates the table reads: the fast path (no
+/// second-stage report per access), the slow path (every access recorded for the A/D
+/// updates), or the raw translation (nested_walker::translate(): no permission checks).
+enum class table_mode : std::uint8_t { fast, record, raw };
+
+/// The full report of a guest table read that failed on the fast path (recomputed uncached).
+/// A free function: a member would make the accessor (and its cache) escape the fast path.
+template <class Stage, class M>
+[[gnu::cold, gnu::noinline]] constexpr void table_fault(const Stage& stage, const M& mem, x86::gpa a, x86::gva linear,
+                                                       walk_fault& f) noexcept {
+  ept_request r{};
+  r.address = a;
+  r.access = ept_access::read;
+  r.origin = ept_origin::paging_structure;
+  r.linear_valid = true;
+  r.linear = linear;
+  f = stage_check(stage, mem, r).error();
+}
+
+/// The table accessor of a nested walk (see basic_walker::walk_with), in one table_mode.
+template <class Stage, guest_memory M, table_mode Mode = table_mode::fast>
 struct nested_tables {
   /// The second stage translates the fast path's table reads with its own table_read() (a
   /// cache made for them, ept_walker), or with walk_checked_cached().
@@ -192,8 +210,8 @@ struct nested_tables {
   [[no_unique_address]] std::conditional_t<table_cached, no_scratch, translation> scratch{};
   /// The second stage's cache of the table reads (see stage_cache).
   typename stage_cache<Stage>::type cache;
-  static constexpr bool raw = Raw;  ///< no second-stage permission checks (translate())
-  bool record = false;  ///< collect second-stage A/D updates (the slow path)
+  static constexpr bool Raw = Mode == table_mode::raw;  ///< no second-stage permission checks
+  static constexpr bool record = Mode == table_mode::record;  ///< collect second-stage A/D updates
   /// Fast path without table_read(): the AND of the second stage's `all` over the table
   /// reads (every read is the same access class, so one needs_ad() test of the AND tells
   /// whether any lacks A/D; with table_read() the cache keeps that AND).
@@ -221,10 +239,6 @@ struct nested_tables {
   }
   /// The raw second-stage translation of `a` (translate()), out of line as checked().
   [[gnu::noinline]] constexpr walk_result raw_translate(x86::gpa a) const noexcept { return stage->translate(*mem, a); }
-  /// The full report of a table read that failed on the fast path (recomputed uncached).
-  [[gnu::cold, gnu::noinline]] constexpr void report(x86::gpa a, walk_fault& f) const noexcept {
-    f = checked(a, ept_access::read).error();
-  }
 
   /// The second stage of a table read on the slow path (or raw): a full walk_result,
   /// recorded for the A/D updates. Out of line: the fast path carries only a call per level.
@@ -255,12 +269,12 @@ struct nested_tables {
   template <unsigned Bytes>
   [[gnu::always_inline]] constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) noexcept {
     x86::gpa h{};
-    if (!Raw && !record) {
+    if constexpr (Mode == table_mode::fast) {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
       if constexpr (table_cached) {
         std::uint64_t hv = 0;
         if (!stage->table_read(*mem, a.value(), cache, hv)) [[unlikely]] {
-          report(a, f);
+          table_fault(*stage, *mem, a, linear, f);
           return false;
         }
         h = x86::gpa{hv};
@@ -268,13 +282,13 @@ struct nested_tables {
         const ept_request req = table_request(a, ept_access::read);
         std::uint64_t all = 0;
         if (!stage->walk_checked_cached(*mem, req, cache, scratch, f, h, all)) [[unlikely]] {
-          report(a, f);
+          table_fault(*stage, *mem, a, linear, f);
           return false;
         }
         table_all &= all;
       }
-    } else if (!translate_recorded(a, h, f)) [[unlikely]] {
-      return false;
+    } else {
+      if (!translate_recorded(a, h, f)) [[unlikely]] return false;
     }
     if constexpr (Bytes == 4) {
       std::uint32_t v = 0;
@@ -437,9 +451,8 @@ class nested_walker {
   [[gnu::cold, gnu::noinline]] constexpr nested_result walk_slow(M& mem, const mmu_context& mmu,
                                                       const walk_request& req) const noexcept {
     for (unsigned attempt = 0;; ++attempt) {
-      detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
+      detail::nested_tables<Stage, M, detail::table_mode::record> tables(&stage_, &mem, req.linear);
       detail::pending_ad pending{};
-      tables.record = true;
       tables.ept_ad = &pending;
       // The guest walk without its own A/D path (walk_checked(): update_slow is never
       // instantiated here), the final access through the out-of-line checked walk.
@@ -491,7 +504,7 @@ class nested_walker {
   /// The raw translation through both stages: no permission checks, no A/D updates.
   template <guest_memory M>
   [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
-    detail::nested_tables<Stage, const M, true> tables(&stage_, &mem, linear);
+    detail::nested_tables<Stage, const M, detail::table_mode::raw> tables(&stage_, &mem, linear);
     translation g{};
     walk_fault f{};
     f.linear = linear;
