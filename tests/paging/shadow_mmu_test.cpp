@@ -94,16 +94,20 @@ TEST(shadow_mmu, fixed_then_the_hardware_allows_and_ad_are_exact) {
 TEST(shadow_mmu, guest_page_tables_are_write_protected) {
   four_level g;
   g.pte(0, P | RW | US | (8ull << 12));
-  g.pte(1, P | RW | (4ull << 12));  // va0 + 4 KiB maps the page table itself
+  // va 0x60'0000 (PD entry 3 -> PT at frame 6) maps the page table of va0 (frame 4).
+  constexpr std::uint64_t alias = 0x60'0000;
+  g.mc.write(0x3000 + 8 * 3, 8, P | RW | US | A | 0x6000);
+  g.mc.write(0x6000, 8, P | RW | (4ull << 12));
   g.load();
-  // A write through the alias first: mapped writable (the frame is not mirrored yet).
-  EXPECT_TRUE(g.access(va0 + 0x1000, 2).ok);
-  // va0's walk mirrors the page table (frame 4): the alias must lose R/W.
-  EXPECT_TRUE(g.access(va0, 4).ok);
-  const auto hw = g.mc.hardware(four_level::req(va0 + 0x1000, 2));
+  // A write through the alias first: mapped writable (frame 4 is not mirrored yet).
+  EXPECT_TRUE(g.access(alias, 2).ok);
+  // va0's walk mirrors the page table (frame 4): the alias must lose R/W. (A user write:
+  // va0's shadow leaf is writable from here on.)
+  EXPECT_TRUE(g.access(va0, 6).ok);
+  const auto hw = g.mc.hardware(four_level::req(alias, 2));
   EXPECT_FALSE(hw.has_value()) << "a mirrored page table is still writable through an alias";
   paging::flat_memory m(g.mc.sut.data(), g.mc.sut.size());
-  const auto a = g.mc.mmu.page_fault(m, four_level::req(va0 + 0x1000, 2));
+  const auto a = g.mc.mmu.page_fault(m, four_level::req(alias, 2));
   EXPECT_EQ(a.action, shadow::fault_action::emulate_protected);
   EXPECT_EQ(a.gpa.value(), 0x4000u);
   // The emulated write makes PTE 0 read-only; the next user write to va0 must #PF
@@ -278,6 +282,27 @@ TEST(shadow_mmu, a_full_cache_is_rebuilt_and_stays_exact) {
     for (unsigned i = 0; i < 64; ++i) g.access((std::uint64_t{i} << 21) + ((i % 4) << 12), round == 1 ? 2 : 4);
   EXPECT_GT(g.mc.mmu.rebuilds(), 0u);
   EXPECT_LE(g.mc.cache.used(), cache_pages);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(shadow_mmu, paging_off_is_the_identity_on_32_bits) {
+  // SDM 4.1.1/2.5: with CR0.PG = 0 linear addresses are physical addresses (32 bits).
+  machine mc;
+  mc.load(paging::make_cpu_role(x86::cr0{CR0_PE}, x86::cr4{}, x86::efer{}), x86::gpa{0});
+  paging::walk_request q{};
+  q.linear = x86::gva{0x8123};
+  q.access = x86::pfec::write;
+  const outcome s = mc.via_shadow(q);
+  EXPECT_TRUE(s.ok && !s.emulated);
+  EXPECT_EQ(s.host, host_ram + 0x8123);
+  EXPECT_TRUE(same(s, mc.via_walker(q)));
+  q.linear = x86::gva{0x1e010};  // frame 30: MMIO
+  const outcome m = mc.via_shadow(q);
+  EXPECT_TRUE(m.ok && m.mmio && m.emulated);
+  EXPECT_TRUE(same(m, mc.via_walker(q)));
 }
 
 }  // namespace
