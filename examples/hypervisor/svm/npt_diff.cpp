@@ -168,10 +168,10 @@ void npt_arm(guest_regs& r) {
   nd.armed = true;
   nd.seen = false;
   // Issue 25 items 7-8: every third case without host NXE (if the host has NX), every fifth
-  // with bit 8 in the nested PML4E.
+  // of the others with bit 8 in the nested PML4E.
   const bool host_nx = (cpuid(0x80000001).edx >> 20) & 1;
   nd.host_nxe_off = host_nx && nd.cases % 3 == 1;
-  nd.pml4e_bit8 = nd.cases % 5 == 2;
+  nd.pml4e_bit8 = !nd.host_nxe_off && nd.cases % 5 == 2;  // one question per case
   if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) & ~efer_nxe);
   const unsigned size = npt_apply_case(r[rdx]);
   if (size) ++nd.large_cases;
@@ -255,6 +255,13 @@ std::uint64_t npt_check(guest_regs& r) {
     // each question the same way every time.
     property_answer =
         agrees(nd.alt_pred_npf, nd.alt_pred_info, nd.alt_pred_gpa, nd.alt_pred_result, nd.alt_pred_error);
+    // The same with QEMU's erratum Q1 (a reserved-bit #NPF without P), attributed as above.
+    if (!property_answer && nd.alt_pred_npf && nd.seen && nd.seen_gpa == nd.alt_pred_gpa &&
+        (nd.alt_pred_info & (E::present::mask | E::reserved::mask)) == (E::present::mask | E::reserved::mask) &&
+        (nd.seen_info & mask) == (nd.alt_pred_info & mask & ~E::present::mask)) {
+      property_answer = true;
+      if (nd.errata_q1++ == 0) ++results_errata;
+    }
   }
   if (nd.alt_differs) {
     const pg::cpu_properties props = npt_diff_properties();
@@ -267,8 +274,6 @@ std::uint64_t npt_check(guest_regs& r) {
       ++nd.bit8_split;
       if (same) ++(props.amd_nonleaf_bit8 ? nd.bit8_reserved : nd.bit8_ignored);
       if (alt) ++(props.amd_nonleaf_bit8 ? nd.bit8_ignored : nd.bit8_reserved);
-    } else {
-      property_answer = false;  // both flipped at once: no answer to either question
     }
   }
   if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) | efer_nxe);
