@@ -306,3 +306,55 @@ TEST(shadow_mmu, paging_off_is_the_identity_on_32_bits) {
 }
 
 }  // namespace
+
+namespace {
+
+constexpr std::uint64_t CR4_PSE = 1ull << 4;
+
+TEST(shadow_mmu, a_32bit_guest_switches_back_to_its_cached_root) {
+  // A 32-bit guest's shadow root is a pass-through page (no guest table behind it): only
+  // the root cache finds it again after a MOV to CR3 and back.
+  machine mc;
+  for (std::uint64_t top : {0x1000u, 0x5000u}) mc.write(top, 4, P | RW | US | 0x4000);
+  mc.write(0x4000, 4, P | RW | US | A | D | (8ull << 12));
+  const auto r = paging::make_cpu_role(x86::cr0{CR0_PE | CR0_PG | CR0_WP}, x86::cr4{}, x86::efer{});
+  const auto first = mc.load(r, x86::gpa{0x1000});
+  paging::walk_request q{};
+  q.access = x86::pfec::user;
+  EXPECT_TRUE(mc.via_shadow(q).ok);
+  mc.load(r, x86::gpa{0x5000});
+  EXPECT_TRUE(mc.via_shadow(q).ok);
+  const unsigned pages = mc.cache.used(), faults = mc.faults_taken;
+  EXPECT_EQ(mc.load(r, x86::gpa{0x1000}).root, first.root);
+  EXPECT_EQ(mc.cache.used(), pages);
+  EXPECT_TRUE(mc.via_shadow(q).ok);
+  EXPECT_EQ(mc.faults_taken, faults);
+}
+
+TEST(shadow_mmu, cr4_pse_toggle_reinterprets_a_32bit_pde) {
+  // SDM 4.3: with CR4.PSE = 1 a PDE with PS = 1 maps a 4 MiB page; with CR4.PSE = 0 PS is
+  // ignored and the PDE references a page table. CR4.PSE is not in page_role: the shadow
+  // pages built under one value must not serve the other.
+  machine mc;
+  // PS=1: the 4 MiB page at 0; read with PS ignored: the page table at frame 0 (a frame
+  // whose bits 20:13 are 0, so that the 4 MiB reading has no PSE-36 high bits).
+  mc.write(0x1000, 4, P | RW | US | A | D | 0x80);
+  mc.write(0x0000 + 4 * 8, 4, P | RW | US | (9ull << 12));  // PTE 8 of the page-table reading
+  const x86::cr0 cr0{CR0_PE | CR0_PG | CR0_WP};
+  mc.load(paging::make_cpu_role(cr0, x86::cr4{CR4_PSE}, x86::efer{}), x86::gpa{0x1000});
+  paging::walk_request q{};
+  q.linear = x86::gva{0x8010};
+  q.access = x86::pfec::user;
+  EXPECT_EQ(mc.via_shadow(q).host, host_ram + 0x8010);  // 4 MiB page: frame 8
+  x86::cr_context c{cr0, x86::cr4{CR4_PSE}, x86::efer{}, 0x1000};
+  const auto o = paging::evaluate_cr_write({paging::cr_write_op::instruction::mov_to_cr, 4, 0}, c,
+                                           paging::paging_kind::shadow);
+  ASSERT_TRUE(o.actions.test(paging::mmu_actions::reset_mmu));
+  shadow::control_registers_written(mc.mmu, o, x86::cr3{0x1000}, 52);
+  mc.role = mc.mmu.role();
+  const outcome s = mc.via_shadow(q), w = mc.via_walker(q);
+  EXPECT_EQ(w.host, host_ram + 0x9010);  // PT frame 0, PTE 8: frame 9
+  EXPECT_TRUE(same(s, w)) << describe(s) << " vs " << describe(w);
+}
+
+}  // namespace

@@ -76,6 +76,12 @@ class shadow_mmu {
   context_answer load(cpu_role role, x86::gpa root, const pdpte_snapshot& pdptes = {}) noexcept {
     if (role.mode() == x86::paging_mode::five_level) return {this->root(), host_flush::none, false};
     const std::uint16_t before = root_;
+    // CR4.PSE (32-bit guests), CR4.PKE and CR4.PKS change what shadow entries mean but are
+    // not in page_role: pages built under other values are thrown away (SDM 4.3, 4.6.2).
+    const std::uint8_t ext = static_cast<std::uint8_t>((role.pse() ? 1u : 0u) | (role.pke() ? 2u : 0u) |
+                                                       (role.pks() ? 4u : 0u));
+    if (ext != ext_ && root_ != page_cache::npos) cache_->zap_all();
+    ext_ = ext;
     guest_ = mmu_context(role, root);
     pdptes_ = role.mode() == x86::paging_mode::pae ? pdptes : pdpte_snapshot{};
     root_ = find_or_make_root();
@@ -115,6 +121,7 @@ class shadow_mmu {
       root_ = find_or_make_root();
       a.flush = host_flush::all;
       st = install(req, t, a);
+      if (st < 0) a.action = fault_action::emulate_access;  // a cache too small for one path
     }
     a.root = root();
     return a;
@@ -332,6 +339,7 @@ class shadow_mmu {
   pdpte_snapshot pdptes_{};
   std::uint16_t root_ = page_cache::npos;
   std::uint32_t rebuilds_ = 0;
+  std::uint8_t ext_ = 0;
 };
 
 }  // namespace hvkit::paging::shadow
