@@ -105,7 +105,7 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
               hv_error);
     return 0;
   }
-  // Bochs 2.7 erratum B3 (../shared/design/bochs-and-qemu.md): RFLAGS.AC = 1 lets an implicit
+  // Bochs 2.7 erratum B3 (docs/bochs-and-qemu-facts.md): RFLAGS.AC = 1 lets an implicit
   // supervisor access reach a user-mode page under CR4.SMAP. SDM Vol. 3A 4.6.1: implicit
   // accesses to user-mode addresses are denied whatever AC says. Counted apart.
   if (!same && c.implicit && c.result == 0 && hv_result == (0x100 | 14) && (hv_error & ~0x1u) == 0 &&
@@ -114,7 +114,7 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
     ++run.pg_mode_b3[slot];
     return 0;  // the CPU's A/D flags follow its (wrong) success: nothing more to compare
   }
-  // Bochs 2.7 errata B1/B2 (../shared/design/bochs-and-qemu.md), protection keys. B1: Bochs
+  // Bochs 2.7 errata B1/B2 (docs/bochs-and-qemu-facts.md), protection keys. B1: Bochs
   // applies PKRU to supervisor-mode addresses (SDM 4.6.2: PKRU governs user-mode addresses
   // only). B2: Bochs ignores PKRU for supervisor data accesses to user-mode addresses (SDM
   // 4.6.1 applies the key, and 4.7 reports PK even when paging rights deny as well).

@@ -24,7 +24,7 @@ namespace hvkit::emulate {
 /// The outcome kinds.
 enum class outcome_kind : std::uint8_t {
   done,         ///< registers and RIP updated; see `event` for what the caller must act on
-  exception,    ///< inject `vector` (with `error_code` if has_error_code(vector); CR2 for #PF)
+  exception,    ///< inject `vector` (with `error_code` if the vector pushes one; CR2 for #PF)
   needs_io,     ///< a port access no platform handler took: complete it and re-run
   needs_mmio,   ///< an MMIO access no device took: complete it and re-run
   unsupported,  ///< not emulated (see `why`); injecting #UD is the architectural default
@@ -95,7 +95,8 @@ struct outcome {
     outcome o;
     o.kind = outcome_kind::exception;
     o.vector = v;
-    o.error_code = x86::has_error_code(v) ? ec : 0;
+    // The emulator raises only vectors 0-21, whose error codes both vendors push alike.
+    o.error_code = x86::has_error_code(v, x86::vendor::intel) ? ec : 0;
     o.cr2 = cr2;
     return o;
   }

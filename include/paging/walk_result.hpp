@@ -88,6 +88,14 @@ enum class fault_kind : std::uint8_t {
   /// A PAE walk without PDPTE registers: the walker was given no snapshot from load_pdptrs()
   /// (a caller error, not an architectural fault; see guest_walker::with_pdptes_from()).
   pdptes_not_loaded,
+  /// A typed walker (walker_4level, ...) holds, or was handed, a paging mode other than its
+  /// own (e.g. walker_4level built over a 32-bit-paging mmu_context): nothing was read (a
+  /// caller error, not an architectural fault; see docs/paging-walkers.md).
+  mode_mismatch,
+  /// The request contradicts itself (a guest paging-structure access marked as a fetch; a
+  /// PDPTE load that is not a read or carries a guest-linear address): nothing was read
+  /// (a caller error, not an architectural fault).
+  invalid_request,
 };
 
 /// Which stage of a (nested) walk failed.
@@ -166,6 +174,13 @@ struct walk_fault {
   /// EXITINFO1 bit 32), clear = an access to a guest page-table entry (bit 33); bit 7 = a
   /// guest-linear address is known (`linear`).
   ept_qualification qualification{};
+
+  /// The level the architecture (and KVM's fault reports) names: for a permission or
+  /// protection-key fault the entry that maps the page (`leaf_level`), for every other kind
+  /// the entry where the walk stopped (`level`); 0 when no entry is involved.
+  [[nodiscard]] constexpr unsigned architectural_level() const noexcept {
+    return kind == fault_kind::permission || kind == fault_kind::protection_key ? leaf_level : level;
+  }
 
   /// `entry_address` of a second-stage (EPT or NPT) fault as what it is: those tables are
   /// host-physical (SDM 25.6.11). The field itself is shared with the guest stage, whose

@@ -97,6 +97,8 @@ TEST(HostedNames, Paging) {
       {paging::fault_kind::invalid_pdpte, "invalid_pdpte"},
       {paging::fault_kind::retry_exhausted, "retry_exhausted"},
       {paging::fault_kind::pdptes_not_loaded, "pdptes_not_loaded"},
+      {paging::fault_kind::mode_mismatch, "mode_mismatch"},
+      {paging::fault_kind::invalid_request, "invalid_request"},
   });
   check_names<paging::walk_stage>("walk_stage", 256, {
       {paging::walk_stage::guest, "guest"}, {paging::walk_stage::ept, "ept"}, {paging::walk_stage::npt, "npt"},
