@@ -80,9 +80,12 @@ class npt_walker {
   /// A walker for nCR3 `ncr3` (its root bits as the host's CR3 would give them: bits 31:12
   /// for 32-bit, 31:5 for PAE, MAXPHYADDR-1:12 for long mode), the host controls and the
   /// processor's properties (MAXPHYADDR, 1 GiB pages, the AMD PML4E bit-8 rule, PSE-36).
-  constexpr npt_walker(std::uint64_t ncr3, npt_host host, cpu_properties props) noexcept {
+  /// nCR3 is host-physical (APM 15.25.4: "the nested page table base address" in system
+  /// physical memory): an x86::hpa, never a gpa or a plain integer (write
+  /// `x86::hpa{vmcb_ncr3}` for the VMCB field's value).
+  constexpr npt_walker(x86::hpa ncr3, npt_host host, cpu_properties props) noexcept {
     s_.mode = HostFormat::mode;
-    s_.root = x86::cr3_root(x86::cr3{ncr3}, HostFormat::mode, props.maxphyaddr);
+    s_.root = x86::cr3_root(x86::cr3{ncr3.value()}, HostFormat::mode, props.maxphyaddr);
     s_.nx = host.nxe && HostFormat::mode != x86::paging_mode::two_level;
     s_.fetch_bit = s_.nx;
     s_.rsvd = reserved_bits(HostFormat::mode, reserved_params{props.maxphyaddr, s_.nx, host.pse, props.gbpages,

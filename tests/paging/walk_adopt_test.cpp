@@ -188,7 +188,7 @@ TEST(EptRequest, SelfContradictingRequestsAreTypedErrors) {
   n.put64(0x2000, 0x3000 | P | RW | US);
   n.put64(0x3000, 0x4000 | P | RW | US);
   n.put64(0x4000, 0x5000 | P | RW | US);
-  const paging::npt_walker_4level npt(0x1000, {}, {});
+  const paging::npt_walker_4level npt(x86::hpa{0x1000}, {}, {});
   paging::ept_request bad{};
   bad.address = x86::gpa{0x10};
   bad.access = acc::fetch;
@@ -212,6 +212,65 @@ TEST(EptRequest, RawTranslateNotPresentHasNoAccessBits) {
   EXPECT_EQ(r.error().qualification.raw(), 0u);
   // The checked walk of a read still reports bit 0.
   EXPECT_EQ(make_ept(false).check(m.view(), {x86::gpa{gpa4}, paging::ept_access::read}).error().qualification.raw(), 1u);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- 25.10: a second-stage fault during the guest walk names the guest level --------------
+
+// NPT tables at 0x10000 (PML4) -> 0x11000 -> 0x12000 -> PT 0x13000 mapping L2 gpa p * 4 KiB to
+// L1 0x20000 + p * 4 KiB (user, writable, APM 15.25.5); guest 4-level tables at L2 gpa
+// 0x1000 (PML4) -> 0x2000 -> 0x3000 -> 0x4000 -> page 0x7000, linear address 0.
+struct npt_setup {
+  image m{0x40000};
+  npt_setup() {
+    m.put64(0x10000, 0x11000 | P | RW | US);
+    m.put64(0x11000, 0x12000 | P | RW | US);
+    m.put64(0x12000, 0x13000 | P | RW | US);
+    for (uint64_t p = 0; p < 16; ++p) m.put64(0x13000 + 8 * p, (0x20000 + p * 0x1000) | P | RW | US | A | D);
+    m.put64(0x21000, 0x2000 | P | RW | US | A);
+    m.put64(0x22000, 0x3000 | P | RW | US | A);
+    m.put64(0x23000, 0x4000 | P | RW | US | A);
+    m.put64(0x24000, 0x7000 | P | RW | US | A | D);
+  }
+  paging::nested_result walk() {
+    const auto mmu = mmu_4level(0x1000);
+    const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(
+        paging::walker_4level(mmu, {}), paging::npt_walker_4level(x86::hpa{0x10000}, {}, {}));
+    auto mem = m.mem();
+    return n.walk(mem, mmu, {x86::gva{0x123}, {}});
+  }
+};
+
+// APM 15.25.6: EXITINFO1 bit 33 is "set if the #NPF occurred while translating the guest's
+// page tables" and bit 32 "if ... the final guest physical address"; which guest table the
+// walk was reading is what walk_fault::guest_level adds (1-4), 0 for the final access.
+TEST(NestedFault, SecondStageFaultNamesTheGuestLevel) {
+  npt_setup ok;
+  const auto r = ok.walk();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->l1_address().value(), 0x27123u);
+  for (unsigned level = 4; level >= 1; --level) {
+    npt_setup s;
+    const uint64_t table = 0x1000 * (5 - level);  // L2 gpa of the guest table read at `level`
+    s.m.put64(0x13000 + 8 * (table >> 12), 0);   // its NPT PTE not present
+    const auto f = s.walk();
+    ASSERT_FALSE(f) << level;
+    EXPECT_EQ(f.error().stage, paging::walk_stage::npt) << level;
+    EXPECT_EQ(f.error().kind, fault_kind::not_present) << level;
+    EXPECT_EQ(f.error().guest_level, level) << level;
+    EXPECT_EQ(f.error().guest_physical.value(), table) << level;
+    EXPECT_FALSE(f.error().qualification.test(paging::ept_qualification::final_translation)) << level;
+  }
+  npt_setup fin;
+  fin.m.put64(0x13000 + 8 * 7, 0);  // the final page
+  const auto f = fin.walk();
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().stage, paging::walk_stage::npt);
+  EXPECT_EQ(f.error().guest_level, 0);
+  EXPECT_TRUE(f.error().qualification.test(paging::ept_qualification::final_translation));
 }
 
 }  // namespace
