@@ -537,6 +537,83 @@ class nested_walker {
   Stage stage_;
 };
 
+namespace format {
+/// A guest with paging off (CR0.PG = 0): linear addresses are guest-physical (32 bits, SDM
+/// 4.1.1), only the second stage translates. For nested_walker<format::paging_off, Stage>.
+struct paging_off {
+  static constexpr x86::paging_mode mode = x86::paging_mode::none;
+};
+}  // namespace format
+
+/// The nested walk of a guest with paging off: the linear address (bits 31:0) is the L2
+/// guest-physical address (SDM 4.1.1: without paging "linear addresses are used directly as
+/// physical addresses"), translated by the second stage as the final access (qualification
+/// bits 7 and 8 set: the access has a guest-linear address, SDM 28.2.1). Every linear address
+/// is a supervisor-mode address here (no U/S bit exists), so under MBEC a fetch needs XS.
+/// Same verbs as the paging nested_walker; the mmu_context must have paging off (else
+/// fault_kind::mode_mismatch).
+template <class Stage>
+class nested_walker<format::paging_off, Stage> {
+ public:
+  constexpr explicit nested_walker(const Stage& stage) noexcept : stage_(stage) {}
+
+  /// The checked walk with the second stage's A/D updates.
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result walk(M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
+    return run(mmu, req, [&](const ept_request& fin) {
+      if constexpr (writable_guest_memory<M>) {
+        if (req.update_ad) return stage_.walk(mem, fin);
+      }
+      return stage_.check(std::as_const(mem), fin);
+    });
+  }
+  /// The checked walk without A/D updates.
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result check(const M& mem, const mmu_context& mmu,
+                                              const walk_request& req) const noexcept {
+    return run(mmu, req, [&](const ept_request& fin) { return stage_.check(mem, fin); });
+  }
+  /// The raw translation (no rights, no A/D).
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
+    const translation g = guest(linear);
+    const walk_result s = stage_.translate(mem, g.address);
+    if (!s) return unexpected(s.error());
+    return nested_translation{g, *s};
+  }
+
+ private:
+  [[nodiscard]] static constexpr translation guest(x86::gva linear) noexcept {
+    translation g{};
+    g.address = x86::gpa{linear.value() & 0xffff'ffffu};
+    g.page_shift = 12;
+    g.rights = pte_access::paging_rights;
+    return g;
+  }
+  template <class F>
+  [[nodiscard]] constexpr nested_result run(const mmu_context& mmu, const walk_request& req, F&& second) const noexcept {
+    if (mmu.role().mode() != x86::paging_mode::none) {
+      walk_fault f{};
+      f.kind = fault_kind::mode_mismatch;
+      f.linear = req.linear;
+      return unexpected(f);
+    }
+    const translation g = guest(req.linear);
+    ept_request fin{};
+    fin.address = g.address;
+    fin.linear_valid = true;
+    fin.linear = req.linear;
+    const std::uint64_t a = req.access.raw();
+    fin.access = (a & x86::pfec::fetch.raw())   ? ept_access::fetch
+                 : (a & x86::pfec::write.raw()) ? ept_access::write
+                                                : ept_access::read;
+    const walk_result s = second(fin);
+    if (!s) return unexpected(s.error());
+    return nested_translation{g, *s};
+  }
+  Stage stage_;
+};
+
 /// Loads the PAE PDPTE registers of a guest whose memory lies behind EPT (MOV to CR3, or a
 /// CR0/CR4 write entering PAE paging, in VMX non-root operation with EPT; SDM 4.4.1). The
 /// PDPT (32 bytes, 32-byte aligned: one page, one translation) is translated as a *PDPTE
@@ -547,10 +624,16 @@ class nested_walker {
 /// checked as by load_pdptrs(cr3, memory, maxphyaddr). `memory` is the memory the EPT
 /// tables and the guest's memory live in (as for nested_walker); a read-only view may be
 /// passed as a temporary.
-template <class M>
-  requires guest_memory<std::remove_cvref_t<M>>
+///
+/// `ept` may be any second stage with the walker verbs (ept_walker, or an npt_walker of
+/// paging/npt.hpp for a PAE guest under AMD nested paging: the PDPT read is then a guest
+/// page-table access, a user write to the nested tables, APM 15.25.5, and a failure is the
+/// #NPF in pdptr_error::ept with stage npt).
+template <class M, class Stage>
+  requires guest_memory<std::remove_cvref_t<M>> && requires(const Stage& st, const std::remove_cvref_t<M>& m,
+                                                            const ept_request& r) { st.check(m, r); }
 [[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> load_pdptrs(x86::cr3 cr3, M&& memory, unsigned maxphyaddr,
-                                                                       const ept_walker& ept) noexcept {
+                                                                       const Stage& ept) noexcept {
   const x86::gpa pdpt = x86::cr3_root(cr3, x86::paging_mode::pae, maxphyaddr);
   ept_request req{};
   req.address = pdpt;

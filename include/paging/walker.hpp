@@ -517,6 +517,8 @@ class basic_walker {
       if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
         f.level = static_cast<std::uint8_t>(Level);
         f.entry_address = ea;
+      } else {
+        f.guest_level = static_cast<std::uint8_t>(Level);  // the guest level whose table access faulted
       }
       w.vals[i] = 0;
       return -1;
