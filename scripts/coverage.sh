@@ -29,7 +29,7 @@ tests_ok=1
 if [ "${HVKIT_COVERAGE_REPORT_ONLY:-0}" != 1 ]; then
   flags="-fprofile-instr-generate -fcoverage-mapping"
   cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DHVKIT_WERROR=ON \
+    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DHVKIT_WERROR=OFF \
     -DHVKIT_BUILD_BENCHMARKS=OFF -DHVKIT_BUILD_EXAMPLES=OFF -DHVKIT_BUILD_DOCS=OFF >/dev/null
   cmake --build "$dir" -j "$jobs"
   rm -rf "$dir/profiles"

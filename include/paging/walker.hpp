@@ -69,7 +69,7 @@ struct cpu_properties {
   /// AMD nested paging: a #NPF on an instruction fetch reports ID (EXITINFO1 bit 4) even when
   /// the host's EFER.NXE is 0. APM Vol. 2 15.25.6 describes bit 4 without an NXE condition
   /// (the default, as Bochs' AMD models do); false is the #PF error-code rule (I/D only with
-  /// NXE, APM 8.4.2), as QEMU and KVM report it. Evidence: docs/svm.md.
+  /// NXE, APM 8.4.2), as QEMU TCG reports it. Evidence: docs/svm.md.
   bool npf_fetch_id_without_nxe = true;
 };
 
