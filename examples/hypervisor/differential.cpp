@@ -92,6 +92,19 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
   bool same = c.result == hv_result;
   if (same && hv_result != 0) same = c.error == hv_error && c.cr2 == c.la;
   if (same && hv_result == 0) same = c.ad == hv_ad;
+  // QEMU 7.2 TCG erratum Q1 (docs/hypervisor.md): a #PF for a reserved bit reports P = 0.
+  // SDM Vol. 3A 4.7: "bit 3 of the error code can be set only if bit 0 is also set" (reserved
+  // bits are checked only in present entries); APM Vol. 2 8.4.2 likewise. Classified only
+  // when everything else agrees (vector, CR2, every other error-code bit); counted apart, the
+  // first case printed.
+  if (!same && c.result == (0x100 | 14) && hv_result == c.result && (hv_error & 0x9u) == 0x9u &&
+      c.error == (hv_error & ~0x1u) && c.cr2 == c.la) {
+    if (run.pg_errata_q1++ == 0 && ++results_errata)
+      kprintf("HVKIT ERRATUM rsvd_page_fault_without_p.%s la=0x%llx access=0x%llx cpu_error=0x%x sdm_error=0x%x\n",
+              run.cfg ? run.cfg->name : "?", (unsigned long long)c.la, (unsigned long long)c.access.raw(), c.error,
+              hv_error);
+    return 0;
+  }
   // Bochs 2.7 erratum B3 (docs/bochs-and-qemu-facts.md): RFLAGS.AC = 1 lets an implicit
   // supervisor access reach a user-mode page under CR4.SMAP. SDM Vol. 3A 4.6.1: implicit
   // accesses to user-mode addresses are denied whatever AC says. Counted apart.

@@ -182,6 +182,7 @@ struct run_state {
   std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
   std::uint64_t pg_by_kind[7][2];  // [read/write/fetch at CPL 0, then CPL 3, implicit][ok, fault]
   std::uint64_t pg_errata_b3;      // Bochs: AC overrides SMAP for implicit accesses
+  std::uint64_t pg_errata_q1;      // QEMU TCG: a reserved-bit #PF without P in the error code
   std::uint64_t pg_errata_b1, pg_errata_b2;  // Bochs: PKRU on supervisor addresses / not for supervisor accesses
   // Per paging mode: [0] 4-level, [1] 32-bit, [2] PAE.
   std::uint64_t pg_mode_cases[3], pg_mode_faults[3], pg_mode_mismatches[3], pg_mode_b3[3];

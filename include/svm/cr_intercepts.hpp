@@ -67,6 +67,10 @@ enum class cr0_write_intercept : std::uint8_t {
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::all).none());
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::selective).none());
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::none) == (x86::cr0::pg | x86::cr0::wp));
+// Shadow paging uses at most the selective intercept (CR0.WP is not guest-ownable there): the
+// bits it lets through (TS, MP) flush no TLB entries and reload no PDPTEs (SDM 4.10.4.1, 4.4.1).
+static_assert((cr0_guest_writable(cr0_write_intercept::selective) &
+               (x86::cr0_tlb_flush_bits | x86::cr0_pdpte_reload_bits | x86::cr0_mmu_role_bits)).none());
 
 /// What the CR intercept settings may depend on at run time.
 struct cr_intercept_features {
@@ -113,8 +117,8 @@ struct cr_intercepts {
 template <class Policy = x86::max_guest_owned>
 [[nodiscard]] constexpr cr_intercepts make_cr_intercepts(cr_intercept_features f) noexcept {
   cr_intercepts r{};
-  x86::cr0 want = Policy::cr0_bits;
-  if (!f.npt) want = want.without(x86::cr0::wp);
+  const x86::cr0 want =
+      Policy::cr0_bits & x86::guest_ownable_cr0(f.npt ? x86::paging_kind::two_dimensional : x86::paging_kind::shadow);
   if (want.test(x86::cr0::wp)) {
     r.cr0_write = cr0_write_intercept::none;
   } else if (want.test(x86::cr0::ts)) {

@@ -132,3 +132,86 @@ TEST(WalkerApi, ArchitecturalLevel) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- 23.7: self-contradicting requests -----------------------------------------------------
+
+// EPT tables for GPA 0x4020'1abc: PML4 0x10000 -> PDPT 0x11000[1] -> PD 0x12000[1] -> PT 0x13000[1] -> 0x18000.
+constexpr uint64_t gpa4 = (uint64_t{1} << 30) | (uint64_t{1} << 21) | (uint64_t{1} << 12) | 0xabc;
+void ept_tables(image& m, uint64_t l1) {
+  m.put64(0x10000, 0x11000 | R | W | X);
+  m.put64(0x11000 + 8, 0x12000 | R | W | X);
+  m.put64(0x12000 + 8, 0x13000 | R | W | X);
+  m.put64(0x13000 + 8, 0x18000 | l1);
+}
+paging::ept_walker make_ept(bool ad, uint64_t root = 0x10000) {
+  const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{root}, 4, ad), {});
+  EXPECT_TRUE(w);
+  return *w;
+}
+
+// SDM 29.3.5: "the loads of the PDPTE registers ... are treated as reads"; SDM 28.2.1
+// (bit 7): "cleared to 0 if the EPT violation was caused by an attempt to load a PDPTE".
+// A guest paging-structure access is a data access, never an instruction fetch (bit 2 is
+// "set if the access causing the EPT violation was an instruction fetch"). A request that
+// says otherwise is refused, not silently rewritten.
+TEST(EptRequest, SelfContradictingRequestsAreTypedErrors) {
+  image m;
+  ept_tables(m, R | W | X | WB);
+  auto mem = m.mem();
+  const auto w = make_ept(true);
+  auto walk = [&](paging::ept_access acc, paging::ept_origin o, bool linear_valid) {
+    paging::ept_request req{};
+    req.address = x86::gpa{gpa4};
+    req.access = acc;
+    req.origin = o;
+    req.linear_valid = linear_valid;
+    req.linear = x86::gva{0x1234};
+    return w.walk(mem, req);
+  };
+  using acc = paging::ept_access;
+  using org = paging::ept_origin;
+  EXPECT_EQ(walk(acc::fetch, org::paging_structure, true).error().kind, fault_kind::invalid_request);
+  EXPECT_EQ(walk(acc::write, org::pdpte_load, false).error().kind, fault_kind::invalid_request);
+  EXPECT_EQ(walk(acc::fetch, org::pdpte_load, false).error().kind, fault_kind::invalid_request);
+  EXPECT_EQ(walk(acc::read, org::pdpte_load, true).error().kind, fault_kind::invalid_request);
+  EXPECT_EQ(walk(acc::read, org::pdpte_load, true).error().qualification.raw(), 0u);
+  EXPECT_EQ(m.get64(0x10000) & EA, 0u);  // nothing read, nothing written
+  EXPECT_TRUE(walk(acc::read, org::pdpte_load, false));
+  EXPECT_TRUE(walk(acc::read, org::paging_structure, true));
+  EXPECT_TRUE(walk(acc::write, org::paging_structure, true));
+  EXPECT_TRUE(walk(acc::fetch, org::final_access, true));
+  // The same rules for the NPT stage.
+  image n;
+  n.put64(0x1000, 0x2000 | P | RW | US);
+  n.put64(0x2000, 0x3000 | P | RW | US);
+  n.put64(0x3000, 0x4000 | P | RW | US);
+  n.put64(0x4000, 0x5000 | P | RW | US);
+  const paging::npt_walker_4level npt(0x1000, {}, {});
+  paging::ept_request bad{};
+  bad.address = x86::gpa{0x10};
+  bad.access = acc::fetch;
+  bad.origin = org::paging_structure;
+  EXPECT_EQ(npt.check(n.view(), bad).error().kind, fault_kind::invalid_request);
+  bad.access = acc::read;
+  EXPECT_TRUE(npt.check(n.view(), bad));
+}
+
+// SDM 28.2.1: bits 2:0 of the qualification say which access caused the violation ("bit 0
+// is set if the access causing the EPT violation was a data read"). A raw translation
+// (translate(mem, gpa): no rights checked) is no access at all: a not-present entry reports
+// bits 2:0 = 0 (it used to report bit 0, as if a read had been attempted).
+TEST(EptRequest, RawTranslateNotPresentHasNoAccessBits) {
+  image m;
+  ept_tables(m, 0);  // the EPT PTE is not present
+  const auto r = make_ept(false).translate(m.view(), x86::gpa{gpa4});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, fault_kind::not_present);
+  EXPECT_EQ(r.error().level, 1);
+  EXPECT_EQ(r.error().qualification.raw(), 0u);
+  // The checked walk of a read still reports bit 0.
+  EXPECT_EQ(make_ept(false).check(m.view(), {x86::gpa{gpa4}, paging::ept_access::read}).error().qualification.raw(), 1u);
+}
+
+}  // namespace
