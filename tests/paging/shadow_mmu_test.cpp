@@ -339,6 +339,7 @@ TEST(shadow_mmu, cr4_pse_toggle_reinterprets_a_32bit_pde) {
   // PS=1: the 4 MiB page at 0; read with PS ignored: the page table at frame 0 (a frame
   // whose bits 20:13 are 0, so that the 4 MiB reading has no PSE-36 high bits).
   mc.write(0x1000, 4, P | RW | US | A | D | 0x80);
+  mc.write(0x1004, 4, P | RW | US | A | D | 0x80);          // PDE 1: the same, for va 4 MiB up
   mc.write(0x0000 + 4 * 8, 4, P | RW | US | (9ull << 12));  // PTE 8 of the page-table reading
   const x86::cr0 cr0{CR0_PE | CR0_PG | CR0_WP};
   mc.load(paging::make_cpu_role(cr0, x86::cr4{CR4_PSE}, x86::efer{}), x86::gpa{0x1000});
@@ -346,6 +347,9 @@ TEST(shadow_mmu, cr4_pse_toggle_reinterprets_a_32bit_pde) {
   q.linear = x86::gva{0x8010};
   q.access = x86::pfec::user;
   EXPECT_EQ(mc.via_shadow(q).host, host_ram + 0x8010);  // 4 MiB page: frame 8
+  paging::walk_request q2 = q;
+  q2.linear = x86::gva{0x40'8010};  // through PDE 1 (its own host directory entries)
+  EXPECT_EQ(mc.via_shadow(q2).host, host_ram + 0x8010);
   x86::cr_context c{cr0, x86::cr4{CR4_PSE}, x86::efer{}, 0x1000};
   const auto o = paging::evaluate_cr_write({paging::cr_write_op::instruction::mov_to_cr, 4, 0}, c,
                                            paging::paging_kind::shadow);
@@ -355,6 +359,9 @@ TEST(shadow_mmu, cr4_pse_toggle_reinterprets_a_32bit_pde) {
   const outcome s = mc.via_shadow(q), w = mc.via_walker(q);
   EXPECT_EQ(w.host, host_ram + 0x9010);  // PT frame 0, PTE 8: frame 9
   EXPECT_TRUE(same(s, w)) << describe(s) << " vs " << describe(w);
+  // PDE 1's shadow entries were built under CR4.PSE = 1 and are not on the path just fixed.
+  const outcome s2 = mc.via_shadow(q2), w2 = mc.via_walker(q2);
+  EXPECT_TRUE(same(s2, w2)) << describe(s2) << " vs " << describe(w2);
 }
 
 }  // namespace
