@@ -66,6 +66,11 @@ struct cpu_properties {
   /// bits 20:13; without it PDE bits 21:13 of a 4 MiB page are reserved (SDM 4.3, Table 4-4).
   /// Every recent processor has it.
   bool pse36 = true;
+  /// AMD nested paging: a #NPF on an instruction fetch reports ID (EXITINFO1 bit 4) even when
+  /// the host's EFER.NXE is 0. APM Vol. 2 15.25.6 describes bit 4 without an NXE condition
+  /// (the default, as Bochs' AMD models do); false is the #PF error-code rule (I/D only with
+  /// NXE, APM 8.4.2), as QEMU TCG reports it. Evidence: docs/svm.md.
+  bool npf_fetch_id_without_nxe = true;
 };
 
 /// One access to translate.
@@ -512,6 +517,8 @@ class basic_walker {
       if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
         f.level = static_cast<std::uint8_t>(Level);
         f.entry_address = ea;
+      } else {
+        f.guest_level = static_cast<std::uint8_t>(Level);  // the guest level whose table access faulted
       }
       w.vals[i] = 0;
       return -1;
@@ -553,7 +560,7 @@ class basic_walker {
   }
   /// The typed error of a walker used over another paging mode (its state, or the
   /// mmu_context of the walk): fault_kind::mode_mismatch, no entry, no error code.
-  [[gnu::cold, gnu::noinline]] static constexpr bool mode_mismatch(walk_fault& f) noexcept {
+  static constexpr bool mode_mismatch(walk_fault& f) noexcept {
     f.kind = fault_kind::mode_mismatch;
     f.stage = walk_stage::guest;
     f.level = 0;

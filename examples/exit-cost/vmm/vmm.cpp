@@ -84,31 +84,34 @@ kvm_segment segment(std::uint16_t sel, std::uint8_t type, bool code) {
   return s;
 }
 
-// The vCPU's binary statistics (KVM_GET_STATS_FD, Linux 5.14+): the counters "exits",
-// "io_exits" and "mmio_exits", read at every console line. Between two row lines the deltas
-// count the row's exits by where they went: io_exits and mmio_exits are the exits that came
-// to user space, the rest of "exits" stayed in the kernel.
+// The vCPU's binary statistics (KVM_GET_STATS_FD, Linux 5.14+): the counter "exits" (every
+// VM exit), read at every console line. Between two row lines, the exits that came to user
+// space are the KVM_RUN returns this VMM saw; the rest of "exits" stayed in the kernel.
 struct vcpu_stats {
   int fd = -1;
   std::uint64_t data_offset = 0;
-  long exits = -1, io = -1, mmio = -1;  // byte offsets in the data block
+  long exits = -1;  // byte offset in the data block
   bool open(int vcpu) {
     fd = ioctl(vcpu, KVM_GET_STATS_FD, 0);
     if (fd < 0) return false;
     kvm_stats_header h{};
     if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h)) return false;
     data_offset = h.data_offset;
-    const std::size_t dsize = sizeof(kvm_stats_desc) + h.name_size;
-    std::vector<unsigned char> d(dsize * h.num_desc);
-    if (pread(fd, d.data(), d.size(), h.desc_offset) != static_cast<ssize_t>(d.size())) return false;
+    // Each descriptor: flags (u32), exponent (s16), size (u16), offset (u32), bucket_size
+    // (u32), then the name in name_size bytes; read by hand (as for kvm_cpuid2, C++ sees a
+    // different sizeof for the header's flexible-array struct).
+    constexpr std::size_t desc_fixed = 16, offset_at = 8;
+    const std::size_t dsize = desc_fixed + h.name_size;
+    std::vector<char> d(dsize * h.num_desc + 1);
+    if (pread(fd, d.data(), d.size() - 1, h.desc_offset) != static_cast<ssize_t>(d.size() - 1)) return false;
     for (std::uint32_t i = 0; i < h.num_desc; ++i) {
-      const auto* k = reinterpret_cast<const kvm_stats_desc*>(d.data() + i * dsize);
-      const std::string name(k->name);
-      if (name == "exits") exits = k->offset;
-      if (name == "io_exits") io = k->offset;
-      if (name == "mmio_exits") mmio = k->offset;
+      const char* k = d.data() + i * dsize;
+      std::uint32_t off;
+      std::memcpy(&off, k + offset_at, 4);
+      const std::string name(k + desc_fixed, strnlen(k + desc_fixed, h.name_size));
+      if (name == "exits") exits = off;
     }
-    return exits >= 0 && io >= 0 && mmio >= 0;
+    return exits >= 0;
   }
   std::uint64_t read(long off) const {
     std::uint64_t v = 0;
@@ -180,17 +183,24 @@ int main(int argc, char** argv) {
                                          MAP_SHARED, vcpu, 0));
   if (run == MAP_FAILED) die("mmap kvm_run");
 
-  // CPUID: what KVM supports (long mode must be in it before EFER.LME is accepted).
+  // CPUID: what KVM supports (long mode must be in it before EFER.LME is accepted). The
+  // buffer is laid out by hand: in C++ the header's flexible-array macro makes
+  // sizeof(kvm_cpuid2) 12 instead of the kernel's 8, which changes the ioctl numbers too
+  // (KVM then answers EINVAL). The kernel's layout: nent, padding, entries at offset 8.
   constexpr unsigned max_entries = 256;
-  std::vector<unsigned char> cpuid_buf(sizeof(kvm_cpuid2) + max_entries * sizeof(kvm_cpuid_entry2));
-  auto* cpuid = reinterpret_cast<kvm_cpuid2*>(cpuid_buf.data());
-  cpuid->nent = max_entries;
-  if (ioctl(kvm, KVM_GET_SUPPORTED_CPUID, cpuid) < 0) {
+  constexpr unsigned long get_supported_cpuid = _IOC(_IOC_READ | _IOC_WRITE, KVMIO, 0x05, 8);
+  constexpr unsigned long set_cpuid2 = _IOC(_IOC_WRITE, KVMIO, 0x90, 8);
+  static_assert(sizeof(kvm_cpuid_entry2) == 40);
+  std::vector<std::uint32_t> cpuid_buf(2 + max_entries * sizeof(kvm_cpuid_entry2) / 4);
+  cpuid_buf[0] = max_entries;
+  auto* cpuid = cpuid_buf.data();
+  if (ioctl(kvm, get_supported_cpuid, cpuid) < 0) {
     // Seen on a KVM host that is itself a guest: try without (KVM_SET_SREGS may refuse EFER.LME).
     std::fprintf(stderr, "exit-cost-vmm: KVM_GET_SUPPORTED_CPUID: %s (going on without KVM_SET_CPUID2)\n",
                  std::strerror(errno));
   } else {
-    ioctl_or_die(vcpu, KVM_SET_CPUID2, cpuid, "KVM_SET_CPUID2");
+    std::printf("exit-cost-vmm: CPUID: %u entries from KVM_GET_SUPPORTED_CPUID\n", cpuid_buf[0]);
+    ioctl_or_die(vcpu, set_cpuid2, cpuid, "KVM_SET_CPUID2");
   }
 
   kvm_sregs sregs{};
@@ -210,7 +220,7 @@ int main(int argc, char** argv) {
   vcpu_stats stats;
   const bool have_stats = stats.open(vcpu);
   if (!have_stats) std::fprintf(stderr, "exit-cost-vmm: no vCPU statistics (KVM_GET_STATS_FD): exit counts not shown\n");
-  std::uint64_t last_exits = 0, last_io = 0, last_mmio = 0;
+  std::uint64_t last_exits = 0, runs = 0, last_runs = 0;
 
   std::string line;
   struct row_result {
@@ -225,6 +235,7 @@ int main(int argc, char** argv) {
       if (errno == EINTR) continue;
       die("KVM_RUN");
     }
+    ++runs;
     switch (run->exit_reason) {
       case KVM_EXIT_IO: {
         const auto* data = reinterpret_cast<const unsigned char*>(run) + run->io.data_offset;
@@ -248,22 +259,21 @@ int main(int argc, char** argv) {
             std::printf("%s\n", line.c_str());
             // exit-cost-guest: row=NAME reps=N tsc=T tsc_per_rep=X
             const auto r = line.find("row="), p = line.find("tsc_per_rep="), n = line.find("reps=");
-            std::uint64_t e = 0, io = 0, mm = 0;
-            if (have_stats) e = stats.read(stats.exits), io = stats.read(stats.io), mm = stats.read(stats.mmio);
+            const std::uint64_t e = have_stats ? stats.read(stats.exits) : 0;
             if (r != std::string::npos && p != std::string::npos && n != std::string::npos) {
               row_result rr{line.substr(r + 4, line.find(' ', r) - r - 4), line.substr(p + 12)};
               // The timed repetitions plus the 16 of the warm-up; this line's own bytes are
               // console exits (one each, the newline included).
               const double reps = std::strtod(line.c_str() + n + 5, nullptr) + 16;
               if (have_stats) {
+                const double all_user = static_cast<double>(runs - last_runs);
                 const double console = static_cast<double>(line.size() + 1);
-                const double user = static_cast<double>((io - last_io) + (mm - last_mmio)) - console;
-                rr.user_exits = user / reps;
-                rr.kernel_exits = (static_cast<double>(e - last_exits) - user - console) / reps;
+                rr.user_exits = (all_user - console) / reps;
+                rr.kernel_exits = (static_cast<double>(e - last_exits) - all_user) / reps;
               }
               rows.push_back(rr);
             }
-            last_exits = e, last_io = io, last_mmio = mm;
+            last_exits = e, last_runs = runs;
             line.clear();
           }
         } else if (run->io.port == port_end) {

@@ -38,8 +38,21 @@ struct npt_diff_state {
   bool seen;
   std::uint64_t seen_info, seen_gpa;
   std::uint64_t cases, mismatches, npfs, table_npfs, rsv_npfs, guest_faults, large_cases, errata_ad, errata_q1;
+  // ---- issue 25 items 7-8: two processor properties measured against the CPU ----
+  // Some cases run with the host's EFER.NXE cleared (VMRUN keeps the host's EFER, so the
+  // nested walk sees NXE = 0; the nested entries then carry no NX), some with bit 8 set in
+  // the alias's nested PML4E. Each such case is also predicted with the property flipped;
+  // where the two predictions differ, the CPU's outcome counts for one or the other.
+  bool host_nxe_off, pml4e_bit8;
+  std::uint64_t alt_pred_info, alt_pred_gpa;
+  bool alt_pred_npf, alt_differs;
+  std::uint32_t alt_pred_result, alt_pred_error;
+  std::uint64_t nonxe_cases, nonxe_fetch_npfs, id_split, id_set, id_clear;
+  std::uint64_t bit8_cases, bit8_split, bit8_reserved, bit8_ignored;
 };
 constinit npt_diff_state nd{};
+/// The properties the differential predicts with (the library's defaults for those two).
+pg::cpu_properties npt_diff_properties() { return guest_cpu_properties(); }
 
 
 unsigned host_maxphyaddr() { return guest_cpu_properties().maxphyaddr; }
@@ -54,7 +67,10 @@ void npt_alias_reset() {
   set_tlb_control(sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
 }
 
-std::uint64_t perm_entry(unsigned p) { return (p & 1 ? np_p : 0) | (p & 2 ? np_rw : 0) | np_us | (p & 4 ? 0 : np_nx); }
+std::uint64_t perm_entry(unsigned p) {
+  // Without host NXE bit 63 is reserved (15.25.5): the no-NXE cases leave it clear.
+  return (p & 1 ? np_p : 0) | (p & 2 ? np_rw : 0) | np_us | (p & 4 || nd.host_nxe_off ? 0 : np_nx);
+}
 
 /// Applies hc::ept_arm's layout (hypercall.hpp) to the alias.
 unsigned npt_apply_case(std::uint64_t d) {
@@ -90,6 +106,7 @@ unsigned npt_apply_case(std::uint64_t d) {
     std::uint64_t* at[4] = {leaf, &npt_alias_pd[(region >> 21) & 511], &npt_alias_pdpt[0], &npt_pml4[1]};
     *at[level] |= bad;
   }
+  if (nd.pml4e_bit8) npt_pml4[1] |= 1ull << 8;  // issue 25 item 8
   return size;
 }
 
@@ -100,30 +117,21 @@ pg::flat_memory host_ram_view() {
           x86::gpa{0x100000}};
 }
 
-/// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
-/// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
-/// treats every guest page-table access as a write whether or not it sets A (15.25.5).
-}  // namespace
-
-void npt_arm(guest_regs& r) {
-  using enum x86::gpr;
-  const std::uint64_t la = r[rbx];
-  const x86::pfec access{r[rcx]};
-  nd.armed = true;
-  nd.seen = false;
-  const unsigned size = npt_apply_case(r[rdx]);
-  if (size) ++nd.large_cases;
-  nd.pred_npf = false;
-  nd.pred_result = 0;
-  nd.pred_error = 0;
-  const pg::cpu_properties props = guest_cpu_properties();
+/// The outcome hvkit predicts for the armed case under processor properties `props`.
+struct npt_prediction {
+  bool npf = false;
+  std::uint64_t info = 0, gpa = 0;
+  std::uint32_t result = 0, error = 0;
+};
+npt_prediction npt_predict(std::uint64_t la, x86::pfec access, const pg::cpu_properties& props) {
+  npt_prediction p;
   const guest_paging_regs g = live_paging_regs();
   const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
   const pg::mmu_context mmu{role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
   // The nested tables have the host's format at VMRUN (long mode, 4 levels) and its EFER.NXE
   // (15.25.3, 15.25.5): the host's own CR4 and EFER, as VMRUN does not switch them.
   using host_format = pg::format::ia32e<4>;
-  const pg::npt_walker<host_format> npt{sv::read(vmcb, fld::n_cr3),
+  const pg::npt_walker<host_format> npt{x86::hpa{sv::read(vmcb, fld::n_cr3)},
                                         pg::make_npt_host(x86::cr4{read_cr4()}, x86::efer{rdmsr(x86::msr::ia32_efer)}),
                                         props};
   const pg::nested_walker<pg::format::ia32e<4>, pg::npt_walker<host_format>> walker{
@@ -133,18 +141,59 @@ void npt_arm(guest_regs& r) {
   req.access = access;
   req.rflags = g.rflags;
   const pg::nested_result res = walker.check(host_ram_view(), mmu, req);
-  if (res.has_value()) return;
+  if (res.has_value()) return p;
   const pg::walk_fault& f = res.error();
   const auto npf = sv::npf_from_fault(f);
   if (npf.has_value()) {
-    nd.pred_npf = true;
-    nd.pred_info = npf.value().error.raw();
-    nd.pred_gpa = npf.value().address.value();
+    p.npf = true;
+    p.info = npf.value().error.raw();
+    p.gpa = npf.value().address.value();
   } else if (npf.error() == sv::not_npf::guest_stage) {
-    nd.pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
-    nd.pred_error = static_cast<std::uint32_t>(f.error_code.hardware_bits().raw());
+    p.result = 0x100 | static_cast<std::uint32_t>(f.vector);
+    p.error = static_cast<std::uint32_t>(f.error_code.hardware_bits().raw());
   } else {
-    nd.pred_result = 0xFFFF;  // no architectural outcome (unbacked memory): a mismatch
+    p.result = 0xFFFF;  // no architectural outcome (unbacked memory): a mismatch
+  }
+  return p;
+}
+}  // namespace
+
+/// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
+/// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
+/// treats every guest page-table access as a write whether or not it sets A (15.25.5).
+void npt_arm(guest_regs& r) {
+  using enum x86::gpr;
+  const std::uint64_t la = r[rbx];
+  const x86::pfec access{r[rcx]};
+  nd.armed = true;
+  nd.seen = false;
+  // Issue 25 items 7-8: every third case without host NXE (if the host has NX), every fifth
+  // of the others with bit 8 in the nested PML4E.
+  const bool host_nx = (cpuid(0x80000001).edx >> 20) & 1;
+  nd.host_nxe_off = host_nx && nd.cases % 3 == 1;
+  nd.pml4e_bit8 = !nd.host_nxe_off && nd.cases % 5 == 2;  // one question per case
+  if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) & ~efer_nxe);
+  const unsigned size = npt_apply_case(r[rdx]);
+  if (size) ++nd.large_cases;
+  const pg::cpu_properties props = npt_diff_properties();
+  const npt_prediction p = npt_predict(la, access, props);
+  nd.pred_npf = p.npf;
+  nd.pred_info = p.info;
+  nd.pred_gpa = p.gpa;
+  nd.pred_result = p.result;
+  nd.pred_error = p.error;
+  nd.alt_differs = false;
+  if (nd.host_nxe_off || nd.pml4e_bit8) {
+    pg::cpu_properties alt = props;
+    if (nd.host_nxe_off) alt.npf_fetch_id_without_nxe = !alt.npf_fetch_id_without_nxe;
+    if (nd.pml4e_bit8) alt.amd_nonleaf_bit8 = !alt.amd_nonleaf_bit8;
+    const npt_prediction q = npt_predict(la, access, alt);
+    nd.alt_pred_npf = q.npf;
+    nd.alt_pred_info = q.info;
+    nd.alt_pred_gpa = q.gpa;
+    nd.alt_pred_result = q.result;
+    nd.alt_pred_error = q.error;
+    nd.alt_differs = q.npf != p.npf || q.info != p.info || q.gpa != p.gpa || q.result != p.result || q.error != p.error;
   }
 }
 
@@ -172,9 +221,13 @@ std::uint64_t npt_check(guest_regs& r) {
   using E = sv::npf_error_code;
   constexpr std::uint64_t mask = E::present::mask | E::write::mask | E::user::mask | E::reserved::mask |
                                  E::fetch::mask | E::final_translation::mask | E::guest_page_table::mask;
+  const auto agrees = [&](bool npf, std::uint64_t info, std::uint64_t gpa, std::uint32_t result, std::uint32_t error) {
+    if (npf) return nd.seen && (nd.seen_info & mask) == (info & mask) && nd.seen_gpa == gpa;
+    return !nd.seen && cpu_result == result && (cpu_result == 0 || cpu_error == error);
+  };
   bool same;
   if (nd.pred_npf) {
-    same = nd.seen && (nd.seen_info & mask) == (nd.pred_info & mask) && nd.seen_gpa == nd.pred_gpa;
+    same = agrees(true, nd.pred_info, nd.pred_gpa, 0, 0);
     // QEMU 7.2 TCG erratum Q1 on the nested stage: a #NPF for a reserved bit reports P = 0
     // (APM 15.25.6: EXITINFO1 has the #PF error-code layout, where RSVD implies P; SDM 4.7).
     // Classified only when the address and every other bit agree; counted apart.
@@ -188,8 +241,44 @@ std::uint64_t npt_check(guest_regs& r) {
       same = true;
     }
   } else {
-    same = !nd.seen && cpu_result == nd.pred_result && (cpu_result == 0 || cpu_error == nd.pred_error);
+    same = agrees(false, 0, 0, nd.pred_result, nd.pred_error);
   }
+  if (nd.host_nxe_off) {
+    ++nd.nonxe_cases;
+    if (nd.seen && ((r[rsi] >> 8) & 3) == 2) ++nd.nonxe_fetch_npfs;
+  }
+  if (nd.pml4e_bit8) ++nd.bit8_cases;
+  bool property_answer = false;  // the CPU followed the flipped property: measured, no mismatch
+  if (nd.alt_differs && !same) {
+    // Which hypothesis the CPU followed (the default's, or the flipped property's). Both are
+    // processor behaviours the properties allow; npt_diff_report requires that a CPU answers
+    // each question the same way every time.
+    property_answer =
+        agrees(nd.alt_pred_npf, nd.alt_pred_info, nd.alt_pred_gpa, nd.alt_pred_result, nd.alt_pred_error);
+    // The same with QEMU's erratum Q1 (a reserved-bit #NPF without P), attributed as above.
+    if (!property_answer && nd.alt_pred_npf && nd.seen && nd.seen_gpa == nd.alt_pred_gpa &&
+        (nd.alt_pred_info & (E::present::mask | E::reserved::mask)) == (E::present::mask | E::reserved::mask) &&
+        (nd.seen_info & mask) == (nd.alt_pred_info & mask & ~E::present::mask)) {
+      property_answer = true;
+      if (nd.errata_q1++ == 0) ++results_errata;
+    }
+  }
+  if (nd.alt_differs) {
+    const pg::cpu_properties props = npt_diff_properties();
+    const bool alt = property_answer;
+    if (nd.host_nxe_off && !nd.pml4e_bit8) {
+      ++nd.id_split;
+      if (same) ++(props.npf_fetch_id_without_nxe ? nd.id_set : nd.id_clear);
+      if (alt) ++(props.npf_fetch_id_without_nxe ? nd.id_clear : nd.id_set);
+    } else if (nd.pml4e_bit8 && !nd.host_nxe_off) {
+      ++nd.bit8_split;
+      if (same) ++(props.amd_nonleaf_bit8 ? nd.bit8_reserved : nd.bit8_ignored);
+      if (alt) ++(props.amd_nonleaf_bit8 ? nd.bit8_ignored : nd.bit8_reserved);
+    }
+  }
+  if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) | efer_nxe);
+  nd.host_nxe_off = false;
+  nd.pml4e_bit8 = false;
   ++nd.cases;
   if (nd.seen) {
     ++nd.npfs;
@@ -198,7 +287,7 @@ std::uint64_t npt_check(guest_regs& r) {
     if (seen.is_reserved()) ++nd.rsv_npfs;
   }
   if (cpu_result != 0) ++nd.guest_faults;
-  if (!same && ++nd.mismatches <= 12)
+  if (!same && !property_answer && ++nd.mismatches <= 12)
     kprintf("HVKIT MISMATCH npt case=%llu case_info=0x%llx cpu: npf=%d info=0x%llx gpa=0x%llx guest=0x%x/0x%x "
             "hvkit: npf=%d info=0x%llx gpa=0x%llx guest=0x%x/0x%x\n",
             (unsigned long long)nd.cases, (unsigned long long)r[rsi], nd.seen ? 1 : 0,
@@ -208,7 +297,7 @@ std::uint64_t npt_check(guest_regs& r) {
   nd.armed = false;
   nd.seen = false;
   npt_alias_reset();
-  return same ? 0 : 1;
+  return same || property_answer ? 0 : 1;
 }
 
 
@@ -223,6 +312,28 @@ void npt_diff_report() {
          (unsigned long long)nd.table_npfs, (unsigned long long)nd.rsv_npfs, (unsigned long long)nd.large_cases,
          (unsigned long long)nd.guest_faults, (unsigned long long)nd.errata_q1);
   npt_pml4[1] = 0;  // the alias exists only during this run
+  // Issue 25 items 7-8: the CPU's answer where the two values of a property predict
+  // differently (the differential above uses the defaults).
+  const pg::cpu_properties props = npt_diff_properties();
+  kprintf("HVKIT NPT-PROPERTY npf_fetch_id_without_nxe default=%d no_nxe_cases=%llu no_nxe_fetch_npfs=%llu "
+          "split=%llu cpu_id_set=%llu cpu_id_clear=%llu\n",
+          props.npf_fetch_id_without_nxe ? 1 : 0, (unsigned long long)nd.nonxe_cases,
+          (unsigned long long)nd.nonxe_fetch_npfs, (unsigned long long)nd.id_split, (unsigned long long)nd.id_set,
+          (unsigned long long)nd.id_clear);
+  kprintf("HVKIT NPT-PROPERTY amd_nonleaf_bit8 default=%d bit8_cases=%llu split=%llu cpu_reserved=%llu "
+          "cpu_ignored=%llu\n",
+          props.amd_nonleaf_bit8 ? 1 : 0, (unsigned long long)nd.bit8_cases, (unsigned long long)nd.bit8_split,
+          (unsigned long long)nd.bit8_reserved, (unsigned long long)nd.bit8_ignored);
+  // Each property answered, and the same way in every case (a CPU that mixes is wrong).
+  const bool id_ok = nd.id_split > 0 && (nd.id_set == 0 || nd.id_clear == 0) && nd.id_set + nd.id_clear == nd.id_split;
+  const bool bit8_ok = nd.bit8_split > 0 && (nd.bit8_reserved == 0 || nd.bit8_ignored == 0) &&
+                       nd.bit8_reserved + nd.bit8_ignored == nd.bit8_split;
+  result("npt_properties", id_ok && bit8_ok,
+         "npf_fetch_id_without_nxe=%s (%llu/%llu, default %d) amd_nonleaf_bit8=%s (%llu/%llu, default %d)",
+         nd.id_set ? "1" : "0", (unsigned long long)(nd.id_set ? nd.id_set : nd.id_clear),
+         (unsigned long long)nd.id_split, props.npf_fetch_id_without_nxe ? 1 : 0, nd.bit8_reserved ? "1" : "0",
+         (unsigned long long)(nd.bit8_reserved ? nd.bit8_reserved : nd.bit8_ignored),
+         (unsigned long long)nd.bit8_split, props.amd_nonleaf_bit8 ? 1 : 0);
 }
 
 }  // namespace hv::svm
