@@ -168,7 +168,8 @@ class page_cache {
 
   /// Zaps page `i`: every non-leaf entry referencing it is cleared, cached roots naming it are
   /// dropped, its un-hashed children (pass-through pages) are zapped with it, and it is freed.
-  /// O(pages in use x 512): zapping single pages is a slow path.
+  /// O(pages in use x 512): zapping single pages is a slow path. A shadow_mmu whose current
+  /// root was zapped must be loaded again (shadow_mmu::load()).
   constexpr void zap(std::uint16_t i) noexcept {
     if (i >= s_.capacity || !s_.pages[i].used) return;
     const std::uint64_t target = address_of(i).value();
