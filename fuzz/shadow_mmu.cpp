@@ -86,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint64_t frame = 1 + a % 6;
         const unsigned idx = idxs[(a >> 3) % (m32 ? 8 : 7)];
         std::uint64_t v = b & 0xff;  // P RW US PWT PCD A D PS
-        const std::uint64_t target = (c & 31) == 0 ? 1 : (c & 31);
+        const std::uint64_t target = c & 31;  // frame 0: large pages at 0 (2 MiB, 4 MiB, 1 GiB) are valid
         v |= target << 12;
         if (!m32 && (c & 0x80)) v |= 1ull << 63;  // XD (reserved without NXE: RSVD faults)
         if (four && (c & 0x40)) v |= std::uint64_t{(a >> 6) & 3u} << 59;  // protection key 0-3
