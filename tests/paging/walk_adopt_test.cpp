@@ -381,3 +381,30 @@ TEST(NptHost, FormatFromHostRegistersIsChecked) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- 25.14: the default ept_capabilities is one documented thing --------------------------
+
+// Every IA32_VMX_EPT_VPID_CAP bit the struct describes (SDM A.10: bit 0 execute-only, 6 and 7
+// the walk lengths, 8 and 14 the EPTP memory types, 16 and 17 the page sizes, 21 A/D, 23
+// supervisor shadow-stack control) is 1 by default; the VM-execution control (MBEC) is 0.
+TEST(EptCapabilities, DefaultIsEveryCapabilityAndNoControl) {
+  constexpr paging::ept_capabilities c{};
+  static_assert(c.maxphyaddr == 52 && c.execute_only && c.walk4 && c.walk5 && c.eptp_uc && c.eptp_wb && c.page_2m &&
+                c.page_1g && c.ad && c.supervisor_shadow_stack);
+  static_assert(!c.mbec);
+  // The same as decoding an MSR with every one of those bits set.
+  constexpr std::uint64_t all_bits = 1u | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 14) | (1u << 16) | (1u << 17) |
+                                     (1u << 21) | (1u << 23);
+  static_assert(all_bits == 0xa3'41c1u);
+  // An execute-only leaf and EPTP bit 7 are accepted without setting anything.
+  image m;
+  ept_tables(m, X | WB);
+  const auto w = paging::ept_walker::make(
+      paging::ept_pointer{paging::make_ept_pointer(x86::hpa{0x10000}, 4, false).raw() | 0x80u}, {});
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w->check(m.view(), {x86::gpa{gpa4}, paging::ept_access::fetch}));
+}
+
+}  // namespace
