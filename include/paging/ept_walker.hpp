@@ -58,10 +58,11 @@ enum class ept_origin : std::uint8_t {
   /// 0 and 1). Without EPT A/D the request's access (a read, or the write of a guest A/D
   /// update) is used as given.
   paging_structure,
-  /// A load of the PAE PDPTE registers by MOV to CR0/CR3/CR4 (SDM 4.4.1): treated as a read
-  /// whatever the request's access and EPT A/D say, so never a violation for "not writable"
-  /// and never a D flag (SDM 29.3.3.2, 29.3.5); there is no guest-linear address
-  /// (qualification bits 7 and 8 are 0, whatever `linear_valid` says).
+  /// A load of the PAE PDPTE registers by MOV to CR0/CR3/CR4 (SDM 4.4.1): a read whatever EPT
+  /// A/D says, so never a violation for "not writable" and never a D flag (SDM 29.3.3.2,
+  /// 29.3.5); there is no guest-linear address (qualification bits 7 and 8 are 0). The
+  /// request must say so: access ept_access::read and linear_valid false (else
+  /// fault_kind::invalid_request, see ept_request_consistent()).
   pdpte_load,
 };
 
@@ -76,6 +77,22 @@ struct ept_request {
   x86::gva linear{};          ///< that address
   bool update_ad = true;      ///< set EPT A/D flags (with EPTP bit 6 and writable memory)
 };
+
+/// True if `req` does not contradict itself (else a walk fails with
+/// fault_kind::invalid_request and reads nothing):
+///  - a guest paging-structure access is a read, or the write of a guest A/D update, never
+///    an instruction fetch (SDM 29.3.3.2 and 28.2.1: such an access is a data access; bit 2
+///    of the qualification is set only for an instruction fetch of the linear address);
+///  - a PDPTE load is a read (bits 2:0 = ept_access::read) and has no guest-linear address (SDM
+///    29.3.5: "treated as reads"; 28.2.1: bit 7 is cleared for a PDPTE load).
+[[nodiscard, gnu::always_inline]] constexpr bool ept_request_consistent(const ept_request& req) noexcept {
+  switch (req.origin) {
+    case ept_origin::final_access: return true;
+    case ept_origin::paging_structure: return !(req.access.raw() & ept_access::fetch.raw());
+    case ept_origin::pdpte_load: return (req.access.raw() & 7u) == ept_access::read.raw() && !req.linear_valid;
+  }
+  return false;
+}
 
 /// The EPT walker for one EPTP.
 class ept_walker {
@@ -116,11 +133,19 @@ class ept_walker {
 
   /// The access the permission check and the qualification see (see ept_origin): a guest
   /// paging-structure access with EPT A/D enabled is a read and a write (SDM 29.3.3.2 and
-  /// 28.2.1: both bits 0 and 1); a PDPTE load is a read (SDM 29.3.3.2, 29.3.5).
+  /// 28.2.1: both bits 0 and 1); otherwise the request's access (a PDPTE load's is a read,
+  /// see ept_request_consistent()).
   [[nodiscard, gnu::always_inline]] constexpr ept_access effective_access(const ept_request& req) const noexcept {
-    if (req.origin == ept_origin::final_access) [[likely]] return req.access;
-    if (req.origin == ept_origin::pdpte_load) return ept_access::read;
-    return role_.ad_enabled() ? ept_access::read | ept_access::write : req.access;
+    if (req.origin == ept_origin::paging_structure && role_.ad_enabled()) return ept_access::read | ept_access::write;
+    return req.access;
+  }
+
+  /// The typed error of a request that contradicts itself (ept_request_consistent()).
+  static constexpr bool invalid_request(walk_fault& f) noexcept {
+    f.kind = fault_kind::invalid_request;
+    f.level = 0;
+    f.qualification = ept_qualification{};
+    return false;
   }
 
   /// The checked walk of `req.address`: walk, misconfiguration and permission checks, then
@@ -160,6 +185,8 @@ class ept_walker {
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_checked(const M& mem, const ept_request& req, translation& t,
                                                      walk_fault& f, std::uint64_t& all) const noexcept {
+    if (req.origin != ept_origin::final_access && !ept_request_consistent(req)) [[unlikely]]
+      return invalid_request(f);
     const ept_access acc = effective_access(req);
     if (!walk_tables(mem, req.address, t, f, acc, all)) [[unlikely]] return false;
     // The role's permission table answers allowed/denied with one lookup (its documented
@@ -221,6 +248,13 @@ class ept_walker {
       out = (e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu);
       return true;
     }
+    return table_miss(mem, ga, c, out);
+  }
+  /// table_read() outside the cached 2 MiB region. Inline: a call here would make the cache
+  /// escape and keep it in memory for the whole nested walk (+89 instructions per walk).
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool table_miss(const M& mem, std::uint64_t ga, table_cache& c,
+                                              std::uint64_t& out) const noexcept {
     return levels_ == 5 ? table_walk<5>(mem, ga, c, out) : table_walk<4>(mem, ga, c, out);
   }
 
@@ -242,10 +276,7 @@ class ept_walker {
                                                            translation& t, [[maybe_unused]] walk_fault& f,
                                                            std::uint64_t& all) const noexcept {
     const std::uint64_t ga = req.address.value();
-    if ((ga >> 21) != c.tag) {
-      walk_fault unused{};  // `f` is left alone: the caller reports a failure again with check()
-      return walk_checked(mem, req, t, unused, all);
-    }
+    if ((ga >> 21) != c.tag) return final_miss(mem, req, t, all);
     std::uint64_t e = 0;
     if (!detail::read_entry(mem, x86::gpa{c.pt + ((ga >> 12) & 511u) * 8u}, e)) [[unlikely]] return false;
     if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
@@ -265,6 +296,30 @@ class ept_walker {
     t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
     all = (w_all & ~std::uint64_t{1}) | ((e >> 9) & 1u);
     return true;
+  }
+
+  /// walk_checked_final() outside the cached region: the uncached walk, out of line.
+  template <guest_memory M>
+  [[gnu::noinline]] constexpr bool final_miss(const M& mem, const ept_request& req, translation& t,
+                                              std::uint64_t& all) const noexcept {
+    walk_fault unused{};  // the caller reports a failure again with check()
+    return walk_checked_outlined(mem, req, t, unused, all);
+  }
+  /// walk_checked(), out of line: one copy per memory type for the nested walk's slow paths
+  /// and reports (check_outlined(), final_miss()).
+  template <guest_memory M>
+  [[gnu::noinline]] constexpr bool walk_checked_outlined(const M& mem, const ept_request& req, translation& t,
+                                                         walk_fault& f, std::uint64_t& all) const noexcept {
+    return walk_checked(mem, req, t, f, all);
+  }
+  /// check() through walk_checked_outlined() (what the nested walk's slow paths call).
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result check_outlined(const M& mem, const ept_request& req) const noexcept {
+    translation t{};
+    walk_fault f = base_fault(req);
+    std::uint64_t all = 0;
+    if (!walk_checked_outlined(mem, req, t, f, all)) [[unlikely]] return unexpected(f);
+    return t;
   }
 
   /// True if an access needs EPT A/D updates: A/D on, and A clear in an entry used or D clear
@@ -287,7 +342,8 @@ class ept_walker {
     ept_request req{};
     req.address = address;
     walk_fault f = base_fault(req);
-    if (!walk_tables(mem, address, t, f, ept_access::read)) return unexpected(f);
+    // No access: a not-present fault reports bits 2:0 = 0 (a raw translation is no read).
+    if (!walk_tables(mem, address, t, f, ept_access{})) return unexpected(f);
     return t;
   }
 

@@ -88,6 +88,14 @@ enum class fault_kind : std::uint8_t {
   /// A PAE walk without PDPTE registers: the walker was given no snapshot from load_pdptrs()
   /// (a caller error, not an architectural fault; see guest_walker::with_pdptes_from()).
   pdptes_not_loaded,
+  /// A typed walker (walker_4level, ...) holds, or was handed, a paging mode other than its
+  /// own (e.g. walker_4level built over a 32-bit-paging mmu_context): nothing was read (a
+  /// caller error, not an architectural fault; see docs/paging-walkers.md).
+  mode_mismatch,
+  /// The request contradicts itself (a guest paging-structure access marked as a fetch; a
+  /// PDPTE load that is not a read or carries a guest-linear address): nothing was read
+  /// (a caller error, not an architectural fault).
+  invalid_request,
 };
 
 /// Which stage of a (nested) walk failed.
@@ -152,6 +160,11 @@ struct walk_fault {
   /// (1 = 4 KiB PTE, 2 = 2/4 MiB PDE, 3 = 1 GiB PDPTE). 0 for every other kind (the walk did
   /// not reach a leaf).
   std::uint8_t leaf_level = 0;
+  /// For a second-stage (EPT or NPT) fault during the guest walk: the level of the guest
+  /// paging-structure entry whose access faulted (4 = the guest PML4E's table read ...,
+  /// 1 = the PTE's); 0 for a fault on the final guest-physical access (qualification bit 8,
+  /// #NPF EXITINFO1 bit 32) and for every guest-stage fault.
+  std::uint8_t guest_level = 0;
   x86::gpa entry_address{};   ///< where that entry is (in the faulting stage's memory)
   std::uint64_t entry_value = 0;
   x86::gva linear{};          ///< the linear address of the access (also the CR2 value of a #PF)
@@ -166,6 +179,13 @@ struct walk_fault {
   /// EXITINFO1 bit 32), clear = an access to a guest page-table entry (bit 33); bit 7 = a
   /// guest-linear address is known (`linear`).
   ept_qualification qualification{};
+
+  /// The level the architecture (and KVM's fault reports) names: for a permission or
+  /// protection-key fault the entry that maps the page (`leaf_level`), for every other kind
+  /// the entry where the walk stopped (`level`); 0 when no entry is involved.
+  [[nodiscard]] constexpr unsigned architectural_level() const noexcept {
+    return kind == fault_kind::permission || kind == fault_kind::protection_key ? leaf_level : level;
+  }
 
   /// `entry_address` of a second-stage (EPT or NPT) fault as what it is: those tables are
   /// host-physical (SDM 25.6.11). The field itself is shared with the guest stage, whose

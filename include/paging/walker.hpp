@@ -42,8 +42,23 @@
 
 namespace hvkit::paging {
 
+namespace detail {
+/// The first member of cpu_properties: constructible only by its (explicit) default
+/// constructor, so that no positional initialiser list can reach the properties.
+struct by_name_only {
+  explicit constexpr by_name_only() noexcept = default;
+};
+}  // namespace detail
+
 /// Processor properties a walk depends on beyond the control registers.
+///
+/// Built by name only: `cpu_properties{}` (the defaults) or designated initialisers,
+/// `cpu_properties{.maxphyaddr = 40, .gbpages = false}`, or by assigning members. The
+/// positional form `cpu_properties{40, true, false}` does not compile (its first value would
+/// initialise the hidden first member), so adding a property can never re-mean an old call.
 struct cpu_properties {
+  /// Not a property: makes positional initialisation ill-formed (see the struct comment).
+  [[no_unique_address]] detail::by_name_only by_name_only_{};
   unsigned maxphyaddr = 52;       ///< CPUID.80000008H:EAX[7:0], 32..52
   bool gbpages = true;            ///< 1 GiB pages (CPUID.80000001H:EDX[26])
   bool amd_nonleaf_bit8 = false;  ///< AMD: bit 8 of PML4E/PML5E is reserved
@@ -51,6 +66,11 @@ struct cpu_properties {
   /// bits 20:13; without it PDE bits 21:13 of a 4 MiB page are reserved (SDM 4.3, Table 4-4).
   /// Every recent processor has it.
   bool pse36 = true;
+  /// AMD nested paging: a #NPF on an instruction fetch reports ID (EXITINFO1 bit 4) even when
+  /// the host's EFER.NXE is 0. APM Vol. 2 15.25.6 describes bit 4 without an NXE condition
+  /// (the default, as Bochs' AMD models do); false is the #PF error-code rule (I/D only with
+  /// NXE, APM 8.4.2), as QEMU TCG reports it. Evidence: docs/svm.md.
+  bool npf_fetch_id_without_nxe = true;
 };
 
 /// One access to translate.
@@ -325,6 +345,8 @@ class basic_walker {
   template <class Tables>
   [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, translation& t, walk_fault& f,
                                                     std::uint64_t& all) const noexcept {
+    // A walker_4level over a 32-bit-paging state (and any other pairing) walks nothing.
+    if (s_.mode != Format::mode) [[unlikely]] return mode_mismatch(f);
     std::uint64_t va = linear.value();
     if constexpr (!detail::has_ia32e<Format>) va &= 0xffff'ffffu;  // 32-bit linear addresses
     // The walk runs on locals (one step per level, unrolled at compile time) and fills the
@@ -421,8 +443,10 @@ class basic_walker {
   template <class Tables>
   [[gnu::always_inline]] constexpr bool walk_once(Tables& tables, const mmu_context& mmu, const walk_request& req,
                                                   translation& t, walk_fault& f, std::uint64_t& all) const noexcept {
+    // The context's paging mode must be the walker's (a typed error; docs/paging-walkers.md).
+    if (mmu.role().mode() != Format::mode) [[unlikely]] return mode_mismatch(f);
     if (!walk_tables(tables, req.linear, t, f, all)) [[unlikely]] {
-      if (f.kind != fault_kind::unbacked && f.kind != fault_kind::pdptes_not_loaded && f.stage == walk_stage::guest)
+      if ((f.kind == fault_kind::not_present || f.kind == fault_kind::reserved_bit) && f.stage == walk_stage::guest)
         f.error_code = error_code(req.access, f.error_code);
       return false;
     }
@@ -493,6 +517,8 @@ class basic_walker {
       if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
         f.level = static_cast<std::uint8_t>(Level);
         f.entry_address = ea;
+      } else {
+        f.guest_level = static_cast<std::uint8_t>(Level);  // the guest level whose table access faulted
       }
       w.vals[i] = 0;
       return -1;
@@ -531,6 +557,14 @@ class basic_walker {
     } else {
       return fail(f, k, level, ea, e);
     }
+  }
+  /// The typed error of a walker used over another paging mode (its state, or the
+  /// mmu_context of the walk): fault_kind::mode_mismatch, no entry, no error code.
+  static constexpr bool mode_mismatch(walk_fault& f) noexcept {
+    f.kind = fault_kind::mode_mismatch;
+    f.stage = walk_stage::guest;
+    f.level = 0;
+    return false;
   }
   [[gnu::cold, gnu::noinline]] static constexpr bool fail_out_of_line(walk_fault& f, fault_kind k, unsigned level,
                                                                       x86::gpa ea, std::uint64_t e) noexcept {

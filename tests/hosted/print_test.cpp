@@ -97,6 +97,8 @@ TEST(HostedNames, Paging) {
       {paging::fault_kind::invalid_pdpte, "invalid_pdpte"},
       {paging::fault_kind::retry_exhausted, "retry_exhausted"},
       {paging::fault_kind::pdptes_not_loaded, "pdptes_not_loaded"},
+      {paging::fault_kind::mode_mismatch, "mode_mismatch"},
+      {paging::fault_kind::invalid_request, "invalid_request"},
   });
   check_names<paging::walk_stage>("walk_stage", 256, {
       {paging::walk_stage::guest, "guest"}, {paging::walk_stage::ept, "ept"}, {paging::walk_stage::npt, "npt"},
@@ -210,6 +212,12 @@ TEST(HostedNames, Emulate) {
       {emulate::mnemonic::clts, "clts"}, {emulate::mnemonic::cpuid, "cpuid"}, {emulate::mnemonic::rdmsr, "rdmsr"},
       {emulate::mnemonic::wrmsr, "wrmsr"}, {emulate::mnemonic::hlt, "hlt"}, {emulate::mnemonic::invd, "invd"},
       {emulate::mnemonic::wbinvd, "wbinvd"},
+      {emulate::mnemonic::vmcall, "vmcall"},
+      {emulate::mnemonic::vmmcall, "vmmcall"},
+      {emulate::mnemonic::int3, "int3"},
+      {emulate::mnemonic::int_n, "int"},
+      {emulate::mnemonic::into, "into"},
+      {emulate::mnemonic::int1, "int1"},
   });
   check_names<emulate::decode_error>("decode_error", 256, {
       {emulate::decode_error::truncated, "truncated"}, {emulate::decode_error::too_long, "too_long"},
@@ -572,7 +580,7 @@ TEST(HostedFormat, NptNestedWalk) {
   put(0x24008, 0x7023);
   const auto mmu = paging::mmu_context::make(x86::cr0::pg | x86::cr0::pe, x86::cr4::pae,
                                              x86::efer::lme | x86::efer::lma, x86::gpa{0x1000});
-  const paging::npt_walker_4level npt(0x10000, paging::npt_host{true, false}, {});
+  const paging::npt_walker_4level npt(x86::hpa{0x10000}, paging::npt_host{true, false}, {});
   const paging::walker_4level g(mmu, {});
   const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(g, npt);
   const paging::flat_view view(bytes.data(), bytes.size());

@@ -1096,8 +1096,8 @@ TEST(EptGolden, PdpteLoadIsAReadWithoutLinearAddress) {
   ept_tables(m, R | W | X, R | W | X, R | W | X, R | X | WB);  // the PDPT's page is not writable
   auto mem = m.mem();
   const auto w = make_ept(true);
-  paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::write, paging::ept_origin::pdpte_load, true,
-                          x86::gva{0x1234}};
+  paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::read, paging::ept_origin::pdpte_load, false,
+                          x86::gva{}};
   const auto r = w.walk(mem, req);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->address.value(), 0x18abcu);
@@ -1105,7 +1105,11 @@ TEST(EptGolden, PdpteLoadIsAReadWithoutLinearAddress) {
   EXPECT_EQ(m.get64(0x10000) & (EA | ED), EA);
   // The same address as a guest paging-structure access is a write under EPT A/D.
   req.origin = paging::ept_origin::paging_structure;
+  req.linear_valid = true;
+  req.linear = x86::gva{0x1234};
   EXPECT_EQ(w.walk(mem, req).error().kind, fault_kind::permission);
+  req.linear_valid = false;
+  req.linear = x86::gva{};
   // A violation on a PDPTE load: bit 0 (a read), the rights, and neither bit 7 nor bit 8.
   req.origin = paging::ept_origin::pdpte_load;
   m.put64(0x13008, 0);

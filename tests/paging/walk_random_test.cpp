@@ -146,7 +146,7 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
       if (m == walk_model::mode::l5) cr4 = cr4 | x86::cr4::la57;
       const auto root = x86::cr3_root(x86::cr3{cr3}, pm, maxphy);
       const auto mmu = paging::mmu_context::make(cr0, cr4, efer, root);
-      paging::cpu_properties props{maxphy, c.gbpages, c.amd, c.pse36};
+      paging::cpu_properties props{.maxphyaddr = maxphy, .gbpages = c.gbpages, .amd_nonleaf_bit8 = c.amd, .pse36 = c.pse36};
       const paging::flat_view view(mm.bytes.data(), mm.bytes.size());
 
       u64 pdpte[4] = {};
@@ -293,15 +293,16 @@ counts run_ept(unsigned levels, u64 seed) {
       c.maxphyaddr = maxphy;
       c.levels = levels;
       // The access class: the final access (any access), a guest paging-structure access
-      // (a read, or the write of a guest A/D update) or a PDPTE load (any access: it is a
-      // read whatever the caller says).
+      // (a read, or the write of a guest A/D update) or a PDPTE load (a read).
       const unsigned origin = r.below(10);
       c.paging_structure = origin >= 6 && origin < 9;
       c.pdpte_load = origin == 9;
-      const unsigned a = r.below(c.paging_structure ? 2 : 3);
+      // (A PDPTE load is a read without a linear address; a paging-structure access is no
+      // fetch: anything else is fault_kind::invalid_request, tested in walk_adopt_test.)
+      const unsigned a = c.pdpte_load ? 0 : r.below(c.paging_structure ? 2 : 3);
       c.read = a == 0, c.write = a == 1, c.fetch = a == 2;
       c.user_address = r.chance(50);
-      c.linear_valid = r.chance(60);
+      c.linear_valid = !c.pdpte_load && r.chance(60);
       u64 gpa = r.next() & ((u64{1} << (levels == 4 ? 48 : 57)) - 1);
 
       paging::ept_capabilities caps{};

@@ -198,6 +198,7 @@ counts run(u64 seed) {
       h.maxphyaddr = maxphy;
       h.gbpages = r.chance(70);
       h.amd_bit8 = r.chance(50);
+      h.id_without_nxe = r.chance(50);
       h.pse36 = r.chance(80);
 
       walk_model::controls c;
@@ -236,13 +237,14 @@ counts run(u64 seed) {
       if (gm == mode::l5) cr4 = cr4 | x86::cr4::la57;
       const auto root = x86::cr3_root(x86::cr3{gcr3}, GuestFormat::mode, maxphy);
       const auto mmu = paging::mmu_context::make(cr0, cr4, efer, root);
-      const paging::cpu_properties props{maxphy, h.gbpages, h.amd_bit8, h.pse36};
+      const paging::cpu_properties props{.maxphyaddr = maxphy, .gbpages = h.gbpages, .amd_nonleaf_bit8 = h.amd_bit8, .pse36 = h.pse36,
+                                         .npf_fetch_id_without_nxe = h.id_without_nxe};
       paging::pdpte_snapshot snap{};
       for (unsigned k = 0; k < 4; ++k) snap.entries[k] = pdpte[k];
       snap.pdpt = x86::gpa{gcr3 & 0xffffffe0u};
       snap.loaded = true;  // the PDPTE registers as a MOV to CR3 left them (pdpte[] above)
       const paging::basic_walker<GuestFormat> g(mmu, props, snap);
-      const paging::npt_walker<HostFormat> npt(ncr3, paging::npt_host{h.nxe, h.pse}, props);
+      const paging::npt_walker<HostFormat> npt(x86::hpa{ncr3}, paging::npt_host{h.nxe, h.pse}, props);
       const paging::nested_walker<GuestFormat, paging::npt_walker<HostFormat>> nw(g, npt);
       paging::walk_request req{};
       req.linear = x86::gva{va};

@@ -53,7 +53,7 @@ int main() {
   const x86::efer efer{0x500};      // LME | LMA
   const auto mode = x86::paging_mode_of(cr0, cr4, efer);
   auto mmu = paging::mmu_context::make(cr0, cr4, efer, x86::cr3_root(x86::cr3{0}, mode, 40));
-  const paging::walker_4level walker(mmu, paging::cpu_properties{40, true, false});
+  const paging::walker_4level walker(mmu, paging::cpu_properties{.maxphyaddr = 40, .gbpages = true, .amd_nonleaf_bit8 = false});
   paging::flat_memory memory(ram, sizeof ram, x86::gpa{0});
 
   paging::walk_request write{};
