@@ -64,7 +64,7 @@ template <class Host>
 void fuzz_npt(std::vector<std::uint8_t>& image, const paging::mmu_context& mmu, const paging::cpu_properties& props,
               const paging::walk_request& req, std::uint64_t flags, std::uint64_t ncr3, std::uint64_t acc, x86::gva va,
               x86::paging_mode mode) {
-  const paging::npt_walker<Host> npt(ncr3, paging::npt_host{(flags & 0x400) != 0, (flags & 0x800) != 0}, props);
+  const paging::npt_walker<Host> npt(x86::hpa{ncr3}, paging::npt_host{(flags & 0x400) != 0, (flags & 0x800) != 0}, props);
   paging::flat_memory mem(image.data(), image.size());
   paging::ept_request er{};
   er.address = x86::gpa{va.value()};

@@ -2,7 +2,7 @@
 /// @file
 /// @brief Every core header of cpuid/ in one include (freestanding): the CPUID model, host decoding, the guest policy and the MSR policy derived from it.
 /// Not included: cpuid/hosted/ (hosted printers; include them yourself).
-/// tests/freestanding checks that this lists every core header of the layer.
+/// tests/freestanding checks that this lists every core header of the layer (subfolders too).
 #pragma once
 
 #include "cpuid/decode.hpp"

@@ -2,7 +2,7 @@
 /// @file
 /// @brief Every core header of emulate/ in one include (freestanding): the decoder and emulator for the instructions that exit.
 /// Not included: emulate/hosted/ (hosted printers; include them yourself).
-/// tests/freestanding checks that this lists every core header of the layer.
+/// tests/freestanding checks that this lists every core header of the layer (subfolders too).
 #pragma once
 
 #include "emulate/alu.hpp"

@@ -2,7 +2,7 @@
 /// @file
 /// @brief Every core header of svm/ in one include (freestanding): AMD SVM: VMCB fields, intercepts, exit codes and decodings, event injection, VMRUN checks.
 /// Not included: svm/hosted/ (hosted printers; include them yourself).
-/// tests/freestanding checks that this lists every core header of the layer.
+/// tests/freestanding checks that this lists every core header of the layer (subfolders too).
 #pragma once
 
 #include "svm/clean_bits.hpp"

@@ -2,7 +2,7 @@
 /// @file
 /// @brief Every core header of vmx/ in one include (freestanding): Intel VMX: VMCS fields and backends, controls, CR masks, exits, event injection, VM-entry checks.
 /// Not included: vmx/field_lists.hpp (needs Boost.Hana; include it yourself) and vmx/hosted/.
-/// tests/freestanding checks that this lists every core header of the layer.
+/// tests/freestanding checks that this lists every core header of the layer (subfolders too).
 #pragma once
 
 #include "vmx/backend.hpp"

@@ -2,7 +2,7 @@
 /// @file
 /// @brief Every core header of x86/ in one include (freestanding): the architectural vocabulary every layer shares (registers, addresses, events, results).
 /// Not included: x86/hosted/ (hosted printers; include them yourself).
-/// tests/freestanding checks that this lists every core header of the layer.
+/// tests/freestanding checks that this lists every core header of the layer (subfolders too).
 #pragma once
 
 #include "x86/address.hpp"

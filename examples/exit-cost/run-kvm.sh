@@ -3,7 +3,10 @@
 # The KVM column of the exit-cost table: boots Debian's Linux with kvm_intel (or kvm_amd
 # npt=1) under Bochs and runs the exit-cost guest under KVM through exit-cost-vmm (no QEMU).
 #
-#   bash examples/exit-cost/run-kvm.sh [--amd] [--model MODEL] [BUILD_DIR]   (default build/gcc)
+#   bash examples/exit-cost/run-kvm.sh [--amd] [--model MODEL] [--kvm-opts "ept=0"] [BUILD_DIR]
+#                                                                    (default build/gcc)
+# --kvm-opts: more options for kvm-intel / kvm-amd (e.g. ept=0: shadow paging); the image
+# then goes to BUILD_DIR/exit-cost-kvm-<opts>.
 #
 # Needs the targets exit_cost_vmm and exit_cost_guest_bin built in BUILD_DIR.
 # The image: examples/hypervisor/nested-kvm/build-image.sh with HVKIT_EXIT_COST_VMM/GUEST
@@ -18,11 +21,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 model=corei7_skylake_x
 build=
+kvm_opts=
 while [ $# -gt 0 ]; do
   case $1 in
     --amd) model=zambezi ;;
     --model) model=$2; shift ;;
-    -h|--help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --kvm-opts) kvm_opts=$2; shift ;;
+    -h|--help) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) build=$1 ;;
   esac
   shift
@@ -39,10 +44,10 @@ for f in "$vmm" "$guest"; do
   [ -f "$f" ] || { echo "run-kvm: missing $f (build exit_cost_vmm exit_cost_guest_bin)" >&2; exit 2; }
 done
 command -v bochs >/dev/null || { echo "run-kvm: bochs not installed" >&2; exit 77; }
-out=$build/exit-cost-kvm
+out=$build/exit-cost-kvm${kvm_opts:+-${kvm_opts//[ =,]/-}}
 cache=${HVKIT_DEBIAN_CACHE:-$(dirname "$build")/debian-cache}
 mkdir -p "$out"
-HVKIT_EXIT_COST_VMM=$vmm HVKIT_EXIT_COST_GUEST=$guest \
+HVKIT_EXIT_COST_VMM=$vmm HVKIT_EXIT_COST_GUEST=$guest HVKIT_NK_KVM_OPTS=$kvm_opts \
   bash "$root/examples/hypervisor/nested-kvm/build-image.sh" "$out" "$cache" "$kernel"
 bios=/usr/share/bochs/BIOS-bochs-latest vgabios=/usr/share/vgabios/vgabios.bin
 [ -f "$vgabios" ] || vgabios=/usr/share/bochs/VGABIOS-lgpl-latest

@@ -191,6 +191,7 @@ struct run_state {
   // PAE: PDPTE loads by the guest's MOV to CR3 compared with paging::load_pdptrs, and the
   // PDPTE registers the CPU saved in the VMCS compared with the snapshot.
   std::uint64_t pdpte_loads, pdpte_gp, pdpte_mismatches, pdpte_register_mismatches;
+  std::uint64_t pdpte_errata_q2, pdpte_errata_q3;  // QEMU TCG: a reserved PDPTE bit ignored by the walk under nested paging
   std::uint64_t pdpte_walk_rsv;  // SVM with nested paging: reserved PDPTE found by the walk (#PF), not MOV CR3
   bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
   // EPT differential.

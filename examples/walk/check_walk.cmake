@@ -106,8 +106,10 @@ expect("--eptp;0x10801e;--gva;0x7f0000412345" 0
   "    EPT PML4E @ 0x0000000000108000 = 0x0000000000109007  R W X\n"
   "    EPT PDPTE @ 0x0000000000109008 = 0x00000000800000b5  R X PS WB\n"
   "    -> hpa 0x0000000080012345 (1 GiB page, r-x, WB)\n")
+# A raw translation makes no access, so the qualification has no access bit (SDM 28.2.1,
+# Table 28-7: bits 2:0 are the access that caused the violation; issue 23 item 7).
 expect("--eptp;0x10801e;--gva;0x7f0000201abc" 1
-  "  fault: not_present at EPT PDE @ 0x000000000010a488 = 0x0000000000000000 (EPT violation, exit qualification 0x1, gpa 0x0000000012345abc)\n")
+  "  fault: not_present at EPT PDE @ 0x000000000010a488 = 0x0000000000000000 (EPT violation, exit qualification 0x0, gpa 0x0000000012345abc)\n")
 
 # --help answers on stdout with exit 0; a bad option is exit 2.
 expect_with(${WALK} "--help" 0 "usage: hvkit-walk IMAGE" "--mappings" "--max-lines" "--region GPA FILE" "--read X N")

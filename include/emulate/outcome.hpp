@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "instruction.hpp"
+#include "../paging/cr_write.hpp"
 #include "../x86/address.hpp"
 #include "../x86/contract.hpp"
 #include "../x86/pfec.hpp"
@@ -67,6 +68,9 @@ struct outcome {
   /// cr_write of CR3 with CR4.PCIDE=1 and source bit 63 set: keep the PCID's TLB entries
   /// (SDM 4.10.4.1); bit 63 itself is not stored in CR3.
   bool cr3_noflush = false;
+  /// cr_write of CR0/CR4 (and EFER.LMA with CR0.PG): what the guest's MMU must do under
+  /// two-dimensional paging (paging::cr_write_actions), for the hypervisor to carry out.
+  paging::mmu_actions mmu{};
   /// RFLAGS.TF was 1 when the instruction began: deliver a single-step #DB (DR6.BS) now
   /// that it completed (SDM 18.3.1.4).
   bool single_step = false;

@@ -141,7 +141,7 @@ class ept_walker {
   }
 
   /// The typed error of a request that contradicts itself (ept_request_consistent()).
-  [[gnu::cold, gnu::noinline]] static constexpr bool invalid_request(walk_fault& f) noexcept {
+  static constexpr bool invalid_request(walk_fault& f) noexcept {
     f.kind = fault_kind::invalid_request;
     f.level = 0;
     f.qualification = ept_qualification{};
@@ -248,6 +248,13 @@ class ept_walker {
       out = (e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu);
       return true;
     }
+    return table_miss(mem, ga, c, out);
+  }
+  /// table_read() outside the cached 2 MiB region. Inline: a call here would make the cache
+  /// escape and keep it in memory for the whole nested walk (+89 instructions per walk).
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool table_miss(const M& mem, std::uint64_t ga, table_cache& c,
+                                              std::uint64_t& out) const noexcept {
     return levels_ == 5 ? table_walk<5>(mem, ga, c, out) : table_walk<4>(mem, ga, c, out);
   }
 
@@ -269,10 +276,7 @@ class ept_walker {
                                                            translation& t, [[maybe_unused]] walk_fault& f,
                                                            std::uint64_t& all) const noexcept {
     const std::uint64_t ga = req.address.value();
-    if ((ga >> 21) != c.tag) {
-      walk_fault unused{};  // `f` is left alone: the caller reports a failure again with check()
-      return walk_checked(mem, req, t, unused, all);
-    }
+    if ((ga >> 21) != c.tag) return final_miss(mem, req, t, all);
     std::uint64_t e = 0;
     if (!detail::read_entry(mem, x86::gpa{c.pt + ((ga >> 12) & 511u) * 8u}, e)) [[unlikely]] return false;
     if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
@@ -292,6 +296,30 @@ class ept_walker {
     t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
     all = (w_all & ~std::uint64_t{1}) | ((e >> 9) & 1u);
     return true;
+  }
+
+  /// walk_checked_final() outside the cached region: the uncached walk, out of line.
+  template <guest_memory M>
+  [[gnu::noinline]] constexpr bool final_miss(const M& mem, const ept_request& req, translation& t,
+                                              std::uint64_t& all) const noexcept {
+    walk_fault unused{};  // the caller reports a failure again with check()
+    return walk_checked_outlined(mem, req, t, unused, all);
+  }
+  /// walk_checked(), out of line: one copy per memory type for the nested walk's slow paths
+  /// and reports (check_outlined(), final_miss()).
+  template <guest_memory M>
+  [[gnu::noinline]] constexpr bool walk_checked_outlined(const M& mem, const ept_request& req, translation& t,
+                                                         walk_fault& f, std::uint64_t& all) const noexcept {
+    return walk_checked(mem, req, t, f, all);
+  }
+  /// check() through walk_checked_outlined() (what the nested walk's slow paths call).
+  template <guest_memory M>
+  [[nodiscard]] constexpr walk_result check_outlined(const M& mem, const ept_request& req) const noexcept {
+    translation t{};
+    walk_fault f = base_fault(req);
+    std::uint64_t all = 0;
+    if (!walk_checked_outlined(mem, req, t, f, all)) [[unlikely]] return unexpected(f);
+    return t;
   }
 
   /// True if an access needs EPT A/D updates: A/D on, and A clear in an entry used or D clear

@@ -157,8 +157,38 @@ struct stage_cache<Stage> {
   using type = typename Stage::table_cache;
 };
 
-/// The table accessor of a nested walk (see basic_walker::walk_with).
-template <class Stage, guest_memory M>
+/// The checked second-stage walk of `req` without A/D writes, out of line: every report and
+/// slow path of a nested walk shares this one copy (ept_walker's walk_checked_outlined()).
+template <class Stage, class M>
+[[gnu::noinline]] constexpr walk_result stage_check(const Stage& stage, const M& mem, const ept_request& req) noexcept {
+  if constexpr (requires { stage.check_outlined(mem, req); }) {
+    return stage.check_outlined(mem, req);
+  } else {
+    return stage.check(mem, req);
+  }
+}
+
+/// How a nested walk's table accessor translates the table reads: the fast path (no
+/// second-stage report per access), the slow path (every access recorded for the A/D
+/// updates), or the raw translation (nested_walker::translate(): no permission checks).
+enum class table_mode : std::uint8_t { fast, record, raw };
+
+/// The full report of a guest table read that failed on the fast path (recomputed uncached).
+/// A free function: a member would make the accessor (and its cache) escape the fast path.
+template <class Stage, class M>
+[[gnu::cold, gnu::noinline]] constexpr void table_fault(const Stage& stage, const M& mem, x86::gpa a, x86::gva linear,
+                                                       walk_fault& f) noexcept {
+  ept_request r{};
+  r.address = a;
+  r.access = ept_access::read;
+  r.origin = ept_origin::paging_structure;
+  r.linear_valid = true;
+  r.linear = linear;
+  f = stage_check(stage, mem, r).error();
+}
+
+/// The table accessor of a nested walk (see basic_walker::walk_with), in one table_mode.
+template <class Stage, guest_memory M, table_mode Mode = table_mode::fast>
 struct nested_tables {
   /// The second stage translates the fast path's table reads with its own table_read() (a
   /// cache made for them, ept_walker), or with walk_checked_cached().
@@ -180,8 +210,8 @@ struct nested_tables {
   [[no_unique_address]] std::conditional_t<table_cached, no_scratch, translation> scratch{};
   /// The second stage's cache of the table reads (see stage_cache).
   typename stage_cache<Stage>::type cache;
-  bool raw = false;     ///< no second-stage permission checks (translate())
-  bool record = false;  ///< collect second-stage A/D updates (the slow path)
+  static constexpr bool Raw = Mode == table_mode::raw;  ///< no second-stage permission checks
+  static constexpr bool record = Mode == table_mode::record;  ///< collect second-stage A/D updates
   /// Fast path without table_read(): the AND of the second stage's `all` over the table
   /// reads (every read is the same access class, so one needs_ad() test of the AND tells
   /// whether any lacks A/D; with table_read() the cache keeps that AND).
@@ -201,15 +231,50 @@ struct nested_tables {
     return r;
   }
 
+  /// The second stage's checked walk of a table access `acc` at `a` (no A/D writes): out of
+  /// line, one copy per configuration, for the slow path and the fault reports (keeping the
+  /// full second-stage walk out of every guest level of the fast path).
+  [[gnu::always_inline]] constexpr walk_result checked(x86::gpa a, ept_access acc) const noexcept {
+    return stage_check(*stage, *mem, table_request(a, acc));
+  }
+  /// The raw second-stage translation of `a` (translate()), out of line as checked().
+  [[gnu::noinline]] constexpr walk_result raw_translate(x86::gpa a) const noexcept { return stage->translate(*mem, a); }
+
+  /// The second stage of a table read on the slow path (or raw): a full walk_result,
+  /// recorded for the A/D updates. Out of line: the fast path carries only a call per level.
+  [[gnu::cold, gnu::noinline]] constexpr bool translate_recorded(x86::gpa a, x86::gpa& h, walk_fault& f) noexcept {
+    walk_result s{translation{}};
+    if constexpr (Raw) {
+      s = raw_translate(a);
+    } else {
+      s = checked(a, ept_access::read);
+    }
+    if (!s) [[unlikely]] {
+      f = s.error();
+      return false;
+    }
+    // With EPT A/D the paging-structure access is a write: D on the EPT leaf too.
+    if (record && ept_ad) ept_ad->add_path(*stage, *s, stage->ad_enabled());
+    h = s->address;
+    // Where each entry was read, for the guest A/D updates of the slow path (the fast path
+    // makes none).
+    if (record && mapped < max_levels) {
+      l2[mapped] = a.value();
+      l1[mapped] = h.value();
+      ++mapped;
+    }
+    return true;
+  }
+
   template <unsigned Bytes>
   [[gnu::always_inline]] constexpr bool read(x86::gpa a, std::uint64_t& out, walk_fault& f) noexcept {
     x86::gpa h{};
-    if (!raw && !record) {
+    if constexpr (Mode == table_mode::fast) {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
       if constexpr (table_cached) {
         std::uint64_t hv = 0;
         if (!stage->table_read(*mem, a.value(), cache, hv)) [[unlikely]] {
-          f = stage->check(*mem, table_request(a, ept_access::read)).error();
+          table_fault(*stage, *mem, a, linear, f);
           return false;
         }
         h = x86::gpa{hv};
@@ -217,28 +282,13 @@ struct nested_tables {
         const ept_request req = table_request(a, ept_access::read);
         std::uint64_t all = 0;
         if (!stage->walk_checked_cached(*mem, req, cache, scratch, f, h, all)) [[unlikely]] {
-          f = stage->check(*mem, req).error();
+          table_fault(*stage, *mem, a, linear, f);
           return false;
         }
         table_all &= all;
       }
     } else {
-      const walk_result s =
-          raw ? stage->translate(*mem, a) : stage->check(*mem, table_request(a, ept_access::read));
-      if (!s) [[unlikely]] {
-        f = s.error();
-        return false;
-      }
-      // With EPT A/D the paging-structure access is a write: D on the EPT leaf too.
-      if (record && ept_ad) ept_ad->add_path(*stage, *s, stage->ad_enabled());
-      h = s->address;
-    }
-    // Where each entry was read, for the guest A/D updates of the slow path (the fast path
-    // makes none).
-    if (record && mapped < max_levels) {
-      l2[mapped] = a.value();
-      l1[mapped] = h.value();
-      ++mapped;
+      if (!translate_recorded(a, h, f)) [[unlikely]] return false;
     }
     if constexpr (Bytes == 4) {
       std::uint32_t v = 0;
@@ -287,7 +337,7 @@ struct nested_tables {
   template <unsigned Bytes>
   constexpr bool check_update(x86::gpa a, unsigned, walk_fault& f) const noexcept {
     if (stage->ad_enabled()) return true;
-    const walk_result s = stage->check(*mem, table_request(a, ept_access::write));
+    const walk_result s = checked(a, ept_access::write);
     if (!s) {
       f = s.error();
       return false;
@@ -329,9 +379,13 @@ class nested_walker {
 
   /// The checked walk of `req.linear` through both stages, with the A/D updates of both
   /// (see the file comment for the order; none with read-only memory or `update_ad = false`).
+  ///
+  /// Out of line (never force-inlined): one instantiation per configuration (guest format,
+  /// second stage, memory type) serves every call site, so a further call site costs a call,
+  /// not another copy of the walk (docs/paging-walkers.md, "Compile cost and code size").
   template <guest_memory M>
-  [[nodiscard, gnu::always_inline]] constexpr nested_result walk(M& mem, const mmu_context& mmu,
-                                                                 const walk_request& req) const noexcept {
+  [[nodiscard, gnu::noinline]] constexpr nested_result walk(M& mem, const mmu_context& mmu,
+                                                            const walk_request& req) const noexcept {
     // Fast path: no second-stage report per access, and no A/D work when every flag is set.
     // The guest walk and the final second-stage translation go straight into the result
     // (one named result, NRVO; no copies); the final translation reuses the second stage's
@@ -351,7 +405,7 @@ class nested_walker {
     walk_fault ef{};
     std::uint64_t all = 0;
     if (!stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all)) [[unlikely]] {
-      r = nested_result(unexpected(stage_.check(mem, fin).error()));
+      r = nested_result(unexpected(final_fault(mem, fin)));
       return r;
     }
     if constexpr (writable_guest_memory<M>) {
@@ -386,28 +440,36 @@ class nested_walker {
     return fin;
   }
 
+  /// The full report of a final access that failed on the fast path (recomputed uncached).
+  template <guest_memory M>
+  [[gnu::cold, gnu::noinline]] constexpr walk_fault final_fault(const M& mem, const ept_request& fin) const noexcept {
+    return detail::stage_check(stage_, mem, fin).error();
+  }
+
   /// The slow path: the walk again, recording every second-stage entry, then the A/D updates.
   template <guest_memory M>
-  [[gnu::noinline]] constexpr nested_result walk_slow(M& mem, const mmu_context& mmu,
+  [[gnu::cold, gnu::noinline]] constexpr nested_result walk_slow(M& mem, const mmu_context& mmu,
                                                       const walk_request& req) const noexcept {
     for (unsigned attempt = 0;; ++attempt) {
-      detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
+      detail::nested_tables<Stage, M, detail::table_mode::record> tables(&stage_, &mem, req.linear);
       detail::pending_ad pending{};
-      tables.record = true;
       tables.ept_ad = &pending;
-      walk_request r1 = req;
-      r1.update_ad = false;
-      const walk_result g = guest_.walk_with(tables, mmu, r1);
-      if (!g) return unexpected(g.error());
-      const ept_request fin = final_request(req, *g);
-      const walk_result s = stage_.check(mem, fin);
+      // The guest walk without its own A/D path (walk_checked(): update_slow is never
+      // instantiated here), the final access through the out-of-line checked walk.
+      nested_result out{};
+      translation& g = out.value().guest;
+      walk_fault gf{};
+      std::uint64_t guest_all = 0;
+      if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all)) return unexpected(gf);
+      const ept_request fin = final_request(req, g);
+      const walk_result s = stage_checked(mem, fin);
       if (!s) return unexpected(s.error());
-      nested_result out = nested_translation{*g, *s};
+      out.value().second = *s;
       if constexpr (writable_guest_memory<M>) {
         if (!req.update_ad) return out;
         walk_fault f{};
         f.linear = req.linear;
-        const int u = guest_.update_accessed_dirty(tables, *g, req.access.test(x86::pfec::write), f);
+        const int u = guest_.update_accessed_dirty(tables, g, req.access.test(x86::pfec::write), f);
         if (u < 0) return unexpected(f);
         if (u > 0) {
           pending.add_path(stage_, *s, fin.access.test(ept_access::write));
@@ -442,8 +504,7 @@ class nested_walker {
   /// The raw translation through both stages: no permission checks, no A/D updates.
   template <guest_memory M>
   [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
-    detail::nested_tables<Stage, const M> tables(&stage_, &mem, linear);
-    tables.raw = true;
+    detail::nested_tables<Stage, const M, detail::table_mode::raw> tables(&stage_, &mem, linear);
     translation g{};
     walk_fault f{};
     f.linear = linear;
@@ -454,6 +515,11 @@ class nested_walker {
   }
 
  private:
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr walk_result stage_checked(const M& mem, const ept_request& req) const noexcept {
+    return detail::stage_check(stage_, mem, req);
+  }
+
   template <class M>
   static constexpr int apply(M& mem, const detail::pending_ad& p) noexcept {
     for (unsigned i = 0; i < p.count; ++i) {
@@ -471,6 +537,83 @@ class nested_walker {
   Stage stage_;
 };
 
+namespace format {
+/// A guest with paging off (CR0.PG = 0): linear addresses are guest-physical (32 bits, SDM
+/// 4.1.1), only the second stage translates. For nested_walker<format::paging_off, Stage>.
+struct paging_off {
+  static constexpr x86::paging_mode mode = x86::paging_mode::none;
+};
+}  // namespace format
+
+/// The nested walk of a guest with paging off: the linear address (bits 31:0) is the L2
+/// guest-physical address (SDM 4.1.1: without paging "linear addresses are used directly as
+/// physical addresses"), translated by the second stage as the final access (qualification
+/// bits 7 and 8 set: the access has a guest-linear address, SDM 28.2.1). Every linear address
+/// is a supervisor-mode address here (no U/S bit exists), so under MBEC a fetch needs XS.
+/// Same verbs as the paging nested_walker; the mmu_context must have paging off (else
+/// fault_kind::mode_mismatch).
+template <class Stage>
+class nested_walker<format::paging_off, Stage> {
+ public:
+  constexpr explicit nested_walker(const Stage& stage) noexcept : stage_(stage) {}
+
+  /// The checked walk with the second stage's A/D updates.
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result walk(M& mem, const mmu_context& mmu, const walk_request& req) const noexcept {
+    return run(mmu, req, [&](const ept_request& fin) {
+      if constexpr (writable_guest_memory<M>) {
+        if (req.update_ad) return stage_.walk(mem, fin);
+      }
+      return stage_.check(std::as_const(mem), fin);
+    });
+  }
+  /// The checked walk without A/D updates.
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result check(const M& mem, const mmu_context& mmu,
+                                              const walk_request& req) const noexcept {
+    return run(mmu, req, [&](const ept_request& fin) { return stage_.check(mem, fin); });
+  }
+  /// The raw translation (no rights, no A/D).
+  template <guest_memory M>
+  [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
+    const translation g = guest(linear);
+    const walk_result s = stage_.translate(mem, g.address);
+    if (!s) return unexpected(s.error());
+    return nested_translation{g, *s};
+  }
+
+ private:
+  [[nodiscard]] static constexpr translation guest(x86::gva linear) noexcept {
+    translation g{};
+    g.address = x86::gpa{linear.value() & 0xffff'ffffu};
+    g.page_shift = 12;
+    g.rights = pte_access::paging_rights;
+    return g;
+  }
+  template <class F>
+  [[nodiscard]] constexpr nested_result run(const mmu_context& mmu, const walk_request& req, F&& second) const noexcept {
+    if (mmu.role().mode() != x86::paging_mode::none) {
+      walk_fault f{};
+      f.kind = fault_kind::mode_mismatch;
+      f.linear = req.linear;
+      return unexpected(f);
+    }
+    const translation g = guest(req.linear);
+    ept_request fin{};
+    fin.address = g.address;
+    fin.linear_valid = true;
+    fin.linear = req.linear;
+    const std::uint64_t a = req.access.raw();
+    fin.access = (a & x86::pfec::fetch.raw())   ? ept_access::fetch
+                 : (a & x86::pfec::write.raw()) ? ept_access::write
+                                                : ept_access::read;
+    const walk_result s = second(fin);
+    if (!s) return unexpected(s.error());
+    return nested_translation{g, *s};
+  }
+  Stage stage_;
+};
+
 /// Loads the PAE PDPTE registers of a guest whose memory lies behind EPT (MOV to CR3, or a
 /// CR0/CR4 write entering PAE paging, in VMX non-root operation with EPT; SDM 4.4.1). The
 /// PDPT (32 bytes, 32-byte aligned: one page, one translation) is translated as a *PDPTE
@@ -481,10 +624,16 @@ class nested_walker {
 /// checked as by load_pdptrs(cr3, memory, maxphyaddr). `memory` is the memory the EPT
 /// tables and the guest's memory live in (as for nested_walker); a read-only view may be
 /// passed as a temporary.
-template <class M>
-  requires guest_memory<std::remove_cvref_t<M>>
+///
+/// `ept` may be any second stage with the walker verbs (ept_walker, or an npt_walker of
+/// paging/npt.hpp for a PAE guest under AMD nested paging: the PDPT read is then a guest
+/// page-table access, a user write to the nested tables, APM 15.25.5, and a failure is the
+/// #NPF in pdptr_error::ept with stage npt).
+template <class M, class Stage>
+  requires guest_memory<std::remove_cvref_t<M>> && requires(const Stage& st, const std::remove_cvref_t<M>& m,
+                                                            const ept_request& r) { st.check(m, r); }
 [[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> load_pdptrs(x86::cr3 cr3, M&& memory, unsigned maxphyaddr,
-                                                                       const ept_walker& ept) noexcept {
+                                                                       const Stage& ept) noexcept {
   const x86::gpa pdpt = x86::cr3_root(cr3, x86::paging_mode::pae, maxphyaddr);
   ept_request req{};
   req.address = pdpt;

@@ -50,6 +50,7 @@
 #include "../x86/cr.hpp"
 #include "../x86/cr3.hpp"
 #include "../x86/efer.hpp"
+#include "../x86/paging_mode.hpp"
 #include "../x86/pfec.hpp"
 #include "../x86/result.hpp"
 
@@ -80,9 +81,12 @@ class npt_walker {
   /// A walker for nCR3 `ncr3` (its root bits as the host's CR3 would give them: bits 31:12
   /// for 32-bit, 31:5 for PAE, MAXPHYADDR-1:12 for long mode), the host controls and the
   /// processor's properties (MAXPHYADDR, 1 GiB pages, the AMD PML4E bit-8 rule, PSE-36).
-  constexpr npt_walker(std::uint64_t ncr3, npt_host host, cpu_properties props) noexcept {
+  /// nCR3 is host-physical (APM 15.25.4: "the nested page table base address" in system
+  /// physical memory): an x86::hpa, never a gpa or a plain integer (write
+  /// `x86::hpa{vmcb_ncr3}` for the VMCB field's value).
+  constexpr npt_walker(x86::hpa ncr3, npt_host host, cpu_properties props) noexcept {
     s_.mode = HostFormat::mode;
-    s_.root = x86::cr3_root(x86::cr3{ncr3}, HostFormat::mode, props.maxphyaddr);
+    s_.root = x86::cr3_root(x86::cr3{ncr3.value()}, HostFormat::mode, props.maxphyaddr);
     s_.nx = host.nxe && HostFormat::mode != x86::paging_mode::two_level;
     s_.fetch_bit = s_.nx || props.npf_fetch_id_without_nxe;
     s_.rsvd = reserved_bits(HostFormat::mode, reserved_params{props.maxphyaddr, s_.nx, host.pse, props.gbpages,
@@ -333,6 +337,59 @@ class npt_walker {
   walker_state s_{};
   std::uint64_t pdpte_rsvd_ = 0;
 };
+
+/// Why no NPT walker can be built for the host's state.
+enum class npt_host_error : std::uint8_t {
+  none = 0,
+  /// Host CR0.PG = 0: hvkit refuses (nested tables "in the host's paging format" need a
+  /// host paging mode, APM 15.25.3).
+  host_paging_off,
+  /// The host's paging mode (CR0/CR4/EFER) is not the walker's format (e.g. an
+  /// npt_walker_4level for a host with CR4.LA57, whose nested tables have five levels).
+  format_mismatch,
+};
+
+/// The format of the nested tables for the host's CR0, CR4 and EFER at VMRUN (APM 15.25.3:
+/// the host's paging mode; VMRUN does not switch CR4 and EFER): 32-bit, PAE, 4-level or
+/// 5-level; host_paging_off without paging.
+[[nodiscard]] constexpr result<x86::paging_mode, npt_host_error> npt_host_mode(x86::cr0 cr0, x86::cr4 cr4,
+                                                                              x86::efer efer) noexcept {
+  const x86::paging_mode m = x86::paging_mode_of(cr0, cr4, efer);
+  if (m == x86::paging_mode::none) return unexpected(npt_host_error::host_paging_off);
+  return m;
+}
+
+/// The checked construction of an npt_walker<HostFormat> from the host's registers: fails
+/// with format_mismatch unless the host's paging mode is HostFormat's (a 4-level walker for a
+/// 5-level host cannot be built this way); the host controls come from the same CR4/EFER.
+template <class HostFormat>
+[[nodiscard]] constexpr result<npt_walker<HostFormat>, npt_host_error> make_npt_walker(
+    x86::hpa ncr3, x86::cr0 cr0, x86::cr4 cr4, x86::efer efer, cpu_properties props) noexcept {
+  const auto m = npt_host_mode(cr0, cr4, efer);
+  if (!m) return unexpected(m.error());
+  if (*m != HostFormat::mode) return unexpected(npt_host_error::format_mismatch);
+  return npt_walker<HostFormat>(ncr3, make_npt_host(cr4, efer), props);
+}
+
+/// Runtime selection of the host format: calls `f` with the npt_walker of the host's paging
+/// mode (static dispatch, one switch; `f` is instantiated for each of the four formats) and
+/// returns its result, or host_paging_off. `f` must return the same type R for every format.
+template <class F>
+[[nodiscard]] constexpr auto with_npt_walker(x86::hpa ncr3, x86::cr0 cr0, x86::cr4 cr4, x86::efer efer,
+                                             cpu_properties props, F&& f) noexcept
+    -> result<decltype(f(npt_walker<format::ia32e<4>>{})), npt_host_error> {
+  const auto m = npt_host_mode(cr0, cr4, efer);
+  if (!m) return unexpected(m.error());
+  const npt_host host = make_npt_host(cr4, efer);
+  switch (*m) {
+    case x86::paging_mode::two_level: return f(npt_walker<format::ia32>(ncr3, host, props));
+    case x86::paging_mode::pae: return f(npt_walker<format::pae>(ncr3, host, props));
+    case x86::paging_mode::four_level: return f(npt_walker<format::ia32e<4>>(ncr3, host, props));
+    case x86::paging_mode::five_level: return f(npt_walker<format::ia32e<5>>(ncr3, host, props));
+    case x86::paging_mode::none: break;
+  }
+  return unexpected(npt_host_error::host_paging_off);
+}
 
 using npt_walker_32bit = npt_walker<format::ia32>;      ///< 32-bit legacy host
 using npt_walker_pae = npt_walker<format::pae>;         ///< PAE host

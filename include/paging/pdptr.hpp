@@ -80,6 +80,27 @@ template <guest_memory M>
 }
 }  // namespace detail
 
+/// A PDPTE snapshot from given register values (e.g. the VMCS guest PDPTE fields, or a
+/// saved state), checked as a load checks them (SDM 4.4.1, Table 4-8): a present PDPTE with
+/// a reserved bit (2:1, 8:5, 63:MAXPHYADDR) fails with pdptr_error::kind_type::reserved_bit
+/// (the #GP(0) the load would raise), with `address` = `pdpt` + 8 * index. The one checked
+/// way to fill a snapshot by hand (filling `entries` directly skips the check).
+[[nodiscard]] constexpr result<pdpte_snapshot, pdptr_error> make_pdpte_snapshot(const std::array<std::uint64_t, 4>& values,
+                                                                               x86::gpa pdpt,
+                                                                               unsigned maxphyaddr) noexcept {
+  pdpte_snapshot s{};
+  s.pdpt = pdpt;
+  const std::uint64_t rsvd = pae_pdpte_reserved(maxphyaddr);
+  for (unsigned i = 0; i < 4; ++i) {
+    const std::uint64_t v = values[i];
+    if ((v & pdpte::present.raw()) && (v & rsvd) != 0)
+      return unexpected(pdptr_error{pdptr_error::kind_type::reserved_bit, static_cast<std::uint8_t>(i), v, pdpt + 8u * i});
+    s.entries[i] = v;
+  }
+  s.loaded = true;
+  return s;
+}
+
 /// Loads and checks the four PDPTEs at CR3 bits 31:5 (SDM 4.4.1, Table 4-8). A present
 /// PDPTE with a reserved bit (2:1, 8:5, 63:MAXPHYADDR) fails with #GP; a not-present PDPTE
 /// is loaded as is (a walk through it then takes a not-present #PF).

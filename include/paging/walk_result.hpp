@@ -160,6 +160,11 @@ struct walk_fault {
   /// (1 = 4 KiB PTE, 2 = 2/4 MiB PDE, 3 = 1 GiB PDPTE). 0 for every other kind (the walk did
   /// not reach a leaf).
   std::uint8_t leaf_level = 0;
+  /// For a second-stage (EPT or NPT) fault during the guest walk: the level of the guest
+  /// paging-structure entry whose access faulted (4 = the guest PML4E's table read ...,
+  /// 1 = the PTE's); 0 for a fault on the final guest-physical access (qualification bit 8,
+  /// #NPF EXITINFO1 bit 32) and for every guest-stage fault.
+  std::uint8_t guest_level = 0;
   x86::gpa entry_address{};   ///< where that entry is (in the faulting stage's memory)
   std::uint64_t entry_value = 0;
   x86::gva linear{};          ///< the linear address of the access (also the CR2 value of a #PF)

@@ -517,6 +517,8 @@ class basic_walker {
       if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
         f.level = static_cast<std::uint8_t>(Level);
         f.entry_address = ea;
+      } else {
+        f.guest_level = static_cast<std::uint8_t>(Level);  // the guest level whose table access faulted
       }
       w.vals[i] = 0;
       return -1;
@@ -558,7 +560,7 @@ class basic_walker {
   }
   /// The typed error of a walker used over another paging mode (its state, or the
   /// mmu_context of the walk): fault_kind::mode_mismatch, no entry, no error code.
-  [[gnu::cold, gnu::noinline]] static constexpr bool mode_mismatch(walk_fault& f) noexcept {
+  static constexpr bool mode_mismatch(walk_fault& f) noexcept {
     f.kind = fault_kind::mode_mismatch;
     f.stage = walk_stage::guest;
     f.level = 0;

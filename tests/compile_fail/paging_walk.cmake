@@ -6,3 +6,5 @@ hvkit_add_compile_fail(paging_ept_translate_request paging_ept_translate_request
 hvkit_add_compile_fail(paging_pae_without_pdptes paging_pae_without_pdptes.cpp "no matching|constraints|satisf")
 hvkit_add_compile_fail(paging_ept_root_gpa paging_ept_root_gpa.cpp "gpa_tag[^ ]* to [^ ]*hpa_tag|could not convert|no matching")
 hvkit_add_compile_fail(paging_cpu_properties_positional paging_cpu_properties_positional.cpp "by_name_only|could not convert|no viable|cannot convert|no matching")
+hvkit_add_compile_fail(paging_npt_ncr3_gpa paging_npt_ncr3_gpa.cpp "gpa_tag[^ ]* to [^ ]*hpa_tag|could not convert|no matching|no viable")
+hvkit_add_compile_fail(paging_npt_ncr3_integer paging_npt_ncr3_integer.cpp "could not convert|no matching|no viable|cannot convert")

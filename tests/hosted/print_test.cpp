@@ -580,7 +580,7 @@ TEST(HostedFormat, NptNestedWalk) {
   put(0x24008, 0x7023);
   const auto mmu = paging::mmu_context::make(x86::cr0::pg | x86::cr0::pe, x86::cr4::pae,
                                              x86::efer::lme | x86::efer::lma, x86::gpa{0x1000});
-  const paging::npt_walker_4level npt(0x10000, paging::npt_host{true, false}, {});
+  const paging::npt_walker_4level npt(x86::hpa{0x10000}, paging::npt_host{true, false}, {});
   const paging::walker_4level g(mmu, {});
   const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(g, npt);
   const paging::flat_view view(bytes.data(), bytes.size());

@@ -68,6 +68,11 @@ constexpr auto RW_SUP = pte_access::write | pte_access::exec;
 
 // ---- Golden cases: expected error codes typed by hand from SDM 4.6 / 4.7 ----
 
+// permission_fault() sets index bit 7 from AC and the implicit flag alone: every table must
+// give the same entry with and without it for a user-mode access (checked here once rather
+// than in every translation unit that includes paging/permission.hpp).
+static_assert(paging::detail::smap_bit_ignored_for_user_accesses());
+
 TEST(PermissionGolden, SupervisorWriteToReadOnlyUserPageFollowsWp) {
   // WP=0: supervisor writes ignore R/W (SDM 4.6.1); WP=1: #PF, P|W = 0x3.
   GOLDEN(0x0, PE | PG, PAE, long_mode, RO_USER, 0, W, FIXED1, 0);

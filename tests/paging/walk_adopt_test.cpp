@@ -188,7 +188,7 @@ TEST(EptRequest, SelfContradictingRequestsAreTypedErrors) {
   n.put64(0x2000, 0x3000 | P | RW | US);
   n.put64(0x3000, 0x4000 | P | RW | US);
   n.put64(0x4000, 0x5000 | P | RW | US);
-  const paging::npt_walker_4level npt(0x1000, {}, {});
+  const paging::npt_walker_4level npt(x86::hpa{0x1000}, {}, {});
   paging::ept_request bad{};
   bad.address = x86::gpa{0x10};
   bad.access = acc::fetch;
@@ -212,6 +212,172 @@ TEST(EptRequest, RawTranslateNotPresentHasNoAccessBits) {
   EXPECT_EQ(r.error().qualification.raw(), 0u);
   // The checked walk of a read still reports bit 0.
   EXPECT_EQ(make_ept(false).check(m.view(), {x86::gpa{gpa4}, paging::ept_access::read}).error().qualification.raw(), 1u);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- 25.10: a second-stage fault during the guest walk names the guest level --------------
+
+// NPT tables at 0x10000 (PML4) -> 0x11000 -> 0x12000 -> PT 0x13000 mapping L2 gpa p * 4 KiB to
+// L1 0x20000 + p * 4 KiB (user, writable, APM 15.25.5); guest 4-level tables at L2 gpa
+// 0x1000 (PML4) -> 0x2000 -> 0x3000 -> 0x4000 -> page 0x7000, linear address 0.
+struct npt_setup {
+  image m{0x40000};
+  npt_setup() {
+    m.put64(0x10000, 0x11000 | P | RW | US);
+    m.put64(0x11000, 0x12000 | P | RW | US);
+    m.put64(0x12000, 0x13000 | P | RW | US);
+    for (uint64_t p = 0; p < 16; ++p) m.put64(0x13000 + 8 * p, (0x20000 + p * 0x1000) | P | RW | US | A | D);
+    m.put64(0x21000, 0x2000 | P | RW | US | A);
+    m.put64(0x22000, 0x3000 | P | RW | US | A);
+    m.put64(0x23000, 0x4000 | P | RW | US | A);
+    m.put64(0x24000, 0x7000 | P | RW | US | A | D);
+  }
+  paging::nested_result walk() {
+    const auto mmu = mmu_4level(0x1000);
+    const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(
+        paging::walker_4level(mmu, {}), paging::npt_walker_4level(x86::hpa{0x10000}, {}, {}));
+    auto mem = m.mem();
+    return n.walk(mem, mmu, {x86::gva{0x123}, {}});
+  }
+};
+
+// APM 15.25.6: EXITINFO1 bit 33 is "set if the #NPF occurred while translating the guest's
+// page tables" and bit 32 "if ... the final guest physical address"; which guest table the
+// walk was reading is what walk_fault::guest_level adds (1-4), 0 for the final access.
+TEST(NestedFault, SecondStageFaultNamesTheGuestLevel) {
+  npt_setup ok;
+  const auto r = ok.walk();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->l1_address().value(), 0x27123u);
+  for (unsigned level = 4; level >= 1; --level) {
+    npt_setup s;
+    const uint64_t table = 0x1000 * (5 - level);  // L2 gpa of the guest table read at `level`
+    s.m.put64(0x13000 + 8 * (table >> 12), 0);   // its NPT PTE not present
+    const auto f = s.walk();
+    ASSERT_FALSE(f) << level;
+    EXPECT_EQ(f.error().stage, paging::walk_stage::npt) << level;
+    EXPECT_EQ(f.error().kind, fault_kind::not_present) << level;
+    EXPECT_EQ(f.error().guest_level, level) << level;
+    EXPECT_EQ(f.error().guest_physical.value(), table) << level;
+    EXPECT_FALSE(f.error().qualification.test(paging::ept_qualification::final_translation)) << level;
+  }
+  npt_setup fin;
+  fin.m.put64(0x13000 + 8 * 7, 0);  // the final page
+  const auto f = fin.walk();
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().stage, paging::walk_stage::npt);
+  EXPECT_EQ(f.error().guest_level, 0);
+  EXPECT_TRUE(f.error().qualification.test(paging::ept_qualification::final_translation));
+}
+
+}  // namespace
+
+namespace {
+
+// ---- 25.9: a paging-off guest under a second stage ----------------------------------------
+
+// SDM 4.1.1: with CR0.PG = 0 "linear addresses are used directly as physical addresses";
+// the final access has a guest-linear address (SDM 28.2.1, bit 7; bit 8 = the translation
+// of that address).
+TEST(NestedPagingOff, LinearIsGuestPhysicalThroughTheSecondStage) {
+  image m;
+  ept_tables(m, R | W | WB);  // L2 gpa 0x4020'1000 -> 0x18000, not executable
+  const auto ept = make_ept(true);
+  const auto mmu = paging::mmu_context::make(x86::cr0::pe, {}, {}, x86::gpa{0});
+  const paging::nested_walker<paging::format::paging_off> n(ept);
+  auto mem = m.mem();
+  const auto r = n.walk(mem, mmu, {x86::gva{gpa4}, x86::pfec::write});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->l2_gpa().value(), gpa4);
+  EXPECT_EQ(r->l1_address().value(), 0x18abcu);
+  EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA | ED);  // EPT A/D of a write
+  // Bits 63:32 of the linear address play no part (32-bit linear addresses).
+  EXPECT_EQ(n.check(m.view(), mmu, {x86::gva{(uint64_t{1} << 32) | gpa4}, {}})->l1_address().value(), 0x18abcu);
+  // A fetch from a non-executable page: an EPT violation for the final translation.
+  const auto f = n.check(m.view(), mmu, {x86::gva{gpa4}, x86::pfec::fetch});
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().stage, paging::walk_stage::ept);
+  EXPECT_EQ(f.error().qualification.raw(), 0x180u | 0x18u | 0x4u);  // bits 8, 7; R, W; fetch
+  EXPECT_EQ(n.translate(m.view(), x86::gva{gpa4})->l1_address().value(), 0x18abcu);
+  // An mmu_context with paging on is a mode mismatch.
+  EXPECT_EQ(n.check(m.view(), mmu_4level(0x1000), {x86::gva{gpa4}, {}}).error().kind, fault_kind::mode_mismatch);
+}
+
+// ---- 25.11: a PAE guest under NPT, and a checked PDPTE snapshot ---------------------------
+
+// SDM 4.4.1, Table 4-8: a present PDPTE with a reserved bit (2:1, 8:5, 63:MAXPHYADDR) makes the
+// load fail with #GP(0).
+TEST(PaeGuest, CheckedSnapshotFromRegisterValues) {
+  const auto ok = paging::make_pdpte_snapshot({0x2000 | P, 0, 0x5000 | P | 0x18, 2 /* not present */}, x86::gpa{0x1000}, 40);
+  ASSERT_TRUE(ok);
+  EXPECT_TRUE(ok->loaded);
+  EXPECT_EQ(ok->entries[2], 0x5000u | P | 0x18u);
+  for (const uint64_t bad : {uint64_t{2}, uint64_t{4}, uint64_t{0x20}, uint64_t{0x100}, uint64_t{1} << 40, uint64_t{1} << 63}) {
+    const auto e = paging::make_pdpte_snapshot({0, 0x3000 | P | bad, 0, 0}, x86::gpa{0x1000}, 40);
+    ASSERT_FALSE(e) << bad;
+    EXPECT_EQ(e.error().kind, paging::pdptr_error::kind_type::reserved_bit);
+    EXPECT_EQ(e.error().index, 1);
+    EXPECT_EQ(e.error().address.value(), 0x1008u);
+    EXPECT_EQ(e.error().vector, x86::vector::gp);
+  }
+  EXPECT_TRUE(paging::make_pdpte_snapshot({0, 0x3000 | P | (uint64_t{1} << 39), 0, 0}, x86::gpa{0x1000}, 40));
+}
+
+// A PAE guest under NPT set up with hvkit alone: load_pdptrs through the NPT stage, then a
+// nested walk of walker_pae over npt_walker_4level.
+TEST(PaeGuest, UnderNpt) {
+  npt_setup s;  // NPT maps L2 gpa p * 4 KiB -> L1 0x20000 + p * 4 KiB
+  s.m.put64(0x21000, 0x2000 | P);  // PDPTE 0 -> PD at L2 0x2000
+  s.m.put64(0x22000, 0x3000 | P | RW | US | A);
+  s.m.put64(0x23000 + 8 * 1, 0x7000 | P | RW | US | A | D);  // PTE 1
+  const paging::npt_walker_4level npt(x86::hpa{0x10000}, {}, {});
+  auto mem = s.m.mem();
+  const auto pd = paging::load_pdptrs(x86::cr3{0x1000}, mem, 52, npt);
+  ASSERT_TRUE(pd);
+  EXPECT_EQ(pd->entries[0], 0x2000u | P);
+  const auto mmu = paging::mmu_context::make(cr0_pg, x86::cr4::pae, {}, x86::gpa{0x1000});
+  const paging::nested_walker<paging::format::pae, paging::npt_walker_4level> n(
+      paging::walker_pae(mmu, {}, *pd), npt);
+  const auto r = n.walk(mem, mmu, {x86::gva{0x1234}, {}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->l2_gpa().value(), 0x7234u);
+  EXPECT_EQ(r->l1_address().value(), 0x27234u);
+  // The PDPT's page not mapped by NPT: the #NPF in pdptr_error::ept.
+  s.m.put64(0x13000 + 8, 0);
+  const auto f = paging::load_pdptrs(x86::cr3{0x1000}, mem, 52, npt);
+  ASSERT_FALSE(f);
+  EXPECT_EQ(f.error().kind, paging::pdptr_error::kind_type::ept);
+  EXPECT_EQ(f.error().ept.stage, paging::walk_stage::npt);
+  EXPECT_EQ(f.error().ept.kind, fault_kind::not_present);
+}
+
+// ---- 25.12: the host format from the host's CR0/CR4/EFER, checked -------------------------
+
+// APM 15.25.3: the nested tables have the host's paging format at VMRUN (CR4 and EFER are
+// not switched); with CR4.LA57 in long mode that is five levels.
+TEST(NptHost, FormatFromHostRegistersIsChecked) {
+  const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::pe;
+  const x86::cr4 la57 = x86::cr4::pae | x86::cr4::la57;
+  EXPECT_EQ(*paging::npt_host_mode(cr0, x86::cr4::pae, efer_lma), x86::paging_mode::four_level);
+  EXPECT_EQ(*paging::npt_host_mode(cr0, la57, efer_lma), x86::paging_mode::five_level);
+  EXPECT_EQ(*paging::npt_host_mode(cr0, x86::cr4::pae, {}), x86::paging_mode::pae);
+  EXPECT_EQ(*paging::npt_host_mode(cr0, {}, {}), x86::paging_mode::two_level);
+  EXPECT_EQ(paging::npt_host_mode(x86::cr0::pe, {}, {}).error(), paging::npt_host_error::host_paging_off);
+  // A 4-level walker for a 5-level host is refused; the right one is built.
+  EXPECT_EQ(paging::make_npt_walker<paging::format::ia32e<4>>(x86::hpa{0x10000}, cr0, la57, efer_lma, {}).error(),
+            paging::npt_host_error::format_mismatch);
+  EXPECT_TRUE(paging::make_npt_walker<paging::format::ia32e<5>>(x86::hpa{0x10000}, cr0, la57, efer_lma, {}));
+  // Runtime selection: the walker handed to the callback has the host's format.
+  const auto levels = paging::with_npt_walker(x86::hpa{0x10000}, cr0, la57, efer_lma | x86::efer::nxe, {},
+                                              [](const auto& w) { return unsigned{std::decay_t<decltype(w)>::format_type::levels} + (w.nx() ? 10u : 0u); });
+  ASSERT_TRUE(levels);
+  EXPECT_EQ(*levels, 15u);
+  EXPECT_EQ(*paging::with_npt_walker(x86::hpa{0x10000}, cr0, {}, {}, {},
+                                     [](const auto& w) { return unsigned{std::decay_t<decltype(w)>::format_type::levels}; }),
+            2u);
 }
 
 }  // namespace

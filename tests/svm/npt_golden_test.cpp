@@ -73,7 +73,7 @@ struct npt_setup {
     const paging::walker_4level g(mmu, {});
     paging::cpu_properties props{};
     props.maxphyaddr = maxphyaddr;
-    const paging::npt_walker_4level npt(0x10000, paging::npt_host{host_nxe, false}, props);
+    const paging::npt_walker_4level npt(x86::hpa{0x10000}, paging::npt_host{host_nxe, false}, props);
     const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(g, npt);
     auto mem = m.mem();
     return n.walk(mem, mmu, {x86::gva{va4}, access});
@@ -225,7 +225,7 @@ TEST(NptGolden, PaeHostReadsThePdpteAtEveryWalk) {
   m.put64(0x13000 + 8 * 5, 0x25000 | P | RW | US);
   paging::cpu_properties props{};
   props.maxphyaddr = 40;
-  const paging::npt_walker_pae npt(0x10020, paging::npt_host{true, false}, props);
+  const paging::npt_walker_pae npt(x86::hpa{0x10020}, paging::npt_host{true, false}, props);
   auto mem = m.mem();
   paging::ept_request req{};
   req.address = x86::gpa{0x5123};
@@ -261,7 +261,7 @@ TEST(NptGolden, PaeHostNestedWalkLeavesThePdpteAlone) {
   m.put32(0x22000 + 4 * 3, 0x5000 | P | RW | US);  // guest PT at gpa 2000h: va 3000h -> gpa 5000h
   paging::cpu_properties props{};
   props.maxphyaddr = 40;
-  const paging::npt_walker_pae npt(0x10020, paging::npt_host{true, false}, props);
+  const paging::npt_walker_pae npt(x86::hpa{0x10020}, paging::npt_host{true, false}, props);
   const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4{}, x86::efer{}, x86::gpa{0x1000});
   const paging::nested_walker<paging::format::ia32, paging::npt_walker_pae> n(paging::walker_32bit(mmu, props), npt);
   auto mem = m.mem();
@@ -288,7 +288,7 @@ TEST(NptGolden, LegacyHostFourByteEntries) {
   m.put32(0x10004, 0x0 | P | RW | US | PS);
   paging::cpu_properties props{};
   props.maxphyaddr = 36;
-  const paging::npt_walker_32bit npt(0x10000, paging::npt_host{false, true}, props);
+  const paging::npt_walker_32bit npt(x86::hpa{0x10000}, paging::npt_host{false, true}, props);
   auto mem = m.mem();
   paging::ept_request req{};
   req.address = x86::gpa{0x3456};
@@ -305,7 +305,7 @@ TEST(NptGolden, LegacyHostFourByteEntries) {
   EXPECT_EQ(big->address.value(), 0x10u);
   EXPECT_EQ(big->page_shift, 22);
   // Without host CR4.PSE the PS bit is ignored: PDE 1 references a page table at 0.
-  const paging::npt_walker_32bit nopse(0x10000, paging::npt_host{false, false}, props);
+  const paging::npt_walker_32bit nopse(x86::hpa{0x10000}, paging::npt_host{false, false}, props);
   const auto np = nopse.check(mem, req);
   ASSERT_FALSE(np);
   EXPECT_EQ(np.error().kind, fault_kind::not_present);

@@ -244,7 +244,7 @@ counts run(u64 seed) {
       snap.pdpt = x86::gpa{gcr3 & 0xffffffe0u};
       snap.loaded = true;  // the PDPTE registers as a MOV to CR3 left them (pdpte[] above)
       const paging::basic_walker<GuestFormat> g(mmu, props, snap);
-      const paging::npt_walker<HostFormat> npt(ncr3, paging::npt_host{h.nxe, h.pse}, props);
+      const paging::npt_walker<HostFormat> npt(x86::hpa{ncr3}, paging::npt_host{h.nxe, h.pse}, props);
       const paging::nested_walker<GuestFormat, paging::npt_walker<HostFormat>> nw(g, npt);
       paging::walk_request req{};
       req.linear = x86::gva{va};

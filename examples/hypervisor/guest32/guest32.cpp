@@ -515,6 +515,7 @@ u32 run_cases(bool pae, u32 cases, u64 seed) {
         pd32[test_pde32] = static_cast<u32>(e[1]);
         pt32_test[0] = static_cast<u32>(e[0]);
       } else {
+        pdpt[3] = e[2];  // a PDPTE has no A flag, but a CPU that writes one (QEMU) is undone too
         *reinterpret_cast<volatile u64*>(&pd_pae_test[test_pde_pae]) = e[1];
         *reinterpret_cast<volatile u64*>(&pt_pae_test[0]) = e[0];
       }

@@ -18,7 +18,9 @@
 # Exit-cost mode (examples/exit-cost/run-kvm.sh): with HVKIT_EXIT_COST_VMM and
 # HVKIT_EXIT_COST_GUEST set (the exit_cost_vmm program and the flat exit-cost guest), both
 # go into /hvkit/ and the kernel command line gets hvkit.mode=exit-cost: /init then runs the
-# VMM on the guest instead of QEMU. Use another OUT_DIR for that image.
+# VMM on the guest instead of QEMU. Use another OUT_DIR for that image. HVKIT_NK_KVM_OPTS
+# (e.g. "ept=0") adds hvkit.kvm_opts=... to the command line: /init appends those options
+# (commas become spaces) to the kvm-intel / kvm-amd insmod.
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 OUT_DIR CACHE_DIR KERNEL_BIN" >&2; exit 2; }
 out=$1 cache=$2 hv_kernel=$3
@@ -74,6 +76,8 @@ if [ -n "${HVKIT_EXIT_COST_VMM:-}" ] || [ -n "${HVKIT_EXIT_COST_GUEST:-}" ]; the
   for f in "${exit_cost[@]}"; do [ -f "$f" ] || { echo "build-image: no $f" >&2; exit 1; }; done
   cmdline="$cmdline hvkit.mode=exit-cost"
 fi
+# Extra options for the vendor's KVM module (e.g. ept=0), passed by /init to insmod.
+[ -z "${HVKIT_NK_KVM_OPTS:-}" ] || cmdline="$cmdline hvkit.kvm_opts=${HVKIT_NK_KVM_OPTS// /,}"
 
 # ---- reuse? --------------------------------------------------------------------------------
 stamp=$( { echo "$kpkg $comp $cmdline"; sha256sum "$hv_kernel" "$here/init" "$here/l1tool.cpp" "$here/grub.cfg" \

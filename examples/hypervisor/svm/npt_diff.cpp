@@ -131,7 +131,7 @@ npt_prediction npt_predict(std::uint64_t la, x86::pfec access, const pg::cpu_pro
   // The nested tables have the host's format at VMRUN (long mode, 4 levels) and its EFER.NXE
   // (15.25.3, 15.25.5): the host's own CR4 and EFER, as VMRUN does not switch them.
   using host_format = pg::format::ia32e<4>;
-  const pg::npt_walker<host_format> npt{sv::read(vmcb, fld::n_cr3),
+  const pg::npt_walker<host_format> npt{x86::hpa{sv::read(vmcb, fld::n_cr3)},
                                         pg::make_npt_host(x86::cr4{read_cr4()}, x86::efer{rdmsr(x86::msr::ia32_efer)}),
                                         props};
   const pg::nested_walker<pg::format::ia32e<4>, pg::npt_walker<host_format>> walker{

@@ -163,7 +163,7 @@ struct svm_state {
   const svm_run* cfg;
   svm_counters exits, mark;
   bool preempted;               // the last exit was a timer interrupt: switch, then resume
-  std::uint64_t role_rebuilds;  // svm::sync_cr0_role found a changed paging mode (CR0.PG, CR4)
+  std::uint64_t role_rebuilds;  // paging::sync_cr0_role found a changed paging mode (CR0.PG, CR4)
 };
 constinit svm_state st{};
 
@@ -317,7 +317,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
   // on VMX the bits that feed translation are host-owned) and is done by the emulator with
   // the CR4 bits the CPUID policy allows. Not for the 32-bit guest: its CR4.PAE toggles stay
-  // native, the PAE check is the CPU's (a test set-up: svm::sync_cr0_role rebuilds the role
+  // native, the PAE check is the CPU's (a test set-up: paging::sync_cr0_role rebuilds the role
   // at the next emulated access, since it compares the whole role with the live registers).
   r.cr.apply(icpt);
   if (guest32) icpt.clear(sv::cr_write(4));
@@ -397,6 +397,7 @@ bool nrip_save() { return host_svm.features.test(cpuid_ns::svm_features::nrip_sa
 /// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
 /// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
 unsigned instruction_length(guest_regs& regs);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
 
 /// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP with NRIP save
 /// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
@@ -409,8 +410,13 @@ void skip_instruction(guest_regs& regs) {
   } else {
     const unsigned len = instruction_length(regs);
     if (len == 0) {
-      kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx\n",
-              (unsigned long long)sv::read(vmcb, fld::rip));
+      const auto in = instruction_at_rip(regs);
+      kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx: outcome=%u vector=%u why=%u cr0=0x%llx "
+              "cr4=0x%llx efer=0x%llx cr3=0x%llx\n",
+              (unsigned long long)sv::read(vmcb, fld::rip), in ? 0u : static_cast<unsigned>(in.error().kind),
+              in ? 0u : static_cast<unsigned>(in.error().vector), in ? 0u : static_cast<unsigned>(in.error().why),
+              (unsigned long long)sv::read(vmcb, fld::cr0), (unsigned long long)sv::read(vmcb, fld::cr4),
+              (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr3));
       run.status = run_status::fatal_exit;
       return;
     }
@@ -526,7 +532,7 @@ void report_exit(const char* what, bool expected = false) {
 /// into the VMCB: registers, RIP, RFLAGS, segments, descriptor tables, CR0/CR3/CR4/EFER on
 /// a CR write (the MMU role refreshed as paging::cr_write_actions says), the interrupt
 /// shadow; an exception goes into EVENTINJ (CR2 for #PF into the VMCB, which VMRUN loads).
-/// First the MMU role is brought in step with the live CR0 (svm::sync_cr0_role: the
+/// First the MMU role is brought in step with the live CR0 (paging::sync_cr0_role: the
 /// refresh_passthrough_bits contract when CR0 writes do not exit; not in the negative
 /// control, which keeps the stale role on purpose).
 /// The instruction at the guest RIP, fetched and decoded through the guest's live paging.
@@ -541,9 +547,18 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
                    x86::gpa{layout::guest_mem_base}};
   // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
   // (APM 15.25.10): the four entries as they are now.
+  // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
+  // walks through the other three do not.
   pg::pdpte_snapshot pdptes{};
-  if (mmu.role().mode() == x86::paging_mode::pae)
-    if (const auto p = pg::load_pdptrs(ctx.cr3, tables, props.maxphyaddr)) pdptes = *p;
+  if (mmu.role().mode() == x86::paging_mode::pae) {
+    pdptes.pdpt = x86::cr3_root(ctx.cr3, x86::paging_mode::pae, props.maxphyaddr);
+    pdptes.loaded = true;
+    for (unsigned i = 0; i < 4; ++i) {
+      const auto v = tables.read64(pdptes.pdpt + 8u * i);
+      pdptes.loaded = pdptes.loaded && v.has_value();
+      pdptes.entries[i] = v ? *v : 0;
+    }
+  }
   em::walker_translator<pg::flat_memory> tr{mmu, tables, props, pdptes};
   return em::fetch_instruction(ctx, tr, ram);
 }
@@ -583,10 +598,10 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
   const em::context before = ctx;
   const pg::cpu_properties props = guest_cpu_properties();
   if (!st.cfg->base.stale_role) {
-    switch (sv::sync_cr0_role(run.mmu, ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root())) {
-      case sv::role_sync::unchanged: break;
-      case sv::role_sync::wp_refreshed: ++run.passthrough_refreshes; break;
-      case sv::role_sync::rebuilt: ++st.role_rebuilds; break;
+    switch (pg::sync_cr0_role(run.mmu, ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root())) {
+      case pg::role_sync::unchanged: break;
+      case pg::role_sync::wp_refreshed: ++run.passthrough_refreshes; break;
+      case pg::role_sync::rebuilt: ++st.role_rebuilds; break;
     }
   }
   run.mmu.set_root(x86::cr3_root(ctx.cr3, run.mmu.role().mode(), props.maxphyaddr));
@@ -678,6 +693,7 @@ struct unmap_state {
   std::uint64_t seen_info;  // the re-injected event, in the VMX layout the guest's check reads
   unsigned seen_length;
   std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
+  std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
 };
 constinit unmap_state unmap{};
 // The last hc::ept_unmap_report found the page still unmapped, never touched through an
@@ -729,6 +745,21 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->base.name,
             (unsigned long long)ii.raw(), code[1], code[1]);
     ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
+  }
+  // QEMU 7.2 TCG erratum (docs/hypervisor.md): EXITINTINFO of an INT3 or INTO delivery has
+  // TYPE 4 (software interrupt) instead of 3 (APM 15.7.2 / 15.20: TYPE 4 is INTn only; #BP and
+  // #OF are exceptions, TYPE 3). Recognized by the instruction at RIP (CC or CE, decoded),
+  // re-injected as the exception, counted.
+  if (ii.valid() && ii.type() == sv::event_type::soft_int && (ii.vector() == 3 || ii.vector() == 4)) {
+    if (const auto in = instruction_at_rip(regs);
+        in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
+      if (unmap.soft_int_type_for_int3++ == 0) {
+        ++results_errata;
+        kprintf("HVKIT ERRATUM exitintinfo_int3_into_as_soft_int.%s exitintinfo=0x%llx rip=0x%llx\n", st.cfg->base.name,
+                (unsigned long long)ii.raw(), (unsigned long long)rip);
+      }
+      ii = sv::event_info::make(ii.vector(), sv::event_type::exception, false);
+    }
   }
   if (!ii.valid()) return true;
   // The event as the vendor-neutral x86::event (svm::to_event: TYPE 3 #BP/#OF are INT3/INTO),
@@ -868,6 +899,8 @@ void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mism
   }
 }
 
+bool spin_more();
+
 /// VMMCALL (exit code 0x81): the hypercall ABI of hypercall.hpp, for CPL 0 only.
 bool handle_vmmcall(guest_regs& regs) {
   using enum x86::gpr;
@@ -929,6 +962,7 @@ bool handle_vmmcall(guest_regs& regs) {
     case hc::ept_check: ret = npt_check(regs); break;
     case hc::ept_unmap_once: ret = npt_unmap_once(regs[rbx]) ? 0 : ~0ull; break;
     case hc::ept_unmap_report: ret = npt_unmap_report(); break;
+    case hc::spin_more: ret = spin_more() ? 1 : 0; break;
     case hc::done:
       run.status = run_status::done;
       skip_instruction(regs);
@@ -1064,6 +1098,20 @@ constexpr std::uint32_t timer_max_count = 1u << 26;
 std::uint32_t timer_count = timer_initial_count;
 
 std::uint64_t ibpb_barriers;
+/// What the running two-guest run has seen so far (run_scheduled): guest A keeps spinning
+/// (hc::spin_more) until A2 and B have each spun (run instructions in a slice) and both kinds
+/// of switch happened.
+struct sched_progress {
+  bool active;
+  std::uint64_t a2_spins, b_spins, same_guest, cross_guest;
+  bool b_dead;
+};
+constinit sched_progress sched{};
+bool spin_more() {
+  if (!sched.active) return false;
+  return sched.a2_spins == 0 || (sched.b_spins == 0 && !sched.b_dead) || sched.same_guest == 0 ||
+         sched.cross_guest == 0;
+}
 bool host_has_ibpb;
 struct counting_barrier {
   void operator()() const noexcept {
@@ -1256,6 +1304,8 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     const std::uint64_t spins_before = current != 0 ? *spins : 0;
     vmrun(regs);
     ++slots[current].slices;
+    sched = {true, *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa),
+             *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa), same_guest, cross_guest, b_dead};
     // Every exit of a spinner is the timer; guest A's are handled as in any run.
     const bool resume = handle_exit(regs);
     regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
@@ -1268,6 +1318,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
               cfg.base.name, (unsigned long long)slots[2].slices);
       b_dead = true;
+      sched.b_dead = true;
       run.status = run_status::running;
       continue;
     }
@@ -1282,6 +1333,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     }
   }
   timer_stop();
+  sched = {};
   svm_host_if = 0;
   vmcb.slot = &vmcb_a1;
   const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
@@ -1412,9 +1464,10 @@ bool run_guest(int index) {
     // With nested paging MOV to CR3 loads no PDPTEs (no #GP); a reserved bit is the walk's #PF.
     result("pae_pdpte_load", run.pdpte_loads >= 5000 && run.pdpte_gp == 0 && run.pdpte_walk_rsv > 0 &&
                                  run.pdpte_mismatches == 0,
-           "loads=%llu gp=%llu reserved_pdpte_walk_pf=%llu mismatches=%llu", (unsigned long long)run.pdpte_loads,
-           (unsigned long long)run.pdpte_gp, (unsigned long long)run.pdpte_walk_rsv,
-           (unsigned long long)run.pdpte_mismatches);
+           "loads=%llu gp=%llu reserved_pdpte_walk_pf=%llu mismatches=%llu qemu_q2_errata=%llu qemu_q3_errata=%llu",
+           (unsigned long long)run.pdpte_loads, (unsigned long long)run.pdpte_gp,
+           (unsigned long long)run.pdpte_walk_rsv, (unsigned long long)run.pdpte_mismatches,
+           (unsigned long long)run.pdpte_errata_q2, (unsigned long long)run.pdpte_errata_q3);
   }
   if (cfg.base.guest_flags & hc::cfg_ept_diff) {
     npt_diff_report();

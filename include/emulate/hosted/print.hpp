@@ -9,6 +9,12 @@
 /// keywords out of the enumeration (`mnemonic::and_` is "and").
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/emulate/hosted/print.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <cstdint>
 #include <string>
 #include <string_view>

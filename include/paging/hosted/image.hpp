@@ -12,6 +12,12 @@
 /// @endcode
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/paging/hosted/image.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -42,7 +48,7 @@ namespace hvkit::paging {
   return {};
 }
 /// See name(region_error).
-[[nodiscard]] inline std::string to_string(region_error e) { return hosted::enum_string(name(e), "region_error", e); }
+[[nodiscard]] inline std::string to_string(region_error e) { return ::hvkit::hosted::enum_string(name(e), "region_error", e); }
 
 /// See x86/hosted/format.hpp for the conventions.
 [[nodiscard]] constexpr std::string_view name(elf_core_error e) noexcept {
@@ -65,7 +71,7 @@ namespace hvkit::paging {
 }
 /// See name(elf_core_error).
 [[nodiscard]] inline std::string to_string(elf_core_error e) {
-  return hosted::enum_string(name(e), "elf_core_error", e);
+  return ::hvkit::hosted::enum_string(name(e), "elf_core_error", e);
 }
 
 /// See x86/hosted/format.hpp for the conventions.
@@ -77,13 +83,13 @@ namespace hvkit::paging {
   return {};
 }
 /// See name(read_failure).
-[[nodiscard]] inline std::string to_string(read_failure e) { return hosted::enum_string(name(e), "read_failure", e); }
+[[nodiscard]] inline std::string to_string(read_failure e) { return ::hvkit::hosted::enum_string(name(e), "read_failure", e); }
 
 /// "gva 0x...: <walk fault>" or "gva 0x... -> gpa 0x...: not in memory", with the bytes read.
 [[nodiscard]] inline std::string to_string(const read_fault& f) {
-  std::string s = "gva " + hosted::hex16(f.address.value());
+  std::string s = "gva " + ::hvkit::hosted::hex16(f.address.value());
   if (f.what == read_failure::translation) s += ": " + to_string(f.walk);
-  else s += " -> gpa " + hosted::hex16(f.physical.value()) + ": not in memory";
+  else s += " -> gpa " + ::hvkit::hosted::hex16(f.physical.value()) + ": not in memory";
   return s + " (after " + std::to_string(f.bytes_read) + " bytes)";
 }
 

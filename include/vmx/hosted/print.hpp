@@ -2,7 +2,7 @@
 /// @file
 /// @brief Hosted: names and printers for vmx/: basic exit reasons (the core's
 /// exit_reason_name()), the exit-reason field, VM-instruction errors, which VMX instruction
-/// failed and how (vm_fail), CR-write faults, EPT-entry builder errors, event injection and
+/// failed and how (vm_fail), EPT-entry builder errors, event injection and
 /// guest-state errors, interruption types, activity states, VM-entry verdicts.
 ///
 /// See x86/hosted/format.hpp for the conventions (`name()`, `to_string()`, `operator<<`,
@@ -12,6 +12,12 @@
 ///   std::cout << fail << '\n';             // "VMfailValid in vmwrite: error 12 (unsupported_vmcs_component), field 0x4000"
 /// @endcode
 #pragma once
+
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/vmx/hosted/print.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
 
 #include <cstdint>
 #include <string>
@@ -133,34 +139,7 @@ using ::hvkit::hosted::operator<<;
 
 }  // namespace hvkit::vmx
 
-// x86::cr_write_fault (x86/cr_rules.hpp; vmx::cr_write_fault names it): printed from its own
-// namespace so that argument-dependent lookup finds it.
-namespace hvkit::x86 {
-
-/// The CR-write fault's name (pg_without_pe, ...); empty for a value that names none.
-[[nodiscard]] constexpr std::string_view name(cr_write_fault v) noexcept {
-  switch (v) {
-    case cr_write_fault::none: return "none";
-    case cr_write_fault::reserved_bit: return "reserved_bit";
-    case cr_write_fault::pg_without_pe: return "pg_without_pe";
-    case cr_write_fault::nw_without_cd: return "nw_without_cd";
-    case cr_write_fault::long_mode_without_pae: return "long_mode_without_pae";
-    case cr_write_fault::clear_wp_with_cet: return "clear_wp_with_cet";
-    case cr_write_fault::cet_without_wp: return "cet_without_wp";
-    case cr_write_fault::clear_pae_in_long_mode: return "clear_pae_in_long_mode";
-    case cr_write_fault::change_la57_in_long_mode: return "change_la57_in_long_mode";
-    case cr_write_fault::pcide_bad_state: return "pcide_bad_state";
-    case cr_write_fault::clear_pg_in_64bit_mode: return "clear_pg_in_64bit_mode";
-    case cr_write_fault::activate_ia32e_with_cs_l: return "activate_ia32e_with_cs_l";
-    case cr_write_fault::clear_pg_with_pcide: return "clear_pg_with_pcide";
-    case cr_write_fault::cr3_reserved_bit: return "cr3_reserved_bit";
-  }
-  return {};
-}
-/// See name(cr_write_fault).
-[[nodiscard]] inline std::string to_string(cr_write_fault v) { return ::hvkit::hosted::enum_string(name(v), "cr_write_fault", v); }
-
-}  // namespace hvkit::x86
+// x86::cr_write_fault (vmx::cr_write_fault names it) is printed by x86/hosted/format.hpp.
 
 namespace hvkit::vmx {
 
@@ -368,8 +347,6 @@ template <>
 inline constexpr bool enable_printing<vmx::vm_fail::kind> = true;
 template <>
 inline constexpr bool enable_printing<vmx::vm_fail> = true;
-template <>
-inline constexpr bool enable_printing<vmx::cr_write_fault> = true;
 template <>
 inline constexpr bool enable_printing<vmx::ept_error> = true;
 template <>

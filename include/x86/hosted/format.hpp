@@ -3,7 +3,7 @@
 /// @brief Hosted: printing hvkit values. The shared machinery (`to_string` by ADL,
 /// `operator<<` for iostreams, a `std::formatter` where the library has `<format>`) and the
 /// names of x86/'s enumerations (exception vectors, paging modes, exception-merge verdicts,
-/// general-purpose registers) and #PF error codes.
+/// general-purpose registers, CR-write faults) and #PF error codes.
 ///
 /// Every printable hvkit type `T` has, in its own namespace:
 ///  - for an enumeration, `name(T)`: a `std::string_view` with the enumerator's name, empty
@@ -21,6 +21,12 @@
 /// @endcode
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/x86/hosted/format.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -31,6 +37,7 @@
 #include <format>
 #endif
 
+#include "../cr_rules.hpp"
 #include "../exception_merge.hpp"
 #include "../gpr.hpp"
 #include "../paging_mode.hpp"
@@ -239,6 +246,30 @@ using ::hvkit::hosted::operator<<;
   return names.empty() ? s : s + " [" + names + "]";
 }
 
+/// The CR-write fault's name (pg_without_pe, ...); empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(cr_write_fault v) noexcept {
+  switch (v) {
+    case cr_write_fault::none: return "none";
+    case cr_write_fault::reserved_bit: return "reserved_bit";
+    case cr_write_fault::pg_without_pe: return "pg_without_pe";
+    case cr_write_fault::nw_without_cd: return "nw_without_cd";
+    case cr_write_fault::long_mode_without_pae: return "long_mode_without_pae";
+    case cr_write_fault::clear_wp_with_cet: return "clear_wp_with_cet";
+    case cr_write_fault::cet_without_wp: return "cet_without_wp";
+    case cr_write_fault::clear_pae_in_long_mode: return "clear_pae_in_long_mode";
+    case cr_write_fault::change_la57_in_long_mode: return "change_la57_in_long_mode";
+    case cr_write_fault::pcide_bad_state: return "pcide_bad_state";
+    case cr_write_fault::clear_pg_in_64bit_mode: return "clear_pg_in_64bit_mode";
+    case cr_write_fault::activate_ia32e_with_cs_l: return "activate_ia32e_with_cs_l";
+    case cr_write_fault::clear_pg_with_pcide: return "clear_pg_with_pcide";
+    case cr_write_fault::cr3_reserved_bit: return "cr3_reserved_bit";
+  }
+  return {};
+}
+/// See name(cr_write_fault).
+[[nodiscard]] inline std::string to_string(cr_write_fault v) { return ::hvkit::hosted::enum_string(name(v), "cr_write_fault", v); }
+
+
 }  // namespace hvkit::x86
 
 namespace hvkit::hosted {
@@ -252,4 +283,6 @@ template <>
 inline constexpr bool enable_printing<x86::merge_verdict> = true;
 template <>
 inline constexpr bool enable_printing<x86::gpr> = true;
+template <>
+inline constexpr bool enable_printing<x86::cr_write_fault> = true;
 }  // namespace hvkit::hosted
