@@ -23,8 +23,7 @@ using namespace shadow_harness;
 
 constexpr std::uint64_t P = 1, RW = 2, US = 4, A = 32, D = 64, PS = 128, XD = 1ull << 63;
 constexpr std::uint64_t CR0_PE = 1, CR0_WP = 1ull << 16, CR0_PG = 1ull << 31;
-constexpr std::uint64_t CR4_PSE = 1ull << 4, CR4_PAE = 1ull << 5, CR4_SMEP = 1ull << 20, CR4_SMAP = 1ull << 21,
-                        CR4_PKE = 1ull << 22;
+constexpr std::uint64_t CR4_PSE = 1ull << 4, CR4_PAE = 1ull << 5, CR4_SMEP = 1ull << 20, CR4_SMAP = 1ull << 21;
 constexpr std::uint64_t EFER_LME = 1ull << 8, EFER_LMA = 1ull << 10, EFER_NXE = 1ull << 11;
 
 enum class gmode { m32, pae, l4 };

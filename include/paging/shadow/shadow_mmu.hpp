@@ -68,7 +68,7 @@ class shadow_mmu {
   /// How many times a full cache was zapped and rebuilt.
   [[nodiscard]] constexpr std::uint32_t rebuilds() const noexcept { return rebuilds_; }
   /// The guest walker for the current context.
-  [[nodiscard]] constexpr guest_walker walker() const noexcept { return guest_walker(guest_, props_, pdptes_); }
+  [[nodiscard]] constexpr const guest_walker& walker() const noexcept { return walker_; }
 
   /// Loads the guest context `role` with guest root `root` (x86::cr3_root()) and, for PAE,
   /// the PDPTE registers. A root cached for the same (root, role, PDPTEs) is reused as it is:
@@ -82,8 +82,17 @@ class shadow_mmu {
                                                        (role.pks() ? 4u : 0u));
     if (ext != ext_ && root_ != page_cache::npos) cache_->zap_all();
     ext_ = ext;
+    const bool same_role = role == guest_.role() && root_ != page_cache::npos;
     guest_ = mmu_context(role, root);
     pdptes_ = role.mode() == x86::paging_mode::pae ? pdptes : pdpte_snapshot{};
+    if (same_role) {  // a CR3 switch: only the root and PDPTEs change, not the reserved-bit masks
+      walker_state ws = walker_.state();
+      ws.root = root;
+      ws.pdptes = pdptes_;
+      walker_ = guest_walker(ws);
+    } else {
+      walker_ = guest_walker(guest_, props_, pdptes_);
+    }
     root_ = find_or_make_root();
     if (root_ == page_cache::npos) {  // full: start over (one page always fits)
       ++rebuilds_;
@@ -100,7 +109,7 @@ class shadow_mmu {
     fault_answer a{};
     walk_request r = req;
     r.update_ad = true;  // the access happens (resumed or emulated): A/D as the processor sets them
-    const walk_result w = walker().walk(mem, guest_, r);
+    const walk_result w = walker_.walk(mem, guest_, r);
     if (!w) {
       a.action = fault_action::inject;
       a.fault = w.error();
@@ -337,6 +346,7 @@ class shadow_mmu {
   cpu_properties props_;
   mmu_context guest_{};
   pdpte_snapshot pdptes_{};
+  guest_walker walker_{};
   std::uint16_t root_ = page_cache::npos;
   std::uint32_t rebuilds_ = 0;
   std::uint8_t ext_ = 0;
