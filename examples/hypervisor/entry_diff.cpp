@@ -692,6 +692,10 @@ void mutate_once() {
 enum erratum_id : unsigned {
   e_rip_canonical,     // 27.3.1.4: RIP canonical (IA-32e guest, CS.L = 1) not checked
   e_debugctl,          // 27.3.1.1: IA32_DEBUGCTL reserved bits not checked
+  // 27.2.1.3: deliver-error-code by the older SDM text ("unrestricted guest" 0 counts as CR0.PE
+  // 1); before e_error_code_bit, which (Bochs with CET checks no error code at all) explains
+  // such cases too, so that they are counted here
+  e_ec_older_wording,
   e_error_code_bit,    // 27.2.1.3: deliver-error-code must be 0 for non-exception events: not checked
   e_pending_bs,        // 27.3.1.5: pending-debug BS consistency not checked
   e_activity_event,    // 27.3.1.5: events the activity state blocks not refused
@@ -704,7 +708,6 @@ enum erratum_id : unsigned {
   e_ia32e_no_paging,   // 27.3.1.1: an IA-32e mode guest needs CR0.PG = 1 (unrestricted guest): not checked
   e_vnmi_blocking,     // 27.3.1.5: NMI blocking with an injected NMI under virtual NMIs: not checked
   e_vm_real_mode,      // 27.3.1.4: RFLAGS.VM needs CR0.PE = 1 (unrestricted guest): not checked
-  e_ec_older_wording,  // 27.2.1.3: deliver-error-code by the older SDM text ("unrestricted guest" 0 counts as CR0.PE 1)
   erratum_count
 };
 struct erratum_info {
@@ -713,6 +716,7 @@ struct erratum_info {
 };
 erratum_info errata[erratum_count] = {
     {"guest_rip_not_checked_canonical", 0},       {"guest_debugctl_reserved_bits_not_checked", 0},
+    {"error_code_rule_older_wording", 0},
     {"injection_error_code_bit_not_checked", 0},  {"pending_debug_bs_not_checked", 0},
     {"injected_event_vs_activity_not_checked", 0}, {"pending_debug_bits_63_32_not_checked", 0},
     {"cs_dpl_checked_against_cs_rpl", 0},         {"entry_to_smm_checked_as_guest_state", 0},
@@ -721,7 +725,6 @@ erratum_info errata[erratum_count] = {
     {"ia32e_guest_without_paging_not_checked", 0},
     {"nmi_blocking_with_virtual_nmi_injection_not_checked", 0},
     {"rflags_vm_in_real_mode_not_checked", 0},
-    {"error_code_rule_older_wording", 0},
 };
 
 struct diff_case {

@@ -80,11 +80,16 @@ inline constexpr ept_pointer ept_pointer::supervisor_shadow_stack = ept_pointer:
 /// What the processor and the VM-execution controls allow (IA32_VMX_EPT_VPID_CAP, SDM A.10;
 /// secondary processor-based controls): hvkit's one EPT capability type, used by the EPT
 /// walker, the mappings enumerator and vmx's EPT builders. vmx::ept_capabilities_from()
-/// decodes the MSR into it; the defaults allow everything but execute-only, MBEC and
-/// supervisor shadow-stack control.
+/// decodes the MSR into it.
+///
+/// The default state is one thing: a processor that reports *every* capability this struct
+/// describes (every `IA32_VMX_EPT_VPID_CAP` bit below is 1, MAXPHYADDR 52), with the one
+/// VM-execution control it carries, `mbec`, off (controls are off unless set). A caller
+/// describing a real processor clears what it lacks (or uses vmx::ept_capabilities_from);
+/// nothing must be set to get a permissive walker for a tool.
 struct ept_capabilities {
-  unsigned maxphyaddr = 52;   ///< CPUID.80000008H:EAX[7:0], 32..52
-  bool execute_only = false;  ///< cap bit 0: execute-only entries are allowed
+  unsigned maxphyaddr = 52;  ///< CPUID.80000008H:EAX[7:0], 32..52
+  bool execute_only = true;  ///< cap bit 0: execute-only entries are allowed
   bool walk4 = true;          ///< cap bit 6: 4-level walks
   bool walk5 = true;          ///< cap bit 7: 5-level walks
   bool page_2m = true;        ///< cap bit 16: PDEs may map 2 MiB pages
@@ -92,8 +97,8 @@ struct ept_capabilities {
   bool ad = true;             ///< cap bit 21: EPT accessed and dirty flags
   bool mbec = false;          ///< the "mode-based execute control for EPT" control is 1
   /// cap bit 23: supervisor shadow-stack control, i.e. EPTP bit 7 may be 1 (SDM A.10,
-  /// 27.2.1.1). Off by default: without it EPTP bit 7 is reserved.
-  bool supervisor_shadow_stack = false;
+  /// 27.2.1.1); without it EPTP bit 7 is reserved.
+  bool supervisor_shadow_stack = true;
   /// cap bit 8: an EPTP may have memory type UC (checked by vmx::check_eptp; SDM A.10).
   bool eptp_uc = true;
   /// cap bit 14: an EPTP may have memory type WB (checked by vmx::check_eptp; SDM A.10).

@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <hvkit/paging/ad_record.hpp>
 #include <hvkit/paging/ept_walker.hpp>
 #include <hvkit/paging/guest_memory.hpp>
 #include <hvkit/paging/mmu.hpp>
@@ -378,6 +379,74 @@ TEST(NptHost, FormatFromHostRegistersIsChecked) {
   EXPECT_EQ(*paging::with_npt_walker(x86::hpa{0x10000}, cr0, {}, {}, {},
                                      [](const auto& w) { return unsigned{std::decay_t<decltype(w)>::format_type::levels}; }),
             2u);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- 25.14: the default ept_capabilities is one documented thing --------------------------
+
+// Every IA32_VMX_EPT_VPID_CAP bit the struct describes (SDM A.10: bit 0 execute-only, 6 and 7
+// the walk lengths, 8 and 14 the EPTP memory types, 16 and 17 the page sizes, 21 A/D, 23
+// supervisor shadow-stack control) is 1 by default; the VM-execution control (MBEC) is 0.
+TEST(EptCapabilities, DefaultIsEveryCapabilityAndNoControl) {
+  constexpr paging::ept_capabilities c{};
+  static_assert(c.maxphyaddr == 52 && c.execute_only && c.walk4 && c.walk5 && c.eptp_uc && c.eptp_wb && c.page_2m &&
+                c.page_1g && c.ad && c.supervisor_shadow_stack);
+  static_assert(!c.mbec);
+  // The same as decoding an MSR with every one of those bits set.
+  constexpr std::uint64_t all_bits = 1u | (1u << 6) | (1u << 7) | (1u << 8) | (1u << 14) | (1u << 16) | (1u << 17) |
+                                     (1u << 21) | (1u << 23);
+  static_assert(all_bits == 0xa3'41c1u);
+  // An execute-only leaf and EPTP bit 7 are accepted without setting anything.
+  image m;
+  ept_tables(m, X | WB);
+  const auto w = paging::ept_walker::make(
+      paging::ept_pointer{paging::make_ept_pointer(x86::hpa{0x10000}, 4, false).raw() | 0x80u}, {});
+  ASSERT_TRUE(w);
+  EXPECT_TRUE(w->check(m.view(), {x86::gpa{gpa4}, paging::ept_access::fetch}));
+}
+
+}  // namespace
+
+namespace {
+
+// ---- 25.13: an optional record of a walk's A/D writes ------------------------------------
+
+// SDM 4.8: the processor sets A in every paging-structure entry used and D in the entry that
+// maps the page of a write; SDM 29.3.5: with EPT A/D, the EPT entries used get A, and the
+// leaf of a write (guest paging-structure accesses are writes) gets D.
+TEST(AdRecord, NestedWalkRecordsEveryAdWrite) {
+  npt_setup s;  // guest entries lack A except where set; NPT entries have no A at the upper levels
+  s.m.put64(0x21000, 0x2000 | P | RW | US);      // guest PML4E: A clear
+  s.m.put64(0x24000, 0x7000 | P | RW | US | A);  // guest PTE: D clear
+  const auto mmu = mmu_4level(0x1000);
+  const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(
+      paging::walker_4level(mmu, {}), paging::npt_walker_4level(x86::hpa{0x10000}, {}, {}));
+  auto mem = s.m.mem();
+  paging::ad_recorder rec(mem);
+  const auto r = n.walk(rec, mmu, {x86::gva{0x123}, x86::pfec::write});
+  ASSERT_TRUE(r);
+  const auto& log = rec.log();
+  // Guest: A on the PML4E (at L1 0x21000) and D on the PTE (L1 0x24000).
+  bool pml4e = false, pte = false, npt_root = false;
+  for (unsigned i = 0; i < log.count; ++i) {
+    const auto& w = log.items[i];
+    EXPECT_EQ(w.width, 8);
+    EXPECT_EQ(w.new_value & ~w.old_value & ~(A | D), 0u);  // only A/D bits are ever set
+    if (w.address.value() == 0x21000) pml4e = w.old_value == (0x2000 | P | RW | US) && w.new_value == (w.old_value | A);
+    if (w.address.value() == 0x24000) pte = w.old_value == (0x7000 | P | RW | US | A) && w.new_value == (w.old_value | D);
+    if (w.address.value() == 0x10000) npt_root = w.new_value == (w.old_value | A);
+  }
+  EXPECT_TRUE(pml4e);
+  EXPECT_TRUE(pte);
+  EXPECT_TRUE(npt_root);  // the NPT PML4E gets A (APM 15.25.5: A/D in the nested tables)
+  EXPECT_FALSE(log.overflow);
+  // A second walk writes nothing.
+  rec.clear();
+  ASSERT_TRUE(n.walk(rec, mmu, {x86::gva{0x123}, x86::pfec::write}));
+  EXPECT_EQ(rec.log().count, 0u);
 }
 
 }  // namespace

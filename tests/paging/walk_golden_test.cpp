@@ -668,11 +668,12 @@ TEST(EptGolden, ExecuteOnlyAndMemoryTypes) {
   image m;
   ept_tables(m, R | W | X, R | W | X, R | W | X, X | WB);
   auto mem = m.mem();
-  const auto mis = make_ept(false).walk(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
+  paging::ept_capabilities no_xo{};
+  no_xo.execute_only = false;
+  const auto mis = make_ept(false, no_xo).walk(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
   ASSERT_FALSE(mis);
   EXPECT_EQ(mis.error().kind, fault_kind::ept_misconfig);
-  paging::ept_capabilities xo{};
-  xo.execute_only = true;
+  const paging::ept_capabilities xo{};  // the default: every capability, execute-only included
   const auto w = make_ept(false, xo);
   const auto f = w.walk(mem, {x86::gpa{gpa4}, paging::ept_access::fetch});
   ASSERT_TRUE(f);
@@ -1127,6 +1128,7 @@ TEST(EptGolden, PdpteLoadIsAReadWithoutLinearAddress) {
 TEST(EptGolden, EptpBit7NeedsSupervisorShadowStackControl) {
   const paging::ept_pointer eptp{paging::make_ept_pointer(x86::hpa{0x10000}, 4, false).raw() | 0x80u};
   paging::ept_capabilities caps{};
+  caps.supervisor_shadow_stack = false;
   const auto refused = paging::ept_walker::make(eptp, caps);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error(), paging::eptp_error::supervisor_shadow_stack_unsupported);

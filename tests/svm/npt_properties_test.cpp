@@ -55,7 +55,7 @@ struct setup {
                                                x86::efer::lme | x86::efer::lma | x86::efer::nxe, x86::gpa{0x1000});
     const paging::walker_4level g(mmu, {});
     props.maxphyaddr = 48;
-    const paging::npt_walker_4level npt(0x10000, paging::npt_host{host_nxe, false}, props);
+    const paging::npt_walker_4level npt(x86::hpa{0x10000}, paging::npt_host{host_nxe, false}, props);
     const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(g, npt);
     paging::flat_memory mem(bytes.data(), bytes.size());
     return n.check(mem, mmu, {x86::gva{va}, access});

@@ -88,6 +88,14 @@ TEST(vmx_dispatch_golden, every_path) {
   EXPECT_EQ(vmx::dispatch_exit(f, v), -7);
   EXPECT_EQ(vmx::dispatch_exit(m, v), -1);
   EXPECT_EQ(m.last_unhandled, ~0u);
+  // Every basic exit reason 0..127 (Appendix C numbers 0-79 with gaps; the others reach
+  // no case of the switch).
+  v.failing = ~0u;
+  for (std::uint32_t n = 0; n < 128; ++n) {
+    const vmx::exit_reason_field r{rt(n)};
+    EXPECT_EQ(vmx::dispatch_exit(m, v, r), n == 10 ? 10 : -1) << n;
+    EXPECT_EQ(vmx::dispatch_exit(f, v, r), n == 28 ? 28 : -1) << n;
+  }
 }
 
 // SDM 25.6.4: "I/O bitmap A contains one bit for each I/O port in the range 0000H through
@@ -163,6 +171,20 @@ TEST(vmx_cr_access_golden, reads_and_vmcs_values) {
   const auto v = vmx::cr_values_for(rt<std::uint64_t>(0x0000'0011ull), 0x8000'0021ull, 0xffff'ffffull);
   EXPECT_EQ(v.actual, 0x8000'0031ull);
   EXPECT_EQ(v.read_shadow, 0x11ull);
+  // CR0 with IA32_VMX_CR0_FIXED0 = 8000'0021h (PG, NE, PE) and FIXED1 = FFFF'FFFFh: "unrestricted
+  // guest" 1 lifts PE and PG (27.3.1.1: "If the "unrestricted guest" VM-execution control is
+  // 1, bit 0 (corresponding to CR0.PE) and bit 31 (PG) ... are not checked"), NE stays.
+  const vmx::cr_fixed f0{0x8000'0021ull, 0xffff'ffffull}, f4{0x2000ull, 0x0037'27ffull};
+  const auto u = vmx::cr0_values_for(x86::cr0{rt<std::uint64_t>(0x10)}, f0, rt(true));
+  EXPECT_EQ(u.actual, 0x30u);
+  EXPECT_EQ(u.read_shadow, 0x10u);
+  const auto p = vmx::cr0_values_for(x86::cr0{rt<std::uint64_t>(0x10)}, f0, rt(false));
+  EXPECT_EQ(p.actual, 0x8000'0031u);
+  // CR4 with FIXED0 = 2000h (VMXE) and FIXED1 = 37'27FFh: VMXE forced, bit 11 (UMIP) not
+  // allowed by this FIXED1, both hidden from the guest by the shadow.
+  const auto c4 = vmx::cr4_values_for(x86::cr4{rt<std::uint64_t>(0x820)}, f4);
+  EXPECT_EQ(c4.actual, 0x2020u);
+  EXPECT_EQ(c4.read_shadow, 0x820u);
   const auto w = vmx::cr_values_for(rt<std::uint64_t>(0x1'0000'0001ull), 0, 0xffff'ffffull);
   EXPECT_EQ(w.actual, 0x1ull);
   EXPECT_EQ(w.read_shadow, 0x1'0000'0001ull);
