@@ -25,7 +25,7 @@ namespace hvkit::vmx {
 /// 16, 18-31) must then be injected without one, #CP (21) included: on such a processor VM
 /// entry cannot deliver #CP with its error code. x86::has_error_code(v, vendor::intel) is
 /// the architectural push (#CP included).
-[[nodiscard]] constexpr bool delivers_error_code(std::uint8_t vector) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr bool delivers_error_code(std::uint8_t vector) noexcept {
   return vector == 8 || (vector >= 10 && vector <= 14) || vector == 17;
 }
 
@@ -46,7 +46,7 @@ struct injected_event {
 /// architectural one (x86::has_error_code for Intel: #CP included), else VM entry's list
 /// (delivers_error_code: #CP without). #BP and #OF raised by INT3/INTO are software
 /// exceptions: use software_exception().
-[[nodiscard]] constexpr injected_event hardware_exception(x86::vector v, std::uint32_t error_code = 0,
+[[nodiscard, gnu::always_inline]] constexpr injected_event hardware_exception(x86::vector v, std::uint32_t error_code = 0,
                                                           bool protected_mode = true,
                                                           bool any_error_code = false) noexcept {
   const auto vec = static_cast<std::uint8_t>(v);
@@ -237,7 +237,7 @@ namespace injection_rules {
 /// event clears the field, cancelling a previous injection), the error code only if it is
 /// delivered, the instruction length only for software events.
 template <vmcs_backend B>
-constexpr result<void, vm_fail> write_injection(B& b, const injected_event& e) noexcept {
+[[gnu::always_inline]] constexpr result<void, vm_fail> write_injection(B& b, const injected_event& e) noexcept {
   if (e.valid() && e.info.has_error_code()) {
     auto r = vmwrite(b, fields::vm_entry_exception_error_code, e.error_code);
     if (!r) return r;
@@ -251,7 +251,7 @@ constexpr result<void, vm_fail> write_injection(B& b, const injected_event& e) n
 
 /// The event set up for the next VM entry, read back from the VMCS.
 template <vmcs_backend B>
-[[nodiscard]] constexpr result<injected_event, vm_fail> read_injection(B& b) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr result<injected_event, vm_fail> read_injection(B& b) noexcept {
   auto i = vmread(b, fields::vm_entry_interruption_info);
   if (!i) return unexpected(i.error());
   injected_event e{entry_interruption_info{i.value()}, 0, 0};
@@ -281,7 +281,7 @@ struct queued_event {
 /// information: the processor's merge (SDM 6.15 Table 6-5). Only a pending hardware
 /// exception is classed by its vector; interrupts, NMIs and software events are benign
 /// (Table 6-4: "All INT n", "All INTR"; #DB, #BP, #OF are benign).
-[[nodiscard]] constexpr queued_event queue_exception(const injected_event& pending, x86::exception_event second,
+[[nodiscard, gnu::always_inline]] constexpr queued_event queue_exception(const injected_event& pending, x86::exception_event second,
                                                      bool protected_mode = true, bool any_error_code = false) noexcept {
   if (!pending.valid())
     return {x86::merge_verdict::deliver_second, hardware_exception(second.v, second.error_code, protected_mode, any_error_code)};
@@ -298,13 +298,15 @@ struct queued_event {
 /// written; the hypervisor must not enter the guest as if nothing happened (a triple fault).
 /// #PF: VM entry does not load CR2 (SDM 27.3.2 lists what it loads); the caller sets it.
 template <vmcs_backend B>
-constexpr result<queued_event, vm_fail> inject_exception(B& b, x86::exception_event e,
+[[gnu::always_inline]] constexpr result<queued_event, vm_fail> inject_exception(B& b, x86::exception_event e,
                                                          bool protected_mode = true) noexcept {
   auto pending = read_injection(b);
   if (!pending) return unexpected(pending.error());
-  const queued_event q = queue_exception(pending.value(), e, protected_mode);
-  if (q.verdict == x86::merge_verdict::shutdown) return q;
-  auto w = write_injection(b, q.event);
+  // Built in the returned object: a local copied into it at the end is assembled with
+  // narrow stores and read back with one wide load, which defeats store forwarding.
+  result<queued_event, vm_fail> q{queue_exception(pending.value(), e, protected_mode)};
+  if (q->verdict == x86::merge_verdict::shutdown) return q;
+  auto w = write_injection(b, q->event);
   if (!w) return unexpected(w.error());
   return q;
 }

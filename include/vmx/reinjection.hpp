@@ -103,7 +103,7 @@ struct exit_event_actions {
 /// Reads the fields the rules need for exit `reason` (IDT-vectoring information always;
 /// the rest, and the pin-based controls, only when bit 12 matters).
 template <vmcs_backend B>
-[[nodiscard]] constexpr result<exit_event_info, vm_fail> read_exit_event_info(B& b, exit_reason reason) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr result<exit_event_info, vm_fail> read_exit_event_info(B& b, exit_reason reason) noexcept {
   exit_event_info x;
   x.reason = reason;
   auto idt = vmread(b, fields::idt_vectoring_info);
@@ -143,7 +143,7 @@ template <vmcs_backend B>
 
 /// Applies the actions: writes the re-injection and adjusts blocking by NMI.
 template <vmcs_backend B>
-constexpr result<void, vm_fail> apply_exit_event_actions(B& b, const exit_event_actions& a) noexcept {
+[[gnu::always_inline]] constexpr result<void, vm_fail> apply_exit_event_actions(B& b, const exit_event_actions& a) noexcept {
   if (a.reinject.valid()) {
     auto r = write_injection(b, a.reinject);
     if (!r) return r;
@@ -162,13 +162,15 @@ constexpr result<void, vm_fail> apply_exit_event_actions(B& b, const exit_event_
 /// read_exit_event_info + events_after_exit + apply_exit_event_actions: KVM's
 /// vmx_complete_interrupts in one call. Returns the actions taken.
 template <vmcs_backend B>
-constexpr result<exit_event_actions, vm_fail> complete_exit_events(B& b, exit_reason reason) noexcept {
+[[gnu::always_inline]] constexpr result<exit_event_actions, vm_fail> complete_exit_events(B& b, exit_reason reason) noexcept {
   auto x = read_exit_event_info(b, reason);
   if (!x) return unexpected(x.error());
-  const auto a = events_after_exit(x.value());
-  auto r = apply_exit_event_actions(b, a);
+  // Built in the returned object: a local copied into it at the end is assembled with
+  // narrow stores and read back with one wide load, which defeats store forwarding.
+  result<exit_event_actions, vm_fail> out{events_after_exit(x.value())};
+  auto r = apply_exit_event_actions(b, out.value());
   if (!r) return unexpected(r.error());
-  return a;
+  return out;
 }
 
 }  // namespace hvkit::vmx

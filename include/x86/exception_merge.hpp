@@ -45,7 +45,7 @@ struct merged_event {
 };
 
 /// The processor's answer when `second` occurs while delivering `first` (SDM Table 6-5).
-[[nodiscard]] constexpr merged_event merge_exception(first_event kind, vector first, exception_event second) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr merged_event merge_exception(first_event kind, vector first, exception_event second) noexcept {
   if (kind == first_event::interrupt) return {merge_verdict::deliver_second, second};
   switch (combine_exceptions(first, second.v)) {
     case delivery_outcome::deliver_second: return {merge_verdict::deliver_second, second};

@@ -62,7 +62,7 @@ enum class vendor : std::uint8_t { intel, amd };
 /// Classes for the double-fault rules (SDM 6.15, Table 6-4 and 6-5).
 enum class exception_class : std::uint8_t { benign, contributory, page_fault, double_fault };
 
-[[nodiscard]] constexpr exception_class class_of(vector v) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr exception_class class_of(vector v) noexcept {
   switch (v) {
     case vector::de:
     case vector::ts:
@@ -81,7 +81,7 @@ enum class exception_class : std::uint8_t { benign, contributory, page_fault, do
 /// the second exception itself, a double fault, or (for a fault during #DF) a triple fault.
 enum class delivery_outcome : std::uint8_t { deliver_second, double_fault, triple_fault };
 
-[[nodiscard]] constexpr delivery_outcome combine_exceptions(vector first, vector second) noexcept {
+[[nodiscard, gnu::always_inline]] constexpr delivery_outcome combine_exceptions(vector first, vector second) noexcept {
   const auto a = class_of(first);
   const auto b = class_of(second);
   // SDM 6.15, interrupt 8: a contributory or page-fault class exception while calling the
