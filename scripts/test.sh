@@ -39,6 +39,9 @@ cmake --preset asan >/dev/null
 cmake --build --preset asan -j "$jobs"
 run_ctest --preset asan -j "$jobs" -LE 'freestanding|consumer|system|compile_fail'
 
+step "coverage: clang source-based coverage of include/ by the unit tests (scripts/coverage.sh)"
+bash scripts/coverage.sh
+
 if grep -q '\.cpp' <(ls fuzz 2>/dev/null); then
   step "fuzz: libFuzzer targets, short runs"
   cmake --preset fuzz >/dev/null

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Instruction counts per walk, for callgrind (deterministic, unlike timings):
-//   walk_count <4-level|EPT-4-level|nested-4x4> <walks>
+//   walk_count <4-level|EPT-4-level|nested-4x4|nested-NPT-4x4> <walks>
 // runs the benchmark's walk (walk_fixtures.hpp) `walks` times, each address depending on the
 // previous result as in walk_bench.cpp. count_instructions.sh runs it under
 // `valgrind --tool=callgrind` for two counts and prints the difference per walk, which
@@ -65,11 +65,27 @@ volatile uint64_t zero_source = 0;
   return acc;
 }
 
+[[gnu::noinline]] uint64_t walks_nested_npt(unsigned long walks) {
+  arena m;
+  const auto n = setup_nested_npt(m);
+  const auto mmu = mmu_4level();
+  paging::flat_memory mem = m.memory();
+  const uint64_t zero = zero_source;
+  paging::walk_request req{};
+  uint64_t acc = 0;
+  for (unsigned long i = 0; i < walks; ++i) {
+    req.linear = x86::gva{va_4level + (acc & zero)};
+    const auto r = n.walk(mem, mmu, req);
+    acc = r ? r->l1_address().value() : 1;
+  }
+  return acc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: walk_count <4-level|EPT-4-level|nested-4x4> <walks>\n");
+    std::fprintf(stderr, "usage: walk_count <4-level|EPT-4-level|nested-4x4|nested-NPT-4x4> <walks>\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -81,6 +97,8 @@ int main(int argc, char** argv) {
     acc = walks_ept4(walks);
   } else if (std::strcmp(mode, "nested-4x4") == 0) {
     acc = walks_nested(walks);
+  } else if (std::strcmp(mode, "nested-NPT-4x4") == 0) {
+    acc = walks_nested_npt(walks);
   } else {
     std::fprintf(stderr, "walk_count: unknown walk %s\n", mode);
     return 2;

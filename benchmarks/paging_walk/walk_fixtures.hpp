@@ -11,6 +11,7 @@
 #include <hvkit/paging/guest_memory.hpp>
 #include <hvkit/paging/mmu.hpp>
 #include <hvkit/paging/nested.hpp>
+#include <hvkit/paging/npt.hpp>
 #include <hvkit/paging/pdptr.hpp>
 #include <hvkit/paging/walker.hpp>
 
@@ -77,6 +78,23 @@ inline paging::nested_walker<paging::format::ia32e<4>> setup_nested(arena& m) {
   chain(m, 0x1000, 4, 0x9000);
   const auto ept = *paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x40000}, 4, true), {});
   return paging::nested_walker<paging::format::ia32e<4>>(paging::walker_4level(mmu_4level(), {}), ept);
+}
+
+/// The nested 4x4 walk over AMD nested paging: a 4-level NPT (long-mode host, EFER.NXE)
+/// identity-maps gpa 0..256 KiB with 4 KiB pages (PML4 0x50000 -> PDPT 0x51000 -> PD 0x52000
+/// -> PT 0x53000), every entry P, RW, US (nested accesses are user accesses, APM 15.25.5)
+/// with A set and D set in the leaves (guest table reads are nested writes: no A/D update in
+/// the steady state); the guest's tables as in setup_nested. The same 24 loads as the EPT one.
+using nested_npt_walker = paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level>;
+inline nested_npt_walker setup_nested_npt(arena& m) {
+  const uint64_t upper = P | RW | 4 | A, leaf = upper | D;
+  m.put64(0x50000, 0x51000 | upper);
+  m.put64(0x51000, 0x52000 | upper);
+  m.put64(0x52000, 0x53000 | upper);
+  for (uint64_t p = 0; p < 0x40; ++p) m.put64(0x53000 + 8 * p, (p << 12) | leaf);
+  chain(m, 0x1000, 4, 0x9000);
+  const paging::npt_walker_4level npt(0x50000, paging::npt_host{true, false}, {});
+  return nested_npt_walker(paging::walker_4level(mmu_4level(), {}), npt);
 }
 
 }  // namespace walk_fixtures

@@ -92,7 +92,20 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
   bool same = c.result == hv_result;
   if (same && hv_result != 0) same = c.error == hv_error && c.cr2 == c.la;
   if (same && hv_result == 0) same = c.ad == hv_ad;
-  // Bochs 2.7 erratum B3 (../shared/design/bochs-and-qemu.md): RFLAGS.AC = 1 lets an implicit
+  // QEMU 7.2 TCG erratum Q1 (docs/hypervisor.md): a #PF for a reserved bit reports P = 0.
+  // SDM Vol. 3A 4.7: "bit 3 of the error code can be set only if bit 0 is also set" (reserved
+  // bits are checked only in present entries); APM Vol. 2 8.4.2 likewise. Classified only
+  // when everything else agrees (vector, CR2, every other error-code bit); counted apart, the
+  // first case printed.
+  if (!same && c.result == (0x100 | 14) && hv_result == c.result && (hv_error & 0x9u) == 0x9u &&
+      c.error == (hv_error & ~0x1u) && c.cr2 == c.la) {
+    if (run.pg_errata_q1++ == 0 && ++results_errata)
+      kprintf("HVKIT ERRATUM rsvd_page_fault_without_p.%s la=0x%llx access=0x%llx cpu_error=0x%x sdm_error=0x%x\n",
+              run.cfg ? run.cfg->name : "?", (unsigned long long)c.la, (unsigned long long)c.access.raw(), c.error,
+              hv_error);
+    return 0;
+  }
+  // Bochs 2.7 erratum B3 (docs/bochs-and-qemu-facts.md): RFLAGS.AC = 1 lets an implicit
   // supervisor access reach a user-mode page under CR4.SMAP. SDM Vol. 3A 4.6.1: implicit
   // accesses to user-mode addresses are denied whatever AC says. Counted apart.
   if (!same && c.implicit && c.result == 0 && hv_result == (0x100 | 14) && (hv_error & ~0x1u) == 0 &&
@@ -101,7 +114,7 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
     ++run.pg_mode_b3[slot];
     return 0;  // the CPU's A/D flags follow its (wrong) success: nothing more to compare
   }
-  // Bochs 2.7 errata B1/B2 (../shared/design/bochs-and-qemu.md), protection keys. B1: Bochs
+  // Bochs 2.7 errata B1/B2 (docs/bochs-and-qemu-facts.md), protection keys. B1: Bochs
   // applies PKRU to supervisor-mode addresses (SDM 4.6.2: PKRU governs user-mode addresses
   // only). B2: Bochs ignores PKRU for supervisor data accesses to user-mode addresses (SDM
   // 4.6.1 applies the key, and 4.7 reports PK even when paging rights deny as well).
@@ -198,6 +211,20 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
   pg::pdpte_snapshot pdptes{};
   if (mmu.role().mode() == x86::paging_mode::pae) {
     pg::flat_memory mem = guest_ram_view();
+    if (svm::active()) {
+      // QEMU 7.2 TCG erratum Q3 (docs/hypervisor.md): under nested paging its legacy-PAE walk
+      // sets bit 5 (A) in the PDPTE it uses, a reserved bit of a PAE PDPTE (APM Vol. 2 5.3.3,
+      // Figure 5-11; SDM Table 4-8). PDPTE 0 is the guest's fixed entry (never written with
+      // bit 5): found set, it is the CPU's write; counted, the first case printed, and the
+      // guest's value restored so that the later cases test what the guest wrote.
+      const x86::gpa p0 = x86::cr3_root(x86::cr3{b.cr3}, x86::paging_mode::pae, props.maxphyaddr);
+      if (const auto e0 = mem.read64(p0); e0 && (*e0 & 1) && (*e0 & 0x20)) {
+        if (run.pdpte_errata_q3++ == 0 && ++results_errata)
+          kprintf("HVKIT ERRATUM pae_pdpte_accessed_bit_written cr3=0x%x pdpte0=0x%016llx\n", b.cr3,
+                  (unsigned long long)*e0);
+        if (std::uint8_t* w = guest_ram(p0.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(w) = *e0 & ~0x20ull;
+      }
+    }
     // The MOV to CR3 the guest did for this case (SDM 4.4.1: #GP(0) on a reserved bit).
     const auto tried = pg::load_pdptrs(x86::cr3{b.cr3}, mem, props.maxphyaddr);
     const bool cpu_gp = (b.cr3_result & 0xFFFF) == (0x100 | 13) && (b.cr3_result >> 16) == 0;
@@ -213,9 +240,66 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
       const std::uint32_t id = fetch && (g.efer.test(x86::efer::nxe) || g.cr4.test(x86::cr4::smep)) ? 0x10u : 0u;
       const std::uint32_t err = 1u | 8u | (implicit ? 0u : (b.access & 0x6u)) | id;
       if (b.cr3_result != 0 || b.result != (0x100u | 14) || b.error != err || b.cr2 != b.la) {
+        // QEMU 7.2 TCG erratum Q2 (docs/hypervisor.md): under nested paging its legacy-PAE walk
+        // does not check PDPTE reserved bits (APM 15.25.10 / 5.3.3: a reserved bit in the PDPTE
+        // the walk uses is a #PF with P and RSV). Classified only when the CPU's outcome is
+        // exactly hvkit's walk through the same PDPTEs with their reserved bits cleared.
+        if (b.cr3_result == 0) {
+          pg::pdpte_snapshot s{};
+          s.pdpt = x86::cr3_root(x86::cr3{b.cr3}, x86::paging_mode::pae, props.maxphyaddr);
+          s.loaded = true;
+          const std::uint64_t rsvd = pg::pae_pdpte_reserved(props.maxphyaddr);
+          for (unsigned i = 0; i < 4; ++i) {
+            const auto v = mem.read64(s.pdpt + 8u * i);
+            s.entries[i] = v ? (*v & ~rsvd) : 0;
+          }
+          pg::walk_request req{};
+          req.linear = x86::gva{b.la};
+          req.access = implicit ? x86::pfec::implicit_access : x86::pfec{b.access & 0x7FFFFFFF};
+          req.rflags = g.rflags;
+          const pg::walk_result w = pg::guest_walker{mmu, props, s}.check(mem, mmu, req);
+          bool same = w.has_value() ? b.result == 0
+                                    : b.result == (0x100u | static_cast<std::uint32_t>(w.error().vector)) &&
+                                                b.error == static_cast<std::uint32_t>(w.error().error_code.raw()) &&
+                                                b.cr2 == b.la;
+          // The reserved bit the walk does check (QEMU's own A in PDPTE 0 before it was
+          // restored) with erratum Q1's error code: RSVD without P.
+          const bool q1 = b.result == (0x100u | 14) && b.error == (err & ~1u) && b.cr2 == b.la;
+          if (q1) {
+            if (run.pg_errata_q1++ == 0 && ++results_errata)
+              kprintf("HVKIT ERRATUM rsvd_page_fault_without_p.pdpte la=0x%x cpu_error=0x%x sdm_error=0x%x\n", b.la,
+                      b.error, err);
+            return 0;
+          }
+          // With Bochs erratum B3 as well (QEMU has it too): RFLAGS.AC = 1 lets an implicit
+          // supervisor access reach a user-mode page under CR4.SMAP (compare_paging_case).
+          const bool b3 = !w.has_value() && implicit && b.result == 0 && w.error().vector == x86::vector::pf &&
+                          (static_cast<std::uint32_t>(w.error().error_code.raw()) & ~0x1u) == 0 &&
+                          g.cr4.test(x86::cr4::smap) && g.rflags.test(x86::rflags::ac);
+          if (b3) {
+            ++run.pg_errata_b3;
+            ++run.pg_mode_b3[2];
+            same = true;
+          }
+          if (!same && run.pdpte_mismatches < 8)
+            kprintf("HVKIT INFO pdpte_walk without reserved bits: %s vector=%u error=0x%x kind=%u\n",
+                    w.has_value() ? "ok" : "fault", w.has_value() ? 0u : static_cast<unsigned>(w.error().vector),
+                    w.has_value() ? 0u : static_cast<unsigned>(w.error().error_code.raw()),
+                    w.has_value() ? 0u : static_cast<unsigned>(w.error().kind));
+          if (same) {
+            if (run.pdpte_errata_q2++ == 0 && ++results_errata)
+              kprintf("HVKIT ERRATUM pae_pdpte_reserved_bits_not_checked cr3=0x%x pdpte3=0x%016llx la=0x%x cpu=0x%x/0x%x "
+                      "apm: #PF error=0x%x\n",
+                      b.cr3, (unsigned long long)*mem.read64(s.pdpt + 24u), b.la, b.result, b.error, err);
+            return 0;
+          }
+        }
         ++run.pdpte_mismatches;
-        kprintf("HVKIT MISMATCH pdpte_walk cr3=0x%x cpu=0x%x result=0x%x error=0x%x cr2=0x%x hvkit: #PF error=0x%x\n",
-                b.cr3, b.cr3_result, b.result, b.error, b.cr2, err);
+        if (run.pdpte_mismatches <= 8)
+          kprintf("HVKIT MISMATCH pdpte_walk cr3=0x%x cpu=0x%x result=0x%x error=0x%x cr2=0x%x hvkit: #PF error=0x%x "
+                  "reserved_pdpte%u=0x%llx\n",
+                  b.cr3, b.cr3_result, b.result, b.error, b.cr2, err, static_cast<unsigned>(tried.error().index),
+                  (unsigned long long)tried.error().value);
         return 1;
       }
       return 0;
@@ -255,6 +339,13 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
   c.implicit = (b.access >> 31) & 1;
   c.access = c.implicit ? x86::pfec::implicit_access : x86::pfec{b.access & 0x7FFFFFFF};
   c.ad = b.ad;
+  if (svm::active() && mmu.role().mode() == x86::paging_mode::pae && (c.ad & 0x4)) {
+    // Erratum Q3 (above): the CPU set bit 5 of the PDPTE it used (level 3 in the guest's A/D
+    // mask), which a PAE PDPTE does not have. Counted; the rest of the case is compared.
+    if (run.pdpte_errata_q3++ == 0 && ++results_errata)
+      kprintf("HVKIT ERRATUM pae_pdpte_accessed_bit_written.case la=0x%x ad=0x%x\n", b.la, b.ad);
+    c.ad &= ~0x4ull;
+  }
   c.result = b.result;
   c.error = b.error;
   c.cr2 = b.cr2;

@@ -211,6 +211,8 @@ constexpr std::uint64_t bad_host_pat[] = {0x0007'0406'0007'0402ull, 0x0707'0707'
 constexpr unsigned cr4_reserved_bits[] = {31, 40, 63};
 constexpr unsigned cr0_reserved_bits[] = {32, 40, 63};
 constexpr std::uint32_t ldtr_ar_values[] = {0x82, 0x83, 0x02, 0x92, 0x8082, 0x10082};
+enum probe_kind : unsigned { probe_none, probe_rtm, probe_error_code, probe_count };
+const char* const probe_name[probe_count] = {"-", "rtm_pending_debug_under_blocking", "error_code_cp_and_pe0"};
 struct mutation_log {
   static constexpr unsigned max = 8;
   std::uint32_t enc[max]{};
@@ -218,6 +220,7 @@ struct mutation_log {
   unsigned n = 0;
   bool host = false;        // touched the host-state area or the host address-space size
   bool activity_risk = false;
+  unsigned probe = 0;       // a targeted case of issue 25 (probe_rtm, probe_error_code), counted apart
 };
 constinit mutation_log mlog{};
 void put(std::uint32_t enc, std::uint64_t val) {
@@ -516,7 +519,30 @@ void mutate_host() {
 
 /// Combinations that reach the rules single-field mutations rarely reach.
 void mutate_targeted() {
-  switch (rnd_below(16)) {
+  switch (rnd_below(18)) {
+    case 16: {  // RTM in the pending debug exceptions under blocking by STI or MOV SS (SDM 27.3.1.5)
+      mlog.probe = probe_rtm;
+      const std::uint64_t p[] = {bit(16) | bit(12), bit(16) | bit(12), bit(16), bit(16) | bit(12) | bit(14),
+                                 bit(16) | bit(12) | bit(0)};
+      put(fields::guest_pending_debug_exceptions.encoding, pick(p));
+      const std::uint32_t blk[] = {0, 1, 1, 2};
+      put(fields::guest_interruptibility_state.encoding, pick(blk));
+      put_or(fields::guest_rflags.encoding, x86::rflags::if_.raw());
+      break;
+    }
+    case 17: {  // deliver-error-code: #CP (21), and CR0.PE = 0 without "unrestricted guest"
+      mlog.probe = probe_error_code;
+      const std::uint32_t vec[] = {21, 21, 13, 14, 6, 8};
+      std::uint32_t info = 0x8000'0300u | pick(vec);
+      if (rnd_below(2)) info |= bit(11);
+      put(fields::vm_entry_interruption_info.encoding, info);
+      put(fields::vm_entry_exception_error_code.encoding, rnd_below(2) ? 0 : 0x18);
+      if (rnd_below(3)) {  // a 32-bit guest with CR0.PE = PG = 0 ("unrestricted guest" stays 0)
+        make_guest32();
+        put_clear(fields::guest_cr0.encoding, (x86::cr0::pe | x86::cr0::pg).raw());
+      }
+      break;
+    }
     case 0: {  // I/O and MSR bitmaps
       const std::uint64_t a[] = {0x20'0000, 0x20'0800, bit(45), 0x20'0001};
       if (rnd_below(2)) {
@@ -666,6 +692,10 @@ void mutate_once() {
 enum erratum_id : unsigned {
   e_rip_canonical,     // 27.3.1.4: RIP canonical (IA-32e guest, CS.L = 1) not checked
   e_debugctl,          // 27.3.1.1: IA32_DEBUGCTL reserved bits not checked
+  // 27.2.1.3: deliver-error-code by the older SDM text ("unrestricted guest" 0 counts as CR0.PE
+  // 1); before e_error_code_bit, which (Bochs with CET checks no error code at all) explains
+  // such cases too, so that they are counted here
+  e_ec_older_wording,
   e_error_code_bit,    // 27.2.1.3: deliver-error-code must be 0 for non-exception events: not checked
   e_pending_bs,        // 27.3.1.5: pending-debug BS consistency not checked
   e_activity_event,    // 27.3.1.5: events the activity state blocks not refused
@@ -686,6 +716,7 @@ struct erratum_info {
 };
 erratum_info errata[erratum_count] = {
     {"guest_rip_not_checked_canonical", 0},       {"guest_debugctl_reserved_bits_not_checked", 0},
+    {"error_code_rule_older_wording", 0},
     {"injection_error_code_bit_not_checked", 0},  {"pending_debug_bs_not_checked", 0},
     {"injected_event_vs_activity_not_checked", 0}, {"pending_debug_bits_63_32_not_checked", 0},
     {"cs_dpl_checked_against_cs_rpl", 0},         {"entry_to_smm_checked_as_guest_state", 0},
@@ -728,7 +759,8 @@ struct bochs_phase {
 v::vm_entry_verdict bochs_model(const diff_case& c, unsigned mask, const bochs_phase& ph = {}) {
   auto on = [&](erratum_id e) { return (mask >> e) & 1u; };
   v::vm_entry_state s = ph.state ? *ph.state : c.s;
-  const v::vm_entry_env& env = ph.env ? *ph.env : c.env;
+  v::vm_entry_env env = ph.env ? *ph.env : c.env;
+  if (on(e_ec_older_wording)) env.error_code_older_wording = true;
   if (on(e_pending_high)) s.pending_debug_exceptions &= 0xffff'ffffu;
   auto skipped = [&](const v::vm_entry_rule& r) {
     return (on(e_rip_canonical) && named(r, "guest_rip_not_canonical")) ||
@@ -998,6 +1030,8 @@ struct counts {
   std::uint64_t kvm_model_off_on_agree; // agreeing cases the full KVM model gets wrong
   std::uint64_t by_outcome[4];  // CPU: success, VMfail 7, VMfail 8, exit 33/34
   std::uint64_t multi_violation;
+  // The targeted cases of issue 25, per probe_kind: executed, agreeing, explained by an erratum.
+  std::uint64_t probe_executed[probe_count], probe_agree[probe_count], probe_errata[probe_count];
 };
 constinit counts cnt{};
 bool under_kvm = false;
@@ -1171,6 +1205,7 @@ bool entry_diff_run() {
     }
     const cpu_outcome o = launch();
     ++cnt.executed;
+    ++cnt.probe_executed[mlog.probe];
     count_decided(pred.rule);
     cnt.by_outcome[o.outcome == v::vm_entry_outcome::success         ? 0
                    : o.outcome == v::vm_entry_outcome::vm_fail_valid ? (o.error == 7 ? 1 : 2)
@@ -1178,6 +1213,7 @@ bool entry_diff_run() {
     const diff_case dc{st.value(), env, mem, pred, o, rd(fields::tsc_multiplier.encoding)};
     if (same(o, pred)) {
       ++cnt.agree;
+      ++cnt.probe_agree[mlog.probe];
       // How faithful the KVM model is: where KVM did what hvkit said, the model with every
       // KVM erratum on should say so too (reported, not a failure: the errata are narrow
       // predicates, but their composition is an inference from the outcomes).
@@ -1208,6 +1244,7 @@ bool entry_diff_run() {
         kprintf("\n");
       }
       ++cnt.errata;
+      ++cnt.probe_errata[mlog.probe];
       continue;
     }
     const unsigned ke = under_kvm ? explain_kvm(dc) : kvm_erratum_count;
@@ -1220,6 +1257,7 @@ bool entry_diff_run() {
         kprintf("\n");
       }
       ++cnt.kvm_errata;
+      ++cnt.probe_errata[mlog.probe];
       continue;
     }
     ++cnt.mismatches;
@@ -1256,6 +1294,10 @@ bool entry_diff_run() {
          (unsigned long long)cnt.by_outcome[3], (unsigned long long)cnt.multi_violation,
          static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count),
          (unsigned long long)cnt.bochs_panic_injection, under_kvm ? "kvm_on_bochs" : "bochs");
+  for (unsigned k = probe_rtm; k < probe_count; ++k)
+    kprintf("HVKIT INFO entry_diff probe=%s executed=%llu agree=%llu errata=%llu\n", probe_name[k],
+            (unsigned long long)cnt.probe_executed[k], (unsigned long long)cnt.probe_agree[k],
+            (unsigned long long)cnt.probe_errata[k]);
   unsigned covered = 0;
   for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info&) { covered += decided[i] ? 1 : 0; });
   if (under_kvm)

@@ -577,6 +577,10 @@ bool handle_vmcall(vcpu& regs) {
       r[rax] = ept_unmap_report();
       must(hvkit::vmx::skip_instruction(regs));
       return true;
+    case hc::spin_more:  // the VMX two-guest runs: the fixed spins are enough
+      r[rax] = 0;
+      must(hvkit::vmx::skip_instruction(regs));
+      return true;
     case hc::done:
       run.status = run_status::done;
       must(hvkit::vmx::skip_instruction(regs));

@@ -182,6 +182,7 @@ struct run_state {
   std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
   std::uint64_t pg_by_kind[7][2];  // [read/write/fetch at CPL 0, then CPL 3, implicit][ok, fault]
   std::uint64_t pg_errata_b3;      // Bochs: AC overrides SMAP for implicit accesses
+  std::uint64_t pg_errata_q1;      // QEMU TCG: a reserved-bit #PF without P in the error code
   std::uint64_t pg_errata_b1, pg_errata_b2;  // Bochs: PKRU on supervisor addresses / not for supervisor accesses
   // Per paging mode: [0] 4-level, [1] 32-bit, [2] PAE.
   std::uint64_t pg_mode_cases[3], pg_mode_faults[3], pg_mode_mismatches[3], pg_mode_b3[3];
@@ -190,6 +191,7 @@ struct run_state {
   // PAE: PDPTE loads by the guest's MOV to CR3 compared with paging::load_pdptrs, and the
   // PDPTE registers the CPU saved in the VMCS compared with the snapshot.
   std::uint64_t pdpte_loads, pdpte_gp, pdpte_mismatches, pdpte_register_mismatches;
+  std::uint64_t pdpte_errata_q2, pdpte_errata_q3;  // QEMU TCG: a reserved PDPTE bit ignored by the walk under nested paging
   std::uint64_t pdpte_walk_rsv;  // SVM with nested paging: reserved PDPTE found by the walk (#PF), not MOV CR3
   bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
   // EPT differential.

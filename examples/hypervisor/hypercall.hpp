@@ -52,6 +52,10 @@ enum : std::uint64_t {
   /// instruction length (15:8) and interruption information (63:32) the hypervisor
   /// re-injected at the hit.
   ept_unmap_report = 12,
+  /// The two-guest runs (cfg_spin), after guest A's fixed spins: RAX = 1 while the hypervisor
+  /// still wants guest A to spin (not every vCPU has run a slice and been switched to yet: on
+  /// a CPU whose timer slices are long against the guest's speed, QEMU's TCG), 0 when done.
+  spin_more = 13,
 };
 
 /// The case record of hc::paging_case32 (32-bit fields: the same layout in the 32-bit guest

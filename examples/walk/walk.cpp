@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
-// hvkit-walk: walks the page tables in a raw guest-physical memory dump, the introspection
-// use case of hvkit's paging/ walkers. The printing is the library's
-// (paging/hosted/print.hpp), the enumeration of --mappings is paging/mappings.hpp.
+// hvkit-walk: walks the page tables in a guest's memory image, the introspection use case
+// of hvkit's paging/ walkers. The image is raw dumps (--dump, --region: several regions with
+// holes between) or an ELF core from QEMU's dump-guest-memory / virsh dump (its CR0, CR3
+// and CR4 are taken from the core's CPU-state note); paging/hosted/image.hpp reads it. The
+// printing is the library's (paging/hosted/print.hpp), the enumeration of --mappings is
+// paging/mappings.hpp, --read is paging/read_virtual.hpp.
 //
 // The dump is read-only: no A/D flag is set. The walks are raw translations (no permission
 // check), like a debugger's.
@@ -14,11 +17,14 @@
 #include <vector>
 
 #include <hvkit/paging/guest_memory.hpp>
+#include <hvkit/paging/hosted/image.hpp>
 #include <hvkit/paging/hosted/print.hpp>
 #include <hvkit/paging/mappings.hpp>
 #include <hvkit/paging/mmu.hpp>
 #include <hvkit/paging/nested.hpp>
 #include <hvkit/paging/pdptr.hpp>
+#include <hvkit/paging/read_virtual.hpp>
+#include <hvkit/paging/region_memory.hpp>
 #include <hvkit/paging/walker.hpp>
 #include <hvkit/x86/address.hpp>
 #include <hvkit/x86/cr3.hpp>
@@ -29,20 +35,32 @@ namespace {
 using namespace hvkit;
 
 constexpr const char* usage_text =
-    "usage: hvkit-walk --dump FILE [--base GPA] --cr0 X --cr3 X [--cr4 X] [--efer X]\n"
-    "                  (--gva X | --range A B | --mappings [--range A B])\n"
+    "usage: hvkit-walk IMAGE --cr0 X --cr3 X [--cr4 X] [--efer X]\n"
+    "                  (--gva X | --range A B | --mappings [--range A B] | --read X N [--raw])\n"
     "                  [--maxphyaddr N] [--no-1g] [--amd] [--max-lines N]\n"
-    "       hvkit-walk --dump FILE [--base GPA] --eptp X (--gpa X | --mappings [--range A B])\n"
-    "       hvkit-walk --dump FILE [--base GPA] --eptp X --cr0 X --cr3 X ... (--gva X | --mappings)\n"
+    "       hvkit-walk IMAGE --eptp X (--gpa X | --mappings [--range A B])\n"
+    "       hvkit-walk IMAGE --eptp X --cr0 X --cr3 X ... (--gva X | --mappings)\n"
+    "       hvkit-walk IMAGE --info\n"
+    "  IMAGE is --dump FILE [--base GPA] and/or --region GPA FILE ...\n"
     "\n"
-    "Walks the guest page tables in a raw guest-physical memory dump (read-only: no A/D flag\n"
-    "is set; no permission check, like a debugger).\n"
+    "Walks the guest page tables in a guest's memory image (read-only: no A/D flag is set;\n"
+    "no permission check, like a debugger).\n"
     "\n"
-    "  --dump FILE       the memory dump; its first byte is guest-physical address --base\n"
-    "  --base GPA        guest-physical address of the dump's first byte (default 0)\n"
+    "  --dump FILE       a raw dump whose first byte is guest-physical address --base, or an\n"
+    "                    ELF core (QEMU dump-guest-memory without -p, virsh dump\n"
+    "                    --memory-only --format elf): its PT_LOAD segments by physical address,\n"
+    "                    and CR0, CR3, CR4 of its first vCPU unless given below\n"
+    "  --base GPA        guest-physical address of the raw dump's first byte (default 0)\n"
+    "  --region GPA FILE another raw file at GPA (repeatable): an image with holes; reads\n"
+    "                    outside every region are unbacked\n"
+    "  --info            list the image's regions and the core's CPU state\n"
     "  --cr0/--cr3/--cr4/--efer X\n"
     "                    the guest's control registers; they select the paging mode\n"
-    "                    (EFER.LMA is derived from LME and CR0.PG)\n"
+    "                    (EFER.LMA is derived from LME and CR0.PG). A core has no EFER: when\n"
+    "                    its CS.L is set, LME, LMA and NXE are assumed (0xd00; said on stderr)\n"
+    "  --read X N        read N bytes at guest-virtual X through the walker (crossing pages);\n"
+    "                    a hex dump, or the bytes themselves with --raw; a fault stops it\n"
+    "                    with the address that failed\n"
     "  --gva X           print the chain of entries for X and its translation or fault\n"
     "  --range A B       one line per page (or not-present region) of [A, B); the\n"
     "                    non-canonical hole is one line\n"
@@ -61,11 +79,14 @@ constexpr const char* usage_text =
     "                    is printed and the exit status is 3\n"
     "  --help            this text\n"
     "\n"
-    "Numbers take a 0x prefix for hex. Exit status: 0 success, 1 the walk faulted (--gva) or\n"
-    "the dump cannot be read, 2 bad arguments, 3 output cut off at --max-lines.\n";
+    "Numbers take a 0x prefix for hex. Exit status: 0 success, 1 the walk faulted (--gva,\n"
+    "--read) or the image cannot be read, 2 bad arguments, 3 output cut off at --max-lines.\n";
 
 struct options {
   std::string dump;
+  std::vector<std::pair<std::uint64_t, std::string>> regions;
+  bool info = false, have_read = false, raw = false, have_cr4 = false, have_efer = false;
+  std::uint64_t read_at = 0, read_size = 0;
   std::uint64_t base = 0, cr0 = 0, cr3 = 0, cr4 = 0, efer = 0;
   bool have_cr0 = false, have_cr3 = false, have_gva = false, have_range = false, mappings = false;
   bool have_eptp = false, have_gpa = false;
@@ -103,8 +124,17 @@ options parse(int argc, char** argv) {
     else if (a == "--base") o.base = number(next());
     else if (a == "--cr0") o.cr0 = number(next()), o.have_cr0 = true;
     else if (a == "--cr3") o.cr3 = number(next()), o.have_cr3 = true;
-    else if (a == "--cr4") o.cr4 = number(next());
-    else if (a == "--efer") o.efer = number(next());
+    else if (a == "--cr4") o.cr4 = number(next()), o.have_cr4 = true;
+    else if (a == "--efer") o.efer = number(next()), o.have_efer = true;
+    else if (a == "--region") {
+      const std::uint64_t at = number(next());
+      o.regions.emplace_back(at, next());
+    } else if (a == "--info") o.info = true;
+    else if (a == "--read") {
+      o.read_at = number(next());
+      o.read_size = number(next());
+      o.have_read = true;
+    } else if (a == "--raw") o.raw = true;
     else if (a == "--gva") o.gva = number(next()), o.have_gva = true;
     else if (a == "--range") {
       o.from = number(next());
@@ -121,12 +151,12 @@ options parse(int argc, char** argv) {
     else if (a == "--amd") o.amd = true;
     else usage("unknown option " + a);
   }
-  if (o.dump.empty()) usage("--dump is required");
-  const bool ept_only = o.have_eptp && !o.have_cr3;
-  if (!ept_only && (!o.have_cr0 || !o.have_cr3)) usage("--cr0 and --cr3 are required");
-  if (o.have_gva + (o.have_range && !o.mappings) + o.mappings + o.have_gpa != 1)
-    usage("give exactly one of --gva, --gpa, --range and --mappings");
-  if (o.have_gpa && !ept_only) usage("--gpa needs --eptp (and no guest registers)");
+  if (o.dump.empty() && o.regions.empty()) usage("--dump or --region is required");
+  if (o.info) return o;
+  if (o.have_gva + (o.have_range && !o.mappings) + o.mappings + o.have_gpa + o.have_read != 1)
+    usage("give exactly one of --gva, --gpa, --range, --mappings and --read");
+  if (o.raw && !o.have_read) usage("--raw goes with --read");
+  if (o.have_read && o.have_eptp) usage("--read walks the guest's own tables (no --eptp)");
   if (o.have_eptp && o.have_range && !o.mappings) usage("--range with --eptp needs --mappings");
   if (o.have_gva && o.have_range) usage("--gva and --range exclude each other");
   if (o.have_range && o.to < o.from) usage("--range A B needs A <= B");
@@ -178,21 +208,94 @@ int list(Pages& pages, std::uint64_t max_lines) {
   return 0;
 }
 
+// --info: the regions and, for a core, its first vCPU's registers.
+int print_info(const paging::memory_image& image) {
+  std::uint64_t total = 0;
+  for (const auto& r : image.regions()) {
+    std::printf("region %s - %s (%llu bytes)\n", hosted::hex16(r.base.value()).c_str(),
+                hosted::hex16(r.end() - 1).c_str(), static_cast<unsigned long long>(r.size));
+    total += r.size;
+  }
+  std::printf("%zu regions, %llu bytes\n", image.regions().size(), static_cast<unsigned long long>(total));
+  if (const auto& core = image.core(); core && core->has_cpu_state) {
+    const auto& c = core->cpu0;
+    std::printf("core: %zu vCPU notes; vCPU 0 (QEMU state version %u): RIP %s RFLAGS %s CS %#x%s\n", core->cpus,
+                c.version, hosted::hex16(c.rip).c_str(), hosted::hex(c.rflags).c_str(), c.cs.selector,
+                c.cs_long() ? " (64-bit)" : "");
+    std::printf("  CR0 %s CR2 %s CR3 %s CR4 %s\n", hosted::hex(c.cr[0]).c_str(), hosted::hex(c.cr[2]).c_str(),
+                hosted::hex(c.cr[3]).c_str(), hosted::hex(c.cr[4]).c_str());
+  } else if (image.core()) {
+    std::puts("core: no QEMU CPU-state note");
+  }
+  return 0;
+}
+
+// --read X N: the bytes through the walker, as a hex dump (16 a line) or raw.
+int read_range(const paging::guest_walker& walker, const paging::region_view& mem, const options& o) {
+  std::vector<std::uint8_t> buf(static_cast<std::size_t>(o.read_size));
+  const auto r = paging::read_virtual(walker, mem, x86::gva{o.read_at}, buf.data(), buf.size());
+  const std::size_t got = r ? buf.size() : r.error().bytes_read;
+  if (o.raw) {
+    std::fwrite(buf.data(), 1, got, stdout);
+  } else {
+    for (std::size_t line = 0; line < got; line += 16) {
+      std::string hexes, text;
+      for (std::size_t i = line; i < line + 16; ++i) {
+        if (i < got) {
+          static constexpr char digits[] = "0123456789abcdef";
+          hexes += digits[buf[i] >> 4];
+          hexes += digits[buf[i] & 15];
+          hexes += ' ';
+          text += buf[i] >= 0x20 && buf[i] < 0x7f ? static_cast<char>(buf[i]) : '.';
+        } else {
+          hexes += "   ";
+        }
+      }
+      say(hosted::hex16(o.read_at + line) + "  " + hexes + " |" + text + "|\n");
+    }
+  }
+  if (!r) {
+    std::fflush(stdout);
+    std::fprintf(o.raw ? stderr : stdout, "fault: %s\n", to_string(r.error()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const options o = parse(argc, argv);
 
-  std::FILE* f = std::fopen(o.dump.c_str(), "rb");
-  if (!f) {
-    std::fprintf(stderr, "hvkit-walk: cannot open %s: %s\n", o.dump.c_str(), std::strerror(errno));
-    return 1;
+  options o = parse(argc, argv);
+  paging::memory_image image;
+  auto add = [&](const std::string& file, std::uint64_t base) {
+    if (const auto r = image.add_file(file, x86::gpa{base}); !r) {
+      std::fprintf(stderr, "hvkit-walk: %s: %s\n", file.c_str(), to_string(r.error()).c_str());
+      std::exit(1);
+    }
+  };
+  if (!o.dump.empty()) add(o.dump, o.base);
+  for (const auto& [at, file] : o.regions) add(file, at);
+  const auto view = image.view();
+  if (!view) return 1;  // add() refused any set of regions that makes no view
+  const paging::region_view mem = *view;
+  if (o.info) return print_info(image);
+
+  // Registers a core carries, unless given on the command line (EFER is not in a core).
+  if (const auto& core = image.core(); core && core->has_cpu_state) {
+    const auto& cpu = core->cpu0;
+    if (!o.have_cr0) o.cr0 = cpu.cr[0], o.have_cr0 = true;
+    if (!o.have_cr3) o.cr3 = cpu.cr[3], o.have_cr3 = true;
+    if (!o.have_cr4) o.cr4 = cpu.cr[4], o.have_cr4 = true;
+    if (!o.have_efer && cpu.cs_long()) {
+      o.efer = 0xd00;  // LME, LMA, NXE
+      std::fputs("hvkit-walk: EFER is not in the core; CS.L is set, so LME, LMA and NXE are assumed (0xd00): "
+                 "give --efer to override\n", stderr);
+    }
   }
-  std::vector<std::uint8_t> image;
-  std::uint8_t chunk[65536];
-  for (std::size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) image.insert(image.end(), chunk, chunk + n);
-  std::fclose(f);
-  const paging::flat_view mem(image.data(), image.size(), x86::gpa{o.base});
+  const bool ept_only = o.have_eptp && !o.have_cr3;
+  if (!ept_only && (!o.have_cr0 || !o.have_cr3)) usage("--cr0 and --cr3 are required (or an ELF core with them)");
+  if (o.have_gpa && !ept_only) usage("--gpa needs --eptp (and no guest registers)");
 
   // EPT: the capabilities of a processor with every page size and A/D (SDM A.10).
   paging::ept_capabilities caps{};
@@ -217,7 +320,7 @@ int main(int argc, char** argv) {
       if (o.to == o.from) return 0;
       range = {o.from, o.to - 1};
     }
-    auto pages = paging::ept_mappings<paging::flat_view>::make(paging::ept_pointer{o.eptp}, caps, mem, range);
+    auto pages = paging::ept_mappings<paging::region_view>::make(paging::ept_pointer{o.eptp}, caps, mem, range);
     if (!pages) return 2;  // checked by ept_walker::make above
     return list(*pages, o.max_lines);
   }
@@ -281,6 +384,7 @@ int main(int argc, char** argv) {
     say(paging::format_nested_walk(st, va, r));
     return r ? 0 : 1;
   }
+  if (o.have_read) return read_range(walker, mem, o);
   if (o.have_gva) {
     const auto r = walker.translate(mem, x86::gva{o.gva});
     say(paging::format_walk(walker.state(), x86::gva{o.gva}, r));
@@ -294,7 +398,7 @@ int main(int argc, char** argv) {
       range = {o.from, o.to - 1};
     }
     if (o.have_eptp) {
-      paging::nested_mappings<paging::ept_walker, paging::flat_view> pages(walker.state(), ept, mem, range);
+      paging::nested_mappings<paging::ept_walker, paging::region_view> pages(walker.state(), ept, mem, range);
       return list(pages, o.max_lines);
     }
     paging::guest_mappings pages(walker.state(), mem, range);

@@ -425,6 +425,12 @@ constexpr bool decode_opcode(decode_state& s, instruction& in, decode_error& why
         return true;
       }
       case 0xf4: in.op = mnemonic::hlt; in.operand_size = 0; return true;
+      case 0xcc: in.op = mnemonic::int3; in.operand_size = 0; return true;
+      case 0xcd: in.op = mnemonic::int_n; in.operand_size = 0; in.src = immediate(s, in, 1, 1, false); return true;
+      case 0xce:  // INTO is invalid in 64-bit mode (SDM Vol. 2A INT n/INTO/INT3/INT1)
+        if (s.mode == code_size::c64) return invalid();
+        in.op = mnemonic::into; in.operand_size = 0; return true;
+      case 0xf1: in.op = mnemonic::int1; in.operand_size = 0; return true;
       case 0xf6: case 0xf7: {
         modrm();
         const unsigned size = op == 0xf6 ? 1 : osz;
@@ -498,6 +504,9 @@ constexpr bool decode_opcode(decode_state& s, instruction& in, decode_error& why
           in.src = decode_rm(s, in, 2);
           return true;
         }
+        // 0F 01 C1 VMCALL, 0F 01 D9 VMMCALL (no operands; only their length matters here).
+        if (reg == 0 && s.rm() == 1) { in.op = mnemonic::vmcall; in.operand_size = 0; return true; }
+        if (reg == 3 && s.rm() == 1) { in.op = mnemonic::vmmcall; in.operand_size = 0; return true; }
         return unsupported();
       }
       // Pseudo-descriptor operands: 2-byte limit + 4-byte base, or 8-byte base in 64-bit mode.

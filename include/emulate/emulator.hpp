@@ -45,8 +45,8 @@
 #include "../paging/cr_write.hpp"
 #include "../paging/walk_result.hpp"
 #include "../paging/walker.hpp"
-#include "../vmx/cr_access.hpp"
-#include "../vmx/exit_qualification.hpp"
+#include "../paging/cr_write.hpp"
+#include "../x86/cr_rules.hpp"
 #include "../x86/address.hpp"
 #include "../x86/cr.hpp"
 #include "../x86/efer.hpp"
@@ -104,6 +104,10 @@ class machine {
     if (auto f = fetch_decode(in); !f.is_done()) return f;
     return run(in);
   }
+
+  /// Fetches and decodes the instruction at CS:RIP without executing it (its length, for a
+  /// hypervisor whose CPU does not report one): done with `in` filled, or the fault.
+  constexpr outcome fetch(instruction& in) noexcept { return fetch_decode(in); }
 
   /// Executes an instruction that was already decoded (its bytes at CS:RIP).
   constexpr outcome run(const instruction& in) noexcept {
@@ -481,7 +485,7 @@ class machine {
       case mnemonic::mov_from_dr: case mnemonic::mov_to_dr: return mov_dr(in);
       case mnemonic::clts:
         if (!cpl0()) return gp0();
-        return write_cr(vmx::cr_access_qualification::access::clts, 0, 0, 0);
+        return write_cr({paging::cr_write_op::instruction::clts, 0, 0});
       case mnemonic::cpuid: {
         cpuid_regs r;
         if (!plat_.cpuid(static_cast<std::uint32_t>(ctx_.gpr[0]), static_cast<std::uint32_t>(ctx_.gpr[1]), r))
@@ -512,6 +516,8 @@ class machine {
       case mnemonic::invd: case mnemonic::wbinvd:
         if (!cpl0()) return gp0();
         return done(event::cache_flush);
+      case mnemonic::vmcall: case mnemonic::vmmcall:  // the hypervisor's own: never emulated
+      case mnemonic::int3: case mnemonic::int_n: case mnemonic::into: case mnemonic::int1:
       case mnemonic::invalid: break;
     }
     return outcome::make_unsupported(unsupported_reason::instruction);
@@ -1059,7 +1065,7 @@ class machine {
     if (!cpl0()) return gp0();
     auto s = selector_operand(in);  // a 16-bit source, register or memory
     if (!s) return s.error();
-    return write_cr(vmx::cr_access_qualification::access::lmsw, 0, 0, s->value);
+    return write_cr({paging::cr_write_op::instruction::lmsw, 0, s->value});
   }
 
   constexpr outcome invlpg(const instruction& in) noexcept {
@@ -1092,10 +1098,10 @@ class machine {
     return done();
   }
 
-  /// The CR state the vmx/ rules check a write against (one definition of the MOV CR, CLTS
-  /// and LMSW semantics: vmx/cr_access.hpp).
-  [[nodiscard]] constexpr vmx::cr_context cr_rules_context() const noexcept {
-    vmx::cr_context c;
+  /// The CR state the rules check a write against (one definition of the MOV CR, CLTS and
+  /// LMSW semantics: x86/cr_rules.hpp through paging::evaluate_cr_write).
+  [[nodiscard]] constexpr x86::cr_context cr_rules_context() const noexcept {
+    x86::cr_context c;
     c.cr0 = ctx_.cr0;
     c.cr4 = ctx_.cr4;
     c.efer = ctx_.efer;
@@ -1107,23 +1113,21 @@ class machine {
     return c;
   }
 
-  /// A write to CR0/CR3/CR4/CR8 (MOV to CR, CLTS, LMSW), evaluated by
-  /// vmx::evaluate_cr_write exactly as a CR-access exit would be: the #GP(0) conditions of
-  /// SDM Vol. 2B "MOV—Move to/from Control Registers", "CLTS", "LMSW", the CR0 value
-  /// (cr0_after_mov/clts/lmsw), CR3 bit 63 with PCIDE, and EFER.LMA = LME && PG (SDM 10.8.5).
-  constexpr outcome write_cr(vmx::cr_access_qualification::access type, unsigned cr, std::uint64_t v,
-                             std::uint16_t lmsw_source) noexcept {
-    const vmx::cr_context c = cr_rules_context();
-    // Table 28-3 layout: CR number 3:0, access type 5:4, LMSW source 31:16.
-    const vmx::cr_access_qualification q{std::uint64_t{cr} | (std::uint64_t{static_cast<std::uint8_t>(type)} << 4) |
-                                         (std::uint64_t{lmsw_source} << 16)};
+  /// A write to CR0/CR3/CR4/CR8 (MOV to CR, CLTS, LMSW) as a paging::cr_write_op, evaluated
+  /// by paging::evaluate_cr_write: the #GP(0) conditions of SDM Vol. 2B "MOV—Move to/from
+  /// Control Registers", "CLTS", "LMSW", the CR0 value (cr0_after_mov/clts/lmsw), CR3 bit 63
+  /// with PCIDE, and EFER.LMA = LME && PG (SDM 10.8.5). The MMU actions (two-dimensional
+  /// paging: the guest's own tables) are returned in the outcome for the hypervisor to carry
+  /// out; with shadow paging it computes its own.
+  constexpr outcome write_cr(paging::cr_write_op op) noexcept {
+    const x86::cr_context c = cr_rules_context();
+    const unsigned cr = op.cr;
     // MOV to CR3 in IA-32e mode checks bits 63:MAXPHYADDR; a MAXPHYADDR outside 32..52 is a
     // context the caller filled wrongly, not a guest fault.
     if (cr == 3 && c.efer.test(x86::efer::lma) && (c.maxphyaddr < 32 || c.maxphyaddr > 52))
       return outcome::make_unsupported(unsupported_reason::invalid_context);
-    // The MMU actions are the hypervisor's (it knows shadow vs two-dimensional paging).
-    const vmx::cr_write_outcome w = vmx::evaluate_cr_write(q, c, v, paging::paging_kind::two_dimensional);
-    if (w.fault != vmx::cr_write_fault::none) return gp0();
+    const paging::cr_write_outcome w = paging::evaluate_cr_write(op, c, paging::paging_kind::two_dimensional);
+    if (w.fault != x86::cr_write_fault::none) return gp0();
     switch (w.cr) {
       case 0: {
         ctx_.cr0 = w.after.cr0;
@@ -1137,6 +1141,7 @@ class machine {
     }
     outcome o = done_reg(event::cr_write, w.cr);
     o.cr3_noflush = w.cr3_noflush;
+    o.mmu = w.actions;
     return o;
   }
 
@@ -1150,7 +1155,7 @@ class machine {
         ctx_.cr2 = v;
         return done_reg(event::cr_write, 2);
       case 0: case 3: case 4: case 8:
-        return write_cr(vmx::cr_access_qualification::access::mov_to_cr, in.dst.reg, v, 0);
+        return write_cr({paging::cr_write_op::instruction::mov_to_cr, in.dst.reg, v});
       default: return ud();
     }
   }
@@ -1202,6 +1207,18 @@ template <translator T, guest_ram R, platform P>
 [[nodiscard]] constexpr outcome emulate(context& ctx, T& tr, R& ram, P& plat) noexcept {
   detail::machine<T, R, P> m{ctx, tr, ram, plat};
   return m.step();
+}
+
+/// Fetches and decodes the instruction at CS:RIP through the guest's paging, as emulate()
+/// would, without executing it: the instruction (with its length), or the outcome that
+/// stopped the fetch (a fault, or unsupported).
+template <translator T, guest_ram R>
+[[nodiscard]] constexpr result<instruction, outcome> fetch_instruction(context& ctx, T& tr, R& ram) noexcept {
+  null_platform plat;
+  detail::machine<T, R, null_platform> m{ctx, tr, ram, plat};
+  instruction in;
+  if (outcome o = m.fetch(in); !o.is_done()) return unexpected(o);
+  return in;
 }
 
 /// Emulates an instruction the caller already decoded (e.g. from bytes it fetched itself);

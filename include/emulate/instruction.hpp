@@ -34,10 +34,16 @@ enum class mnemonic : std::uint8_t {
   sgdt, sidt, lgdt, lidt, smsw, lmsw, invlpg,
   mov_from_cr, mov_to_cr, mov_from_dr, mov_to_dr,
   clts, cpuid, rdmsr, wrmsr, hlt, invd, wbinvd,
+  // hypercalls: decoded (their length, for a hypervisor without the CPU's next-RIP), never
+  // executed by the emulator (0F 01 C1 VMCALL, SDM Vol. 2B; 0F 01 D9 VMMCALL, APM Vol. 3)
+  vmcall, vmmcall,
+  // software interrupts (CC INT3, CD ib INT n, CE INTO, F1 INT1): decoded for their length
+  // (an event re-injected past its instruction), never executed by the emulator
+  int3, int_n, into, int1,
 };
 
 /// Number of mnemonics (for tables indexed by mnemonic).
-inline constexpr unsigned mnemonic_count = static_cast<unsigned>(mnemonic::wbinvd) + 1;
+inline constexpr unsigned mnemonic_count = static_cast<unsigned>(mnemonic::int1) + 1;
 
 /// Segment registers in encoding order (SDM Table 3-?? "Sreg" field; ModRM.reg of 8C/8E).
 enum class sreg : std::uint8_t { es = 0, cs = 1, ss = 2, ds = 3, fs = 4, gs = 5 };

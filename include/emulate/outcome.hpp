@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "instruction.hpp"
+#include "../paging/cr_write.hpp"
 #include "../x86/address.hpp"
 #include "../x86/contract.hpp"
 #include "../x86/pfec.hpp"
@@ -23,7 +24,7 @@ namespace hvkit::emulate {
 /// The outcome kinds.
 enum class outcome_kind : std::uint8_t {
   done,         ///< registers and RIP updated; see `event` for what the caller must act on
-  exception,    ///< inject `vector` (with `error_code` if has_error_code(vector); CR2 for #PF)
+  exception,    ///< inject `vector` (with `error_code` if the vector pushes one; CR2 for #PF)
   needs_io,     ///< a port access no platform handler took: complete it and re-run
   needs_mmio,   ///< an MMIO access no device took: complete it and re-run
   unsupported,  ///< not emulated (see `why`); injecting #UD is the architectural default
@@ -67,6 +68,9 @@ struct outcome {
   /// cr_write of CR3 with CR4.PCIDE=1 and source bit 63 set: keep the PCID's TLB entries
   /// (SDM 4.10.4.1); bit 63 itself is not stored in CR3.
   bool cr3_noflush = false;
+  /// cr_write of CR0/CR4 (and EFER.LMA with CR0.PG): what the guest's MMU must do under
+  /// two-dimensional paging (paging::cr_write_actions), for the hypervisor to carry out.
+  paging::mmu_actions mmu{};
   /// RFLAGS.TF was 1 when the instruction began: deliver a single-step #DB (DR6.BS) now
   /// that it completed (SDM 18.3.1.4).
   bool single_step = false;
@@ -91,7 +95,8 @@ struct outcome {
     outcome o;
     o.kind = outcome_kind::exception;
     o.vector = v;
-    o.error_code = x86::has_error_code(v) ? ec : 0;
+    // The emulator raises only vectors 0-21, whose error codes both vendors push alike.
+    o.error_code = x86::has_error_code(v, x86::vendor::intel) ? ec : 0;
     o.cr2 = cr2;
     return o;
   }

@@ -20,6 +20,7 @@
 #include "../vmx/backend.hpp"
 #include "../vmx/event_injection.hpp"
 #include "../vmx/fields.hpp"
+#include "../vmx/guest_mode.hpp"
 #include "../vmx/guest_context.hpp"
 #include "../vmx/interruptibility.hpp"
 #include "../vmx/register_file.hpp"
@@ -99,7 +100,7 @@ template <vmx::vmcs_backend B>
   c.cr0 = vmx::guest_visible_cr0(x86::cr0{r.get(vmx::fields::guest_cr0)}, x86::cr0{r.get(vmx::fields::cr0_read_shadow)}, m0);
   c.cr4 = vmx::guest_visible_cr4(x86::cr4{r.get(vmx::fields::guest_cr4)}, x86::cr4{r.get(vmx::fields::cr4_read_shadow)}, m4);
   c.cr3 = x86::cr3{r.get(vmx::fields::guest_cr3)};
-  c.efer = x86::efer{r.get(vmx::fields::guest_ia32_efer)};
+  c.efer = vmx::guest_efer(r);  // LMA from "IA-32e mode guest", as vmx/ reads it (vmx/guest_mode.hpp)
   c.dr[7] = r.get(vmx::fields::guest_dr7);
   c.cpl = static_cast<std::uint8_t>(c[sreg::ss].ar.dpl());
   c.maxphyaddr = static_cast<std::uint8_t>(g.maxphyaddr);

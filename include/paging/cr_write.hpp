@@ -26,15 +26,14 @@
 #include "../x86/cr_rules.hpp"
 #include "../x86/efer.hpp"
 #include "../x86/flags.hpp"
+#include "../x86/guest_owned.hpp"
 #include "../x86/paging_mode.hpp"
 
 namespace hvkit::paging {
 
-/// How the hypervisor maps guest memory.
-enum class paging_kind : std::uint8_t {
-  two_dimensional,  ///< EPT / NPT: the hardware walks the guest page tables
-  shadow,           ///< shadow page tables built by the hypervisor
-};
+/// How the hypervisor maps guest memory (two_dimensional: EPT/NPT, or shadow); defined in
+/// x86/guest_owned.hpp, next to the CR bits each kind lets the guest own.
+using x86::paging_kind;
 
 /// Actions after a control-register write. Empty means nothing to do.
 class mmu_actions : public x86::flags<mmu_actions, std::uint8_t> {

@@ -88,7 +88,7 @@ class npt_walker {
     s_.mode = HostFormat::mode;
     s_.root = x86::cr3_root(x86::cr3{ncr3.value()}, HostFormat::mode, props.maxphyaddr);
     s_.nx = host.nxe && HostFormat::mode != x86::paging_mode::two_level;
-    s_.fetch_bit = s_.nx;
+    s_.fetch_bit = s_.nx || props.npf_fetch_id_without_nxe;
     s_.rsvd = reserved_bits(HostFormat::mode, reserved_params{props.maxphyaddr, s_.nx, host.pse, props.gbpages,
                                                                props.amd_nonleaf_bit8, props.pse36});
     pdpte_rsvd_ = pae_pdpte_reserved(props.maxphyaddr);
@@ -289,7 +289,8 @@ class npt_walker {
 
   /// Completes a fault as an #NPF report: stage, the faulting guest-physical address, the
   /// access bits of the error code (APM 15.25.6: RW and US as the nested check saw the
-  /// access, ID for a final fetch when the host has NX, as #PF reports I/D), the phase in
+  /// access, ID for a final fetch when the host has NX, as #PF reports I/D, or whatever the
+  /// host's NXE with cpu_properties::npf_fetch_id_without_nxe), the phase in
   /// qualification bit 8 (final access) and bit 7 (a linear address is known).
   constexpr void finish_fault(walk_fault& f, const ept_request& req) const noexcept {
     const x86::pfec acc = effective_access(req);

@@ -66,6 +66,11 @@ struct cpu_properties {
   /// bits 20:13; without it PDE bits 21:13 of a 4 MiB page are reserved (SDM 4.3, Table 4-4).
   /// Every recent processor has it.
   bool pse36 = true;
+  /// AMD nested paging: a #NPF on an instruction fetch reports ID (EXITINFO1 bit 4) even when
+  /// the host's EFER.NXE is 0. APM Vol. 2 15.25.6 describes bit 4 without an NXE condition
+  /// (the default, as Bochs' AMD models do); false is the #PF error-code rule (I/D only with
+  /// NXE, APM 8.4.2), as QEMU TCG reports it. Evidence: docs/svm.md.
+  bool npf_fetch_id_without_nxe = true;
 };
 
 /// One access to translate.

@@ -33,6 +33,7 @@
 #include "intercepts.hpp"
 #include "vmcb.hpp"
 #include "../paging/mmu.hpp"
+#include "../paging/role_sync.hpp"
 #include "../paging/role.hpp"
 #include "../x86/cr.hpp"
 #include "../x86/efer.hpp"
@@ -67,6 +68,10 @@ enum class cr0_write_intercept : std::uint8_t {
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::all).none());
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::selective).none());
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::none) == (x86::cr0::pg | x86::cr0::wp));
+// Shadow paging uses at most the selective intercept (CR0.WP is not guest-ownable there): the
+// bits it lets through (TS, MP) flush no TLB entries and reload no PDPTEs (SDM 4.10.4.1, 4.4.1).
+static_assert((cr0_guest_writable(cr0_write_intercept::selective) &
+               (x86::cr0_tlb_flush_bits | x86::cr0_pdpte_reload_bits | x86::cr0_mmu_role_bits)).none());
 
 /// What the CR intercept settings may depend on at run time.
 struct cr_intercept_features {
@@ -113,8 +118,8 @@ struct cr_intercepts {
 template <class Policy = x86::max_guest_owned>
 [[nodiscard]] constexpr cr_intercepts make_cr_intercepts(cr_intercept_features f) noexcept {
   cr_intercepts r{};
-  x86::cr0 want = Policy::cr0_bits;
-  if (!f.npt) want = want.without(x86::cr0::wp);
+  const x86::cr0 want =
+      Policy::cr0_bits & x86::guest_ownable_cr0(f.npt ? x86::paging_kind::two_dimensional : x86::paging_kind::shadow);
   if (want.test(x86::cr0::wp)) {
     r.cr0_write = cr0_write_intercept::none;
   } else if (want.test(x86::cr0::ts)) {
@@ -128,29 +133,9 @@ template <class Policy = x86::max_guest_owned>
   return r;
 }
 
-/// What sync_cr0_role() did.
-enum class role_sync : std::uint8_t {
-  unchanged,     ///< the role matches the live registers
-  wp_refreshed,  ///< only CR0.WP changed: the precomputed table for the new WP was selected (O(1))
-  rebuilt,       ///< CR0.PG (or EFER.LMA with it) changed: a new role and root were built
-};
-
-/// Bring `ctx` in step with the guest's live CR0 (from the VMCB after a #VMEXIT) when CR0
-/// writes are not intercepted: the SVM form of the refresh_passthrough_bits() contract. Call
-/// it before the first permission check of each exit (checked_permission_fault() then keeps
-/// WP in step within the exit). `cr4`, `efer` and `root` are the live CR4, EFER and the root
-/// derived from the live CR3 (x86::cr3_root), used only when the role must be rebuilt.
-[[nodiscard]] constexpr role_sync sync_cr0_role(paging::mmu_context& ctx, x86::cr0 live_cr0, x86::cr4 cr4,
-                                                x86::efer efer, x86::gpa root, bool smm = false,
-                                                bool guest_mode = false) noexcept {
-  const paging::cpu_role fresh = paging::make_cpu_role(live_cr0, cr4, efer, smm, guest_mode);
-  if (fresh == ctx.role()) return role_sync::unchanged;
-  if (fresh == ctx.role().with_cr0_wp(live_cr0.test(x86::cr0::wp))) {
-    static_cast<void>(ctx.refresh_passthrough_bits(live_cr0));
-    return role_sync::wp_refreshed;
-  }
-  ctx = paging::mmu_context{fresh, root};
-  return role_sync::rebuilt;
-}
+/// The role refresh when CR0 writes do not exit is vendor-neutral (paging/role_sync.hpp);
+/// its names are kept here for SVM code.
+using paging::role_sync;
+using paging::sync_cr0_role;
 
 }  // namespace hvkit::svm

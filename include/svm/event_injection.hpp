@@ -172,7 +172,7 @@ constexpr x86::merge_verdict inject_exception(M& m, x86::exception_event e, bool
   const event_info pending = read_injection(m);
   x86::event p{};
   if (pending.valid()) p = to_event(pending);
-  const x86::queued q = x86::queue_exception(pending.valid() ? &p : nullptr, e, protected_mode);
+  const x86::queued q = x86::queue_exception(pending.valid() ? &p : nullptr, e, x86::vendor::amd, protected_mode);
   if (q.verdict != x86::merge_verdict::shutdown) write(m, fields::event_injection, to_eventinj(q.e).eventinj.raw());
   return q.verdict;
 }

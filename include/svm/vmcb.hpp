@@ -27,6 +27,7 @@
 #include "vmcb_field.hpp"
 #include "vmcb_fields.hpp"
 #include "../x86/contract.hpp"
+#include "../x86/result.hpp"
 
 namespace hvkit::svm {
 
@@ -145,8 +146,57 @@ class soft_vmcb {
 
 static_assert(vmcb_memory<vmcb_view> && vmcb_memory<soft_vmcb>);
 
+/// A run-time value that does not fit a VMCB field: the typed error of svm::narrow().
+struct field_overflow {
+  std::uint16_t offset = 0;  ///< the field's offset in the VMCB
+  unsigned bits = 0;         ///< the field's width
+  std::uint64_t value = 0;   ///< the value (a negative one sign-extended to 64 bits)
+  friend constexpr bool operator==(const field_overflow&, const field_overflow&) noexcept = default;
+};
+
+/// Checked narrowing of a run-time integer to the field's value type: the value if it fits
+/// (a negative value never fits), field_overflow otherwise.
+template <vmcb_field F, std::integral T>
+  requires(!std::same_as<T, bool>)
+[[nodiscard]] constexpr result<typename F::value_type, field_overflow> narrow(F, T v) noexcept {
+  using raw_type = typename F::value_type;
+  if constexpr (std::is_signed_v<T>) {
+    if (v < 0) return unexpected(field_overflow{F::offset, F::bits, static_cast<std::uint64_t>(static_cast<std::int64_t>(v))});
+  }
+  const auto u = static_cast<std::uint64_t>(v);
+  if (u > std::numeric_limits<raw_type>::max()) return unexpected(field_overflow{F::offset, F::bits, u});
+  return static_cast<raw_type>(u);
+}
+
+/// Explicit truncation to the field's width (its low bytes). For when that is meant.
+template <vmcb_field F, std::integral T>
+  requires(!std::same_as<T, bool>)
+[[nodiscard]] constexpr typename F::value_type truncate(F, T v) noexcept {
+  return static_cast<typename F::value_type>(v);
+}
+
 namespace detail {
-inline void integer_constant_does_not_fit_the_vmcb_field_width() noexcept {}
+/// A field's name as a template argument, so that a compile error can print it.
+struct field_name {
+  char text[64]{};
+};
+/// The name of the field at `offset` with `bytes` bytes, from the field table (empty if none).
+[[nodiscard]] consteval field_name name_of_field(std::uint16_t offset, unsigned bytes) noexcept {
+  field_name n{};
+  for (const field_info& f : field_table) {
+    if (f.offset != offset || f.bytes != bytes) continue;
+    for (std::size_t k = 0; f.name[k] != '\0' && k + 1 < sizeof n.text; ++k) n.text[k] = f.name[k];
+    break;
+  }
+  return n;
+}
+// Called only when an integer constant does not fit the field (not constexpr: the consteval
+// conversion below fails to compile and names the reason, the field and its width in bits).
+template <field_name Field, unsigned Bits>
+void integer_constant_does_not_fit_the_vmcb_field_width() noexcept {}
+// Called only for a run-time integer whose type is not the field's value type.
+template <field_name Field, unsigned Bits>
+void run_time_integer_is_not_the_vmcb_field_type__narrow_it_with_svm_narrow_or_svm_truncate() noexcept {}
 template <class>
 inline constexpr bool always_false = false;
 }  // namespace detail
@@ -168,14 +218,21 @@ class field_value {
     requires(!std::is_void_v<typed> && std::same_as<T, typed>)
   constexpr field_value(T v) noexcept : raw_(static_cast<raw_type>(v.raw())) {}  // NOLINT(google-explicit-constructor)
 
+  /// An integer constant that fits. A run-time integer of another type does not compile, with
+  /// a message naming the field, its width and svm::narrow / svm::truncate (taken by
+  /// reference, so that __builtin_constant_p can tell it from a constant before reading it).
   template <std::integral T>
     requires(!std::same_as<T, raw_type> && !std::same_as<T, bool>)
-  consteval field_value(T constant) noexcept  // NOLINT(google-explicit-constructor)
-      : raw_(static_cast<raw_type>(constant)) {
+  consteval field_value(const T& constant) noexcept  // NOLINT(google-explicit-constructor)
+      : raw_(0) {
+    if (!__builtin_constant_p(constant))
+      detail::run_time_integer_is_not_the_vmcb_field_type__narrow_it_with_svm_narrow_or_svm_truncate<
+          detail::name_of_field(F::offset, F::bytes), F::bits>();
     bool fits = true;
     if constexpr (std::is_signed_v<T>) fits = constant >= 0;
     if (fits) fits = static_cast<std::make_unsigned_t<T>>(constant) <= std::numeric_limits<raw_type>::max();
-    if (!fits) detail::integer_constant_does_not_fit_the_vmcb_field_width();
+    if (!fits) detail::integer_constant_does_not_fit_the_vmcb_field_width<detail::name_of_field(F::offset, F::bytes), F::bits>();
+    raw_ = static_cast<raw_type>(constant);
   }
 
   template <class T>

@@ -22,13 +22,19 @@ namespace hvkit::vmx {
 
 /// What the guest-owned set may depend on at run time.
 struct cr_mask_features {
-  /// EPT on: CR0.WP may be guest-owned. With shadow paging the shadow page tables encode WP,
-  /// so it must exit (docs/background.md §1).
+  /// EPT on: CR0.WP, CR4.PGE and CR4.CET may be guest-owned. With shadow paging the shadow
+  /// page tables encode WP (docs/background.md §1), a PGE toggle flushes global translations
+  /// the shadow MMU must drop (SDM 4.10.4.1), and CET=1 with the guest's WP=0 must #GP while
+  /// the real WP is forced to 1: all three exit (x86::guest_ownable_cr0/cr4).
   bool ept = false;
   /// The CR4 bits the guest's CPUID allows it to set (e.g. FSGSBASE, CET only when exposed).
   /// A bit the guest may not set must stay host-owned, so that setting it exits and the
   /// hypervisor can inject #GP.
   x86::cr4 guest_cr4_allowed{};
+  /// The paging kind `ept` selects.
+  [[nodiscard]] constexpr x86::paging_kind paging() const noexcept {
+    return ept ? x86::paging_kind::two_dimensional : x86::paging_kind::shadow;
+  }
 };
 
 /// The guest-owned bits (mask zeros) of a policy under the given features.
@@ -42,13 +48,12 @@ struct guest_owned_bits {
 };
 
 /// Computes the guest-owned bits of `Policy` (an x86::guest_owned_set, default the widest).
-/// CR0.TS is always allowed (lazy FPU switching is the hypervisor's choice); CR0.WP only with
-/// EPT; a CR4 bit only if the guest may set it.
+/// CR0.TS is always allowed (lazy FPU switching is the hypervisor's choice); CR0.WP, CR4.PGE
+/// and CR4.CET only with EPT (x86::guest_ownable_cr0/cr4); a CR4 bit only if the guest may set it.
 template <class Policy = x86::max_guest_owned>
 [[nodiscard]] constexpr guest_owned_bits make_guest_owned(cr_mask_features f) noexcept {
-  x86::cr0 c0 = Policy::cr0_bits;
-  if (!f.ept) c0.reset(x86::cr0::wp);
-  const x86::cr4 c4 = Policy::cr4_bits & f.guest_cr4_allowed;
+  const x86::cr0 c0 = Policy::cr0_bits & x86::guest_ownable_cr0(f.paging());
+  const x86::cr4 c4 = Policy::cr4_bits & x86::guest_ownable_cr4(f.paging()) & f.guest_cr4_allowed;
   return {c0, c4};
 }
 

@@ -19,12 +19,14 @@
 
 namespace hvkit::vmx {
 
-/// True if VM entry must deliver an error code with hardware exception `v` (SDM 27.2.1.3:
-/// vectors 8, 10-14, 17 and, with CET, 21), when the guest is in protected mode (or the
-/// "unrestricted guest" control is 0). The AMD-only vectors that push one (29, 30) do not
-/// count here: VMX knows only the Intel vectors.
+/// The vectors VM entry requires to be injected with an error code (SDM 27.2.1.3, current
+/// editions: "#DF (vector 8), #TS (10), #NP (11), #SS (12), #GP (13), #PF (14), or #AC (17)")
+/// when IA32_VMX_BASIC[56] is 0 and the guest's CR0.PE is 1. Every other vector (0-7, 9, 15,
+/// 16, 18-31) must then be injected without one, #CP (21) included: on such a processor VM
+/// entry cannot deliver #CP with its error code. x86::has_error_code(v, vendor::intel) is
+/// the architectural push (#CP included).
 [[nodiscard]] constexpr bool delivers_error_code(std::uint8_t vector) noexcept {
-  return vector <= 21 && x86::has_error_code(static_cast<x86::vector>(vector));
+  return vector == 8 || (vector >= 10 && vector <= 14) || vector == 17;
 }
 
 /// The VM-entry event-injection fields.
@@ -36,14 +38,20 @@ struct injected_event {
   friend constexpr bool operator==(const injected_event&, const injected_event&) noexcept = default;
 };
 
-/// A hardware exception. The error code is delivered exactly when the vector pushes one
-/// and the guest is in protected mode (`protected_mode`: CR0.PE = 1, or "unrestricted
-/// guest" = 0); exceptions in real mode push none (SDM 20.1.4 / 27.2.1.3). #BP and #OF
-/// raised by INT3/INTO are software exceptions: use software_exception().
+/// A hardware exception, built so that the VM-entry checks accept it
+/// (check_injection_fields with the same `protected_mode` and `any_error_code`).
+/// `protected_mode`: the guest's CR0.PE (SDM 27.2.1.3: no error code with CR0.PE = 0; real
+/// mode pushes none). `any_error_code`: IA32_VMX_BASIC[56] (SDM A.1), the processor lets a
+/// hardware exception be injected with or without an error code; then the error code is the
+/// architectural one (x86::has_error_code for Intel: #CP included), else VM entry's list
+/// (delivers_error_code: #CP without). #BP and #OF raised by INT3/INTO are software
+/// exceptions: use software_exception().
 [[nodiscard]] constexpr injected_event hardware_exception(x86::vector v, std::uint32_t error_code = 0,
-                                                          bool protected_mode = true) noexcept {
+                                                          bool protected_mode = true,
+                                                          bool any_error_code = false) noexcept {
   const auto vec = static_cast<std::uint8_t>(v);
-  const bool ec = protected_mode && delivers_error_code(vec);
+  const bool ec = protected_mode &&
+                  (any_error_code ? x86::has_error_code(v, x86::vendor::intel) : delivers_error_code(vec));
   return {entry_interruption_info::make(vec, interruption_type::hardware_exception, ec), ec ? error_code : 0, 0};
 }
 /// An NMI (vector 2, type NMI).
@@ -135,37 +143,93 @@ enum class injection_error : std::uint8_t {
 
 /// What the checks depend on beyond the fields themselves.
 struct injection_environment {
-  bool protected_mode = true;          ///< guest CR0.PE = 1, or "unrestricted guest" = 0
+  /// The guest's CR0.PE (the CR0 field of the guest-state area). Current SDM editions tie the
+  /// deliver-error-code rule to CR0.PE alone; editions up to about 2016 said "the
+  /// 'unrestricted guest' VM-execution control is 0, or CR0.PE = 1" (which is what
+  /// vm_entry_env::error_code_older_wording asks the VM-entry checks for).
+  bool protected_mode = true;
   bool mtf_supported = true;           ///< IA32_VMX_PROCBASED_CTLS allows "monitor trap flag"
   bool zero_length_allowed = false;    ///< IA32_VMX_MISC bit 30
-  bool cet = false;                    ///< the processor supports CET (#CP delivers an error code)
   /// IA32_VMX_BASIC bit 56 (SDM A.1): a hardware exception may be injected with or without an
-  /// error code, whatever its vector (other events still never deliver one).
+  /// error code, whatever its vector (other events still never deliver one). Processors with
+  /// CET report it; injecting #CP with its error code needs it.
   bool any_error_code = false;
 };
 
-/// The VM-entry checks on the event-injection fields (SDM 27.2.1.3). An invalid event
-/// (valid bit clear) passes.
-[[nodiscard]] constexpr injection_error check_injection_fields(const injected_event& e,
-                                                                const injection_environment& env = {}) noexcept {
+/// The event-injection checks of SDM 27.2.1.3, one predicate per rule: check_injection_fields
+/// runs them in order, and the VM-entry rules of vm_entry_controls_checks.hpp
+/// (injection_type_reserved, injection_vector, injection_error_code_missing, ...) call them,
+/// so the rules the VM-entry differential checks against the CPU are these. Each is false
+/// for an invalid event (valid bit clear).
+namespace injection_rules {
+/// Bits 30:12 reserved.
+[[nodiscard]] constexpr bool reserved_bits(const injected_event& e) noexcept {
+  return e.valid() && (e.info.raw() & interruption_bits::entry_reserved) != 0;
+}
+/// "Value 1 is reserved on all logical processors".
+[[nodiscard]] constexpr bool reserved_type(const injected_event& e) noexcept {
+  return e.valid() && e.info.type() == interruption_type::reserved;
+}
+/// "value 7 (other event) is reserved on logical processors that do not support the
+/// 1-setting of the 'monitor trap flag' VM-execution control".
+[[nodiscard]] constexpr bool mtf_unsupported(const injected_event& e, const injection_environment& env) noexcept {
+  return e.valid() && e.info.type() == interruption_type::other_event && !env.mtf_supported;
+}
+/// The vector against the type: NMI 2, hardware exception at most 31, other event 0.
+[[nodiscard]] constexpr injection_error vector_error(const injected_event& e) noexcept {
   if (!e.valid()) return injection_error::none;
   const auto t = e.info.type();
   const auto v = e.info.vector();
-  if ((e.info.raw() & interruption_bits::entry_reserved) != 0) return injection_error::reserved_bits;
-  if (t == interruption_type::reserved) return injection_error::reserved_type;
-  if (t == interruption_type::other_event && !env.mtf_supported) return injection_error::mtf_unsupported;
   if (t == interruption_type::nmi && v != 2) return injection_error::nmi_vector;
   if (t == interruption_type::hardware_exception && v > 31) return injection_error::exception_vector;
   if (t == interruption_type::other_event && v != 0) return injection_error::other_event_vector;
-  const bool may = env.protected_mode && t == interruption_type::hardware_exception;
-  const bool must = may && !env.any_error_code && (v == 21 ? env.cet : delivers_error_code(v));
-  const bool allowed = must || (may && env.any_error_code);
-  if (e.info.has_error_code() ? !allowed : must) return injection_error::error_code_mismatch;
-  if (e.info.has_error_code() && (e.error_code >> 16) != 0) return injection_error::error_code_reserved;
-  if (is_software_event(t)) {
-    const bool ok = e.instruction_length <= 15 && (e.instruction_length != 0 || env.zero_length_allowed);
-    if (!ok) return injection_error::instruction_length;
-  }
+  return injection_error::none;
+}
+/// SDM 27.2.1.3: "The field's deliver-error-code bit (bit 11) must be 1 if each of the
+/// following holds: (1) the interruption type is hardware exception; (2) bit 0
+/// (corresponding to CR0.PE) is set in the CR0 field in the guest-state area; (3)
+/// IA32_VMX_BASIC[56] is read as 0 (see Appendix A.1); and (4) the vector indicates one of
+/// the following exceptions: #DF (vector 8), #TS (10), #NP (11), #SS (12), #GP (13), #PF
+/// (14), or #AC (17)."
+[[nodiscard]] constexpr bool error_code_missing(const injected_event& e, const injection_environment& env) noexcept {
+  return e.valid() && !e.info.has_error_code() && e.info.type() == interruption_type::hardware_exception &&
+         env.protected_mode && !env.any_error_code && delivers_error_code(e.info.vector());
+}
+/// SDM 27.2.1.3: "The field's deliver-error-code bit must be 0 if any of the following
+/// holds: (1) the interruption type is not hardware exception; (2) bit 0 is clear in the CR0
+/// field in the guest-state area; or (3) IA32_VMX_BASIC[56] is read as 0 and the vector is
+/// in one of the following ranges: 0-7, 9, 15, 16, or 18-31."
+[[nodiscard]] constexpr bool error_code_unexpected(const injected_event& e, const injection_environment& env) noexcept {
+  return e.valid() && e.info.has_error_code() &&
+         (e.info.type() != interruption_type::hardware_exception || !env.protected_mode ||
+          (!env.any_error_code && !delivers_error_code(e.info.vector())));
+}
+/// An error code is delivered and its bits 31:16 are not 0 ("If the deliver-error-code bit
+/// (bit 11) is 1, bits 31:16 of the VM-entry exception error-code field are 0").
+[[nodiscard]] constexpr bool error_code_reserved(const injected_event& e) noexcept {
+  return e.valid() && e.info.has_error_code() && (e.error_code >> 16) != 0;
+}
+/// Software interrupt, software exception or privileged software exception: instruction
+/// length 1-15 (0 only with IA32_VMX_MISC[30]).
+[[nodiscard]] constexpr bool instruction_length_invalid(const injected_event& e, const injection_environment& env) noexcept {
+  if (!e.valid() || !is_software_event(e.info.type())) return false;
+  return e.instruction_length > 15 || (e.instruction_length == 0 && !env.zero_length_allowed);
+}
+}  // namespace injection_rules
+
+/// The VM-entry checks on the event-injection fields (SDM 27.2.1.3), in the order the
+/// error enumeration lists them. An invalid event (valid bit clear) passes.
+[[nodiscard]] constexpr injection_error check_injection_fields(const injected_event& e,
+                                                                const injection_environment& env = {}) noexcept {
+  namespace r = injection_rules;
+  if (!e.valid()) return injection_error::none;
+  if (r::reserved_bits(e)) return injection_error::reserved_bits;
+  if (r::reserved_type(e)) return injection_error::reserved_type;
+  if (r::mtf_unsupported(e, env)) return injection_error::mtf_unsupported;
+  if (const auto v = r::vector_error(e); v != injection_error::none) return v;
+  if (r::error_code_missing(e, env) || r::error_code_unexpected(e, env)) return injection_error::error_code_mismatch;
+  if (r::error_code_reserved(e)) return injection_error::error_code_reserved;
+  if (r::instruction_length_invalid(e, env)) return injection_error::instruction_length;
   return injection_error::none;
 }
 
@@ -218,13 +282,14 @@ struct queued_event {
 /// exception is classed by its vector; interrupts, NMIs and software events are benign
 /// (Table 6-4: "All INT n", "All INTR"; #DB, #BP, #OF are benign).
 [[nodiscard]] constexpr queued_event queue_exception(const injected_event& pending, x86::exception_event second,
-                                                     bool protected_mode = true) noexcept {
-  if (!pending.valid()) return {x86::merge_verdict::deliver_second, hardware_exception(second.v, second.error_code, protected_mode)};
+                                                     bool protected_mode = true, bool any_error_code = false) noexcept {
+  if (!pending.valid())
+    return {x86::merge_verdict::deliver_second, hardware_exception(second.v, second.error_code, protected_mode, any_error_code)};
   const bool exception = pending.info.type() == interruption_type::hardware_exception;
   const auto m = x86::merge_exception(exception ? x86::first_event::exception : x86::first_event::interrupt,
                                       static_cast<x86::vector>(pending.info.vector()), second);
   if (m.verdict == x86::merge_verdict::shutdown) return {m.verdict, {}};
-  return {m.verdict, hardware_exception(m.event.v, m.event.error_code, protected_mode)};
+  return {m.verdict, hardware_exception(m.event.v, m.event.error_code, protected_mode, any_error_code)};
 }
 
 /// Injects hardware exception `e` on the next VM entry, merged with whatever the VM-entry

@@ -5,9 +5,10 @@
 /// MOV to CR through the register file.
 ///
 /// CR0/CR4 are the values the guest sees: guest-owned bits from the guest CR field,
-/// host-owned bits from the read shadow (SDM Vol. 3C 25.6.6). EFER is the guest IA32_EFER
-/// field (the hypervisor uses the "load IA32_EFER" / "save IA32_EFER" controls), CS.L is
-/// bit 13 of the CS access rights (SDM 25.4.1). What the VMCS does not hold, the guest's
+/// host-owned bits from the read shadow (SDM Vol. 3C 25.6.6). EFER is vmx::guest_efer: the
+/// guest IA32_EFER field with LMA from the "IA-32e mode guest" VM-entry control, the same
+/// source skip_instruction() uses (vmx/guest_mode.hpp); CS.L is bit 13 of the CS access
+/// rights (SDM 25.4.1). What the VMCS does not hold, the guest's
 /// CPUID-derived properties, comes from `guest_cpu_config`.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include "cr_access.hpp"
 #include "cr_mask.hpp"
 #include "fields.hpp"
+#include "guest_mode.hpp"
 #include "register_file.hpp"
 #include "vmcs_reader.hpp"
 #include "../x86/cr.hpp"
@@ -59,9 +61,9 @@ template <vmcs_backend B>
   const auto m4 = r.get(fields::cr4_guest_host_mask);
   c.cr0 = guest_visible_cr0(x86::cr0{r.get(fields::guest_cr0)}, x86::cr0{r.get(fields::cr0_read_shadow)}, m0);
   c.cr4 = guest_visible_cr4(x86::cr4{r.get(fields::guest_cr4)}, x86::cr4{r.get(fields::cr4_read_shadow)}, m4);
-  c.efer = x86::efer{r.get(fields::guest_ia32_efer)};
+  c.efer = guest_efer(r);  // LMA from "IA-32e mode guest", the one source (vmx/guest_mode.hpp)
   c.cr3 = r.get(fields::guest_cr3);
-  c.cs_l = (r.get(fields::guest_cs_access_rights) >> 13) & 1u;
+  c.cs_l = cs_l_of(r.get(fields::guest_cs_access_rights));
   c.cr4_allowed = g.cr4_allowed;
   c.maxphyaddr = g.maxphyaddr;
   c.lam = g.lam;

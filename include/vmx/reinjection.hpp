@@ -18,12 +18,14 @@
 ///   unblocked NMIs (bit 12 of the VM-exit interruption information for exception exits
 ///   other than #DF, bit 12 of the exit qualification for EPT violations, PML-full and
 ///   SPP-related exits): set blocking by NMI again, so that the re-executed IRET unblocks
-///   them (SDM 28.2.3).
+///   them (SDM 28.2.3). Bit 12 is undefined when "NMI exiting" is 1 and "virtual NMIs" is 0
+///   (SDM 28.2.1, 28.2.2); then nothing is set.
 #pragma once
 
 #include <cstdint>
 
 #include "backend.hpp"
+#include "controls.hpp"
 #include "event_injection.hpp"
 #include "exit_reason.hpp"
 #include "fields.hpp"
@@ -40,6 +42,9 @@ struct exit_event_info {
   std::uint32_t instruction_length = 0;  ///< VM-exit instruction length
   exit_interruption_info exit_info{};    ///< exception/NMI exits
   std::uint64_t qualification = 0;       ///< EPT violation, PML full, SPP-related event
+  /// The pin-based VM-execution controls in force: "NMI exiting" and "virtual NMIs" decide
+  /// whether bit 12 (NMI unblocking due to IRET) is defined at all (SDM 28.2.2).
+  pin_based pin{};
 };
 
 /// What to do before the next VM entry.
@@ -61,9 +66,21 @@ struct exit_event_actions {
   return e;
 }
 
+/// Bit 12 of the VM-exit interruption information (and of the exit qualification of EPT
+/// violations, PML-full and SPP-related exits) is defined: not with "NMI exiting" = 1 and
+/// "virtual NMIs" = 0 (SDM 28.2.2: "Bit 12 is undefined in any of the following cases: If
+/// the 'NMI exiting' VM-execution control is 1 and the 'virtual NMIs' VM-execution control
+/// is 0."). In that configuration blocking by NMI, once in effect, stays in effect as long
+/// as the processor is in VMX non-root operation, IRET or not (VM entry's loading of the
+/// interruptibility state, SDM 27.3), so there is nothing to restore.
+[[nodiscard]] constexpr bool nmi_unblocking_defined(pin_based pin) noexcept {
+  return !pin.test(pin_based::nmi_exiting) || pin.test(pin_based::virtual_nmis);
+}
+
 /// True if the exit reports "NMI unblocking due to IRET" (SDM 28.2.3).
 [[nodiscard]] constexpr bool nmi_unblocked_by_iret(const exit_event_info& x) noexcept {
   if (x.idt.valid()) return false;  // bit 12 is meaningful only outside event delivery
+  if (!nmi_unblocking_defined(x.pin)) return false;
   switch (x.reason) {
     case exit_reason::exception_or_nmi:
       return x.exit_info.valid() && x.exit_info.vector() != 8 && x.exit_info.nmi_unblocking();
@@ -84,7 +101,7 @@ struct exit_event_actions {
 }
 
 /// Reads the fields the rules need for exit `reason` (IDT-vectoring information always;
-/// the rest only when it matters).
+/// the rest, and the pin-based controls, only when bit 12 matters).
 template <vmcs_backend B>
 [[nodiscard]] constexpr result<exit_event_info, vm_fail> read_exit_event_info(B& b, exit_reason reason) noexcept {
   exit_event_info x;
@@ -104,6 +121,12 @@ template <vmcs_backend B>
       x.instruction_length = len.value();
     }
     return x;
+  }
+  if (reason == exit_reason::exception_or_nmi || reason == exit_reason::ept_violation ||
+      reason == exit_reason::pml_full || reason == exit_reason::spp_event) {
+    auto p = vmread(b, fields::pin_based_controls);
+    if (!p) return unexpected(p.error());
+    x.pin = pin_based{static_cast<std::uint32_t>(p.value())};
   }
   if (reason == exit_reason::exception_or_nmi) {
     auto i = vmread(b, fields::vm_exit_interruption_info);

@@ -5,7 +5,7 @@
 /// MOV SS interrupt shadows ended, and a single-step trap made pending when RFLAGS.TF = 1
 /// (KVM's kvm_skip_emulated_instruction).
 ///
-/// - Width: 64-bit mode (IA-32e mode guest and CS.L = 1) adds in 64 bits; otherwise the
+/// - Width: 64-bit mode (IA-32e mode guest and CS.L = 1, vmx/guest_mode.hpp) adds in 64 bits; otherwise the
 ///   instruction pointer is EIP (CS.D = 1) or IP (CS.D = 0, also real and virtual-8086 mode)
 ///   and wraps at 2^32 or 2^16 (SDM Vol. 1 3.5; Vol. 3A 5.3 limit rules aside).
 /// - The shadows: blocking by STI and by MOV SS lasts until the next instruction completes
@@ -20,6 +20,7 @@
 #include "backend.hpp"
 #include "controls.hpp"
 #include "fields.hpp"
+#include "guest_mode.hpp"
 #include "interruptibility.hpp"
 #include "register_file.hpp"
 #include "../x86/instruction_skip.hpp"
@@ -32,10 +33,11 @@ using x86::advance_ip;
 using x86::debugctl_btf;
 using x86::ip_width;
 
-/// From "IA-32e mode guest" (= EFER.LMA after an exit) and the CS access rights (L bit
-/// 13, D/B bit 14; SDM 25.4.1).
+/// From "IA-32e mode guest" (= EFER.LMA after an exit, vmx::guest_ia32e_mode) and the CS
+/// access rights (L bit 13, D/B bit 14; SDM 25.4.1). 64-bit mode is vmx::in_64bit_mode.
 [[nodiscard]] constexpr ip_width ip_width_of(bool ia32e_mode, std::uint32_t cs_access_rights) noexcept {
-  return x86::ip_width_of(ia32e_mode, ((cs_access_rights >> 13) & 1u) != 0, ((cs_access_rights >> 14) & 1u) != 0);
+  if (in_64bit_mode(ia32e_mode, cs_access_rights)) return ip_width::w64;
+  return x86::ip_width_of(false, false, ((cs_access_rights >> 14) & 1u) != 0);
 }
 
 /// Pending debug exceptions, BS (bit 14): a single-step trap is pending (SDM 25.4.2, Table 25-4).
@@ -67,12 +69,11 @@ constexpr result<skip_effects, vm_fail> skip_instruction(register_file<B>& regs,
   skip_effects fx;
   auto rip = regs.rip();
   if (!rip) return unexpected(rip.error());
-  auto ec = vmread(b, fields::vm_entry_controls);
-  if (!ec) return unexpected(ec.error());
-  auto cs = vmread(b, fields::guest_cs_access_rights);
-  if (!cs) return unexpected(cs.error());
-  const bool ia32e = entry_controls{ec.value()}.test(entry_controls::ia32e_mode_guest);
-  fx.new_rip = advance_ip(rip.value(), length, ip_width_of(ia32e, cs.value()));
+  vmcs_reader<B> r(b);
+  const bool ia32e = guest_ia32e_mode(r);  // the one source of EFER.LMA (vmx/guest_mode.hpp)
+  const std::uint32_t cs = r.get(fields::guest_cs_access_rights);
+  if (r.failed()) return unexpected(r.error());
+  fx.new_rip = advance_ip(rip.value(), length, ip_width_of(ia32e, cs));
   regs.set_rip(fx.new_rip);
 
   auto is = vmread(b, fields::guest_interruptibility_state);

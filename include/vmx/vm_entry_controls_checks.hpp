@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "ept_entry.hpp"
+#include "event_injection.hpp"
 #include "vm_entry_rule.hpp"
 
 namespace hvkit::vmx {
@@ -19,27 +20,20 @@ inline constexpr const char* sec_exit = "27.2.1.2";
 inline constexpr const char* sec_entry = "27.2.1.3";
 inline constexpr auto ctl = vm_entry_phase::controls;
 
-/// Event injection in protected mode: "unrestricted guest" = 0 or CR0.PE = 1 (SDM 27.2.1.3).
-[[nodiscard]] constexpr bool injection_in_protected_mode(const S& s) noexcept {
-  return !s.unrestricted_guest() || s.guest_cr0.test(x86::cr0::pe);
+/// The VM-entry event-injection fields of the snapshot as one value.
+[[nodiscard]] constexpr injected_event injection_of(const S& s) noexcept {
+  return {entry_interruption_info{s.entry_interruption_info}, s.entry_exception_error_code, s.entry_instruction_length};
 }
-/// The vector is an exception that pushes an error code: #DF, #TS, #NP, #SS, #GP, #PF, #AC,
-/// and #CP on a processor with CET (the "load CET state" entry control may be 1).
-[[nodiscard]] constexpr bool pushes_error_code(unsigned v, const E& e) noexcept {
-  const bool cet = e.caps.entry_caps().may_be_one & entry_controls::load_cet_state.raw();
-  return v == 8 || (v >= 10 && v <= 14) || v == 17 || (v == 21 && cet);
-}
-/// IA32_VMX_BASIC bit 56: hardware exceptions may be injected with or without an error code.
-[[nodiscard]] constexpr bool any_exception_error_code(const E& e) noexcept { return (e.caps.basic >> 56) & 1u; }
-[[nodiscard]] constexpr bool injection_requires_error_code(const S& s, const E& e) noexcept {
-  const auto i = s.entry_interruption_info;
-  return injection_in_protected_mode(s) && intr_type(i) == intr_type_hw_exception && !any_exception_error_code(e) &&
-         pushes_error_code(intr_vector(i), e);
-}
-[[nodiscard]] constexpr bool injection_forbids_error_code(const S& s, const E& e) noexcept {
-  const auto i = s.entry_interruption_info;
-  if (!injection_in_protected_mode(s) || intr_type(i) != intr_type_hw_exception) return true;
-  return !any_exception_error_code(e) && !pushes_error_code(intr_vector(i), e);
+/// What the injection rules (event_injection.hpp, injection_rules) need from the processor
+/// and the guest: CR0.PE from the guest-state area (or, with the older wording, "unrestricted
+/// guest" = 0 as well), MTF support, IA32_VMX_MISC[30], IA32_VMX_BASIC[56].
+[[nodiscard]] constexpr injection_environment injection_env_of(const S& s, const E& e) noexcept {
+  injection_environment env;
+  env.protected_mode = s.guest_cr0.test(x86::cr0::pe) || (e.error_code_older_wording && !s.unrestricted_guest());
+  env.mtf_supported = (e.caps.primary_caps().may_be_one & p1::monitor_trap_flag.raw()) != 0;
+  env.zero_length_allowed = (e.caps.misc >> 30) & 1u;
+  env.any_error_code = (e.caps.basic >> 56) & 1u;
+  return env;
 }
 
 /// The rules of SDM 27.2.1, in the order the SDM lists them.
@@ -255,62 +249,50 @@ inline constexpr std::array control_rules{
     vm_entry_rule{{"entry_controls_reserved", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
       return violates(s.entry.raw(), e.caps.entry_caps()) ? entry_fail(f::vm_entry_controls, s.entry.raw()) : entry_pass();
     }},
-    // Event injection (valid bit set): type 1 is reserved; type 7 (other event) only if
-    // the monitor trap flag is supported (allowed-1 of primary control bit 27).
+    // Event injection (valid bit set), one rule per predicate of injection_rules
+    // (event_injection.hpp), which check_injection_fields runs too. Type 1 is reserved;
+    // type 7 (other event) only if the monitor trap flag is supported.
     vm_entry_rule{{"injection_type_reserved", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      if (!intr_valid(i)) return entry_pass();
-      const bool mtf = e.caps.primary_caps().may_be_one & p1::monitor_trap_flag.raw();
-      return intr_type(i) == 1 || (intr_type(i) == intr_type_other && !mtf) ? entry_fail(f::vm_entry_interruption_info, i)
-                                                                            : entry_pass();
+      const auto i = injection_of(s);
+      return injection_rules::reserved_type(i) || injection_rules::mtf_unsupported(i, injection_env_of(s, e))
+                 ? entry_fail(f::vm_entry_interruption_info, s.entry_interruption_info)
+                 : entry_pass();
     }},
     // NMI: vector 2; hardware exception: vector at most 31; other event: vector 0.
     vm_entry_rule{{"injection_vector", sec_entry, ctl}, [](const S& s, const E&) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      if (!intr_valid(i)) return entry_pass();
-      const unsigned t = intr_type(i), v = intr_vector(i);
-      const bool bad = (t == intr_type_nmi && v != 2) || (t == intr_type_hw_exception && v > 31) ||
-                       (t == intr_type_other && v != 0);
-      return bad ? entry_fail(f::vm_entry_interruption_info, i) : entry_pass();
+      return injection_rules::vector_error(injection_of(s)) != injection_error::none
+                 ? entry_fail(f::vm_entry_interruption_info, s.entry_interruption_info)
+                 : entry_pass();
     }},
-    // Deliver-error-code (bit 11): 1 for a hardware exception that pushes an error code
-    // (8, 10-14, 17; 21 with CET) delivered in protected mode (unrestricted guest with CR0.PE
-    // = 0 is real mode: no error code); 0 for every other event. With IA32_VMX_BASIC bit 56
-    // (SDM A.1) a hardware exception may be delivered with or without an error code,
-    // whatever its vector.
+    // Deliver-error-code (bit 11), the current SDM text: 1 for #DF, #TS, #NP, #SS, #GP, #PF,
+    // #AC injected as hardware exceptions with guest CR0.PE = 1 and IA32_VMX_BASIC[56] = 0;
+    // 0 for every other event, with CR0.PE = 0, and (BASIC[56] = 0) for the other vectors,
+    // #CP included (injection_rules::error_code_missing / error_code_unexpected).
     vm_entry_rule{{"injection_error_code_missing", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      if (!intr_valid(i) || intr_deliver_error_code(i)) return entry_pass();
-      return injection_requires_error_code(s, e) ? entry_fail(f::vm_entry_interruption_info, i, f::guest_cr0, s.guest_cr0.raw())
-                                                 : entry_pass();
+      return injection_rules::error_code_missing(injection_of(s), injection_env_of(s, e))
+                 ? entry_fail(f::vm_entry_interruption_info, s.entry_interruption_info, f::guest_cr0, s.guest_cr0.raw())
+                 : entry_pass();
     }},
     vm_entry_rule{{"injection_error_code_unexpected", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      if (!intr_valid(i) || !intr_deliver_error_code(i)) return entry_pass();
-      return injection_forbids_error_code(s, e) ? entry_fail(f::vm_entry_interruption_info, i, f::guest_cr0, s.guest_cr0.raw())
-                                                : entry_pass();
+      return injection_rules::error_code_unexpected(injection_of(s), injection_env_of(s, e))
+                 ? entry_fail(f::vm_entry_interruption_info, s.entry_interruption_info, f::guest_cr0, s.guest_cr0.raw())
+                 : entry_pass();
     }},
     vm_entry_rule{{"injection_info_reserved", sec_entry, ctl}, [](const S& s, const E&) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      return intr_valid(i) && (i & 0x7fff'f000u) != 0 ? entry_fail(f::vm_entry_interruption_info, i) : entry_pass();
+      return injection_rules::reserved_bits(injection_of(s)) ? entry_fail(f::vm_entry_interruption_info, s.entry_interruption_info)
+                                                             : entry_pass();
     }},
     vm_entry_rule{{"injection_error_code_reserved", sec_entry, ctl}, [](const S& s, const E&) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      return intr_valid(i) && intr_deliver_error_code(i) && (s.entry_exception_error_code >> 16) != 0
+      return injection_rules::error_code_reserved(injection_of(s))
                  ? entry_fail(f::vm_entry_exception_error_code, s.entry_exception_error_code)
                  : entry_pass();
     }},
     // Software interrupts and exceptions: instruction length 1-15 (0 allowed if
     // IA32_VMX_MISC bit 30).
     vm_entry_rule{{"injection_instruction_length", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      if (!intr_valid(i)) return entry_pass();
-      const unsigned t = intr_type(i);
-      if (t != intr_type_sw_interrupt && t != intr_type_privileged_sw_exception && t != intr_type_sw_exception)
-        return entry_pass();
-      const bool zero_ok = (e.caps.misc >> 30) & 1u;
-      const auto n = s.entry_instruction_length;
-      return n > 15 || (n == 0 && !zero_ok) ? entry_fail(f::vm_entry_instruction_length, n) : entry_pass();
+      return injection_rules::instruction_length_invalid(injection_of(s), injection_env_of(s, e))
+                 ? entry_fail(f::vm_entry_instruction_length, s.entry_instruction_length)
+                 : entry_pass();
     }},
     vm_entry_rule{{"entry_msr_load_area", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
       return bad_msr_area(s.entry_msr_load_address, s.entry_msr_load_count, e)
@@ -319,8 +301,8 @@ inline constexpr std::array control_rules{
                  : entry_pass();
     }},
     // Outside SMM, "entry to SMM" and "deactivate dual-monitor treatment" are 0.
-    vm_entry_rule{{"smm_controls_outside_smm", sec_entry, ctl}, [](const S& s, const E&) noexcept -> H {
-      return s.entry.any(entry_controls::entry_to_smm | entry_controls::deactivate_dual_monitor)
+    vm_entry_rule{{"smm_controls_outside_smm", sec_entry, ctl}, [](const S& s, const E& e) noexcept -> H {
+      return !e.in_smm && s.entry.any(entry_controls::entry_to_smm | entry_controls::deactivate_dual_monitor)
                  ? entry_fail(f::vm_entry_controls, s.entry.raw())
                  : entry_pass();
     }},

@@ -10,6 +10,8 @@
 #include <array>
 #include <cstdint>
 
+#include "interruptibility.hpp"
+#include "vm_entry_controls_checks.hpp"
 #include "vm_entry_rule.hpp"
 #include "../paging/reserved.hpp"
 
@@ -44,6 +46,17 @@ inline constexpr unsigned data_only[4] = {ds, es, fs, gs};
   return entry_fail_raw(seg_ar_field[i], s.seg[i].access_rights);
 }
 [[nodiscard]] constexpr std::uint16_t rpl(std::uint16_t sel) noexcept { return sel & 3u; }
+/// The snapshot's fields for the entry_state_rules of interruptibility.hpp.
+[[nodiscard]] constexpr interruptibility_state interruptibility_of(const S& s) noexcept {
+  return interruptibility_state{s.interruptibility};
+}
+[[nodiscard]] constexpr activity_state activity_of(const S& s) noexcept {
+  return static_cast<activity_state>(s.activity_state);
+}
+[[nodiscard]] constexpr H interruptibility_hit(const S& s) noexcept {
+  return entry_fail(f::guest_interruptibility_state, s.interruptibility, f::vm_entry_interruption_info,
+                    s.entry_interruption_info);
+}
 
 /// The guest CR0 bits that must be 1: FIXED0, less PE and PG with unrestricted guest.
 [[nodiscard]] constexpr bool guest_cr0_bad(const S& s, const E& e) noexcept {
@@ -322,7 +335,7 @@ inline constexpr std::array guest_rules{
                  : entry_pass();
     }},
     vm_entry_rule{{"guest_rflags_if_clear_for_external_interrupt", sec_guest_rip, guest}, [](const S& s, const E&) noexcept -> H {
-      return injecting(s, intr_type_external) && !s.guest_rflags.test(x86::rflags::if_)
+      return entry_state_rules::interrupt_with_if_clear(injection_of(s), s.guest_rflags)
                  ? entry_fail(f::guest_rflags, s.guest_rflags.raw(), f::vm_entry_interruption_info, s.entry_interruption_info)
                  : entry_pass();
     }},
@@ -331,7 +344,8 @@ inline constexpr std::array guest_rules{
     // Activity state: 0-3 and supported (IA32_VMX_MISC bits 8:6 for HLT, shutdown, wait-for-SIPI).
     vm_entry_rule{{"guest_activity_state_unsupported", sec_guest_nonreg, guest}, [](const S& s, const E& e) noexcept -> H {
       const auto a = s.activity_state;
-      const bool bad = a > 3 || (a != 0 && ((e.caps.misc >> (5 + a)) & 1u) == 0);
+      const bool bad = entry_state_rules::reserved_activity_state(activity_of(s)) ||
+                       (a != 0 && ((e.caps.misc >> (5 + a)) & 1u) == 0);
       return bad ? entry_fail(f::guest_activity_state, a) : entry_pass();
     }},
     vm_entry_rule{{"guest_hlt_with_ss_dpl_nonzero", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
@@ -340,80 +354,72 @@ inline constexpr std::array guest_rules{
                  : entry_pass();
     }},
     vm_entry_rule{{"guest_inactive_with_sti_or_mov_ss_blocking", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      return s.activity_state != activity_active && (s.interruptibility & (blocking_by_sti | blocking_by_mov_ss))
+      return entry_state_rules::shadow_while_inactive(activity_of(s), interruptibility_of(s))
                  ? entry_fail(f::guest_activity_state, s.activity_state, f::guest_interruptibility_state, s.interruptibility)
                  : entry_pass();
     }},
     // An injected event must be one the activity state does not block: HLT accepts external
     // interrupts, NMIs, #DB, #MC and the pending MTF (other event 0); shutdown accepts NMIs
-    // and #MC; wait-for-SIPI accepts nothing.
+    // and #MC; wait-for-SIPI accepts nothing (entry_state_rules::event_blocked_by_activity).
     vm_entry_rule{{"guest_activity_blocks_injected_event", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      const auto i = s.entry_interruption_info;
-      if (!intr_valid(i) || s.activity_state == activity_active || s.activity_state > 3) return entry_pass();
-      const unsigned t = intr_type(i), v = intr_vector(i);
-      bool ok = false;
-      if (s.activity_state == activity_hlt)
-        ok = t == intr_type_external || t == intr_type_nmi || (t == intr_type_hw_exception && (v == 1 || v == 18)) ||
-             (t == intr_type_other && v == 0);
-      else if (s.activity_state == activity_shutdown)
-        ok = t == intr_type_nmi || (t == intr_type_hw_exception && v == 18);
-      return ok ? entry_pass() : entry_fail(f::guest_activity_state, s.activity_state, f::vm_entry_interruption_info, i);
+      return entry_state_rules::event_blocked_by_activity(injection_of(s), activity_of(s))
+                 ? entry_fail(f::guest_activity_state, s.activity_state, f::vm_entry_interruption_info,
+                              s.entry_interruption_info)
+                 : entry_pass();
     }},
-    // Interruptibility state: bits 31:5 reserved; STI and MOV-SS blocking not both; STI
-    // blocking needs RFLAGS.IF = 1; neither with an injected external interrupt; no MOV-SS
-    // blocking with an injected NMI; no SMI blocking outside SMM; no NMI blocking with an
+    // Interruptibility state (entry_state_rules of interruptibility.hpp, which
+    // check_entry_state runs too): bits 31:5 reserved (4 too without SGX); STI and MOV-SS
+    // blocking not both; STI blocking needs RFLAGS.IF = 1; neither with an injected external
+    // interrupt; no MOV-SS blocking with an injected NMI; no STI blocking with an injected
+    // NMI on processors that require it; no SMI blocking outside SMM; no NMI blocking with an
     // injected NMI under virtual NMIs; enclave interruption without MOV-SS blocking.
     vm_entry_rule{{"guest_interruptibility_reserved", sec_guest_nonreg, guest}, [](const S& s, const E& e) noexcept -> H {
-      const std::uint32_t reserved = e.sgx ? ~0x1fu : ~0xfu;  // bit 4 only with SGX
-      return (s.interruptibility & reserved) != 0 ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
-                                                  : entry_pass();
+      return entry_state_rules::reserved_interruptibility(interruptibility_of(s), e.sgx)
+                 ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
+                 : entry_pass();
     }},
     vm_entry_rule{{"guest_sti_and_mov_ss_blocking", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      return (s.interruptibility & 3u) == 3u ? entry_fail(f::guest_interruptibility_state, s.interruptibility) : entry_pass();
+      return entry_state_rules::sti_and_mov_ss(interruptibility_of(s)) ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
+                                                                       : entry_pass();
     }},
     vm_entry_rule{{"guest_sti_blocking_with_if_clear", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      return (s.interruptibility & blocking_by_sti) && !s.guest_rflags.test(x86::rflags::if_)
+      return entry_state_rules::sti_with_if_clear(interruptibility_of(s), s.guest_rflags)
                  ? entry_fail(f::guest_interruptibility_state, s.interruptibility, f::guest_rflags, s.guest_rflags.raw())
                  : entry_pass();
     }},
     vm_entry_rule{{"guest_blocking_with_external_interrupt_injection", sec_guest_nonreg, guest},
                   [](const S& s, const E&) noexcept -> H {
-                    return injecting(s, intr_type_external) && (s.interruptibility & 3u)
-                               ? entry_fail(f::guest_interruptibility_state, s.interruptibility,
-                                            f::vm_entry_interruption_info, s.entry_interruption_info)
+                    return entry_state_rules::interrupt_under_shadow(injection_of(s), interruptibility_of(s))
+                               ? interruptibility_hit(s)
                                : entry_pass();
                   }},
     vm_entry_rule{{"guest_mov_ss_blocking_with_nmi_injection", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      return injecting(s, intr_type_nmi) && (s.interruptibility & blocking_by_mov_ss)
-                 ? entry_fail(f::guest_interruptibility_state, s.interruptibility, f::vm_entry_interruption_info,
-                              s.entry_interruption_info)
-                 : entry_pass();
+      return entry_state_rules::nmi_under_mov_ss(injection_of(s), interruptibility_of(s)) ? interruptibility_hit(s)
+                                                                                          : entry_pass();
     }},
-    // NMI injection with blocking by STI: exit qualification 3 (SDM 28.2.1, exit-qualification
-    // values; the SDM leaves it to the processor whether this entry fails, hvkit follows processors that
-    // fail it).
+    // NMI injection with blocking by STI, on a processor that refuses it
+    // (vm_entry_env::nmi_refused_under_sti): exit qualification 3 (SDM 28.2.1).
     vm_entry_rule{{"guest_sti_blocking_with_nmi_injection", sec_guest_nonreg, guest, Q::nmi_injection_blocked_by_sti},
-                  [](const S& s, const E&) noexcept -> H {
-                    return injecting(s, intr_type_nmi) && (s.interruptibility & blocking_by_sti)
-                               ? entry_fail(f::guest_interruptibility_state, s.interruptibility,
-                                            f::vm_entry_interruption_info, s.entry_interruption_info)
+                  [](const S& s, const E& e) noexcept -> H {
+                    return entry_state_rules::nmi_under_sti(injection_of(s), interruptibility_of(s), e.nmi_refused_under_sti)
+                               ? interruptibility_hit(s)
                                : entry_pass();
                   }},
-    vm_entry_rule{{"guest_smi_blocking_outside_smm", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      return (s.interruptibility & blocking_by_smi) ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
-                                                    : entry_pass();
+    vm_entry_rule{{"guest_smi_blocking_outside_smm", sec_guest_nonreg, guest}, [](const S& s, const E& e) noexcept -> H {
+      return entry_state_rules::smi_blocking_outside_smm(interruptibility_of(s), e.in_smm)
+                 ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
+                 : entry_pass();
     }},
     vm_entry_rule{{"guest_nmi_blocking_with_virtual_nmi_injection", sec_guest_nonreg, guest},
                   [](const S& s, const E&) noexcept -> H {
-                    return s.pin.test(pin_based::virtual_nmis) && injecting(s, intr_type_nmi) &&
-                                   (s.interruptibility & blocking_by_nmi)
-                               ? entry_fail(f::guest_interruptibility_state, s.interruptibility,
-                                            f::vm_entry_interruption_info, s.entry_interruption_info)
+                    return entry_state_rules::nmi_under_virtual_nmi_blocking(injection_of(s), interruptibility_of(s),
+                                                                             s.pin.test(pin_based::virtual_nmis))
+                               ? interruptibility_hit(s)
                                : entry_pass();
                   }},
     vm_entry_rule{{"guest_enclave_interruption_with_mov_ss_blocking", sec_guest_nonreg, guest},
                   [](const S& s, const E&) noexcept -> H {
-                    return (s.interruptibility & enclave_interruption) && (s.interruptibility & blocking_by_mov_ss)
+                    return entry_state_rules::enclave_with_mov_ss(interruptibility_of(s))
                                ? entry_fail(f::guest_interruptibility_state, s.interruptibility)
                                : entry_pass();
                   }},
@@ -427,18 +433,21 @@ inline constexpr std::array guest_rules{
     // ... and with STI/MOV-SS blocking or HLT, BS (bit 14) is set exactly when RFLAGS.TF = 1
     // and IA32_DEBUGCTL.BTF = 0.
     vm_entry_rule{{"guest_pending_debug_bs_mismatch", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
-      if (!((s.interruptibility & 3u) || s.activity_state == activity_hlt)) return entry_pass();
+      if (!(interruptibility_of(s).any(interruptibility_state::shadow) || s.activity_state == activity_hlt)) return entry_pass();
       const bool bs = (s.pending_debug_exceptions >> 14) & 1u;
       const bool want = s.guest_rflags.test(x86::rflags::tf) && !(s.guest_debugctl & 2u);
       return bs != want ? entry_fail(f::guest_pending_debug_exceptions, s.pending_debug_exceptions, f::guest_rflags,
                                      s.guest_rflags.raw())
                         : entry_pass();
     }},
-    // RTM (bit 16): then bits 11:0 and 14 are 0, bit 12 is 1, and no STI/MOV-SS blocking.
+    // RTM (bit 16), SDM 27.3.1.5: "The following checks are performed if bit 16 (RTM) is 1:
+    // Bits 11:0, bits 15:13, and bits 63:17 ... must be 0; bit 12 must be 1. ... The
+    // interruptibility-state field must not indicate blocking by MOV SS (bit 1 in that field
+    // must be 0)." Blocking by STI is allowed (bits 15:13 and 63:17 are the reserved rule's).
     vm_entry_rule{{"guest_pending_debug_rtm_invalid", sec_guest_nonreg, guest}, [](const S& s, const E&) noexcept -> H {
       const auto p = s.pending_debug_exceptions;
       if (!((p >> 16) & 1u)) return entry_pass();
-      const bool bad = (p & 0x4fffu) != 0 || ((p >> 12) & 1u) == 0 || (s.interruptibility & 3u);
+      const bool bad = (p & 0x4fffu) != 0 || ((p >> 12) & 1u) == 0 || interruptibility_of(s).test(interruptibility_state::blocking_by_mov_ss);
       return bad ? entry_fail(f::guest_pending_debug_exceptions, p) : entry_pass();
     }},
     // The VMCS link pointer (exit qualification 4): all ones, or 4-KByte aligned within

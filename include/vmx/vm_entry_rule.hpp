@@ -205,24 +205,11 @@ inline constexpr std::uint64_t efer_defined_intel = (x86::efer::sce | x86::efer:
   return false;
 }
 
-// VM-entry interruption-information field (SDM 25.8.3, Table 25-17).
-[[nodiscard]] constexpr bool intr_valid(std::uint32_t i) noexcept { return (i >> 31) & 1u; }
-[[nodiscard]] constexpr unsigned intr_vector(std::uint32_t i) noexcept { return i & 0xffu; }
-[[nodiscard]] constexpr unsigned intr_type(std::uint32_t i) noexcept { return (i >> 8) & 7u; }
-[[nodiscard]] constexpr bool intr_deliver_error_code(std::uint32_t i) noexcept { return (i >> 11) & 1u; }
-inline constexpr unsigned intr_type_external = 0, intr_type_nmi = 2, intr_type_hw_exception = 3,
-                          intr_type_sw_interrupt = 4, intr_type_privileged_sw_exception = 5,
-                          intr_type_sw_exception = 6, intr_type_other = 7;
-/// An injected external interrupt / NMI (valid bit set).
-[[nodiscard]] constexpr bool injecting(const vm_entry_state& s, unsigned type) noexcept {
-  return intr_valid(s.entry_interruption_info) && intr_type(s.entry_interruption_info) == type;
-}
-
-// Interruptibility state (SDM 25.4.2, Table 25-3).
-inline constexpr std::uint32_t blocking_by_sti = 1u << 0, blocking_by_mov_ss = 1u << 1, blocking_by_smi = 1u << 2,
-                               blocking_by_nmi = 1u << 3, enclave_interruption = 1u << 4;
+// The injection and interruptibility rules themselves are event_injection.hpp's
+// injection_rules and interruptibility.hpp's entry_state_rules (one copy, also behind
+// check_injection_fields and check_entry_state).
 // Activity states (SDM 25.4.2).
-inline constexpr std::uint32_t activity_active = 0, activity_hlt = 1, activity_shutdown = 2, activity_wait_for_sipi = 3;
+inline constexpr std::uint32_t activity_hlt = 1;
 }  // namespace entry_rules
 
 }  // namespace hvkit::vmx

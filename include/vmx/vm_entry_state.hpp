@@ -42,6 +42,22 @@ struct vm_entry_env {
   /// The processor supports RTM (CPUID.(7,0):EBX[11]): pending-debug-exceptions bit 16
   /// may be 1 (SDM 27.3.1.5); without it the bit is reserved.
   bool rtm = false;
+  /// VMLAUNCH/VMRESUME executed in SMM (under the dual-monitor treatment): blocking by SMI
+  /// may be 1, and so may "entry to SMM" and "deactivate dual-monitor treatment" (SDM
+  /// 27.2.1.3, 27.3.1.5). The SMM-only checks themselves are not modelled.
+  bool in_smm = false;
+  /// Whether this processor refuses to inject an NMI under blocking by STI (SDM 27.3.1.5:
+  /// "A processor may require bit 0 (blocking by STI) to be 0 if ... the interruption type
+  /// ... has value 2, indicating NMI. Other processors may not make this requirement.").
+  /// Default: it does (the VM entry then fails with exit qualification 3, SDM 28.2.1), as
+  /// Bochs and the processors the differential ran on do; the same property as
+  /// entry_state_environment::nmi_refused_under_sti.
+  bool nmi_refused_under_sti = true;
+  /// Follow the older SDM wording of the deliver-error-code rule (SDM 27.2.1.3 in editions up
+  /// to about 2016: the guest counts as in protected mode if "the 'unrestricted guest'
+  /// VM-execution control is 0" or CR0.PE = 1). Default: the current text, CR0.PE alone
+  /// (docs/vmx.md, "Which SDM text").
+  bool error_code_older_wording = false;
   /// Optional: would WRMSR(index, value) fault? Decides the last MSR-load rule (SDM 27.4);
   /// without it that rule is not checked.
   bool (*msr_write_faults)(std::uint32_t index, std::uint64_t value) = nullptr;

@@ -47,11 +47,12 @@ struct event {
 
   friend constexpr bool operator==(const event&, const event&) noexcept = default;
 
-  /// A hardware exception; the error code is delivered exactly when the vector pushes one
-  /// (x86::has_error_code: Table 6-1 and APM 8.2) and the guest is in protected mode
-  /// (exceptions in real mode push none).
-  [[nodiscard]] static constexpr event exception(::hvkit::x86::vector v, std::uint32_t error_code = 0, bool protected_mode = true) noexcept {
-    const bool ec = protected_mode && ::hvkit::x86::has_error_code(v);
+  /// A hardware exception on a processor of vendor `cpu`; the error code is delivered exactly
+  /// when the vector pushes one there (x86::has_error_code: SDM Table 6-1, APM Table 8-1)
+  /// and the guest is in protected mode (exceptions in real mode push none).
+  [[nodiscard]] static constexpr event exception(::hvkit::x86::vector v, std::uint32_t error_code, vendor cpu,
+                                                 bool protected_mode = true) noexcept {
+    const bool ec = protected_mode && ::hvkit::x86::has_error_code(v, cpu);
     return {event_kind::hardware_exception, static_cast<std::uint8_t>(v), ec, ec ? error_code : 0, 0};
   }
   [[nodiscard]] static constexpr event nmi() noexcept { return {event_kind::nmi, 2, false, 0, 0}; }
@@ -87,14 +88,15 @@ struct queued {
 /// the processor's merge (SDM 6.15 Tables 6-4/6-5; APM 8.2.9 "Double-Fault Exception").
 /// Only a pending hardware exception is classed by its vector; interrupts, NMIs and
 /// instruction events are benign.
-[[nodiscard]] constexpr queued queue_exception(const event* pending, exception_event second,
+[[nodiscard]] constexpr queued queue_exception(const event* pending, exception_event second, vendor cpu,
                                                bool protected_mode = true) noexcept {
-  if (pending == nullptr) return {merge_verdict::deliver_second, event::exception(second.v, second.error_code, protected_mode)};
+  if (pending == nullptr)
+    return {merge_verdict::deliver_second, event::exception(second.v, second.error_code, cpu, protected_mode)};
   const bool exc = pending->kind == event_kind::hardware_exception;
   const auto m = merge_exception(exc ? first_event::exception : first_event::interrupt,
                                  static_cast<vector>(pending->vector), second);
   if (m.verdict == merge_verdict::shutdown) return {m.verdict, {}};
-  return {m.verdict, event::exception(m.event.v, m.event.error_code, protected_mode)};
+  return {m.verdict, event::exception(m.event.v, m.event.error_code, cpu, protected_mode)};
 }
 
 }  // namespace hvkit::x86

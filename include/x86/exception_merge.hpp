@@ -18,11 +18,11 @@
 
 namespace hvkit::x86 {
 
-/// An exception with its error code (meaningful only if has_error_code(vector)).
+/// An exception with its error code (meaningful only if has_error_code(vector, vendor)).
 struct exception_event {
   vector v = vector::de;
   std::uint32_t error_code = 0;
-  [[nodiscard]] constexpr bool pushes_error_code() const noexcept { return has_error_code(v); }
+  [[nodiscard]] constexpr bool pushes_error_code(vendor cpu) const noexcept { return has_error_code(v, cpu); }
   friend constexpr bool operator==(const exception_event&, const exception_event&) noexcept = default;
 };
 

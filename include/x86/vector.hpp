@@ -34,8 +34,16 @@ enum class vector : std::uint8_t {
   sx = 30,  ///< AMD security exception
 };
 
-/// True if delivering the exception pushes an error code (SDM Table 6-1; AMD APM 8.2).
-[[nodiscard]] constexpr bool has_error_code(vector v) noexcept {
+/// Whose exception table applies: the vectors above 21 differ. Intel reserves 22-31 (SDM
+/// Table 6-1: "Intel reserved. Do not use."); AMD defines #HV (28), #VC (29, with an error
+/// code) and #SX (30, with an error code) (APM Vol. 2, 8.2, Table 8-1). The VMX layer asks
+/// for Intel's, the SVM layer for AMD's.
+enum class vendor : std::uint8_t { intel, amd };
+
+/// True if delivering the exception pushes an error code on a processor of vendor `cpu`
+/// (SDM Table 6-1: #DF, #TS, #NP, #SS, #GP, #PF, #AC, #CP; APM Table 8-1: the same, plus #VC
+/// and #SX). A vector the vendor reserves pushes none.
+[[nodiscard]] constexpr bool has_error_code(vector v, vendor cpu) noexcept {
   switch (v) {
     case vector::df:
     case vector::ts:
@@ -44,9 +52,9 @@ enum class vector : std::uint8_t {
     case vector::gp:
     case vector::pf:
     case vector::ac:
-    case vector::cp:
+    case vector::cp: return true;
     case vector::vc:
-    case vector::sx: return true;
+    case vector::sx: return cpu == vendor::amd;
     default: return false;
   }
 }

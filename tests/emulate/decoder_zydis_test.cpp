@@ -102,6 +102,12 @@ ZydisMnemonic expected_mnemonic(const instruction& in) {
     case mnemonic::hlt: return ZYDIS_MNEMONIC_HLT;
     case mnemonic::invd: return ZYDIS_MNEMONIC_INVD;
     case mnemonic::wbinvd: return ZYDIS_MNEMONIC_WBINVD;
+    case mnemonic::vmcall: return ZYDIS_MNEMONIC_VMCALL;
+    case mnemonic::vmmcall: return ZYDIS_MNEMONIC_VMMCALL;
+    case mnemonic::int3: return ZYDIS_MNEMONIC_INT3;
+    case mnemonic::int_n: return ZYDIS_MNEMONIC_INT;
+    case mnemonic::into: return ZYDIS_MNEMONIC_INTO;
+    case mnemonic::int1: return ZYDIS_MNEMONIC_INT1;
     case mnemonic::invalid: break;
   }
   return ZYDIS_MNEMONIC_INVALID;
@@ -127,6 +133,8 @@ bool in_subset(ZydisMnemonic m) {
     case ZYDIS_MNEMONIC_LLDT: case ZYDIS_MNEMONIC_LTR: case ZYDIS_MNEMONIC_VERR: case ZYDIS_MNEMONIC_VERW:
     case ZYDIS_MNEMONIC_SGDT: case ZYDIS_MNEMONIC_SIDT: case ZYDIS_MNEMONIC_LGDT: case ZYDIS_MNEMONIC_LIDT:
     case ZYDIS_MNEMONIC_SMSW: case ZYDIS_MNEMONIC_LMSW: case ZYDIS_MNEMONIC_INVLPG: case ZYDIS_MNEMONIC_CLTS:
+    case ZYDIS_MNEMONIC_VMCALL: case ZYDIS_MNEMONIC_VMMCALL: case ZYDIS_MNEMONIC_INT3: case ZYDIS_MNEMONIC_INT:
+    case ZYDIS_MNEMONIC_INTO: case ZYDIS_MNEMONIC_INT1:
     case ZYDIS_MNEMONIC_CPUID: case ZYDIS_MNEMONIC_RDMSR: case ZYDIS_MNEMONIC_WRMSR: case ZYDIS_MNEMONIC_HLT:
     case ZYDIS_MNEMONIC_INVD: case ZYDIS_MNEMONIC_WBINVD: return true;
     default: return false;

@@ -38,6 +38,7 @@ struct fixture {
     v.store(vmx::fields::cr4_guest_host_mask, std::uint64_t{0x2000});  // the guest does not see VMXE
     v.store(vmx::fields::guest_cr3, std::uint64_t{0x9000});
     v.store(vmx::fields::guest_ia32_efer, std::uint64_t{0xd01});
+    v.store(vmx::fields::vm_entry_controls, std::uint32_t{1u << 9});  // IA-32e mode guest (= EFER.LMA)
     regs.write(x86::gpr::rax, 0x11);
     regs.write(x86::gpr::r15, 0xff);
   }
@@ -63,6 +64,18 @@ TEST(vmcs_context, read) {
   EXPECT_EQ(c->cr3.raw(), 0x9000u);
   EXPECT_EQ(c->maxphyaddr, 40u);
   EXPECT_EQ(c->cr4_allowed.raw(), 0x6fu);
+}
+
+// Issue 23.8: EFER.LMA comes from the "IA-32e mode guest" control, as in vmx::skip_instruction
+// (vmx/guest_mode.hpp): a stale LMA=1 in the guest IA32_EFER field does not make 64-bit mode.
+TEST(vmcs_context, lma_from_the_ia32e_mode_guest_control) {
+  fixture f;
+  f.v.store(vmx::fields::vm_entry_controls, std::uint32_t{0});
+  const auto c = em::read_emulation_context(f.v, f.regs, {x86::cr4{0x6f}, 40, false});
+  ASSERT_TRUE(c);
+  EXPECT_FALSE(c->efer.test(x86::efer::lma));
+  EXPECT_NE(c->mode(), em::cpu_mode::long64);
+  EXPECT_EQ(vmx::guest_in_64bit_mode(f.v).value(), c->mode() == em::cpu_mode::long64);
 }
 
 TEST(vmcs_context, done_writes_back_what_changed) {

@@ -212,6 +212,12 @@ TEST(HostedNames, Emulate) {
       {emulate::mnemonic::clts, "clts"}, {emulate::mnemonic::cpuid, "cpuid"}, {emulate::mnemonic::rdmsr, "rdmsr"},
       {emulate::mnemonic::wrmsr, "wrmsr"}, {emulate::mnemonic::hlt, "hlt"}, {emulate::mnemonic::invd, "invd"},
       {emulate::mnemonic::wbinvd, "wbinvd"},
+      {emulate::mnemonic::vmcall, "vmcall"},
+      {emulate::mnemonic::vmmcall, "vmmcall"},
+      {emulate::mnemonic::int3, "int3"},
+      {emulate::mnemonic::int_n, "int"},
+      {emulate::mnemonic::into, "into"},
+      {emulate::mnemonic::int1, "int1"},
   });
   check_names<emulate::decode_error>("decode_error", 256, {
       {emulate::decode_error::truncated, "truncated"}, {emulate::decode_error::too_long, "too_long"},

@@ -98,10 +98,10 @@ TEST(ExitInfo, NestedPageFault) {
 
 TEST(EventInjection, GoldenEncodings) {
   // Figure 15-3: vector 7:0, TYPE 10:8, EV 11, V 31, ERRORCODE 63:32.
-  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::gp, 0x18)).eventinj.raw(), 0x0000'0018'8000'0b0dull);
-  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::pf, 0x2)).eventinj.raw(), 0x0000'0002'8000'0b0eull);
-  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::ud)).eventinj.raw(), 0x8000'0306ull);
-  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::gp, 0x18, false)).eventinj.raw(), 0x8000'030dull);
+  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::gp, 0x18, x86::vendor::amd)).eventinj.raw(), 0x0000'0018'8000'0b0dull);
+  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::pf, 0x2, x86::vendor::amd)).eventinj.raw(), 0x0000'0002'8000'0b0eull);
+  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::ud, 0, x86::vendor::amd)).eventinj.raw(), 0x8000'0306ull);
+  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::gp, 0x18, x86::vendor::amd, false)).eventinj.raw(), 0x8000'030dull);
   EXPECT_EQ(svm::to_eventinj(x86::event::nmi()).eventinj.raw(), 0x8000'0202ull);
   EXPECT_EQ(svm::to_eventinj(x86::event::external_interrupt(0x20)).eventinj.raw(), 0x8000'0020ull);
   const auto intn = svm::to_eventinj(x86::event::int_n(0x80, 2));
@@ -114,13 +114,13 @@ TEST(EventInjection, GoldenEncodings) {
   EXPECT_EQ(icebp.eventinj.raw(), 0x8000'0301ull);  // TYPE 3: #DB without the DPL check
   EXPECT_EQ(icebp.rip_advance, 1);
   // #DF and AMD's #VC / #SX push an error code.
-  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::df)).eventinj.raw(), 0x8000'0b08ull);
-  EXPECT_TRUE(svm::to_eventinj(x86::event::exception(x86::vector::sx, 1)).eventinj.has_error_code());
+  EXPECT_EQ(svm::to_eventinj(x86::event::exception(x86::vector::df, 0, x86::vendor::amd)).eventinj.raw(), 0x8000'0b08ull);
+  EXPECT_TRUE(svm::to_eventinj(x86::event::exception(x86::vector::sx, 1, x86::vendor::amd)).eventinj.has_error_code());
 }
 
 TEST(EventInjection, ExitIntInfoRoundTrips) {
-  const x86::event evs[] = {x86::event::exception(x86::vector::pf, 0x6), x86::event::nmi(),
-                            x86::event::external_interrupt(0x31), x86::event::exception(x86::vector::de)};
+  const x86::event evs[] = {x86::event::exception(x86::vector::pf, 0x6, x86::vendor::amd), x86::event::nmi(),
+                            x86::event::external_interrupt(0x31), x86::event::exception(x86::vector::de, 0, x86::vendor::amd)};
   for (const auto& e : evs) EXPECT_EQ(svm::to_event(svm::to_eventinj(e).eventinj), e);
   const auto bp = svm::to_event(svm::event_info{0x8000'0303ull});
   EXPECT_EQ(bp.kind, x86::event_kind::software_exception);
@@ -265,10 +265,10 @@ TEST(EventVocabulary, VmxAndSvmAgreeWhereTheArchitectureDoes) {
     std::uint64_t svm_expected;
   };
   const row rows[] = {
-      {x86::event::exception(x86::vector::gp, 0x18), vmx::hardware_exception(x86::vector::gp, 0x18), 0x0000'0018'8000'0b0dull},
-      {x86::event::exception(x86::vector::pf, 2), vmx::hardware_exception(x86::vector::pf, 2), 0x0000'0002'8000'0b0eull},
-      {x86::event::exception(x86::vector::ud), vmx::hardware_exception(x86::vector::ud), 0x8000'0306ull},
-      {x86::event::exception(x86::vector::gp, 5, false), vmx::hardware_exception(x86::vector::gp, 5, false), 0x8000'030dull},
+      {x86::event::exception(x86::vector::gp, 0x18, x86::vendor::amd), vmx::hardware_exception(x86::vector::gp, 0x18), 0x0000'0018'8000'0b0dull},
+      {x86::event::exception(x86::vector::pf, 2, x86::vendor::amd), vmx::hardware_exception(x86::vector::pf, 2), 0x0000'0002'8000'0b0eull},
+      {x86::event::exception(x86::vector::ud, 0, x86::vendor::amd), vmx::hardware_exception(x86::vector::ud), 0x8000'0306ull},
+      {x86::event::exception(x86::vector::gp, 5, x86::vendor::amd, false), vmx::hardware_exception(x86::vector::gp, 5, false), 0x8000'030dull},
       {x86::event::nmi(), vmx::nmi(), 0x8000'0202ull},
       {x86::event::external_interrupt(0x30), vmx::external_interrupt(0x30), 0x8000'0030ull},
       {x86::event::int_n(0x80, 2), vmx::software_interrupt(0x80, 2), 0x8000'0480ull},

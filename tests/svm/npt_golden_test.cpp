@@ -167,9 +167,9 @@ TEST(NptGolden, ExecuteDisableUnderHostNxe) {
   // Host EFER.NXE = 1: a fetch faults with ID; a read passes.
   EXPECT_EQ(npf(s.walk(x86::pfec::fetch)).error.raw(), E_P | E_US | E_ID | E_FINAL);
   EXPECT_TRUE(s.walk({}));
-  // Host EFER.NXE = 0: bit 63 is reserved, any access faults with RSV, and the error code
-  // reports no ID (I/D needs NXE, as for #PF: APM 8.4.2).
-  EXPECT_EQ(npf(s.walk(x86::pfec::fetch, false)).error.raw(), E_P | E_RSV | E_US | E_FINAL);
+  // Host EFER.NXE = 0: bit 63 is reserved, any access faults with RSV; a fetch reports ID
+  // (APM 15.25.6 names no NXE condition; cpu_properties::npf_fetch_id_without_nxe, default).
+  EXPECT_EQ(npf(s.walk(x86::pfec::fetch, false)).error.raw(), E_P | E_RSV | E_US | E_ID | E_FINAL);
   EXPECT_EQ(npf(s.walk({}, false)).error.raw(), E_P | E_RSV | E_US | E_FINAL);
 }
 

@@ -38,6 +38,7 @@ struct host {
   unsigned maxphyaddr = 48;
   bool gbpages = true;   // 1 GiB pages
   bool amd_bit8 = true;  // PML4E/PML5E bit 8 must be zero
+  bool id_without_nxe = false;  // 15.25.6 taken literally: ID for a final fetch whatever NXE
   bool pse36 = true;     // 4 MiB pages take PA bits 39:32 from PDE bits 20:13
 };
 
@@ -85,7 +86,8 @@ inline npt_outcome npt_walk(const memory& mem, const host& h, u64 ncr3, u64 gpa,
   const bool legacy = h.m == host_mode::legacy;
   // 15.25.6: RW and US (always: a user access) as the nested check sees the access; ID as
   // #PF reports it (needs NXE, which only exists with PAE-format entries).
-  const u64 ec_base = (w ? 2u : 0u) | 4u | ((f && h.nxe && !legacy) ? 16u : 0u);
+  // (With id_without_nxe: for every final fetch, the APM's description of bit 4.)
+  const u64 ec_base = (w ? 2u : 0u) | 4u | ((f && ((h.nxe && !legacy) || h.id_without_nxe)) ? 16u : 0u);
   const unsigned top_bit = legacy || h.m == host_mode::pae ? 31 : h.m == host_mode::long4 ? 47 : 56;
   const u64 in = gpa & ((u64{2} << top_bit) - 1);
   unsigned level = legacy ? 2 : h.m == host_mode::pae ? 3 : h.m == host_mode::long4 ? 4 : 5;

@@ -198,6 +198,7 @@ counts run(u64 seed) {
       h.maxphyaddr = maxphy;
       h.gbpages = r.chance(70);
       h.amd_bit8 = r.chance(50);
+      h.id_without_nxe = r.chance(50);
       h.pse36 = r.chance(80);
 
       walk_model::controls c;
@@ -236,7 +237,8 @@ counts run(u64 seed) {
       if (gm == mode::l5) cr4 = cr4 | x86::cr4::la57;
       const auto root = x86::cr3_root(x86::cr3{gcr3}, GuestFormat::mode, maxphy);
       const auto mmu = paging::mmu_context::make(cr0, cr4, efer, root);
-      const paging::cpu_properties props{.maxphyaddr = maxphy, .gbpages = h.gbpages, .amd_nonleaf_bit8 = h.amd_bit8, .pse36 = h.pse36};
+      const paging::cpu_properties props{.maxphyaddr = maxphy, .gbpages = h.gbpages, .amd_nonleaf_bit8 = h.amd_bit8, .pse36 = h.pse36,
+                                         .npf_fetch_id_without_nxe = h.id_without_nxe};
       paging::pdpte_snapshot snap{};
       for (unsigned k = 0; k < 4; ++k) snap.entries[k] = pdpte[k];
       snap.pdpt = x86::gpa{gcr3 & 0xffffffe0u};

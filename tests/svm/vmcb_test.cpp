@@ -201,3 +201,25 @@ TEST(Vmcb, CountsStores) {
 }
 
 }  // namespace
+
+// Issue 23.9 (the SVM side): explicit narrowing of run-time values into VMCB fields. Widths
+// from APM Vol. 2 Appendix B: guest ASID (058h) is 32 bits, the CS selector (410h) 16 bits.
+namespace {
+// A value the compiler cannot fold (a run-time value).
+template <class T>
+T narrow_rt(T v) {
+  volatile T x = v;
+  return x;
+}
+}  // namespace
+
+TEST(vmcb_narrow, narrow_and_truncate) {
+  const auto a = hvkit::svm::narrow(f::guest_asid, narrow_rt(std::uint64_t{0xffff'ffff}));
+  ASSERT_TRUE(a);
+  EXPECT_EQ(*a, 0xffff'ffffu);
+  const auto b = hvkit::svm::narrow(f::guest_asid, narrow_rt(std::uint64_t{0x1'0000'0000}));
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error(), (hvkit::svm::field_overflow{0x058, 32, 0x1'0000'0000}));
+  EXPECT_FALSE(hvkit::svm::narrow(f::guest_asid, narrow_rt(-1)));
+  EXPECT_EQ(hvkit::svm::truncate(f::guest_asid, narrow_rt(std::uint64_t{0x1'2345'6789})), 0x2345'6789u);
+}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Control adjustment against the capability MSRs Bochs 2.7 reports for corei7_skylake_x
-// (/work/shared/design/bochs-and-qemu.md), expected values worked out by hand from SDM A.3-A.5
+// (docs/bochs-and-qemu-facts.md), expected values worked out by hand from SDM A.3-A.5
 // ((requested | allowed-0) & allowed-1), and CR0/CR4 fixed bits (SDM A.7, A.8, 27.3.1.1).
 #include <gtest/gtest.h>
 

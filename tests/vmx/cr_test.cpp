@@ -216,7 +216,7 @@ TEST(vmx_cr_access, clts_and_lmsw_exits) {
 }
 
 TEST(vmx_cr_access, vmcs_values_with_fixed_bits) {
-  // Bochs FIXED0/FIXED1 (bochs-and-qemu.md): CR0 0x80000021/0xffffffff, CR4 0x2000/0x003727ff.
+  // Bochs FIXED0/FIXED1 (docs/bochs-and-qemu-facts.md): CR0 0x80000021/0xffffffff, CR4 0x2000/0x003727ff.
   constexpr vmx::cr_fixed f0{0x8000'0021, 0xffff'ffff}, f4{0x2000, 0x0037'27ff};
   // A real-mode guest value 0x10 under unrestricted guest: only NE forced; the shadow keeps 0x10.
   constexpr auto u = vmx::cr0_values_for(x86::cr0{0x10}, f0, true);

@@ -41,19 +41,24 @@ TEST(event_injection, golden_interruption_information) {
 }
 
 TEST(event_injection, error_code_exactly_for_the_vectors_that_push_one) {
-  // SDM 27.2.1.3: 8, 10, 11, 12, 13, 14, 17 (and 21 with CET).
-  for (unsigned v = 0; v < 32; ++v) {
-    const bool pushes = v == 8 || v == 10 || v == 11 || v == 12 || v == 13 || v == 14 || v == 17 || v == 21;
-    const auto e = vmx::hardware_exception(rt(static_cast<vector>(v)), 0x18);
-    EXPECT_EQ(e.info.has_error_code(), pushes) << v;
-    EXPECT_EQ(e.error_code, pushes ? 0x18u : 0u) << v;
-    // And the VM-entry check agrees (with CET, so that 21 is one of them).
-    EXPECT_EQ(vmx::check_injection_fields(e, {.cet = true}), vmx::injection_error::none) << v;
-    // Flipping the bit is what VM entry refuses.
-    vmx::injected_event flipped = e;
-    flipped.info = vmx::entry_interruption_info{e.info.raw() ^ 0x800u};
-    EXPECT_EQ(vmx::check_injection_fields(flipped, {.cet = true}), vmx::injection_error::error_code_mismatch) << v;
-  }
+  // SDM 27.2.1.3 (current text): with IA32_VMX_BASIC[56] = 0 exactly 8, 10, 11, 12, 13, 14,
+  // 17; with it, the architectural error-code vectors (Table 6-1: the same and #CP, 21).
+  for (bool any : {false, true})
+    for (unsigned v = 0; v < 32; ++v) {
+      const bool pushes =
+          v == 8 || v == 10 || v == 11 || v == 12 || v == 13 || v == 14 || v == 17 || (any && v == 21);
+      const auto e = vmx::hardware_exception(rt(static_cast<vector>(v)), 0x18, true, any);
+      EXPECT_EQ(e.info.has_error_code(), pushes) << v;
+      EXPECT_EQ(e.error_code, pushes ? 0x18u : 0u) << v;
+      // And the VM-entry check agrees.
+      EXPECT_EQ(vmx::check_injection_fields(e, {.any_error_code = any}), vmx::injection_error::none) << v;
+      // Flipping the bit is what VM entry refuses (without BASIC[56]).
+      vmx::injected_event flipped = e;
+      flipped.info = vmx::entry_interruption_info{e.info.raw() ^ 0x800u};
+      EXPECT_EQ(vmx::check_injection_fields(flipped, {.any_error_code = any}),
+                any ? vmx::injection_error::none : vmx::injection_error::error_code_mismatch)
+          << v;
+    }
 }
 
 TEST(event_injection, entry_checks_on_the_fields) {
@@ -71,7 +76,7 @@ TEST(event_injection, entry_checks_on_the_fields) {
   EXPECT_EQ(vmx::check_injection_fields(ev(0x8000'0480u, 16)), E::instruction_length);
   EXPECT_EQ(vmx::check_injection_fields(ev(0x8000'0480u, 15)), E::none);
   EXPECT_EQ(vmx::check_injection_fields(ev(0x0000'0100u)), E::none);  // not valid: not checked
-  // #CP without CET support delivers no error code.
+  // #CP without IA32_VMX_BASIC[56] delivers no error code.
   EXPECT_EQ(vmx::check_injection_fields(ev(0x8000'0315u)), E::none);
   // An error code with bits 31:16 set.
   EXPECT_EQ(vmx::check_injection_fields(vmx::injected_event{ei{0x8000'0b0du}, 0x1'0000u, 0}), E::error_code_reserved);

@@ -68,7 +68,7 @@ TEST(vmx_exit_reason, numbers_match_appendix_c) {
 }
 
 TEST(vmx_exit_reason, field_bits) {
-  // VM-entry failure due to invalid guest state: 0x80000021 (bochs-and-qemu.md).
+  // VM-entry failure due to invalid guest state: 0x80000021 (docs/bochs-and-qemu-facts.md).
   constexpr vmx::exit_reason_field f{0x8000'0021};
   HVKIT_BOTH(f.entry_failure() && f.basic() == er::invalid_guest_state);
   constexpr vmx::exit_reason_field g{0x0c00'001c};  // enclave mode + bus lock, CR access

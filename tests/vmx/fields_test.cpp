@@ -9,6 +9,7 @@
 #include <set>
 #include <type_traits>
 
+#include <hvkit/vmx/backend.hpp>
 #include <hvkit/vmx/fields.hpp>
 
 #include "runtime.hpp"
@@ -204,4 +205,43 @@ TEST(vmx_fields, consteval_pass_detects_bad_rows) {
   HVKIT_BOTH(vmx::first_invalid_field(reserved_bit) == 0);
   HVKIT_BOTH(vmx::first_invalid_field(duplicate) == 2);
   HVKIT_BOTH(vmx::first_invalid_field() == vmx::field_count);
+}
+
+// Issue 23.9: explicit narrowing of run-time values. Widths from encoding bits 14:13 (SDM Vol.
+// 3C 25.11.2): guest CS selector 0x0802 is 16 bits, the exception bitmap 0x4004 32 bits, the
+// HIGH half of the EPT pointer 0x201b 32 bits, guest RIP 0x681e natural (64 bits on x86-64).
+TEST(vmx_fields, narrow_truncate_fits) {
+  namespace vmx = hvkit::vmx;
+  namespace f = vmx::fields;
+  using hvkit::test::rt;
+  // Fits: the value, in the field's type.
+  const auto a = vmx::narrow(f::guest_cs_selector, rt(std::uint64_t{0xffff}));
+  ASSERT_TRUE(a);
+  static_assert(std::is_same_v<std::remove_cvref_t<decltype(*a)>, std::uint16_t>);
+  EXPECT_EQ(*a, 0xffffu);
+  // One bit too many: a typed error naming the field, its width and the value.
+  const auto b = vmx::narrow(f::guest_cs_selector, rt(std::uint64_t{0x1'0000}));
+  ASSERT_FALSE(b);
+  EXPECT_EQ(b.error(), (vmx::field_overflow{0x0802, 0x1'0000}));
+  EXPECT_EQ(b.error().bits(), 16u);
+  // A negative int never fits, even a 64-bit field.
+  const auto c = vmx::narrow(f::exception_bitmap, rt(-1));
+  ASSERT_FALSE(c);
+  EXPECT_EQ(c.error().value, 0xffff'ffff'ffff'ffffu);
+  EXPECT_EQ(c.error().bits(), 32u);
+  EXPECT_FALSE(vmx::narrow(f::guest_rip, rt(-1)));
+  EXPECT_EQ(vmx::narrow(f::exception_bitmap, rt(0x4'0000)).value(), 0x4'0000u);
+  EXPECT_EQ(vmx::narrow(f::guest_rip, rt(std::uint64_t{~0ull})).value(), ~0ull);
+  // HIGH access: 32 bits.
+  EXPECT_FALSE(vmx::narrow(vmx::high_half(f::ept_pointer), rt(std::uint64_t{0x1'0000'0000})));
+  EXPECT_EQ(vmx::narrow(vmx::high_half(f::ept_pointer), rt(std::uint64_t{0xffff'ffff})).value(), 0xffff'ffffu);
+  // truncate: the low bits, as VMWRITE keeps them.
+  EXPECT_EQ(vmx::truncate(f::guest_cs_selector, rt(std::uint64_t{0x12'3456})), 0x3456u);
+  EXPECT_EQ(vmx::truncate(f::exception_bitmap, rt(-1)), 0xffff'ffffu);
+  // fits(encoding, value) for raw writes.
+  EXPECT_TRUE(vmx::fits(0x0802, rt(std::uint64_t{0xffff})));
+  EXPECT_FALSE(vmx::fits(0x0802, rt(std::uint64_t{0x1'0000})));
+  EXPECT_TRUE(vmx::fits(0x201b, rt(std::uint64_t{0xffff'ffff})));
+  EXPECT_FALSE(vmx::fits(0x201b, rt(std::uint64_t{0x1'0000'0000})));
+  EXPECT_TRUE(vmx::fits(0x681e, rt(~std::uint64_t{0})));
 }

@@ -13,6 +13,7 @@
 #include <hvkit/vmx/cached_vmcs.hpp>
 #include <hvkit/vmx/cr_write_apply.hpp>
 #include <hvkit/vmx/guest_context.hpp>
+#include <hvkit/vmx/guest_mode.hpp>
 #include <hvkit/vmx/hardware.hpp>
 #include <hvkit/vmx/register_file.hpp>
 #include <hvkit/vmx/skip.hpp>
@@ -181,6 +182,7 @@ TEST(guest_context, cr_context_from_the_vmcs) {
   v.store(vmx::fields::cr4_read_shadow, std::uint64_t{0x0020});
   v.store(vmx::fields::cr4_guest_host_mask, std::uint64_t{0x2000});  // VMXE host-owned
   v.store(vmx::fields::guest_ia32_efer, std::uint64_t{0x500});
+  v.store(vmx::fields::vm_entry_controls, std::uint32_t{1u << 9});  // IA-32e mode guest (= EFER.LMA)
   v.store(vmx::fields::guest_cr3, std::uint64_t{0x9000});
   v.store(vmx::fields::guest_cs_access_rights, cs64);
   const auto c = vmx::read_cr_context(v, {x86::cr4{0x20}, 39, true});
@@ -203,6 +205,43 @@ TEST(guest_context, cr_context_from_the_vmcs) {
   vmx::cr_context c32 = *c;
   c32.cs_l = false;
   EXPECT_EQ(vmx::cr_source_value(regs, mov_cr0_rdx, c32).value(), 0x8000'0031u);
+}
+
+// Issue 23.8: one source for "is the guest in 64-bit mode". A VM exit stores EFER.LMA into the
+// "IA-32e mode guest" VM-entry control on every exit; the guest IA32_EFER field is saved only
+// under "save IA32_EFER" (SDM Vol. 3C 28.2-28.3), so with that control clear it can hold a stale
+// LMA. On a software VMCS where the two disagree, skip_instruction, read_cr_context,
+// the emulator's context and guest_in_64bit_mode must all take LMA from the control.
+TEST(guest_mode, one_source_for_lma_and_64bit_mode) {
+  struct expect_row {
+    std::uint64_t efer_field;  // guest IA32_EFER
+    bool ia32e_control;        // "IA-32e mode guest"
+    std::uint32_t cs_ar;
+    bool long64;               // 64-bit mode as the SDM defines it (LMA from the control, CS.L)
+    std::uint64_t rip_after;   // RIP 0xfffe + 3
+  };
+  // cs16 has L=0 D=0, cs64 L=1 D=0: outside IA-32e mode L is ignored and IP wraps at 2^16.
+  const expect_row rows[] = {
+      {0xd01, false, cs64, false, 0x1},       // stale LMA=1 in the field: 16-bit wrap, not 64-bit
+      {0x101, true, cs64, true, 0x1'0001},    // stale LMA=0 in the field: 64-bit mode
+      {0xd01, true, cs64, true, 0x1'0001},    // consistent 64-bit
+      {0x001, false, cs16, false, 0x1},       // consistent 16-bit
+      {0xd01, true, cs16, false, 0x1},        // compatibility mode (L=0, D=0): 16-bit
+  };
+  for (const auto& r : rows) {
+    skip_setup s(0xfffe, 3, r.cs_ar, r.ia32e_control);
+    s.v.store(vmx::fields::guest_ia32_efer, r.efer_field);
+    const auto m = vmx::guest_in_64bit_mode(s.v);
+    ASSERT_TRUE(m);
+    EXPECT_EQ(*m, r.long64) << std::hex << r.efer_field << " " << r.ia32e_control;
+    const auto c = vmx::read_cr_context(s.v, {x86::cr4::defined, 39, false});
+    ASSERT_TRUE(c);
+    EXPECT_EQ(vmx::in_64bit_mode(*c), r.long64) << std::hex << r.efer_field << " " << r.ia32e_control;
+    EXPECT_EQ(c->efer.test(x86::efer::lma), r.ia32e_control);
+    EXPECT_EQ(c->efer.test(x86::efer::lme), (r.efer_field & 0x100) != 0);  // LME etc. from the field
+    EXPECT_EQ(vmx::read_guest_efer(s.v).value().raw(), c->efer.raw());
+    EXPECT_EQ(s.run(), r.rip_after) << std::hex << r.efer_field << " " << r.ia32e_control;
+  }
 }
 
 // ---- cr_write_actions executor -----------------------------------------------------

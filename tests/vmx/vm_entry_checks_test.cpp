@@ -864,7 +864,6 @@ TEST(VmEntryChecks, AgreesWithTheInjectionChecks) {
                 vmx::injection_environment env;
                 env.mtf_supported = (x.env.caps.procbased >> (32 + 27)) & 1u;
                 env.any_error_code = (x.env.caps.basic >> 56) & 1u;
-                env.cet = (x.env.caps.entry >> (32 + 20)) & 1u;  // "load CET state" may be 1
                 const bool pre_ok =
                     vmx::check_injection_fields(e, env) == vmx::injection_error::none &&
                     vmx::check_entry_state(e, vmx::interruptibility_state{intr}, static_cast<vmx::activity_state>(act),
@@ -936,7 +935,6 @@ TEST(VmEntryChecks, AgreesWithEventInjectionAndEntryStateChecks) {
     ienv.protected_mode = !real_mode;
     ienv.mtf_supported = (x.env.caps.primary_caps().may_be_one >> 27) & 1;
     ienv.zero_length_allowed = (x.env.caps.misc >> 30) & 1;
-    ienv.cet = (x.env.caps.entry_caps().may_be_one >> 20) & 1;
     const bool theirs_injection = vmx::check_injection_fields(e, ienv) != vmx::injection_error::none ||
                                   ((info >> 31) && (info & bit(11)) && (error_code >> 16));
     const bool theirs_state =

@@ -19,7 +19,7 @@ static_assert(x86::fields_disjoint<revision, region_size, memory_type, true_ctls
 static_assert(!x86::fields_disjoint<revision, x86::bitfield<std::uint64_t, 30, 2>>());
 
 TEST(bitfield, decodes_bochs_vmx_basic) {
-  // Bochs corei7_skylake_x IA32_VMX_BASIC = 0x00d810000000002b (bochs-and-qemu.md).
+  // Bochs corei7_skylake_x IA32_VMX_BASIC = 0x00d810000000002b (docs/bochs-and-qemu-facts.md).
   constexpr std::uint64_t basic = 0x00d8'1000'0000'002bull;
   HVKIT_BOTH(revision::get(basic) == 0x2b);
   HVKIT_BOTH(region_size::get(basic) == 0x1000);

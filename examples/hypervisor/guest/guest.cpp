@@ -967,9 +967,15 @@ void check_injection() {
   g_fault_error = ~0ull;
   r = probe_mov_cr4(cr4 | (1u << 13));  // CR4.VMXE
   report("inject_gp_cr4_vmxe", r == (0x100 | 13) && g_fault_error == 0 && read_cr4() == cr4, r, g_fault_error);
-  g_fault_error = ~0ull;
-  r = probe_mov_cr0(cr0 & ~(1ull << 31));  // CR0.PG = 0 in 64-bit mode
-  report("inject_gp_cr0_clear_pg", r == (0x100 | 13) && g_fault_error == 0 && read_cr0() == cr0, r, g_fault_error);
+  // The hypervisor's #GP for a CR0 write it refuses: only where CR0 writes exit. On SVM with
+  // no CR0 write intercept (CR0.WP guest-owned) the CPU alone executes the MOV, and QEMU's
+  // TCG leaves long mode instead of raising #GP (docs/hypervisor.md, SVM errata): the guest
+  // could not go on, so the probe is not made there.
+  if (!g_amd || (g_config & hc::cfg_wp_intercepted)) {
+    g_fault_error = ~0ull;
+    r = probe_mov_cr0(cr0 & ~(1ull << 31));  // CR0.PG = 0 in 64-bit mode
+    report("inject_gp_cr0_clear_pg", r == (0x100 | 13) && g_fault_error == 0 && read_cr0() == cr0, r, g_fault_error);
+  }
   alignas(16) static std::uint64_t region[2];
   const unsigned ud[] = {probe_vmxon(region), probe_vmread(0x681e), probe_vmclear(region), probe_invept(region, 1)};
   std::uint64_t fails = 0;
@@ -1108,9 +1114,14 @@ extern "C" void guest_main(std::uint64_t config) {
     // first, so no interrupt is delivered here.
     static volatile std::uint64_t spins;
     asm volatile("sti" ::: "memory");
+    std::uint64_t target = 150000;
     for (std::uint64_t i = 0; i < 150000; ++i) spins = spins + 1;
+    while (vmcall(hc::spin_more) == 1) {
+      for (std::uint64_t i = 0; i < 10000; ++i) spins = spins + 1;
+      target += 10000;
+    }
     asm volatile("cli" ::: "memory");
-    report("spin_survived_switches", spins == 150000, spins);
+    report("spin_survived_switches", spins == target, spins);
     return;
   }
   if (config & hc::cfg_paging_diff) {

@@ -311,7 +311,7 @@ void build_tables() {
   guest_gdt[1] = 0x00CF9B000000FFFF;  // 0x08 code32
   guest_gdt[2] = 0x00CF93000000FFFF;  // 0x10 data
   const u64 t = addr(guest_tss);
-  guest_gdt[3] = 103 | ((t & 0xFFFFFF) << 16) | (0x8Bull << 40) | (((t >> 24) & 0xFF) << 56);  // busy 32-bit TSS
+  guest_gdt[3] = 103 | ((t & 0xFFFFFF) << 16) | (0x89ull << 40) | (((t >> 24) & 0xFF) << 56);  // available 32-bit TSS
   guest_gdt[4] = 0x00CFF3000000FFFF;  // 0x20 user data, DPL 3
   guest_gdt[5] = 0x00CFFB000000FFFF;  // 0x28 user code32, DPL 3
   const u64 l = test_la;
@@ -328,6 +328,11 @@ void build_tables() {
   }
   const u64 h = guest_isr_128_addr;  // INT 0x80: DPL 3
   guest_idt[0x80] = (h & 0xFFFF) | (u64{sel_code} << 16) | (0xEE00ull << 32) | ((h >> 16) << 48);
+  // TR loaded by the guest's own LTR (it marks the descriptor busy, SDM Vol. 2A LTR), not only
+  // by the hypervisor's VMCS/VMCB: QEMU's TCG keeps the available type in its TR cache and
+  // aborts ("invalid tss type") on a privilege change through a TR whose cached type is busy,
+  // as every VMCB/VMCS TR is (docs/hypervisor.md, SVM errata).
+  asm volatile("ltr %w0" ::"r"(sel_tss) : "memory");
   // Data segments DPL 3 (usable at CPL 0 and 3, so an IRET to CPL 3 keeps them); SS DPL 0.
   asm volatile("movw %w0, %%ds\n\tmovw %w0, %%es\n\tmovw %w1, %%fs\n\tmovw %w1, %%gs" ::"r"(sel_user_data), "r"(0)
                : "memory");
@@ -510,6 +515,7 @@ u32 run_cases(bool pae, u32 cases, u64 seed) {
         pd32[test_pde32] = static_cast<u32>(e[1]);
         pt32_test[0] = static_cast<u32>(e[0]);
       } else {
+        pdpt[3] = e[2];  // a PDPTE has no A flag, but a CPU that writes one (QEMU) is undone too
         *reinterpret_cast<volatile u64*>(&pd_pae_test[test_pde_pae]) = e[1];
         *reinterpret_cast<volatile u64*>(&pt_pae_test[0]) = e[0];
       }

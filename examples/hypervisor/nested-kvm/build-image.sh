@@ -15,6 +15,12 @@
 # libraries and firmware. The image is rebuilt only when an input changed (OUT_DIR/image.stamp).
 # Exit status: 0 built or reused; 77 a package or tool is missing (message on stderr);
 # 1 anything else.
+# Exit-cost mode (examples/exit-cost/run-kvm.sh): with HVKIT_EXIT_COST_VMM and
+# HVKIT_EXIT_COST_GUEST set (the exit_cost_vmm program and the flat exit-cost guest), both
+# go into /hvkit/ and the kernel command line gets hvkit.mode=exit-cost: /init then runs the
+# VMM on the guest instead of QEMU. Use another OUT_DIR for that image. HVKIT_NK_KVM_OPTS
+# (e.g. "ept=0") adds hvkit.kvm_opts=... to the command line: /init appends those options
+# (commas become spaces) to the kvm-intel / kvm-amd insmod.
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: $0 OUT_DIR CACHE_DIR KERNEL_BIN" >&2; exit 2; }
 out=$1 cache=$2 hv_kernel=$3
@@ -64,10 +70,18 @@ for f in "${firmware[@]}"; do [ -e "$f" ] || skip "QEMU firmware $f not installe
 libs=$(ldd "$qemu" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}' | sort -u)
 
 cmdline="console=ttyS0 quiet mitigations=off panic=0"
+exit_cost=()
+if [ -n "${HVKIT_EXIT_COST_VMM:-}" ] || [ -n "${HVKIT_EXIT_COST_GUEST:-}" ]; then
+  exit_cost=("${HVKIT_EXIT_COST_VMM:?}" "${HVKIT_EXIT_COST_GUEST:?}")
+  for f in "${exit_cost[@]}"; do [ -f "$f" ] || { echo "build-image: no $f" >&2; exit 1; }; done
+  cmdline="$cmdline hvkit.mode=exit-cost"
+fi
+# Extra options for the vendor's KVM module (e.g. ept=0), passed by /init to insmod.
+[ -z "${HVKIT_NK_KVM_OPTS:-}" ] || cmdline="$cmdline hvkit.kvm_opts=${HVKIT_NK_KVM_OPTS// /,}"
 
 # ---- reuse? --------------------------------------------------------------------------------
 stamp=$( { echo "$kpkg $comp $cmdline"; sha256sum "$hv_kernel" "$here/init" "$here/l1tool.cpp" "$here/grub.cfg" \
-           "$here/build-image.sh" "$here/../qemu-kvm.sh" "$qemu" "$vmlinuz" $libs; } | sha256sum | cut -d' ' -f1)
+           "$here/build-image.sh" "$here/../qemu-kvm.sh" "$qemu" "$vmlinuz" $libs ${exit_cost[@]+"${exit_cost[@]}"}; } | sha256sum | cut -d' ' -f1)
 if [ -f "$out/kvm-host.iso" ] && [ "$(cat "$out/image.stamp" 2>/dev/null)" = "$stamp" ]; then
   log "reusing $out/kvm-host.iso"
   exit 0
@@ -86,6 +100,10 @@ cp "$here/init" "$ir/init"
 cp "$here/../qemu-kvm.sh" "$ir/hvkit/qemu-kvm.sh"
 cp "$hv_kernel" "$ir/hvkit/kernel.bin"
 chmod 755 "$ir/init" "$ir/hvkit/qemu-kvm.sh"
+if [ ${#exit_cost[@]} -eq 2 ]; then
+  install -m 755 "${exit_cost[0]}" "$ir/hvkit/exit-cost-vmm"
+  install -m 644 "${exit_cost[1]}" "$ir/hvkit/exit-cost-guest.bin"
+fi
 # qemu-system-x86_64 in /usr/bin (QEMU looks for firmware relative to its binary: ../share/qemu,
 # ../share/seabios), its libraries at their own paths (the dynamic loader's default search).
 mkdir -p "$ir/usr/bin"

@@ -10,6 +10,7 @@
 // which instruction kind exited but not its operands: the instruction at the guest RIP is
 // decoded and executed by hvkit::emulate, as an MMIO access after a nested page fault is.
 #include "svm.hpp"
+#include "svm_internal.hpp"
 
 #include <hvkit/cpuid/svm.hpp>
 #include <hvkit/paging/npt.hpp>
@@ -46,48 +47,29 @@ namespace hv::svm {
 
 namespace {
 
-namespace sv = hvkit::svm;
-namespace fld = hvkit::svm::fields;
 using exit_code = sv::exit_code;
 
-std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+}  // namespace
 
-/// One VMCB of the backend: the page whose physical address VMRUN takes (identity-mapped),
-/// the typed view of it, its clean-bit tracker (APM 15.15; it writes nothing without
-/// VmcbClean, as on every Bochs model) and the ASID of the vCPU it belongs to (15.16).
-struct vmcb_slot {
-  sv::vmcb_page* page;
-  sv::vmcb_view view;
-  sv::clean_tracker<sv::vmcb_view> tracked;
-  sv::asid_allocator::assignment asid{};
-  constexpr explicit vmcb_slot(sv::vmcb_page& p) noexcept : page(&p), view(p), tracked(view, false) {}
-  vmcb_slot(const vmcb_slot&) = delete;
-  vmcb_slot& operator=(const vmcb_slot&) = delete;
-};
+constinit current_vmcb vmcb{nullptr};  // set to &vmcb_a1 by run_all()
+alignas(4096) std::uint64_t npt_pml4[512];
+std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+/// TLB_CONTROL for the next VMRUN (APM 15.16.1).
+void set_tlb_control(sv::tlb_control c) { sv::write(vmcb, fld::tlb_control, static_cast<std::uint8_t>(c)); }
+
+namespace {
 
 sv::vmcb_page a1_page;  // guest A (the conformance guest)
 sv::vmcb_page a2_page;  // guest A's second VMCB (vmcb02 stand-in)
 sv::vmcb_page b_page;   // guest B
 constinit vmcb_slot vmcb_a1{a1_page}, vmcb_a2{a2_page}, vmcb_b{b_page};
 
-/// The VMCB the exit handlers work on (the scheduled runs switch it): an svm::vmcb_memory
-/// whose every store goes through the current slot's clean-bit tracker.
-struct current_vmcb {
-  vmcb_slot* slot;
-  [[nodiscard]] std::uint64_t load(std::uint16_t offset, unsigned bytes) const noexcept {
-    return slot->tracked.load(offset, bytes);
-  }
-  void store(std::uint16_t offset, unsigned bytes, std::uint64_t v) noexcept { slot->tracked.store(offset, bytes, v); }
-};
-static_assert(sv::vmcb_memory<current_vmcb>);
-constinit current_vmcb vmcb{&vmcb_a1};
 
 alignas(4096) std::uint8_t host_save_page[4096];  // VMSAVE/VMLOAD of the host's own state
 alignas(4096) std::uint8_t hsave_page[4096];      // VM_HSAVE_PA: what VMRUN saves of the host
 // Every MSR access and every port access exits (APM 15.10.1, 15.11).
 constinit sv::msr_permission_map msrpm = sv::msr_permission_map::intercept_all();
 constinit sv::io_permission_map iopm = sv::io_permission_map::intercept_all();
-alignas(4096) std::uint64_t npt_pml4[512];
 alignas(4096) std::uint64_t npt_pdpt[512];
 alignas(4096) std::uint64_t npt_pd[512];
 alignas(4096) std::uint64_t npt_pd_alias[512];
@@ -181,7 +163,7 @@ struct svm_state {
   const svm_run* cfg;
   svm_counters exits, mark;
   bool preempted;               // the last exit was a timer interrupt: switch, then resume
-  std::uint64_t role_rebuilds;  // svm::sync_cr0_role found a changed paging mode (CR0.PG, CR4)
+  std::uint64_t role_rebuilds;  // paging::sync_cr0_role found a changed paging mode (CR0.PG, CR4)
 };
 constinit svm_state st{};
 
@@ -323,9 +305,6 @@ void build_npt() {
   for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) npt_pd_alias[gpa >> 21] = gpa | p | rw | us | ps;
 }
 
-/// TLB_CONTROL for the next VMRUN (APM 15.16.1).
-void set_tlb_control(sv::tlb_control c) { sv::write(vmcb, fld::tlb_control, static_cast<std::uint8_t>(c)); }
-
 /// The VMCB for a fresh run of the conformance guest: 64-bit mode, flat segments matching
 /// its GDT, nested paging, the intercepts of the run (APM 15.5.1 lists the consistency
 /// checks VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...).
@@ -338,7 +317,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
   // on VMX the bits that feed translation are host-owned) and is done by the emulator with
   // the CR4 bits the CPUID policy allows. Not for the 32-bit guest: its CR4.PAE toggles stay
-  // native, the PAE check is the CPU's (a test set-up: svm::sync_cr0_role rebuilds the role
+  // native, the PAE check is the CPU's (a test set-up: paging::sync_cr0_role rebuilds the role
   // at the next emulated access, since it compares the whole role with the live registers).
   r.cr.apply(icpt);
   if (guest32) icpt.clear(sv::cr_write(4));
@@ -408,11 +387,41 @@ void inject(x86::vector vec, std::uint32_t error_code = 0) {
     run.status = run_status::triple_fault;
 }
 
-/// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP (NRIP save,
-/// APM 15.7.1), the interrupt shadow ends, a single-step trap is #DB (svm::skip_to_next_rip).
+/// NRIP save (CPUID Fn8000_000A EDX[3]): the #VMEXIT writes the next instruction's address
+/// into nRIP (VMCB 0C8h) for the intercepts of APM 15.7.1. Without it the field is never
+/// written and must never be read: the length comes from emulate's decoder instead.
+bool nrip_save() { return host_svm.features.test(cpuid_ns::svm_features::nrip_save); }
+
+
+/// The length of the instruction at the guest RIP (at an intercept that reports none):
+/// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
+/// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
+unsigned instruction_length(guest_regs& regs);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
+
+/// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP with NRIP save
+/// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
+/// shadow ends, a single-step trap is #DB (svm::skip_to_next_rip / svm::skip_instruction).
 /// IA32_DEBUGCTL is not virtualized for the guest (its accesses are #GP): BTF is 0.
-void skip_instruction() {
-  const sv::skip_effects fx = sv::skip_to_next_rip(vmcb, 0);
+void skip_instruction(guest_regs& regs) {
+  sv::skip_effects fx;
+  if (nrip_save()) {
+    fx = sv::skip_to_next_rip(vmcb, 0);
+  } else {
+    const unsigned len = instruction_length(regs);
+    if (len == 0) {
+      const auto in = instruction_at_rip(regs);
+      kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx: outcome=%u vector=%u why=%u cr0=0x%llx "
+              "cr4=0x%llx efer=0x%llx cr3=0x%llx\n",
+              (unsigned long long)sv::read(vmcb, fld::rip), in ? 0u : static_cast<unsigned>(in.error().kind),
+              in ? 0u : static_cast<unsigned>(in.error().vector), in ? 0u : static_cast<unsigned>(in.error().why),
+              (unsigned long long)sv::read(vmcb, fld::cr0), (unsigned long long)sv::read(vmcb, fld::cr4),
+              (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr3));
+      run.status = run_status::fatal_exit;
+      return;
+    }
+    fx = sv::skip_instruction(vmcb, len, 0);
+  }
   if (fx.single_step && fx.verdict == x86::merge_verdict::shutdown) run.status = run_status::triple_fault;
 }
 
@@ -431,9 +440,14 @@ em::segment read_seg(sv::segment which) {
   return s;
 }
 void write_seg(sv::segment which, const em::segment& s) {
-  const std::uint16_t at =
-      s.ar.test(em::segment_ar::unusable) ? std::uint16_t{0} : sv::from_access_rights_layout(s.ar.raw());
-  sv::store_segment(vmcb, which, {x86::selector{s.selector}, at, s.limit, s.base});
+  const bool unusable = s.ar.test(em::segment_ar::unusable);
+  const std::uint16_t at = unusable ? std::uint16_t{0} : sv::from_access_rights_layout(s.ar.raw());
+  // A null LDTR (LLDT 0: "LDTR marked invalid", SDM/APM LLDT) is stored with limit and base 0
+  // as well, as the processor's own LLDT 0 leaves them: QEMU's TCG checks an LDT reference
+  // against the LDTR limit only, not its P attribute (docs/hypervisor.md, SVM errata), so a
+  // stale limit would let a segment load through the invalid LDT succeed there.
+  const bool null_ldtr = unusable && which == sv::segment::ldtr;
+  sv::store_segment(vmcb, which, {x86::selector{s.selector}, at, null_ldtr ? 0u : s.limit, null_ldtr ? 0ull : s.base});
 }
 constexpr sv::segment seg_of[6] = {sv::segment::es, sv::segment::cs, sv::segment::ss,
                                    sv::segment::ds, sv::segment::fs, sv::segment::gs};  // emulate::sreg order
@@ -518,18 +532,76 @@ void report_exit(const char* what, bool expected = false) {
 /// into the VMCB: registers, RIP, RFLAGS, segments, descriptor tables, CR0/CR3/CR4/EFER on
 /// a CR write (the MMU role refreshed as paging::cr_write_actions says), the interrupt
 /// shadow; an exception goes into EVENTINJ (CR2 for #PF into the VMCB, which VMRUN loads).
-/// First the MMU role is brought in step with the live CR0 (svm::sync_cr0_role: the
+/// First the MMU role is brought in step with the live CR0 (paging::sync_cr0_role: the
 /// refresh_passthrough_bits contract when CR0 writes do not exit; not in the negative
 /// control, which keeps the stale role on purpose).
+/// The instruction at the guest RIP, fetched and decoded through the guest's live paging.
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs) {
+  em::context ctx = read_context(regs);
+  const pg::cpu_properties props = guest_cpu_properties();
+  // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
+  pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root());
+  mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
+  pg::flat_memory tables = guest_ram_view();
+  em::flat_ram ram{reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
+                   x86::gpa{layout::guest_mem_base}};
+  // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
+  // (APM 15.25.10): the four entries as they are now.
+  // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
+  // walks through the other three do not.
+  pg::pdpte_snapshot pdptes{};
+  if (mmu.role().mode() == x86::paging_mode::pae) {
+    pdptes.pdpt = x86::cr3_root(ctx.cr3, x86::paging_mode::pae, props.maxphyaddr);
+    pdptes.loaded = true;
+    for (unsigned i = 0; i < 4; ++i) {
+      const auto v = tables.read64(pdptes.pdpt + 8u * i);
+      pdptes.loaded = pdptes.loaded && v.has_value();
+      pdptes.entries[i] = v ? *v : 0;
+    }
+  }
+  em::walker_translator<pg::flat_memory> tr{mmu, tables, props, pdptes};
+  return em::fetch_instruction(ctx, tr, ram);
+}
+
+unsigned instruction_length(guest_regs& regs) {
+  if (nrip_save()) return static_cast<unsigned>(sv::read(vmcb, fld::next_rip) - sv::read(vmcb, fld::rip));
+  const auto in = instruction_at_rip(regs);
+  return in ? in->length : 0;
+}
+
+/// QEMU 7.2 TCG erratum (docs/hypervisor.md, SVM errata): a guest MOV to CR3 with a bit at or
+/// above MAXPHYADDR set in long mode ends in #VMEXIT with VMEXIT_INVALID (exit code -1)
+/// instead of #GP(0) in the guest (APM Vol. 2 3.1.2 / Vol. 3 "MOV CRn": a reserved CR3 bit is
+/// #GP(0); VMEXIT_INVALID is only VMRUN's consistency-check failure, 15.5.1). Recognized
+/// narrowly: the guest had run (not the first exit of the VMCB), long mode, the instruction
+/// at RIP is MOV to CR3 and its source has a bit at or above MAXPHYADDR. The guest gets the
+/// #GP(0) the architecture gives it; the first case is printed, every case counted.
+std::uint64_t qemu_cr3_errata = 0;
+bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, std::uint64_t exits_before) {
+  if (exits_before == 0 || !guest_efer().test(x86::efer::lma)) return false;
+  const auto in = instruction_at_rip(regs);
+  if (!in || in->op != em::mnemonic::mov_to_cr || in->dst.reg != 3) return false;
+  const std::uint64_t value = vcpu{vmcb, regs}.read(in->src.reg);
+  const unsigned maxpa = guest_cpu_properties().maxphyaddr;
+  if (maxpa >= 64 || (value >> maxpa) == 0) return false;
+  if (qemu_cr3_errata++ == 0)
+    kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid rip=0x%llx cr3_source=0x%llx maxphyaddr=%u "
+            "exitcode=0x%llx (expected #GP(0) in the guest)\n",
+            (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)value, maxpa,
+            (unsigned long long)sv::read(vmcb, fld::exit_code));
+  inject(x86::vector::gp, 0);
+  return true;
+}
+
 bool emulate_instruction(guest_regs& regs, const char* why) {
   em::context ctx = read_context(regs);
   const em::context before = ctx;
   const pg::cpu_properties props = guest_cpu_properties();
   if (!st.cfg->base.stale_role) {
-    switch (sv::sync_cr0_role(run.mmu, ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root())) {
-      case sv::role_sync::unchanged: break;
-      case sv::role_sync::wp_refreshed: ++run.passthrough_refreshes; break;
-      case sv::role_sync::rebuilt: ++st.role_rebuilds; break;
+    switch (pg::sync_cr0_role(run.mmu, ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root())) {
+      case pg::role_sync::unchanged: break;
+      case pg::role_sync::wp_refreshed: ++run.passthrough_refreshes; break;
+      case pg::role_sync::rebuilt: ++st.role_rebuilds; break;
     }
   }
   run.mmu.set_root(x86::cr3_root(ctx.cr3, run.mmu.role().mode(), props.maxphyaddr));
@@ -610,189 +682,6 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
 }
 
 
-// ---- the NPT differential -------------------------------------------------------------------
-// The EPT differential's guest (check_ept_differential) on nested paging: the guest's PD page,
-// PT page and data page are reached through an alias at GPA 512 GiB + their address, whose
-// nested entries (PML4E, PDPTE, PDE, and the PTE of each page) get the case's permission
-// patterns (bit 0 -> P, bit 1 -> RW, bit 2 clear -> NX), a 2 MiB or 1 GiB nested page, or a
-// reserved bit (a bit at or above MAXPHYADDR). The access is done natively; the hypervisor
-// predicts #NPF (EXITINFO1 error code and bits 32/33, EXITINFO2 the guest-physical address)
-// or the guest's own outcome with hvkit's two-dimensional walk: paging::nested_walker over
-// the guest's 4-level tables with paging::npt_walker as the second stage (APM 15.25.5: every
-// nested access a user access, guest page-table accesses writes, NX under the host's
-// EFER.NXE, the host's reserved bits), the #NPF exit information from its fault by
-// svm::npf_from_fault (15.25.6). The CPU is the oracle.
-alignas(4096) std::uint64_t npt_alias_pdpt[512];
-alignas(4096) std::uint64_t npt_alias_pd[512];
-alignas(4096) std::uint64_t npt_alias_pt[512];
-constexpr std::uint64_t np_p = 1, np_rw = 2, np_us = 4, np_ps = 0x80, np_nx = 1ull << 63;
-constexpr std::uint64_t alias_base = hc::ept_alias_gpa;  // 512 GiB
-constexpr std::uint64_t region = 0x1C00000;               // guest [28 MiB, 30 MiB)
-
-struct npt_diff_state {
-  bool armed;
-  bool pred_npf;
-  std::uint64_t pred_info, pred_gpa;
-  std::uint32_t pred_result, pred_error;
-  bool seen;
-  std::uint64_t seen_info, seen_gpa;
-  std::uint64_t cases, mismatches, npfs, table_npfs, rsv_npfs, guest_faults, large_cases, errata_ad;
-};
-constinit npt_diff_state nd{};
-
-unsigned host_maxphyaddr() { return guest_cpu_properties().maxphyaddr; }
-
-void npt_alias_reset() {
-  for (std::uint64_t i = 0; i < 512; ++i) npt_alias_pt[i] = (region + (i << 12)) | np_p | np_rw | np_us;
-  for (auto& e : npt_alias_pd) e = 0;
-  for (auto& e : npt_alias_pdpt) e = 0;
-  npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | np_p | np_rw | np_us;
-  npt_alias_pdpt[0] = pa(npt_alias_pd) | np_p | np_rw | np_us;
-  npt_pml4[1] = pa(npt_alias_pdpt) | np_p | np_rw | np_us;
-  set_tlb_control(sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
-}
-
-std::uint64_t perm_entry(unsigned p) { return (p & 1 ? np_p : 0) | (p & 2 ? np_rw : 0) | np_us | (p & 4 ? 0 : np_nx); }
-
-/// Applies hc::ept_arm's layout (hypercall.hpp) to the alias.
-unsigned npt_apply_case(std::uint64_t d) {
-  npt_alias_reset();
-  unsigned perm[6] = {static_cast<unsigned>(d & 7),         static_cast<unsigned>((d >> 8) & 7),
-                      static_cast<unsigned>((d >> 16) & 7), static_cast<unsigned>((d >> 24) & 7),
-                      static_cast<unsigned>((d >> 27) & 7), static_cast<unsigned>((d >> 32) & 7)};
-  // [0] data PTE, [1] PT page PTE, [2] PD page PTE, [3] PDE, [4] PDPTE, [5] PML4E
-  const unsigned size = (d >> 36) & 3, kind = (d >> 40) & 3, level = (d >> 42) & 3;
-  std::uint64_t bad = 0;
-  if (kind == 1) perm[level == 0 ? 0 : level + 2] = 2;  // "W without R": not present here
-  const unsigned maxpa = host_maxphyaddr();
-  if (kind == 2 && maxpa < 52) bad = 1ull << maxpa;
-  if (kind == 3 && maxpa < 51) bad = 1ull << 51;
-  npt_pml4[1] = pa(npt_alias_pdpt) | perm_entry(perm[5]);
-  std::uint64_t* leaf = &npt_alias_pt[2];
-  if (size == 3) {
-    npt_alias_pdpt[0] = perm_entry(perm[4]) | np_ps;  // 1 GiB at host 0 (this one case)
-    leaf = &npt_alias_pdpt[0];
-  } else {
-    npt_alias_pdpt[0] = pa(npt_alias_pd) | perm_entry(perm[4]);
-    if (size == 2) {
-      npt_alias_pd[(region >> 21) & 511] = region | perm_entry(perm[3]) | np_ps;
-      leaf = &npt_alias_pd[(region >> 21) & 511];
-    } else {
-      npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | perm_entry(perm[3]);
-      npt_alias_pt[1] = (region + 0x1000) | perm_entry(perm[1]);
-      npt_alias_pt[2] = (region + 0x2000) | perm_entry(perm[0]);
-      npt_alias_pt[3] = (region + 0x3000) | perm_entry(perm[2]);
-    }
-  }
-  if (bad) {
-    std::uint64_t* at[4] = {leaf, &npt_alias_pd[(region >> 21) & 511], &npt_alias_pdpt[0], &npt_pml4[1]};
-    *at[level] |= bad;
-  }
-  return size;
-}
-
-/// The memory the nested walk reads: host-physical memory from 1 MiB (the nested page tables
-/// live in the hypervisor's image) to the end of guest A's RAM.
-pg::flat_memory host_ram_view() {
-  return {reinterpret_cast<std::uint8_t*>(0x100000), layout::guest_mem_base + layout::guest_mem_size - 0x100000,
-          x86::gpa{0x100000}};
-}
-
-/// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
-/// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
-/// treats every guest page-table access as a write whether or not it sets A (15.25.5).
-void npt_arm(guest_regs& r) {
-  using enum x86::gpr;
-  const std::uint64_t la = r[rbx];
-  const x86::pfec access{r[rcx]};
-  const unsigned size = npt_apply_case(r[rdx]);
-  if (size) ++nd.large_cases;
-  nd.pred_npf = false;
-  nd.pred_result = 0;
-  nd.pred_error = 0;
-  const pg::cpu_properties props = guest_cpu_properties();
-  const guest_paging_regs g = live_paging_regs();
-  const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
-  const pg::mmu_context mmu{role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
-  // The nested tables have the host's format at VMRUN (long mode, 4 levels) and its EFER.NXE
-  // (15.25.3, 15.25.5): the host's own CR4 and EFER, as VMRUN does not switch them.
-  using host_format = pg::format::ia32e<4>;
-  const pg::npt_walker<host_format> npt{x86::hpa{sv::read(vmcb, fld::n_cr3)},
-                                        pg::make_npt_host(x86::cr4{read_cr4()}, x86::efer{rdmsr(x86::msr::ia32_efer)}),
-                                        props};
-  const pg::nested_walker<pg::format::ia32e<4>, pg::npt_walker<host_format>> walker{
-      pg::basic_walker<pg::format::ia32e<4>>{mmu, props}, npt};
-  pg::walk_request req{};
-  req.linear = x86::gva{la};
-  req.access = access;
-  req.rflags = g.rflags;
-  const pg::nested_result res = walker.check(host_ram_view(), mmu, req);
-  if (res.has_value()) return;
-  const pg::walk_fault& f = res.error();
-  const auto npf = sv::npf_from_fault(f);
-  if (npf.has_value()) {
-    nd.pred_npf = true;
-    nd.pred_info = npf.value().error.raw();
-    nd.pred_gpa = npf.value().address.value();
-  } else if (npf.error() == sv::not_npf::guest_stage) {
-    nd.pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
-    nd.pred_error = static_cast<std::uint32_t>(f.error_code.hardware_bits().raw());
-  } else {
-    nd.pred_result = 0xFFFF;  // no architectural outcome (unbacked memory): a mismatch
-  }
-}
-
-/// A #NPF inside the alias while a case is armed: recorded, the alias made RWX again, the
-/// guest retries (and completes the access).
-bool npt_case_npf() {
-  const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
-  const std::uint64_t gpa = npf.address.value();
-  if (!nd.armed || gpa < alias_base || gpa >= alias_base + (1ull << 30)) return false;
-  if (!nd.seen) {
-    nd.seen = true;
-    nd.seen_info = npf.error.raw();
-    nd.seen_gpa = gpa;
-  }
-  npt_alias_reset();
-  return true;
-}
-
-/// hc::ept_check on SVM: compare. The error code bits P, W, U, RSV, I/D and bits 32/33 must
-/// agree, and the guest-physical address.
-std::uint64_t npt_check(guest_regs& r) {
-  using enum x86::gpr;
-  const auto cpu_result = static_cast<std::uint32_t>(r[rbx]);
-  const auto cpu_error = static_cast<std::uint32_t>(r[rcx]);
-  using E = sv::npf_error_code;
-  constexpr std::uint64_t mask = E::present::mask | E::write::mask | E::user::mask | E::reserved::mask |
-                                 E::fetch::mask | E::final_translation::mask | E::guest_page_table::mask;
-  bool same;
-  if (nd.pred_npf)
-    same = nd.seen && (nd.seen_info & mask) == (nd.pred_info & mask) && nd.seen_gpa == nd.pred_gpa;
-  else
-    same = !nd.seen && cpu_result == nd.pred_result && (cpu_result == 0 || cpu_error == nd.pred_error);
-  ++nd.cases;
-  if (nd.seen) {
-    ++nd.npfs;
-    const E seen{nd.seen_info};
-    if (seen.is_guest_page_table_walk()) ++nd.table_npfs;
-    if (seen.is_reserved()) ++nd.rsv_npfs;
-  }
-  if (cpu_result != 0) ++nd.guest_faults;
-  if (!same && ++nd.mismatches <= 12)
-    kprintf("HVKIT MISMATCH npt case=%llu case_info=0x%llx cpu: npf=%d info=0x%llx gpa=0x%llx guest=0x%x/0x%x "
-            "hvkit: npf=%d info=0x%llx gpa=0x%llx guest=0x%x/0x%x\n",
-            (unsigned long long)nd.cases, (unsigned long long)r[rsi], nd.seen ? 1 : 0,
-            (unsigned long long)nd.seen_info, (unsigned long long)nd.seen_gpa, cpu_result, cpu_error,
-            nd.pred_npf ? 1 : 0, (unsigned long long)nd.pred_info, (unsigned long long)nd.pred_gpa, nd.pred_result,
-            nd.pred_error);
-  nd.armed = false;
-  nd.seen = false;
-  npt_alias_reset();
-  return same ? 0 : 1;
-}
-
-
 // ---- one guest page unmapped from the nested page table (hc::ept_unmap_once) ---------------
 // The re-injection check: the guest puts an exception handler's stack (IST) on that page, so
 // the #NPF happens while the processor delivers the event (EXITINTINFO valid, APM 15.7.2).
@@ -804,6 +693,7 @@ struct unmap_state {
   std::uint64_t seen_info;  // the re-injected event, in the VMX layout the guest's check reads
   unsigned seen_length;
   std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
+  std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
 };
 constinit unmap_state unmap{};
 // The last hc::ept_unmap_report found the page still unmapped, never touched through an
@@ -839,7 +729,7 @@ bool npt_unmap_once(std::uint64_t gpa) {
 /// processor pushes the VMCB's RIP. The report gives the event in the VMX layout (SDM Vol. 3C
 /// 25.8.3: type 6 software exception, 4 software interrupt, 3 hardware exception) with the
 /// instruction length NRIP - RIP for software events, so one guest check serves both vendors.
-bool npt_unmapped_page_hit() {
+bool npt_unmapped_page_hit(guest_regs& regs) {
   if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
   npt_unmap_restore();
   ++unmap.hits;
@@ -856,13 +746,27 @@ bool npt_unmapped_page_hit() {
             (unsigned long long)ii.raw(), code[1], code[1]);
     ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
   }
+  // QEMU 7.2 TCG erratum (docs/hypervisor.md): EXITINTINFO of an INT3 or INTO delivery has
+  // TYPE 4 (software interrupt) instead of 3 (APM 15.7.2 / 15.20: TYPE 4 is INTn only; #BP and
+  // #OF are exceptions, TYPE 3). Recognized by the instruction at RIP (CC or CE, decoded),
+  // re-injected as the exception, counted.
+  if (ii.valid() && ii.type() == sv::event_type::soft_int && (ii.vector() == 3 || ii.vector() == 4)) {
+    if (const auto in = instruction_at_rip(regs);
+        in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
+      if (unmap.soft_int_type_for_int3++ == 0) {
+        ++results_errata;
+        kprintf("HVKIT ERRATUM exitintinfo_int3_into_as_soft_int.%s exitintinfo=0x%llx rip=0x%llx\n", st.cfg->base.name,
+                (unsigned long long)ii.raw(), (unsigned long long)rip);
+      }
+      ii = sv::event_info::make(ii.vector(), sv::event_type::exception, false);
+    }
+  }
   if (!ii.valid()) return true;
   // The event as the vendor-neutral x86::event (svm::to_event: TYPE 3 #BP/#OF are INT3/INTO),
   // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
   // RIP advance that makes it return past its instruction, write_injection applies both.
   x86::event e = sv::to_event(ii);
-  if (x86::is_instruction_event(e.kind))
-    e.instruction_length = static_cast<std::uint8_t>(sv::read(vmcb, fld::next_rip) - rip);
+  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs));
   const sv::injection inj = sv::to_eventinj(e);
   sv::write_injection(vmcb, inj);
   unmap.seen_length = inj.rip_advance;
@@ -892,7 +796,7 @@ void handle_cpuid(guest_regs& regs) {
   rf.write(rbx, a.ebx);
   rf.write(rcx, a.ecx);
   rf.write(rdx, a.edx);
-  skip_instruction();
+  skip_instruction(regs);
 }
 
 /// The MSRs whose guest values live in the VMCB state-save area (APM Table B-2; VMLOAD and
@@ -965,7 +869,7 @@ void handle_msr(guest_regs& regs) {
     rf.write(rax, v & 0xFFFFFFFF);
     rf.write(rdx, v >> 32);
   }
-  skip_instruction();
+  skip_instruction(regs);
 }
 
 void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
@@ -995,6 +899,8 @@ void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mism
   }
 }
 
+bool spin_more();
+
 /// VMMCALL (exit code 0x81): the hypercall ABI of hypercall.hpp, for CPL 0 only.
 bool handle_vmmcall(guest_regs& regs) {
   using enum x86::gpr;
@@ -1004,7 +910,7 @@ bool handle_vmmcall(guest_regs& regs) {
   const std::uint64_t nr = rf.read(rax);
   if (sv::read(vmcb, fld::cpl) != 0) {
     rf.write(rax, ~0ull);
-    skip_instruction();
+    skip_instruction(regs);
     return true;
   }
   switch (nr) {
@@ -1052,15 +958,14 @@ bool handle_vmmcall(guest_regs& regs) {
     case hc::paging_case32: ret = handle_paging_case32(regs); break;
     case hc::ept_arm:
       npt_arm(regs);
-      nd.armed = true;
-      nd.seen = false;
       break;
     case hc::ept_check: ret = npt_check(regs); break;
     case hc::ept_unmap_once: ret = npt_unmap_once(regs[rbx]) ? 0 : ~0ull; break;
     case hc::ept_unmap_report: ret = npt_unmap_report(); break;
+    case hc::spin_more: ret = spin_more() ? 1 : 0; break;
     case hc::done:
       run.status = run_status::done;
-      skip_instruction();
+      skip_instruction(regs);
       return false;
     case hc::unexpected:
       kprintf("HVKIT ERROR guest exception vector=%llu error=0x%llx rip=0x%llx cr2=0x%llx\n",
@@ -1073,7 +978,7 @@ bool handle_vmmcall(guest_regs& regs) {
       break;
   }
   rf.write(rax, ret);
-  skip_instruction();
+  skip_instruction(regs);
   return true;
 }
 
@@ -1084,7 +989,7 @@ bool handle_vmmcall(guest_regs& regs) {
 bool handle_npf(guest_regs& regs) {
   const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
   if (npt_case_npf()) return true;  // a provoked one (NPT differential): retry
-  if (npt_unmapped_page_hit()) return true;  // the re-injection check's page: mapped back
+  if (npt_unmapped_page_hit(regs)) return true;  // the re-injection check's page: mapped back
   if (sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid()) {
     report_exit("npf_during_event_delivery");
     run.status = run_status::fatal_exit;
@@ -1099,8 +1004,18 @@ bool handle_npf(guest_regs& regs) {
 }
 
 /// One #VMEXIT. Returns true to run the guest again.
+/// QEMU 7.2 TCG erratum: it writes VMEXIT_INVALID (-1) as the 32-bit 0xFFFF_FFFF, its upper
+/// half of EXITCODE 0 (APM Vol. 2 Appendix C: EXITCODE is 64 bits, VMEXIT_INVALID is -1).
+/// Read as -1, counted, the first case printed.
+std::uint64_t exitcode_32bit_errata = 0;
+exit_code read_exit_code() {
+  const std::uint64_t raw = sv::read(vmcb, fld::exit_code);
+  if (raw != 0xFFFF'FFFFull) return static_cast<exit_code>(raw);
+  return static_cast<exit_code>(note_exitcode_32bit(raw));
+}
+
 bool handle_exit(guest_regs& regs) {
-  const auto code = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
+  const exit_code code = read_exit_code();
   ++st.exits.total;
   ++st.exits.by[slot(code)];
   set_tlb_control(sv::tlb_control::do_nothing);
@@ -1139,6 +1054,7 @@ bool handle_exit(guest_regs& regs) {
       run.status = run_status::triple_fault;
       return false;
     case invalid:
+      if (qemu_mov_cr3_invalid_erratum(regs, st.exits.total - 1)) return run.status == run_status::running;
       report_exit("vmrun_consistency_check_failed");
       run.status = run_status::entry_failed;
       return false;
@@ -1182,6 +1098,20 @@ constexpr std::uint32_t timer_max_count = 1u << 26;
 std::uint32_t timer_count = timer_initial_count;
 
 std::uint64_t ibpb_barriers;
+/// What the running two-guest run has seen so far (run_scheduled): guest A keeps spinning
+/// (hc::spin_more) until A2 and B have each spun (run instructions in a slice) and both kinds
+/// of switch happened.
+struct sched_progress {
+  bool active;
+  std::uint64_t a2_spins, b_spins, same_guest, cross_guest;
+  bool b_dead;
+};
+constinit sched_progress sched{};
+bool spin_more() {
+  if (!sched.active) return false;
+  return sched.a2_spins == 0 || (sched.b_spins == 0 && !sched.b_dead) || sched.same_guest == 0 ||
+         sched.cross_guest == 0;
+}
 bool host_has_ibpb;
 struct counting_barrier {
   void operator()() const noexcept {
@@ -1374,6 +1304,8 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     const std::uint64_t spins_before = current != 0 ? *spins : 0;
     vmrun(regs);
     ++slots[current].slices;
+    sched = {true, *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa),
+             *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa), same_guest, cross_guest, b_dead};
     // Every exit of a spinner is the timer; guest A's are handled as in any run.
     const bool resume = handle_exit(regs);
     regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
@@ -1386,6 +1318,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
               cfg.base.name, (unsigned long long)slots[2].slices);
       b_dead = true;
+      sched.b_dead = true;
       run.status = run_status::running;
       continue;
     }
@@ -1400,6 +1333,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     }
   }
   timer_stop();
+  sched = {};
   svm_host_if = 0;
   vmcb.slot = &vmcb_a1;
   const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
@@ -1449,7 +1383,7 @@ bool run_guest(int index) {
   run.cfg = &cfg.base;
   run.status = run_status::running;
   st = svm_state{};
-  nd = npt_diff_state{};
+  npt_diff_reset();
   unmap = unmap_state{};
   st.cfg = &cfg;
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
@@ -1507,11 +1441,11 @@ bool run_guest(int index) {
               (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
     result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
            "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b1_errata=%llu "
-           "bochs_b2_errata=%llu bochs_b3_errata=%llu",
+           "bochs_b2_errata=%llu bochs_b3_errata=%llu qemu_q1_errata=%llu",
            (unsigned long long)run.pg_cases, (unsigned long long)run.pg_mismatches,
            (unsigned long long)run.pg_cpu_faults, (unsigned long long)run.pg_a_on_fault,
            (unsigned long long)run.pg_errata_b1, (unsigned long long)run.pg_errata_b2,
-           (unsigned long long)run.pg_errata_b3);
+           (unsigned long long)run.pg_errata_b3, (unsigned long long)run.pg_errata_q1);
     if (run.pg_errata_b3)
       kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.base.name,
               (unsigned long long)run.pg_errata_b3);
@@ -1530,18 +1464,13 @@ bool run_guest(int index) {
     // With nested paging MOV to CR3 loads no PDPTEs (no #GP); a reserved bit is the walk's #PF.
     result("pae_pdpte_load", run.pdpte_loads >= 5000 && run.pdpte_gp == 0 && run.pdpte_walk_rsv > 0 &&
                                  run.pdpte_mismatches == 0,
-           "loads=%llu gp=%llu reserved_pdpte_walk_pf=%llu mismatches=%llu", (unsigned long long)run.pdpte_loads,
-           (unsigned long long)run.pdpte_gp, (unsigned long long)run.pdpte_walk_rsv,
-           (unsigned long long)run.pdpte_mismatches);
+           "loads=%llu gp=%llu reserved_pdpte_walk_pf=%llu mismatches=%llu qemu_q2_errata=%llu qemu_q3_errata=%llu",
+           (unsigned long long)run.pdpte_loads, (unsigned long long)run.pdpte_gp,
+           (unsigned long long)run.pdpte_walk_rsv, (unsigned long long)run.pdpte_mismatches,
+           (unsigned long long)run.pdpte_errata_q2, (unsigned long long)run.pdpte_errata_q3);
   }
   if (cfg.base.guest_flags & hc::cfg_ept_diff) {
-    result("npt_differential", nd.cases >= 2000 && nd.mismatches == 0 && nd.table_npfs > 0 && nd.rsv_npfs > 0,
-           "cases=%llu mismatches=%llu npfs=%llu guest_table_npfs=%llu reserved_bit_npfs=%llu large_page_cases=%llu "
-           "guest_faults=%llu",
-           (unsigned long long)nd.cases, (unsigned long long)nd.mismatches, (unsigned long long)nd.npfs,
-           (unsigned long long)nd.table_npfs, (unsigned long long)nd.rsv_npfs, (unsigned long long)nd.large_cases,
-           (unsigned long long)nd.guest_faults);
-    npt_pml4[1] = 0;  // the alias exists only during this run
+    npt_diff_report();
   }
   if (cfg.base.stale_role) {
     result("stale_wp_role_negative_control",
@@ -1578,6 +1507,14 @@ bool run_guest(int index) {
 
 bool g_active = false;
 
+unsigned long long note_exitcode_32bit(unsigned long long raw) {
+  if (exitcode_32bit_errata++ == 0) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM vmexit_invalid_exitcode_32bit exitcode=0x%llx (APM Appendix C: -1, 64 bits)\n", raw);
+  }
+  return sv::raw(exit_code::invalid);
+}
+
 bool active() { return g_active; }
 
 guest_paging_regs live_paging_regs() {
@@ -1592,11 +1529,18 @@ bool available() {
 
 bool run_all() {
   g_active = true;
+  vmcb.slot = &vmcb_a1;
   if (!build_policy() || !enable()) return false;
   build_npt();
   bool ok = true;
   for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
-  ok = vmrun_diff_run() && ok;  // VMRUN's consistency checks, the CPU as the oracle (vmrun_diff.cpp)
+  ok = vmrun_diff_run() && ok;
+  if (exitcode_32bit_errata)
+    kprintf("HVKIT INFO vmexit_invalid_exitcode_32bit cases=%llu\n", (unsigned long long)exitcode_32bit_errata);
+  if (qemu_cr3_errata) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid.all cases=%llu\n", (unsigned long long)qemu_cr3_errata);
+  }  // VMRUN's consistency checks, the CPU as the oracle (vmrun_diff.cpp)
   // The numbers the CR0.WP work is about: 0 exits per toggle guest-owned, 1 intercepted
   // (selective CR0 write intercept and plain CR0 write intercept alike).
   const wp_summary& owned = summaries[0];

@@ -22,5 +22,8 @@ bool available();
 bool run_all();
 /// The VMRUN consistency-check differential (vmrun_diff.cpp): hvkit's checks against the CPU.
 bool vmrun_diff_run();
+/// An EXITCODE of 0xFFFF_FFFF (QEMU TCG's 32-bit VMEXIT_INVALID, svm.cpp): counted as that
+/// erratum, returned as the APM's -1.
+unsigned long long note_exitcode_32bit(unsigned long long raw);
 
 }  // namespace hv::svm

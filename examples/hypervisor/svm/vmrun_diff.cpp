@@ -72,6 +72,7 @@ struct cpu_facts {
   hs::vmrun_environment env;
   bool nx = false;
   bool under_kvm = false;
+  bool qemu_tcg = false;  ///< QEMU's TCG: the brand string (CPUID Fn8000_0002-4) starts "QEMU TCG"
 };
 cpu_facts facts;
 
@@ -125,6 +126,10 @@ cpu_facts read_facts() {
   c.env.host_long_mode = true;  // the hypervisor runs in long mode
   const auto k = cpuid(0x40000000);
   c.under_kvm = k.ebx == 0x4b4d564b && k.ecx == 0x564b4d56 && k.edx == 0x4d;  // "KVMKVMKVM\0\0\0"
+  if (e0.eax >= 0x80000004) {
+    const auto b = cpuid(0x80000002);
+    c.qemu_tcg = b.eax == 0x554d4551 && b.ebx == 0x47435420;  // "QEMU", " TCG"
+  }
   return c;
 }
 
@@ -361,17 +366,39 @@ enum erratum_id : unsigned {
   kvm_pae_pdptes_checked_by_lma,       // not an APM check: without nested paging KVM refuses a guest
                                        // it takes for legacy PAE (CR0.PG, CR4.PAE and EFER.LMA
                                        // clear, whatever LME) whose PDPTEs have reserved bits
+  // QEMU 7.2 TCG (-cpu max; docs/hypervisor.md, SVM errata), each named after what QEMU does:
+  qemu_ncr3_mbz_not_checked,           // 15.25.4: nCR3 with a bit at or above MAXPHYADDR: QEMU enters
+  qemu_g_pat_not_checked,              // 15.25.4: G_PAT with a reserved memory type: QEMU enters
+  qemu_msrpm_ending_at_top_refused,    // 15.5.1: QEMU refuses the MSRPM whose 8 KiB end just below
+                                       // 2^MAXPHYADDR (as if it were 12 KiB long, like KVM)
+  qemu_cr4_legacy_bits_not_gated,      // 15.5.1 "Any MBZ bit of CR4": CR4 bits whose feature CPUID
+                                       // does not enumerate (VME, PVI, TSD, DE, PSE, MCE, PGE,
+                                       // OSFXSR, OSXMMEXCPT, PCIDE): QEMU accepts them whatever
+                                       // CPUID says
+  qemu_efer_ffxsr_not_gated,           // 15.5.1 "Any MBZ bit of EFER": EFER.FFXSR without CPUID
+                                       // Fn8000_0001 EDX[25]: QEMU accepts it
+  qemu_cr3_checked_in_any_mode,        // 15.5.1 checks CR3's MBZ bits 63:MAXPHYADDR in long mode
+                                       // only; QEMU refuses them whatever the mode (as KVM does)
   erratum_count
 };
 /// Errata of the CPU model in use: Bochs' alone, or KVM's with the Bochs errata it lets through.
 constexpr unsigned bochs_errata = (1u << kvm_g_pat_not_checked) - 1;
-constexpr unsigned kvm_errata = ((1u << erratum_count) - 1) & ~bochs_errata;
+constexpr unsigned qemu_errata = ((1u << erratum_count) - 1) & ~((1u << qemu_ncr3_mbz_not_checked) - 1);
+constexpr unsigned kvm_errata = ((1u << erratum_count) - 1) & ~bochs_errata & ~qemu_errata;
+/// QEMU's TCG shares Bochs' EVENTINJ deviations (the same rules, the same first
+/// cases printed under the QEMU model).
+constexpr unsigned qemu_shared_errata = (1u << eventinj_reserved_bits_not_checked) |
+                                        (1u << eventinj_reserved_vector_accepted) |
+                                        (1u << eventinj_impossible_in_64bit_accepted);
 // KVM checks these rules itself; and without nested paging KVM shadows the guest's tables, so
 // Bochs never sees its PDPTEs (KVM's own PDPTE check is kvm_pae_pdptes_checked_by_lma).
 constexpr unsigned bochs_errata_kvm_checks_first = (1u << cr3_mbz_not_checked) | (1u << lme_pg_without_pe_not_checked) |
                                                    (1u << permission_map_end_not_checked) |
                                                    (1u << pae_pdptes_checked_at_vmrun);
-unsigned model_errata() { return facts.under_kvm ? kvm_errata | (bochs_errata & ~bochs_errata_kvm_checks_first) : bochs_errata; }
+unsigned model_errata() {
+  if (facts.qemu_tcg) return qemu_errata | qemu_shared_errata;
+  return facts.under_kvm ? kvm_errata | (bochs_errata & ~bochs_errata_kvm_checks_first) : bochs_errata;
+}
 struct erratum {
   const char* name;
   std::uint64_t cases = 0;
@@ -384,6 +411,8 @@ erratum errata[erratum_count] = {
     {"efer_tce_refused_though_enumerated"},
     {"kvm_g_pat_not_checked"}, {"kvm_cr3_checked_in_any_mode"}, {"kvm_msrpm_ending_at_top_refused"},
     {"kvm_pae_pdptes_checked_by_lma"},
+    {"qemu_ncr3_mbz_not_checked"}, {"qemu_g_pat_not_checked"}, {"qemu_msrpm_ending_at_top_refused"},
+    {"qemu_cr4_legacy_bits_not_gated"}, {"qemu_efer_ffxsr_not_gated"}, {"qemu_cr3_checked_in_any_mode"},
 };
 
 struct case_state {
@@ -430,8 +459,8 @@ bool extra_check_fires(const case_state& c, unsigned mask) {
   if (on(cs_l_and_d_checked_outside_long_mode) && (cs & hs::attrib::l) != 0 && (cs & hs::attrib::db) != 0) return true;
   if (on(pae_pdptes_checked_at_vmrun) && pdptes_reserved(c)) return true;
   if (on(efer_tce_refused_though_enumerated) && (hs::read(*c.v, f::efer) & x86::efer::tce.raw()) != 0) return true;
-  if (on(kvm_cr3_checked_in_any_mode) && (hs::read(*c.v, f::cr3) >> facts.env.maxphyaddr) != 0) return true;
-  if (on(kvm_msrpm_ending_at_top_refused) &&
+  if ((on(kvm_cr3_checked_in_any_mode) || on(qemu_cr3_checked_in_any_mode)) && (hs::read(*c.v, f::cr3) >> facts.env.maxphyaddr) != 0) return true;
+  if ((on(kvm_msrpm_ending_at_top_refused) || on(qemu_msrpm_ending_at_top_refused)) &&
       (((hs::read(*c.v, f::msrpm_base_pa) & ~std::uint64_t{0xfff}) + 0x3000 - 1) >> facts.env.maxphyaddr) != 0)
     return true;
   return on(kvm_pae_pdptes_checked_by_lma) && pdptes_reserved(c, efer_lma);
@@ -454,7 +483,20 @@ bool model_invalid(const case_state& c, unsigned mask) {
     v &= ~hs::bit(vmrun_error::event_injection);
     if (eventinj_invalid(c, mask)) v |= hs::bit(vmrun_error::event_injection);
   }
-  if (on(kvm_g_pat_not_checked)) v &= ~hs::bit(vmrun_error::g_pat_invalid);
+  if (on(kvm_g_pat_not_checked) || on(qemu_g_pat_not_checked)) v &= ~hs::bit(vmrun_error::g_pat_invalid);
+  if (on(qemu_ncr3_mbz_not_checked)) v &= ~hs::bit(vmrun_error::ncr3_mbz);
+  if (on(qemu_cr4_legacy_bits_not_gated) || on(qemu_efer_ffxsr_not_gated)) {
+    // hvkit's own rules with the bits QEMU accepts counted as supported.
+    hs::vmrun_environment env = facts.env;
+    using C = x86::cr4;
+    if (on(qemu_cr4_legacy_bits_not_gated))
+      env.cr4_supported = env.cr4_supported | C::vme | C::pvi | C::tsd | C::de | C::pse | C::mce | C::pge |
+                          C::osfxsr | C::osxmmexcpt | C::pcide;
+    if (on(qemu_efer_ffxsr_not_gated)) env.efer_supported = env.efer_supported | x86::efer::ffxsr;
+    const hs::vmrun_error_set w = hs::vmrun_violations(*c.v, env);
+    const hs::vmrun_error_set m = hs::bit(vmrun_error::cr4_mbz) | hs::bit(vmrun_error::efer_mbz);
+    v = (v & ~m) | (w & m);
+  }
   return v != 0 || extra_check_fires(c, mask);
 }
 
@@ -468,7 +510,10 @@ std::uint64_t vmrun_once() {
   hs::vmcb_view v{diff_vmcb};
   hs::processor_write(v, f::exit_code, exit_sentinel);
   svm_vmrun(&regs, pa(&diff_vmcb), pa(diff_host_save));
-  return hs::read(v, f::exit_code);
+  const std::uint64_t code = hs::read(v, f::exit_code);
+  // QEMU 7.2 TCG writes VMEXIT_INVALID as the 32-bit 0xFFFF_FFFF (svm.cpp's
+  // vmexit_invalid_exitcode_32bit erratum): read as the APM's -1, counted there.
+  return code == 0xFFFF'FFFFull ? note_exitcode_32bit(code) : code;
 }
 
 struct counters {
@@ -501,7 +546,7 @@ bool vmrun_diff_run() {
   constexpr unsigned random_cases = 3000;
   constexpr std::uint64_t seed = 0x5653'4d52'554e'3139ull;  // "VSMRUN19"
   facts = read_facts();
-  const char* model = facts.under_kvm ? "kvm_on_bochs" : "bochs";
+  const char* model = facts.qemu_tcg ? "qemu_tcg" : facts.under_kvm ? "kvm_on_bochs" : "bochs";
   const auto vendor = cpuid(0);
   char vend[13];
   __builtin_memcpy(vend, &vendor.ebx, 4);

@@ -7,6 +7,12 @@
 /// `std::formatter`).
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/cpuid/hosted/print.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <string>
 #include <string_view>
 
@@ -20,7 +26,7 @@
 
 namespace hvkit::cpuid {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(msr_verdict v) noexcept {
@@ -32,7 +38,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(msr_verdict).
-[[nodiscard]] inline std::string to_string(msr_verdict v) { return hosted::enum_string(name(v), "msr_verdict", v); }
+[[nodiscard]] inline std::string to_string(msr_verdict v) { return ::hvkit::hosted::enum_string(name(v), "msr_verdict", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(policy_error v) noexcept {
@@ -50,7 +56,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(policy_error).
-[[nodiscard]] inline std::string to_string(policy_error v) { return hosted::enum_string(name(v), "policy_error", v); }
+[[nodiscard]] inline std::string to_string(policy_error v) { return ::hvkit::hosted::enum_string(name(v), "policy_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(table_error v) noexcept {
@@ -61,7 +67,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(table_error).
-[[nodiscard]] inline std::string to_string(table_error v) { return hosted::enum_string(name(v), "table_error", v); }
+[[nodiscard]] inline std::string to_string(table_error v) { return ::hvkit::hosted::enum_string(name(v), "table_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(xsave_error v) noexcept {
@@ -74,7 +80,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(xsave_error).
-[[nodiscard]] inline std::string to_string(xsave_error v) { return hosted::enum_string(name(v), "xsave_error", v); }
+[[nodiscard]] inline std::string to_string(xsave_error v) { return ::hvkit::hosted::enum_string(name(v), "xsave_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(xsave_enumeration v) noexcept {
@@ -88,7 +94,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(xsave_enumeration).
-[[nodiscard]] inline std::string to_string(xsave_enumeration v) { return hosted::enum_string(name(v), "xsave_enumeration", v); }
+[[nodiscard]] inline std::string to_string(xsave_enumeration v) { return ::hvkit::hosted::enum_string(name(v), "xsave_enumeration", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(vendor v) noexcept {
@@ -103,7 +109,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vendor).
-[[nodiscard]] inline std::string to_string(vendor v) { return hosted::enum_string(name(v), "vendor", v); }
+[[nodiscard]] inline std::string to_string(vendor v) { return ::hvkit::hosted::enum_string(name(v), "vendor", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(rule_id v) noexcept {
@@ -126,7 +132,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(rule_id).
-[[nodiscard]] inline std::string to_string(rule_id v) { return hosted::enum_string(name(v), "rule_id", v); }
+[[nodiscard]] inline std::string to_string(rule_id v) { return ::hvkit::hosted::enum_string(name(v), "rule_id", v); }
 
 }  // namespace hvkit::cpuid
 

@@ -9,6 +9,12 @@
 /// keywords out of the enumeration (`mnemonic::and_` is "and").
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/emulate/hosted/print.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -22,7 +28,7 @@
 
 namespace hvkit::emulate {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(outcome_kind v) noexcept {
@@ -36,7 +42,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(outcome_kind).
-[[nodiscard]] inline std::string to_string(outcome_kind v) { return hosted::enum_string(name(v), "outcome_kind", v); }
+[[nodiscard]] inline std::string to_string(outcome_kind v) { return ::hvkit::hosted::enum_string(name(v), "outcome_kind", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(event v) noexcept {
@@ -53,7 +59,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(event).
-[[nodiscard]] inline std::string to_string(event v) { return hosted::enum_string(name(v), "event", v); }
+[[nodiscard]] inline std::string to_string(event v) { return ::hvkit::hosted::enum_string(name(v), "event", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(unsupported_reason v) noexcept {
@@ -69,7 +75,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(unsupported_reason).
-[[nodiscard]] inline std::string to_string(unsupported_reason v) { return hosted::enum_string(name(v), "unsupported_reason", v); }
+[[nodiscard]] inline std::string to_string(unsupported_reason v) { return ::hvkit::hosted::enum_string(name(v), "unsupported_reason", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(mnemonic v) noexcept {
@@ -131,11 +137,17 @@ using hosted::operator<<;
     case mnemonic::hlt: return "hlt";
     case mnemonic::invd: return "invd";
     case mnemonic::wbinvd: return "wbinvd";
+    case mnemonic::vmcall: return "vmcall";
+    case mnemonic::vmmcall: return "vmmcall";
+    case mnemonic::int3: return "int3";
+    case mnemonic::int_n: return "int";
+    case mnemonic::into: return "into";
+    case mnemonic::int1: return "int1";
   }
   return {};
 }
 /// See name(mnemonic).
-[[nodiscard]] inline std::string to_string(mnemonic v) { return hosted::enum_string(name(v), "mnemonic", v); }
+[[nodiscard]] inline std::string to_string(mnemonic v) { return ::hvkit::hosted::enum_string(name(v), "mnemonic", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(decode_error v) noexcept {
@@ -148,7 +160,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(decode_error).
-[[nodiscard]] inline std::string to_string(decode_error v) { return hosted::enum_string(name(v), "decode_error", v); }
+[[nodiscard]] inline std::string to_string(decode_error v) { return ::hvkit::hosted::enum_string(name(v), "decode_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(cpu_mode v) noexcept {
@@ -161,7 +173,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(cpu_mode).
-[[nodiscard]] inline std::string to_string(cpu_mode v) { return hosted::enum_string(name(v), "cpu_mode", v); }
+[[nodiscard]] inline std::string to_string(cpu_mode v) { return ::hvkit::hosted::enum_string(name(v), "cpu_mode", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(sreg v) noexcept {
@@ -176,7 +188,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(sreg).
-[[nodiscard]] inline std::string to_string(sreg v) { return hosted::enum_string(name(v), "sreg", v); }
+[[nodiscard]] inline std::string to_string(sreg v) { return ::hvkit::hosted::enum_string(name(v), "sreg", v); }
 
 namespace detail {
 template <class V>
@@ -197,15 +209,15 @@ template <class V>
       break;
     case outcome_kind::exception:
       s += ' ' + to_string(o.vector);
-      if (x86::has_error_code(o.vector)) s += " error code " + hosted::hex(detail::raw_value(o.error_code));
-      if (o.vector == x86::vector::pf) s += " cr2 " + hosted::hex(o.cr2);
+      if (x86::has_error_code(o.vector, x86::vendor::intel)) s += " error code " + ::hvkit::hosted::hex(detail::raw_value(o.error_code));
+      if (o.vector == x86::vector::pf) s += " cr2 " + ::hvkit::hosted::hex(o.cr2);
       break;
     case outcome_kind::needs_io:
     case outcome_kind::needs_mmio:
       s += o.write ? " write " : " read ";
       s += o.kind == outcome_kind::needs_io ? "port " : "gpa ";
-      s += hosted::hex(o.address) + " size " + std::to_string(o.size);
-      if (o.write) s += " value " + hosted::hex(o.value);
+      s += ::hvkit::hosted::hex(o.address) + " size " + std::to_string(o.size);
+      if (o.write) s += " value " + ::hvkit::hosted::hex(o.value);
       break;
     case outcome_kind::unsupported:
       s += " (" + to_string(o.why);

@@ -17,6 +17,12 @@
 /// @endcode
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/paging/hosted/print.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -35,7 +41,7 @@
 
 namespace hvkit::paging {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The enumerator's name ("not_present", ...); empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(fault_kind k) noexcept {
@@ -57,7 +63,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(fault_kind).
-[[nodiscard]] inline std::string to_string(fault_kind k) { return hosted::enum_string(name(k), "fault_kind", k); }
+[[nodiscard]] inline std::string to_string(fault_kind k) { return ::hvkit::hosted::enum_string(name(k), "fault_kind", k); }
 
 /// "guest", "ept" or "npt".
 [[nodiscard]] constexpr std::string_view name(walk_stage s) noexcept {
@@ -69,7 +75,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(walk_stage).
-[[nodiscard]] inline std::string to_string(walk_stage s) { return hosted::enum_string(name(s), "walk_stage", s); }
+[[nodiscard]] inline std::string to_string(walk_stage s) { return ::hvkit::hosted::enum_string(name(s), "walk_stage", s); }
 
 /// The enumerator's name ("unbacked", ...); empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(memory_error e) noexcept {
@@ -81,7 +87,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(memory_error).
-[[nodiscard]] inline std::string to_string(memory_error e) { return hosted::enum_string(name(e), "memory_error", e); }
+[[nodiscard]] inline std::string to_string(memory_error e) { return ::hvkit::hosted::enum_string(name(e), "memory_error", e); }
 
 /// The enumerator's name ("walk_length", ...); empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(eptp_error e) noexcept {
@@ -96,7 +102,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(eptp_error).
-[[nodiscard]] inline std::string to_string(eptp_error e) { return hosted::enum_string(name(e), "eptp_error", e); }
+[[nodiscard]] inline std::string to_string(eptp_error e) { return ::hvkit::hosted::enum_string(name(e), "eptp_error", e); }
 
 /// The memory type as the SDM abbreviates it (Table 11-2): "UC", "WC", "WT", "WP", "WB";
 /// empty for the reserved encodings 2, 3 and 7.
@@ -112,7 +118,7 @@ using hosted::operator<<;
 }
 /// See name(ept_memory_type).
 [[nodiscard]] inline std::string to_string(ept_memory_type t) {
-  return hosted::enum_string(name(t), "ept_memory_type", t);
+  return ::hvkit::hosted::enum_string(name(t), "ept_memory_type", t);
 }
 
 /// The enumerator's name ("write_without_read", ...); empty for a value that names none.
@@ -128,7 +134,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(ept_misconfig).
-[[nodiscard]] inline std::string to_string(ept_misconfig m) { return hosted::enum_string(name(m), "ept_misconfig", m); }
+[[nodiscard]] inline std::string to_string(ept_misconfig m) { return ::hvkit::hosted::enum_string(name(m), "ept_misconfig", m); }
 
 /// The enumerator's name ("mapping", "fault", "end", "truncated").
 [[nodiscard]] constexpr std::string_view name(mapping_step s) noexcept {
@@ -141,7 +147,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(mapping_step).
-[[nodiscard]] inline std::string to_string(mapping_step s) { return hosted::enum_string(name(s), "mapping_step", s); }
+[[nodiscard]] inline std::string to_string(mapping_step s) { return ::hvkit::hosted::enum_string(name(s), "mapping_step", s); }
 
 namespace detail {
 inline void add_flag(std::string& s, bool on, std::string_view flag) {
@@ -240,7 +246,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
   detail::add_flag(s, r.test(pte_access::read), "read");
   detail::add_flag(s, r.test(pte_access::user_exec), "user_exec");
   detail::add_flag(s, r.test(pte_access::shadow_stack), "shadow_stack");
-  if (r.raw() & 0xc0u) detail::add_flag(s, true, "pte_access(" + hosted::hex(r.raw() & 0xc0u) + ")");
+  if (r.raw() & 0xc0u) detail::add_flag(s, true, "pte_access(" + ::hvkit::hosted::hex(r.raw() & 0xc0u) + ")");
   return s.empty() ? "none" : s;
 }
 
@@ -271,7 +277,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     if (stage == walk_stage::npt) n = "NPT " + n;
     n.resize(n.size() < 5 ? 5 : n.size(), ' ');
     s += n;
-    s += " @ " + hosted::hex16(e.address.value()) + " = " + hosted::hex16(e.value) + "  ";
+    s += " @ " + ::hvkit::hosted::hex16(e.address.value()) + " = " + ::hvkit::hosted::hex16(e.value) + "  ";
     s += stage == walk_stage::ept ? ept_flags(ept_entry{e.value}, e.level, leaf)
                                   : pte_flags(pte{e.value}, e.level, leaf, nx, keys);
     s += '\n';
@@ -284,16 +290,16 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// (4 KiB page, rwx user)".
 [[nodiscard]] inline std::string format_translation(const translation& t, walk_stage stage) {
   if (stage == walk_stage::npt)
-    return "-> hpa " + hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
+    return "-> hpa " + ::hvkit::hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
            guest_rights(t.rights) + ")";
   if (stage == walk_stage::ept) {
     const auto mt = static_cast<ept_memory_type>(t.memory_type & 7u);
     std::string type = name(mt).empty() ? "MT=" + std::to_string(t.memory_type & 7u) : std::string(name(mt));
     if (t.memory_type & 8u) type += " IPAT";
-    return "-> hpa " + hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
+    return "-> hpa " + ::hvkit::hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
            ept_rights(t.rights) + ", " + type + ")";
   }
-  return "-> gpa " + hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
+  return "-> gpa " + ::hvkit::hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
          guest_rights(t.rights) + ", pkey " + std::to_string(t.pkey) + ")";
 }
 
@@ -312,13 +318,13 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
     if (f.stage == walk_stage::ept) s += "EPT ";
     if (f.stage == walk_stage::npt) s += "NPT ";
     s += entry_name(f.level);
-    s += " @ " + hosted::hex16(f.entry_address.value()) + " = " + hosted::hex16(f.entry_value);
+    s += " @ " + ::hvkit::hosted::hex16(f.entry_address.value()) + " = " + ::hvkit::hosted::hex16(f.entry_value);
   }
   if (f.stage == walk_stage::ept) {
     if (f.kind == fault_kind::ept_misconfig) s += " (EPT misconfiguration, gpa ";
     else if (f.kind == fault_kind::unbacked) s += " (not backed, gpa ";
-    else s += " (EPT violation, exit qualification " + hosted::hex(f.qualification.raw()) + ", gpa ";
-    return s + hosted::hex16(f.guest_physical.value()) + ")";
+    else s += " (EPT violation, exit qualification " + ::hvkit::hosted::hex(f.qualification.raw()) + ", gpa ";
+    return s + ::hvkit::hosted::hex16(f.guest_physical.value()) + ")";
   }
   if (f.stage == walk_stage::npt) {
     // AMD APM 15.25.6: EXITINFO1 = the #PF-format bits, bit 32 final access, bit 33 guest table.
@@ -328,10 +334,10 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
       s += std::string(" (#NPF on the ") +
            (f.qualification.test(ept_qualification::final_translation) ? "final access" : "guest page-table access") +
            ", error code " + to_string(f.error_code) + ", gpa ";
-    return s + hosted::hex16(f.guest_physical.value()) + ")";
+    return s + ::hvkit::hosted::hex16(f.guest_physical.value()) + ")";
   }
   switch (f.kind) {
-    case fault_kind::unbacked: return s + " (not backed: " + hosted::hex16(f.guest_physical.value()) + ")";
+    case fault_kind::unbacked: return s + " (not backed: " + ::hvkit::hosted::hex16(f.guest_physical.value()) + ")";
     case fault_kind::invalid_pdpte: return s + " (" + to_string(f.vector) + " at the PDPTE load)";
     case fault_kind::retry_exhausted: return s + " (the entries kept changing)";
     default: break;
@@ -348,8 +354,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 ///     -> gpa 0x0000000012345abc (4 KiB page, rw- supervisor, pkey 0)
 /// @endcode
 [[nodiscard]] inline std::string format_walk(const walker_state& s, x86::gva va, const walk_result& r) {
-  std::string out = "gva " + hosted::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
-  if (s.mode != x86::paging_mode::none) out += " paging, root " + hosted::hex16(s.root.value());
+  std::string out = "gva " + ::hvkit::hosted::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
+  if (s.mode != x86::paging_mode::none) out += " paging, root " + ::hvkit::hosted::hex16(s.root.value());
   out += '\n';
   if (r) {
     const bool keys = s.mode == x86::paging_mode::four_level || s.mode == x86::paging_mode::five_level;
@@ -362,8 +368,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// A whole EPT walk: "gpa 0x...: 4-level EPT, root 0x...", the EPT entries and the
 /// translation, or the fault.
 [[nodiscard]] inline std::string format_ept_walk(const ept_walker& w, x86::gpa ga, const walk_result& r) {
-  std::string out = "gpa " + hosted::hex16(ga.value()) + ": " + std::to_string(w.levels()) + "-level EPT, root " +
-                    hosted::hex16(w.root().value()) + '\n';
+  std::string out = "gpa " + ::hvkit::hosted::hex16(ga.value()) + ": " + std::to_string(w.levels()) + "-level EPT, root " +
+                    ::hvkit::hosted::hex16(w.root().value()) + '\n';
   if (r) return out + format_path(r->path, walk_stage::ept, false) + "  " + format_translation(*r, walk_stage::ept) + '\n';
   return out + "  fault: " + to_string(r.error()) + '\n';
 }
@@ -383,8 +389,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// have the host's paging format; `second_nx` is the host's EFER.NXE then).
 [[nodiscard]] inline std::string format_nested_walk(const walker_state& s, x86::gva va, const nested_result& r,
                                                     walk_stage second = walk_stage::ept, bool second_nx = false) {
-  std::string out = "gva " + hosted::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
-  if (s.mode != x86::paging_mode::none) out += " paging, root " + hosted::hex16(s.root.value());
+  std::string out = "gva " + ::hvkit::hosted::hex16(va.value()) + ": " + std::string(x86::description(s.mode));
+  if (s.mode != x86::paging_mode::none) out += " paging, root " + ::hvkit::hosted::hex16(s.root.value());
   out += '\n';
   if (!r) return out + "  fault: " + to_string(r.error()) + '\n';
   const bool keys = s.mode == x86::paging_mode::four_level || s.mode == x86::paging_mode::five_level;
@@ -397,7 +403,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// One mapping in one line: "0x<first> -> 0x<output>  4 KiB rw- supervisor pkey 0 pat 0" for
 /// guest paging, "0x<first> -> 0x<output>  2 MiB rwx WB" for EPT (16-digit addresses).
 [[nodiscard]] inline std::string to_string(const mapping& m) {
-  std::string s = hosted::hex16(m.input) + " -> " + hosted::hex16(m.output.value()) + "  " + page_size_name(m.page_shift);
+  std::string s = ::hvkit::hosted::hex16(m.input) + " -> " + ::hvkit::hosted::hex16(m.output.value()) + "  " + page_size_name(m.page_shift);
   if (m.stage == walk_stage::ept) {
     const auto mt = static_cast<ept_memory_type>(m.memory_type & 7u);
     s += ' ' + ept_rights(m.rights) + ' ';
@@ -410,8 +416,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 
 /// One nested mapping: "0x<linear> +0x<size> -> gpa 0x... -> 0x...  <guest rights> / <EPT rights>".
 [[nodiscard]] inline std::string to_string(const nested_mapping& m) {
-  return hosted::hex16(m.linear) + " +" + hosted::hex(m.size) + " -> gpa " + hosted::hex16(m.guest_physical.value()) +
-         " -> " + hosted::hex16(m.output.value()) + "  " + guest_rights(m.guest.rights) + " / " +
+  return ::hvkit::hosted::hex16(m.linear) + " +" + ::hvkit::hosted::hex(m.size) + " -> gpa " + ::hvkit::hosted::hex16(m.guest_physical.value()) +
+         " -> " + ::hvkit::hosted::hex16(m.output.value()) + "  " + guest_rights(m.guest.rights) + " / " +
          ept_rights(m.second_rights);
 }
 

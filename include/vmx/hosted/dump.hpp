@@ -3,6 +3,12 @@
 /// @brief Hosted: print a VMCS (or any field list of it) and VMX failures with `std::fprintf`.
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/vmx/hosted/dump.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <cinttypes>
 #include <cstdio>
 

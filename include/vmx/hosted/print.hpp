@@ -2,7 +2,7 @@
 /// @file
 /// @brief Hosted: names and printers for vmx/: basic exit reasons (the core's
 /// exit_reason_name()), the exit-reason field, VM-instruction errors, which VMX instruction
-/// failed and how (vm_fail), CR-write faults, EPT-entry builder errors, event injection and
+/// failed and how (vm_fail), EPT-entry builder errors, event injection and
 /// guest-state errors, interruption types, activity states, VM-entry verdicts.
 ///
 /// See x86/hosted/format.hpp for the conventions (`name()`, `to_string()`, `operator<<`,
@@ -12,6 +12,12 @@
 ///   std::cout << fail << '\n';             // "VMfailValid in vmwrite: error 12 (unsupported_vmcs_component), field 0x4000"
 /// @endcode
 #pragma once
+
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/vmx/hosted/print.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
 
 #include <cstdint>
 #include <string>
@@ -32,7 +38,7 @@
 
 namespace hvkit::vmx {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The basic exit reason's name (exit_reason_name(), SDM Appendix C); empty for an
 /// undefined number.
@@ -41,7 +47,7 @@ using hosted::operator<<;
   return n == "?" ? std::string_view{} : n;
 }
 /// See name(exit_reason); an undefined number prints as "exit_reason(n)".
-[[nodiscard]] inline std::string to_string(exit_reason r) { return hosted::enum_string(name(r), "exit_reason", r); }
+[[nodiscard]] inline std::string to_string(exit_reason r) { return ::hvkit::hosted::enum_string(name(r), "exit_reason", r); }
 
 /// The exit-reason field: the basic reason, then "(VM-entry failure)" and the other flags
 /// that are set (SDM 28.2.1).
@@ -88,7 +94,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vm_instruction_error).
-[[nodiscard]] inline std::string to_string(vm_instruction_error v) { return hosted::enum_string(name(v), "vm_instruction_error", v); }
+[[nodiscard]] inline std::string to_string(vm_instruction_error v) { return ::hvkit::hosted::enum_string(name(v), "vm_instruction_error", v); }
 
 /// The instruction's mnemonic in lower case ("vmwrite").
 [[nodiscard]] constexpr std::string_view name(vmx_instruction v) noexcept {
@@ -108,7 +114,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vmx_instruction).
-[[nodiscard]] inline std::string to_string(vmx_instruction v) { return hosted::enum_string(name(v), "vmx_instruction", v); }
+[[nodiscard]] inline std::string to_string(vmx_instruction v) { return ::hvkit::hosted::enum_string(name(v), "vmx_instruction", v); }
 
 /// "VMfailInvalid" or "VMfailValid" (SDM 31.2).
 [[nodiscard]] constexpr std::string_view name(vm_fail::kind k) noexcept {
@@ -119,7 +125,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vm_fail::kind).
-[[nodiscard]] inline std::string to_string(vm_fail::kind k) { return hosted::enum_string(name(k), "vm_fail::kind", k); }
+[[nodiscard]] inline std::string to_string(vm_fail::kind k) { return ::hvkit::hosted::enum_string(name(k), "vm_fail::kind", k); }
 
 /// "VMfailValid in vmwrite: error 12 (unsupported_vmcs_component), field 0x4000" (the
 /// error only for VMfailValid, the field only when one is recorded).
@@ -127,40 +133,13 @@ using hosted::operator<<;
   std::string s = to_string(f.how) + " in " + to_string(f.instruction);
   if (f.how == vm_fail::kind::valid)
     s += ": error " + std::to_string(static_cast<std::uint32_t>(f.error)) + " (" + to_string(f.error) + ")";
-  if (f.field_encoding != ~0u) s += ", field " + hosted::hex(f.field_encoding);
+  if (f.field_encoding != ~0u) s += ", field " + ::hvkit::hosted::hex(f.field_encoding);
   return s;
 }
 
 }  // namespace hvkit::vmx
 
-// x86::cr_write_fault (x86/cr_rules.hpp; vmx::cr_write_fault names it): printed from its own
-// namespace so that argument-dependent lookup finds it.
-namespace hvkit::x86 {
-
-/// The CR-write fault's name (pg_without_pe, ...); empty for a value that names none.
-[[nodiscard]] constexpr std::string_view name(cr_write_fault v) noexcept {
-  switch (v) {
-    case cr_write_fault::none: return "none";
-    case cr_write_fault::reserved_bit: return "reserved_bit";
-    case cr_write_fault::pg_without_pe: return "pg_without_pe";
-    case cr_write_fault::nw_without_cd: return "nw_without_cd";
-    case cr_write_fault::long_mode_without_pae: return "long_mode_without_pae";
-    case cr_write_fault::clear_wp_with_cet: return "clear_wp_with_cet";
-    case cr_write_fault::cet_without_wp: return "cet_without_wp";
-    case cr_write_fault::clear_pae_in_long_mode: return "clear_pae_in_long_mode";
-    case cr_write_fault::change_la57_in_long_mode: return "change_la57_in_long_mode";
-    case cr_write_fault::pcide_bad_state: return "pcide_bad_state";
-    case cr_write_fault::clear_pg_in_64bit_mode: return "clear_pg_in_64bit_mode";
-    case cr_write_fault::activate_ia32e_with_cs_l: return "activate_ia32e_with_cs_l";
-    case cr_write_fault::clear_pg_with_pcide: return "clear_pg_with_pcide";
-    case cr_write_fault::cr3_reserved_bit: return "cr3_reserved_bit";
-  }
-  return {};
-}
-/// See name(cr_write_fault).
-[[nodiscard]] inline std::string to_string(cr_write_fault v) { return hosted::enum_string(name(v), "cr_write_fault", v); }
-
-}  // namespace hvkit::x86
+// x86::cr_write_fault (vmx::cr_write_fault names it) is printed by x86/hosted/format.hpp.
 
 namespace hvkit::vmx {
 
@@ -183,7 +162,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(ept_error).
-[[nodiscard]] inline std::string to_string(ept_error v) { return hosted::enum_string(name(v), "ept_error", v); }
+[[nodiscard]] inline std::string to_string(ept_error v) { return ::hvkit::hosted::enum_string(name(v), "ept_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(tlb_flush v) noexcept {
@@ -194,7 +173,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(tlb_flush).
-[[nodiscard]] inline std::string to_string(tlb_flush v) { return hosted::enum_string(name(v), "tlb_flush", v); }
+[[nodiscard]] inline std::string to_string(tlb_flush v) { return ::hvkit::hosted::enum_string(name(v), "tlb_flush", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(injection_error v) noexcept {
@@ -213,7 +192,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(injection_error).
-[[nodiscard]] inline std::string to_string(injection_error v) { return hosted::enum_string(name(v), "injection_error", v); }
+[[nodiscard]] inline std::string to_string(injection_error v) { return ::hvkit::hosted::enum_string(name(v), "injection_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(activity_state v) noexcept {
@@ -226,7 +205,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(activity_state).
-[[nodiscard]] inline std::string to_string(activity_state v) { return hosted::enum_string(name(v), "activity_state", v); }
+[[nodiscard]] inline std::string to_string(activity_state v) { return ::hvkit::hosted::enum_string(name(v), "activity_state", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(entry_state_error v) noexcept {
@@ -249,7 +228,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(entry_state_error).
-[[nodiscard]] inline std::string to_string(entry_state_error v) { return hosted::enum_string(name(v), "entry_state_error", v); }
+[[nodiscard]] inline std::string to_string(entry_state_error v) { return ::hvkit::hosted::enum_string(name(v), "entry_state_error", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(interruption_type v) noexcept {
@@ -266,7 +245,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(interruption_type).
-[[nodiscard]] inline std::string to_string(interruption_type v) { return hosted::enum_string(name(v), "interruption_type", v); }
+[[nodiscard]] inline std::string to_string(interruption_type v) { return ::hvkit::hosted::enum_string(name(v), "interruption_type", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(vm_entry_phase v) noexcept {
@@ -279,7 +258,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(vm_entry_phase).
-[[nodiscard]] inline std::string to_string(vm_entry_phase v) { return hosted::enum_string(name(v), "vm_entry_phase", v); }
+[[nodiscard]] inline std::string to_string(vm_entry_phase v) { return ::hvkit::hosted::enum_string(name(v), "vm_entry_phase", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(entry_failure_qualification v) noexcept {
@@ -292,7 +271,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(entry_failure_qualification).
-[[nodiscard]] inline std::string to_string(entry_failure_qualification v) { return hosted::enum_string(name(v), "entry_failure_qualification", v); }
+[[nodiscard]] inline std::string to_string(entry_failure_qualification v) { return ::hvkit::hosted::enum_string(name(v), "entry_failure_qualification", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(vm_entry_outcome v) noexcept {
@@ -304,7 +283,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(vm_entry_outcome).
-[[nodiscard]] inline std::string to_string(vm_entry_outcome v) { return hosted::enum_string(name(v), "vm_entry_outcome", v); }
+[[nodiscard]] inline std::string to_string(vm_entry_outcome v) { return ::hvkit::hosted::enum_string(name(v), "vm_entry_outcome", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(guest_segment v) noexcept {
@@ -321,7 +300,7 @@ namespace hvkit::vmx {
   return {};
 }
 /// See name(guest_segment).
-[[nodiscard]] inline std::string to_string(guest_segment v) { return hosted::enum_string(name(v), "guest_segment", v); }
+[[nodiscard]] inline std::string to_string(guest_segment v) { return ::hvkit::hosted::enum_string(name(v), "guest_segment", v); }
 
 /// A VM-entry verdict in one line: the outcome, the error or exit reason, the rule that
 /// failed with its SDM section, and the fields involved, e.g. "vm_fail_valid: error 7
@@ -331,7 +310,7 @@ namespace hvkit::vmx {
   if (v.outcome == vm_entry_outcome::vm_fail_valid)
     s += ": error " + std::to_string(static_cast<std::uint32_t>(v.error)) + " (" + to_string(v.error) + ")";
   if (v.outcome == vm_entry_outcome::entry_failure)
-    s += ": " + to_string(exit_reason_field{v.exit_reason}) + ", qualification " + hosted::hex(v.exit_qualification);
+    s += ": " + to_string(exit_reason_field{v.exit_reason}) + ", qualification " + ::hvkit::hosted::hex(v.exit_qualification);
   if (v.rule != nullptr) {
     s += ", rule ";
     s += v.rule->name;
@@ -344,7 +323,7 @@ namespace hvkit::vmx {
     const field_info* f = find_field(enc);
     s += ", ";
     s += f != nullptr ? f->name : "field";
-    s += " (" + hosted::hex(enc) + ") = " + hosted::hex(value);
+    s += " (" + ::hvkit::hosted::hex(enc) + ") = " + ::hvkit::hosted::hex(value);
   };
   if (v.hit.failed) {
     field(v.hit.field, v.hit.value);
@@ -368,8 +347,6 @@ template <>
 inline constexpr bool enable_printing<vmx::vm_fail::kind> = true;
 template <>
 inline constexpr bool enable_printing<vmx::vm_fail> = true;
-template <>
-inline constexpr bool enable_printing<vmx::cr_write_fault> = true;
 template <>
 inline constexpr bool enable_printing<vmx::ept_error> = true;
 template <>

@@ -3,7 +3,7 @@
 /// @brief Hosted: printing hvkit values. The shared machinery (`to_string` by ADL,
 /// `operator<<` for iostreams, a `std::formatter` where the library has `<format>`) and the
 /// names of x86/'s enumerations (exception vectors, paging modes, exception-merge verdicts,
-/// general-purpose registers) and #PF error codes.
+/// general-purpose registers, CR-write faults) and #PF error codes.
 ///
 /// Every printable hvkit type `T` has, in its own namespace:
 ///  - for an enumeration, `name(T)`: a `std::string_view` with the enumerator's name, empty
@@ -21,6 +21,12 @@
 /// @endcode
 #pragma once
 
+// A hosted header in a freestanding build (-ffreestanding) is refused here, by name, rather
+// than at link time (operator new, std::__throw_*, memcpy). Core headers never include it.
+#if defined(__STDC_HOSTED__) && __STDC_HOSTED__ == 0
+#error "<hvkit/x86/hosted/format.hpp> is a hosted header (it needs libc and the C++ library): it cannot be used in a freestanding build (-ffreestanding); include only the core headers outside include/*/hosted/ there"
+#endif
+
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -31,6 +37,7 @@
 #include <format>
 #endif
 
+#include "../cr_rules.hpp"
 #include "../exception_merge.hpp"
 #include "../gpr.hpp"
 #include "../paging_mode.hpp"
@@ -112,7 +119,7 @@ struct formatter<T, char> : formatter<string_view, char> {
 
 namespace hvkit::x86 {
 
-using hosted::operator<<;
+using ::hvkit::hosted::operator<<;
 
 /// The exception's mnemonic as the SDM writes it (Table 6-1): "#PF", "NMI", ...
 [[nodiscard]] constexpr std::string_view name(vector v) noexcept {
@@ -145,7 +152,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(vector); an unnamed vector prints as "vector(n)".
-[[nodiscard]] inline std::string to_string(vector v) { return hosted::enum_string(name(v), "vector", v); }
+[[nodiscard]] inline std::string to_string(vector v) { return ::hvkit::hosted::enum_string(name(v), "vector", v); }
 
 /// The paging mode's name: "none", "two_level", "pae", "four_level", "five_level".
 [[nodiscard]] constexpr std::string_view name(paging_mode m) noexcept {
@@ -159,7 +166,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(paging_mode).
-[[nodiscard]] inline std::string to_string(paging_mode m) { return hosted::enum_string(name(m), "paging_mode", m); }
+[[nodiscard]] inline std::string to_string(paging_mode m) { return ::hvkit::hosted::enum_string(name(m), "paging_mode", m); }
 
 /// How the SDM titles the mode (Table 4-1): "32-bit", "PAE", "4-level", "5-level", or
 /// "paging off".
@@ -184,7 +191,7 @@ using hosted::operator<<;
   return {};
 }
 /// See name(merge_verdict).
-[[nodiscard]] inline std::string to_string(merge_verdict v) { return hosted::enum_string(name(v), "merge_verdict", v); }
+[[nodiscard]] inline std::string to_string(merge_verdict v) { return ::hvkit::hosted::enum_string(name(v), "merge_verdict", v); }
 
 /// The enumerator name; empty for a value that names none.
 [[nodiscard]] constexpr std::string_view name(gpr v) noexcept {
@@ -209,13 +216,13 @@ using hosted::operator<<;
   return {};
 }
 /// See name(gpr).
-[[nodiscard]] inline std::string to_string(gpr v) { return hosted::enum_string(name(v), "gpr", v); }
+[[nodiscard]] inline std::string to_string(gpr v) { return ::hvkit::hosted::enum_string(name(v), "gpr", v); }
 
 /// A #PF error code: the value, then the set bits by their SDM names (4.7, Figure 4-12) in
 /// brackets: "0x7 [P W U]"; software-only flags as "implicit", unnamed bits as hex; "0x0"
 /// when empty.
 [[nodiscard]] inline std::string to_string(pfec e) {
-  std::string s = hosted::hex(e.raw() & 0xffff'ffffu);
+  std::string s = ::hvkit::hosted::hex(e.raw() & 0xffff'ffffu);
   std::string names;
   auto add = [&](bool on, std::string_view n) {
     if (!on) return;
@@ -235,9 +242,33 @@ using hosted::operator<<;
   const std::uint64_t named = (pfec::present | pfec::write | pfec::user | pfec::rsvd | pfec::fetch | pfec::pk |
                                pfec::ss | pfec::hlat | pfec::sgx | pfec::implicit_access)
                                   .raw();
-  if (e.raw() & ~named) add(true, hosted::hex(e.raw() & ~named));
+  if (e.raw() & ~named) add(true, ::hvkit::hosted::hex(e.raw() & ~named));
   return names.empty() ? s : s + " [" + names + "]";
 }
+
+/// The CR-write fault's name (pg_without_pe, ...); empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(cr_write_fault v) noexcept {
+  switch (v) {
+    case cr_write_fault::none: return "none";
+    case cr_write_fault::reserved_bit: return "reserved_bit";
+    case cr_write_fault::pg_without_pe: return "pg_without_pe";
+    case cr_write_fault::nw_without_cd: return "nw_without_cd";
+    case cr_write_fault::long_mode_without_pae: return "long_mode_without_pae";
+    case cr_write_fault::clear_wp_with_cet: return "clear_wp_with_cet";
+    case cr_write_fault::cet_without_wp: return "cet_without_wp";
+    case cr_write_fault::clear_pae_in_long_mode: return "clear_pae_in_long_mode";
+    case cr_write_fault::change_la57_in_long_mode: return "change_la57_in_long_mode";
+    case cr_write_fault::pcide_bad_state: return "pcide_bad_state";
+    case cr_write_fault::clear_pg_in_64bit_mode: return "clear_pg_in_64bit_mode";
+    case cr_write_fault::activate_ia32e_with_cs_l: return "activate_ia32e_with_cs_l";
+    case cr_write_fault::clear_pg_with_pcide: return "clear_pg_with_pcide";
+    case cr_write_fault::cr3_reserved_bit: return "cr3_reserved_bit";
+  }
+  return {};
+}
+/// See name(cr_write_fault).
+[[nodiscard]] inline std::string to_string(cr_write_fault v) { return ::hvkit::hosted::enum_string(name(v), "cr_write_fault", v); }
+
 
 }  // namespace hvkit::x86
 
@@ -252,4 +283,6 @@ template <>
 inline constexpr bool enable_printing<x86::merge_verdict> = true;
 template <>
 inline constexpr bool enable_printing<x86::gpr> = true;
+template <>
+inline constexpr bool enable_printing<x86::cr_write_fault> = true;
 }  // namespace hvkit::hosted

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// @brief The shadow MMU: shadow tables for a guest without EPT/NPT, built on demand from the
+/// guest's own tables, with the guest #PF path, write protection of guest paging structures
+/// and the context switches (MOV to CR0/CR3/CR4, EFER, PDPTE loads).
+///
+/// Every decision goes through the library's guest walker and permission tables: a host #PF
+/// walks the guest tables (setting A/D as the processor would), and the answer follows from
+/// that walk's result alone (fault_answer.hpp). The shadow tables are kept in sync with the
+/// guest's tables at all times: every frame holding a mirrored guest paging structure is
+/// write-protected, a write to it is emulated and reported with table_written(), which zaps
+/// the shadow entries it changed. The shadow tables therefore never hold a translation the
+/// guest's tables do not give, which is stricter than any TLB the SDM allows (4.10.4), so
+/// INVLPG, INVPCID and MOV to CR3 need no shadow work (see invalidate.hpp).
+///
+/// Host format: 4-level paging with 8-byte entries for every guest mode (paging off, 32-bit,
+/// PAE, 4-level). A 32-bit guest's 1024-entry tables are mirrored by quadrants (a page
+/// directory by four 1 GiB host directories, a page table by two 2 MiB host tables); guest
+/// large pages are mapped by 4 KiB host pages (direct shadow pages). 5-level guests are not
+/// supported (load() fails).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "fault_answer.hpp"
+#include "frame_map.hpp"
+#include "page_cache.hpp"
+#include "spte.hpp"
+#include "../access.hpp"
+#include "../guest_memory.hpp"
+#include "../mmu.hpp"
+#include "../pdptr.hpp"
+#include "../permission.hpp"
+#include "../pkru.hpp"
+#include "../pte.hpp"
+#include "../role.hpp"
+#include "../walk_result.hpp"
+#include "../walker.hpp"
+#include "../../x86/address.hpp"
+#include "../../x86/paging_mode.hpp"
+#include "../../x86/pfec.hpp"
+
+namespace hvkit::paging::shadow {
+
+/// The result of loading a guest context (role, root, PDPTEs).
+struct context_answer {
+  x86::hpa root{};                    ///< the host root to run the guest on (host CR3)
+  host_flush flush = host_flush::none;
+  bool supported = true;              ///< false for a 5-level guest (nothing loaded)
+};
+
+/// A shadow MMU over the caller's page cache and frame map. Single-vCPU: the guest's tables
+/// must not change between a walk and the write protection that follows (one vCPU per MMU).
+template <frame_map Map>
+class shadow_mmu {
+ public:
+  shadow_mmu(page_cache& cache, const Map& map, cpu_properties props = {}) noexcept
+      : cache_(&cache), map_(&map), props_(props) {}
+
+  [[nodiscard]] constexpr cpu_role role() const noexcept { return guest_.role(); }
+  /// The guest context (role, root) the walks use.
+  [[nodiscard]] constexpr const mmu_context& guest_context() const noexcept { return guest_; }
+  /// The host root page (host CR3 while the guest runs).
+  [[nodiscard]] constexpr x86::hpa root() const noexcept { return cache_->address_of(root_); }
+  [[nodiscard]] constexpr const pdpte_snapshot& pdptes() const noexcept { return pdptes_; }
+  [[nodiscard]] constexpr page_cache& cache() noexcept { return *cache_; }
+  /// How many times a full cache was zapped and rebuilt.
+  [[nodiscard]] constexpr std::uint32_t rebuilds() const noexcept { return rebuilds_; }
+  /// The guest walker for the current context.
+  [[nodiscard]] constexpr const guest_walker& walker() const noexcept { return walker_; }
+
+  /// Loads the guest context `role` with guest root `root` (x86::cr3_root()) and, for PAE,
+  /// the PDPTE registers. A root cached for the same (root, role, PDPTEs) is reused as it is:
+  /// switching back to a known address space or role rebuilds nothing.
+  context_answer load(cpu_role role, x86::gpa root, const pdpte_snapshot& pdptes = {}) noexcept {
+    if (role.mode() == x86::paging_mode::five_level) return {this->root(), host_flush::none, false};
+    const std::uint16_t before = root_;
+    // CR4.PSE (32-bit guests), CR4.PKE and CR4.PKS change what shadow entries mean but are
+    // not in page_role: pages built under other values are thrown away (SDM 4.3, 4.6.2).
+    const std::uint8_t ext = static_cast<std::uint8_t>((role.pse() ? 1u : 0u) | (role.pke() ? 2u : 0u) |
+                                                       (role.pks() ? 4u : 0u));
+    if (ext != ext_ && root_ != page_cache::npos) cache_->zap_all();
+    ext_ = ext;
+    const bool same_role = role == guest_.role() && root_ != page_cache::npos;
+    guest_ = mmu_context(role, root);
+    pdptes_ = role.mode() == x86::paging_mode::pae ? pdptes : pdpte_snapshot{};
+    if (same_role) {  // a CR3 switch: only the root and PDPTEs change, not the reserved-bit masks
+      walker_state ws = walker_.state();
+      ws.root = root;
+      ws.pdptes = pdptes_;
+      walker_ = guest_walker(ws);
+    } else {
+      walker_ = guest_walker(guest_, props_, pdptes_);
+    }
+    root_ = find_or_make_root();
+    if (root_ == page_cache::npos) {  // full: start over (one page always fits)
+      ++rebuilds_;
+      cache_->zap_all();
+      root_ = find_or_make_root();
+    }
+    return {this->root(), root_ == before ? host_flush::none : host_flush::all, true};
+  }
+
+  /// The answer to a host #PF at `req.linear` for the access `req.access` (with the guest's
+  /// RFLAGS, PKRU and IA32_PKRS in `req`), the guest's memory being `mem`.
+  template <writable_guest_memory M>
+  fault_answer page_fault(M& mem, const walk_request& req) noexcept {
+    fault_answer a{};
+    walk_request r = req;
+    r.update_ad = true;  // the access happens (resumed or emulated): A/D as the processor sets them
+    const walk_result w = walker_.walk(mem, guest_, r);
+    if (!w) {
+      a.action = fault_action::inject;
+      a.fault = w.error();
+      a.root = root();
+      return a;
+    }
+    const translation& t = w.value();
+    a.gpa = t.address;
+    if (req.access.test(x86::pfec::ss)) {  // shadow stacks: not expressed in host entries
+      a.action = fault_action::emulate_access;
+      a.root = root();
+      return a;
+    }
+    int st = install(req, t, a);
+    if (st < 0) {  // cache full: zap everything and build the path again
+      ++rebuilds_;
+      cache_->zap_all();
+      root_ = find_or_make_root();
+      a.flush = host_flush::all;
+      st = install(req, t, a);
+      if (st < 0) a.action = fault_action::emulate_access;  // a cache too small for one path
+    }
+    a.root = root();
+    return a;
+  }
+
+  /// Reports `bytes` bytes written by the guest (an emulated write) at `a`: every shadow
+  /// entry that mirrors a guest entry in that range is zapped (rebuilt from the new guest
+  /// entry on the next fault). Returns the host TLB work.
+  host_flush table_written(x86::gpa a, unsigned bytes) noexcept {
+    if (bytes == 0) return host_flush::none;
+    host_flush f = host_flush::none;
+    const std::uint64_t first = a.value(), last = a.value() + bytes - 1;
+    for (std::uint64_t g = first >> 12; g <= last >> 12; ++g) {
+      const std::uint64_t lo = g == first >> 12 ? first & 0xfffu : 0;
+      const std::uint64_t hi = g == last >> 12 ? last & 0xfffu : 0xfffu;
+      cache_->for_each_page_of(x86::gfn{g}, [&](std::uint16_t p) {
+        const page_role pr = cache_->page(p).role;
+        if (pr.direct()) return;
+        const unsigned esz = pr.has_4byte_gpte() ? 4u : 8u;
+        for (std::uint64_t gi = lo / esz; gi <= hi / esz; ++gi) {
+          if (pr.has_4byte_gpte()) {
+            if (pr.level() == 2) {
+              if (gi / 256 != pr.quadrant()) continue;
+              f = merge(f, zap_entry(p, static_cast<unsigned>(2 * (gi % 256))));
+              f = merge(f, zap_entry(p, static_cast<unsigned>(2 * (gi % 256) + 1)));
+            } else {
+              if (gi / 512 != pr.quadrant()) continue;
+              f = merge(f, zap_entry(p, static_cast<unsigned>(gi % 512)));
+            }
+          } else {
+            f = merge(f, zap_entry(p, static_cast<unsigned>(gi)));
+          }
+        }
+      });
+    }
+    return f;
+  }
+
+ private:
+  /// Rights of one guest entry (exec, write, user), XD only with EFER.NXE.
+  [[nodiscard]] constexpr pte_access entry_rights(std::uint64_t e) const noexcept {
+    const bool x = !guest_.role().efer_nx() || !(e & pte::xd.raw());
+    return pte_access{static_cast<std::uint8_t>((e & 6u) | (x ? 1u : 0u))};
+  }
+  [[nodiscard]] constexpr std::uint64_t entry_frame(std::uint64_t e) const noexcept {
+    if (guest_.role().has_4byte_gpte()) return (e & 0xffff'f000u) >> 12;
+    return (e & x86::physical_address_mask(props_.maxphyaddr) & pte::address_bits) >> 12;
+  }
+
+  /// What the shadow page under host level `hl` + 1 must be for translation `t`.
+  struct child_desc {
+    x86::gfn gfn{};
+    page_role role{};
+    bool hashed = true;
+  };
+
+  [[nodiscard]] constexpr child_desc root_desc() const noexcept {
+    const cpu_role r = guest_.role();
+    const x86::gfn g = x86::gpa_to_gfn(guest_.root());
+    switch (r.mode()) {
+      case x86::paging_mode::four_level:
+        return {g, make_page_role(r, {.level = 4}), true};
+      case x86::paging_mode::pae:
+      case x86::paging_mode::two_level:
+        return {g, make_page_role(r, {.level = 4, .passthrough = true}), false};
+      default:
+        return {x86::gfn{0}, make_page_role(r, {.level = 4, .direct = true}), false};
+    }
+  }
+
+  /// The shadow page at host level `hl` (1-3) for the access at `va` translated by `t`.
+  [[nodiscard]] constexpr child_desc desc_at(unsigned hl, std::uint64_t va, const translation& t) const noexcept {
+    const cpu_role r = guest_.role();
+    const x86::paging_mode m = r.mode();
+    if (m == x86::paging_mode::none) {
+      const std::uint64_t base = t.address.value() & ~((std::uint64_t{1} << (12 + 9 * hl)) - 1);
+      return {x86::gfn{base >> 12}, make_page_role(r, {.level = hl, .direct = true}), false};
+    }
+    const unsigned gt = t.path.top;
+    const unsigned gl = gt - t.path.count + 1u;  // guest leaf level
+    if (hl == 3 && m != x86::paging_mode::four_level)
+      return {x86::gpa_to_gfn(guest_.root()), make_page_role(r, {.level = 3, .passthrough = true}), false};
+    if (hl < gl) {  // below a guest large page: a direct page over the frames it maps
+      const std::uint64_t base = t.address.value() & ~((std::uint64_t{1} << (12 + 9 * hl)) - 1);
+      return {x86::gfn{base >> 12},
+              make_page_role(r, {.level = hl, .direct = true, .access = t.rights & pte_access::paging_rights}),
+              false};
+    }
+    pte_access acc = pte_access::paging_rights;
+    for (unsigned i = 0; i < gt - hl; ++i) {
+      const unsigned level = gt - i;
+      if (!(m == x86::paging_mode::pae && level == 3)) acc = acc & entry_rights(t.path.values[i]);
+    }
+    const x86::gfn g = hl == gt ? x86::gpa_to_gfn(guest_.root()) : x86::gfn{entry_frame(t.path.values[gt - hl - 1])};
+    unsigned quadrant = 0;
+    if (r.has_4byte_gpte()) quadrant = hl == 2 ? static_cast<unsigned>((va >> 30) & 3u) : static_cast<unsigned>((va >> 21) & 1u);
+    return {g, make_page_role(r, {.level = hl, .access = acc, .quadrant = quadrant}), true};
+  }
+
+  /// The root page for the current context (cached, hashed, or new); npos if the cache is full.
+  std::uint16_t find_or_make_root() noexcept {
+    const std::array<std::uint64_t, 4> key = pdptes_.entries;
+    const cpu_role r = guest_.role();
+    std::uint16_t p = cache_->find_root(guest_.root().value(), r, key);
+    if (p != page_cache::npos) return p;
+    const child_desc d = root_desc();
+    p = d.hashed ? cache_->lookup(d.gfn, d.role) : page_cache::npos;
+    if (p == page_cache::npos) {
+      p = cache_->allocate(d.gfn, d.role, d.hashed);
+      if (p == page_cache::npos) return p;
+      if (d.hashed) write_protect(d.gfn);
+    }
+    cache_->remember_root(guest_.root().value(), r, key, p);
+    return p;
+  }
+
+  /// Clears R/W in every shadow leaf that maps frame `g` (it now holds a mirrored table).
+  host_flush write_protect(x86::gfn g) noexcept {
+    const auto h = map_->host_frame(g);
+    if (!h) return host_flush::none;
+    const std::uint64_t target = h.value().value();
+    bool any = false;
+    for (std::uint16_t p = 0; p < cache_->capacity(); ++p) {
+      if (!cache_->page(p).used || cache_->page(p).role.level() != 1) continue;
+      std::uint64_t* t = cache_->table(p);
+      for (unsigned i = 0; i < table_entries; ++i) {
+        const std::uint64_t e = t[i];
+        if ((e & pte::present.raw()) && (e & pte::writable.raw()) && (e & pte::address_bits) == target) {
+          t[i] = e & ~pte::writable.raw();
+          any = true;
+        }
+      }
+    }
+    return any ? host_flush::all : host_flush::none;
+  }
+
+  host_flush zap_entry(std::uint16_t p, unsigned idx) noexcept {
+    std::uint64_t& e = cache_->table(p)[idx];
+    if (!(e & pte::present.raw())) return host_flush::none;
+    if (cache_->page(p).role.level() > 1) {
+      const std::uint16_t c = cache_->child_of(e);
+      e = 0;
+      if (c != page_cache::npos && !cache_->page(c).hashed) cache_->release(c);
+    } else {
+      e = 0;
+    }
+    return host_flush::all;
+  }
+
+  /// Builds the shadow path for `t` and writes the leaf. 0 done (answer in `a`), -1 cache full.
+  int install(const walk_request& req, const translation& t, fault_answer& a) noexcept {
+    // Outside IA-32e mode linear addresses are 32 bits (SDM 4.3, 4.4).
+    const std::uint64_t va = req.linear.value() & (guest_.role().lma() ? ~std::uint64_t{0} : 0xffff'ffffu);
+    std::uint16_t p = root_;
+    for (unsigned hl = host_levels; hl >= 2; --hl) {
+      const unsigned idx = static_cast<unsigned>((va >> (12 + 9 * (hl - 1))) & 511u);
+      const child_desc d = desc_at(hl - 1, va, t);
+      std::uint64_t& e = cache_->table(p)[idx];
+      std::uint16_t c = cache_->child_of(e);
+      if (c == page_cache::npos || !(cache_->page(c).gfn == d.gfn) || !(cache_->page(c).role == d.role)) {
+        if (c != page_cache::npos) {
+          if (!cache_->page(c).hashed) cache_->release(c);
+          e = 0;
+          a.flush = host_flush::all;
+        }
+        c = d.hashed ? cache_->lookup(d.gfn, d.role) : page_cache::npos;
+        if (c == page_cache::npos) {
+          c = cache_->allocate(d.gfn, d.role, d.hashed);
+          if (c == page_cache::npos) return -1;
+          if (d.hashed && !d.role.direct()) a.flush = merge(a.flush, write_protect(d.gfn));
+        }
+        cache_->table(p)[idx] = make_nonleaf(cache_->address_of(c));
+      }
+      p = c;
+    }
+    // The leaf (SDM 4.6.1 folding, spte.hpp).
+    const cpu_role r = guest_.role();
+    const x86::gfn g = x86::gpa_to_gfn(t.address);
+    const auto h = map_->host_frame(g);
+    if (!h) {
+      a.action = fault_action::emulate_mmio;
+      return 0;
+    }
+    const bool write = req.access.test(x86::pfec::write);
+    const bool dirty = write || r.mode() == x86::paging_mode::none || (t.path.back().value & pte::dirty.raw());
+    const bool supervisor_write = write && !req.access.test(x86::pfec::user);
+    const pte_access g_rights = t.rights & pte_access::paging_rights;
+    const fold_variant v = variant_for(r, g_rights, supervisor_write);
+    const bool protect = cache_->mirrors(g);
+    std::uint64_t& e = cache_->table(p)[static_cast<unsigned>((va >> 12) & 511u)];
+    const std::uint64_t old = e;
+    if (v == fold_variant::supervisor_write && !supervisor_write_variant_ok(r)) {
+      a.action = protect ? fault_action::emulate_protected : fault_action::emulate_access;
+      return 0;
+    }
+    const pte_access hr = fold_rights(r, g_rights, dirty, v, protect);
+    e = make_leaf(h.value(), hr, t.memory_type, t.pkey);
+    if ((old & pte::present.raw()) && old != e) a.flush = merge(a.flush, host_flush::address);
+    // The host now checks the access with host_role(); if it still faults, the access cannot
+    // be expressed (write protection, or a key's WD under CR0.WP = 0): emulate it.
+    const std::uint32_t pkr = pk_register_for(hr, req.pkru, req.pkrs);
+    const x86::pfec hf = permission_fault(host_role(r), hr, t.pkey, req.access, req.rflags, pkr);
+    if (hf.none()) {
+      a.action = fault_action::fixed;
+    } else {
+      a.action = protect && write ? fault_action::emulate_protected : fault_action::emulate_access;
+    }
+    return 0;
+  }
+
+  page_cache* cache_;
+  const Map* map_;
+  cpu_properties props_;
+  mmu_context guest_{};
+  pdpte_snapshot pdptes_{};
+  guest_walker walker_{};
+  std::uint16_t root_ = page_cache::npos;
+  std::uint32_t rebuilds_ = 0;
+  std::uint8_t ext_ = 0;
+};
+
+}  // namespace hvkit::paging::shadow

@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: MIT
+# A compile-fail test over every hosted header (include/*/hosted/, globbed here, so a new one
+# is covered): a freestanding translation unit (-ffreestanding) that includes it must fail to
+# compile with an error naming that header; the same file compiled hosted (the control) must
+# compile, so the failure cannot come from something else.
+foreach(v CXX INC INCDIR WORK)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "hosted_guard: ${v} not set")
+  endif()
+endforeach()
+file(GLOB hosted RELATIVE ${INC} ${INC}/*/hosted/*.hpp)
+list(SORT hosted)
+list(LENGTH hosted n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "no hosted headers found under ${INC}")
+endif()
+file(MAKE_DIRECTORY ${WORK})
+set(errors "")
+foreach(h ${hosted})
+  string(REPLACE "/" "_" stem ${h})
+  set(src ${WORK}/${stem}.cpp)
+  file(WRITE ${src} "#include <hvkit/${h}>\n")
+  execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only -I${INCDIR} ${EXTRA_INC} ${src}
+                  RESULT_VARIABLE ok_rc ERROR_VARIABLE ok_err)
+  if(NOT ok_rc EQUAL 0)
+    string(APPEND errors "  ${h}: the hosted control does not compile:\n${ok_err}\n")
+    continue()
+  endif()
+  execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only -ffreestanding -I${INCDIR} ${EXTRA_INC} ${src}
+                  RESULT_VARIABLE bad_rc ERROR_VARIABLE bad_err)
+  string(REPLACE "+" "\\+" h_re "${h}")
+  if(bad_rc EQUAL 0)
+    string(APPEND errors "  ${h}: compiles with -ffreestanding, but must not\n")
+  elseif(NOT bad_err MATCHES "<hvkit/${h_re}> is a hosted header")
+    string(APPEND errors "  ${h}: fails with -ffreestanding, but not with the error naming it:\n${bad_err}\n")
+  endif()
+endforeach()
+if(errors)
+  message(FATAL_ERROR "hosted-header guard:\n${errors}")
+endif()
+message(STATUS "${n} hosted headers refused in a freestanding build, each by name")
