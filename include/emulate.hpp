@@ -14,4 +14,5 @@
 #include "emulate/outcome.hpp"
 #include "emulate/platform.hpp"
 #include "emulate/segment.hpp"
+#include "emulate/vmcb_context.hpp"
 #include "emulate/vmcs_context.hpp"

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "paging/access.hpp"
+#include "paging/ad_record.hpp"
 #include "paging/cr_write.hpp"
 #include "paging/elf_core.hpp"
 #include "paging/ept_entry.hpp"
@@ -25,6 +26,7 @@
 #include "paging/region_memory.hpp"
 #include "paging/reserved.hpp"
 #include "paging/role.hpp"
+#include "paging/role_sync.hpp"
 #include "paging/shadow/fault_answer.hpp"
 #include "paging/shadow/frame_map.hpp"
 #include "paging/shadow/invalidate.hpp"

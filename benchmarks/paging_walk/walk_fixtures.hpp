@@ -93,7 +93,7 @@ inline nested_npt_walker setup_nested_npt(arena& m) {
   m.put64(0x52000, 0x53000 | upper);
   for (uint64_t p = 0; p < 0x40; ++p) m.put64(0x53000 + 8 * p, (p << 12) | leaf);
   chain(m, 0x1000, 4, 0x9000);
-  const paging::npt_walker_4level npt(0x50000, paging::npt_host{true, false}, {});
+  const paging::npt_walker_4level npt(x86::hpa{0x50000}, paging::npt_host{true, false}, {});
   return nested_npt_walker(paging::walker_4level(mmu_4level(), {}), npt);
 }
 

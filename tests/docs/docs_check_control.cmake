@@ -16,7 +16,7 @@ foreach(case
     "path|see `examples/no_such_example/run`|examples/no_such_example/run"
     "header|#include <hvkit/vmx/no_such_header.hpp>|vmx/no_such_header.hpp"
     "page|see bochs-notes-outside.md|bochs-notes-outside.md"
-    "outside|see ../shared/design/notes.md|../shared/design/notes.md"
+    "outside|see ../../notes-elsewhere/design.md|../../notes-elsewhere/design.md"
     "name|calls `hvkit::vmx::no_such_function_xyz`|no_such_function_xyz")
   string(REPLACE "|" ";" parts "${case}")
   list(GET parts 0 kind)

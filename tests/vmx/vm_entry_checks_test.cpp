@@ -833,11 +833,14 @@ TEST(VmEntryChecks, ReadsOnlyFieldsTheControlsUse) {
   EXPECT_EQ(b.seen.count(f::ept_pointer.encoding), 1u);
 }
 
-// Two independent implementations of the event-injection checks: vmx::check_injection_fields
-// + vmx::check_entry_state (vmx/event_injection.hpp, vmx/interruptibility.hpp: what a
-// hypervisor asks before injecting) against vmx::check_vm_entry on the golden VMCS with the
-// event, interruptibility, activity state, RFLAGS.IF, the error code and "virtual NMIs"
-// varied. VM entry must succeed exactly when the pre-injection checks pass.
+// The injection and entry-state rules exist once (vmx::injection_rules, vmx::entry_state_rules)
+// and both check_vm_entry and the pre-injection checks call them, so this is not a second
+// statement of the rules (those are the separate rule model in events_test.cpp and the CPU in
+// the VM-entry differential). What it checks is the wiring: check_vm_entry reads the event,
+// interruptibility, activity state, RFLAGS and pin-based controls from the VMCS and derives
+// its environment (MTF, BASIC[56], SGX) from the capability MSRs; check_injection_fields +
+// check_entry_state are given the same values directly. A wrong field, bit or capability in
+// that path makes them disagree. VM entry must succeed exactly when the pre-injection checks pass.
 TEST(VmEntryChecks, AgreesWithTheInjectionChecks) {
   const unsigned vectors[] = {0, 1, 2, 3, 8, 13, 14, 18, 21, 0x80};
   unsigned combos = 0, ok = 0;
@@ -880,10 +883,9 @@ TEST(VmEntryChecks, AgreesWithTheInjectionChecks) {
   EXPECT_GT(ok, 0u);
 }
 
-// Cross-check against the two other statements of some of these rules in hvkit, written
-// separately: vmx::check_injection_fields (event_injection.hpp, SDM 27.2.1.3) and
-// vmx::check_entry_state (interruptibility.hpp, SDM 27.3.1.5). On random event, blocking,
-// activity and RFLAGS combinations, "some rule of the group fails" must agree.
+// The same wiring check on random event, blocking, activity and RFLAGS combinations (real
+// mode included): the rules are one copy, so "some rule of the group fails" must agree between
+// check_vm_entry's VMCS path and the direct calls of check_injection_fields/check_entry_state.
 TEST(VmEntryChecks, AgreesWithEventInjectionAndEntryStateChecks) {
   std::mt19937_64 rng(18);
   auto below = [&](unsigned n) { return static_cast<unsigned>(rng() % n); };

@@ -13,6 +13,7 @@
 #include "svm_internal.hpp"
 
 #include <hvkit/cpuid/svm.hpp>
+#include <hvkit/emulate/vmcb_context.hpp>
 #include <hvkit/paging/npt.hpp>
 #include <hvkit/svm/clean_bits.hpp>
 #include <hvkit/svm/controls.hpp>
@@ -426,32 +427,6 @@ void skip_instruction(guest_regs& regs) {
 }
 
 // ---- the emulator on a VMCB ----------------------------------------------------------------
-/// A VMCB segment as the emulator's (VMX-layout access rights, svm/segment.hpp); a segment
-/// that is not present holds no usable descriptor.
-em::segment read_seg(sv::segment which) {
-  const sv::segment_state v = sv::load_segment(vmcb, which);
-  std::uint32_t ar = sv::to_access_rights_layout(v.attributes);
-  if (!(v.attributes & sv::attrib::p)) ar |= em::segment_ar::unusable.raw();
-  em::segment s;
-  s.selector = v.selector.raw();
-  s.ar = em::segment_ar{ar};
-  s.limit = v.limit;
-  s.base = v.base;
-  return s;
-}
-void write_seg(sv::segment which, const em::segment& s) {
-  const bool unusable = s.ar.test(em::segment_ar::unusable);
-  const std::uint16_t at = unusable ? std::uint16_t{0} : sv::from_access_rights_layout(s.ar.raw());
-  // A null LDTR (LLDT 0: "LDTR marked invalid", SDM/APM LLDT) is stored with limit and base 0
-  // as well, as the processor's own LLDT 0 leaves them: QEMU's TCG checks an LDT reference
-  // against the LDTR limit only, not its P attribute (docs/hypervisor.md, SVM errata), so a
-  // stale limit would let a segment load through the invalid LDT succeed there.
-  const bool null_ldtr = unusable && which == sv::segment::ldtr;
-  sv::store_segment(vmcb, which, {x86::selector{s.selector}, at, null_ldtr ? 0u : s.limit, null_ldtr ? 0ull : s.base});
-}
-constexpr sv::segment seg_of[6] = {sv::segment::es, sv::segment::cs, sv::segment::ss,
-                                   sv::segment::ds, sv::segment::fs, sv::segment::gs};  // emulate::sreg order
-
 /// The guest's registers at this exit: RAX and RSP from the VMCB, the others from the block
 /// the VMRUN stub saved (svm::register_file).
 using vcpu = sv::register_file<current_vmcb>;
@@ -459,28 +434,12 @@ using vcpu = sv::register_file<current_vmcb>;
 /// The guest's EFER: the VMCB's without SVME, which is the host's (APM 15.5.1).
 x86::efer guest_efer() { return sv::read_typed(vmcb, fld::efer).without(x86::efer::svme); }
 
+/// The emulator's context from the VMCB (emulate/vmcb_context.hpp) with the guest CPU
+/// model's MAXPHYADDR and CR4 bits.
 em::context read_context(guest_regs& regs) {
   const vcpu rf{vmcb, regs};
-  em::context c;
-  for (unsigned i = 0; i < 16; ++i) c.gpr[i] = rf.read(i);
-  c.rip = rf.rip();
-  c.rflags = rf.rflags();
-  for (unsigned i = 0; i < 6; ++i) c.seg[i] = read_seg(seg_of[i]);
-  c.ldtr = read_seg(sv::segment::ldtr);
-  c.tr = read_seg(sv::segment::tr);
-  c.gdtr = {sv::read(vmcb, fld::gdtr_base), static_cast<std::uint16_t>(sv::read(vmcb, fld::gdtr_limit))};
-  c.idtr = {sv::read(vmcb, fld::idtr_base), static_cast<std::uint16_t>(sv::read(vmcb, fld::idtr_limit))};
-  c.cr0 = sv::read_typed(vmcb, fld::cr0);
-  c.cr2 = sv::read(vmcb, fld::cr2);
-  c.cr3 = sv::read_typed(vmcb, fld::cr3);
-  c.cr4 = sv::read_typed(vmcb, fld::cr4);
-  c.efer = guest_efer();
-  c.dr[6] = sv::read(vmcb, fld::dr6);
-  c.dr[7] = sv::read(vmcb, fld::dr7);
-  c.cpl = sv::read(vmcb, fld::cpl);
-  c.maxphyaddr = static_cast<std::uint8_t>(guest_cpu_properties().maxphyaddr);
-  c.cr4_allowed = cr4_allowed();
-  return c;
+  return em::read_emulation_context(vmcb, rf, static_cast<std::uint8_t>(guest_cpu_properties().maxphyaddr),
+                                    cr4_allowed());
 }
 
 /// The device and unassigned guest-physical space, as on VMX (exits.cpp's hv_platform).
@@ -644,22 +603,7 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
     return false;
   }
   vcpu rf{vmcb, regs};
-  for (unsigned i = 0; i < 16; ++i)
-    if (ctx.gpr[i] != before.gpr[i]) rf.write(i, ctx.gpr[i]);
-  rf.set_rip(ctx.rip);
-  rf.set_rflags(ctx.rflags);
-  for (unsigned i = 0; i < 6; ++i)
-    if (!(ctx.seg[i] == before.seg[i])) write_seg(seg_of[i], ctx.seg[i]);
-  if (!(ctx.ldtr == before.ldtr)) write_seg(sv::segment::ldtr, ctx.ldtr);
-  if (!(ctx.tr == before.tr)) write_seg(sv::segment::tr, ctx.tr);
-  if (!(ctx.gdtr == before.gdtr)) {
-    sv::write(vmcb, fld::gdtr_limit, std::uint32_t{ctx.gdtr.limit});
-    sv::write(vmcb, fld::gdtr_base, ctx.gdtr.base);
-  }
-  if (!(ctx.idtr == before.idtr)) {
-    sv::write(vmcb, fld::idtr_limit, std::uint32_t{ctx.idtr.limit});
-    sv::write(vmcb, fld::idtr_base, ctx.idtr.base);
-  }
+  em::write_emulation_context(vmcb, rf, before, ctx, o);
   if (o.what == em::event::cr_write) {
     const pg::cr_state b{before.cr0, before.cr4, before.efer}, a{ctx.cr0, ctx.cr4, ctx.efer};
     const auto actions = pg::cr_write_actions(b, a, pg::paging_kind::two_dimensional);
@@ -668,16 +612,8 @@ bool emulate_instruction(guest_regs& regs, const char* why) {
       run.mmu = pg::mmu_context::make(a.cr0, a.cr4, a.efer, run.mmu.root());
       ++run.mmu_refreshes;
     }
-    sv::write(vmcb, fld::cr0, ctx.cr0);
-    sv::write(vmcb, fld::cr2, ctx.cr2);
-    sv::write(vmcb, fld::cr3, ctx.cr3);
-    sv::write(vmcb, fld::cr4, ctx.cr4);
-    sv::write(vmcb, fld::efer, ctx.efer | x86::efer::svme);
     run.guest_efer = ctx.efer.raw();
   }
-  // The interrupt shadow after the instruction (APM 15.21.5): MOV SS sets it, else none.
-  sv::write(vmcb, fld::interrupt_state,
-            sv::interrupt_state::interrupt_shadow::set(sv::read(vmcb, fld::interrupt_state), o.mov_ss_shadow));
   return true;
 }
 
