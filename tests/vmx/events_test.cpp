@@ -411,3 +411,14 @@ TEST(interruptibility, entry_state_against_rule_model) {
   EXPECT_EQ(combos, 8u * 7 * 2 * 64 * 4 * 2 * 2);
   EXPECT_GT(refused, combos / 2);
 }
+
+// SDM 27.2.1.3: the deliver-error-code bit must be 1 for "#DF (vector 8), #TS (10), #NP (11),
+// #SS (12), #GP (13), #PF (14), or #AC (17)" and 0 for "0-7, 9, 15, 16, or 18-31" (with
+// IA32_VMX_BASIC[56] = 0). Every vector 0-255 against that list (vectors above 31 are no
+// exceptions: no error code).
+TEST(event_injection, delivers_error_code_every_vector) {
+  for (unsigned v = 0; v < 256; ++v) {
+    const bool listed = v == 8 || v == 10 || v == 11 || v == 12 || v == 13 || v == 14 || v == 17;
+    EXPECT_EQ(vmx::delivers_error_code(static_cast<std::uint8_t>(v)), listed) << "vector " << v;
+  }
+}
