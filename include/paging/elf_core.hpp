@@ -38,7 +38,7 @@ namespace hvkit::paging {
 enum class elf_core_error : std::uint8_t {
   none = 0,
   truncated,           ///< shorter than its ELF header, or a table or note runs past the end
-  not_elf,             ///< no \x7f E L F magic
+  not_elf,             ///< no ELF magic (0x7f 'E' 'L' 'F')
   elf32,               ///< ELFCLASS32 (only ELF64 is read)
   big_endian,          ///< ELFDATA2MSB
   not_core,            ///< e_type is not ET_CORE

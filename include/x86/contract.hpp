@@ -5,7 +5,7 @@
 /// `HVKIT_EXPECTS(cond)` states a precondition that only a programming error can break
 /// (bad *input* from a guest or a file is reported through result<>, never through this).
 /// A violation calls `HVKIT_CONTRACT_VIOLATION(expr, file, line)`. The default traps
-/// (`__builtin_trap()`); in a hosted build (`__STDC_HOSTED__ == 1` with <cstdio> available)
+/// (`__builtin_trap()`); in a hosted build (`__STDC_HOSTED__ == 1` with `<cstdio>` available)
 /// it first prints `<file>:<line>: hvkit: precondition failed: HVKIT_EXPECTS(<condition>)` to
 /// stderr (x86/hosted/contract_print.hpp; `HVKIT_NO_CONTRACT_PRINT` keeps the bare trap).
 /// Define `HVKIT_CONTRACT_VIOLATION` before including any hvkit header to route violations to

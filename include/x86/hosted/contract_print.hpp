@@ -3,7 +3,7 @@
 /// @brief Hosted: the default contract-violation handler of a hosted build. It prints
 /// `<file>:<line>: hvkit: precondition failed: HVKIT_EXPECTS(<condition>)` to stderr, then
 /// traps (a bare SIGILL said nothing). x86/contract.hpp includes this header itself in a
-/// hosted build (`__STDC_HOSTED__ == 1` and <cstdio> available) unless the user defined
+/// hosted build (`__STDC_HOSTED__ == 1` and `<cstdio>` available) unless the user defined
 /// `HVKIT_CONTRACT_VIOLATION` (their own handler) or `HVKIT_NO_CONTRACT_PRINT` (trap only).
 #pragma once
 
