@@ -74,6 +74,14 @@ void fuzz_npt(std::vector<std::uint8_t>& image, const paging::mmu_context& mmu, 
   const auto c = npt.check(paging::flat_view(image.data(), image.size()), er);
   const auto raw = npt.translate(paging::flat_view(image.data(), image.size()), er.address);
   const auto w = npt.walk(mem, er);
+  // A request that contradicts itself (a paging-structure fetch, a PDPTE load that is not a
+  // plain read) is refused as such before anything is read or written, by every verb.
+  if (!paging::ept_request_consistent(er)) {
+    check(!c && c.error().kind == paging::fault_kind::invalid_request);
+    check(!w && w.error().kind == paging::fault_kind::invalid_request && image == before);
+    return;
+  }
+  check(c || c.error().kind != paging::fault_kind::invalid_request);
   // Setting A or D can make an entry fault only where bits 5/6 are reserved: a PAE host's
   // PDPTE, when an A/D update of another entry aliases it and the walk is redone.
   constexpr bool ad_cannot_fault = !Host::pdpte_registers;
@@ -196,6 +204,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     er.linear = va;
     const auto e = ept->walk(mem, er);
     if (e) check_translation(*e, ept->levels());
+    // A self-contradicting request is refused as such, and only such a request.
+    check((!e && e.error().kind == paging::fault_kind::invalid_request) == !paging::ept_request_consistent(er));
     // A PDPTE load has no guest-linear address and is never refused for writing (SDM 28.2.1,
     // 29.3.3.2); with EPT A/D a paging-structure violation reports bits 0 and 1 together.
     if (!e && er.origin == paging::ept_origin::pdpte_load)
