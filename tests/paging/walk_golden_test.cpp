@@ -18,6 +18,7 @@
 #include <hvkit/x86/cr3.hpp>
 
 #include "runtime.hpp"
+#include "memory_image.hpp"
 
 namespace {
 
@@ -25,24 +26,8 @@ using namespace hvkit;
 using paging::fault_kind;
 using std::uint64_t;
 
-// A guest-physical memory image with helpers to place entries.
-struct image {
-  std::vector<std::uint8_t> bytes;
-  explicit image(std::size_t n = 0x20000) : bytes(n) {}
-  void put64(uint64_t a, uint64_t v) {
-    for (unsigned i = 0; i < 8; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
-  }
-  void put32(uint64_t a, std::uint32_t v) {
-    for (unsigned i = 0; i < 4; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
-  }
-  uint64_t get64(uint64_t a) const {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 8; ++i) v |= uint64_t{bytes[a + i]} << (8 * i);
-    return v;
-  }
-  std::uint32_t get32(uint64_t a) const { return static_cast<std::uint32_t>(get64(a) & 0xffffffffu); }
-  paging::flat_memory mem() { return paging::flat_memory(bytes.data(), bytes.size()); }
-  paging::flat_view view() const { return paging::flat_view(bytes.data(), bytes.size()); }
+struct image : test_support::memory_image {
+  explicit image(std::size_t n = 0x20000) : memory_image(n) {}
 };
 
 // Entry bits, typed from SDM Tables 4-14..4-20.

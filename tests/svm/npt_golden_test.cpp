@@ -18,28 +18,16 @@
 #include <hvkit/svm/npf.hpp>
 #include <hvkit/svm/vmcb.hpp>
 
+#include "memory_image.hpp"
+
 namespace {
 
 using namespace hvkit;
 using paging::fault_kind;
 using std::uint64_t;
 
-struct image {
-  std::vector<std::uint8_t> bytes;
-  explicit image(std::size_t n) : bytes(n) {}
-  void put64(uint64_t a, uint64_t v) {
-    for (unsigned i = 0; i < 8; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
-  }
-  void put32(uint64_t a, std::uint32_t v) {
-    for (unsigned i = 0; i < 4; ++i) bytes[a + i] = static_cast<std::uint8_t>(v >> (8 * i));
-  }
-  uint64_t get64(uint64_t a) const {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < 8; ++i) v |= uint64_t{bytes[a + i]} << (8 * i);
-    return v;
-  }
-  std::uint32_t get32(uint64_t a) const { return static_cast<std::uint32_t>(get64(a)); }
-  paging::flat_memory mem() { return paging::flat_memory(bytes.data(), bytes.size()); }
+struct image : test_support::memory_image {
+  explicit image(std::size_t n) : memory_image(n) {}
 };
 
 // Entry bits (APM Vol. 2, 5.4): P, R/W, U/S, A, D, PS, NX.
