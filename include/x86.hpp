@@ -6,6 +6,8 @@
 #pragma once
 
 #include "x86/address.hpp"
+#include "x86/apic_icr.hpp"
+#include "x86/apic_registers.hpp"
 #include "x86/bitfield.hpp"
 #include "x86/contract.hpp"
 #include "x86/cr.hpp"
@@ -19,6 +21,7 @@
 #include "x86/guest_owned.hpp"
 #include "x86/ibpb.hpp"
 #include "x86/instruction_skip.hpp"
+#include "x86/lapic.hpp"
 #include "x86/msr.hpp"
 #include "x86/paging_mode.hpp"
 #include "x86/pat.hpp"
