@@ -26,6 +26,7 @@
 #include "x86/paging_mode.hpp"
 #include "x86/pat.hpp"
 #include "x86/pfec.hpp"
+#include "x86/pv_send_ipi.hpp"
 #include "x86/result.hpp"
 #include "x86/rflags.hpp"
 #include "x86/selector.hpp"
