@@ -24,6 +24,7 @@
 #include "vmx/guest_cr.hpp"
 #include "vmx/hardware.hpp"
 #include "vmx/ibpb.hpp"
+#include "vmx/init_sipi.hpp"
 #include "vmx/instruction_info.hpp"
 #include "vmx/interruptibility.hpp"
 #include "vmx/interruption_info.hpp"
@@ -41,4 +42,5 @@
 #include "vmx/vm_entry_rule.hpp"
 #include "vmx/vm_entry_state.hpp"
 #include "vmx/vm_fail.hpp"
+#include "vmx/vmcs_lifecycle.hpp"
 #include "vmx/vmcs_reader.hpp"

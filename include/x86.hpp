@@ -19,6 +19,7 @@
 #include "x86/flags.hpp"
 #include "x86/gpr.hpp"
 #include "x86/guest_owned.hpp"
+#include "x86/init_sipi.hpp"
 #include "x86/ibpb.hpp"
 #include "x86/instruction_skip.hpp"
 #include "x86/lapic.hpp"

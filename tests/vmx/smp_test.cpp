@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// VMX side of issue 26: the VMCS lifecycle across processors (SDM Vol. 3C 25.1, 25.11.1,
+// 31.4 error numbers 4 and 5), IBPB per physical CPU, and INIT/SIPI exits (26.2, A.6).
+#include <gtest/gtest.h>
+
+#include <hvkit/vmx/init_sipi.hpp>
+#include <hvkit/vmx/vmcs_lifecycle.hpp>
+
+namespace vmx = hvkit::vmx;
+namespace x86 = hvkit::x86;
+using vmx::lifecycle_error;
+
+namespace {
+
+struct counting_barrier {
+  int* n;
+  void operator()() const noexcept { ++*n; }
+};
+
+TEST(VmcsLifecycle, LaunchThenResume) {
+  vmx::vmcs_state v{0x1000};
+  vmx::cpu_vmcs c{0, 0};
+  // No current VMCS: VMfailInvalid.
+  EXPECT_EQ(vmx::vmlaunch(v, c).error(), lifecycle_error::no_current_vmcs);
+  EXPECT_EQ(vmx::vm_fail_of(lifecycle_error::no_current_vmcs, vmx::vmx_instruction::vmlaunch).how,
+            vmx::vm_fail::kind::invalid);
+  ASSERT_TRUE(vmx::vmptrld(v, c).has_value());
+  // "VMRESUME with a non-launched VMCS" is error 5.
+  EXPECT_EQ(vmx::vmresume(v, c).error(), lifecycle_error::vmresume_non_launched);
+  EXPECT_EQ(static_cast<unsigned>(vmx::vm_fail_of(lifecycle_error::vmresume_non_launched, vmx::vmx_instruction::vmresume).error), 5u);
+  // A failed VM entry leaves it clear.
+  ASSERT_TRUE(vmx::vmlaunch(v, c, false).has_value());
+  EXPECT_EQ(v.launch, vmx::launch_state::clear);
+  ASSERT_TRUE(vmx::vmlaunch(v, c).has_value());
+  EXPECT_EQ(v.launch, vmx::launch_state::launched);
+  // "VMLAUNCH with a non-clear VMCS" is error 4.
+  EXPECT_EQ(vmx::vmlaunch(v, c).error(), lifecycle_error::vmlaunch_non_clear);
+  EXPECT_EQ(static_cast<unsigned>(vmx::vm_fail_of(lifecycle_error::vmlaunch_non_clear, vmx::vmx_instruction::vmlaunch).error), 4u);
+  EXPECT_TRUE(vmx::vmresume(v, c).has_value());
+  EXPECT_EQ(vmx::entry_instruction(v), vmx::vmx_instruction::vmresume);
+}
+
+TEST(VmcsLifecycle, MigrationNeedsVmclearOnTheOldCpu) {
+  vmx::vmcs_state v{0x2000};
+  vmx::cpu_vmcs a{0, 0}, b{1, 0};
+  ASSERT_TRUE(vmx::vmptrld(v, a).has_value());
+  ASSERT_TRUE(vmx::vmlaunch(v, a).has_value());
+  // Active on A: neither VMPTRLD nor VMCLEAR on B is allowed.
+  EXPECT_EQ(vmx::vmptrld(v, b).error(), lifecycle_error::active_on_other_cpu);
+  EXPECT_EQ(vmx::vmclear(v, b).error(), lifecycle_error::vmclear_on_other_cpu);
+  // VMCLEAR on A: inactive, clear, A's current-VMCS pointer invalid.
+  ASSERT_TRUE(vmx::vmclear(v, a).has_value());
+  EXPECT_EQ(v.launch, vmx::launch_state::clear);
+  EXPECT_EQ(v.active_on, vmx::no_cpu);
+  EXPECT_EQ(a.current, 0u);
+  ASSERT_TRUE(vmx::vmptrld(v, b).has_value());
+  // Clear again: VMRESUME fails (error 5), VMLAUNCH is the entry.
+  EXPECT_EQ(vmx::vmresume(v, b).error(), lifecycle_error::vmresume_non_launched);
+  EXPECT_EQ(vmx::entry_instruction(v), vmx::vmx_instruction::vmlaunch);
+  EXPECT_TRUE(vmx::vmlaunch(v, b).has_value());
+  // A cannot enter it (not current there).
+  EXPECT_EQ(vmx::vmresume(v, a).error(), lifecycle_error::no_current_vmcs);
+}
+
+TEST(VmcsLifecycle, SeveralActiveOneCurrent) {
+  vmx::vmcs_state v1{0x1000}, v2{0x2000};
+  vmx::cpu_vmcs c{0, 0};
+  ASSERT_TRUE(vmx::vmptrld(v1, c).has_value());
+  ASSERT_TRUE(vmx::vmlaunch(v1, c).has_value());
+  ASSERT_TRUE(vmx::vmptrld(v2, c).has_value());
+  EXPECT_EQ(vmx::vmresume(v1, c).error(), lifecycle_error::not_current);
+  ASSERT_TRUE(vmx::vmptrld(v1, c).has_value());
+  EXPECT_TRUE(vmx::vmresume(v1, c).has_value());  // still launched: VMPTRLD does not clear
+}
+
+TEST(VmcsLifecycle, IbpbPerPhysicalCpu) {
+  // Two CPUs, guest 1 with vCPUs 0 and 1, guest 2 with vCPU 0. skip_same_guest: a barrier only
+  // when the previous VMCS loaded on *this* CPU belonged to another guest.
+  int n0 = 0, n1 = 0;
+  vmx::physical_cpu<counting_barrier> c0(0, vmx::ibpb_policy::skip_same_guest, {&n0});
+  vmx::physical_cpu<counting_barrier> c1(1, vmx::ibpb_policy::skip_same_guest, {&n1});
+  vmx::vmcs_state g1v0{0x1000}, g1v1{0x2000}, g2v0{0x3000};
+  ASSERT_TRUE(c0.load(g1v0, 1, 0).has_value());  // first load on c0: barrier (previous unknown)
+  EXPECT_EQ(c0.enter(g1v0).value(), vmx::vmx_instruction::vmlaunch);
+  ASSERT_TRUE(c1.load(g2v0, 2, 0).has_value());  // first on c1
+  EXPECT_EQ(n0, 1);
+  EXPECT_EQ(n1, 1);
+  ASSERT_TRUE(c0.load(g1v1, 1, 1).has_value());  // same guest on c0: none
+  EXPECT_EQ(n0, 1);
+  ASSERT_TRUE(c0.load(g1v0, 1, 0).has_value());  // active but not current: VMPTRLD again; same guest: none
+  EXPECT_EQ(c0.enter(g1v0).value(), vmx::vmx_instruction::vmresume);
+  EXPECT_EQ(n0, 1);
+  // Guest 2's vCPU migrates to c0: VMCLEAR on c1 first.
+  EXPECT_EQ(c0.load(g2v0, 2, 0).error(), lifecycle_error::active_on_other_cpu);
+  ASSERT_TRUE(c1.clear(g2v0).has_value());
+  ASSERT_TRUE(c0.load(g2v0, 2, 0).has_value());  // another guest on c0: barrier on c0 only
+  EXPECT_EQ(n0, 2);
+  EXPECT_EQ(n1, 1);
+  EXPECT_EQ(c0.enter(g2v0).value(), vmx::vmx_instruction::vmlaunch);
+  ASSERT_TRUE(c0.load(g1v0, 1, 0).has_value());  // back to guest 1: barrier
+  EXPECT_EQ(n0, 3);
+  ASSERT_TRUE(c0.load(g1v0, 1, 0).has_value());  // already current: nothing
+  EXPECT_EQ(n0, 3);
+}
+
+TEST(InitSipiVmx, ActivityStatesFromVmxMisc) {
+  // IA32_VMX_MISC bits 6, 7, 8: HLT, shutdown, wait-for-SIPI.
+  using a = vmx::activity_state;
+  EXPECT_TRUE(vmx::activity_state_supported(0, a::active));
+  EXPECT_FALSE(vmx::activity_state_supported(0x40 | 0x80, a::wait_for_sipi));
+  EXPECT_TRUE(vmx::activity_state_supported(0x100, a::wait_for_sipi));
+  EXPECT_TRUE(vmx::activity_state_supported(0x40, a::hlt));
+  EXPECT_FALSE(vmx::activity_state_supported(0x40, a::shutdown));
+  EXPECT_TRUE(vmx::activity_state_supported(0x80, a::shutdown));
+  const auto wait = vmx::activity_for(x86::mp_state::wait_for_sipi, 0x1c0);
+  EXPECT_EQ(wait.state, a::wait_for_sipi);
+  EXPECT_TRUE(wait.enterable);
+  EXPECT_FALSE(vmx::activity_for(x86::mp_state::wait_for_sipi, 0xc0).enterable);
+  EXPECT_EQ(vmx::activity_for(x86::mp_state::running, 0).state, a::active);
+}
+
+TEST(InitSipiVmx, Exits) {
+  // Basic exit reasons 3 (INIT signal) and 4 (SIPI); the SIPI vector is the exit qualification.
+  EXPECT_EQ(static_cast<unsigned>(vmx::exit_reason::init_signal), 3u);
+  EXPECT_EQ(static_cast<unsigned>(vmx::exit_reason::sipi), 4u);
+  EXPECT_EQ(vmx::sipi_vector(0x9a), 0x9au);
+  EXPECT_EQ(vmx::on_exit(vmx::exit_reason::init_signal, false), vmx::init_sipi_action::enter_wait_for_sipi);
+  EXPECT_EQ(vmx::on_exit(vmx::exit_reason::init_signal, true), vmx::init_sipi_action::restart_at_reset);
+  EXPECT_EQ(vmx::on_exit(vmx::exit_reason::sipi, false), vmx::init_sipi_action::start_at_sipi_vector);
+  EXPECT_EQ(vmx::on_exit(vmx::exit_reason::cpuid, false), vmx::init_sipi_action::none);
+}
+
+}  // namespace
