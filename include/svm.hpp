@@ -17,6 +17,7 @@
 #include "svm/intercepts.hpp"
 #include "svm/io_permission_map.hpp"
 #include "svm/msr_permission_map.hpp"
+#include "svm/npt_invalidation.hpp"
 #include "svm/npf.hpp"
 #include "svm/register_file.hpp"
 #include "svm/segment.hpp"

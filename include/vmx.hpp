@@ -14,6 +14,7 @@
 #include "vmx/cr_write_apply.hpp"
 #include "vmx/dispatch.hpp"
 #include "vmx/ept_entry.hpp"
+#include "vmx/ept_invalidation.hpp"
 #include "vmx/event_injection.hpp"
 #include "vmx/exit_qualification.hpp"
 #include "vmx/exit_reason.hpp"

@@ -97,3 +97,34 @@ TEST(SvmInit, PhysicalInit) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------ the NPT flush rule ---------
+#include <hvkit/svm/npt_invalidation.hpp>
+
+namespace {
+using mc = hvkit::paging::mapping_change;
+
+TEST(NptInvalidation, TlbControlForChange) {
+  // APM 15.16: TLB_CONTROL 03h flushes this guest's ASID (FlushByAsid), 01h everything.
+  EXPECT_EQ(svm::npt_change_flush(mc::made_present, true), svm::tlb_control::do_nothing);
+  EXPECT_EQ(svm::npt_change_flush(mc::permission_increased, true), svm::tlb_control::do_nothing);
+  EXPECT_EQ(svm::npt_change_flush(mc::permission_reduced, true), svm::tlb_control::flush_asid);
+  EXPECT_EQ(svm::npt_change_flush(mc::made_not_present, false), svm::tlb_control::flush_all);
+  EXPECT_EQ(static_cast<unsigned>(svm::tlb_control::flush_asid), 3u);
+  EXPECT_EQ(static_cast<unsigned>(svm::tlb_control::flush_all), 1u);
+}
+
+TEST(NptInvalidation, EveryVcpuOnItsNextVmrun) {
+  int n = 0;
+  cpu c0(0, 16, true, svm::ibpb_policy::skip_same_guest, {&n});
+  cpu c1(1, 16, true, svm::ibpb_policy::skip_same_guest, {&n});
+  svm::vcpu_asid v0, v1;
+  (void)c0.prepare_vmrun(v0, {0x1000, 1, 0});
+  (void)c1.prepare_vmrun(v1, {0x2000, 1, 1});
+  for (auto* v : {&v0, &v1}) svm::note_npt_change(*v, mc::frame_changed);
+  EXPECT_EQ(c0.prepare_vmrun(v0, {0x1000, 1, 0}).control, svm::tlb_control::flush_asid);
+  EXPECT_EQ(c1.prepare_vmrun(v1, {0x2000, 1, 1}).control, svm::tlb_control::flush_asid);
+  svm::note_npt_change(v0, mc::permission_increased);
+  EXPECT_EQ(c0.prepare_vmrun(v0, {0x1000, 1, 0}).control, svm::tlb_control::do_nothing);
+}
+}  // namespace

@@ -131,3 +131,60 @@ TEST(InitSipiVmx, Exits) {
 }
 
 }  // namespace
+
+// ------------------------------------------------------------ the EPT invalidation rule ---
+#include <hvkit/vmx/ept_invalidation.hpp>
+
+namespace {
+using mc = hvkit::paging::mapping_change;
+namespace cap = vmx::ept_vpid_cap;
+constexpr std::uint64_t full = cap::invept | cap::invept_single_context | cap::invept_all_context | cap::invvpid |
+                               cap::invvpid_single_context | cap::invvpid_all_context;
+
+TEST(EptInvalidation, WhichChangesNeedInvept) {
+  // SDM 4.10.4.3 (and 29.4.3 for EPT): P 0 -> 1 needs no invalidation; adding a permission at
+  // most causes a spurious EPT violation, which invalidates the stale mapping.
+  EXPECT_EQ(vmx::ept_change_flush(mc::made_present, full), vmx::vmx_flush::none);
+  EXPECT_EQ(vmx::ept_change_flush(mc::permission_increased, full), vmx::vmx_flush::none);
+  EXPECT_EQ(vmx::ept_change_flush(mc::made_present | mc::permission_increased, full), vmx::vmx_flush::none);
+  // Everything else: INVEPT single-context with the EPTP (guest-physical and combined mappings).
+  for (mc c : {mc::permission_reduced, mc::made_not_present, mc::frame_changed, mc::memory_type_changed,
+               mc::page_size_changed, mc::accessed_dirty_cleared, mc::permission_increased | mc::frame_changed})
+    EXPECT_EQ(vmx::ept_change_flush(c, full), vmx::vmx_flush::invept_single_context) << c.raw();
+}
+
+TEST(EptInvalidation, InveptTypeFromCapabilities) {
+  const std::uint64_t all_only = cap::invept | cap::invept_all_context;
+  EXPECT_EQ(vmx::ept_change_flush(mc::made_not_present, all_only), vmx::vmx_flush::invept_all_context);
+  // Shared by two EPTPs and the caller will not issue one INVEPT per EPTP: all-context.
+  EXPECT_EQ(vmx::ept_change_flush(mc::made_not_present, full, 2, false), vmx::vmx_flush::invept_all_context);
+  EXPECT_EQ(vmx::ept_change_flush(mc::made_not_present, full, 2, true), vmx::vmx_flush::invept_single_context);
+  EXPECT_EQ(vmx::ept_change_flush(mc::made_not_present, cap::invvpid | cap::invvpid_single_context),
+            vmx::vmx_flush::unsupported);  // INVVPID never invalidates guest-physical mappings
+  // The capability bits (A.10): 20 INVEPT, 25 single, 26 all, 32 INVVPID, 41 single, 42 all.
+  EXPECT_EQ(cap::invept, 1ull << 20);
+  EXPECT_EQ(cap::invept_single_context, 1ull << 25);
+  EXPECT_EQ(cap::invept_all_context, 1ull << 26);
+  EXPECT_EQ(cap::invvpid_single_context, 1ull << 41);
+  EXPECT_EQ(static_cast<std::uint64_t>(vmx::invept_type::single_context), 1u);
+  EXPECT_EQ(static_cast<std::uint64_t>(vmx::invept_type::all_context), 2u);
+}
+
+TEST(EptInvalidation, ShadowPaging) {
+  EXPECT_EQ(vmx::shadow_change_flush(mc::permission_reduced, full, true), vmx::vmx_flush::invvpid_single_context);
+  // VPID 0: "VM entries and VM exits invalidate linear and combined mappings of VPID 0000H".
+  EXPECT_EQ(vmx::shadow_change_flush(mc::permission_reduced, full, false), vmx::vmx_flush::vm_exit_suffices);
+  EXPECT_EQ(vmx::shadow_change_flush(mc::made_present, full, true), vmx::vmx_flush::none);
+}
+
+TEST(EptInvalidation, CachingCpus) {
+  hvkit::paging::caching_cpus s;
+  s.entered_on(0);
+  s.entered_on(3);
+  s.entered_on(3);
+  EXPECT_EQ(s.mask(), 0x9u);
+  s.invalidated_on(0);
+  EXPECT_FALSE(s.may_cache(0));
+  EXPECT_TRUE(s.may_cache(3));
+}
+}  // namespace
