@@ -16,6 +16,7 @@
 #include "svm/init_sipi.hpp"
 #include "svm/intercepts.hpp"
 #include "svm/io_permission_map.hpp"
+#include "svm/apic_msrpm.hpp"
 #include "svm/msr_permission_map.hpp"
 #include "svm/npt_invalidation.hpp"
 #include "svm/npf.hpp"

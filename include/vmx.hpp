@@ -5,6 +5,7 @@
 /// tests/freestanding checks that this lists every core header of the layer (subfolders too).
 #pragma once
 
+#include "vmx/apic_virtualization.hpp"
 #include "vmx/backend.hpp"
 #include "vmx/cached_vmcs.hpp"
 #include "vmx/capabilities.hpp"

@@ -128,3 +128,17 @@ TEST(NptInvalidation, EveryVcpuOnItsNextVmrun) {
   EXPECT_EQ(c0.prepare_vmrun(v0, {0x1000, 1, 0}).control, svm::tlb_control::do_nothing);
 }
 }  // namespace
+
+// ------------------------------------------------------------ x2APIC MSRPM policy ---------
+#include <hvkit/svm/apic_msrpm.hpp>
+
+namespace {
+TEST(SvmApicMsrpm, EveryX2apicMsrIntercepted) {
+  auto m = svm::msr_permission_map::intercept_none();
+  svm::apply_x2apic_policy(m);
+  for (std::uint32_t i = 0x800; i <= 0x8ff; ++i)
+    for (auto a : {hvkit::x86::msr_access::read, hvkit::x86::msr_access::write}) EXPECT_TRUE(m.intercepts(i, a));
+  EXPECT_FALSE(m.intercepts(0x7ff, hvkit::x86::msr_access::read));
+  EXPECT_FALSE(m.intercepts(0x900, hvkit::x86::msr_access::write));
+}
+}  // namespace

@@ -188,3 +188,88 @@ TEST(EptInvalidation, CachingCpus) {
   EXPECT_TRUE(s.may_cache(3));
 }
 }  // namespace
+
+// ------------------------------------------------------------ APIC virtualization ---------
+#include <hvkit/vmx/apic_virtualization.hpp>
+
+namespace {
+using hvkit::x86::msr_access;
+
+// Capabilities with every allowed-1 bit of `pin`, `primary`, `secondary`, `exit`, `tertiary`.
+vmx::vmx_capabilities caps(std::uint32_t pin, std::uint32_t primary, std::uint32_t secondary, std::uint32_t exit,
+                           std::uint64_t tertiary = 0) {
+  vmx::vmx_capabilities c;
+  c.basic = 0;  // no TRUE_* MSRs
+  c.pinbased = std::uint64_t{pin} << 32;
+  c.procbased = std::uint64_t{primary} << 32;
+  c.procbased2 = std::uint64_t{secondary} << 32;
+  c.exit = std::uint64_t{exit} << 32;
+  c.procbased3 = tertiary;
+  return c;
+}
+constexpr std::uint32_t sec_on = 1u << 31, tpr = 1u << 21, tert_on = 1u << 17;
+
+TEST(ApicVirtualization, PrerequisitesFromCapabilities) {
+  // Everything allowed: every feature usable.
+  auto all = vmx::usable_apic_virtualization(caps(0x81, sec_on | tpr | tert_on, 0x311, 1u << 15, 1u << 4));
+  EXPECT_EQ(all, (vmx::apic_virtualization{true, true, true, true, true, true, true}));
+  // No TPR shadow: x2APIC mode, register virtualization and VID are unusable (27.2.1.1).
+  auto no_tpr = vmx::usable_apic_virtualization(caps(0x81, sec_on | tert_on, 0x311, 1u << 15, 1u << 4));
+  EXPECT_EQ(no_tpr, (vmx::apic_virtualization{false, true, false, false, false, false, false}));
+  // VID without external-interrupt exiting allowed: no VID, hence no posted interrupts.
+  auto no_eie = vmx::usable_apic_virtualization(caps(0x80, sec_on | tpr, 0x311, 1u << 15));
+  EXPECT_TRUE(no_eie.apic_register_virtualization);
+  EXPECT_FALSE(no_eie.virtual_interrupt_delivery);
+  EXPECT_FALSE(no_eie.posted_interrupts);
+  // Posted interrupts need acknowledge interrupt on exit.
+  auto no_ack = vmx::usable_apic_virtualization(caps(0x81, sec_on | tpr, 0x311, 0));
+  EXPECT_TRUE(no_ack.virtual_interrupt_delivery);
+  EXPECT_FALSE(no_ack.posted_interrupts);
+  // Secondary controls not allowed: none of the secondary features.
+  auto no_sec = vmx::usable_apic_virtualization(caps(0x81, tpr, 0x311, 1u << 15));
+  EXPECT_EQ(no_sec, (vmx::apic_virtualization{true, false, false, false, false, false, false}));
+}
+
+TEST(ApicVirtualization, Controls) {
+  vmx::apic_virtualization v{true, false, true, true, true, true, false};
+  const auto c = vmx::controls_for(v);
+  EXPECT_EQ(c.pin.raw(), 0x81u);                    // external-interrupt exiting, posted interrupts
+  EXPECT_EQ(c.primary.raw(), (1u << 21) | (1u << 31));
+  EXPECT_EQ(c.secondary.raw(), (1u << 4) | (1u << 8) | (1u << 9));
+  EXPECT_EQ(c.exit.raw(), 1u << 15);
+  EXPECT_TRUE(c.tertiary.none());
+}
+
+TEST(ApicVirtualization, X2apicMsrBitmapPolicy) {
+  const vmx::apic_virtualization none{};
+  vmx::apic_virtualization x2{true, false, true, false, false, false, false};
+  vmx::apic_virtualization arv = x2, vid = x2;
+  arv.apic_register_virtualization = true;
+  vid.apic_register_virtualization = vid.virtual_interrupt_delivery = true;
+  // Nothing virtualized: every x2APIC access exits.
+  for (std::uint32_t m = 0x800; m <= 0x8ff; ++m) {
+    EXPECT_TRUE(vmx::x2apic_msr_exits(m, msr_access::read, none));
+    EXPECT_TRUE(vmx::x2apic_msr_exits(m, msr_access::write, none));
+  }
+  // Virtualize x2APIC mode: TPR only.
+  EXPECT_FALSE(vmx::x2apic_msr_exits(0x808, msr_access::read, x2));
+  EXPECT_FALSE(vmx::x2apic_msr_exits(0x808, msr_access::write, x2));
+  EXPECT_TRUE(vmx::x2apic_msr_exits(0x802, msr_access::read, x2));
+  // APIC-register virtualization: reads of readable registers, never the current count (839H),
+  // never a write-only or absent register (those would reach the physical APIC).
+  for (std::uint32_t m : {0x802u, 0x803u, 0x80au, 0x80du, 0x80fu, 0x810u, 0x827u, 0x828u, 0x82fu, 0x830u, 0x832u, 0x838u, 0x83eu})
+    EXPECT_FALSE(vmx::x2apic_msr_exits(m, msr_access::read, arv)) << std::hex << m;
+  for (std::uint32_t m : {0x839u, 0x80bu, 0x83fu, 0x809u, 0x831u, 0x840u})
+    EXPECT_TRUE(vmx::x2apic_msr_exits(m, msr_access::read, arv)) << std::hex << m;
+  EXPECT_TRUE(vmx::x2apic_msr_exits(0x80b, msr_access::write, arv));
+  // Virtual-interrupt delivery: EOI and SELF IPI writes; the ICR write still exits.
+  EXPECT_FALSE(vmx::x2apic_msr_exits(0x80b, msr_access::write, vid));
+  EXPECT_FALSE(vmx::x2apic_msr_exits(0x83f, msr_access::write, vid));
+  EXPECT_TRUE(vmx::x2apic_msr_exits(0x830, msr_access::write, vid));
+  // The bitmap agrees with the predicate.
+  auto bm = vmx::msr_bitmap::none_exit();
+  vmx::apply_x2apic_policy(bm, vid);
+  for (std::uint32_t m = 0x800; m <= 0x8ff; ++m)
+    for (auto a : {msr_access::read, msr_access::write}) EXPECT_EQ(bm.exits(m, a), vmx::x2apic_msr_exits(m, a, vid));
+}
+}  // namespace
