@@ -71,17 +71,29 @@ enum class x2apic_fault : std::uint8_t {
   reserved_bits,      ///< WRMSR with a reserved bit set
 };
 
-/// The bits of a WRMSR value that must be 0 for register `index`, for the registers whose
-/// layout hvkit checks: every register is 32 bits except the ICR, so bits 63:32 are reserved
-/// except for 830H; TPR bits 31:8 (Figure 11-18); EOI and ESR: "WRMSR of a non-zero value
-/// causes #GP(0)" (Table 11-6); SELF IPI bits 31:8 (Figure 11-30); ICR bits 31:20, 17:16, 13.
-/// SVR, LVT and divide-configuration reserved bits are not checked (they are 0 in this mask).
+/// The bits of a WRMSR value that must be 0 for register `index`: every register is 32 bits
+/// except the ICR, so bits 63:32 are reserved except for 830H; TPR bits 31:8 (Figure 11-18);
+/// EOI and ESR: "WRMSR of a non-zero value causes #GP(0)" (Table 11-6); SELF IPI bits 31:8
+/// (Figure 11-30); ICR bits 31:20, 17:16, 13 (Figure 11-28); the LVT entries as Figure 11-8
+/// draws them (read-only bits such as delivery status 12 and remote IRR 14 are not reserved);
+/// SVR bits 31:13, 11:10 (Figure 11-23: vector, APIC enable 8, focus checking 9, EOI-broadcast
+/// suppression 12); divide configuration bits 31:4 and 2 (Figure 11-10).
 [[nodiscard]] constexpr std::uint64_t x2apic_reserved_mask(std::uint32_t index) noexcept {
   constexpr std::uint64_t high = 0xffff'ffff'0000'0000ull;
   switch (index) {
     case 0x30: return icr::x2apic_reserved;
     case 0x08: case 0x3f: return high | 0xffff'ff00ull;
     case 0x0b: case 0x28: return ~std::uint64_t{0};
+    case 0x0f: return high | bit_range(31, 13) | bit_range(11, 10);
+    // Timer: vector 7:0, delivery status 12, mask 16, timer mode 18:17.
+    case 0x32: return high | bit_range(31, 19) | bit_range(15, 13) | bit_range(11, 8);
+    // CMCI, thermal, performance counters: vector, delivery mode 10:8, status 12, mask 16.
+    case 0x2f: case 0x33: case 0x34: return high | bit_range(31, 17) | bit_range(15, 13) | (std::uint64_t{1} << 11);
+    // LINT0/LINT1: also polarity 13, remote IRR 14, trigger mode 15.
+    case 0x35: case 0x36: return high | bit_range(31, 17) | (std::uint64_t{1} << 11);
+    // Error: vector, delivery status 12, mask 16.
+    case 0x37: return high | bit_range(31, 17) | bit_range(15, 13) | bit_range(11, 8);
+    case 0x3e: return high | bit_range(31, 4) | (std::uint64_t{1} << 2);
     default: return high;
   }
 }

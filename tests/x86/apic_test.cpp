@@ -151,6 +151,39 @@ TEST(X2apicMsr, ReservedBits) {
   EXPECT_EQ(a::check_x2apic_wrmsr(0x830, 1u << 13).error(), f::reserved_bits);
 }
 
+TEST(X2apicMsr, LvtSvrDivideReservedBits) {
+  using f = a::x2apic_fault;
+  auto gp = [](std::uint32_t m, std::uint64_t v) {
+    auto r = a::check_x2apic_wrmsr(m, v);
+    return !r.has_value() && r.error() == f::reserved_bits;
+  };
+  // LVT timer (Figure 11-8): vector, delivery status 12, mask 16, mode 18:17 defined.
+  EXPECT_FALSE(gp(0x832, 0x000700ff | (1u << 12)));
+  for (unsigned b : {8u, 11u, 13u, 15u, 19u, 31u}) EXPECT_TRUE(gp(0x832, 1ull << b)) << b;
+  // LINT0: delivery mode 10:8, polarity 13, remote IRR 14, trigger 15, mask 16 defined; 11 not.
+  EXPECT_FALSE(gp(0x835, 0x0001f7ff));
+  EXPECT_TRUE(gp(0x835, 1u << 11));
+  EXPECT_TRUE(gp(0x836, 1u << 17));
+  // Thermal, PMI, CMCI: no polarity/remote IRR/trigger.
+  for (std::uint32_t m : {0x82fu, 0x833u, 0x834u}) {
+    EXPECT_FALSE(gp(m, 0x000117ff)) << std::hex << m;
+    EXPECT_TRUE(gp(m, 1u << 13)) << std::hex << m;
+    EXPECT_TRUE(gp(m, 1u << 15)) << std::hex << m;
+  }
+  // LVT error: vector, status, mask only.
+  EXPECT_FALSE(gp(0x837, 0x000110ff));
+  EXPECT_TRUE(gp(0x837, 1u << 8));
+  // SVR (Figure 11-23): 7:0, 8, 9, 12 defined.
+  EXPECT_FALSE(gp(0x80f, 0x13ff));
+  for (unsigned b : {10u, 11u, 13u, 31u}) EXPECT_TRUE(gp(0x80f, 1ull << b)) << b;
+  // Divide configuration (Figure 11-10): bits 0, 1, 3.
+  EXPECT_FALSE(gp(0x83e, 0xb));
+  EXPECT_TRUE(gp(0x83e, 0x4));
+  EXPECT_TRUE(gp(0x83e, 0x10));
+  // Initial count: all 32 bits.
+  EXPECT_FALSE(gp(0x838, 0xffff'ffffu));
+}
+
 TEST(XapicMmio, Decode) {
   auto r = a::decode_xapic_mmio(0x300, 4);
   ASSERT_TRUE(r.has_value());
