@@ -4,6 +4,7 @@
 // rules exhaustively against a separately written rule model (SDM 11.8.3.1, 11.8.4, 11.8.5).
 #include <gtest/gtest.h>
 
+#include <hvkit/x86/apic_destination.hpp>
 #include <hvkit/x86/apic_icr.hpp>
 #include <hvkit/x86/apic_registers.hpp>
 #include <hvkit/x86/lapic.hpp>
@@ -103,6 +104,48 @@ TEST(ApicIcr, Classification) {
   r.destination = 0xffff'ffffu;
   EXPECT_TRUE(a::is_broadcast(r, a::apic_mode::x2apic));
   EXPECT_FALSE(a::is_broadcast(r, a::apic_mode::xapic));
+}
+
+// ------------------------------------------------------- IPI destination (golden) --------
+
+TEST(ApicDestination, X2apicLogicalId) {
+  // 11.12.10.2: "Logical x2APIC ID = [(x2APIC ID[19:4] << 16) | (1 << x2APIC ID[3:0])]".
+  EXPECT_EQ(a::x2apic_logical_id(0x25), 0x0002'0020u);
+  EXPECT_EQ(a::x2apic_logical_id(0), 0x0000'0001u);
+  EXPECT_EQ(a::x2apic_logical_id(0xf'ffff), 0xffff'8000u);
+}
+
+TEST(ApicDestination, ShorthandsPhysicalLogical) {
+  using m = a::apic_mode;
+  auto t = [](std::uint32_t id) { return a::apic_identity{id, a::x2apic_logical_id(id), a::xapic_model::flat}; };
+  a::ipi_request r;
+  r.destination = 3;
+  EXPECT_TRUE(a::is_destination(r, m::x2apic, 0, t(3)));
+  EXPECT_FALSE(a::is_destination(r, m::x2apic, 0, t(4)));
+  r.destination = 0xffff'ffffu;  // broadcast
+  EXPECT_TRUE(a::is_destination(r, m::x2apic, 0, t(4)));
+  r.shorthand = a::destination_shorthand::all_excluding_self;
+  EXPECT_FALSE(a::is_destination(r, m::x2apic, 4, t(4)));
+  EXPECT_TRUE(a::is_destination(r, m::x2apic, 4, t(5)));
+  r.shorthand = a::destination_shorthand::self;
+  EXPECT_TRUE(a::is_destination(r, m::x2apic, 4, t(4)));
+  EXPECT_FALSE(a::is_destination(r, m::x2apic, 4, t(5)));
+  // x2APIC logical: cluster 2, processors 0 and 5 of it.
+  r.shorthand = a::destination_shorthand::none;
+  r.dest_mode = a::destination_mode::logical;
+  r.destination = 0x0002'0021u;
+  EXPECT_TRUE(a::is_destination(r, m::x2apic, 0, t(0x20)));
+  EXPECT_TRUE(a::is_destination(r, m::x2apic, 0, t(0x25)));
+  EXPECT_FALSE(a::is_destination(r, m::x2apic, 0, t(0x21)));
+  EXPECT_FALSE(a::is_destination(r, m::x2apic, 0, t(0x05)));  // cluster 0
+  // xAPIC flat: bit-wise AND of the 8-bit logical IDs; cluster: nibble cluster + member bits.
+  r.destination = 0x06;
+  EXPECT_TRUE(a::is_destination(r, m::xapic, 0, {1, 0x0400'0000u, a::xapic_model::flat}));
+  EXPECT_FALSE(a::is_destination(r, m::xapic, 0, {1, 0x0800'0000u, a::xapic_model::flat}));
+  r.destination = 0x32;
+  EXPECT_TRUE(a::is_destination(r, m::xapic, 0, {1, 0x3200'0000u, a::xapic_model::cluster}));
+  EXPECT_FALSE(a::is_destination(r, m::xapic, 0, {1, 0x2200'0000u, a::xapic_model::cluster}));
+  EXPECT_FALSE(a::is_destination(r, m::xapic, 0, {1, 0x3100'0000u, a::xapic_model::cluster}));
 }
 
 // ------------------------------------------------------- x2APIC MSR access (golden) ------

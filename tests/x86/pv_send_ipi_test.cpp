@@ -6,6 +6,7 @@
 // 64-bit mode and 64 in 32-bit mode), golden values typed from that text.
 #include <gtest/gtest.h>
 
+#include <hvkit/x86/apic_destination.hpp>
 #include <hvkit/x86/pv_send_ipi.hpp>
 
 #include <cstdint>
@@ -62,6 +63,20 @@ TEST(PvSendIpi, RefusedIcrs) {
   hvkit::result<unsigned, pv::send_ipi_error> bad{hvkit::unexpected(pv::send_ipi_error::shorthand)};
   EXPECT_EQ(pv::return_value(bad), static_cast<std::uint64_t>(-22));
   EXPECT_EQ(pv::return_value(hvkit::result<unsigned, pv::send_ipi_error>{3u}), 3u);
+}
+
+TEST(PvSendIpi, SameDestinationPathAsIcr) {
+  // Every request the hypercall yields reaches exactly the APIC it names, through the same
+  // destination predicate as an ICR write.
+  auto s = pv::decode_send_ipi(0x5, 0, 2, 0xec, true);  // IDs 2 and 4
+  ASSERT_TRUE(s.has_value());
+  unsigned hits[8] = {};
+  s->for_each_destination([&](const a::ipi_request& r) {
+    for (std::uint32_t id = 0; id < 8; ++id)
+      if (a::is_destination(r, a::apic_mode::x2apic, 0, {id, a::x2apic_logical_id(id), a::xapic_model::flat})) ++hits[id];
+  });
+  const unsigned want[8] = {0, 0, 1, 0, 1, 0, 0, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(hits[i], want[i]) << i;
 }
 
 TEST(PvSendIpi, IdOverflowSkipped) {
