@@ -57,6 +57,10 @@ class physical_cpu {
     }
     const std::uint64_t before = v.assignment.generation;
     s.control = asids_.assign(v.assignment);
+    // The first VMRUN on this processor: its TLB may hold entries tagged with guest ASIDs
+    // from whatever ran before (another hypervisor, a previous load): flush them all once.
+    if (!used_) s.control = tlb_control::flush_all;
+    used_ = true;
     const bool fresh = v.assignment.generation != before || s.control == tlb_control::flush_all;
     if (v.flush_requested && !fresh && s.control == tlb_control::do_nothing) s.control = flush_guest(flush_by_asid_);
     v.flush_requested = false;
@@ -74,6 +78,7 @@ class physical_cpu {
   bool flush_by_asid_;
   asid_allocator asids_;
   ibpb_tracker<Barrier> ibpb_;
+  bool used_ = false;
 };
 
 }  // namespace hvkit::svm

@@ -195,10 +195,11 @@ class local_apic {
   }
 
   /// WRMSR IA32_TSC_DEADLINE: arms (non-zero) or disarms (0) the timer in TSC-deadline mode;
-  /// outside that mode the write is recorded but does not arm the timer (SDM 11.5.4.1).
+  /// in the other timer modes the MSR reads 0 and writes are ignored (SDM 11.5.4.1).
   constexpr void write_tsc_deadline(std::uint64_t v) noexcept {
+    if (mode() != timer_mode::tsc_deadline) return;
     deadline_ = v;
-    if (mode() == timer_mode::tsc_deadline) armed_ = v != 0;
+    armed_ = v != 0;
   }
   /// RDMSR IA32_TSC_DEADLINE: 0 when not in TSC-deadline mode or after the timer fired.
   [[nodiscard]] constexpr std::uint64_t tsc_deadline() const noexcept {

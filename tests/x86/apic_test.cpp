@@ -427,6 +427,11 @@ TEST(LapicTimer, TscDeadline) {
   apic.write_lvt_timer(0xef);
   EXPECT_FALSE(apic.timer_armed());
   EXPECT_EQ(apic.tsc_deadline(), 0u);
+  // Outside TSC-deadline mode the MSR write is ignored: re-entering the mode finds it 0.
+  apic.write_tsc_deadline(77);
+  apic.write_lvt_timer((2u << 17) | 0xef);
+  EXPECT_EQ(apic.tsc_deadline(), 0u);
+  EXPECT_FALSE(apic.poll(0, 1000));
 }
 
 TEST(LapicTimer, Periodic) {
