@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 /// @file
 /// @brief INIT under SVM and the AP start-up model (AMD APM Vol. 2, 15.17 "Global Interrupt
-/// Flag, STGI and CLGI"; 15.13 "Miscellaneous Intercepts", INIT intercept; VMEXIT_INIT 63h,
-/// Appendix C; VM_CR MSR C001_0114h bit 1, R_INIT, 15.30.1).
+/// Flag, STGI and CLGI"; the INIT intercept, bit 3 of the intercept word at VMCB offset 00Ch,
+/// Table B-1, and VMEXIT_INIT 63h, Appendix C; VM_CR MSR C001_0114h bit 1, R_INIT, 15.30.1).
 ///
 /// SVM has no guest wait-for-SIPI state: a guest's INIT and SIPI are messages the hypervisor's
 /// virtual APIC sends between vCPUs, and the hypervisor applies x86/init_sipi.hpp to the target
 /// (keeping a vCPU that waits for its SIPI off the CPU). A physical INIT is a different thing:
-///  - with GIF = 0 it is held pending ("When GIF is clear, ... INIT ... held pending", 15.17);
+///  - with GIF = 0 it is held pending until GIF is set again (15.17);
 ///  - in a guest with the INIT intercept set it causes #VMEXIT(INIT) (exit code 63h);
 ///  - VM_CR.R_INIT = 1 redirects INIT to the #SX exception (vector 30) instead of resetting the
-///    processor (used with SKINIT, 15.27), so a host can survive it.
+///    processor (the secure-startup mechanism that goes with SKINIT), so a host can survive it.
 #pragma once
 
 #include <cstdint>
