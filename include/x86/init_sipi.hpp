@@ -76,8 +76,8 @@ struct reset_state {
   friend constexpr bool operator==(const reset_state&, const reset_state&) noexcept = default;
 };
 
-/// After power-up or RESET: CR0 = 60000010H, EFER = 0 (an MSR: undefined at power-up in
-/// Table 10-1 except where listed; every implementation and VMM uses 0).
+/// After power-up or RESET: CR0 = 60000010H; EFER 0 (Table 10-1 lists no value for it: hvkit
+/// starts a vCPU with EFER 0).
 [[nodiscard]] constexpr reset_state state_after_reset(std::uint32_t signature) noexcept {
   reset_state s;
   s.rdx = signature;

@@ -5,6 +5,8 @@
 
 #include <hvkit/svm/init_sipi.hpp>
 #include <hvkit/svm/vcpu_asid.hpp>
+#include <hvkit/svm/npt_invalidation.hpp>
+#include <hvkit/svm/apic_msrpm.hpp>
 
 namespace svm = hvkit::svm;
 
@@ -99,7 +101,6 @@ TEST(SvmInit, PhysicalInit) {
 }  // namespace
 
 // ------------------------------------------------------------ the NPT flush rule ---------
-#include <hvkit/svm/npt_invalidation.hpp>
 
 namespace {
 using mc = hvkit::paging::mapping_change;
@@ -130,7 +131,6 @@ TEST(NptInvalidation, EveryVcpuOnItsNextVmrun) {
 }  // namespace
 
 // ------------------------------------------------------------ x2APIC MSRPM policy ---------
-#include <hvkit/svm/apic_msrpm.hpp>
 
 namespace {
 TEST(SvmApicMsrpm, EveryX2apicMsrIntercepted) {

@@ -5,6 +5,8 @@
 
 #include <hvkit/vmx/init_sipi.hpp>
 #include <hvkit/vmx/vmcs_lifecycle.hpp>
+#include <hvkit/vmx/ept_invalidation.hpp>
+#include <hvkit/vmx/apic_virtualization.hpp>
 
 namespace vmx = hvkit::vmx;
 namespace x86 = hvkit::x86;
@@ -133,7 +135,6 @@ TEST(InitSipiVmx, Exits) {
 }  // namespace
 
 // ------------------------------------------------------------ the EPT invalidation rule ---
-#include <hvkit/vmx/ept_invalidation.hpp>
 
 namespace {
 using mc = hvkit::paging::mapping_change;
@@ -190,7 +191,6 @@ TEST(EptInvalidation, CachingCpus) {
 }  // namespace
 
 // ------------------------------------------------------------ APIC virtualization ---------
-#include <hvkit/vmx/apic_virtualization.hpp>
 
 namespace {
 using hvkit::x86::msr_access;
