@@ -7,6 +7,7 @@
 
 #include "emulate/alu.hpp"
 #include "emulate/context.hpp"
+#include "emulate/cpu_model.hpp"
 #include "emulate/decoder.hpp"
 #include "emulate/emulator.hpp"
 #include "emulate/instruction.hpp"
