@@ -34,5 +34,6 @@
 #include "paging/shadow/page_cache.hpp"
 #include "paging/shadow/shadow_mmu.hpp"
 #include "paging/shadow/spte.hpp"
+#include "paging/tlb_invalidation.hpp"
 #include "paging/walk_result.hpp"
 #include "paging/walker.hpp"

@@ -294,23 +294,9 @@ const hc::guest_header* load_guest(bool guest32) {
   return hdr;
 }
 
-/// CR4 bits the guest may set: what the CPU allows in VMX non-root operation, minus VMXE
-/// and SMXE (no nested virtualization or SMX offered).
-x86::cr4 guest_cr4_allowed() {
-  namespace feat = cpuid_ns::feat;
-  x86::cr4 a = x86::cr4{caps.cr4_fixed1} & ~(x86::cr4::vmxe | x86::cr4::smxe) & x86::cr4::defined;
-  // A CR4 bit whose feature the guest's CPUID does not enumerate is reserved for it.
-  struct {
-    x86::cr4 bit;
-    cpuid_ns::feature f;
-  } const gates[] = {{x86::cr4::smep, feat::smep},         {x86::cr4::smap, feat::smap},
-                     {x86::cr4::fsgsbase, feat::fsgsbase}, {x86::cr4::pcide, feat::pcid},
-                     {x86::cr4::osxsave, feat::xsave},     {x86::cr4::umip, feat::umip},
-                     {x86::cr4::pke, feat::pku},           {x86::cr4::la57, feat::la57}};
-  for (const auto& g : gates)
-    if (!guest_policy.has(g.f)) a.reset(g.bit);
-  return a;
-}
+/// CR4 bits the guest may set: what the CPU allows in VMX non-root operation (IA32_VMX_CR4_FIXED1,
+/// SDM Vol. 3D A.8), gated by the guest's CPUID policy (core::cr4_allowed).
+x86::cr4 guest_cr4_allowed() { return core::cr4_allowed(guest_policy, x86::cr4{caps.cr4_fixed1}); }
 
 /// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
 template <class C>
