@@ -3,7 +3,7 @@
 // (tests/paging/shadow_harness.hpp). The input drives random guest-table edits (emulated
 // writes, reported with table_written()), CR0.WP / CR4.SMEP / CR4.SMAP / EFER.NXE writes
 // through evaluate_cr_write / cr_write_actions and control_registers_written(), MOV to CR3
-// between two address spaces, INVLPG, and accesses; every access must give the walker's
+// between two address spaces, INVLPG, and accesses, on 32-bit, PAE, 4-level and 5-level guests; every access must give the walker's
 // verdict, error code, CR2 and host frame, and guest memory (A/D flags) must stay equal.
 #include <cstdint>
 #include <cstdio>
@@ -46,12 +46,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::fill(mc.sut.begin(), mc.sut.end(), 0);
   std::fill(mc.oracle.begin(), mc.oracle.end(), 0);
   mc.cache.zap_all();
-  const unsigned mode = in.byte() % 3;  // 0 32-bit, 1 PAE, 2 4-level
+  const std::uint8_t mb = in.byte();
+  const unsigned mode = mb % 3;  // 0 32-bit, 1 PAE, 2 IA-32e: 4-level, or 5-level if bit 6 is set
   const bool four = mode == 2, pae = mode == 1, m32 = mode == 0;
+  const bool five = four && (mb & 0x40);
   const unsigned esz = m32 ? 4 : 8;
   // Skeleton: top tables at frames 1 and 5, PDPT 2 (4-level), PD 3, PTs 4 and 6; data 8-27.
-  if (four) {
+  // 5-level: frames 1 and 5 are PML5s whose entries 0 and 1 (PML5 index 0 and 1) both
+  // point to the PML4 in frame 7.
+  if (five) {
+    for (std::uint64_t top : {0x1000u, 0x5000u}) {
+      mc.write(top, 8, 0x7007);
+      mc.write(top + 8, 8, 0x7007);
+    }
+    mc.write(0x7000, 8, 0x2007);
+  } else if (four) {
     for (std::uint64_t top : {0x1000u, 0x5000u}) mc.write(top, 8, 0x2007);
+  }
+  if (four) {
     mc.write(0x2000, 8, 0x3007);
     mc.write(0x2008, 8, 0x3007);
   } else if (pae) {
@@ -71,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     mc.write(0x4000 + esz * i, esz, ((8u + i) << 12) | 0x7);
     mc.write(0x6000 + esz * i, esz, ((12u + i) << 12) | 0x7);
   }
-  std::uint64_t cr0 = 0x8001'0031, cr4 = m32 ? 0x10 : 0x20, efer = four ? 0x500 : 0;
+  std::uint64_t cr0 = 0x8001'0031, cr4 = m32 ? 0x10 : five ? 0x1020 : 0x20, efer = four ? 0x500 : 0;
   std::uint64_t cr3 = 0x1000;
   std::uint32_t pkru = 0;
   auto role_of = [&] { return paging::make_cpu_role(x86::cr0{cr0}, x86::cr4{cr4}, x86::efer{efer}); };
@@ -83,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 0:
       case 1: {  // a guest paging-structure edit (an emulated store)
         const std::uint8_t a = in.byte(), b = in.byte(), c = in.byte();
-        const std::uint64_t frame = 1 + a % 6;
+        const std::uint64_t frame = 1 + a % (five ? 7 : 6);
         const unsigned idx = idxs[(a >> 3) % (m32 ? 8 : 7)];
         std::uint64_t v = b & 0xff;  // P RW US PWT PCD A D PS
         const std::uint64_t target = c & 31;  // frame 0: large pages at 0 (2 MiB, 4 MiB, 1 GiB) are valid
@@ -99,7 +111,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 4: {  // an access
         const std::uint8_t a = in.byte();
         paging::walk_request q{};
-        q.linear = x86::gva{vas[a & 7] + ((a >> 3) & 3) * 0x408};
+        q.linear = x86::gva{vas[a & 7] + ((a >> 3) & 3) * 0x408 + (five && (a & 0x20) ? 1ull << 48 : 0)};
         const std::uint64_t kinds[] = {0, 2, 16, 2};
         const std::uint64_t modes[] = {4, 0, 0, 1ull << 48};
         q.access = x86::pfec{kinds[(op >> 3) & 3] | modes[(op >> 5) & 3]};
