@@ -14,5 +14,6 @@
 #include "emulate/outcome.hpp"
 #include "emulate/platform.hpp"
 #include "emulate/segment.hpp"
+#include "emulate/shadow_write.hpp"
 #include "emulate/vmcb_context.hpp"
 #include "emulate/vmcs_context.hpp"
