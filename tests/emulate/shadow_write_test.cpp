@@ -41,9 +41,15 @@ struct fixture {
   emulate::null_platform plat;
   emulate::context ctx{};
 
-  fixture() {
-    mc.write(0x1000, 8, P | RW | US | A | 0x2000);
-    mc.write(0x2000, 8, P | RW | US | A | 0x3000);
+  // 4-level paging in 64-bit mode, or (`pae`) PAE paging in 32-bit protected mode with the
+  // PDPT in frame 1 (entry 0 -> the PD in frame 3; SDM 4.4.1: a PDPTE has no R/W, U/S or A).
+  explicit fixture(bool pae = false) {
+    if (pae) {
+      mc.write(0x1000, 8, P | 0x3000);
+    } else {
+      mc.write(0x1000, 8, P | RW | US | A | 0x2000);
+      mc.write(0x2000, 8, P | RW | US | A | 0x3000);
+    }
     mc.write(0x3000 + 8 * 2, 8, P | RW | US | A | pt);
     for (unsigned i = 0; i < data_ptes; ++i) mc.write(pt + 8 * i, 8, data_pte(i));
     mc.write(pt + 8 * 20, 8, P | RW | A | D | pt);
@@ -51,15 +57,16 @@ struct fixture {
     mc.write(pt + 8 * 22, 8, P | A | (source_frame << 12));
     const x86::cr0 cr0{0x8001'0033};  // PG WP NE ET MP PE
     const x86::cr4 cr4 = x86::cr4::pae;
-    const x86::efer efer = x86::efer::lme | x86::efer::lma | x86::efer::nxe;
+    const x86::efer efer = pae ? x86::efer::nxe : x86::efer::lme | x86::efer::lma | x86::efer::nxe;
     mc.load(paging::make_cpu_role(cr0, cr4, efer), x86::gpa{0x1000});
-    // 64-bit mode, CPL 0, flat segments (SDM 3.4.5, 5.2.1: CS.L = 1).
+    // 64-bit mode (SDM 3.4.5, 5.2.1: CS.L = 1) or 32-bit protected mode (CS.D = 1), CPL 0,
+    // flat segments.
     ctx.cr0 = cr0;
     ctx.cr4 = cr4;
     ctx.efer = efer;
     ctx.cr3 = x86::cr3{0x1000};
     for (auto& s : ctx.seg) s = emulate::segment{0x10, 0, 0xffff'ffff, emulate::segment_ar{0xc093}};
-    ctx[emulate::sreg::cs] = emulate::segment{0x8, 0, 0xffff'ffff, emulate::segment_ar{0xa09b}};
+    ctx[emulate::sreg::cs] = emulate::segment{0x8, 0, 0xffff'ffff, emulate::segment_ar{pae ? 0xc09bu : 0xa09bu}};
     ctx.rip = code;
     // Every data page is used once (user read and write), so their shadow leaves exist
     // and the page table (frame 4) is mirrored, hence write-protected.
@@ -206,6 +213,34 @@ TEST(shadow_write, rep_movsq_copies_ptes_from_another_page) {
   f.check_all();
   EXPECT_EQ(f.check_page(5).host, host_ram + (26ull << 12) + 0x18);
   EXPECT_FALSE(f.check_page(5, 6).ok);  // read-only now: a user write is the guest's #PF
+}
+
+TEST(shadow_write, a_pae_kernel_writes_a_pte_in_two_halves) {
+  // 89 47 04: MOV [EDI+4], EAX, then 89 0F: MOV [EDI], ECX (SDM Vol. 2B MOV, 89 /r, 32-bit
+  // operands): how a 32-bit PAE kernel sets an 8-byte PTE, high half first. Each half is its
+  // own protected-table fault; between them the entry holds the new high and the old low
+  // half, and the shadow must give what the guest's tables give at that point too.
+  fixture f(true);
+  f.code_bytes({0x89, 0x47, 0x04, 0x89, 0x0f});
+  const std::uint64_t next = P | RW | US | A | D | (1ull << 63) | (26ull << 12);  // XD, frame 26
+  f.ctx.gpr[7] = alias + 8 * 6;
+  f.ctx.gpr[0] = next >> 32;
+  f.ctx.gpr[1] = next & 0xffff'ffffu;
+  f.expect_protected_fault(alias + 8 * 6 + 4);
+  auto r = f.run();
+  ASSERT_TRUE(r.emulated.is_done());
+  EXPECT_EQ(f.ctx.rip, code + 3);
+  EXPECT_EQ(r.bytes_written, 4u);
+  f.oracle_store(pt + 8 * 6, (next & ~0xffff'ffffull) | (data_pte(6) & 0xffff'ffffu));
+  f.check_all();
+  EXPECT_FALSE(f.check_page(6, 4 | 16).ok);  // XD is in place: a user fetch faults (0x15)
+  f.expect_protected_fault(alias + 8 * 6);
+  r = f.run();
+  ASSERT_TRUE(r.emulated.is_done());
+  EXPECT_EQ(f.ctx.rip, code + 5);
+  f.oracle_store(pt + 8 * 6, next);
+  f.check_all();
+  EXPECT_EQ(f.check_page(6).host, host_ram + (26ull << 12) + 0x18);
 }
 
 TEST(shadow_write, a_write_outside_the_page_tables_zaps_nothing) {
