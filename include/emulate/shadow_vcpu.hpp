@@ -147,7 +147,9 @@ template <paging::shadow::frame_map Map, paging::guest_memory Mem>
 /// The cr_write_outcome of an emulated instruction that wrote a CR (`done` with
 /// event::cr_write): `ctx` is the context after it (the emulator already applied the write
 /// and its #GP rules); `o.mmu` carries the MMU actions for CR0/CR4. Pass it to
-/// shadow_cr_write() with ctx.cr3.
+/// shadow_cr_write() with ctx.cr3. The emulator does not load PAE PDPTEs: if shadow_cr_write()
+/// answers `gp`, the instruction must not complete (restore the context saved before the
+/// emulation and inject #GP(0); SDM 4.4.1).
 [[nodiscard]] constexpr paging::cr_write_outcome shadow_cr_outcome(const outcome& o, const context& ctx) noexcept {
   paging::cr_write_outcome w{};
   w.cr = o.reg;
