@@ -171,34 +171,17 @@ void run_mode(gmode g, totals& tot) {
   tot.faults += mc.faults_taken;
 }
 
-TEST(shadow_fold, exhaustive_32bit) {
+void run_and_report(gmode g, const char* name) {
   totals t;
-  run_mode(gmode::m32, t);
-  std::printf("32-bit: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", t.cases, t.accesses,
-              t.ok, t.emulated, t.faults);
-  EXPECT_GT(t.accesses, 100000u);
-}
-TEST(shadow_fold, exhaustive_pae) {
-  totals t;
-  run_mode(gmode::pae, t);
-  std::printf("PAE: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", t.cases, t.accesses, t.ok,
-              t.emulated, t.faults);
-  EXPECT_GT(t.accesses, 100000u);
-}
-TEST(shadow_fold, exhaustive_4level) {
-  totals t;
-  run_mode(gmode::l4, t);
-  std::printf("4-level: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", t.cases, t.accesses,
+  run_mode(g, t);
+  std::printf("%s: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", name, t.cases, t.accesses,
               t.ok, t.emulated, t.faults);
   EXPECT_GT(t.accesses, 100000u);
 }
 
-TEST(shadow_fold, exhaustive_5level) {
-  totals t;
-  run_mode(gmode::l5, t);
-  std::printf("5-level: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", t.cases, t.accesses,
-              t.ok, t.emulated, t.faults);
-  EXPECT_GT(t.accesses, 100000u);
-}
+TEST(shadow_fold, exhaustive_32bit) { run_and_report(gmode::m32, "32-bit"); }
+TEST(shadow_fold, exhaustive_pae) { run_and_report(gmode::pae, "PAE"); }
+TEST(shadow_fold, exhaustive_4level) { run_and_report(gmode::l4, "4-level"); }
+TEST(shadow_fold, exhaustive_5level) { run_and_report(gmode::l5, "5-level"); }
 
 }  // namespace
