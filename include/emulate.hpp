@@ -23,5 +23,7 @@
 #include "emulate/outcome.hpp"
 #include "emulate/platform.hpp"
 #include "emulate/segment.hpp"
+#include "emulate/shadow_vcpu.hpp"
+#include "emulate/shadow_write.hpp"
 #include "emulate/vmcb_context.hpp"
 #include "emulate/vmcs_context.hpp"
