@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# build-guest.sh OUT FORKS ITERS PAIRS SYM HVKIT
+# build-guest.sh OUT FORKS ITERS PAIRS SYM MODES
 # Builds the ssdd guest: Debian's cloud kernel and an initramfs with busybox, rt-tests' ssdd
 # and the shared libraries `ldd` lists for it (the machine's own glibc, the release the
 # package was built for), the hvkit_kernexec module (built against Debian's headers, as
@@ -8,13 +8,14 @@
 # /init, with /etc/ssdd.conf holding the parameters. Packages are fetched with
 # scripts/debian-fetch.sh into $HVKIT_DEBIAN_CACHE (default OUT/../debian-cache).
 # Outputs in OUT: vmlinuz, initrd.img, append.txt (the guest's command line) and
-# bundle.cpio (the three, for l1-qemu.sh). Exit 77 when a package or tool is missing.
+# bundle.cpio (the three, for l1-qemu.sh). MODES: the module's hvkit= values, comma-separated
+# (l2-init.sh): 0 for KVM, 1,2 for the hvkit hypervisor. Exit 77 when a package or tool is missing.
 set -euo pipefail
-[ $# -eq 6 ] || { echo "usage: $0 OUT FORKS ITERS PAIRS SYM HVKIT" >&2; exit 2; }
+[ $# -eq 6 ] || { echo "usage: $0 OUT FORKS ITERS PAIRS SYM MODES" >&2; exit 2; }
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 mkdir -p "$1" && out=$(cd "$1" && pwd)
-forks=$2 iters=$3 pairs=$4 sym=$5 hvkit=$6
+forks=$2 iters=$3 pairs=$4 sym=$5 modes=$6
 cache=${HVKIT_DEBIAN_CACHE:-$(dirname "$out")/debian-cache}
 skip() { echo "HVKIT-RUN SKIP: $*"; exit 77; }
 for t in apt-get dpkg-deb gcc make ldd; do command -v $t >/dev/null || skip "$t not installed"; done
@@ -50,7 +51,7 @@ cp "$out/hvkit_kernexec.ko" "$rfs/lib/modules/"
 gcc -static -nostdlib -ffreestanding -fno-stack-protector -fno-pie -no-pie -O2 -Wall -Wextra -Werror \
   -o "$rfs/bin/tscmark" "$root/examples/linux-baseline/tscmark.c"
 install -m 755 "$here/l2-init.sh" "$rfs/init"
-printf 'FORKS=%s\nITERS=%s\nPAIRS=%s\nSYM=%s\nHVKIT=%s\n' "$forks" "$iters" "$pairs" "$sym" "$hvkit" >"$rfs/etc/ssdd.conf"
+printf 'FORKS=%s\nITERS=%s\nPAIRS=%s\nSYM=%s\nMODES="%s"\n' "$forks" "$iters" "$pairs" "$sym" "${modes//,/ }" >"$rfs/etc/ssdd.conf"
 if command -v lz4 >/dev/null; then
   (cd "$rfs" && find . | LC_ALL=C sort | "$rfs/bin/busybox" cpio -o -H newc -R 0:0 2>/dev/null) | lz4 -l -9 -q -f - "$out/initrd.img"
 else
@@ -59,4 +60,4 @@ fi
 cp "$cache/root/boot/vmlinuz-$abi" "$out/vmlinuz"
 echo "console=ttyS0 quiet mitigations=off panic=-1" >"$out/append.txt"
 (cd "$out" && printf 'vmlinuz\ninitrd.img\nappend.txt\n' | "$rfs/bin/busybox" cpio -o -H newc -R 0:0 2>/dev/null) >"$out/bundle.cpio"
-echo "build-guest: $out: kernel $abi, initrd $(stat -c %s "$out/initrd.img") bytes, ssdd --forks=$forks --iters=$iters, kprobe $sym, $pairs WP window(s) per hit, hvkit=$hvkit" >&2
+echo "build-guest: $out: kernel $abi, initrd $(stat -c %s "$out/initrd.img") bytes, ssdd --forks=$forks --iters=$iters, kprobe $sym, $pairs WP window(s) per hit, module runs hvkit=$modes" >&2
