@@ -115,10 +115,17 @@ sed -e "s|@ISO@|$img/baseline.iso|g" -e "s|@SERIAL@|$rd/serial.log|g" -e "s|@LOG
     -e "s|@BIOS@|/usr/share/bochs/BIOS-bochs-latest|g" -e "s|@VGABIOS@|$vgabios|g" \
     -e "s|@CPU_MODEL@|$cpu|g" -e "s|@MEGS@|$megs|g" -e "s|@IPS@|$ips|g" \
     "$root/examples/hypervisor/linux/bochsrc.in" >"$rd/bochsrc"
-# The kernel's entry: GRUB's 32-bit boot protocol jumps to code32_start, the load address of
-# the protected-mode code (1 MiB, or the kernel's preferred 16 MiB). The first breakpoint hit
-# is the entry; both are then deleted.
-printf 'pb 0x100000\npb 0x1000000\nc\nd 1\nd 2\nc\nquit\n' >"$rd/bochs.rc"
+# The kernel's entry: GRUB's 32-bit boot protocol jumps to code32_start, where it loaded the
+# protected-mode code: the kernel's preferred address (pref_address, 16 MiB for this kernel)
+# when free. (1 MiB is no good: GRUB's own decompressed core runs there first.) The first hit
+# is the entry (the decompressed kernel starts at the same address later); the breakpoint is
+# then deleted. The report checks the opcode bytes Bochs shows at the breakpoint against the
+# first bytes of the kernel's protected-mode code.
+setup_sects=$(od -An -tu1 -j 0x1f1 -N1 "$vmlinuz" | tr -d ' ')
+[ "$setup_sects" = 0 ] && setup_sects=4
+entry_bytes=$(od -An -tx1 -j $(( (setup_sects + 1) * 512 )) -N1 "$vmlinuz" | tr -d ' ')
+pref=$(od -An -tx8 -j 0x258 -N8 "$vmlinuz" | tr -d ' ')
+printf 'pb 0x%x\nc\nd 1\nc\nquit\n' "$((16#$pref))" >"$rd/bochs.rc"
 rm -f "$rd/serial.log" "$rd/stdout.log"
 echo "linux-baseline: booting $(basename "$vmlinuz") directly on Bochs ($cpu, ips=$ips, ${megs} MiB), cmdline: $full_cmdline" >&2
 t0=$SECONDS
@@ -130,13 +137,14 @@ wall=$((SECONDS - t0))
 # ---- report ---------------------------------------------------------------------------------
 tr -d '\r' <"$rd/stdout.log" >"$rd/stdout.txt"
 awk -v cpu="$cpu" -v ips="$ips" -v megs="$megs" -v wall="$wall" -v emu_rc="$emu_rc" -v cmdline="$full_cmdline" \
-    -v hvlog="$hv_log" -v rd="$rd" '
+    -v hvlog="$hv_log" -v rd="$rd" -v entry_bytes="$entry_bytes" '
 function kv(line, key,    m) {
   if (match(line, "(^| )" key "=[^ ]*")) { m = substr(line, RSTART, RLENGTH); sub(/^ /, "", m); return substr(m, length(key) + 2) }
   return ""
 }
 FILENAME != hvlog && /Breakpoint [0-9]/ && bp == "" { bp = $0; want_t = 1; next }
-FILENAME != hvlog && want_t && /Next at t=/ { match($0, /t=[0-9]+/); t_entry = substr($0, RSTART + 2, RLENGTH - 2); want_t = 0; next }
+FILENAME != hvlog && want_t && /Next at t=/ { match($0, /t=[0-9]+/); t_entry = substr($0, RSTART + 2, RLENGTH - 2); want_t = 2; next }
+FILENAME != hvlog && want_t == 2 { bp_insn = $0; want_t = 0; next }
 FILENAME != hvlog && /HVKIT-GUEST INIT / { init_tsc = kv($0, "tsc"); init_up = kv($0, "uptime"); next }
 FILENAME != hvlog && /HVKIT-GUEST MARK shell/ { mark_tsc = kv($0, "tsc"); mark_up = kv($0, "uptime"); next }
 FILENAME != hvlog && /HVKIT-GUEST END / { end_up = kv($0, "uptime"); next }
@@ -148,7 +156,9 @@ END {
   printf "linux-baseline: model=%s ips=%d megs=%d wall=%ds bochs_status=%d\n", cpu, ips, megs, wall, emu_rc
   printf "linux-baseline: cmdline: %s\n", cmdline
   if (t_entry == "") { print "linux-baseline: FAIL the kernel entry breakpoint was not reached (see " rd "/stdout.txt)"; exit 1 }
-  printf "linux-baseline: kernel entry at tick %d (%.3f s emulated after reset: BIOS and GRUB)\n", t_entry, t_entry / ips
+  n = split(bp_insn, w, "; "); got = w[n]
+  if (substr(got, 1, length(entry_bytes)) != entry_bytes) { print "linux-baseline: FAIL the breakpoint is not the kernel entry (bytes " got ", the kernel starts with " entry_bytes "): " bp_insn; exit 1 }
+  printf "linux-baseline: kernel entry at tick %d (%.3f s emulated after reset: BIOS and GRUB): %s\n", t_entry, t_entry / ips, bp_insn
   if (mark_tsc == "") { print "linux-baseline: FAIL no shell mark (see " rd "/stdout.txt, " rd "/serial.log)"; exit 1 }
   for (i = 1; i <= ni; i++) print "linux-baseline: guest: " substr(info[i], 13)
   printf "linux-baseline: init at %.3f s emulated (guest uptime %s)\n", (init_tsc - t_entry) / ips, init_up
