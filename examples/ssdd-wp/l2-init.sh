@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # /init of the ssdd guest (the Linux guest that runs the CR0.WP workload; build-guest.sh).
-# Runs rt-tests' ssdd once without the KERNEXEC model (the floor), then once per MODES value
+# Runs rt-tests' ssdd once without the KERNEXEC model, once with its kprobe but no CR0 write
+# (pairs=0), then once per MODES value
 # with hvkit_kernexec loaded (CR0.WP toggled around a write to read-only data on every kprobe
 # hit), timing each with the guest's TSC (under Bochs: emulated instructions) and its uptime.
 # Parameters from /etc/ssdd.conf (FORKS, ITERS, PAIRS, SYM, MODES). MODES lists the module's hvkit= values,
@@ -32,6 +33,13 @@ run() {  # $1: label
   tail -3 /tmp/ssdd.out | while read -r l; do out "ssdd: $l"; done
 }
 run no_module
+# The kprobe alone (pairs=0: the handler runs, no CR0 write): the floor that a free
+# (guest-owned, 9-instruction) MOV to CR0 barely raises; intercepted writes are measured
+# against it.
+if insmod /lib/modules/hvkit_kernexec.ko sym="$SYM" pairs=0 2>/tmp/insmod.err; then
+  run kprobe_only
+  rmmod hvkit_kernexec
+fi
 for m in $MODES; do
   if insmod /lib/modules/hvkit_kernexec.ko sym="$SYM" pairs="$PAIRS" hvkit="$m" 2>/tmp/insmod.err; then
     run kernexec_hvkit$m

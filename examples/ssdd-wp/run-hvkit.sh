@@ -72,12 +72,13 @@ grep -a 'HVKIT-SSDD' "$rd/e9.log" || true
 awk -v cpu="$cpu" -v forks="$forks" -v iters="$iters" -v pairs="$pairs" -v sym="$sym" '
   function kv(line, key,    m) { if (match(line, "(^| )" key "=[^ ]*")) { m = substr(line, RSTART, RLENGTH); sub(/^ /, "", m); return substr(m, length(key) + 2) } return "" }
   /HVKIT-SSDD run no_module/ { t0 = kv($0, "ticks") }
+  /HVKIT-SSDD run kprobe_only/ { tk = kv($0, "ticks") }
   /HVKIT-SSDD run kernexec_hvkit1/ { t1 = kv($0, "ticks"); w = kv($0, "cr0_writes"); h = kv($0, "hits") }
   /HVKIT-SSDD run kernexec_hvkit2/ { t2 = kv($0, "ticks") }
   /HVKIT-SSDD module hvkit=1/ { if (match($0, /hvkit CR exits [0-9]+/)) e1 = substr($0, RSTART + 15, RLENGTH - 15) }
   /HVKIT-SSDD module hvkit=2/ { if (match($0, /hvkit CR exits [0-9]+/)) e2 = substr($0, RSTART + 15, RLENGTH - 15) }
   END {
     if (t0 == "" || t1 == "" || t2 == "") { print "ssdd-wp: hvkit " cpu " FAIL: no result (see the log)"; exit 1 }
-    printf "ssdd-wp: hvkit %s forks=%s iters=%s sym=%s pairs=%s no_module_ticks=%s guest_owned_ticks=%s intercepted_ticks=%s intercepted/guest_owned=%.3f hits=%s cr0_writes=%s cr_exits_guest_owned=%s cr_exits_intercepted=%s\n",
-      cpu, forks, iters, sym, pairs, t0, t1, t2, t2 / t1, h, w, e1, e2
+    printf "ssdd-wp: hvkit %s forks=%s iters=%s sym=%s pairs=%s no_module_ticks=%s kprobe_only_ticks=%s guest_owned_ticks=%s intercepted_ticks=%s intercepted/guest_owned=%.3f hits=%s cr0_writes=%s cr_exits_guest_owned=%s cr_exits_intercepted=%s\n",
+      cpu, forks, iters, sym, pairs, t0, tk, t1, t2, t2 / t1, h, w, e1, e2
   }' "$rd/e9.log"

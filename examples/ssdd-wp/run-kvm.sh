@@ -66,9 +66,10 @@ echo "ssdd-wp: Bochs ran $((SECONDS - t0)) s" >&2
 awk -v col="$col" -v forks="$forks" -v iters="$iters" -v pairs="$pairs" -v sym="$sym" '
   function kv(line, key,    m) { if (match(line, "(^| )" key "=[^ ]*")) { m = substr(line, RSTART, RLENGTH); sub(/^ /, "", m); return substr(m, length(key) + 2) } return "" }
   /HVKIT-SSDD run no_module/ { t0 = kv($0, "ticks"); u0 = kv($0, "uptime_s") }
+  /HVKIT-SSDD run kprobe_only/ { tk = kv($0, "ticks") }
   /HVKIT-SSDD run kernexec_hvkit0/ { t1 = kv($0, "ticks"); u1 = kv($0, "uptime_s"); h = kv($0, "hits"); w = kv($0, "cr0_writes"); r = kv($0, "ro_writes") }
   END {
     if (t0 == "" || t1 == "") { print "ssdd-wp: kvm " col " FAIL: no result (see the log)"; exit 1 }
-    printf "ssdd-wp: kvm %s forks=%s iters=%s sym=%s pairs=%s no_module_ticks=%s kernexec_ticks=%s slowdown=%.3f hits=%s hits_per_iter=%.3f cr0_writes=%s ro_writes=%s ticks_per_cr0_write=%.0f uptime_s=%s/%s\n",
-      col, forks, iters, sym, pairs, t0, t1, t1 / t0, h, h / (forks * iters), w, r, (w > 0 ? (t1 - t0) / w : 0), u0, u1
+    printf "ssdd-wp: kvm %s forks=%s iters=%s sym=%s pairs=%s no_module_ticks=%s kprobe_only_ticks=%s kernexec_ticks=%s kernexec/kprobe_only=%.3f hits=%s hits_per_iter=%.3f cr0_writes=%s ro_writes=%s ticks_per_cr0_write=%.0f uptime_s=%s/%s\n",
+      col, forks, iters, sym, pairs, t0, tk, t1, (tk > 0 ? t1 / tk : 0), h, h / (forks * iters), w, r, (w > 0 ? (t1 - tk) / w : 0), u0, u1
   }' "$out/$col.log"
