@@ -113,8 +113,8 @@ class npt_walker {
   /// Translates `req.address`: the nested walk, the permission check, then A/D updates of
   /// the nested entries (with writable memory and `req.update_ad`).
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result walk(M& mem, const ept_request& req) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result walk(M& mem, const ept_request& req) const noexcept {
+    host_translation t{};
     walk_fault f{};
     std::uint64_t all = 0;
     if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
@@ -126,8 +126,8 @@ class npt_walker {
 
   /// The nested walk and the permission check, without A/D updates.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result check(const M& mem, const ept_request& req) const noexcept {
+    host_translation t{};
     walk_fault f{};
     std::uint64_t all = 0;
     if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
@@ -137,8 +137,8 @@ class npt_walker {
   /// The translation of `address` without permission checks or A/D updates (not-present,
   /// reserved-bit and unbacked entries are still reported, as final-access faults).
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gpa address) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result translate(const M& mem, x86::gpa address) const noexcept {
+    host_translation t{};
     walk_fault f{};
     std::uint64_t all = 0;
     ept_request req{};
@@ -164,7 +164,7 @@ class npt_walker {
   }
   /// As above for entry `i` of `path`: a PAE host's PDPTE has no A flag (bits 8:5 are
   /// reserved), so it gets nothing.
-  [[nodiscard]] static constexpr std::uint64_t ad_bits(const walk_path& path, unsigned i, bool dirty) noexcept {
+  [[nodiscard]] static constexpr std::uint64_t ad_bits(const host_walk_path& path, unsigned i, bool dirty) noexcept {
     if constexpr (HostFormat::pdpte_registers) {
       if (i == 0 && path.top == 3) return 0;
     }
@@ -174,7 +174,7 @@ class npt_walker {
   /// check() into caller-provided objects; `all` gets the AND of the nested entries read
   /// from memory with the leaf's D flag in bit 0 (see needs_ad()).
   template <guest_memory M>
-  constexpr bool walk_checked(const M& mem, const ept_request& req, translation& t, walk_fault& f,
+  constexpr bool walk_checked(const M& mem, const ept_request& req, host_translation& t, walk_fault& f,
                               std::uint64_t& all) const noexcept {
     if (!ept_request_consistent(req)) [[unlikely]] {  // the same request rules as EPT
       f.kind = fault_kind::invalid_request;
@@ -205,14 +205,14 @@ class npt_walker {
   /// No paging-structure cache: every nested access walks from nCR3.
   struct upper_cache {};
   template <guest_memory M>
-  constexpr bool walk_checked_cached(const M& mem, const ept_request& req, upper_cache&, translation& t,
+  constexpr bool walk_checked_cached(const M& mem, const ept_request& req, upper_cache&, host_translation& t,
                                      walk_fault& f, x86::gpa& address, std::uint64_t& all) const noexcept {
     if (!walk_checked(mem, req, t, f, all)) return false;
-    address = t.address;
+    address = x86::gpa{t.address.value()};  // where the memory object holds it
     return true;
   }
   template <guest_memory M>
-  constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache&, translation& t,
+  constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache&, host_translation& t,
                                     walk_fault& f, std::uint64_t& all) const noexcept {
     return walk_checked(mem, req, t, f, all);
   }
@@ -220,7 +220,7 @@ class npt_walker {
   /// The nested table walk only: fills `t` (address, size, rights, path) or `f`
   /// (not_present / reserved_bit / unbacked with level and entry; error_code P/RSV only).
   template <guest_memory M>
-  constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+  constexpr bool walk_tables(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                              std::uint64_t& all) const noexcept {
     detail::direct_tables<const M> tables(&mem);
     const x86::gva in{address.value()};
@@ -237,7 +237,7 @@ class npt_walker {
       }
       if ((*v & pte::present.raw()) && (*v & pdpte_rsvd_)) {
         t.path.start(address.value() & 0xffff'ffffu, HostFormat::index_bits, HostFormat::entry_bytes);
-        t.path.push(at, *v, 3);
+        t.path.push(x86::hpa{at.value()}, *v, 3);
         f.kind = fault_kind::reserved_bit;
         f.level = 3;
         f.entry_address = at;
@@ -267,11 +267,11 @@ class npt_walker {
 
   /// The entry blamed for a permission fault: the first from the top that lacks a needed
   /// right (a PAE PDPTE has none to lack), as basic_walker reports guest faults.
-  constexpr void permission_report(const translation& t, std::uint64_t need, walk_fault& f) const noexcept {
+  constexpr void permission_report(const host_translation& t, std::uint64_t need, walk_fault& f) const noexcept {
     f.kind = fault_kind::permission;
-    walked_entry blame = t.path.back();
+    host_walked_entry blame = t.path.back();
     for (unsigned i = 0; i < t.path.count; ++i) {
-      const walked_entry w = t.path[i];
+      const host_walked_entry w = t.path[i];
       if (HostFormat::pdpte_registers && w.level == 3) continue;
       const std::uint64_t x = s_.nx ? (~w.value >> 63) & 1u : 1u;
       const std::uint64_t r = (w.value & 6u) | x;
@@ -282,7 +282,7 @@ class npt_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);
-    f.entry_address = blame.address;
+    f.entry_address = x86::gpa{blame.address.value()};  // see walk_fault::ept_entry_address()
     f.entry_value = blame.value;
     f.error_code = x86::pfec::present;
   }
@@ -309,11 +309,11 @@ class npt_walker {
   }
 
   template <writable_guest_memory M>
-  [[gnu::noinline]] constexpr walk_result update_slow(M& mem, const ept_request& req) const noexcept {
+  [[gnu::noinline]] constexpr host_walk_result update_slow(M& mem, const ept_request& req) const noexcept {
     const bool write = effective_access(req).test(x86::pfec::write);
     detail::direct_tables<M> tables(&mem);
     for (unsigned attempt = 0;; ++attempt) {
-      translation t{};
+      host_translation t{};
       walk_fault f{};
       std::uint64_t all = 0;
       if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
