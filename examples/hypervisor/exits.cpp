@@ -271,6 +271,7 @@ struct vmx_backend {
       case R::ept_violation: return {K::memory, slot, "ept_violation"};
       case R::ept_misconfiguration: return {K::misconfig, slot, "ept_misconfiguration"};
       case R::hlt: return {K::hlt, slot, "hlt"};
+      case R::io_instruction: return {K::io, slot, "io_instruction"};
       case R::triple_fault: return {K::triple_fault, slot, "triple_fault"};
       case R::preemption_timer: return {K::preempted, slot, "preemption_timer"};
       default: return {K::unhandled, slot, reason_name(basic)};
@@ -323,6 +324,11 @@ struct vmx_backend {
     return applied && applied.value().mmu_rebuilt;
   }
 
+  /// I/O instruction exit qualification, SDM Vol. 3C 28.2.1 Table 28-5.
+  core::io_access io() const {
+    const hvkit::vmx::io_qualification q{vmread(fields::exit_qualification)};
+    return {q.port(), q.size(), q.in(), q.string()};
+  }
   bool cr_access() {
     return handle_cr(regs, hvkit::vmx::cr_access_qualification{vmread(fields::exit_qualification)});
   }

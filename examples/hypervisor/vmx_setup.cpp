@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
 #include "hv.hpp"
+#include "core/profile.hpp"
 
 namespace hv {
 
@@ -271,9 +272,21 @@ const hc::guest_header* load_guest(bool guest32) {
   asm volatile("rep stosq" : "+D"(dst), "+c"(words) : "a"(0ull) : "memory");
   const unsigned char* blob = guest32 ? guest32_blob_start : guest_blob_start;
   auto size = static_cast<std::size_t>((guest32 ? guest32_blob_end : guest_blob_end) - blob);
-  __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), blob, size);
-
-  auto* hdr = reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
+  const core::guest_profile* profile = run.cfg ? run.cfg->profile : nullptr;
+  static hc::guest_header ph;
+  if (!profile) {
+    __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), blob, size);
+  } else {
+    // A guest profile's flat image (core/profile.hpp): no header of its own; the descriptor
+    // tables the VMCS/VMCB name are zeroed pages below the boot page tables (the profile's
+    // guest loads no segment and takes no event).
+    const auto psize = static_cast<std::size_t>(profile->image_end - profile->image);
+    __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), profile->image, psize);
+    ph = hc::guest_header{hc::header_magic, 0, layout::guest_load_gpa + psize, profile->entry,
+                          profile->stack_top, layout::guest_boot_pt_gpa - 0x3000, 0x1F,
+                          layout::guest_boot_pt_gpa - 0x2000, 0xFFF, layout::guest_boot_pt_gpa - 0x1000};
+  }
+  auto* hdr = profile ? &ph : reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
   if (hdr->magic != hc::header_magic || hdr->image_end > layout::guest_boot_pt_gpa ||
       hdr->entry < layout::guest_load_gpa || hdr->entry >= hdr->image_end) {
     result("guest_load", false, "reason=bad_header magic=0x%x", hdr->magic);
@@ -318,6 +331,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   const auto proc = v::adjust_controls(
       vcaps.primary_caps(),
       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls |
+          (run.cfg->profile ? v::primary_proc_based::unconditional_io_exiting : v::primary_proc_based{}) |
           (run.cfg->cr3_exiting ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
                                 : v::primary_proc_based{}));
   const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),

@@ -40,6 +40,14 @@ struct guest_crs {
   hvkit::x86::cr3 cr3;
 };
 
+/// An I/O instruction's exit, decoded by the vendor (VMX exit qualification, SVM EXITINFO1).
+struct io_access {
+  std::uint16_t port;
+  unsigned size;  ///< 1, 2 or 4 bytes
+  bool in;
+  bool string;    ///< INS/OUTS
+};
+
 // clang-format off
 template <class B>
 concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64_t& out, hvkit::x86::vector vec,
@@ -63,6 +71,7 @@ concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64
   b.write_efer(crs);                                  ///< the new guest EFER into the VMCS/VMCB
   { b.apply_mmu_actions(actions, crs, cr3) } -> std::same_as<bool>;  ///< true: the MMU role was rebuilt
   // ---- exits the vendor decodes itself ----
+  { b.io() } -> std::same_as<io_access>;               ///< the I/O exit's port, size, direction
   { b.cr_access() } -> std::same_as<bool>;            ///< CR exit (VMX qualification; SVM: emulated)
   { b.entry_failed() } -> std::same_as<bool>;         ///< diagnosed; true: an erratum handled, resume
   // ---- the emulator ----

@@ -20,6 +20,7 @@
 #include "../hypercall.hpp"
 #include "cpu.hpp"
 #include "backend.hpp"
+#include "profile.hpp"
 #include "report.hpp"
 
 namespace hv {
@@ -235,6 +236,28 @@ bool handle_hypercall(B& b, context& c) {
   return true;
 }
 
+/// IN/OUT: the run's guest profile owns the ports (the conformance guest does no I/O; an
+/// I/O exit without a profile, or a string I/O, ends the run). OUT passes the low `size`
+/// bytes of RAX; IN writes them (SDM Vol. 2 IN: a 32-bit IN zero-extends into RAX, 8- and
+/// 16-bit ones leave the upper bytes).
+template <backend B>
+bool handle_io(B& b, context& c) {
+  const guest_profile* p = c.cfg().profile;
+  const io_access a = b.io();
+  if (!p || a.string) {
+    b.report_exit(a.string ? "string_io" : "io_without_profile", false);
+    c.vcpu.status = run_status::fatal_exit;
+    return false;
+  }
+  const std::uint64_t mask = a.size >= 4 ? 0xFFFFFFFFull : (1ull << (8 * a.size)) - 1;
+  const std::uint64_t rax = b.gpr(x86::gpr::rax);
+  std::uint64_t value = rax & mask;
+  const bool go_on = p->io(c.vcpu, a, value);
+  if (a.in) b.set_gpr(x86::gpr::rax, a.size >= 4 ? (value & mask) : ((rax & ~mask) | (value & mask)));
+  b.skip();
+  return go_on;
+}
+
 /// The one exit loop's body: decode, count, handle. True: enter the guest again.
 template <backend B>
 bool handle_exit(B& b, context& c) {
@@ -268,6 +291,7 @@ bool handle_exit(B& b, context& c) {
     case exit_kind::preempted:
       v.preempted = true;  // end of a time slice: the scheduler switches, then resumes
       return false;
+    case exit_kind::io: resume = handle_io(b, c); break;
     case exit_kind::hlt:
       b.report_exit("guest_halted", false);
       v.status = run_status::halted;

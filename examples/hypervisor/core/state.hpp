@@ -35,6 +35,9 @@ struct run_config {
   int ibpb = -1;
   /// VMX: CR3-load and CR3-store exiting.
   bool cr3_exiting = false;
+  /// A guest profile (profiles/): the guest image it loads instead of the conformance guest,
+  /// with I/O exiting on (nullptr: the conformance guest).
+  const struct guest_profile* profile = nullptr;
 };
 
 /// What an exit is, whichever vendor's exit code or basic reason said it.
@@ -48,6 +51,7 @@ enum class exit_kind : unsigned {
   memory,            ///< EPT violation / #NPF: MMIO, unassigned space or a differential case
   misconfig,         ///< EPT misconfiguration (VMX only)
   hlt,
+  io,                ///< IN/OUT (VMX I/O instruction exit, SVM IOIO intercept)
   triple_fault,      ///< triple-fault exit / SHUTDOWN intercept
   virt_instruction,  ///< a VMX or SVM instruction: the guest's CPUID offers neither, #UD
   preempted,         ///< VMX-preemption timer / physical interrupt: end of a time slice

@@ -34,6 +34,7 @@
 
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
+#include "../profiles/exit_cost.hpp"
 
 extern "C" {
 void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
@@ -657,6 +658,7 @@ struct svm_backend {
         return {K::virt_instruction, s, n};
       case intr: return {K::preempted, s, n};
       case hlt: return {K::hlt, s, n};
+      case ioio: return {K::io, s, n};
       case shutdown: return {K::triple_fault, s, n};
       case invalid: return {K::entry_failed, s, n};
       default: return {K::unhandled, s, n};
@@ -685,6 +687,11 @@ struct svm_backend {
     return true;
   }
 
+  /// IOIO intercept, EXITINFO1 (APM Vol. 2 15.10.2, Figure 15-2).
+  core::io_access io() const {
+    const sv::ioio_info i{sv::read(vmcb, fld::exit_info_1)};
+    return {i.port(), i.size(), i.in(), i.string()};
+  }
   bool cr_access() { return core::emulate_instruction(*this, c, sv::name(code)); }
   bool entry_failed() {
     if (qemu_mov_cr3_invalid_erratum(regs, run.exits.total - 1)) return true;
@@ -1037,8 +1044,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
 
 using core::status_name;
 
-bool run_guest(int index) {
-  const svm_run& cfg = runs[index];
+bool run_guest(const svm_run& cfg, wp_summary& summary) {
   run = run_state{};
   run.cfg = &cfg.base;
   run.status = run_status::running;
@@ -1095,7 +1101,7 @@ bool run_guest(int index) {
             (unsigned long long)unmap.stale_intn);
   }
   const bool ok = core::report_status(c);
-  summaries[index] = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
+  summary = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
   return ok;
 }
 
@@ -1129,7 +1135,16 @@ bool run_all() {
   if (!build_policy() || !enable()) return false;
   build_npt();
   bool ok = true;
-  for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
+  if (exit_cost::requested()) {
+    // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md): CR0.WP
+    // guest-owned (no CR0 write intercept), then intercepted (the selective CR0 write
+    // intercept, which CR0.TS changes do not trigger: APM Vol. 2 15.9.1).
+    wp_summary unused{};
+    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, unused);
+    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, unused) && ok;
+    return ok;
+  }
+  for (int i = 0; i < run_count; ++i) ok = run_guest(runs[i], summaries[i]) && ok;
   ok = vmrun_diff_run() && ok;
   if (exitcode_32bit_errata)
     kprintf("HVKIT INFO vmexit_invalid_exitcode_32bit cases=%llu\n", (unsigned long long)exitcode_32bit_errata);
