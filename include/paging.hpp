@@ -8,6 +8,7 @@
 #include "paging/access.hpp"
 #include "paging/ad_record.hpp"
 #include "paging/cr_write.hpp"
+#include "paging/cr_write_apply.hpp"
 #include "paging/elf_core.hpp"
 #include "paging/ept_entry.hpp"
 #include "paging/ept_memory.hpp"

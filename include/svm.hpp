@@ -9,6 +9,7 @@
 #include "svm/controls.hpp"
 #include "svm/cr_access.hpp"
 #include "svm/cr_intercepts.hpp"
+#include "svm/cr_write_apply.hpp"
 #include "svm/event_injection.hpp"
 #include "svm/exit_code.hpp"
 #include "svm/exit_info.hpp"
