@@ -49,7 +49,10 @@ namespace hvkit::emulate {
 enum class shadow_exit_action : std::uint8_t {
   resume,    ///< apply `flush`, run the guest on host root `root`
   inject,    ///< shadow_page_fault(): inject the guest's #PF `fault`; shadow_cr_write(): #GP(0)
-  emulated,  ///< the instruction was emulated: act on `emulated` (store ctx back when done)
+  /// the instruction was emulated: act on `emulated` (store ctx back when done; after
+  /// completing a needs_mmio / needs_io, re-run with emulate_on_shadow() and ctx.pending,
+  /// not with another shadow_page_fault(): the access is not re-faulted)
+  emulated,
 };
 
 /// The answer to one shadow-paging exit.
