@@ -19,23 +19,15 @@
 #include <hvkit/vmx/reinjection.hpp>
 #include <hvkit/vmx/soft_vmcs.hpp>
 
+#include "../support/probe_vmcs.hpp"
+
 namespace vmx = hvkit::vmx;
 namespace f = hvkit::vmx::fields;
 using R = vmx::exit_reason;
 
 namespace {
 
-struct probe_vmcs {
-  vmx::soft_vmcs inner;
-  std::uint32_t failing = ~0u;
-  std::vector<std::uint32_t> reads;
-  hvkit::result<std::uint64_t, vmx::vm_fail> read(std::uint32_t enc) {
-    reads.push_back(enc);
-    if (enc == failing) return hvkit::unexpected(vmx::vm_fail::fail_invalid(vmx::vmx_instruction::vmread, enc));
-    return inner.read(enc);
-  }
-  hvkit::result<void, vmx::vm_fail> write(std::uint32_t enc, std::uint64_t v) { return inner.write(enc, v); }
-};
+using hvkit::test::probe_vmcs;
 
 constexpr std::uint32_t idt_info = 0x4408, idt_ec = 0x440a, insn_len = 0x440c, exit_info = 0x4404, pin = 0x4000,
                         qual = 0x6400;
