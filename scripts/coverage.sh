@@ -1,25 +1,33 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Source-based coverage of include/ by the unit tests (clang -fprofile-instr-generate
-# -fcoverage-mapping; llvm-profdata and llvm-cov from Debian's llvm-14). Builds build/coverage
-# (Clang, -O0), runs ctest without the system, freestanding, consumer and compile_fail labels,
-# and prints a per-file table for include/ and two totals: all of include/, and include/
-# without the hardware-only backends (exercised only by the system tests inside a VM), which
-# is measured against the targets below (HVKIT_COVERAGE_GATE=1: exit non-zero when lower;
-# off by default until include/ reaches them).
+# -fcoverage-mapping; llvm-profdata and llvm-cov from Debian's llvm-14). The instrumented build
+# is the asan preset (Clang + ASan + UBSan + coverage, one build for both jobs): this script
+# builds build/asan, runs ctest --preset asan without the system, freestanding and consumer
+# labels (each test writes build/asan/profiles/*.profraw, see CMakePresets.json), and prints a
+# per-file table for include/ and two totals: all of include/, and include/ without the
+# excluded headers below, which is measured against the targets below
+# (HVKIT_COVERAGE_GATE=1: exit non-zero when lower). See docs/testing.md.
 #   HVKIT_COVERAGE_LABELS='...'  ctest -L regex instead of the default (e.g. 'vmx|svm')
-#   HVKIT_COVERAGE_GATE=1        fail when the total is below the targets
+#   HVKIT_COVERAGE_GATE=1        fail when the total is below the targets (off by default
+#                                until include/ reaches them)
 #   HVKIT_COVERAGE_REPORT_ONLY=1 no build or test run: the report of the last run's profiles
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${HVKIT_JOBS:-$(nproc)}
-dir=build/coverage
+dir=build/asan
 min_lines=97
 min_branches=93
-# Hardware-only backends: they execute VMREAD/VMWRITE/VMRUN and friends and are only
-# reachable on a processor (tests/system); they are reported but not held to the targets.
-# (Paths as llvm-cov sees them: relative to include/, through the build tree's hvkit/ link.)
-hardware_only='/hvkit/vmx/hardware\.hpp$'
+# The headers left out of the gated total (reported in the table, not held to the targets),
+# each with the reason the unit tests cannot reach it (docs/testing.md keeps the same list):
+#   vmx/hardware.hpp              executes VMXON/VMREAD/VMWRITE/VMLAUNCH...: only on a
+#                                 processor in VMX operation (tests/system, in Bochs)
+#   x86/contract.hpp              the contract-violation path: it ends the process (trap), so
+#   x86/hosted/contract_print.hpp the death tests that take it (tests/x86/contract*_test.cpp)
+#                                 run it in a child that never writes its profile
+# (Paths relative to include/; llvm-cov sees them through the build tree's hvkit/ link.)
+excluded=(vmx/hardware.hpp x86/contract.hpp x86/hosted/contract_print.hpp)
+excluded_re="/hvkit/($(IFS='|'; echo "${excluded[*]}" | sed 's/\./\\./g'))\$"
 
 pick() { for t in "$@"; do command -v "$t" >/dev/null && { echo "$t"; return; }; done; echo "coverage: none of $* found (apt-get install llvm-14)" >&2; exit 1; }
 profdata=$(pick llvm-profdata-14 llvm-profdata)
@@ -27,19 +35,15 @@ cov=$(pick llvm-cov-14 llvm-cov)
 
 tests_ok=1
 if [ "${HVKIT_COVERAGE_REPORT_ONLY:-0}" != 1 ]; then
-  flags="-fprofile-instr-generate -fcoverage-mapping"
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DHVKIT_WERROR=OFF \
-    -DHVKIT_BUILD_BENCHMARKS=OFF -DHVKIT_BUILD_EXAMPLES=OFF -DHVKIT_BUILD_DOCS=OFF >/dev/null
-  cmake --build "$dir" -j "$jobs"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
   rm -rf "$dir/profiles"
   mkdir -p "$dir/profiles"
   labels=${HVKIT_COVERAGE_LABELS:-}
-  sel=(-LE 'system|freestanding|consumer|compile_fail')
+  sel=(-LE 'system|freestanding|consumer')
   [ -n "$labels" ] && sel=(-L "$labels")
   # A failing test still leaves its profile: report, then fail.
-  LLVM_PROFILE_FILE="$PWD/$dir/profiles/%p-%m.profraw" \
-    ctest --test-dir "$dir" -j "$jobs" --output-on-failure "${sel[@]}" || tests_ok=0
+  ctest --preset asan -j "$jobs" "${sel[@]}" || tests_ok=0
 fi
 "$profdata" merge -sparse -o "$dir/coverage.profdata" "$dir"/profiles/*.profraw
 
@@ -51,22 +55,22 @@ while IFS= read -r exe; do
 done < <(find "$dir" -type f -perm -u+x ! -name '*.so' ! -path '*/CMakeFiles/*' | sort)
 [ ${#objects[@]} -gt 0 ] || { echo "coverage: no instrumented executables" >&2; exit 1; }
 
-# The headers are compiled through build/coverage/hvkit-include/hvkit -> include/; report them
+# The headers are compiled through build/asan/hvkit-include/hvkit -> include/; report them
 # under include/.
 equiv="-path-equivalence=$PWD/$dir/hvkit-include/hvkit,$PWD/include"
 report() {
   "$cov" report "${objects[@]}" -instr-profile="$dir/coverage.profdata" \
     "$equiv" "$@"
 }
-not_include="^(/usr/|.*/tests/|.*/build/coverage/(tests|hvkit-generated|_deps)/|.*/examples/|.*/benchmarks/)"
+not_include="^(/usr/|.*/tests/|.*/build/asan/(tests|hvkit-generated|_deps)/|.*/examples/|.*/benchmarks/)"
 echo
 echo "coverage: include/ (all headers; paths relative to include/)"
 report -ignore-filename-regex="$not_include" | sed "s|$PWD/||; s|$dir/hvkit-include/hvkit/|include/|"
-gated=$(report -ignore-filename-regex="$not_include|$hardware_only" | tail -n 1)
+gated=$(report -ignore-filename-regex="$not_include|$excluded_re" | tail -n 1)
 # TOTAL  regions missed cover%  functions missed cover%  lines missed cover%  branches missed cover%
 read -r _ _ _ _ _ _ _ _ _ line_pct _ _ branch_pct <<<"$gated"
 echo
-echo "coverage: include/ without the hardware-only backends (vmx/hardware.hpp):"
+echo "coverage: include/ without ${excluded[*]}:"
 echo "  lines $line_pct (target >= $min_lines%), branches $branch_pct (target >= $min_branches%)"
 if [ "${HVKIT_COVERAGE_GATE:-0}" = 1 ]; then
   awk -v l="${line_pct%\%}" -v b="${branch_pct%\%}" -v ml="$min_lines" -v mb="$min_branches" \

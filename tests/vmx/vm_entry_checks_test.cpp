@@ -957,3 +957,108 @@ TEST(VmEntryChecks, AgreesWithEventInjectionAndEntryStateChecks) {
   EXPECT_GT(injection_fails, 1000u);
   EXPECT_GT(state_fails, 1000u);
 }
+
+// More than one case per rule, for the encodings the one-case-per-rule table leaves out: each
+// mutation of the golden VMCS either passes (nullptr) or fails exactly the rule named, with
+// the SDM's words (Vol. 3C 27.3.1.2 "Checks on Guest Segment Registers", 27.3.1.3 "Checks on
+// Guest Descriptor-Table Registers", 27.3.1.4 "Checks on Guest RIP, RFLAGS, and SSP").
+TEST(VmEntryChecks, GuestSegmentAndRegisterVariants) {
+  struct variant {
+    const char* what;
+    const char* rule;  // nullptr: the entry passes
+    std::function<void(fixture&)> change;
+  };
+  auto cs_ar = [](std::uint64_t ar) { return [ar](fixture& x) { x.set(f::guest_cs_access_rights, ar); }; };
+  const std::vector<variant> variants = {
+      // CS "Type. The values allowed are 9, 11, 13, and 15 (accessed code segment). If the
+      // “unrestricted guest” VM-execution control is 1, the value 3 (read/write accessed
+      // expand-up data segment) is also allowed."
+      {"CS type 9 (execute-only, accessed)", nullptr, cs_ar(0xa099)},
+      {"CS type 13 (conforming execute-only, accessed)", nullptr, cs_ar(0xa09d)},
+      {"CS type 15 (conforming execute/read, accessed)", nullptr, cs_ar(0xa09f)},
+      {"CS type 8 (not accessed)", "guest_cs_type", cs_ar(0xa098)},
+      {"CS type 3 without unrestricted guest", "guest_cs_type",
+       [](fixture& x) {
+         guest32(x);
+         x.set(f::guest_cs_access_rights, 0xc093);
+       }},
+      // CS DPL: "If the Type is 13 or 15 (conforming code segment), the DPL cannot be greater
+      // than the DPL in the access-rights field for SS."
+      {"CS conforming, DPL 3 > SS.DPL 0", "guest_cs_dpl", cs_ar(0xa0ff)},
+      // SS "If SS is usable, the Type must be 3 or 7 (read/write, accessed data segment)."
+      {"SS type 7 (expand-down)", nullptr, [](fixture& x) { x.set(f::guest_ss_access_rights, 0xc097); }},
+      {"SS type 1 (read-only)", "guest_ss_type", [](fixture& x) { x.set(f::guest_ss_access_rights, 0xc091); }},
+      // DS, ES, FS, GS: "If bit 3 of the Type is 1 (code segment), then bit 1 of the Type must
+      // be 1 (readable)."
+      {"DS execute/read code, accessed", nullptr, [](fixture& x) { x.set(f::guest_ds_access_rights, 0xc09b); }},
+      {"FS execute-only code", "guest_data_segment_code_not_readable",
+       [](fixture& x) { x.set(f::guest_fs_access_rights, 0xc099); }},
+      // "Bit 4 (S). If the register is CS or if the register is usable, S must be 1."
+      {"GS S = 0", "guest_segment_s_clear", [](fixture& x) { x.set(f::guest_gs_access_rights, 0xc083); }},
+      {"GS unusable, S = 0", nullptr, [](fixture& x) { x.set(f::guest_gs_access_rights, 0x10083); }},
+      // TR "Type. If the guest will not be IA-32e mode, the Type must be 3 (16-bit busy TSS)
+      // or 11 (32-bit busy TSS). If the guest will be IA-32e mode, the Type must be 11."
+      {"TR type 3 in IA-32e mode", "guest_tr_type", [](fixture& x) { x.set(f::guest_tr_access_rights, 0x83); }},
+      {"TR type 3 outside IA-32e mode", nullptr,
+       [](fixture& x) {
+         guest32(x);
+         x.set(f::guest_tr_access_rights, 0x83);
+       }},
+      // TR "Bit 4 (S). Must be 0." "Bit 7 (P). Must be 1." "Bits 11:8 (reserved) ... must be 0."
+      // "If any bit in the limit field in the range 11:0 is 0, G must be 0."
+      {"TR S = 1", "guest_tr_ar_invalid", [](fixture& x) { x.set(f::guest_tr_access_rights, 0x9b); }},
+      {"TR not present", "guest_tr_ar_invalid", [](fixture& x) { x.set(f::guest_tr_access_rights, 0x0b); }},
+      {"TR reserved bit 8", "guest_tr_ar_invalid", [](fixture& x) { x.set(f::guest_tr_access_rights, 0x18b); }},
+      {"TR G = 1 with limit 67H", "guest_tr_ar_invalid", [](fixture& x) { x.set(f::guest_tr_access_rights, 0x808b); }},
+      // LDTR, if usable: "Bits 3:0 (Type). Must be 2 (LDT)." "Bit 4 (S). Must be 0." "Bit 7 (P).
+      // Must be 1."
+      {"LDTR usable, type 2", nullptr,
+       [](fixture& x) {
+         x.set(f::guest_ldtr_selector, 0x20);
+         x.set(f::guest_ldtr_limit, 0xffff);
+         x.set(f::guest_ldtr_access_rights, 0x82);
+       }},
+      {"LDTR usable, S = 1", "guest_ldtr_ar_invalid",
+       [](fixture& x) {
+         x.set(f::guest_ldtr_selector, 0x20);
+         x.set(f::guest_ldtr_access_rights, 0x92);
+       }},
+      {"LDTR usable, not present", "guest_ldtr_ar_invalid",
+       [](fixture& x) {
+         x.set(f::guest_ldtr_selector, 0x20);
+         x.set(f::guest_ldtr_access_rights, 0x02);
+       }},
+      {"LDTR usable, base not canonical", "guest_base_not_canonical",
+       [](fixture& x) {
+         x.set(f::guest_ldtr_selector, 0x20);
+         x.set(f::guest_ldtr_access_rights, 0x82);
+         x.set(f::guest_ldtr_base, 0x0000800000000000);
+       }},
+      // 27.3.1.3: "The base-address fields for GDTR and IDTR must contain canonical addresses."
+      // "Bits 31:16 of each limit field must be 0."
+      {"GDTR base not canonical", "guest_gdtr_idtr_base_not_canonical",
+       [](fixture& x) { x.set(f::guest_gdtr_base, 0xffff700000000000); }},
+      {"IDTR limit bit 16", "guest_gdtr_idtr_limit_high", [](fixture& x) { x.set(f::guest_idtr_limit, 0x10000); }},
+      // 27.3.1.4 RFLAGS: "Reserved bits 63:22 ..., bit 15, bit 5 and bit 3 must be 0 in the
+      // field, and reserved bit 1 must be 1."
+      {"RFLAGS bit 15", "guest_rflags_reserved", [](fixture& x) { x.set(f::guest_rflags, 0x8002); }},
+      {"RFLAGS bit 1 clear", "guest_rflags_reserved", [](fixture& x) { x.set(f::guest_rflags, 0x0); }},
+      {"RFLAGS bit 22", "guest_rflags_reserved", [](fixture& x) { x.set(f::guest_rflags, 0x400002); }},
+  };
+  for (const auto& c : variants) {
+    SCOPED_TRACE(c.what);
+    fixture x;
+    golden(x);
+    c.change(x);
+    const auto v = run(x);
+    if (c.rule == nullptr) {
+      EXPECT_TRUE(v.ok()) << (v.rule ? v.rule->name : "");
+      continue;
+    }
+    ASSERT_FALSE(v.ok());
+    ASSERT_NE(v.rule, nullptr);
+    EXPECT_STREQ(v.rule->name, c.rule);
+    EXPECT_EQ(v.outcome, vmx::vm_entry_outcome::entry_failure);
+    EXPECT_EQ(v.exit_reason, 0x80000021u);  // 33 with bit 31: VM-entry failure, invalid guest state
+  }
+}
