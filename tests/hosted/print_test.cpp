@@ -166,6 +166,7 @@ TEST(HostedNames, Cpuid) {
       {cpuid::rule_id::max_basic_leaf, "max_basic_leaf"},
       {cpuid::rule_id::max_extended_leaf, "max_extended_leaf"}, {cpuid::rule_id::osxsave_ospke, "osxsave_ospke"},
       {cpuid::rule_id::apic_id, "apic_id"}, {cpuid::rule_id::xsave_sizes, "xsave_sizes"},
+      {cpuid::rule_id::pv_send_ipi, "pv_send_ipi"},
   });
 }
 
