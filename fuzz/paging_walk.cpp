@@ -36,7 +36,8 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
-void check_translation(const paging::translation& t, unsigned max_levels) {
+template <class Address>  // guest walks: x86::gpa; second stages: x86::hpa
+void check_translation(const paging::basic_translation<Address>& t, unsigned max_levels) {
   check(t.address.value() < (std::uint64_t{1} << 52));
   const auto s = t.page_size();
   check(s == x86::page_size_4k || s == x86::page_size_2m || s == x86::page_size_4m || s == x86::page_size_1g);

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 // libFuzzer target: a guest on the shadow MMU beside the same guest on the walker alone
 // (tests/paging/shadow_harness.hpp). The input drives random guest-table edits (emulated
-// writes, reported with table_written()), CR0.WP / CR4.SMEP / CR4.SMAP / EFER.NXE writes
+// writes, reported with table_written(), and real MOV instructions of the guest kernel run by
+// emulate::emulate_on_shadow() through an alias of the tables), CR0.WP / CR4.SMEP / CR4.SMAP / EFER.NXE writes
 // through evaluate_cr_write / cr_write_actions and control_registers_written(), MOV to CR3
-// between two address spaces, INVLPG, and accesses; every access must give the walker's
+// between two address spaces, INVLPG, and accesses, on 32-bit, PAE, 4-level and 5-level guests; every access must give the walker's
 // verdict, error code, CR2 and host frame, and guest memory (A/D flags) must stay equal.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
+#include <hvkit/emulate/shadow_write.hpp>
 #include <hvkit/paging/cr_write.hpp>
 #include <hvkit/paging/shadow/invalidate.hpp>
 
@@ -17,6 +19,7 @@
 namespace {
 
 using namespace shadow_harness;
+namespace emulate = hvkit::emulate;
 
 struct input {
   const std::uint8_t* p;
@@ -37,6 +40,86 @@ constexpr unsigned idxs[] = {0, 1, 2, 3, 0x100, 0x101, 0x1ff, 0x3ff};
   std::abort();
 }
 
+// Guest memory as the harness has it: data accesses see frames 0-27 as RAM (28-31 are MMIO,
+// as the shadow MMU's frame map says); page walks read every frame of the buffer, as the
+// MMU's own walks and the oracle's do.
+struct split_ram {
+  emulate::flat_ram data, all;
+  bool read(x86::gpa a, std::uint8_t* out, std::size_t n) const { return data.read(a, out, n); }
+  bool write(x86::gpa a, const std::uint8_t* in, std::size_t n) { return data.write(a, in, n); }
+  hvkit::result<bool, paging::memory_error> cmpxchg(x86::gpa a, unsigned b, std::uint64_t e, std::uint64_t d) {
+    return data.cmpxchg(a, b, e, d);
+  }
+  hvkit::result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const { return all.read32(a); }
+  hvkit::result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const { return all.read64(a); }
+  hvkit::result<bool, paging::memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) {
+    return all.cmpxchg32(a, e, d);
+  }
+  hvkit::result<bool, paging::memory_error> cmpxchg64(x86::gpa a, std::uint64_t e, std::uint64_t d) {
+    return all.cmpxchg64(a, e, d);
+  }
+};
+
+// The guest kernel (CPL 0) executes MOV [rDI], rAX at va 0x1e000 with rDI = `target`: the
+// shadow side runs it through emulate::emulate_on_shadow() on `sut`; the oracle walks the
+// fetch and the write with the guest walker on `oracle` and stores the bytes the MOV writes
+// (4 outside IA-32e mode). Outcome, #PF error code and CR2 must agree.
+void emulate_mov(machine& mc, std::uint64_t cr0, std::uint64_t cr4, std::uint64_t efer, bool ia32e,
+                 std::uint64_t target, std::uint64_t v) {
+  emulate::context ctx{};
+  ctx.cr0 = x86::cr0{cr0};
+  ctx.cr4 = x86::cr4{cr4};
+  ctx.efer = x86::efer{efer};
+  for (auto& s : ctx.seg) s = emulate::segment{0x10, 0, 0xffff'ffff, emulate::segment_ar{0xc093}};
+  ctx[emulate::sreg::cs] = emulate::segment{0x8, 0, 0xffff'ffff, emulate::segment_ar{ia32e ? 0xa09bu : 0xc09bu}};
+  ctx.rip = 0x1e000;
+  ctx.gpr[7] = target;
+  ctx.gpr[0] = ia32e ? v : v & 0xffff'ffffu;
+  const unsigned bytes = ia32e ? 8 : 4;
+  split_ram ram{{mc.sut.data(), backed_frames * 4096}, {mc.sut.data(), mc.sut.size()}};
+  emulate::null_platform plat;
+  const emulate::shadow_emulation r = emulate::emulate_on_shadow(mc.mmu, ctx, ram, plat);
+  paging::walk_request f{};
+  f.linear = x86::gva{0x1e000};
+  f.access = x86::pfec::fetch;
+  outcome o = mc.via_walker(f);
+  if (o.ok && o.mmio) {  // the code is not in RAM (a table edit remapped it): not emulated
+    if (r.emulated.kind != emulate::outcome_kind::unsupported ||
+        r.emulated.why != emulate::unsupported_reason::fetch_not_ram)
+      fail("emulated MOV: code outside RAM", outcome{}, o);
+    if (!mc.memories_equal()) fail("emulated MOV: guest memory", outcome{}, o);
+    return;
+  }
+  if (o.ok) {
+    paging::walk_request w{};
+    w.linear = x86::gva{target};
+    w.access = x86::pfec::write;
+    o = mc.via_walker(w);
+  }
+  if (!o.ok) {
+    if (!r.emulated.is_page_fault() ||
+        r.emulated.page_fault_error_code().hardware_bits() != o.fault.error_code.hardware_bits() ||
+        r.emulated.cr2 != o.fault.linear.value()) {
+      std::fprintf(stderr, "emulator: kind %d vector %d error code %#x cr2 %#llx why %d\n",
+                   static_cast<int>(r.emulated.kind), static_cast<int>(r.emulated.vector), r.emulated.error_code,
+                   static_cast<unsigned long long>(r.emulated.cr2), static_cast<int>(r.emulated.why));
+      fail("emulated MOV: the walker faults", outcome{}, o);
+    }
+  } else if (o.mmio) {
+    if (r.emulated.kind != emulate::outcome_kind::needs_mmio) fail("emulated MOV: MMIO", outcome{}, o);
+  } else {
+    if (!r.emulated.is_done()) {
+      std::fprintf(stderr, "emulator: kind %d vector %d error code %#x cr2 %#llx why %d\n",
+                   static_cast<int>(r.emulated.kind), static_cast<int>(r.emulated.vector), r.emulated.error_code,
+                   static_cast<unsigned long long>(r.emulated.cr2), static_cast<int>(r.emulated.why));
+      fail("emulated MOV: the walker allows it", outcome{}, o);
+    }
+    const std::uint64_t gpa = o.host - host_ram;
+    for (unsigned i = 0; i < bytes; ++i) mc.oracle[gpa + i] = static_cast<std::uint8_t>(ctx.gpr[0] >> (8 * i));
+  }
+  if (!mc.memories_equal()) fail("emulated MOV: guest memory", outcome{}, o);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -46,12 +129,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::fill(mc.sut.begin(), mc.sut.end(), 0);
   std::fill(mc.oracle.begin(), mc.oracle.end(), 0);
   mc.cache.zap_all();
-  const unsigned mode = in.byte() % 3;  // 0 32-bit, 1 PAE, 2 4-level
+  const std::uint8_t mb = in.byte();
+  const unsigned mode = mb % 3;  // 0 32-bit, 1 PAE, 2 IA-32e: 4-level, or 5-level if bit 6 is set
   const bool four = mode == 2, pae = mode == 1, m32 = mode == 0;
+  const bool five = four && (mb & 0x40);
   const unsigned esz = m32 ? 4 : 8;
   // Skeleton: top tables at frames 1 and 5, PDPT 2 (4-level), PD 3, PTs 4 and 6; data 8-27.
-  if (four) {
+  // 5-level: frames 1 and 5 are PML5s whose entries 0 and 1 (PML5 index 0 and 1) both
+  // point to the PML4 in frame 7.
+  if (five) {
+    for (std::uint64_t top : {0x1000u, 0x5000u}) {
+      mc.write(top, 8, 0x7007);
+      mc.write(top + 8, 8, 0x7007);
+    }
+    mc.write(0x7000, 8, 0x2007);
+  } else if (four) {
     for (std::uint64_t top : {0x1000u, 0x5000u}) mc.write(top, 8, 0x2007);
+  }
+  if (four) {
     mc.write(0x2000, 8, 0x3007);
     mc.write(0x2008, 8, 0x3007);
   } else if (pae) {
@@ -71,7 +166,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     mc.write(0x4000 + esz * i, esz, ((8u + i) << 12) | 0x7);
     mc.write(0x6000 + esz * i, esz, ((12u + i) << 12) | 0x7);
   }
-  std::uint64_t cr0 = 0x8001'0031, cr4 = m32 ? 0x10 : 0x20, efer = four ? 0x500 : 0;
+  // The kernel's view of its tables: va 0x10000 + f * 4096 -> table frame f (1-7), supervisor
+  // read/write (PTEs 17-23 of the PT in frame 4); its code at va 0x1e000 -> frame 27 (PTE 30).
+  for (unsigned f = 1; f <= 7; ++f) mc.write(0x4000 + esz * (16 + f), esz, (std::uint64_t{f} << 12) | 0x3);
+  mc.write(0x4000 + esz * 30, esz, (27u << 12) | 0x1);
+  if (m32 || pae) {
+    mc.write(27 * 4096, 2, 0x0789);  // 89 07: MOV [EDI], EAX
+  } else {
+    mc.write(27 * 4096, 3, 0x078948);  // 48 89 07: MOV [RDI], RAX
+  }
+  std::uint64_t cr0 = 0x8001'0031, cr4 = m32 ? 0x10 : five ? 0x1020 : 0x20, efer = four ? 0x500 : 0;
   std::uint64_t cr3 = 0x1000;
   std::uint32_t pkru = 0;
   auto role_of = [&] { return paging::make_cpu_role(x86::cr0{cr0}, x86::cr4{cr4}, x86::efer{efer}); };
@@ -80,10 +184,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   while (in.n > 0) {
     const std::uint8_t op = in.byte();
     switch (op % 8) {
-      case 0:
-      case 1: {  // a guest paging-structure edit (an emulated store)
+      case 1: {  // the kernel's MOV to a table entry through its alias, on the shadow MMU's emulator
         const std::uint8_t a = in.byte(), b = in.byte(), c = in.byte();
-        const std::uint64_t frame = 1 + a % 6;
+        const std::uint64_t frame = 1 + a % 7;
+        const unsigned idx = idxs[(a >> 3) % (m32 ? 8 : 7)];
+        std::uint64_t v = (b & 0xff) | (std::uint64_t{c & 31u} << 12);
+        if (!m32 && (c & 0x80)) v |= 1ull << 63;
+        const std::uint64_t target = 0x10000 + frame * 4096 + esz * idx;
+        emulate_mov(mc, cr0, cr4, efer, !(m32 || pae), target, v);
+        break;
+      }
+      case 0: {  // a guest paging-structure edit (an emulated store)
+        const std::uint8_t a = in.byte(), b = in.byte(), c = in.byte();
+        const std::uint64_t frame = 1 + a % (five ? 7 : 6);
         const unsigned idx = idxs[(a >> 3) % (m32 ? 8 : 7)];
         std::uint64_t v = b & 0xff;  // P RW US PWT PCD A D PS
         const std::uint64_t target = c & 31;  // frame 0: large pages at 0 (2 MiB, 4 MiB, 1 GiB) are valid
@@ -99,7 +212,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 4: {  // an access
         const std::uint8_t a = in.byte();
         paging::walk_request q{};
-        q.linear = x86::gva{vas[a & 7] + ((a >> 3) & 3) * 0x408};
+        q.linear = x86::gva{vas[a & 7] + ((a >> 3) & 3) * 0x408 + (five && (a & 0x20) ? 1ull << 48 : 0)};
         const std::uint64_t kinds[] = {0, 2, 16, 2};
         const std::uint64_t modes[] = {4, 0, 0, 1ull << 48};
         q.access = x86::pfec{kinds[(op >> 3) & 3] | modes[(op >> 5) & 3]};

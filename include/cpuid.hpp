@@ -7,6 +7,7 @@
 
 #include "cpuid/decode.hpp"
 #include "cpuid/features.hpp"
+#include "cpuid/guest_cpu_model.hpp"
 #include "cpuid/host.hpp"
 #include "cpuid/kvm.hpp"
 #include "cpuid/leaf.hpp"

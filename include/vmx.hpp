@@ -5,6 +5,7 @@
 /// tests/freestanding checks that this lists every core header of the layer (subfolders too).
 #pragma once
 
+#include "vmx/apic_virtualization.hpp"
 #include "vmx/backend.hpp"
 #include "vmx/cached_vmcs.hpp"
 #include "vmx/capabilities.hpp"
@@ -14,6 +15,7 @@
 #include "vmx/cr_write_apply.hpp"
 #include "vmx/dispatch.hpp"
 #include "vmx/ept_entry.hpp"
+#include "vmx/ept_invalidation.hpp"
 #include "vmx/event_injection.hpp"
 #include "vmx/exit_qualification.hpp"
 #include "vmx/exit_reason.hpp"
@@ -24,6 +26,7 @@
 #include "vmx/guest_cr.hpp"
 #include "vmx/hardware.hpp"
 #include "vmx/ibpb.hpp"
+#include "vmx/init_sipi.hpp"
 #include "vmx/instruction_info.hpp"
 #include "vmx/interruptibility.hpp"
 #include "vmx/interruption_info.hpp"
@@ -41,4 +44,5 @@
 #include "vmx/vm_entry_rule.hpp"
 #include "vmx/vm_entry_state.hpp"
 #include "vmx/vm_fail.hpp"
+#include "vmx/vmcs_lifecycle.hpp"
 #include "vmx/vmcs_reader.hpp"

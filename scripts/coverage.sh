@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Source-based coverage of include/ by the unit tests (clang -fprofile-instr-generate
-# -fcoverage-mapping; llvm-profdata and llvm-cov from Debian's llvm-14). Builds build/coverage
-# (Clang, -O0), runs ctest without the system, freestanding, consumer and compile_fail labels,
-# and prints a per-file table for include/ and two totals: all of include/, and include/
-# without the excluded headers below, which is measured against the targets below
+# -fcoverage-mapping; llvm-profdata and llvm-cov from Debian's llvm-14). The instrumented build
+# is the asan preset (Clang + ASan + UBSan + coverage, one build for both jobs): this script
+# builds build/asan, runs ctest --preset asan without the system, freestanding and consumer
+# labels (each test writes build/asan/profiles/*.profraw, see CMakePresets.json), and prints a
+# per-file table for include/ and two totals: all of include/, and include/ without the
+# excluded headers below, which is measured against the targets below
 # (HVKIT_COVERAGE_GATE=1: exit non-zero when lower). See docs/testing.md.
 #   HVKIT_COVERAGE_LABELS='...'  ctest -L regex instead of the default (e.g. 'vmx|svm')
 #   HVKIT_COVERAGE_GATE=1        fail when the total is below the targets (off by default
@@ -13,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${HVKIT_JOBS:-$(nproc)}
-dir=build/coverage
+dir=build/asan
 min_lines=97
 min_branches=93
 # The headers left out of the gated total (reported in the table, not held to the targets),
@@ -33,19 +35,15 @@ cov=$(pick llvm-cov-14 llvm-cov)
 
 tests_ok=1
 if [ "${HVKIT_COVERAGE_REPORT_ONLY:-0}" != 1 ]; then
-  flags="-fprofile-instr-generate -fcoverage-mapping"
-  cmake -S . -B "$dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DHVKIT_WERROR=OFF \
-    -DHVKIT_BUILD_BENCHMARKS=OFF -DHVKIT_BUILD_EXAMPLES=OFF -DHVKIT_BUILD_DOCS=OFF >/dev/null
-  cmake --build "$dir" -j "$jobs"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
   rm -rf "$dir/profiles"
   mkdir -p "$dir/profiles"
   labels=${HVKIT_COVERAGE_LABELS:-}
-  sel=(-LE 'system|freestanding|consumer|compile_fail')
+  sel=(-LE 'system|freestanding|consumer')
   [ -n "$labels" ] && sel=(-L "$labels")
   # A failing test still leaves its profile: report, then fail.
-  LLVM_PROFILE_FILE="$PWD/$dir/profiles/%p-%m.profraw" \
-    ctest --test-dir "$dir" -j "$jobs" --output-on-failure "${sel[@]}" || tests_ok=0
+  ctest --preset asan -j "$jobs" "${sel[@]}" || tests_ok=0
 fi
 "$profdata" merge -sparse -o "$dir/coverage.profdata" "$dir"/profiles/*.profraw
 
@@ -57,14 +55,14 @@ while IFS= read -r exe; do
 done < <(find "$dir" -type f -perm -u+x ! -name '*.so' ! -path '*/CMakeFiles/*' | sort)
 [ ${#objects[@]} -gt 0 ] || { echo "coverage: no instrumented executables" >&2; exit 1; }
 
-# The headers are compiled through build/coverage/hvkit-include/hvkit -> include/; report them
+# The headers are compiled through build/asan/hvkit-include/hvkit -> include/; report them
 # under include/.
 equiv="-path-equivalence=$PWD/$dir/hvkit-include/hvkit,$PWD/include"
 report() {
   "$cov" report "${objects[@]}" -instr-profile="$dir/coverage.profdata" \
     "$equiv" "$@"
 }
-not_include="^(/usr/|.*/tests/|.*/build/coverage/(tests|hvkit-generated|_deps)/|.*/examples/|.*/benchmarks/)"
+not_include="^(/usr/|.*/tests/|.*/build/asan/(tests|hvkit-generated|_deps)/|.*/examples/|.*/benchmarks/)"
 echo
 echo "coverage: include/ (all headers; paths relative to include/)"
 report -ignore-filename-regex="$not_include" | sed "s|$PWD/||; s|$dir/hvkit-include/hvkit/|include/|"

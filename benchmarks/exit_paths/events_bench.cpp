@@ -18,6 +18,8 @@
 #include <random>
 #include <vector>
 
+#include "iterations.hpp"
+
 #include <hvkit/vmx/event_injection.hpp>
 #include <hvkit/vmx/reinjection.hpp>
 #include <hvkit/vmx/soft_vmcs.hpp>
@@ -247,10 +249,10 @@ const bool registered = [] {
     std::fprintf(stderr, "events_bench: hvkit and the minimal versions disagree\n");
     std::abort();
   }
-  benchmark::RegisterBenchmark("BM_complete_exit_events/hvkit", BM_complete_exit_events_hvkit);
-  benchmark::RegisterBenchmark("BM_complete_exit_events/minimal", BM_complete_exit_events_minimal);
-  benchmark::RegisterBenchmark("BM_inject_exception/hvkit", BM_inject_exception_hvkit);
-  benchmark::RegisterBenchmark("BM_inject_exception/minimal", BM_inject_exception_minimal);
+  exit_paths::register_benchmark("BM_complete_exit_events/hvkit", BM_complete_exit_events_hvkit);
+  exit_paths::register_benchmark("BM_complete_exit_events/minimal", BM_complete_exit_events_minimal);
+  exit_paths::register_benchmark("BM_inject_exception/hvkit", BM_inject_exception_hvkit);
+  exit_paths::register_benchmark("BM_inject_exception/minimal", BM_inject_exception_minimal);
   return true;
 }();
 

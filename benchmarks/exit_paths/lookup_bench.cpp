@@ -18,6 +18,8 @@
 #include <random>
 #include <vector>
 
+#include "iterations.hpp"
+
 #include <hvkit/svm/io_permission_map.hpp>
 #include <hvkit/svm/msr_permission_map.hpp>
 #include <hvkit/vmx/io_bitmap.hpp>
@@ -305,16 +307,16 @@ const bool registered = [] {
     std::fprintf(stderr, "lookup_bench: hvkit and the minimal versions disagree\n");
     std::abort();
   }
-  benchmark::RegisterBenchmark("BM_msr_bitmap/hvkit", BM_msr_bitmap_hvkit);
-  benchmark::RegisterBenchmark("BM_msr_bitmap/minimal", BM_msr_bitmap_minimal);
-  benchmark::RegisterBenchmark("BM_msrpm/hvkit", BM_msrpm_hvkit);
-  benchmark::RegisterBenchmark("BM_msrpm/minimal", BM_msrpm_minimal);
-  benchmark::RegisterBenchmark("BM_io_bitmap/hvkit", BM_io_bitmap_hvkit);
-  benchmark::RegisterBenchmark("BM_io_bitmap/minimal", BM_io_bitmap_minimal);
-  benchmark::RegisterBenchmark("BM_iopm/hvkit", BM_iopm_hvkit);
-  benchmark::RegisterBenchmark("BM_iopm/minimal", BM_iopm_minimal);
-  benchmark::RegisterBenchmark("BM_ibpb_switch/hvkit", BM_ibpb_switch_hvkit);
-  benchmark::RegisterBenchmark("BM_ibpb_switch/minimal", BM_ibpb_switch_minimal);
+  exit_paths::register_benchmark("BM_msr_bitmap/hvkit", BM_msr_bitmap_hvkit);
+  exit_paths::register_benchmark("BM_msr_bitmap/minimal", BM_msr_bitmap_minimal);
+  exit_paths::register_benchmark("BM_msrpm/hvkit", BM_msrpm_hvkit);
+  exit_paths::register_benchmark("BM_msrpm/minimal", BM_msrpm_minimal);
+  exit_paths::register_benchmark("BM_io_bitmap/hvkit", BM_io_bitmap_hvkit);
+  exit_paths::register_benchmark("BM_io_bitmap/minimal", BM_io_bitmap_minimal);
+  exit_paths::register_benchmark("BM_iopm/hvkit", BM_iopm_hvkit);
+  exit_paths::register_benchmark("BM_iopm/minimal", BM_iopm_minimal);
+  exit_paths::register_benchmark("BM_ibpb_switch/hvkit", BM_ibpb_switch_hvkit);
+  exit_paths::register_benchmark("BM_ibpb_switch/minimal", BM_ibpb_switch_minimal);
   return true;
 }();
 

@@ -53,6 +53,6 @@ int main() {
   const paging::nested_walker<paging::format::ia32e<4>> nested(paging::walker_4level(mmu, paging::cpu_properties{}), *ept);
   const paging::flat_memory l1(host.data(), host.size());
   const auto n = nested.translate(l1, linear + 0x123);
-  assert(n && n->l2_gpa() == x86::gpa{0x5123} && n->l1_address() == x86::gpa{ram + 0x5123});
+  assert(n && n->l2_gpa() == x86::gpa{0x5123} && n->l1_address() == x86::hpa{ram + 0x5123});
   return 0;
 }

@@ -22,7 +22,7 @@ awk '
   /exit-cost-guest: row=/ {
     match($0, /row=[a-z0-9_]+/); r = substr($0, RSTART + 4, RLENGTH - 4)
     match($0, /tsc_per_rep=[0-9.]+/); t = substr($0, RSTART + 12, RLENGTH - 12)
-    if (file == 1) hv[r] = t; else { kvm[r] = t; if (!(r in seen)) { order[++n] = r; seen[r] = 1 } }
+    if (file == 1) { hv[r] = t; if (!(r in hseen)) { horder[++hn] = r; hseen[r] = 1 } } else { kvm[r] = t; if (!(r in seen)) { order[++n] = r; seen[r] = 1 } }
   }
   file == 2 && /^exit-cost: kvm / { match($0, /handled=[a-z-]+/); where[$3] = substr($0, RSTART + 8, RLENGTH - 8) }
   END {
@@ -33,5 +33,8 @@ awk '
       printf "exit-cost: %s hvkit=%s kvm=%s ratio=%s kvm_handled=%s\n", r, hv[r], kvm[r],
              (kvm[r] > 0 ? sprintf("%.3f", hv[r] / kvm[r]) : "-"), (r in where ? where[r] : "?")
     }
+    # Rows only the hvkit run has (cr0_wp_intercepted: cr0_wp of the WP-intercepted run).
+    for (i = 1; i <= hn; i++) if (!(horder[i] in seen))
+      printf "exit-cost: %s hvkit=%s kvm=- ratio=- kvm_handled=-\n", horder[i], hv[horder[i]]
     exit bad
   }' "$1" "$2"

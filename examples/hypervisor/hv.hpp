@@ -55,6 +55,8 @@
 #include "layout.hpp"
 
 #include "vmx_glue.hpp"
+#include "core/report.hpp"
+#include "core/state.hpp"
 
 
 extern "C" {
@@ -98,27 +100,9 @@ using policy_wp_guest_owned = x86::guest_owned_set<x86::cr0::ts | x86::cr0::wp,
 /// in the mask away from the read shadow).
 using policy_wp_intercepted = x86::guest_owned_set<x86::cr0::ts, x86::cr4_possible_guest_owned>;
 
-enum class run_status { running, done, halted, triple_fault, entry_failed, vm_fail, fatal_exit };
+using core::run_config;
+using core::run_status;
 
-struct run_config {
-  const char* name;
-  bool wp_intercepted;
-  /// Descriptor-table exiting: LTR/STR/LGDT/... exit and the hypervisor emulates them.
-  /// Off, the CPU (Bochs) executes them itself: the oracle for the emulated runs.
-  bool dt_exiting;
-  std::uint64_t guest_flags;  ///< hc::cfg_* beyond the two above
-  run_status expected;
-  /// Negative control: the emulator checks permissions with the role cached at the last
-  /// CR exit, without the CR0.WP passthrough refresh (the KVM bug). The run passes if the
-  /// LTR check then fails the way the bug predicts.
-  bool stale_role = false;
-  /// Two guests and a sibling VMCS, switched by the VMX-preemption timer, with this IBPB
-  /// policy deciding each barrier (-1: a single VMCS, no scheduling).
-  int ibpb = -1;
-  /// CR3-load and CR3-store exiting: every MOV to/from CR3 exits and goes through
-  /// vmx::evaluate_cr_write / evaluate_cr_read.
-  bool cr3_exiting = false;
-};
 // ---- state --------------------------------------------------------------------------------
 extern std::uint64_t host_gdt[6];
 extern std::uint8_t host_tss[104];
@@ -146,67 +130,10 @@ extern cpuid_ns::policy guest_policy;
 /// The MSR policy derived from the CPUID policy: one source for both (docs/background.md §2).
 extern cpuid_ns::msr_policy guest_msrs;
 
-struct counters {
-  std::uint64_t total;
-  std::uint64_t by_reason[exit_reason_slots];
-};
-
-struct mmio_device {
-  std::uint64_t regs[4];  // id, scratch, writes, reads
-};
-
-struct run_state {
-  const run_config* cfg;
-  guest_regs regs;
-  counters exits;
-  counters mark;  // snapshot taken at hc::mark_begin
-  run_status status;
-  std::uint64_t guest_efer;
+/// The one run's state: the vCPU's and the checks' counters (core/state.hpp), and the VMX
+/// guest/host masks. The core's handlers get it as a core::context.
+struct run_state : core::vcpu_state, core::check_counters {
   std::uint64_t cr0_mask, cr4_mask;
-  // Results of the measured sections, kept for the cross-run comparison.
-  std::uint64_t wp_toggles, wp_cr_exits, wp_mismatch, wp_tsc;
-  bool wp_seen;
-  mmio_device device;
-  std::uint64_t device_reads, device_writes, unassigned_reads, unassigned_writes, not_emulable, emulated;
-  // The guest MMU context the emulator checks permissions with (hvkit::paging), and what
-  // happened to it: refreshes/resets after CR writes that exited, and passthrough refreshes
-  // (CR0.WP found changed at an emulated access, i.e. toggled without an exit).
-  hvkit::paging::mmu_context mmu;
-  std::uint64_t mmu_refreshes, mmu_resets, passthrough_refreshes;
-  std::uint64_t cr_gp_injected;  // CR writes vmx::evaluate_cr_write (or the PDPTE load) refused: #GP
-  std::uint64_t vmx_ud_injected;  // VMX instructions the guest executed: #UD
-  std::uint64_t stale_wrong_faults;  // negative control: #PF 0x3 injected while live WP=0
-  std::uint64_t neg_wp0_result;      // negative control: the guest's ltr_ro_gdt_wp0_ok
-  bool neg_wp0_seen;
-  // Differential paging.
-  std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
-  std::uint64_t pg_by_kind[7][2];  // [read/write/fetch at CPL 0, then CPL 3, implicit][ok, fault]
-  std::uint64_t pg_errata_b3;      // Bochs: AC overrides SMAP for implicit accesses
-  std::uint64_t pg_errata_q1;      // QEMU TCG: a reserved-bit #PF without P in the error code
-  std::uint64_t pg_errata_b1, pg_errata_b2;  // Bochs: PKRU on supervisor addresses / not for supervisor accesses
-  // Per paging mode: [0] 4-level, [1] 32-bit, [2] PAE.
-  std::uint64_t pg_mode_cases[3], pg_mode_faults[3], pg_mode_mismatches[3], pg_mode_b3[3];
-  std::uint64_t pg_mode_large_ok[3];  // accesses that succeeded through a large page
-  std::uint64_t pg_pse36_ok;          // ... through a PSE-36 4 MiB page above 4 GiB
-  // PAE: PDPTE loads by the guest's MOV to CR3 compared with paging::load_pdptrs, and the
-  // PDPTE registers the CPU saved in the VMCS compared with the snapshot.
-  std::uint64_t pdpte_loads, pdpte_gp, pdpte_mismatches, pdpte_register_mismatches;
-  std::uint64_t pdpte_errata_q2, pdpte_errata_q3;  // QEMU TCG: a reserved PDPTE bit ignored by the walk under nested paging
-  std::uint64_t pdpte_walk_rsv;  // SVM with nested paging: reserved PDPTE found by the walk (#PF), not MOV CR3
-  bool preempted;  // the last exit was the VMX-preemption timer: switch, then resume
-  // EPT differential.
-  bool ept_armed;
-  bool ept_pred_ok;                       // hvkit: the access succeeds
-  bool ept_pred_ept;                      // hvkit: an EPT violation or misconfiguration (else a guest fault)
-  bool ept_pred_misconfig;                // hvkit: an EPT misconfiguration
-  std::uint64_t ept_pred_qual, ept_pred_gpa, ept_pred_la;
-  std::uint32_t ept_pred_result, ept_pred_error;
-  bool ept_seen;                          // the CPU exited with an EPT violation or misconfiguration
-  bool ept_seen_misconfig;
-  std::uint64_t ept_seen_qual, ept_seen_gpa, ept_seen_la;
-  std::uint64_t ept_cases, ept_mismatches, ept_violations, ept_guest_faults, ept_errata;
-  std::uint64_t ept_misconfigs, ept_large_cases;
-  std::uint64_t ept_misconfig_by_kind[4];  // by planted kind: [1] W without R, [2] bit 45, [3] type 2 / bit 3
 };
 extern run_state run;
 
@@ -215,17 +142,13 @@ struct run_summary {
   std::uint64_t toggles, cr_exits, mismatch, tsc;
 };
 
-extern int results_pass, results_fail, results_errata;
 extern std::uint64_t eptp_value;
 
 /// The guest's registers for one exit: GPRs in the stub's save area, RSP/RIP/RFLAGS in the
 /// current VMCS (hvkit::vmx::register_file).
 using vcpu = hvkit::vmx::register_file<hvkit::vmx::hw::current_vmcs>;
 
-// ---- helpers (util.cpp) -------------------------------------------------------------
-bool str_eq(const char* a, const char* b);
-/// Prints one "HVKIT RESULT <name> PASS|FAIL <details>" line and counts it.
-void result(const char* name, bool pass, const char* fmt = nullptr, ...) __attribute__((format(printf, 3, 4)));
+// ---- helpers ---------------------------------------------------------------------------
 /// VMWRITE through hvkit::vmx (typed field, hardware backend). Values are computed in
 /// 64 bits here; the narrowing to the field's own width is explicit and checked.
 template <std::uint32_t E>
@@ -239,13 +162,6 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
     kprintf("HVKIT ERROR vmwrite field=0x%x value=0x%llx failed (VM-instruction error %u)\n", E,
             (unsigned long long)v, static_cast<unsigned>(r.error().error));
 }
-
-/// Prints milli-units as "<int>.<3 digits>".
-struct milli {
-  unsigned long long whole, frac;
-};
-milli ratio(std::uint64_t num, std::uint64_t den);
-bool read_guest_string(std::uint64_t gpa, char* buf, std::size_t size);
 
 // ---- VMX bring-up and the VMCS (vmx_setup.cpp) ----------------------------------------
 void setup_host_tables();
@@ -261,13 +177,10 @@ hvkit::paging::cr_state current_cr_state();
 
 // ---- exits (exits.cpp) -------------------------------------------------------------------
 void report_exit(const char* what, bool expected = false);
-hvkit::paging::flat_memory guest_ram_view();
-std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size);
-hvkit::paging::cpu_properties guest_cpu_properties();
 unsigned guest_cpl();
-/// The MMIO test device's registers (layout.hpp), shared by the VMX and SVM backends.
-std::uint64_t device_read(std::uint64_t offset, unsigned size);
-void device_write(std::uint64_t offset, unsigned size, std::uint64_t v);
+using core::guest_cpu_properties;
+using core::guest_ram;
+using core::guest_ram_view;
 
 // ---- the CPU as the oracle (differential.cpp) -------------------------------------------
 /// The guest's paging registers at the current exit (VMCS, or VMCB with the SVM backend).
@@ -279,8 +192,6 @@ struct guest_paging_regs {
   x86::rflags rflags;
 };
 guest_paging_regs live_paging_regs();
-std::uint64_t handle_paging_case(guest_regs& r);
-std::uint64_t handle_paging_case32(guest_regs& r);
 void handle_ept_arm(guest_regs& r);
 std::uint64_t handle_ept_check(guest_regs& r);
 bool ept_case_violation();

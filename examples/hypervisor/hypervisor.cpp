@@ -11,6 +11,7 @@
 //   HVKIT DONE PASS|FAIL          (last line; absent means the hypervisor died)
 #include "hv.hpp"
 #include "linux/linux.hpp"
+#include "profiles/exit_cost.hpp"
 #include "svm/svm.hpp"
 
 namespace hv {
@@ -77,21 +78,7 @@ constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
 run_summary summaries[run_count];
 
-const char* status_name(run_status s) {
-  switch (s) {
-    case run_status::running: return "running";
-    case run_status::done: return "done";
-    case run_status::halted: return "halted";
-    case run_status::triple_fault: return "triple_fault";
-    case run_status::entry_failed: return "entry_failed";
-    case run_status::vm_fail: return "vm_fail";
-    case run_status::fatal_exit: return "fatal_exit";
-  }
-  return "?";
-}
-
-bool run_guest(int index) {
-  const run_config& cfg = runs[index];
+bool run_guest(const run_config& cfg, run_summary& summary) {
   run = run_state{};
   run.cfg = &cfg;
   run.status = run_status::running;
@@ -142,101 +129,14 @@ bool run_guest(int index) {
     if (rc == 2) print_vm_entry_diagnosis(cfg.name);
   }
   for (unsigned i = 0; i < exit_reason_slots; ++i)
-    if (run.exits.by_reason[i])
-      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.name, i, reason_name(i),
-              (unsigned long long)run.exits.by_reason[i]);
-  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.name, status_name(run.status),
+    if (run.exits.by_slot[i])
+      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.name, i, reason_name(i), (unsigned long long)run.exits.by_slot[i]);
+  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.name, core::status_name(run.status),
           (unsigned long long)run.exits.total, (unsigned long long)(t1 - t0));
-  kprintf("HVKIT INFO run=%s mmio_reads=%llu mmio_writes=%llu unassigned_reads=%llu unassigned_writes=%llu "
-          "not_emulable=%llu\n",
-          cfg.name, (unsigned long long)run.device_reads, (unsigned long long)run.device_writes,
-          (unsigned long long)run.unassigned_reads, (unsigned long long)run.unassigned_writes,
-          (unsigned long long)run.not_emulable);
-  kprintf("HVKIT INFO run=%s mmu_refreshes=%llu mmu_resets=%llu wp_passthrough_refreshes=%llu\n", cfg.name,
-          (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
-          (unsigned long long)run.passthrough_refreshes);
-  if (cfg.guest_flags & hc::cfg_paging_diff) {
-    static const char* const kinds[7] = {"cpl0_read",  "cpl0_write", "cpl0_fetch",        "cpl3_read",
-                                         "cpl3_write", "cpl3_fetch", "implicit_supervisor"};
-    for (unsigned k = 0; k < 7; ++k)
-      kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.name, kinds[k],
-              (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
-    result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b1_errata=%llu "
-           "bochs_b2_errata=%llu bochs_b3_errata=%llu",
-           (unsigned long long)run.pg_cases, (unsigned long long)run.pg_mismatches,
-           (unsigned long long)run.pg_cpu_faults, (unsigned long long)run.pg_a_on_fault,
-           (unsigned long long)run.pg_errata_b1, (unsigned long long)run.pg_errata_b2,
-           (unsigned long long)run.pg_errata_b3);
-    if (run.pg_errata_b3)
-      kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.name,
-              (unsigned long long)run.pg_errata_b3);
-    if (run.pg_errata_b1)
-      kprintf("HVKIT ERRATUM pkru_on_supervisor_addresses.%s cases=%llu\n", cfg.name,
-              (unsigned long long)run.pg_errata_b1);
-    if (run.pg_errata_b2)
-      kprintf("HVKIT ERRATUM pkru_ignored_for_supervisor_accesses.%s cases=%llu\n", cfg.name,
-              (unsigned long long)run.pg_errata_b2);
-  }
-  if (cfg.guest_flags & hc::cfg_guest32) {
-    static const char* const kinds[7] = {"cpl0_read",  "cpl0_write", "cpl0_fetch",        "cpl3_read",
-                                         "cpl3_write", "cpl3_fetch", "implicit_supervisor"};
-    for (unsigned k = 0; k < 7; ++k)
-      kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.name, kinds[k],
-              (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
-    result("paging_differential_32bit", run.pg_mode_cases[1] >= 5000 && run.pg_mode_mismatches[1] == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu ok_4m_pages=%llu ok_pse36_above_4g=%llu bochs_b3_errata=%llu",
-           (unsigned long long)run.pg_mode_cases[1], (unsigned long long)run.pg_mode_mismatches[1],
-           (unsigned long long)run.pg_mode_faults[1], (unsigned long long)run.pg_mode_large_ok[1],
-           (unsigned long long)run.pg_pse36_ok, (unsigned long long)run.pg_mode_b3[1]);
-    result("paging_differential_pae", run.pg_mode_cases[2] >= 5000 && run.pg_mode_mismatches[2] == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu ok_2m_pages=%llu bochs_b3_errata=%llu",
-           (unsigned long long)run.pg_mode_cases[2], (unsigned long long)run.pg_mode_mismatches[2],
-           (unsigned long long)run.pg_mode_faults[2], (unsigned long long)run.pg_mode_large_ok[2],
-           (unsigned long long)run.pg_mode_b3[2]);
-    result("pae_pdpte_load", run.pdpte_loads >= 5000 && run.pdpte_gp > 0 && run.pdpte_mismatches == 0 &&
-                                 run.pdpte_register_mismatches == 0,
-           "loads=%llu gp=%llu mismatches=%llu vmcs_pdpte_register_mismatches=%llu", (unsigned long long)run.pdpte_loads,
-           (unsigned long long)run.pdpte_gp, (unsigned long long)run.pdpte_mismatches,
-           (unsigned long long)run.pdpte_register_mismatches);
-    kprintf("HVKIT INFO run=%s a_set_on_faulting_walk=%llu\n", cfg.name, (unsigned long long)run.pg_a_on_fault);
-    if (run.pg_errata_b3)
-      kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.name,
-              (unsigned long long)run.pg_errata_b3);
-  }
-  if (cfg.cr3_exiting) {
-    // The guest's MOV to CR3 with a reserved bit exited and vmx::evaluate_cr_write refused it.
-    char check[48] = "cr3_write_gp_injected.";
-    for (std::size_t n = 22, i = 0; cfg.name[i] && n < sizeof check - 1; ++i, ++n) check[n] = cfg.name[i];
-    result(check, run.cr_gp_injected >= 1 && run.exits.by_reason[static_cast<unsigned>(hvkit::vmx::exit_reason::cr_access)] > 0,
-           "gp_injected=%llu", (unsigned long long)run.cr_gp_injected);
-  }
-  if (cfg.stale_role) {
-    result("stale_wp_role_negative_control", run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail &&
-                                                 run.stale_wrong_faults > 0,
-           "guest_ltr_wp0_verdict=%s wrong_pf_0x3_injected=%llu", run.neg_wp0_seen ? (run.neg_wp0_result == hc::result_pass ? "PASS" : "FAIL") : "missing",
-           (unsigned long long)run.stale_wrong_faults);
-  } else if (cfg.dt_exiting && !(cfg.guest_flags & (hc::cfg_quick | hc::cfg_spin))) {
-    // WP toggles that exit keep the role in sync through cr_write_actions (refresh only,
-    // never a reset); toggles that do not exit are caught by the passthrough refresh at
-    // the next emulated access (the two LTRs run with different WP values).
-    bool pass = run.mmu_resets == 0 &&
-                (cfg.wp_intercepted ? run.mmu_refreshes >= 11000 && run.passthrough_refreshes == 0
-                                    : run.mmu_refreshes == 0 && run.passthrough_refreshes >= 2);
-    char check[48] = "mmu_wp_sync.";
-    for (std::size_t n = 12, i = 0; cfg.name[i] && n < sizeof check - 1; ++i, ++n) check[n] = cfg.name[i];
-    result(check, pass, "cr_exit_refreshes=%llu resets=%llu passthrough_refreshes=%llu",
-           (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
-           (unsigned long long)run.passthrough_refreshes);
-  }
-  bool ok = run.status == cfg.expected;
-  char check[48] = "run.";
-  for (std::size_t n = 4, i = 0; cfg.name[i] && n < sizeof check - 1; ++i, ++n) check[n] = cfg.name[i];
-  result(check, ok, "status=%s expected=%s", status_name(run.status), status_name(cfg.expected));
-  // The guest's writes to the hypervisor's image went nowhere (EPT does not map it).
-  bool intact = *reinterpret_cast<const volatile std::uint32_t*>(layout::hypervisor_image_gpa) == 0x1BADB002;
-  if (!intact) result("hypervisor_memory_intact", false, "run=%s", cfg.name);
-  summaries[index] = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
+  core::context c{run, run, guest_policy, guest_msrs};
+  core::report_run(c, false);
+  const bool ok = core::report_status(c);
+  summary = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
   return ok;
 }
 
@@ -290,8 +190,12 @@ extern "C" void hv_main() {
   }
   read_capabilities();
   bool ok = build_cpuid_policy() && enable_vmx() && build_ept();
-  if (ok) {
-    for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
+  if (ok && exit_cost::requested()) {
+    // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md).
+    run_summary unused{};
+    for (const run_config& cfg : exit_cost::runs) ok = run_guest(cfg, unused) && ok;
+  } else if (ok) {
+    for (int i = 0; i < run_count; ++i) ok = run_guest(runs[i], summaries[i]) && ok;
     ok = entry_diff_run() && ok;
     // Cross-run comparison: the numbers the CR0.WP work is about.
     const run_summary& owned = summaries[0];

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
 #include "hv.hpp"
+#include "core/profile.hpp"
 
 namespace hv {
 
@@ -271,9 +272,21 @@ const hc::guest_header* load_guest(bool guest32) {
   asm volatile("rep stosq" : "+D"(dst), "+c"(words) : "a"(0ull) : "memory");
   const unsigned char* blob = guest32 ? guest32_blob_start : guest_blob_start;
   auto size = static_cast<std::size_t>((guest32 ? guest32_blob_end : guest_blob_end) - blob);
-  __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), blob, size);
-
-  auto* hdr = reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
+  const core::guest_profile* profile = run.cfg ? run.cfg->profile : nullptr;
+  static hc::guest_header ph;
+  if (!profile) {
+    __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), blob, size);
+  } else {
+    // A guest profile's flat image (core/profile.hpp): no header of its own; the descriptor
+    // tables the VMCS/VMCB name are zeroed pages below the boot page tables (the profile's
+    // guest loads no segment and takes no event).
+    const auto psize = static_cast<std::size_t>(profile->image_end - profile->image);
+    __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), profile->image, psize);
+    ph = hc::guest_header{hc::header_magic, 0, layout::guest_load_gpa + psize, profile->entry,
+                          profile->stack_top, layout::guest_boot_pt_gpa - 0x3000, 0x1F,
+                          layout::guest_boot_pt_gpa - 0x2000, 0xFFF, layout::guest_boot_pt_gpa - 0x1000};
+  }
+  auto* hdr = profile ? &ph : reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
   if (hdr->magic != hc::header_magic || hdr->image_end > layout::guest_boot_pt_gpa ||
       hdr->entry < layout::guest_load_gpa || hdr->entry >= hdr->image_end) {
     result("guest_load", false, "reason=bad_header magic=0x%x", hdr->magic);
@@ -294,23 +307,9 @@ const hc::guest_header* load_guest(bool guest32) {
   return hdr;
 }
 
-/// CR4 bits the guest may set: what the CPU allows in VMX non-root operation, minus VMXE
-/// and SMXE (no nested virtualization or SMX offered).
-x86::cr4 guest_cr4_allowed() {
-  namespace feat = cpuid_ns::feat;
-  x86::cr4 a = x86::cr4{caps.cr4_fixed1} & ~(x86::cr4::vmxe | x86::cr4::smxe) & x86::cr4::defined;
-  // A CR4 bit whose feature the guest's CPUID does not enumerate is reserved for it.
-  struct {
-    x86::cr4 bit;
-    cpuid_ns::feature f;
-  } const gates[] = {{x86::cr4::smep, feat::smep},         {x86::cr4::smap, feat::smap},
-                     {x86::cr4::fsgsbase, feat::fsgsbase}, {x86::cr4::pcide, feat::pcid},
-                     {x86::cr4::osxsave, feat::xsave},     {x86::cr4::umip, feat::umip},
-                     {x86::cr4::pke, feat::pku},           {x86::cr4::la57, feat::la57}};
-  for (const auto& g : gates)
-    if (!guest_policy.has(g.f)) a.reset(g.bit);
-  return a;
-}
+/// CR4 bits the guest may set: what the CPU allows in VMX non-root operation (IA32_VMX_CR4_FIXED1,
+/// SDM Vol. 3D A.8), gated by the guest's CPUID policy (core::cr4_allowed).
+x86::cr4 guest_cr4_allowed() { return core::cr4_allowed(guest_policy, x86::cr4{caps.cr4_fixed1}); }
 
 /// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
 template <class C>
@@ -332,6 +331,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   const auto proc = v::adjust_controls(
       vcaps.primary_caps(),
       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls |
+          (run.cfg->profile ? v::primary_proc_based::unconditional_io_exiting : v::primary_proc_based{}) |
           (run.cfg->cr3_exiting ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
                                 : v::primary_proc_based{}));
   const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),

@@ -6,6 +6,7 @@
 
 #include "decode.hpp"
 #include "features.hpp"
+#include "guest_cpu_model.hpp"
 #include "host.hpp"
 #include "kvm.hpp"
 #include "leaf.hpp"

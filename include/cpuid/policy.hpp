@@ -57,6 +57,9 @@ struct policy_config {
   bool announce_hypervisor = true;
   /// Base of the KVM leaves: 0x40000000, or 0x40000100 with Hyper-V leaves below.
   std::uint32_t kvm_base = kvm::default_base;
+  /// The guest's IPIs are accelerated by the processor (AVIC, or VMX IPI virtualization):
+  /// KVM_FEATURE_PV_SEND_IPI is then withheld (rule pv_send_ipi).
+  bool ipi_accelerated = false;
   /// Initial hints (only the kvm_hints word is used). Hints may change later: set_hints().
   feature_set hints{};
   /// XSAVE components the VM may use (XCR0 and IA32_XSS bits).
@@ -384,6 +387,8 @@ constexpr result<void, policy_error> build_policy_into(policy& p, const table<N>
   }
   // rule emulated_only
   f = (f & ~detail::emulation_only) | (hv.emulated & detail::emulation_only & ~cfg.deny);
+  // rule pv_send_ipi (order-independent: nothing below reads the KVM feature word)
+  if (cfg.ipi_accelerated) f.reset(kvm::features::pv_send_ipi);
   // rule feature_dependencies
   const regs host_d0 = host.get(leaves::xsave, 0);
   const regs host_d1 = host.get(leaves::xsave, 1);

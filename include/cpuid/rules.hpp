@@ -31,6 +31,7 @@ enum class rule_id : std::uint8_t {
   osxsave_ospke,
   apic_id,
   xsave_sizes,
+  pv_send_ipi,
 };
 
 /// One normalization rule.
@@ -43,7 +44,7 @@ struct rule {
   bool dynamic;  ///< applied per CPUID exit from the vCPU's state, not at build time
 };
 
-inline constexpr std::array<rule, 14> normalization_rules{{
+inline constexpr std::array<rule, 15> normalization_rules{{
     {rule_id::nested_virtualization, "nested_virtualization",
      "VMX (1:ECX[5]) and SVM (0x80000001:ECX[2], leaf 0x8000000A) hidden unless nested virtualization is offered; with nested SVM, 0x8000000A EDX carries only the features the hypervisor implements (svm_nested_caps)",
      "a guest that sees VMX/SVM executes VMXON/VMRUN, which exit and must be emulated",
@@ -92,6 +93,10 @@ inline constexpr std::array<rule, 14> normalization_rules{{
      "0xD.0:EBX = standard-format size for the guest's XCR0; 0xD.1:EBX = compacted size for XCR0 | IA32_XSS",
      "these sizes follow the currently enabled components (XSETBV, WRMSR IA32_XSS)",
      "SDM Vol. 2A CPUID leaf 0DH; SDM Vol. 1 13.4.3", true},
+    {rule_id::pv_send_ipi, "pv_send_ipi",
+     "KVM_FEATURE_PV_SEND_IPI (EAX[11] of base+1) withheld when the guest's IPIs are accelerated (policy_config::ipi_accelerated: AVIC or VMX IPI virtualization)",
+     "with accelerated IPIs an ICR write is delivered without an exit; the hypercall would always exit and be slower than the path it replaces",
+     "Linux Documentation/virt/kvm/x86/cpuid.rst (KVM_FEATURE_PV_SEND_IPI), hypercalls.rst (KVM_HC_SEND_IPI); SDM Vol. 3C chapter 30 (IPI virtualization); APM vol. 2 15.29 (AVIC)", false},
 }};
 
 /// The rule with id `id` (the table is indexed by id).

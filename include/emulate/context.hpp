@@ -13,6 +13,7 @@
 
 #include "instruction.hpp"
 #include "segment.hpp"
+#include "../x86/address.hpp"
 #include "../x86/cr.hpp"
 #include "../x86/cr3.hpp"
 #include "../x86/efer.hpp"
@@ -63,9 +64,11 @@ struct context {
   std::uint32_t pkru = 0;  ///< PKRU, for user-mode pages with CR4.PKE
   std::uint32_t pkrs = 0;  ///< IA32_PKRS, for supervisor-mode pages with CR4.PKS
   /// MAXPHYADDR (CPUID.80000008H:EAX[7:0], 32..52), for the CR3 reserved-bit check in
-  /// IA-32e mode (vmx::check_cr3_write); outside 32..52 MOV to CR3 there is `unsupported`
-  /// (`invalid_context`).
-  std::uint8_t maxphyaddr = 52;
+  /// IA-32e mode (x86::check_cr3_write); outside 32..52 MOV to CR3 there is `unsupported`
+  /// (`invalid_context`). Default: x86::default_maxphyaddr (36). This field, `lam` and
+  /// `cr4_allowed` are the guest CPU model's: emulate::apply_cpu_model() sets all three from
+  /// a cpuid::guest_cpu_model.
+  std::uint8_t maxphyaddr = static_cast<std::uint8_t>(x86::default_maxphyaddr);
   /// The guest has LAM (CPUID.(EAX=07H,ECX=1):EAX[26]): CR3 bits 61 and 62 may be set.
   bool lam = false;
   /// The CR4 bits the guest may set, from its CPUID policy (e.g. no FSGSBASE if CPUID hides

@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "context.hpp"
+#include "cpu_model.hpp"
 #include "outcome.hpp"
 #include "segment.hpp"
 #include "../svm/controls.hpp"
@@ -86,6 +87,16 @@ template <svm::vmcb_memory M>
   c.cpl = static_cast<std::uint8_t>(svm::read(m, f::cpl));
   c.maxphyaddr = maxphyaddr;
   c.cr4_allowed = cr4_allowed;
+  return c;
+}
+
+/// The same with the CPUID-derived fields (MAXPHYADDR, LAM, the CR4 bits the guest may set)
+/// from the guest CPU model.
+template <svm::vmcb_memory M>
+[[nodiscard]] constexpr context read_emulation_context(const M& m, const svm::register_file<M>& regs,
+                                                       const cpuid::guest_cpu_model& model) noexcept {
+  context c = read_emulation_context(m, regs, static_cast<std::uint8_t>(model.maxphyaddr), model.cr4_allowed);
+  apply_cpu_model(c, model);
   return c;
 }
 

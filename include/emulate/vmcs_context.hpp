@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "context.hpp"
+#include "cpu_model.hpp"
 #include "outcome.hpp"
 #include "segment.hpp"
 #include "../vmx/backend.hpp"
@@ -103,9 +104,7 @@ template <vmx::vmcs_backend B>
   c.efer = vmx::guest_efer(r);  // LMA from "IA-32e mode guest", as vmx/ reads it (vmx/guest_mode.hpp)
   c.dr[7] = r.get(vmx::fields::guest_dr7);
   c.cpl = static_cast<std::uint8_t>(c[sreg::ss].ar.dpl());
-  c.maxphyaddr = static_cast<std::uint8_t>(g.maxphyaddr);
-  c.cr4_allowed = g.cr4_allowed;
-  c.lam = g.lam;
+  apply_cpu_model(c, g);
   return r.finish(c);
 }
 

@@ -55,7 +55,13 @@ inline constexpr ept_entry ept_entry::dirty = ept_entry::bit(9);
 inline constexpr ept_entry ept_entry::user_exec = ept_entry::bit(10);
 inline constexpr ept_entry ept_entry::suppress_ve = ept_entry::bit(63);
 
-/// The EPT pointer (VMCS field 0x201A, SDM 25.6.11, Table 25-9).
+/// The EPT pointer, EPTP (VMCS field 0x201A, SDM 25.6.11 "Extended-Page-Table Pointer
+/// (EPTP)", Table 25-9): bits 2:0 the memory type of the EPT paging-structure accesses,
+/// 5:3 the page-walk length minus 1, 6 the EPT A/D enable, 7 the supervisor shadow-stack
+/// control, 11:8 reserved, MAXPHYADDR-1:12 the host-physical address of the EPT PML4 (PML5)
+/// table, above that reserved. The typed value of vmx::fields::ept_pointer (vmwrite/vmread
+/// accept it) and what ept_walker::make() takes; vmx::check_eptp() applies the VM-entry
+/// checks, make_ept_pointer() builds one.
 class ept_pointer : public x86::flags<ept_pointer> {
  public:
   using flags::flags;
@@ -66,8 +72,18 @@ class ept_pointer : public x86::flags<ept_pointer> {
   static const ept_pointer ad_enabled;            ///< 6: accessed and dirty flags for EPT
   static const ept_pointer supervisor_shadow_stack;  ///< 7: enforce access rights for supervisor shadow stacks
 
-  /// The number of EPT levels (page-walk length).
+  /// Bits 2:0: the memory type of the paging-structure accesses (VM entry allows UC or WB).
+  [[nodiscard]] constexpr ept_memory_type memory_type() const noexcept {
+    return static_cast<ept_memory_type>(memory_type_field::get(raw()));
+  }
+  /// Bits 5:3: the page-walk length field, one less than the number of levels.
+  [[nodiscard]] constexpr unsigned walk_length() const noexcept { return walk_length_field::get(raw()); }
+  /// The number of EPT levels (page-walk length + 1: 4 or 5 for a usable EPTP).
   [[nodiscard]] constexpr unsigned levels() const noexcept { return walk_length_field::get(raw()) + 1u; }
+  /// Bit 6: accessed and dirty flags for EPT are enabled.
+  [[nodiscard]] constexpr bool accessed_dirty() const noexcept { return (raw() >> 6) & 1u; }
+  /// Bit 7: access rights for supervisor shadow-stack pages are enforced.
+  [[nodiscard]] constexpr bool supervisor_shadow_stack_control() const noexcept { return (raw() >> 7) & 1u; }
   /// The PML4 (or PML5) table: bits MAXPHYADDR-1:12, a host-physical address (the EPT tables
   /// live in the memory of the one that set up the EPT; SDM 25.6.11).
   [[nodiscard]] constexpr x86::hpa root(unsigned maxphyaddr) const noexcept {

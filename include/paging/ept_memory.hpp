@@ -43,9 +43,9 @@ class ept_memory {
     r.address = a;
     r.access = ept_access::read;
     r.origin = ept_origin::pdpte_load;
-    const walk_result t = ept_->check(*mem_, r);
+    const host_walk_result t = ept_->check(*mem_, r);
     if (!t) return unexpected(memory_error::unbacked);
-    return t->address;
+    return x86::gpa{t->address.value()};  // the memory behind takes its addresses as x86::gpa
   }
   const ept_walker* ept_;
   const M* mem_;

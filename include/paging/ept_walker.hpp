@@ -153,14 +153,14 @@ class ept_walker {
   /// hvkit walker: walk() = checked walk with A/D updates; check() = the same without A/D
   /// writes (const memory); translate() = raw translation (no rights, no A/D).
   template <guest_memory M>
-  [[nodiscard, gnu::always_inline]] constexpr walk_result walk(M& mem, const ept_request& req) const noexcept {
-    translation t{};
+  [[nodiscard, gnu::always_inline]] constexpr host_walk_result walk(M& mem, const ept_request& req) const noexcept {
+    host_translation t{};
     walk_fault f = base_fault(req);
     std::uint64_t all = 0;
     const bool ok = walk_checked(mem, req, t, f, all);
     // One named result (NRVO); the address stored again on its own so that the caller's
     // load of it forwards from one store (see basic_walker::walk_with).
-    walk_result r = ok ? walk_result(t) : walk_result(unexpected(f));
+    host_walk_result r = ok ? host_walk_result(t) : host_walk_result(unexpected(f));
     if (ok) [[likely]] {
       r.value().address = t.address;
       if constexpr (writable_guest_memory<M>) {
@@ -172,8 +172,8 @@ class ept_walker {
 
   /// The walk and the permission check, without A/D updates.
   template <guest_memory M>
-  [[nodiscard, gnu::always_inline]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
-    translation t{};
+  [[nodiscard, gnu::always_inline]] constexpr host_walk_result check(const M& mem, const ept_request& req) const noexcept {
+    host_translation t{};
     walk_fault f = base_fault(req);
     std::uint64_t all = 0;
     if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return unexpected(f);
@@ -183,7 +183,7 @@ class ept_walker {
   /// check() into caller-provided objects: `f` must come from fault_for(req). `all` gets the
   /// AND of the entries with the leaf's D flag in bit 0 (see needs_ad()).
   template <guest_memory M>
-  [[gnu::always_inline]] constexpr bool walk_checked(const M& mem, const ept_request& req, translation& t,
+  [[gnu::always_inline]] constexpr bool walk_checked(const M& mem, const ept_request& req, host_translation& t,
                                                      walk_fault& f, std::uint64_t& all) const noexcept {
     if (req.origin != ept_origin::final_access && !ept_request_consistent(req)) [[unlikely]]
       return invalid_request(f);
@@ -273,7 +273,7 @@ class ept_walker {
   /// caller recomputes the report with check()).
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_checked_final(const M& mem, const ept_request& req, const table_cache& c,
-                                                           translation& t, [[maybe_unused]] walk_fault& f,
+                                                           host_translation& t, [[maybe_unused]] walk_fault& f,
                                                            std::uint64_t& all) const noexcept {
     const std::uint64_t ga = req.address.value();
     if ((ga >> 21) != c.tag) return final_miss(mem, req, t, all);
@@ -289,7 +289,7 @@ class ept_walker {
     t.path.first = c.first;
     t.path.top = static_cast<std::uint8_t>(n + 1u);
     t.path.count = static_cast<std::uint8_t>(n + 1u);
-    t.address = x86::gpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
+    t.address = x86::hpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
     t.page_shift = 12;
     t.rights = pte_access{static_cast<std::uint8_t>(entry_rights(w_all))};
     t.pkey = 0;
@@ -300,7 +300,7 @@ class ept_walker {
 
   /// walk_checked_final() outside the cached region: the uncached walk, out of line.
   template <guest_memory M>
-  [[gnu::noinline]] constexpr bool final_miss(const M& mem, const ept_request& req, translation& t,
+  [[gnu::noinline]] constexpr bool final_miss(const M& mem, const ept_request& req, host_translation& t,
                                               std::uint64_t& all) const noexcept {
     walk_fault unused{};  // the caller reports a failure again with check()
     return walk_checked_outlined(mem, req, t, unused, all);
@@ -308,14 +308,14 @@ class ept_walker {
   /// walk_checked(), out of line: one copy per memory type for the nested walk's slow paths
   /// and reports (check_outlined(), final_miss()).
   template <guest_memory M>
-  [[gnu::noinline]] constexpr bool walk_checked_outlined(const M& mem, const ept_request& req, translation& t,
+  [[gnu::noinline]] constexpr bool walk_checked_outlined(const M& mem, const ept_request& req, host_translation& t,
                                                          walk_fault& f, std::uint64_t& all) const noexcept {
     return walk_checked(mem, req, t, f, all);
   }
   /// check() through walk_checked_outlined() (what the nested walk's slow paths call).
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result check_outlined(const M& mem, const ept_request& req) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result check_outlined(const M& mem, const ept_request& req) const noexcept {
+    host_translation t{};
     walk_fault f = base_fault(req);
     std::uint64_t all = 0;
     if (!walk_checked_outlined(mem, req, t, f, all)) [[unlikely]] return unexpected(f);
@@ -337,8 +337,8 @@ class ept_walker {
   /// The raw translation of `address`: no permission checks and no A/D updates (not-present,
   /// misconfigured and unbacked entries are still reported). For debuggers and introspection.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gpa address) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result translate(const M& mem, x86::gpa address) const noexcept {
+    host_translation t{};
     ept_request req{};
     req.address = address;
     walk_fault f = base_fault(req);
@@ -351,21 +351,24 @@ class ept_walker {
   /// That is walk(mem, req) (or check(mem, req) without A/D); translate(mem, gpa) is the
   /// raw translation. Deleted so that old code fails to compile instead of changing meaning.
   template <guest_memory M>
-  walk_result translate(const M& mem, const ept_request& req) const noexcept = delete;
+  host_walk_result translate(const M& mem, const ept_request& req) const noexcept = delete;
 
   /// Sets A on every entry of `t.path` and D on its leaf if `dirty`, by compare-exchange.
   /// Returns 1 when done, 0 when an entry changed (re-walk), -1 if memory refused (f filled).
   template <writable_guest_memory M>
-  constexpr int apply_ad(M& mem, const translation& t, bool dirty, walk_fault& f) const noexcept {
+  constexpr int apply_ad(M& mem, const host_translation& t, bool dirty, walk_fault& f) const noexcept {
     for (unsigned i = 0; i < t.path.count; ++i) {
-      const walked_entry w = t.path[i];
+      const host_walked_entry w = t.path[i];
       const std::uint64_t want = ad_bits(i + 1 == t.path.count, dirty);
       if ((w.value & want) == want) continue;
-      const auto r = mem.cmpxchg64(w.address, w.value, w.value | want);
+      // The memory object takes its own addresses as x86::gpa, whatever space it models
+      // (here the host-physical memory the EPT tables live in).
+      const x86::gpa at{w.address.value()};
+      const auto r = mem.cmpxchg64(at, w.value, w.value | want);
       if (!r) {
         f.kind = fault_kind::unbacked;
         f.level = w.level;
-        f.entry_address = w.address;
+        f.entry_address = at;
         f.entry_value = w.value;
         return -1;
       }
@@ -381,14 +384,14 @@ class ept_walker {
 
   /// The table walk only: fills `t` or `f` (not_present, ept_misconfig or unbacked).
   template <guest_memory M>
-  constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+  constexpr bool walk_tables(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                              ept_access acc) const noexcept {
     std::uint64_t all = 0;
     return walk_tables(mem, address, t, f, acc, all);
   }
   /// As above; `all` gets the AND of the entries with the leaf's D flag in bit 0.
   template <guest_memory M>
-  [[gnu::always_inline]] constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+  [[gnu::always_inline]] constexpr bool walk_tables(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                                                     ept_access acc, std::uint64_t& all) const noexcept {
     return levels_ == 5 ? walk_levels<5>(mem, address, t, f, acc, all) : walk_levels<4>(mem, address, t, f, acc, all);
   }
@@ -400,7 +403,7 @@ class ept_walker {
 
  private:
   template <unsigned Levels, guest_memory M>
-  [[gnu::always_inline]] constexpr bool walk_levels(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+  [[gnu::always_inline]] constexpr bool walk_levels(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                                                     ept_access acc, std::uint64_t& all) const noexcept {
     const std::uint64_t ga = address.value();
     const detail::memory_holder<const M> m(&mem);
@@ -417,7 +420,7 @@ class ept_walker {
     const std::uint64_t e = w.e;
     const unsigned shift = 12 + 9 * (level - 1);
     const std::uint64_t size = std::uint64_t{1} << shift;
-    t.address = x86::gpa{(e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1))};
+    t.address = x86::hpa{(e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1))};
     t.page_shift = static_cast<std::uint8_t>(shift);
     t.rights = pte_access{static_cast<std::uint8_t>(entry_rights(w.all))};
     t.pkey = 0;
@@ -583,9 +586,9 @@ class ept_walker {
   }
 
   template <writable_guest_memory M>
-  [[gnu::noinline]] constexpr walk_result update_slow(M& mem, const ept_request& req) const noexcept {
+  [[gnu::noinline]] constexpr host_walk_result update_slow(M& mem, const ept_request& req) const noexcept {
     const bool dirty = effective_access(req).test(ept_access::write);
-    translation t{};
+    host_translation t{};
     walk_fault f = base_fault(req);
     for (unsigned attempt = 0;; ++attempt) {
       std::uint64_t all = 0;
@@ -631,7 +634,7 @@ class ept_walker {
 
   /// An EPT violation on permissions: the qualification from ept_permission_fault plus
   /// bits 7/8; the level blamed is the first entry lacking a needed right.
-  constexpr void permission_report(const translation& t, ept_access acc, ept_violation v, walk_fault& f) const noexcept {
+  constexpr void permission_report(const host_translation& t, ept_access acc, ept_violation v, walk_fault& f) const noexcept {
     f.kind = fault_kind::permission;
     f.qualification = f.qualification | ept_qualification::from(v);
     std::uint64_t needed = 0;
@@ -639,7 +642,7 @@ class ept_walker {
     if (acc.test(ept_access::write)) needed |= pte_access::write.raw();
     if (acc.test(ept_access::fetch))
       needed |= role_.mbec() && acc.test(ept_access::user_address) ? pte_access::user_exec.raw() : pte_access::exec.raw();
-    walked_entry blame = t.path.back();
+    host_walked_entry blame = t.path.back();
     for (unsigned i = 0; i < t.path.count; ++i) {
       if ((entry_rights(t.path.values[i]) & needed) != needed) {
         blame = t.path[i];
@@ -648,7 +651,7 @@ class ept_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);  // the entry that maps the page
-    f.entry_address = blame.address;
+    f.entry_address = x86::gpa{blame.address.value()};  // see walk_fault::ept_entry_address()
     f.entry_value = blame.value;
   }
 

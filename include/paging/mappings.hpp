@@ -81,7 +81,7 @@ struct nested_mapping {
   std::uint64_t linear = 0;   ///< first linear address (canonical)
   std::uint64_t size = 0;     ///< bytes mapped by both stages from `linear` on
   x86::gpa guest_physical{};  ///< the guest (L2) physical address of `linear`
-  x86::gpa output{};          ///< the second stage's output address of `linear`
+  x86::hpa output{};          ///< the second stage's output address of `linear` (host-physical)
   mapping guest;              ///< the whole guest page this piece lies in
   /// The second stage's translation of `guest_physical`: rights, memory type, page shift
   /// (the identity stage reports all rights and 4 KiB).

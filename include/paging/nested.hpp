@@ -45,29 +45,29 @@ struct identity_stage {
   [[nodiscard]] static constexpr std::uint64_t ad_bits(bool, bool) noexcept { return 0; }
   /// The checked walk: the identity, every right, nothing to update.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result walk(M& mem, const ept_request& req) const noexcept {
+  [[nodiscard]] constexpr host_walk_result walk(M& mem, const ept_request& req) const noexcept {
     return check(std::as_const(mem), req);
   }
   /// The checked walk without A/D updates: the identity, every right.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result check(const M&, const ept_request& req) const noexcept {
-    translation t{};
-    t.address = req.address;
+  [[nodiscard]] constexpr host_walk_result check(const M&, const ept_request& req) const noexcept {
+    host_translation t{};
+    t.address = x86::hpa{req.address.value()};  // the identity: no second stage
     t.page_shift = 12;
     t.rights = pte_access::ept_rights;
     return t;
   }
   /// The raw translation: the identity.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gpa address) const noexcept {
+  [[nodiscard]] constexpr host_walk_result translate(const M& mem, x86::gpa address) const noexcept {
     ept_request req{};
     req.address = address;
     return check(mem, req);
   }
   template <guest_memory M>
-  constexpr bool walk_checked(const M&, const ept_request& req, translation& t, walk_fault&,
+  constexpr bool walk_checked(const M&, const ept_request& req, host_translation& t, walk_fault&,
                               std::uint64_t& all) const noexcept {
-    t.address = req.address;
+    t.address = x86::hpa{req.address.value()};
     t.page_shift = 12;
     t.rights = pte_access::ept_rights;
     t.path.start(req.address.value(), 9, 8);
@@ -77,12 +77,12 @@ struct identity_stage {
   [[nodiscard]] static constexpr bool needs_ad(const ept_request&, std::uint64_t) noexcept { return false; }
   struct upper_cache {};
   template <guest_memory M>
-  constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache&, translation& t,
+  constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache&, host_translation& t,
                                     walk_fault& f, std::uint64_t& all) const noexcept {
     return walk_checked(mem, req, t, f, all);
   }
   template <guest_memory M>
-  constexpr bool walk_checked_cached(const M&, const ept_request& req, upper_cache&, translation&, walk_fault&,
+  constexpr bool walk_checked_cached(const M&, const ept_request& req, upper_cache&, host_translation&, walk_fault&,
                                      x86::gpa& address, std::uint64_t& all) const noexcept {
     address = req.address;
     all = ~std::uint64_t{0};
@@ -131,7 +131,7 @@ struct pending_ad {
     }
   }
   template <class Stage>
-  constexpr void add_path(const Stage& stage, const translation& t, bool dirty) noexcept {
+  constexpr void add_path(const Stage& stage, const host_translation& t, bool dirty) noexcept {
     for (unsigned i = 0; i < t.path.count; ++i) {
       // A stage whose entries do not all carry A (an NPT PAE host's PDPTE) says so per entry.
       std::uint64_t want = 0;
@@ -140,7 +140,7 @@ struct pending_ad {
       } else {
         want = stage.ad_bits(i + 1 == t.path.count, dirty);
       }
-      add(t.path[i].address, t.path.values[i], want, t.path.entry_bytes);
+      add(x86::gpa{t.path[i].address.value()}, t.path.values[i], want, t.path.entry_bytes);
     }
   }
 };
@@ -160,7 +160,7 @@ struct stage_cache<Stage> {
 /// The checked second-stage walk of `req` without A/D writes, out of line: every report and
 /// slow path of a nested walk shares this one copy (ept_walker's walk_checked_outlined()).
 template <class Stage, class M>
-[[gnu::noinline]] constexpr walk_result stage_check(const Stage& stage, const M& mem, const ept_request& req) noexcept {
+[[gnu::noinline]] constexpr host_walk_result stage_check(const Stage& stage, const M& mem, const ept_request& req) noexcept {
   if constexpr (requires { stage.check_outlined(mem, req); }) {
     return stage.check_outlined(mem, req);
   } else {
@@ -207,7 +207,7 @@ struct nested_tables {
   std::uint64_t l1[max_levels];
   unsigned mapped = 0;
   /// The second stage's translation of the last table read (walk_checked_cached() only).
-  [[no_unique_address]] std::conditional_t<table_cached, no_scratch, translation> scratch{};
+  [[no_unique_address]] std::conditional_t<table_cached, no_scratch, host_translation> scratch{};
   /// The second stage's cache of the table reads (see stage_cache).
   typename stage_cache<Stage>::type cache;
   static constexpr bool Raw = Mode == table_mode::raw;  ///< no second-stage permission checks
@@ -234,16 +234,16 @@ struct nested_tables {
   /// The second stage's checked walk of a table access `acc` at `a` (no A/D writes): out of
   /// line, one copy per configuration, for the slow path and the fault reports (keeping the
   /// full second-stage walk out of every guest level of the fast path).
-  [[gnu::always_inline]] constexpr walk_result checked(x86::gpa a, ept_access acc) const noexcept {
+  [[gnu::always_inline]] constexpr host_walk_result checked(x86::gpa a, ept_access acc) const noexcept {
     return stage_check(*stage, *mem, table_request(a, acc));
   }
   /// The raw second-stage translation of `a` (translate()), out of line as checked().
-  [[gnu::noinline]] constexpr walk_result raw_translate(x86::gpa a) const noexcept { return stage->translate(*mem, a); }
+  [[gnu::noinline]] constexpr host_walk_result raw_translate(x86::gpa a) const noexcept { return stage->translate(*mem, a); }
 
   /// The second stage of a table read on the slow path (or raw): a full walk_result,
   /// recorded for the A/D updates. Out of line: the fast path carries only a call per level.
   [[gnu::cold, gnu::noinline]] constexpr bool translate_recorded(x86::gpa a, x86::gpa& h, walk_fault& f) noexcept {
-    walk_result s{translation{}};
+    host_walk_result s{host_translation{}};
     if constexpr (Raw) {
       s = raw_translate(a);
     } else {
@@ -255,7 +255,7 @@ struct nested_tables {
     }
     // With EPT A/D the paging-structure access is a write: D on the EPT leaf too.
     if (record && ept_ad) ept_ad->add_path(*stage, *s, stage->ad_enabled());
-    h = s->address;
+    h = x86::gpa{s->address.value()};  // the memory object's own address for it
     // Where each entry was read, for the guest A/D updates of the slow path (the fast path
     // makes none).
     if (record && mapped < max_levels) {
@@ -337,7 +337,7 @@ struct nested_tables {
   template <unsigned Bytes>
   constexpr bool check_update(x86::gpa a, unsigned, walk_fault& f) const noexcept {
     if (stage->ad_enabled()) return true;
-    const walk_result s = checked(a, ept_access::write);
+    const host_walk_result s = checked(a, ept_access::write);
     if (!s) {
       f = s.error();
       return false;
@@ -393,7 +393,7 @@ class nested_walker {
     // (walk_checked_final).
     nested_result r{};
     translation& g = r.value().guest;
-    translation& second = r.value().second;
+    host_translation& second = r.value().second;
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
     std::uint64_t guest_all = 0;
     walk_fault gf{};
@@ -462,7 +462,7 @@ class nested_walker {
       std::uint64_t guest_all = 0;
       if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all)) return unexpected(gf);
       const ept_request fin = final_request(req, g);
-      const walk_result s = stage_checked(mem, fin);
+      const host_walk_result s = stage_checked(mem, fin);
       if (!s) return unexpected(s.error());
       out.value().second = *s;
       if constexpr (writable_guest_memory<M>) {
@@ -509,14 +509,14 @@ class nested_walker {
     walk_fault f{};
     f.linear = linear;
     if (!guest_.walk_tables(tables, linear, g, f)) return unexpected(f);
-    const walk_result s = stage_.translate(mem, g.address);
+    const host_walk_result s = stage_.translate(mem, g.address);
     if (!s) return unexpected(s.error());
     return nested_translation{g, *s};
   }
 
  private:
   template <guest_memory M>
-  [[gnu::always_inline]] constexpr walk_result stage_checked(const M& mem, const ept_request& req) const noexcept {
+  [[gnu::always_inline]] constexpr host_walk_result stage_checked(const M& mem, const ept_request& req) const noexcept {
     return detail::stage_check(stage_, mem, req);
   }
 
@@ -577,7 +577,7 @@ class nested_walker<format::paging_off, Stage> {
   template <guest_memory M>
   [[nodiscard]] constexpr nested_result translate(const M& mem, x86::gva linear) const noexcept {
     const translation g = guest(linear);
-    const walk_result s = stage_.translate(mem, g.address);
+    const host_walk_result s = stage_.translate(mem, g.address);
     if (!s) return unexpected(s.error());
     return nested_translation{g, *s};
   }
@@ -607,7 +607,7 @@ class nested_walker<format::paging_off, Stage> {
     fin.access = (a & x86::pfec::fetch.raw())   ? ept_access::fetch
                  : (a & x86::pfec::write.raw()) ? ept_access::write
                                                 : ept_access::read;
-    const walk_result s = second(fin);
+    const host_walk_result s = second(fin);
     if (!s) return unexpected(s.error());
     return nested_translation{g, *s};
   }
@@ -639,7 +639,7 @@ template <class M, class Stage>
   req.address = pdpt;
   req.access = ept_access::read;
   req.origin = ept_origin::pdpte_load;
-  walk_result s{translation{}};
+  host_walk_result s{host_translation{}};
   if constexpr (writable_guest_memory<std::remove_cvref_t<M>> && !std::is_const_v<std::remove_reference_t<M>>) {
     s = ept.walk(memory, req);
   } else {
@@ -651,7 +651,7 @@ template <class M, class Stage>
     if (e.ept.kind == fault_kind::unbacked) e.kind = pdptr_error::kind_type::unbacked;
     return unexpected(e);
   }
-  return detail::read_pdptes(std::as_const(memory), pdpt, s->address, maxphyaddr);
+  return detail::read_pdptes(std::as_const(memory), pdpt, x86::gpa{s->address.value()}, maxphyaddr);
 }
 
 }  // namespace hvkit::paging

@@ -113,8 +113,8 @@ class npt_walker {
   /// Translates `req.address`: the nested walk, the permission check, then A/D updates of
   /// the nested entries (with writable memory and `req.update_ad`).
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result walk(M& mem, const ept_request& req) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result walk(M& mem, const ept_request& req) const noexcept {
+    host_translation t{};
     walk_fault f{};
     std::uint64_t all = 0;
     if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
@@ -126,8 +126,8 @@ class npt_walker {
 
   /// The nested walk and the permission check, without A/D updates.
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result check(const M& mem, const ept_request& req) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result check(const M& mem, const ept_request& req) const noexcept {
+    host_translation t{};
     walk_fault f{};
     std::uint64_t all = 0;
     if (!walk_checked(mem, req, t, f, all)) return unexpected(f);
@@ -137,8 +137,8 @@ class npt_walker {
   /// The translation of `address` without permission checks or A/D updates (not-present,
   /// reserved-bit and unbacked entries are still reported, as final-access faults).
   template <guest_memory M>
-  [[nodiscard]] constexpr walk_result translate(const M& mem, x86::gpa address) const noexcept {
-    translation t{};
+  [[nodiscard]] constexpr host_walk_result translate(const M& mem, x86::gpa address) const noexcept {
+    host_translation t{};
     walk_fault f{};
     std::uint64_t all = 0;
     ept_request req{};
@@ -164,7 +164,7 @@ class npt_walker {
   }
   /// As above for entry `i` of `path`: a PAE host's PDPTE has no A flag (bits 8:5 are
   /// reserved), so it gets nothing.
-  [[nodiscard]] static constexpr std::uint64_t ad_bits(const walk_path& path, unsigned i, bool dirty) noexcept {
+  [[nodiscard]] static constexpr std::uint64_t ad_bits(const host_walk_path& path, unsigned i, bool dirty) noexcept {
     if constexpr (HostFormat::pdpte_registers) {
       if (i == 0 && path.top == 3) return 0;
     }
@@ -174,7 +174,7 @@ class npt_walker {
   /// check() into caller-provided objects; `all` gets the AND of the nested entries read
   /// from memory with the leaf's D flag in bit 0 (see needs_ad()).
   template <guest_memory M>
-  constexpr bool walk_checked(const M& mem, const ept_request& req, translation& t, walk_fault& f,
+  constexpr bool walk_checked(const M& mem, const ept_request& req, host_translation& t, walk_fault& f,
                               std::uint64_t& all) const noexcept {
     if (!ept_request_consistent(req)) [[unlikely]] {  // the same request rules as EPT
       f.kind = fault_kind::invalid_request;
@@ -202,25 +202,96 @@ class npt_walker {
     return (all & want) != want;
   }
 
-  /// No paging-structure cache: every nested access walks from nCR3.
-  struct upper_cache {};
+  /// The per-walk cache of a nested walk's guest page-table accesses (long-mode hosts): the
+  /// nested page table of the last 2 MiB region a guest table access walked to a PTE, with
+  /// the AND and OR of the nested entries above it, as ept_walker::table_cache does for EPT.
+  /// A hit reads only the PTE. Why the decision is walk_checked()'s: every guest table access
+  /// is the same access (a user write, APM 15.25.5), which needs P, no reserved bit, and U and
+  /// W in every entry; the cached entries passed those tests earlier in the same nested walk,
+  /// so what remains is the PTE's P, its reserved bits and the AND of U/W (the PTE with the
+  /// cached AND). A concurrently changed upper entry is not seen, as a processor's nested
+  /// paging-structure caches need not see it until the next TLB flush (APM 15.16, 15.25.10).
+  /// Without the cache (PAE and 32-bit hosts) every nested access walks from nCR3.
+  struct upper_cache {
+    std::uint64_t tag = ~std::uint64_t{0};  ///< guest-physical address >> 21 of the cached region; ~0: empty
+    std::uint64_t pt = 0;                   ///< the nested page table of that region
+    std::uint64_t upper = 0;                ///< AND of the nested entries above the PTE
+    std::uint64_t any = 0;                  ///< OR of them (XD)
+    std::uint64_t first = 0;                ///< address of the top-level entry
+    std::uint64_t vals[max_levels];         ///< the entries above the PTE (meaningful once `tag` is set)
+  };
+
+  /// A guest page-table access of a nested walk (ept_origin::paging_structure, read) through
+  /// `c`: true with `address` = where the guest entry is in the memory object; false if it
+  /// faults (the report is recomputed by the caller with check()).
   template <guest_memory M>
-  constexpr bool walk_checked_cached(const M& mem, const ept_request& req, upper_cache&, translation& t,
-                                     walk_fault& f, x86::gpa& address, std::uint64_t& all) const noexcept {
-    if (!walk_checked(mem, req, t, f, all)) return false;
-    address = t.address;
-    return true;
+  [[gnu::always_inline]] constexpr bool walk_checked_cached(const M& mem, const ept_request& req, upper_cache& c,
+                                                            host_translation& t, walk_fault& f, x86::gpa& address,
+                                                            std::uint64_t& all) const noexcept {
+    if constexpr (detail::has_ia32e<HostFormat>) {
+      const std::uint64_t ga = req.address.value();
+      if ((ga >> 21) == c.tag) [[likely]] {
+        std::uint64_t e = 0;
+        if (!detail::read_entry(mem, x86::gpa{c.pt + ((ga >> 12) & 511u) * 8u}, e)) [[unlikely]] return false;
+        const std::uint64_t w = c.upper & e;
+        // P; no reserved bit of a PTE; U and W (bits 2, 1) in every entry used.
+        if (!(e & pte::present.raw()) || (e & s_.rsvd.table[1]) || (w & 6u) != 6u) [[unlikely]] return false;
+        address = x86::gpa{(e & HostFormat::address_mask) | (ga & 0xfffu)};
+        all = (w & ~std::uint64_t{1}) | ((e >> 6) & 1u);  // bit 0: the leaf's D flag
+        return true;
+      }
+      if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return false;
+      address = x86::gpa{t.address.value()};  // where the memory object holds it
+      fill(c, t, ga);
+      return true;
+    } else {
+      if (!walk_checked(mem, req, t, f, all)) return false;
+      address = x86::gpa{t.address.value()};
+      return true;
+    }
   }
+  /// walk_checked() of the final guest-physical access through `c` (see upper_cache): on a
+  /// hit only the PTE is read and `t` is filled as walk_tables() fills it; on failure nothing
+  /// is reported (the caller recomputes the report with check()).
   template <guest_memory M>
-  constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache&, translation& t,
-                                    walk_fault& f, std::uint64_t& all) const noexcept {
-    return walk_checked(mem, req, t, f, all);
+  [[gnu::always_inline]] constexpr bool walk_checked_final(const M& mem, const ept_request& req, const upper_cache& c,
+                                                           host_translation& t, walk_fault& f,
+                                                           std::uint64_t& all) const noexcept {
+    if constexpr (detail::has_ia32e<HostFormat>) {
+      const std::uint64_t ga = req.address.value();
+      if ((ga >> 21) != c.tag) return walk_checked(mem, req, t, f, all);
+      std::uint64_t e = 0;
+      if (!detail::read_entry(mem, x86::gpa{c.pt + ((ga >> 12) & 511u) * 8u}, e)) [[unlikely]] return false;
+      if (!(e & pte::present.raw()) || (e & s_.rsvd.table[1])) [[unlikely]] return false;
+      const std::uint64_t w_all = c.upper & e;
+      const std::uint64_t exec = s_.nx ? (~(c.any | e) >> 63) : 1u;
+      const std::uint64_t ss = (c.upper >> 1) & (~e >> 1) & (e >> 6) & 1u;  // as walk_tables()
+      const std::uint64_t rights = (w_all & 6u) | exec | (ss << 5);
+      const std::uint64_t need = needed_rights(effective_access(req));
+      if ((rights & need) != need) [[unlikely]] return false;
+      constexpr unsigned n = HostFormat::levels - 1;
+      for (unsigned i = 0; i < n; ++i) t.path.values[i] = c.vals[i];
+      t.path.values[n] = e;
+      t.path.start(ga, HostFormat::index_bits, HostFormat::entry_bytes);
+      t.path.first = c.first;
+      t.path.top = static_cast<std::uint8_t>(HostFormat::levels);
+      t.path.count = static_cast<std::uint8_t>(HostFormat::levels);
+      t.address = x86::hpa{(e & HostFormat::address_mask) | (ga & 0xfffu)};
+      t.page_shift = 12;
+      t.rights = pte_access{static_cast<std::uint8_t>(rights)};
+      t.pkey = pte{e}.pkey();
+      t.memory_type = static_cast<std::uint8_t>((((e >> 7) & 1u) << 2) | ((e >> 3) & 3u));  // PAT, PCD, PWT
+      all = (w_all & ~std::uint64_t{1}) | ((e >> 6) & 1u);
+      return true;
+    } else {
+      return walk_checked(mem, req, t, f, all);
+    }
   }
 
   /// The nested table walk only: fills `t` (address, size, rights, path) or `f`
   /// (not_present / reserved_bit / unbacked with level and entry; error_code P/RSV only).
   template <guest_memory M>
-  constexpr bool walk_tables(const M& mem, x86::gpa address, translation& t, walk_fault& f,
+  constexpr bool walk_tables(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                              std::uint64_t& all) const noexcept {
     detail::direct_tables<const M> tables(&mem);
     const x86::gva in{address.value()};
@@ -237,7 +308,7 @@ class npt_walker {
       }
       if ((*v & pte::present.raw()) && (*v & pdpte_rsvd_)) {
         t.path.start(address.value() & 0xffff'ffffu, HostFormat::index_bits, HostFormat::entry_bytes);
-        t.path.push(at, *v, 3);
+        t.path.push(x86::hpa{at.value()}, *v, 3);
         f.kind = fault_kind::reserved_bit;
         f.level = 3;
         f.entry_address = at;
@@ -256,6 +327,26 @@ class npt_walker {
   }
 
  private:
+  /// Refills `c` from a walk of `ga` that ended at a PTE (else empties it).
+  static constexpr void fill(upper_cache& c, const host_translation& t, std::uint64_t ga) noexcept {
+    constexpr unsigned n = HostFormat::levels - 1;
+    if (t.page_shift != 12) {
+      c.tag = ~std::uint64_t{0};
+      return;
+    }
+    std::uint64_t upper = ~std::uint64_t{0}, any = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      c.vals[i] = t.path.values[i];
+      upper &= t.path.values[i];
+      any |= t.path.values[i];
+    }
+    c.tag = ga >> 21;
+    c.pt = t.path.values[n - 1] & HostFormat::address_mask;
+    c.upper = upper;
+    c.any = any;
+    c.first = t.path.first;
+  }
+
   /// The rights an access needs: U always; W for a write; X for a fetch (pte_access::exec
   /// is already set at every level without NX).
   [[nodiscard]] static constexpr std::uint64_t needed_rights(x86::pfec acc) noexcept {
@@ -267,11 +358,11 @@ class npt_walker {
 
   /// The entry blamed for a permission fault: the first from the top that lacks a needed
   /// right (a PAE PDPTE has none to lack), as basic_walker reports guest faults.
-  constexpr void permission_report(const translation& t, std::uint64_t need, walk_fault& f) const noexcept {
+  constexpr void permission_report(const host_translation& t, std::uint64_t need, walk_fault& f) const noexcept {
     f.kind = fault_kind::permission;
-    walked_entry blame = t.path.back();
+    host_walked_entry blame = t.path.back();
     for (unsigned i = 0; i < t.path.count; ++i) {
-      const walked_entry w = t.path[i];
+      const host_walked_entry w = t.path[i];
       if (HostFormat::pdpte_registers && w.level == 3) continue;
       const std::uint64_t x = s_.nx ? (~w.value >> 63) & 1u : 1u;
       const std::uint64_t r = (w.value & 6u) | x;
@@ -282,7 +373,7 @@ class npt_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);
-    f.entry_address = blame.address;
+    f.entry_address = x86::gpa{blame.address.value()};  // see walk_fault::ept_entry_address()
     f.entry_value = blame.value;
     f.error_code = x86::pfec::present;
   }
@@ -309,11 +400,11 @@ class npt_walker {
   }
 
   template <writable_guest_memory M>
-  [[gnu::noinline]] constexpr walk_result update_slow(M& mem, const ept_request& req) const noexcept {
+  [[gnu::noinline]] constexpr host_walk_result update_slow(M& mem, const ept_request& req) const noexcept {
     const bool write = effective_access(req).test(x86::pfec::write);
     detail::direct_tables<M> tables(&mem);
     for (unsigned attempt = 0;; ++attempt) {
-      translation t{};
+      host_translation t{};
       walk_fault f{};
       std::uint64_t all = 0;
       if (!walk_checked(mem, req, t, f, all)) return unexpected(f);

@@ -23,18 +23,24 @@ inline constexpr unsigned max_levels = 5;
 
 /// One paging-structure entry the walk read: where it is and what it held. `level` is
 /// 1 for a PTE (EPT PTE) up to 5 for a PML5E; for a PAE PDPTE `address` is where the
-/// PDPTE was loaded from (it comes from the snapshot, not from memory).
-struct walked_entry {
-  x86::gpa address{};
+/// PDPTE was loaded from (it comes from the snapshot, not from memory). `Address` is the
+/// space the tables live in: x86::gpa for the guest's own tables (walked_entry), x86::hpa
+/// for a second stage's (EPT, NPT: host_walked_entry; SDM 25.6.11, APM 15.25.4).
+template <class Address>
+struct basic_walked_entry {
+  Address address{};
   std::uint64_t value = 0;
   std::uint8_t level = 0;
 };
+using walked_entry = basic_walked_entry<x86::gpa>;       ///< an entry of the guest's tables
+using host_walked_entry = basic_walked_entry<x86::hpa>;  ///< an EPT or NPT entry
 
 /// The entries of one walk, top level first. Only the values are stored: the address of
 /// each entry below the first follows from the entry above it and the input address (SDM
 /// 4.3-4.5, 29.3.2), which keeps a result small enough to return by value cheaply.
-/// `operator[]` gives one walked_entry with its address and level.
-struct walk_path {
+/// `operator[]` gives one entry with its address (in `Address`'s space) and level.
+template <class Address>
+struct basic_walk_path {
   std::array<std::uint64_t, max_levels> values{};  ///< what each entry held, top level first
   std::uint64_t first = 0;       ///< address of the first (top-level) entry
   std::uint64_t input = 0;       ///< the address translated (linear, or guest-physical for EPT)
@@ -51,7 +57,7 @@ struct walk_path {
     entry_bytes = static_cast<std::uint8_t>(bytes);
   }
   /// Appends an entry read at `a` (only the first address is kept) for `level`.
-  constexpr void push(x86::gpa a, std::uint64_t v, unsigned level) noexcept {
+  constexpr void push(Address a, std::uint64_t v, unsigned level) noexcept {
     if (count == 0) {
       first = a.value();
       top = static_cast<std::uint8_t>(level);
@@ -59,7 +65,7 @@ struct walk_path {
     if (count < max_levels) values[count++] = v;
   }
   /// Entry `i` (0 = top level); precondition i < count.
-  [[nodiscard]] constexpr walked_entry operator[](unsigned i) const noexcept {
+  [[nodiscard]] constexpr basic_walked_entry<Address> operator[](unsigned i) const noexcept {
     HVKIT_EXPECTS(i < count);
     const unsigned level = top - i;
     std::uint64_t a = first;
@@ -67,11 +73,13 @@ struct walk_path {
       const std::uint64_t index = (input >> (12 + index_bits * (level - 1))) & ((std::uint64_t{1} << index_bits) - 1);
       a = (values[i - 1] & 0x000f'ffff'ffff'f000u) + index * entry_bytes;
     }
-    return walked_entry{x86::gpa{a}, values[i], static_cast<std::uint8_t>(level)};
+    return basic_walked_entry<Address>{Address{a}, values[i], static_cast<std::uint8_t>(level)};
   }
   /// The last entry read (the leaf on success); precondition count > 0.
-  [[nodiscard]] constexpr walked_entry back() const noexcept { return (*this)[count - 1u]; }
+  [[nodiscard]] constexpr basic_walked_entry<Address> back() const noexcept { return (*this)[count - 1u]; }
 };
+using walk_path = basic_walk_path<x86::gpa>;       ///< a walk of the guest's tables
+using host_walk_path = basic_walk_path<x86::hpa>;  ///< a walk of EPT or NPT tables
 
 /// Why a walk failed.
 enum class fault_kind : std::uint8_t {
@@ -194,9 +202,14 @@ struct walk_fault {
 };
 
 /// A successful walk. Kept at 80 bytes so that building and returning one stays cheap.
-struct translation {
-  x86::gpa address{};           ///< the byte-exact output address
-  walk_path path{};             ///< the entries used, top level first
+/// `Address` is the output's space: x86::gpa for a walk of the guest's own tables
+/// (translation: linear -> guest-physical), x86::hpa for a second-stage walk (host_translation:
+/// guest-physical -> host-physical through EPT or NPT, whose tables are host-physical too;
+/// SDM 29.3, APM 15.25). The two never convert into each other implicitly.
+template <class Address>
+struct basic_translation {
+  Address address{};                 ///< the byte-exact output address
+  basic_walk_path<Address> path{};   ///< the entries used, top level first
   pte_access rights{};          ///< the rights accumulated over every level
   std::uint8_t pkey = 0;        ///< protection key of the leaf (4/5-level paging; else 0)
   /// Guest paging: the leaf's PAT/PCD/PWT bits as an index 0-7 (SDM 11.12.3).
@@ -207,17 +220,23 @@ struct translation {
   /// The page size in bytes: 4 KiB, 2 MiB, 4 MiB or 1 GiB.
   [[nodiscard]] constexpr std::uint64_t page_size() const noexcept { return std::uint64_t{1} << page_shift; }
 };
+/// A walk of the guest's own paging structures: linear -> guest-physical.
+using translation = basic_translation<x86::gpa>;
+/// A second-stage walk (EPT, NPT, the identity stage): guest-physical -> host-physical.
+using host_translation = basic_translation<x86::hpa>;
 
-/// The result of a walk.
+/// The result of a walk of the guest's paging structures.
 using walk_result = result<translation, walk_fault>;
+/// The result of a second-stage (EPT or NPT) walk: the output is host-physical.
+using host_walk_result = result<host_translation, walk_fault>;
 
 /// A successful two-stage walk: the guest's (L2) translation to its guest-physical address
 /// and the second stage's (L1) output for it.
 struct nested_translation {
   translation guest;   ///< stage 1: `guest.address` is the L2 guest-physical address
-  translation second;  ///< stage 2 of the final address: `second.address` is the L1 address
+  host_translation second;  ///< stage 2 of the final address: `second.address` is the L1 (host-physical) address
   [[nodiscard]] constexpr x86::gpa l2_gpa() const noexcept { return guest.address; }
-  [[nodiscard]] constexpr x86::gpa l1_address() const noexcept { return second.address; }
+  [[nodiscard]] constexpr x86::hpa l1_address() const noexcept { return second.address; }
 };
 
 /// The result of a nested walk (the fault's `stage` tells which stage failed).

@@ -335,16 +335,18 @@ class basic_walker {
 
   /// Stage-1 table walk only: fills `t` (address, size, rights, pkey, path) or `f`
   /// (not_present / reserved_bit / unbacked, level, entry; error_code holds P/RSVD only).
-  template <class Tables>
-  [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, translation& t,
+  /// `t` is a translation (a walk of the guest's tables) or, for an NPT walk (paging/npt.hpp:
+  /// the nested tables in the host's format), a host_translation.
+  template <class Tables, class Address>
+  [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, basic_translation<Address>& t,
                                                     walk_fault& f) const noexcept {
     std::uint64_t all = 0;
     return walk_tables(tables, linear, t, f, all);
   }
   /// As above; `all` receives the AND of the entries read from memory (A/D fast check).
-  template <class Tables>
-  [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, translation& t, walk_fault& f,
-                                                    std::uint64_t& all) const noexcept {
+  template <class Tables, class Address>
+  [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, basic_translation<Address>& t,
+                                                    walk_fault& f, std::uint64_t& all) const noexcept {
     // A walker_4level over a 32-bit-paging state (and any other pairing) walks nothing.
     if (s_.mode != Format::mode) [[unlikely]] return mode_mismatch(f);
     std::uint64_t va = linear.value();
@@ -385,7 +387,7 @@ class basic_walker {
     const std::uint64_t e = w.e;
     const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
     const std::uint64_t base = level == 1 ? (e & Format::address_mask) : Format::large_base(e, level);
-    t.address = x86::gpa{base | (va & (size - 1))};
+    t.address = Address{base | (va & (size - 1))};
     t.page_shift = static_cast<std::uint8_t>(std::countr_zero(size));
     // exec (bit 0): no XD anywhere (with NXE); write and user (bits 1, 2): R/W and U/S everywhere.
     const std::uint64_t exec = s_.nx ? (~w.any >> 63) : 1u;
@@ -402,8 +404,11 @@ class basic_walker {
 
   /// Sets A on every entry used and D on the leaf of a write (SDM 4.8). Returns 1 when done,
   /// 0 when an entry changed (re-walk), -1 on failure (f filled).
-  template <class Tables>
-  constexpr int update_accessed_dirty(Tables& tables, const translation& t, bool write, walk_fault& f) const noexcept {
+  /// `t` as for walk_tables(); `tables` takes the entries' addresses as x86::gpa (the
+  /// memory object's own addresses, whatever space it models).
+  template <class Tables, class Address>
+  constexpr int update_accessed_dirty(Tables& tables, const basic_translation<Address>& t, bool write,
+                                      walk_fault& f) const noexcept {
     constexpr std::uint64_t a_bit = pte::accessed.raw(), d_bit = pte::dirty.raw();
     // Fast path: nothing to set.
     bool any = false;
@@ -417,18 +422,18 @@ class basic_walker {
     // stage may refuse): check all first so that a refused write leaves nothing written.
     if (!tables.prepare_updates(f)) return -1;
     for (unsigned i = first; i < t.path.count; ++i) {
-      const walked_entry w = t.path[i];
+      const auto w = t.path[i];
       const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
       if ((w.value & want) == want) continue;
-      if (!tables.template check_update<Format::entry_bytes>(w.address, w.level, f)) {
+      if (!tables.template check_update<Format::entry_bytes>(x86::gpa{w.address.value()}, w.level, f)) {
         return -1;
       }
     }
     for (unsigned i = first; i < t.path.count; ++i) {
-      const walked_entry w = t.path[i];
+      const auto w = t.path[i];
       const std::uint64_t want = a_bit | ((write && i + 1 == t.path.count) ? d_bit : 0);
       if ((w.value & want) == want) continue;
-      const int u = tables.template update<Format::entry_bytes>(w.address, w.value, w.value | want, f);
+      const int u = tables.template update<Format::entry_bytes>(x86::gpa{w.address.value()}, w.value, w.value | want, f);
       if (u <= 0) {
         return u;
       }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// @file
-/// @brief The executor for paging::cr_write_actions on a VMX guest: refresh or rebuild the
+/// @brief The VMX adapter of the neutral executor paging::apply_mmu_actions (paging/cr_write_apply.hpp): refresh or rebuild the
 /// mmu_context, reload the PAE PDPTEs into the VMCS guest-PDPTE fields, and say which TLB
 /// flush the transition needs.
 ///
@@ -25,6 +25,7 @@
 #include "backend.hpp"
 #include "fields.hpp"
 #include "../paging/cr_write.hpp"
+#include "../paging/cr_write_apply.hpp"
 #include "../paging/guest_memory.hpp"
 #include "../paging/mmu.hpp"
 #include "../paging/pdptr.hpp"
@@ -60,45 +61,55 @@ struct cr_apply_result {
   return vpid_enabled ? tlb_flush::invvpid_single_context : tlb_flush::none;
 }
 
+namespace detail {
+/// The VMX PDPTE store: GUEST_PDPTE0-3 (VM entry with EPT loads the PDPTE registers from
+/// there, SDM Vol. 3C 27.3.2.4).
+template <vmcs_backend B>
+struct vmcs_pdpte_store {
+  B& b;
+  constexpr result<void, vm_fail> operator()(const paging::pdpte_snapshot& p) const noexcept {
+    const auto& e = p.entries;
+    result<void, vm_fail> w = vmwrite(b, fields::guest_pdpte0, e[0]);
+    if (w) w = vmwrite(b, fields::guest_pdpte1, e[1]);
+    if (w) w = vmwrite(b, fields::guest_pdpte2, e[2]);
+    if (w) w = vmwrite(b, fields::guest_pdpte3, e[3]);
+    return w;
+  }
+};
+
+constexpr cr_apply_error from_neutral(const paging::mmu_apply_error<vm_fail>& e) noexcept {
+  if (e.kind == paging::mmu_apply_error<vm_fail>::kind_type::pdpte)
+    return cr_apply_error{cr_apply_error::kind_type::pdpte, {}, e.pdpte};
+  return cr_apply_error{cr_apply_error::kind_type::vmcs, e.store, {}};
+}
+}  // namespace detail
+
 /// Loads the PDPTEs for `cr3` from `memory` into GUEST_PDPTE0-3. Nothing is written if a
 /// PDPTE is bad.
 template <vmcs_backend B, paging::guest_memory M>
 constexpr result<paging::pdpte_snapshot, cr_apply_error> load_guest_pdptes(B& b, x86::cr3 cr3, const M& memory,
                                                                            unsigned maxphyaddr) noexcept {
-  const auto p = paging::load_pdptrs(cr3, memory, maxphyaddr);
-  if (!p) return unexpected(cr_apply_error{cr_apply_error::kind_type::pdpte, {}, p.error()});
-  const auto& e = p.value().entries;
-  result<void, vm_fail> w = vmwrite(b, fields::guest_pdpte0, e[0]);
-  if (w) w = vmwrite(b, fields::guest_pdpte1, e[1]);
-  if (w) w = vmwrite(b, fields::guest_pdpte2, e[2]);
-  if (w) w = vmwrite(b, fields::guest_pdpte3, e[3]);
-  if (!w) return unexpected(cr_apply_error{cr_apply_error::kind_type::vmcs, w.error(), {}});
-  return p.value();
+  paging::mmu_context unused;
+  const auto r = paging::apply_mmu_actions(unused, paging::mmu_actions::reload_pdptrs, paging::cr_state{}, cr3, memory,
+                                           maxphyaddr, detail::vmcs_pdpte_store<B>{b});
+  if (!r) return unexpected(detail::from_neutral(r.error()));
+  return r->pdptes;
 }
 
 /// Applies `actions` (from cr_write_actions(before, after, ...)) for the new state `after`
 /// with guest CR3 `cr3`: PDPTEs first (their failure leaves everything unchanged), then the
-/// MMU context, then the flush verdict.
+/// MMU context, then the flush verdict. A thin adapter over paging::apply_mmu_actions.
 template <vmcs_backend B, paging::guest_memory M>
 constexpr result<cr_apply_result, cr_apply_error> apply_cr_write_actions(B& b, paging::mmu_context& mmu,
                                                                          paging::mmu_actions actions,
                                                                          const paging::cr_state& after, x86::cr3 cr3,
                                                                          const M& memory, unsigned maxphyaddr,
                                                                          bool vpid_enabled) noexcept {
-  using paging::mmu_actions;
+  const auto r = paging::apply_mmu_actions(mmu, actions, after, cr3, memory, maxphyaddr, detail::vmcs_pdpte_store<B>{b});
+  if (!r) return unexpected(detail::from_neutral(r.error()));
   cr_apply_result out;
-  if (actions.any(mmu_actions::reload_pdptrs)) {
-    auto p = load_guest_pdptes(b, cr3, memory, maxphyaddr);
-    if (!p) return unexpected(p.error());
-    out.pdptes_loaded = true;
-  }
-  if (actions.any(mmu_actions::refresh_permissions | mmu_actions::reset_mmu)) {
-    const x86::efer efer = paging::efer_with_lma(after.cr0, after.efer);
-    auto next = paging::mmu_context::make(after.cr0, after.cr4, efer, mmu.root());
-    if (actions.any(mmu_actions::reset_mmu)) next.set_root(x86::cr3_root(cr3, next.role().mode(), maxphyaddr));
-    mmu = next;
-    out.mmu_rebuilt = true;
-  }
+  out.pdptes_loaded = r->pdptes_loaded;
+  out.mmu_rebuilt = r->mmu_rebuilt;
   out.flush = tlb_flush_for(actions, vpid_enabled);
   return out;
 }

@@ -14,13 +14,15 @@
 /// The caller never chooses a value type: it follows from bits 14:13 (and bit 0 for the HIGH
 /// half). HIGH-half encodings are derived with high_half(), not listed. Fields that hold an
 /// architectural register also name its typed value (`field<E>::typed_type`: x86::cr0 for
-/// GUEST_CR0, x86::selector for the selector fields, ...), which vmwrite()/vmread() accept.
+/// GUEST_CR0, x86::selector for the selector fields, paging::ept_pointer for the EPT pointer,
+/// ...), which vmwrite()/vmread() accept.
 #pragma once
 
 #include <concepts>
 #include <cstdint>
 #include <type_traits>
 
+#include "../paging/ept_entry.hpp"
 #include "../x86/bitfield.hpp"
 #include "../x86/cr.hpp"
 #include "../x86/cr3.hpp"
@@ -112,6 +114,9 @@ struct typed_value_of<E> { using type = x86::selector; };
 // B.2.3, B.2.4: guest and host IA32_EFER.
 template <> struct typed_value_of<0x2806> { using type = x86::efer; };
 template <> struct typed_value_of<0x2c02> { using type = x86::efer; };
+// B.2.1: the EPT pointer (SDM 25.6.11): memory type, page-walk length, A/D and supervisor
+// shadow-stack controls, and the host-physical address of the EPT PML4 (or PML5) table.
+template <> struct typed_value_of<0x201a> { using type = paging::ept_pointer; };
 // B.4.1: CR0/CR4 guest/host masks and read shadows hold CR0/CR4 bit sets (SDM 25.6.6).
 template <> struct typed_value_of<0x6000> { using type = x86::cr0; };
 template <> struct typed_value_of<0x6002> { using type = x86::cr4; };

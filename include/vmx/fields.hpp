@@ -261,6 +261,7 @@ static_assert(detail::holds<fields::guest_cr3, x86::cr3> && detail::holds<fields
               detail::holds<fields::cr3_target_value_0, x86::cr3> && detail::holds<fields::cr3_target_value_3, x86::cr3>);
 static_assert(detail::holds<fields::guest_ia32_efer, x86::efer> && detail::holds<fields::host_ia32_efer, x86::efer>);
 static_assert(detail::holds<fields::guest_rflags, x86::rflags>);
+static_assert(detail::holds<fields::ept_pointer, paging::ept_pointer>);
 static_assert(detail::holds<fields::guest_es_selector, x86::selector> && detail::holds<fields::guest_tr_selector, x86::selector> &&
               detail::holds<fields::guest_ldtr_selector, x86::selector> && detail::holds<fields::host_es_selector, x86::selector> &&
               detail::holds<fields::host_tr_selector, x86::selector>);

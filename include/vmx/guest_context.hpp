@@ -9,7 +9,8 @@
 /// guest IA32_EFER field with LMA from the "IA-32e mode guest" VM-entry control, the same
 /// source skip_instruction() uses (vmx/guest_mode.hpp); CS.L is bit 13 of the CS access
 /// rights (SDM 25.4.1). What the VMCS does not hold, the guest's
-/// CPUID-derived properties, comes from `guest_cpu_config`.
+/// CPUID-derived properties, comes from the guest CPU model (`cpuid::guest_cpu_model`, alias
+/// `guest_cpu_config`).
 #pragma once
 
 #include <cstdint>
@@ -21,20 +22,16 @@
 #include "guest_mode.hpp"
 #include "register_file.hpp"
 #include "vmcs_reader.hpp"
+#include "../cpuid/guest_cpu_model.hpp"
 #include "../x86/cr.hpp"
 #include "../x86/efer.hpp"
 
 namespace hvkit::vmx {
 
-/// The guest properties its CPUID policy decides (constant for a VM).
-struct guest_cpu_config {
-  /// CR4 bits the guest may set (the same set as the CR mask features).
-  x86::cr4 cr4_allowed = x86::cr4::defined;
-  /// MAXPHYADDR the guest sees (CPUID.80000008H:EAX[7:0]).
-  unsigned maxphyaddr = 36;
-  /// CPUID.(EAX=07H,ECX=1):EAX[26] (LAM).
-  bool lam = false;
-};
+/// The guest properties its CPUID policy decides (constant for a VM): the vendor-neutral
+/// guest CPU model. Kept as an alias for one release; new code writes
+/// cpuid::guest_cpu_model (made by cpuid::make_guest_cpu_model from the guest's policy).
+using guest_cpu_config = cpuid::guest_cpu_model;
 
 /// The guest-visible CR0 and CR4 (guest field where guest-owned, read shadow where host-owned).
 template <vmcs_backend B>
@@ -64,9 +61,7 @@ template <vmcs_backend B>
   c.efer = guest_efer(r);  // LMA from "IA-32e mode guest", the one source (vmx/guest_mode.hpp)
   c.cr3 = r.get(fields::guest_cr3);
   c.cs_l = cs_l_of(r.get(fields::guest_cs_access_rights));
-  c.cr4_allowed = g.cr4_allowed;
-  c.maxphyaddr = g.maxphyaddr;
-  c.lam = g.lam;
+  g.apply_to(c);
   return r.finish(c);
 }
 

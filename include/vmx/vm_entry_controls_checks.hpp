@@ -163,9 +163,9 @@ inline constexpr std::array control_rules{
     // The EPTP: vmx::check_eptp (memory type, page-walk length, A/D, reserved bits, width).
     vm_entry_rule{{"eptp_invalid", sec_exec, ctl}, [](const S& s, const E& e) noexcept -> H {
       if (!s.ept()) return entry_pass();
-      return check_eptp(paging::ept_pointer{s.eptp}, ept_capabilities_from(e.caps.ept_vpid_cap, e.maxphyaddr)).has_value()
+      return check_eptp(s.eptp, ept_capabilities_from(e.caps.ept_vpid_cap, e.maxphyaddr)).has_value()
                  ? entry_pass()
-                 : entry_fail(f::ept_pointer, s.eptp);
+                 : entry_fail(f::ept_pointer, s.eptp.raw());
     }},
     vm_entry_rule{{"pml_without_ept", sec_exec, ctl}, [](const S& s, const E&) noexcept -> H {
       return s.secondary().test(p2::enable_pml) && !s.ept() ? entry_fail(f::secondary_processor_based_controls, s.proc2_raw.raw())

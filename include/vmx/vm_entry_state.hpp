@@ -92,7 +92,8 @@ struct vm_entry_state {
   std::uint16_t posted_interrupt_vector = 0;
   std::uint64_t posted_interrupt_descriptor = 0;
   std::uint16_t vpid = 0;
-  std::uint64_t eptp = 0, pml_address = 0;
+  paging::ept_pointer eptp{};  ///< EPT pointer (SDM 25.6.11), typed as the VMCS field
+  std::uint64_t pml_address = 0;
   std::uint64_t vm_function_controls = 0, eptp_list_address = 0;
   std::uint64_t vmread_bitmap = 0, vmwrite_bitmap = 0, ve_information_address = 0;
   std::uint32_t exit_msr_store_count = 0, exit_msr_load_count = 0, entry_msr_load_count = 0;

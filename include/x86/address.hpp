@@ -107,6 +107,17 @@ namespace detail {
   return maxphyaddr >= 32 && maxphyaddr <= 52;
 }
 
+/// The one default MAXPHYADDR of hvkit: the width of a processor that enumerates PAE but not
+/// CPUID leaf 80000008H. SDM Vol. 3A 4.1.4: "CPUID.80000008H:EAX[7:0] reports the
+/// physical-address width supported by the processor. (For processors that do not support
+/// CPUID function 80000008H, the width is generally 36 if CPUID.01H:EDX.PAE [bit 6] = 1 and
+/// 32 otherwise.)" Every type that holds a guest's MAXPHYADDR and is built without one starts
+/// from it (cpuid::guest_cpu_model and its alias vmx::guest_cpu_config, x86::cr_context,
+/// emulate::context); a hypervisor takes the real value from its guest's CPUID policy
+/// (cpuid::make_guest_cpu_model). (paging::cpu_properties, the walker's view of a CPU, keeps
+/// 52: a walker without a model accepts every address a processor could have.)
+inline constexpr unsigned default_maxphyaddr = 36;
+
 /// Mask of physical-address bits below MAXPHYADDR (bits maxphyaddr-1:0).
 [[nodiscard]] constexpr std::uint64_t physical_address_mask(unsigned maxphyaddr) noexcept {
   HVKIT_EXPECTS(is_valid_maxphyaddr(maxphyaddr));

@@ -54,9 +54,10 @@ struct cr_context {
   /// exceptions; 10.8.5.4: IA-32e mode is left from compatibility mode only).
   bool cs_l = false;
   /// The guest's MAXPHYADDR (CPUID.80000008H:EAX[7:0], 32..52): in IA-32e mode CR3 bits
-  /// 63:MAXPHYADDR are reserved (SDM 4.5, Tables 4-12/4-13). Only MOV to CR3 reads it, and
-  /// there 0 (unset) is a contract violation.
-  unsigned maxphyaddr = 0;
+  /// 63:MAXPHYADDR are reserved (SDM 4.5, Tables 4-12/4-13). Only MOV to CR3 reads it.
+  /// Default: x86::default_maxphyaddr (36); cpuid::guest_cpu_model::apply_to() sets it and
+  /// the other CPUID-derived fields (cr4_allowed, lam) from the guest's CPUID policy.
+  unsigned maxphyaddr = default_maxphyaddr;
   /// The guest has LAM (CPUID.(EAX=07H,ECX=1):EAX[26]): CR3 bits 61 (LAM_U57) and 62 (LAM_U48)
   /// may be set (SDM 4.4 "Linear-address masking"); without it they are reserved.
   bool lam = false;

@@ -8,3 +8,6 @@ hvkit_add_compile_fail(paging_ept_root_gpa paging_ept_root_gpa.cpp "gpa_tag[^ ]*
 hvkit_add_compile_fail(paging_cpu_properties_positional paging_cpu_properties_positional.cpp "by_name_only|could not convert|no viable|cannot convert|no matching")
 hvkit_add_compile_fail(paging_npt_ncr3_gpa paging_npt_ncr3_gpa.cpp "gpa_tag[^ ]* to [^ ]*hpa_tag|could not convert|no matching|no viable")
 hvkit_add_compile_fail(paging_npt_ncr3_integer paging_npt_ncr3_integer.cpp "could not convert|no matching|no viable|cannot convert")
+hvkit_add_compile_fail(paging_ept_output_as_gpa paging_ept_output_as_gpa.cpp "hpa_tag[^ ]* to [^ ]*gpa_tag|conversion from|no viable|cannot convert")
+hvkit_add_compile_fail(paging_nested_l1_as_gpa paging_nested_l1_as_gpa.cpp "no match for .operator=|no viable overloaded|hpa_tag")
+hvkit_add_compile_fail(paging_guest_output_as_hpa paging_guest_output_as_hpa.cpp "gpa_tag[^ ]* to [^ ]*hpa_tag|could not convert|no matching|no viable")

@@ -14,3 +14,4 @@ hvkit_add_compile_fail(vmx_malformed_field vmx_malformed_field.cpp "malformed VM
 hvkit_add_compile_fail(vmx_guest_owned_cr4_pae vmx_guest_owned_cr4_pae.cpp "CR4 bit that may never be guest-owned")
 hvkit_add_compile_fail(vmx_dispatch_wrong_backend vmx_dispatch_wrong_backend.cpp "handler has an overload for this exit, but it cannot be called with the VMCS backend")
 hvkit_add_compile_fail(vmx_dispatch_entry_failed_wrong_backend vmx_dispatch_entry_failed_wrong_backend.cpp "entry_failed cannot be called with the VMCS backend")
+hvkit_add_compile_fail(vmx_write_eptp_address vmx_write_eptp_address.cpp "VMCS field value type mismatch")

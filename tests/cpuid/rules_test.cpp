@@ -302,3 +302,17 @@ TEST(cpuid_rules, documented_in_docs_cpuid_md) {
   for (const auto& r : cpuid::normalization_rules)
     EXPECT_NE(doc.find(std::string("| ") + r.name + " |"), std::string::npos) << r.name << " missing from docs/cpuid.md";
 }
+
+TEST(cpuid_rules, pv_send_ipi_withheld_when_ipis_are_accelerated) {
+  // Rule pv_send_ipi: KVM_FEATURE_PV_SEND_IPI is bit 11 of EAX of base+1 (cpuid.rst). With the
+  // hypervisor offering it and IPIs not accelerated it reaches the guest; with AVIC or IPI
+  // virtualization enabled for the guest it does not; nothing else in the word changes.
+  constexpr auto plain = with_config(intel_host, [](cpuid::policy_config&) {});
+  constexpr auto accel = with_config(intel_host, [](cpuid::policy_config& c) { c.ipi_accelerated = true; });
+  const regs p = plain.answer(0x40000001, 0, reset);
+  const regs a = accel.answer(0x40000001, 0, reset);
+  EXPECT_EQ(p.eax & 0x800u, 0x800u);
+  EXPECT_EQ(a.eax & 0x800u, 0u);
+  EXPECT_EQ(a.eax, p.eax & ~0x800u);
+  HVKIT_BOTH(accel.features().test(cpuid::kvm::features::pv_send_ipi) == false);
+}

@@ -2,7 +2,7 @@
 // Exhaustive small-space equivalence of the shadow MMU with the guest walker: for every
 // combination of a guest PDE and PTE (P, R/W, U/S, A, D, XD, PS), every role (CR0.WP,
 // CR4.SMEP, CR4.SMAP, EFER.NXE) and every access (read, write, fetch; user, supervisor with
-// AC=0 and AC=1, implicit supervisor), on 32-bit, PAE and 4-level guests, an access made by
+// AC=0 and AC=1, implicit supervisor), on 32-bit, PAE, 4-level and 5-level guests, an access made by
 // the "hardware" (the 4-level walker over the shadow tables, checked with the host role) and
 // the shadow MMU's #PF answers gives exactly what the guest walker gives on the guest's own
 // tables: verdict, vector, error code, CR2, host frame, and the guest's A/D flags byte for
@@ -23,14 +23,18 @@ using namespace shadow_harness;
 
 constexpr std::uint64_t P = 1, RW = 2, US = 4, A = 32, D = 64, PS = 128, XD = 1ull << 63;
 constexpr std::uint64_t CR0_PE = 1, CR0_WP = 1ull << 16, CR0_PG = 1ull << 31;
+constexpr std::uint64_t CR4_LA57 = 1ull << 12;
 constexpr std::uint64_t CR4_PSE = 1ull << 4, CR4_PAE = 1ull << 5, CR4_SMEP = 1ull << 20, CR4_SMAP = 1ull << 21;
 constexpr std::uint64_t EFER_LME = 1ull << 8, EFER_LMA = 1ull << 10, EFER_NXE = 1ull << 11;
 
-enum class gmode { m32, pae, l4 };
+enum class gmode { m32, pae, l4, l5 };
 
 // Frames: 1 = top table (PML4 / PDPT / PD), 2 = PDPT (4-level), 3 = PD, 4 = PT, 8 = data,
 // 0x400000-aligned large pages map frames 0.. (only the 4 KiB page we touch matters).
-constexpr std::uint64_t va = 0x4060'3a88;  // PD quadrant 1, PT half 1 for a 32-bit guest
+constexpr std::uint64_t va32 = 0x4060'3a88;  // PD quadrant 1, PT half 1 for a 32-bit guest
+// A 5-level guest's address has a PML5 index (bits 56:48) of 0x12 and is canonical (bit 56 = 0).
+constexpr std::uint64_t va57 = 0x0012'0000'4060'3a88;
+constexpr std::uint64_t va_of(gmode g) { return g == gmode::l5 ? va57 : va32; }
 
 struct access_case {
   std::uint64_t pfec;
@@ -48,7 +52,8 @@ std::vector<access_case> accesses() {
 
 // Sets up the guest tables for (pde, pte) in `mc`, returns the role.
 paging::cpu_role setup(machine& mc, gmode g, std::uint64_t pde, std::uint64_t pte, unsigned roleb, x86::gpa& root) {
-  for (std::uint64_t f : {1u, 2u, 3u, 4u}) {  // the table frames (data frames are never written)
+  const std::uint64_t va = va_of(g);
+  for (std::uint64_t f : {1u, 2u, 3u, 4u, 5u}) {  // the table frames (data frames are never written)
     std::fill(mc.sut.begin() + f * 4096, mc.sut.begin() + f * 4096 + 4096, 0);
     std::fill(mc.oracle.begin() + f * 4096, mc.oracle.begin() + f * 4096 + 4096, 0);
   }
@@ -79,6 +84,11 @@ paging::cpu_role setup(machine& mc, gmode g, std::uint64_t pde, std::uint64_t pt
       mc.write(0x1000 + 8 * ((va >> 39) & 511), 8, P | RW | US | A | (2ull << 12));
       mc.write(0x2000 + 8 * ((va >> 30) & 511), 8, P | RW | US | A | (3ull << 12));
       root = x86::gpa{0x1000};
+      if (g == gmode::l5) {  // PML5 in frame 5 over the PML4 in frame 1 (SDM 4.5.1)
+        cr4 |= CR4_LA57;
+        mc.write(0x5000 + 8 * ((va >> 48) & 511), 8, P | RW | US | A | (1ull << 12));
+        root = x86::gpa{0x5000};
+      }
     }
   }
   return paging::make_cpu_role(x86::cr0{cr0}, x86::cr4{cr4}, x86::efer{efer});
@@ -138,7 +148,7 @@ void run_mode(gmode g, totals& tot) {
             const int pass = 0;
             const auto& a = acc[static_cast<std::size_t>(order[k])];
             paging::walk_request req{};
-            req.linear = x86::gva{va};
+            req.linear = x86::gva{va_of(g)};
             req.access = x86::pfec{a.pfec};
             req.rflags = x86::rflags{a.ac ? (1ull << 18) : 0};
             const outcome s = mc.via_shadow(req);
@@ -161,26 +171,17 @@ void run_mode(gmode g, totals& tot) {
   tot.faults += mc.faults_taken;
 }
 
-TEST(shadow_fold, exhaustive_32bit) {
+void run_and_report(gmode g, const char* name) {
   totals t;
-  run_mode(gmode::m32, t);
-  std::printf("32-bit: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", t.cases, t.accesses,
+  run_mode(g, t);
+  std::printf("%s: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", name, t.cases, t.accesses,
               t.ok, t.emulated, t.faults);
   EXPECT_GT(t.accesses, 100000u);
 }
-TEST(shadow_fold, exhaustive_pae) {
-  totals t;
-  run_mode(gmode::pae, t);
-  std::printf("PAE: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", t.cases, t.accesses, t.ok,
-              t.emulated, t.faults);
-  EXPECT_GT(t.accesses, 100000u);
-}
-TEST(shadow_fold, exhaustive_4level) {
-  totals t;
-  run_mode(gmode::l4, t);
-  std::printf("4-level: %lu cases, %lu accesses (%lu allowed, %lu emulated), %lu host faults\n", t.cases, t.accesses,
-              t.ok, t.emulated, t.faults);
-  EXPECT_GT(t.accesses, 100000u);
-}
+
+TEST(shadow_fold, exhaustive_32bit) { run_and_report(gmode::m32, "32-bit"); }
+TEST(shadow_fold, exhaustive_pae) { run_and_report(gmode::pae, "PAE"); }
+TEST(shadow_fold, exhaustive_4level) { run_and_report(gmode::l4, "4-level"); }
+TEST(shadow_fold, exhaustive_5level) { run_and_report(gmode::l5, "5-level"); }
 
 }  // namespace

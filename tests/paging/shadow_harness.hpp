@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A guest on a shadow MMU beside the same guest on the walker alone, for the shadow tests
 // and the shadow fuzzer. `sut` memory is the guest's memory as the shadow MMU sees it; every
-// access is made by the "hardware" (the library's 4-level walker over the shadow tables, with
+// access is made by the "hardware" (the library's 4-level walker, 5-level for a 5-level guest, over the shadow tables, with
 // the host role and no A/D updates), and a host fault goes to shadow_mmu::page_fault() whose
 // answer is acted on (resume, inject, emulate with the guest walker). `oracle` memory gets the
 // same access from the guest walker directly. The two must agree on every access: verdict,
@@ -98,11 +98,13 @@ struct machine {
   paging::walk_result hardware(const paging::walk_request& req) const {
     const paging::cpu_role hr = shadow::host_role(role);
     const paging::mmu_context hctx(hr, x86::gpa{mmu.root().value()});
-    const paging::walker_4level w(paging::make_walker_state(hr, hctx.root(), props));
     paging::flat_view tables(reinterpret_cast<const std::uint8_t*>(storage->tables.data()),
                              sizeof(storage->tables), x86::gpa{table_base});
     paging::walk_request r = req;
-    if (role.mode() != x86::paging_mode::four_level) r.linear = x86::gva{req.linear.value() & 0xffff'ffffu};
+    if (!role.lma()) r.linear = x86::gva{req.linear.value() & 0xffff'ffffu};
+    if (hr.mode() == x86::paging_mode::five_level)  // a 5-level guest: the host runs with CR4.LA57
+      return paging::walker_5level(paging::make_walker_state(hr, hctx.root(), props)).check(tables, hctx, r);
+    const paging::walker_4level w(paging::make_walker_state(hr, hctx.root(), props));
     return w.check(tables, hctx, r);
   }
 

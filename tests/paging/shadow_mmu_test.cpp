@@ -364,4 +364,39 @@ TEST(shadow_mmu, cr4_pse_toggle_reinterprets_a_32bit_pde) {
   EXPECT_TRUE(same(s2, w2)) << describe(s2) << " vs " << describe(w2);
 }
 
+TEST(shadow_mmu, a_5level_guest_runs_on_a_5level_shadow) {
+  // SDM 4.5.1: with CR4.LA57 = 1 "linear addresses are 57 bits wide", bits 56:48 select the
+  // PML5 entry. SDM 4.6.1: a user-mode access needs "the U/S flag ... 1 in every
+  // paging-structure entry controlling the translation"; SDM 4.7: a protection violation has
+  // P = 1 in the error code (0x5: P, U/S for a user read). SDM 4.8: the accessed flag is set
+  // "in any paging-structure entry that is used during linear-address translation".
+  // PML5 at frame 6: entry 0 -> the PML4 at frame 1 (user), entry 1 -> the same PML4, U/S = 0.
+  four_level g;
+  g.cr4 = x86::cr4{CR4_PAE | (1ull << 12)};
+  g.mc.write(0x6000, 8, P | RW | US | 0x1000);
+  g.mc.write(0x6008, 8, P | RW | 0x1000);
+  g.pte(0, P | RW | US | A | D | (9ull << 12));
+  EXPECT_TRUE(g.load(0x6000).supported);
+  EXPECT_EQ(shadow::host_role(g.mc.role).mode(), x86::paging_mode::five_level);  // the host runs with LA57
+  const outcome low = g.access(va0 + 0x40, 4);  // user read through PML5 entry 0
+  EXPECT_TRUE(low.ok);
+  EXPECT_EQ(low.host, host_ram + 9 * 4096 + 0x40);
+  EXPECT_NE(g.mc.read(g.mc.sut, 0x6000, 8) & A, 0u);  // the PML5E's A flag
+  const outcome high = g.access((1ull << 48) + va0 + 0x40, 4);  // user read through PML5 entry 1
+  EXPECT_FALSE(high.ok);
+  EXPECT_EQ(high.fault.error_code.hardware_bits().raw(), 0x5u);
+  EXPECT_EQ(high.fault.linear.value(), (1ull << 48) + va0 + 0x40);
+  const outcome sup = g.access((1ull << 48) + va0 + 0x40, 0);  // the supervisor reads it
+  EXPECT_TRUE(sup.ok);
+  EXPECT_EQ(sup.host, host_ram + 9 * 4096 + 0x40);
+  // The two PML5 entries lead to one guest PML4 with different rights above it: two
+  // shadow PML4 pages (page_role::access), not one.
+  const auto user_pml4 = g.mc.cache.lookup(x86::gfn{1}, paging::make_page_role(g.mc.role, {.level = 4}));
+  const auto sup_pml4 = g.mc.cache.lookup(
+      x86::gfn{1}, paging::make_page_role(g.mc.role, {.level = 4, .access = paging::pte_access::exec | paging::pte_access::write}));
+  EXPECT_NE(user_pml4, shadow::page_cache::npos);
+  EXPECT_NE(sup_pml4, shadow::page_cache::npos);
+  EXPECT_NE(user_pml4, sup_pml4);
+}
+
 }  // namespace

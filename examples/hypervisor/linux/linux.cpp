@@ -365,7 +365,7 @@ void build_bitmaps() {
 
 // ---- counters -------------------------------------------------------------------------------
 struct linux_state {
-  counters at_mark;  // exits when the guest reached its shell prompt
+  core::exit_counters at_mark;  // exits when the guest reached its shell prompt
   bool marked;
   std::uint64_t tsc_start, tsc_mark;
   std::uint64_t msr_gp, msr_gp_logged, msr_emulated;
@@ -389,7 +389,7 @@ struct linux_state {
 };
 linux_state ls;
 
-std::uint64_t cr_exits_now() { return run.exits.by_reason[static_cast<unsigned>(hvkit::vmx::exit_reason::cr_access)]; }
+std::uint64_t cr_exits_now() { return run.exits.by_slot[static_cast<unsigned>(hvkit::vmx::exit_reason::cr_access)]; }
 
 // ---- exit handlers --------------------------------------------------------------------------
 void inject_ud(vcpu& regs) { inject(regs, x86::vector::ud, 0); }
@@ -819,10 +819,10 @@ void print_policy() {
           (unsigned long long)guest_msrs.pred_cmd_bits, guest_msrs.pred_cmd_bits != 0 ? 1 : 0);
 }
 
-void print_exits(const char* phase, const counters& c) {
+void print_exits(const char* phase, const core::exit_counters& c) {
   for (unsigned i = 0; i < exit_reason_slots; ++i)
-    if (c.by_reason[i])
-      kprintf("HVKIT EXITS %s %u %s %llu\n", phase, i, reason_name(i), (unsigned long long)c.by_reason[i]);
+    if (c.by_slot[i])
+      kprintf("HVKIT EXITS %s %u %s %llu\n", phase, i, reason_name(i), (unsigned long long)c.by_slot[i]);
 }
 
 }  // namespace

@@ -33,6 +33,8 @@
 #include <hvkit/svm/vmcb.hpp>
 
 #include "../hv.hpp"
+#include "../core/exit_loop.hpp"
+#include "../profiles/exit_cost.hpp"
 
 extern "C" {
 void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
@@ -156,15 +158,9 @@ constexpr unsigned slot(exit_code code) {
   const std::uint64_t c = sv::raw(code);
   return c < 0x9E ? static_cast<unsigned>(c) : code == exit_code::npf ? 0x9F : 0x9E;
 }
-struct svm_counters {
-  std::uint64_t total;
-  std::uint64_t by[slot_count];
-};
+/// The run's SVM configuration (CR intercepts, scheduling); its state is the core's `run`.
 struct svm_state {
   const svm_run* cfg;
-  svm_counters exits, mark;
-  bool preempted;               // the last exit was a timer interrupt: switch, then resume
-  std::uint64_t role_rebuilds;  // paging::sync_cr0_role found a changed paging mode (CR0.PG, CR4)
 };
 constinit svm_state st{};
 
@@ -183,22 +179,9 @@ const char* exit_name(unsigned s) {
 }
 
 // ---- CPUID policy ---------------------------------------------------------------------
-/// CR4 bits the guest may set: the defined ones minus VMXE/SMXE (no VMX or SMX on this CPU
-/// for the guest) and those whose feature the guest's CPUID does not enumerate.
-x86::cr4 cr4_allowed() {
-  namespace feat = cpuid_ns::feat;
-  x86::cr4 a = x86::cr4::defined & ~(x86::cr4::vmxe | x86::cr4::smxe);
-  struct {
-    x86::cr4 bit;
-    cpuid_ns::feature f;
-  } const gates[] = {{x86::cr4::smep, feat::smep},         {x86::cr4::smap, feat::smap},
-                     {x86::cr4::fsgsbase, feat::fsgsbase}, {x86::cr4::pcide, feat::pcid},
-                     {x86::cr4::osxsave, feat::xsave},     {x86::cr4::umip, feat::umip},
-                     {x86::cr4::pke, feat::pku},           {x86::cr4::la57, feat::la57}};
-  for (const auto& g : gates)
-    if (!guest_policy.has(g.f)) a = a.without(g.bit);
-  return a;
-}
+/// CR4 bits the guest may set: every defined bit the guest's CPUID policy allows (the CPU's
+/// own CR4 has no fixed bits under SVM; core::cr4_allowed).
+x86::cr4 cr4_allowed() { return core::cr4_allowed(guest_policy, x86::cr4::defined); }
 
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
@@ -442,44 +425,6 @@ em::context read_context(guest_regs& regs) {
                                     cr4_allowed());
 }
 
-/// The device and unassigned guest-physical space, as on VMX (exits.cpp's hv_platform).
-struct platform : em::null_platform {
-  bool mmio_read(x86::gpa a, unsigned size, std::uint64_t& out) {
-    const std::uint64_t g = a.value();
-    if (g >= layout::mmio_device_gpa && g < layout::mmio_device_gpa + layout::mmio_device_size) {
-      out = device_read(g - layout::mmio_device_gpa, size);
-    } else {
-      out = size >= 8 ? ~0ull : ((1ull << (8 * size)) - 1);
-      ++run.unassigned_reads;
-    }
-    return true;
-  }
-  bool mmio_write(x86::gpa a, unsigned size, std::uint64_t v) {
-    const std::uint64_t g = a.value();
-    if (g >= layout::mmio_device_gpa && g < layout::mmio_device_gpa + layout::mmio_device_size)
-      device_write(g - layout::mmio_device_gpa, size, v);
-    else
-      ++run.unassigned_writes;
-    return true;
-  }
-};
-static_assert(em::platform<platform>);
-
-/// The guest MMU context with the CR0.WP passthrough refresh (counted), or without it in the
-/// negative-control run (the stale role of the KVM bug).
-struct translator {
-  em::walker_translator<pg::flat_memory> inner;
-  bool stale;
-  bool refresh_passthrough_bits(x86::cr0 live) {
-    if (stale) return false;
-    const bool changed = inner.refresh_passthrough_bits(live);
-    if (changed) ++run.passthrough_refreshes;
-    return changed;
-  }
-  pg::walk_result walk(const pg::walk_request& req) { return inner.walk(req); }
-};
-static_assert(em::translator<translator>);
-
 void report_exit(const char* what, bool expected = false) {
   kprintf("HVKIT %s %s: exitcode=0x%llx exitinfo1=0x%llx exitinfo2=0x%llx rip=0x%llx exitintinfo=0x%llx\n",
           expected ? "INFO expected" : "ERROR", what, (unsigned long long)sv::read(vmcb, fld::exit_code),
@@ -487,14 +432,6 @@ void report_exit(const char* what, bool expected = false) {
           (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)sv::read(vmcb, fld::exit_int_info));
 }
 
-/// Emulates the instruction at the guest RIP (hvkit::emulate) and writes the outcome back
-/// into the VMCB: registers, RIP, RFLAGS, segments, descriptor tables, CR0/CR3/CR4/EFER on
-/// a CR write (the MMU role refreshed as paging::cr_write_actions says), the interrupt
-/// shadow; an exception goes into EVENTINJ (CR2 for #PF into the VMCB, which VMRUN loads).
-/// First the MMU role is brought in step with the live CR0 (paging::sync_cr0_role: the
-/// refresh_passthrough_bits contract when CR0 writes do not exit; not in the negative
-/// control, which keeps the stale role on purpose).
-/// The instruction at the guest RIP, fetched and decoded through the guest's live paging.
 hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs) {
   em::context ctx = read_context(regs);
   const pg::cpu_properties props = guest_cpu_properties();
@@ -552,70 +489,6 @@ bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, std::uint64_t exits_before) 
   return true;
 }
 
-bool emulate_instruction(guest_regs& regs, const char* why) {
-  em::context ctx = read_context(regs);
-  const em::context before = ctx;
-  const pg::cpu_properties props = guest_cpu_properties();
-  if (!st.cfg->base.stale_role) {
-    switch (pg::sync_cr0_role(run.mmu, ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root())) {
-      case pg::role_sync::unchanged: break;
-      case pg::role_sync::wp_refreshed: ++run.passthrough_refreshes; break;
-      case pg::role_sync::rebuilt: ++st.role_rebuilds; break;
-    }
-  }
-  run.mmu.set_root(x86::cr3_root(ctx.cr3, run.mmu.role().mode(), props.maxphyaddr));
-  pg::flat_memory tables = guest_ram_view();
-  em::flat_ram ram{reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
-                   x86::gpa{layout::guest_mem_base}};
-  translator tr{em::walker_translator<pg::flat_memory>{run.mmu, tables, props}, st.cfg->base.stale_role};
-  platform plat;
-  const em::outcome o = em::emulate(ctx, tr, ram, plat);
-  ++run.emulated;
-  switch (o.kind) {
-    case em::outcome_kind::exception:
-      if (o.vector == x86::vector::pf && st.cfg->base.stale_role && o.error_code == 0x3 &&
-          !before.cr0.test(x86::cr0::wp))
-        ++run.stale_wrong_faults;
-      if (o.vector == x86::vector::pf) sv::write(vmcb, fld::cr2, o.cr2);
-      inject(o.vector, o.error_code);
-      return run.status == run_status::running;
-    case em::outcome_kind::needs_io:
-    case em::outcome_kind::needs_mmio:
-    case em::outcome_kind::unsupported:
-      if (o.kind == em::outcome_kind::unsupported &&
-          (o.why == em::unsupported_reason::page_table_unbacked || o.why == em::unsupported_reason::fetch_not_ram)) {
-        kprintf("HVKIT ERROR run=%s cannot emulate at rip=0x%llx (%s exit): reason %u\n", st.cfg->base.name,
-                (unsigned long long)before.rip, why, static_cast<unsigned>(o.why));
-        run.status = run_status::fatal_exit;
-        return false;
-      }
-      ++run.not_emulable;
-      kprintf("HVKIT INFO run=%s not_emulable rip=0x%llx (%s exit) outcome=%u mnemonic=%u: #UD\n", st.cfg->base.name,
-              (unsigned long long)before.rip, why, static_cast<unsigned>(o.kind), static_cast<unsigned>(o.op));
-      inject(x86::vector::ud);
-      return true;
-    case em::outcome_kind::done: break;
-  }
-  if (o.what == em::event::dr_write || o.what == em::event::halt) {
-    kprintf("HVKIT ERROR run=%s emulated instruction with unexpected side effect %u (%s exit)\n", st.cfg->base.name,
-            static_cast<unsigned>(o.what), why);
-    run.status = run_status::fatal_exit;
-    return false;
-  }
-  vcpu rf{vmcb, regs};
-  em::write_emulation_context(vmcb, rf, before, ctx, o);
-  if (o.what == em::event::cr_write) {
-    const pg::cr_state b{before.cr0, before.cr4, before.efer}, a{ctx.cr0, ctx.cr4, ctx.efer};
-    const auto actions = pg::cr_write_actions(b, a, pg::paging_kind::two_dimensional);
-    if (actions.any(pg::mmu_actions::reset_mmu)) ++run.mmu_resets;
-    if (actions.any(pg::mmu_actions::refresh_permissions | pg::mmu_actions::reset_mmu)) {
-      run.mmu = pg::mmu_context::make(a.cr0, a.cr4, a.efer, run.mmu.root());
-      ++run.mmu_refreshes;
-    }
-    run.guest_efer = ctx.efer.raw();
-  }
-  return true;
-}
 
 
 // ---- one guest page unmapped from the nested page table (hc::ept_unmap_once) ---------------
@@ -632,10 +505,6 @@ struct unmap_state {
   std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
 };
 constinit unmap_state unmap{};
-// The last hc::ept_unmap_report found the page still unmapped, never touched through an
-// exit: the event delivery the guest saw then was the CPU's alone, so the guest's next
-// result (its re-injection check) may report a deviation as the CPU's erratum.
-bool unmap_untouched_at_report = false;
 
 void npt_unmap_restore() {
   npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
@@ -712,7 +581,7 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
 
 std::uint64_t npt_unmap_report() {
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
-  unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
+  run.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
   if (unmap.armed) npt_unmap_restore();
   unmap.hits = 0;
   unmap.seen_info = 0;
@@ -721,19 +590,6 @@ std::uint64_t npt_unmap_report() {
 }
 
 // ---- exit handlers -------------------------------------------------------------------------
-void handle_cpuid(guest_regs& regs) {
-  using enum x86::gpr;
-  vcpu rf{vmcb, regs};
-  cpuid_ns::vcpu_state vs{};
-  vs.cr4 = sv::read_typed(vmcb, fld::cr4);
-  const cpuid_ns::regs a =
-      guest_policy.answer(static_cast<std::uint32_t>(rf.read(rax)), static_cast<std::uint32_t>(rf.read(rcx)), vs);
-  rf.write(rax, a.eax);
-  rf.write(rbx, a.ebx);
-  rf.write(rcx, a.ecx);
-  rf.write(rdx, a.edx);
-  skip_instruction(regs);
-}
 
 /// The MSRs whose guest values live in the VMCB state-save area (APM Table B-2; VMLOAD and
 /// VMSAVE move FS/GS base, KernelGsBase, STAR/LSTAR/CSTAR/SFMASK and SYSENTER_*): read or
@@ -761,185 +617,8 @@ bool vmcb_msr(std::uint32_t m, bool write, std::uint64_t& v) {
   }
 }
 
-/// RDMSR/WRMSR (EXITINFO1 = 0 read, 1 write; APM 15.11): the CPUID-derived MSR policy first
-/// (IA32_PRED_CMD ...), then the MSRs whose guest values live in the VMCB; anything else #GP.
-void handle_msr(guest_regs& regs) {
-  using enum x86::gpr;
-  vcpu rf{vmcb, regs};
-  const bool write = sv::msr_is_write(sv::read(vmcb, fld::exit_info_1));
-  const auto m = static_cast<std::uint32_t>(rf.read(rcx));
-  std::uint64_t v = (rf.read(rdx) << 32) | (rf.read(rax) & 0xFFFFFFFF);
-  const cpuid_ns::msr_verdict verdict = write ? guest_msrs.write(m, v) : guest_msrs.read(m);
-  if (verdict == cpuid_ns::msr_verdict::gp) return inject(x86::vector::gp);
-  bool ok = true;
-  if (verdict == cpuid_ns::msr_verdict::allow) {
-    if (write) wrmsr(m, v);
-    else v = rdmsr(m);
-  } else if (m == x86::msr::ia32_efer) {
-    const x86::efer cur = guest_efer();
-    if (!write) {
-      v = cur.raw();
-    } else {
-      // SCE and NXE may change; LME may not change with paging on; LMA is read-only.
-      const std::uint64_t changeable = efer_sce | efer_nxe;
-      if ((v & ~(changeable | efer_lme | efer_lma)) || ((v ^ cur.raw()) & efer_lme)) {
-        ok = false;
-      } else {
-        const x86::cr0 cr0 = sv::read_typed(vmcb, fld::cr0);
-        const x86::cr4 cr4 = sv::read_typed(vmcb, fld::cr4);
-        const pg::cr_state b{cr0, cr4, cur}, a{cr0, cr4, x86::efer{(cur.raw() & ~changeable) | (v & changeable)}};
-        const auto actions = pg::cr_write_actions(b, a, pg::paging_kind::two_dimensional);
-        if (actions.any(pg::mmu_actions::refresh_permissions | pg::mmu_actions::reset_mmu)) {
-          run.mmu = pg::mmu_context::make(a.cr0, a.cr4, a.efer, run.mmu.root());
-          ++run.mmu_refreshes;
-        }
-        sv::write(vmcb, fld::efer, a.efer | x86::efer::svme);
-        run.guest_efer = a.efer.raw();
-      }
-    }
-  } else {
-    ok = vmcb_msr(m, write, v);
-  }
-  if (!ok) return inject(x86::vector::gp);
-  if (!write) {
-    rf.write(rax, v & 0xFFFFFFFF);
-    rf.write(rdx, v >> 32);
-  }
-  skip_instruction(regs);
-}
-
-void print_section(const char* name, std::uint64_t ops, std::uint64_t guest_mismatch, std::uint64_t guest_tsc) {
-  std::uint64_t total = st.exits.total - st.mark.total - 1;  // minus this mark_end VMMCALL
-  constexpr unsigned sel = slot(exit_code::cr0_sel_write), cr0w = slot(exit_code::cr0_write);
-  const std::uint64_t cr = st.exits.by[sel] - st.mark.by[sel] + st.exits.by[cr0w] - st.mark.by[cr0w];
-  const std::uint64_t expect = st.cfg->base.wp_intercepted ? ops : 0;
-  const bool pass = cr == expect && total == expect && guest_mismatch == 0;
-  const milli per = ratio(cr, ops), tsc_per = ratio(guest_tsc, ops);
-  char check[64];
-  std::size_t n = 0;
-  for (const char* p = name; *p && n < 40; ++p) check[n++] = *p;
-  check[n++] = '.';
-  for (const char* p = st.cfg->base.name; *p && n < 62; ++p) check[n++] = *p;
-  check[n] = '\0';
-  result(check, pass,
-         "toggles=%llu cr_exits=%llu all_exits=%llu exits_per_toggle=%llu.%03llu expected=%llu guest_mismatches=%llu "
-         "tsc_per_toggle=%llu.%03llu",
-         (unsigned long long)ops, (unsigned long long)cr, (unsigned long long)total, per.whole, per.frac,
-         (unsigned long long)expect, (unsigned long long)guest_mismatch, tsc_per.whole, tsc_per.frac);
-  if (str_eq(name, "wp_toggle")) {
-    run.wp_seen = true;
-    run.wp_toggles = ops;
-    run.wp_cr_exits = cr;
-    run.wp_mismatch = guest_mismatch;
-    run.wp_tsc = guest_tsc;
-  }
-}
-
 bool spin_more();
 
-/// VMMCALL (exit code 0x81): the hypercall ABI of hypercall.hpp, for CPL 0 only.
-bool handle_vmmcall(guest_regs& regs) {
-  using enum x86::gpr;
-  char name[64];
-  std::uint64_t ret = 0;
-  vcpu rf{vmcb, regs};
-  const std::uint64_t nr = rf.read(rax);
-  if (sv::read(vmcb, fld::cpl) != 0) {
-    rf.write(rax, ~0ull);
-    skip_instruction(regs);
-    return true;
-  }
-  switch (nr) {
-    case hc::log: {
-      char buf[160];
-      read_guest_string(regs[rbx], buf, sizeof buf);
-      kprintf("guest: %s\n", buf);
-      break;
-    }
-    case hc::mark_begin: st.mark = st.exits; break;
-    case hc::mark_end:
-      read_guest_string(regs[rbx], name, sizeof name);
-      print_section(name, regs[rcx], regs[rdx], regs[rsi]);
-      break;
-    case hc::result: {
-      read_guest_string(regs[rbx], name, sizeof name);
-      char check[80];
-      std::size_t n = 0;
-      for (const char* p = name; *p && n < 60; ++p) check[n++] = *p;
-      check[n++] = '.';
-      for (const char* p = st.cfg->base.name; *p && n < 78; ++p) check[n++] = *p;
-      check[n] = '\0';
-      if (st.cfg->base.stale_role) {
-        kprintf("HVKIT INFO run=%s guest_check=%s guest_verdict=%s a=0x%llx b=0x%llx\n", st.cfg->base.name, name,
-                regs[rcx] == hc::result_pass ? "PASS" : "FAIL", (unsigned long long)regs[rdx],
-                (unsigned long long)regs[rsi]);
-        if (str_eq(name, "ltr_ro_gdt_wp0_ok")) {
-          run.neg_wp0_seen = true;
-          run.neg_wp0_result = regs[rcx];
-        }
-      } else if (regs[rcx] == hc::result_erratum && (!st.cfg->base.dt_exiting || unmap_untouched_at_report)) {
-        // As on VMX (exits.cpp): natively executed instructions, and a re-injection check
-        // whose event never reached the hypervisor.
-        ++results_errata;
-        kprintf("HVKIT ERRATUM %s a=0x%llx b=0x%llx\n", check, (unsigned long long)regs[rdx],
-                (unsigned long long)regs[rsi]);
-      } else {
-        result(check, regs[rcx] == hc::result_pass, "a=0x%llx b=0x%llx", (unsigned long long)regs[rdx],
-               (unsigned long long)regs[rsi]);
-      }
-      unmap_untouched_at_report = false;
-      break;
-    }
-    case hc::paging_case: ret = handle_paging_case(regs); break;
-    case hc::paging_case32: ret = handle_paging_case32(regs); break;
-    case hc::ept_arm:
-      npt_arm(regs);
-      break;
-    case hc::ept_check: ret = npt_check(regs); break;
-    case hc::ept_unmap_once: ret = npt_unmap_once(regs[rbx]) ? 0 : ~0ull; break;
-    case hc::ept_unmap_report: ret = npt_unmap_report(); break;
-    case hc::spin_more: ret = spin_more() ? 1 : 0; break;
-    case hc::done:
-      run.status = run_status::done;
-      skip_instruction(regs);
-      return false;
-    case hc::unexpected:
-      kprintf("HVKIT ERROR guest exception vector=%llu error=0x%llx rip=0x%llx cr2=0x%llx\n",
-              (unsigned long long)regs[rbx], (unsigned long long)regs[rcx], (unsigned long long)regs[rdx],
-              (unsigned long long)regs[rsi]);
-      run.status = run_status::fatal_exit;
-      return false;
-    default:
-      ret = ~0ull;  // unknown (or VMX-only) hypercall: error return, the guest keeps running
-      break;
-  }
-  rf.write(rax, ret);
-  skip_instruction(regs);
-  return true;
-}
-
-/// #NPF (exit code 0x400; APM 15.25.6): EXITINFO1 = the #PF-style error code (bit 32: the
-/// final guest-physical access faulted, bit 33: a guest page-table access did), EXITINFO2 =
-/// the guest-physical address. Guest RAM is all mapped: this is the MMIO device or
-/// unassigned space, done by the emulator against the platform.
-bool handle_npf(guest_regs& regs) {
-  const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
-  if (npt_case_npf()) return true;  // a provoked one (NPT differential): retry
-  if (npt_unmapped_page_hit(regs)) return true;  // the re-injection check's page: mapped back
-  if (sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid()) {
-    report_exit("npf_during_event_delivery");
-    run.status = run_status::fatal_exit;
-    return false;
-  }
-  if (npf.error.is_fetch()) {
-    report_exit("guest_fetch_outside_memory");
-    run.status = run_status::fatal_exit;
-    return false;
-  }
-  return emulate_instruction(regs, "npf");
-}
-
-/// One #VMEXIT. Returns true to run the guest again.
 /// QEMU 7.2 TCG erratum: it writes VMEXIT_INVALID (-1) as the 32-bit 0xFFFF_FFFF, its upper
 /// half of EXITCODE 0 (APM Vol. 2 Appendix C: EXITCODE is 64 bits, VMEXIT_INVALID is -1).
 /// Read as -1, counted, the first case printed.
@@ -950,55 +629,125 @@ exit_code read_exit_code() {
   return static_cast<exit_code>(note_exitcode_32bit(raw));
 }
 
+
+/// The core::backend over the current VMCB: RAX and RSP in the VMCB, the other GPRs in the
+/// block the VMRUN stub saved (svm::register_file). Without decode assists (Bochs 2.7 has
+/// none) a CR-write or descriptor-table exit names the instruction class but not its
+/// operands: the emulator decodes and executes the instruction at the guest RIP.
+struct svm_backend {
+  guest_regs& regs;
+  core::context& c;
+  exit_code code = exit_code::invalid;
+
+  core::exit_info decode() {
+    using K = core::exit_kind;
+    code = read_exit_code();
+    const unsigned s = slot(code);
+    const char* n = sv::name(code);
+    if (sv::is_cr_write(code)) return {K::cr_access, s, n};
+    using enum sv::exit_code;
+    switch (code) {
+      case vmmcall: return {K::hypercall, s, n};
+      case cpuid: return {K::cpuid, s, n};
+      case msr: return {sv::msr_is_write(sv::read(vmcb, fld::exit_info_1)) ? K::msr_write : K::msr_read, s, n};
+      case cr0_sel_write: return {K::cr_access, s, n};
+      case idtr_read: case gdtr_read: case ldtr_read: case tr_read:
+      case idtr_write: case gdtr_write: case ldtr_write: case tr_write: return {K::descriptor_table, s, n};
+      case npf: return {K::memory, s, "npf"};
+      case vmrun: case vmload: case vmsave: case stgi: case clgi: case skinit: case invlpga:
+        return {K::virt_instruction, s, n};
+      case intr: return {K::preempted, s, n};
+      case hlt: return {K::hlt, s, n};
+      case ioio: return {K::io, s, n};
+      case shutdown: return {K::triple_fault, s, n};
+      case invalid: return {K::entry_failed, s, n};
+      default: return {K::unhandled, s, n};
+    }
+  }
+  std::uint64_t gpr(x86::gpr r) const { return vcpu{vmcb, regs}.read(r); }
+  void set_gpr(x86::gpr r, std::uint64_t v) {
+    vcpu rf{vmcb, regs};
+    rf.write(r, v);
+  }
+  guest_regs& gprs() { return regs; }
+  unsigned cpl() const { return static_cast<unsigned>(sv::read(vmcb, fld::cpl)); }
+  core::guest_crs crs() const {
+    return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer()}, sv::read_typed(vmcb, fld::cr3)};
+  }
+  void skip() { skip_instruction(regs); }
+  void inject(x86::vector v, std::uint32_t error_code) { svm::inject(v, error_code); }
+  void report_exit(const char* what, bool expected) { svm::report_exit(what, expected); }
+
+  bool state_msr(std::uint32_t m, bool write, std::uint64_t& v) { return vmcb_msr(m, write, v); }
+  void write_efer(const pg::cr_state& after) { sv::write(vmcb, fld::efer, after.efer | x86::efer::svme); }
+  /// Nested paging: no PDPTE registers, no shadow roots; the MMU role follows the registers.
+  bool apply_mmu_actions(pg::mmu_actions actions, const pg::cr_state& after, x86::cr3) {
+    if (!actions.any(pg::mmu_actions::refresh_permissions | pg::mmu_actions::reset_mmu)) return false;
+    run.mmu = pg::mmu_context::make(after.cr0, after.cr4, after.efer, run.mmu.root());
+    return true;
+  }
+
+  /// IOIO intercept, EXITINFO1 (APM Vol. 2 15.10.2, Figure 15-2).
+  core::io_access io() const {
+    const sv::ioio_info i{sv::read(vmcb, fld::exit_info_1)};
+    return {i.port(), i.size(), i.in(), i.string()};
+  }
+  bool cr_access() { return core::emulate_instruction(*this, c, sv::name(code)); }
+  bool entry_failed() {
+    if (qemu_mov_cr3_invalid_erratum(regs, run.exits.total - 1)) return true;
+    svm::report_exit("vmrun_consistency_check_failed");
+    return false;
+  }
+
+  bool read_context(em::context& ctx) {
+    ctx = svm::read_context(regs);
+    return true;
+  }
+  /// emulate/vmcb_context.hpp writes a `done` instruction back; an exception goes into
+  /// EVENTINJ (CR2 for #PF into the VMCB, which VMRUN loads).
+  core::applied apply(const em::context& before, const em::context& after, const em::outcome& o) {
+    switch (o.kind) {
+      case em::outcome_kind::exception:
+        if (o.vector == x86::vector::pf) sv::write(vmcb, fld::cr2, o.cr2);
+        svm::inject(o.vector, o.error_code);
+        return run.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
+      case em::outcome_kind::needs_io:
+      case em::outcome_kind::needs_mmio:
+      case em::outcome_kind::unsupported: return core::applied::not_applied;
+      case em::outcome_kind::done: break;
+    }
+    vcpu rf{vmcb, regs};
+    em::write_emulation_context(vmcb, rf, before, after, o);
+    return core::applied::done;
+  }
+
+  bool memory_case() { return npt_case_npf() || npt_unmapped_page_hit(regs); }
+  bool during_delivery() const { return sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid(); }
+  bool fetch_fault() const {
+    return sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2)).error.is_fetch();
+  }
+  bool misconfig_case() { return false; }
+  std::uint64_t second_stage_arm(guest_regs& r) {
+    npt_arm(r);
+    return 0;
+  }
+  std::uint64_t second_stage_check(guest_regs& r) { return npt_check(r); }
+  bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(gpa); }
+  std::uint64_t unmap_report() { return npt_unmap_report(); }
+  bool spin_more() { return svm::spin_more(); }
+};
+static_assert(core::backend<svm_backend>);
+
+/// One #VMEXIT: TLB_CONTROL back to nothing, the event whose delivery the exit interrupted
+/// re-injected (APM 15.7.2; EXITINTINFO has the EVENTINJ layout) unless a handler replaces or
+/// merges it, then the core's exit loop. True: run the guest again.
 bool handle_exit(guest_regs& regs) {
-  const exit_code code = read_exit_code();
-  ++st.exits.total;
-  ++st.exits.by[slot(code)];
   set_tlb_control(sv::tlb_control::do_nothing);
-  // An event whose delivery the exit interrupted is re-injected (APM 15.7.2; EXITINTINFO has
-  // the EVENTINJ layout), unless a handler replaces or merges it.
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
-  // CR writes (CR0, CR4) and the selective CR0 write: without decode assists (Bochs' models)
-  // the exit names the instruction class only, the emulator decodes and executes it.
-  if (sv::is_cr_write(code)) return emulate_instruction(regs, sv::name(code));
-  using enum sv::exit_code;
-  switch (code) {
-    case vmmcall: return handle_vmmcall(regs);
-    case cpuid: handle_cpuid(regs); return true;
-    case msr: handle_msr(regs); return run.status == run_status::running;
-    case cr0_sel_write:
-    case idtr_read: case gdtr_read: case ldtr_read: case tr_read:
-    case idtr_write: case gdtr_write: case ldtr_write: case tr_write:
-      return emulate_instruction(regs, sv::name(code));
-    case npf: return handle_npf(regs);
-    case vmrun: case vmload: case vmsave: case stgi: case clgi: case skinit: case invlpga:
-      // The guest's CPUID does not offer SVM: each SVM instruction is #UD (APM Vol. 3).
-      ++run.vmx_ud_injected;
-      inject(x86::vector::ud);
-      return run.status == run_status::running;
-    case intr:
-      st.preempted = true;  // end of a time slice (the scheduled runs)
-      return false;
-    case hlt:
-      report_exit("guest_halted");
-      run.status = run_status::halted;
-      return false;
-    case shutdown:
-      report_exit("guest_triple_fault", st.cfg->base.expected == run_status::triple_fault ||
-                                            (st.cfg->base.guest_flags & hc::cfg_hostile_b));
-      run.status = run_status::triple_fault;
-      return false;
-    case invalid:
-      if (qemu_mov_cr3_invalid_erratum(regs, st.exits.total - 1)) return run.status == run_status::running;
-      report_exit("vmrun_consistency_check_failed");
-      run.status = run_status::entry_failed;
-      return false;
-    default:
-      report_exit("unexpected_exit");
-      run.status = run_status::fatal_exit;
-      return false;
-  }
+  core::context c{run, run, guest_policy, guest_msrs};
+  svm_backend b{regs, c};
+  return core::handle_exit(b, c);
 }
 
 
@@ -1233,7 +982,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     }
     vmcb.slot = slots[current].vmcb;
     tracker.on_vmrun(slots[current].id);
-    st.preempted = false;
+    run.preempted = false;
     guest_regs& regs = slots[current].regs;
     write_cr2(sv::read(vmcb, fld::cr2));
     auto* const spins = reinterpret_cast<volatile std::uint64_t*>(slots[current].counter_hpa);
@@ -1245,11 +994,11 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     // Every exit of a spinner is the timer; guest A's are handled as in any run.
     const bool resume = handle_exit(regs);
     regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
-    if (st.preempted && current != 0 && *spins == spins_before && timer_count < timer_max_count) {
+    if (run.preempted && current != 0 && *spins == spins_before && timer_count < timer_max_count) {
       timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
       *lapic(0x380) = timer_count;
     }
-    if (st.preempted) continue;
+    if (run.preempted) continue;
     if (current == 2 && hostile_b && run.status == run_status::triple_fault) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
               cfg.base.name, (unsigned long long)slots[2].slices);
@@ -1293,32 +1042,12 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
          (unsigned long long)cross_guest, (unsigned long long)ibpb_barriers, (unsigned long long)expected);
 }
 
-const char* status_name(run_status s) {
-  switch (s) {
-    case run_status::running: return "running";
-    case run_status::done: return "done";
-    case run_status::halted: return "halted";
-    case run_status::triple_fault: return "triple_fault";
-    case run_status::entry_failed: return "entry_failed";
-    case run_status::vm_fail: return "vm_fail";
-    case run_status::fatal_exit: return "fatal_exit";
-  }
-  return "?";
-}
+using core::status_name;
 
-void name_check(char (&out)[48], const char* prefix, const char* name) {
-  std::size_t n = 0;
-  for (const char* p = prefix; *p && n < sizeof out - 1; ++p) out[n++] = *p;
-  for (const char* p = name; *p && n < sizeof out - 1; ++p) out[n++] = *p;
-  out[n] = '\0';
-}
-
-bool run_guest(int index) {
-  const svm_run& cfg = runs[index];
+bool run_guest(const svm_run& cfg, wp_summary& summary) {
   run = run_state{};
   run.cfg = &cfg.base;
   run.status = run_status::running;
-  st = svm_state{};
   npt_diff_reset();
   unmap = unmap_state{};
   st.cfg = &cfg;
@@ -1358,84 +1087,21 @@ bool run_guest(int index) {
   }
   const std::uint64_t t1 = rdtsc();
   for (unsigned i = 0; i < slot_count; ++i)
-    if (st.exits.by[i])
+    if (run.exits.by_slot[i])
       kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.base.name, i == 0x9F ? 0x400u : i, exit_name(i),
-              (unsigned long long)st.exits.by[i]);
+              (unsigned long long)run.exits.by_slot[i]);
   kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.base.name, status_name(run.status),
-          (unsigned long long)st.exits.total, (unsigned long long)(t1 - t0));
-  kprintf("HVKIT INFO run=%s mmio_reads=%llu mmio_writes=%llu unassigned_reads=%llu unassigned_writes=%llu "
-          "not_emulable=%llu emulated=%llu\n",
-          cfg.base.name, (unsigned long long)run.device_reads, (unsigned long long)run.device_writes,
-          (unsigned long long)run.unassigned_reads, (unsigned long long)run.unassigned_writes,
-          (unsigned long long)run.not_emulable, (unsigned long long)run.emulated);
-  char check[48];
-  if (cfg.base.guest_flags & hc::cfg_paging_diff) {
-    static const char* const kinds[7] = {"cpl0_read",  "cpl0_write", "cpl0_fetch",        "cpl3_read",
-                                         "cpl3_write", "cpl3_fetch", "implicit_supervisor"};
-    for (unsigned k = 0; k < 7; ++k)
-      kprintf("HVKIT INFO run=%s paging_cases kind=%s ok=%llu fault=%llu\n", cfg.base.name, kinds[k],
-              (unsigned long long)run.pg_by_kind[k][0], (unsigned long long)run.pg_by_kind[k][1]);
-    result("paging_differential", run.pg_cases >= 10000 && run.pg_mismatches == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b1_errata=%llu "
-           "bochs_b2_errata=%llu bochs_b3_errata=%llu qemu_q1_errata=%llu",
-           (unsigned long long)run.pg_cases, (unsigned long long)run.pg_mismatches,
-           (unsigned long long)run.pg_cpu_faults, (unsigned long long)run.pg_a_on_fault,
-           (unsigned long long)run.pg_errata_b1, (unsigned long long)run.pg_errata_b2,
-           (unsigned long long)run.pg_errata_b3, (unsigned long long)run.pg_errata_q1);
-    if (run.pg_errata_b3)
-      kprintf("HVKIT ERRATUM smap_ac_overrides_implicit_access.%s cases=%llu\n", cfg.base.name,
-              (unsigned long long)run.pg_errata_b3);
-  }
-  if (cfg.base.guest_flags & hc::cfg_guest32) {
-    result("paging_differential_32bit", run.pg_mode_cases[1] >= 5000 && run.pg_mode_mismatches[1] == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu ok_4m_pages=%llu ok_pse36_above_4g=%llu bochs_b3_errata=%llu",
-           (unsigned long long)run.pg_mode_cases[1], (unsigned long long)run.pg_mode_mismatches[1],
-           (unsigned long long)run.pg_mode_faults[1], (unsigned long long)run.pg_mode_large_ok[1],
-           (unsigned long long)run.pg_pse36_ok, (unsigned long long)run.pg_mode_b3[1]);
-    result("paging_differential_pae", run.pg_mode_cases[2] >= 5000 && run.pg_mode_mismatches[2] == 0,
-           "cases=%llu mismatches=%llu cpu_faults=%llu ok_2m_pages=%llu bochs_b3_errata=%llu",
-           (unsigned long long)run.pg_mode_cases[2], (unsigned long long)run.pg_mode_mismatches[2],
-           (unsigned long long)run.pg_mode_faults[2], (unsigned long long)run.pg_mode_large_ok[2],
-           (unsigned long long)run.pg_mode_b3[2]);
-    // With nested paging MOV to CR3 loads no PDPTEs (no #GP); a reserved bit is the walk's #PF.
-    result("pae_pdpte_load", run.pdpte_loads >= 5000 && run.pdpte_gp == 0 && run.pdpte_walk_rsv > 0 &&
-                                 run.pdpte_mismatches == 0,
-           "loads=%llu gp=%llu reserved_pdpte_walk_pf=%llu mismatches=%llu qemu_q2_errata=%llu qemu_q3_errata=%llu",
-           (unsigned long long)run.pdpte_loads, (unsigned long long)run.pdpte_gp,
-           (unsigned long long)run.pdpte_walk_rsv, (unsigned long long)run.pdpte_mismatches,
-           (unsigned long long)run.pdpte_errata_q2, (unsigned long long)run.pdpte_errata_q3);
-  }
-  if (cfg.base.guest_flags & hc::cfg_ept_diff) {
-    npt_diff_report();
-  }
-  if (cfg.base.stale_role) {
-    result("stale_wp_role_negative_control",
-           run.neg_wp0_seen && run.neg_wp0_result == hc::result_fail && run.stale_wrong_faults > 0,
-           "guest_ltr_wp0_verdict=%s wrong_pf_0x3_injected=%llu",
-           run.neg_wp0_seen ? (run.neg_wp0_result == hc::result_pass ? "PASS" : "FAIL") : "missing",
-           (unsigned long long)run.stale_wrong_faults);
-  } else if (cfg.base.dt_exiting && !(cfg.base.guest_flags & (hc::cfg_quick | hc::cfg_spin))) {
-    // As on VMX: intercepted WP toggles refresh the role at the exit; guest-owned toggles
-    // are caught by the passthrough refresh at the next emulated access.
-    const bool pass = run.mmu_resets == 0 &&
-                      (cfg.base.wp_intercepted ? run.mmu_refreshes >= 11000 && run.passthrough_refreshes == 0
-                                               : run.mmu_refreshes == 0 && run.passthrough_refreshes >= 2);
-    name_check(check, "mmu_wp_sync.", cfg.base.name);
-    result(check, pass, "cr_exit_refreshes=%llu resets=%llu passthrough_refreshes=%llu",
-           (unsigned long long)run.mmu_refreshes, (unsigned long long)run.mmu_resets,
-           (unsigned long long)run.passthrough_refreshes);
-  }
+          (unsigned long long)run.exits.total, (unsigned long long)(t1 - t0));
+  core::context c{run, run, guest_policy, guest_msrs};
+  core::report_run(c, true);
+  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report();
   if (unmap.stale_intn) {
     ++results_errata;
     kprintf("HVKIT ERRATUM exitintinfo_stale_on_intn_delivery.%s cases=%llu\n", cfg.base.name,
             (unsigned long long)unmap.stale_intn);
   }
-  const bool ok = run.status == cfg.base.expected;
-  name_check(check, "run.", cfg.base.name);
-  result(check, ok, "status=%s expected=%s", status_name(run.status), status_name(cfg.base.expected));
-  const bool intact = *reinterpret_cast<const volatile std::uint32_t*>(layout::hypervisor_image_gpa) == 0x1BADB002;
-  if (!intact) result("hypervisor_memory_intact", false, "run=%s", cfg.base.name);
-  summaries[index] = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
+  const bool ok = core::report_status(c);
+  summary = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
   return ok;
 }
 
@@ -1469,7 +1135,16 @@ bool run_all() {
   if (!build_policy() || !enable()) return false;
   build_npt();
   bool ok = true;
-  for (int i = 0; i < run_count; ++i) ok = run_guest(i) && ok;
+  if (exit_cost::requested()) {
+    // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md): CR0.WP
+    // guest-owned (no CR0 write intercept), then intercepted (the selective CR0 write
+    // intercept, which CR0.TS changes do not trigger: APM Vol. 2 15.9.1).
+    wp_summary unused{};
+    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, unused);
+    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, unused) && ok;
+    return ok;
+  }
+  for (int i = 0; i < run_count; ++i) ok = run_guest(runs[i], summaries[i]) && ok;
   ok = vmrun_diff_run() && ok;
   if (exitcode_32bit_errata)
     kprintf("HVKIT INFO vmexit_invalid_exitcode_32bit cases=%llu\n", (unsigned long long)exitcode_32bit_errata);
@@ -1493,3 +1168,4 @@ bool run_all() {
 }
 
 }  // namespace hv::svm
+

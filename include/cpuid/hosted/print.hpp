@@ -128,6 +128,7 @@ using ::hvkit::hosted::operator<<;
     case rule_id::osxsave_ospke: return "osxsave_ospke";
     case rule_id::apic_id: return "apic_id";
     case rule_id::xsave_sizes: return "xsave_sizes";
+    case rule_id::pv_send_ipi: return "pv_send_ipi";
   }
   return {};
 }

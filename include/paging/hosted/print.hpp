@@ -265,11 +265,12 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// One line per entry of `path`, each "<indent>PML4E @ 0x... = 0x...  P RW US A\n" (EPT:
 /// "EPT PML4E @ ...", NPT: "NPT PML4E @ ..." with the host format's flags). `nx` and `keys`
 /// as for pte_flags() (guest and NPT stages).
-[[nodiscard]] inline std::string format_path(const walk_path& path, walk_stage stage, bool nx, bool keys = false,
-                                             std::string_view indent = "  ") {
+template <class Address>
+[[nodiscard]] inline std::string format_path(const basic_walk_path<Address>& path, walk_stage stage, bool nx,
+                                             bool keys = false, std::string_view indent = "  ") {
   std::string s;
   for (unsigned i = 0; i < path.count; ++i) {
-    const walked_entry e = path[i];
+    const auto e = path[i];
     const bool leaf = i + 1 == path.count;
     s += indent;
     std::string n(entry_name(e.level));
@@ -288,7 +289,8 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 /// The result of a translation: guest stage "-> gpa 0x... (4 KiB page, rw- supervisor,
 /// pkey 0)"; EPT stage "-> hpa 0x... (2 MiB page, rwx, WB)"; NPT stage "-> hpa 0x...
 /// (4 KiB page, rwx user)".
-[[nodiscard]] inline std::string format_translation(const translation& t, walk_stage stage) {
+template <class Address>
+[[nodiscard]] inline std::string format_translation(const basic_translation<Address>& t, walk_stage stage) {
   if (stage == walk_stage::npt)
     return "-> hpa " + ::hvkit::hosted::hex16(t.address.value()) + " (" + page_size_name(t.page_shift) + " page, " +
            guest_rights(t.rights) + ")";
@@ -367,7 +369,7 @@ inline void add_flag(std::string& s, bool on, std::string_view flag) {
 
 /// A whole EPT walk: "gpa 0x...: 4-level EPT, root 0x...", the EPT entries and the
 /// translation, or the fault.
-[[nodiscard]] inline std::string format_ept_walk(const ept_walker& w, x86::gpa ga, const walk_result& r) {
+[[nodiscard]] inline std::string format_ept_walk(const ept_walker& w, x86::gpa ga, const host_walk_result& r) {
   std::string out = "gpa " + ::hvkit::hosted::hex16(ga.value()) + ": " + std::to_string(w.levels()) + "-level EPT, root " +
                     ::hvkit::hosted::hex16(w.root().value()) + '\n';
   if (r) return out + format_path(r->path, walk_stage::ept, false) + "  " + format_translation(*r, walk_stage::ept) + '\n';

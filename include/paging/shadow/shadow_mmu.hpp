@@ -13,11 +13,11 @@
 /// guest's tables do not give, which is stricter than any TLB the SDM allows (4.10.4), so
 /// INVLPG, INVPCID and MOV to CR3 need no shadow work (see invalidate.hpp).
 ///
-/// Host format: 4-level paging with 8-byte entries for every guest mode (paging off, 32-bit,
-/// PAE, 4-level). A 32-bit guest's 1024-entry tables are mirrored by quadrants (a page
+/// Host format: 4-level paging with 8-byte entries for every guest mode up to 4-level (paging
+/// off, 32-bit, PAE, 4-level), 5-level paging for a 5-level guest (the host then runs the
+/// guest with CR4.LA57 = 1: host_role()). A 32-bit guest's 1024-entry tables are mirrored by quadrants (a page
 /// directory by four 1 GiB host directories, a page table by two 2 MiB host tables); guest
-/// large pages are mapped by 4 KiB host pages (direct shadow pages). 5-level guests are not
-/// supported (load() fails).
+/// large pages are mapped by 4 KiB host pages (direct shadow pages).
 #pragma once
 
 #include <array>
@@ -47,7 +47,7 @@ namespace hvkit::paging::shadow {
 struct context_answer {
   x86::hpa root{};                    ///< the host root to run the guest on (host CR3)
   host_flush flush = host_flush::none;
-  bool supported = true;              ///< false for a 5-level guest (nothing loaded)
+  bool supported = true;              ///< always true (every paging mode is shadowed; kept for callers)
 };
 
 /// A shadow MMU over the caller's page cache and frame map. Single-vCPU: the guest's tables
@@ -56,7 +56,8 @@ template <frame_map Map>
 class shadow_mmu {
  public:
   shadow_mmu(page_cache& cache, const Map& map, cpu_properties props = {}) noexcept
-      : cache_(&cache), map_(&map), props_(props) {}
+      : cache_(&cache), map_(&map), props_(props),
+        frame_mask_(x86::physical_address_mask(props.maxphyaddr) & pte::address_bits) {}
 
   [[nodiscard]] constexpr cpu_role role() const noexcept { return guest_.role(); }
   /// The guest context (role, root) the walks use.
@@ -74,7 +75,6 @@ class shadow_mmu {
   /// the PDPTE registers. A root cached for the same (root, role, PDPTEs) is reused as it is:
   /// switching back to a known address space or role rebuilds nothing.
   context_answer load(cpu_role role, x86::gpa root, const pdpte_snapshot& pdptes = {}) noexcept {
-    if (role.mode() == x86::paging_mode::five_level) return {this->root(), host_flush::none, false};
     const std::uint16_t before = root_;
     // CR4.PSE (32-bit guests), CR4.PKE and CR4.PKS change what shadow entries mean but are
     // not in page_role: pages built under other values are thrown away (SDM 4.3, 4.6.2).
@@ -84,6 +84,13 @@ class shadow_mmu {
     ext_ = ext;
     const bool same_role = role == guest_.role() && root_ != page_cache::npos;
     guest_ = mmu_context(role, root);
+    if (!same_role) {
+      host_ = host_role(role);
+      levels_ = shadow::host_levels(role);
+      // Every page_role of this context, less the per-page fields (install() adds them).
+      role_base_ = make_page_role(role, {.level = 1, .access = pte_access{}}).raw() & ~page_role::level_field::mask;
+      static_assert(pte_access::paging_rights.raw() <= page_role::access_field::max_raw);
+    }
     pdptes_ = role.mode() == x86::paging_mode::pae ? pdptes : pdpte_snapshot{};
     if (same_role) {  // a CR3 switch: only the root and PDPTEs change, not the reserved-bit masks
       walker_state ws = walker_.state();
@@ -177,57 +184,43 @@ class shadow_mmu {
   }
   [[nodiscard]] constexpr std::uint64_t entry_frame(std::uint64_t e) const noexcept {
     if (guest_.role().has_4byte_gpte()) return (e & 0xffff'f000u) >> 12;
-    return (e & x86::physical_address_mask(props_.maxphyaddr) & pte::address_bits) >> 12;
+    return (e & frame_mask_) >> 12;
   }
 
-  /// What the shadow page under host level `hl` + 1 must be for translation `t`.
+  /// What the shadow page under a host entry must be for translation `t`.
   struct child_desc {
     x86::gfn gfn{};
     page_role role{};
     bool hashed = true;
   };
 
+  /// The page_role of this context with the per-page fields: make_page_role() from the
+  /// cached base, the fields ORed in place (each value fits its field by construction:
+  /// level 1-5, quadrant 0-3, access masked to three bits).
+  [[nodiscard]] constexpr page_role derive(unsigned level, pte_access acc, bool direct = false, unsigned quadrant = 0,
+                                           bool passthrough = false) const noexcept {
+    using pr = page_role;
+    const auto a = static_cast<pr::storage_type>((acc & pte_access::paging_rights).raw());
+    return page_role{role_base_ | (static_cast<pr::storage_type>(level) << pr::level_field::offset) |
+                     (static_cast<pr::storage_type>(quadrant) << pr::quadrant_field::offset) |
+                     (static_cast<pr::storage_type>(direct) << pr::direct_field::offset) |
+                     (a << pr::access_field::offset) |
+                     (static_cast<pr::storage_type>(passthrough) << pr::passthrough_field::offset)};
+  }
+
   [[nodiscard]] constexpr child_desc root_desc() const noexcept {
     const cpu_role r = guest_.role();
     const x86::gfn g = x86::gpa_to_gfn(guest_.root());
     switch (r.mode()) {
       case x86::paging_mode::four_level:
-        return {g, make_page_role(r, {.level = 4}), true};
+      case x86::paging_mode::five_level:
+        return {g, derive(levels_, pte_access::paging_rights), true};
       case x86::paging_mode::pae:
       case x86::paging_mode::two_level:
-        return {g, make_page_role(r, {.level = 4, .passthrough = true}), false};
+        return {g, derive(4, pte_access::paging_rights, false, 0, true), false};
       default:
-        return {x86::gfn{0}, make_page_role(r, {.level = 4, .direct = true}), false};
+        return {x86::gfn{0}, derive(4, pte_access::paging_rights, true), false};
     }
-  }
-
-  /// The shadow page at host level `hl` (1-3) for the access at `va` translated by `t`.
-  [[nodiscard]] constexpr child_desc desc_at(unsigned hl, std::uint64_t va, const translation& t) const noexcept {
-    const cpu_role r = guest_.role();
-    const x86::paging_mode m = r.mode();
-    if (m == x86::paging_mode::none) {
-      const std::uint64_t base = t.address.value() & ~((std::uint64_t{1} << (12 + 9 * hl)) - 1);
-      return {x86::gfn{base >> 12}, make_page_role(r, {.level = hl, .direct = true}), false};
-    }
-    const unsigned gt = t.path.top;
-    const unsigned gl = gt - t.path.count + 1u;  // guest leaf level
-    if (hl == 3 && m != x86::paging_mode::four_level)
-      return {x86::gpa_to_gfn(guest_.root()), make_page_role(r, {.level = 3, .passthrough = true}), false};
-    if (hl < gl) {  // below a guest large page: a direct page over the frames it maps
-      const std::uint64_t base = t.address.value() & ~((std::uint64_t{1} << (12 + 9 * hl)) - 1);
-      return {x86::gfn{base >> 12},
-              make_page_role(r, {.level = hl, .direct = true, .access = t.rights & pte_access::paging_rights}),
-              false};
-    }
-    pte_access acc = pte_access::paging_rights;
-    for (unsigned i = 0; i < gt - hl; ++i) {
-      const unsigned level = gt - i;
-      if (!(m == x86::paging_mode::pae && level == 3)) acc = acc & entry_rights(t.path.values[i]);
-    }
-    const x86::gfn g = hl == gt ? x86::gpa_to_gfn(guest_.root()) : x86::gfn{entry_frame(t.path.values[gt - hl - 1])};
-    unsigned quadrant = 0;
-    if (r.has_4byte_gpte()) quadrant = hl == 2 ? static_cast<unsigned>((va >> 30) & 3u) : static_cast<unsigned>((va >> 21) & 1u);
-    return {g, make_page_role(r, {.level = hl, .access = acc, .quadrant = quadrant}), true};
   }
 
   /// The root page for the current context (cached, hashed, or new); npos if the cache is full.
@@ -284,10 +277,35 @@ class shadow_mmu {
   int install(const walk_request& req, const translation& t, fault_answer& a) noexcept {
     // Outside IA-32e mode linear addresses are 32 bits (SDM 4.3, 4.4).
     const std::uint64_t va = req.linear.value() & (guest_.role().lma() ? ~std::uint64_t{0} : 0xffff'ffffu);
+    const x86::paging_mode m = guest_.role().mode();
+    const bool long_mode = m == x86::paging_mode::four_level || m == x86::paging_mode::five_level;
+    const unsigned gt = t.path.top;
+    const unsigned gl = gt - t.path.count + 1u;  // guest leaf level
+    // The rights of the guest entries above the next shadow page, ANDed as the descent goes
+    // (SDM 4.6.1); `used` entries of t.path are in `acc`. PAE PDPTEs carry no rights.
+    pte_access acc = pte_access::paging_rights;
+    unsigned used = 0;
     std::uint16_t p = root_;
-    for (unsigned hl = host_levels; hl >= 2; --hl) {
+    for (unsigned hl = levels_; hl >= 2; --hl) {
       const unsigned idx = static_cast<unsigned>((va >> (12 + 9 * (hl - 1))) & 511u);
-      const child_desc d = desc_at(hl - 1, va, t);
+      const unsigned cl = hl - 1;  // level of the child page
+      child_desc d;
+      if (m == x86::paging_mode::none || cl < gl) {
+        // Paging off, or below a guest large page: a direct page over the frames it maps.
+        const std::uint64_t base = t.address.value() & ~((std::uint64_t{1} << (12 + 9 * cl)) - 1);
+        const pte_access da = m == x86::paging_mode::none ? pte_access::paging_rights : t.rights;
+        d = {x86::gfn{base >> 12}, derive(cl, da, true), false};
+      } else if (cl == 3 && !long_mode) {
+        d = {x86::gpa_to_gfn(guest_.root()), derive(3, pte_access::paging_rights, false, 0, true), false};
+      } else {
+        for (; used < gt - cl; ++used)
+          if (!(m == x86::paging_mode::pae && gt - used == 3)) acc = acc & entry_rights(t.path.values[used]);
+        const x86::gfn g = cl == gt ? x86::gpa_to_gfn(guest_.root()) : x86::gfn{entry_frame(t.path.values[gt - cl - 1])};
+        unsigned quadrant = 0;
+        if (guest_.role().has_4byte_gpte())
+          quadrant = cl == 2 ? static_cast<unsigned>((va >> 30) & 3u) : static_cast<unsigned>((va >> 21) & 1u);
+        d = {g, derive(cl, acc, false, quadrant), true};
+      }
       std::uint64_t& e = cache_->table(p)[idx];
       std::uint16_t c = cache_->child_of(e);
       if (c == page_cache::npos || !(cache_->page(c).gfn == d.gfn) || !(cache_->page(c).role == d.role)) {
@@ -315,7 +333,7 @@ class shadow_mmu {
       return 0;
     }
     const bool write = req.access.test(x86::pfec::write);
-    const bool dirty = write || r.mode() == x86::paging_mode::none || (t.path.back().value & pte::dirty.raw());
+    const bool dirty = write || r.mode() == x86::paging_mode::none || (t.path.values[t.path.count - 1u] & pte::dirty.raw());
     const bool supervisor_write = write && !req.access.test(x86::pfec::user);
     const pte_access g_rights = t.rights & pte_access::paging_rights;
     const fold_variant v = variant_for(r, g_rights, supervisor_write);
@@ -332,7 +350,7 @@ class shadow_mmu {
     // The host now checks the access with host_role(); if it still faults, the access cannot
     // be expressed (write protection, or a key's WD under CR0.WP = 0): emulate it.
     const std::uint32_t pkr = pk_register_for(hr, req.pkru, req.pkrs);
-    const x86::pfec hf = permission_fault(host_role(r), hr, t.pkey, req.access, req.rflags, pkr);
+    const x86::pfec hf = permission_fault(host_, hr, t.pkey, req.access, req.rflags, pkr);
     if (hf.none()) {
       a.action = fault_action::fixed;
     } else {
@@ -344,12 +362,16 @@ class shadow_mmu {
   page_cache* cache_;
   const Map* map_;
   cpu_properties props_;
+  std::uint64_t frame_mask_;          ///< address bits of a guest entry under MAXPHYADDR
   mmu_context guest_{};
   pdpte_snapshot pdptes_{};
   guest_walker walker_{};
   std::uint16_t root_ = page_cache::npos;
   std::uint32_t rebuilds_ = 0;
   std::uint8_t ext_ = 0;
+  cpu_role host_{};                   ///< host_role(guest role)
+  unsigned levels_ = 4;               ///< host_levels(guest role)
+  page_role::storage_type role_base_ = 0;
 };
 
 }  // namespace hvkit::paging::shadow

@@ -40,18 +40,23 @@
 #include "../../x86/address.hpp"
 #include "../../x86/cr.hpp"
 #include "../../x86/efer.hpp"
+#include "../../x86/paging_mode.hpp"
 
 namespace hvkit::paging::shadow {
 
-/// Levels of the host's shadow tables: an x86-64 host uses 4-level paging for every guest
-/// mode it shadows (32-bit, PAE and 4-level guests; paging off).
-inline constexpr unsigned host_levels = 4;
+/// Levels of the host's shadow tables for a guest under `guest`: 4-level paging for every
+/// guest mode up to 4-level paging (32-bit, PAE and 4-level guests; paging off), 5-level
+/// paging for a 5-level guest (its 57-bit linear addresses need a PML5; SDM 4.5.1).
+[[nodiscard]] constexpr unsigned host_levels(cpu_role guest) noexcept {
+  return guest.mode() == x86::paging_mode::five_level ? 5u : 4u;
+}
 /// Entries per shadow table.
 inline constexpr unsigned table_entries = 512;
 
-/// The role the host processor checks shadow entries with: 4-level paging, CR0.WP = 1,
-/// EFER.NXE = 1, and the guest's SMEP, SMAP, PKE and PKS (what the hypervisor loads into the
-/// real CR4 while the guest runs). PKE/PKS only when the guest has them (4-level guests).
+/// The role the host processor checks shadow entries with: 4-level paging (5-level, CR4.LA57,
+/// for a 5-level guest), CR0.WP = 1, EFER.NXE = 1, and the guest's SMEP, SMAP, PKE and PKS
+/// (what the hypervisor loads into the real CR4 while the guest runs). PKE/PKS only when the
+/// guest has them (4- and 5-level guests).
 [[nodiscard]] constexpr cpu_role host_role(cpu_role guest) noexcept {
   using c0 = x86::cr0;
   using c4 = x86::cr4;
@@ -60,6 +65,7 @@ inline constexpr unsigned table_entries = 512;
   if (guest.smap()) cr4 = cr4 | c4::smap;
   if (guest.pke()) cr4 = cr4 | c4::pke;
   if (guest.pks()) cr4 = cr4 | c4::pks;
+  if (guest.mode() == x86::paging_mode::five_level) cr4 = cr4 | c4::la57;
   return make_cpu_role(c0::pe | c0::pg | c0::wp, cr4, x86::efer::lme | x86::efer::lma | x86::efer::nxe,
                        guest.smm(), guest.guest_mode());
 }

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// @brief The `backend` concept: what the vendor-neutral core (exit loop and handlers,
+/// core/exit_loop.hpp) needs from a vendor. A VMX backend (vmx_backend.hpp) and an SVM
+/// backend (svm/svm_backend.hpp) model it over the current VMCS and VMCB; the core never
+/// names a VMCS field or a VMCB offset.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+
+#include <hvkit/emulate/context.hpp>
+#include <hvkit/emulate/outcome.hpp>
+#include <hvkit/paging/cr_write.hpp>
+#include <hvkit/x86/cr.hpp>
+#include <hvkit/x86/efer.hpp>
+#include <hvkit/x86/cr3.hpp>
+#include <hvkit/x86/vector.hpp>
+#include <hvkit/x86/gpr.hpp>
+
+#include "state.hpp"
+
+namespace hv::core {
+
+/// One decoded exit: the vendor-neutral kind and the vendor's counter slot and name.
+struct exit_info {
+  exit_kind kind;
+  unsigned slot;     ///< the vendor's counter slot (VMX basic reason, SVM folded exit code)
+  const char* name;  ///< the vendor's name of the exit (for reports)
+};
+
+/// What applying an emulation outcome did (the vendor writes the registers, segments, CRs
+/// and the event; the core counts and reports).
+enum class applied { done, injected, shutdown, not_applied };
+
+/// The guest's control registers as the guest sees them (read shadows on VMX, the VMCB's
+/// values without SVME on SVM) and CR3.
+struct guest_crs {
+  hvkit::paging::cr_state crs;
+  hvkit::x86::cr3 cr3;
+};
+
+/// An I/O instruction's exit, decoded by the vendor (VMX exit qualification, SVM EXITINFO1).
+struct io_access {
+  std::uint16_t port;
+  unsigned size;  ///< 1, 2 or 4 bytes
+  bool in;
+  bool string;    ///< INS/OUTS
+};
+
+// clang-format off
+template <class B>
+concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64_t& out, hvkit::x86::vector vec,
+                           std::uint32_t code, bool flag, const char* what, hvkit::emulate::context& ctx,
+                           const hvkit::emulate::context& cctx, const hvkit::emulate::outcome& o,
+                           hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& crs,
+                           hvkit::x86::cr3 cr3, guest_regs& gprs) {
+  // ---- the exit and the guest's registers ----
+  { b.decode() } -> std::same_as<exit_info>;          ///< what this exit is
+  { b.gpr(r) } -> std::same_as<std::uint64_t>;
+  b.set_gpr(r, v);
+  { b.gprs() } -> std::same_as<guest_regs&>;          ///< the block the stub saved (hypercall arguments)
+  { b.cpl() } -> std::same_as<unsigned>;
+  { b.crs() } -> std::same_as<guest_crs>;             ///< guest-visible CR0/CR4/EFER and CR3
+  // ---- acting on the guest ----
+  b.skip();                                           ///< RIP past the exiting instruction
+  b.inject(vec, code);                                ///< an exception, merged with a pending event
+  b.report_exit(what, flag);                          ///< the exit that ended a run (or is unexpected)
+  // ---- state the vendor keeps: MSRs, EFER, the MMU actions of a paging change ----
+  { b.state_msr(code, flag, out) } -> std::same_as<bool>;  ///< MSRs held in the VMCS/VMCB
+  b.write_efer(crs);                                  ///< the new guest EFER into the VMCS/VMCB
+  { b.apply_mmu_actions(actions, crs, cr3) } -> std::same_as<bool>;  ///< true: the MMU role was rebuilt
+  // ---- exits the vendor decodes itself ----
+  { b.io() } -> std::same_as<io_access>;               ///< the I/O exit's port, size, direction
+  { b.cr_access() } -> std::same_as<bool>;            ///< CR exit (VMX qualification; SVM: emulated)
+  { b.entry_failed() } -> std::same_as<bool>;         ///< diagnosed; true: an erratum handled, resume
+  // ---- the emulator ----
+  { b.read_context(ctx) } -> std::same_as<bool>;
+  { b.apply(cctx, ctx, o) } -> std::same_as<applied>;
+  // ---- the differentials' hooks ----
+  { b.memory_case() } -> std::same_as<bool>;          ///< a provoked EPT/NPT case or the unmapped page: retry
+  { b.during_delivery() } -> std::same_as<bool>;      ///< the memory exit interrupted an event delivery
+  { b.fetch_fault() } -> std::same_as<bool>;          ///< the memory exit was an instruction fetch
+  { b.misconfig_case() } -> std::same_as<bool>;       ///< a provoked EPT misconfiguration: retry
+  { b.second_stage_arm(gprs) } -> std::same_as<std::uint64_t>;
+  { b.second_stage_check(gprs) } -> std::same_as<std::uint64_t>;
+  { b.unmap_once(v) } -> std::same_as<bool>;
+  { b.unmap_report() } -> std::same_as<std::uint64_t>;
+  { b.spin_more() } -> std::same_as<bool>;
+};
+// clang-format on
+
+}  // namespace hv::core

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// @brief The vendor-neutral state of one run of the reference hypervisor, split in two: the
+/// vCPU's state (what a hypervisor keeps for its guest: registers, status, EFER, the MMU
+/// context, the test device, exit counts) and the checks' counters (what the differentials
+/// and the measured sections count). Neither vendor's header is included.
+#pragma once
+
+#include <cstdint>
+
+#include <hvkit/cpuid/msr_policy.hpp>
+#include <hvkit/cpuid/policy.hpp>
+#include <hvkit/paging/mmu.hpp>
+#include <hvkit/vmx/register_file.hpp>
+
+namespace hv::core {
+
+enum class run_status { running, done, halted, triple_fault, entry_failed, vm_fail, fatal_exit };
+
+/// One run of the conformance guest, the same on both vendors.
+struct run_config {
+  const char* name;
+  bool wp_intercepted;
+  /// Descriptor-table exiting: LTR/STR/LGDT/... exit and the hypervisor emulates them.
+  /// Off, the CPU executes them itself: the oracle for the emulated runs.
+  bool dt_exiting;
+  std::uint64_t guest_flags;  ///< hc::cfg_* beyond the two above
+  run_status expected;
+  /// Negative control: the emulator checks permissions with the role cached at the last
+  /// CR exit, without the CR0.WP passthrough refresh (the KVM bug). The run passes if the
+  /// LTR check then fails the way the bug predicts.
+  bool stale_role = false;
+  /// VMX: two guests and a sibling VMCS, switched by the VMX-preemption timer, with this IBPB
+  /// policy deciding each barrier (-1: a single VMCS, no scheduling).
+  int ibpb = -1;
+  /// VMX: CR3-load and CR3-store exiting.
+  bool cr3_exiting = false;
+  /// A guest profile (profiles/): the guest image it loads instead of the conformance guest,
+  /// with I/O exiting on (nullptr: the conformance guest).
+  const struct guest_profile* profile = nullptr;
+};
+
+/// What an exit is, whichever vendor's exit code or basic reason said it.
+enum class exit_kind : unsigned {
+  cpuid,
+  msr_read,
+  msr_write,
+  cr_access,         ///< a CR read or write the backend decodes or the emulator executes
+  descriptor_table,  ///< LGDT/LIDT/LLDT/LTR/SGDT/...: emulated
+  hypercall,         ///< VMCALL / VMMCALL
+  memory,            ///< EPT violation / #NPF: MMIO, unassigned space or a differential case
+  misconfig,         ///< EPT misconfiguration (VMX only)
+  hlt,
+  io,                ///< IN/OUT (VMX I/O instruction exit, SVM IOIO intercept)
+  triple_fault,      ///< triple-fault exit / SHUTDOWN intercept
+  virt_instruction,  ///< a VMX or SVM instruction: the guest's CPUID offers neither, #UD
+  preempted,         ///< VMX-preemption timer / physical interrupt: end of a time slice
+  entry_failed,      ///< VM entry failed on guest state / VMEXIT_INVALID
+  unhandled,
+  count
+};
+inline constexpr unsigned exit_kind_count = static_cast<unsigned>(exit_kind::count);
+
+/// Exit counts: by the vendor's slot (VMX basic reason, SVM exit code folded, for the
+/// "HVKIT EXITS" lines) and by kind (what the measured sections compare).
+inline constexpr unsigned exit_slots = 0xA0;
+struct exit_counters {
+  std::uint64_t total;
+  std::uint64_t by_slot[exit_slots];
+  std::uint64_t by_kind[exit_kind_count];
+  [[nodiscard]] std::uint64_t of(exit_kind k) const noexcept { return by_kind[static_cast<unsigned>(k)]; }
+};
+
+/// The MMIO test device's registers (layout.hpp): id, scratch, writes, reads.
+struct mmio_device {
+  std::uint64_t regs[4];
+};
+
+/// The guest's GPR block as the entry/exit stubs save it (both vendors use the same block).
+using guest_regs = hvkit::vmx::gpr_block;
+
+/// The vCPU: what the hypervisor keeps for its guest between exits.
+struct vcpu_state {
+  const run_config* cfg;
+  guest_regs regs;
+  run_status status;
+  std::uint64_t guest_efer;
+  /// The guest MMU context the emulator checks permissions with (hvkit::paging).
+  hvkit::paging::mmu_context mmu;
+  mmio_device device;
+  bool preempted;  ///< the last exit ended a time slice: switch, then resume
+  exit_counters exits;
+  exit_counters mark;  ///< snapshot taken at hc::mark_begin
+};
+
+/// The checks' counters: what the runs' results are computed from.
+struct check_counters {
+  // The measured WP-toggle section, kept for the cross-run comparison.
+  std::uint64_t wp_toggles, wp_cr_exits, wp_mismatch, wp_tsc;
+  bool wp_seen;
+  std::uint64_t device_reads, device_writes, unassigned_reads, unassigned_writes, not_emulable, emulated;
+  // The MMU context after CR writes that exited (refreshes/resets), passthrough refreshes
+  // (CR0.WP found changed at an emulated access), and role rebuilds (paging mode changed).
+  std::uint64_t mmu_refreshes, mmu_resets, passthrough_refreshes, role_rebuilds;
+  std::uint64_t cr_gp_injected;      ///< CR writes refused by the architectural checks: #GP
+  std::uint64_t virt_ud_injected;    ///< VMX/SVM instructions the guest executed: #UD
+  std::uint64_t stale_wrong_faults;  ///< negative control: #PF 0x3 injected while live WP=0
+  std::uint64_t neg_wp0_result;      ///< negative control: the guest's ltr_ro_gdt_wp0_ok
+  bool neg_wp0_seen;
+  // Differential paging.
+  std::uint64_t pg_cases, pg_mismatches, pg_cpu_faults, pg_a_on_fault;
+  std::uint64_t pg_by_kind[7][2];  // [read/write/fetch at CPL 0, then CPL 3, implicit][ok, fault]
+  std::uint64_t pg_errata_b3;      // Bochs: AC overrides SMAP for implicit accesses
+  std::uint64_t pg_errata_q1;      // QEMU TCG: a reserved-bit #PF without P in the error code
+  std::uint64_t pg_errata_b1, pg_errata_b2;  // Bochs: PKRU on supervisor addresses / not for supervisor accesses
+  // Per paging mode: [0] 4-level, [1] 32-bit, [2] PAE.
+  std::uint64_t pg_mode_cases[3], pg_mode_faults[3], pg_mode_mismatches[3], pg_mode_b3[3];
+  std::uint64_t pg_mode_large_ok[3];  // accesses that succeeded through a large page
+  std::uint64_t pg_pse36_ok;          // ... through a PSE-36 4 MiB page above 4 GiB
+  // PAE: PDPTE loads by the guest's MOV to CR3 compared with paging::load_pdptrs, and the
+  // PDPTE registers the CPU saved in the VMCS compared with the snapshot.
+  std::uint64_t pdpte_loads, pdpte_gp, pdpte_mismatches, pdpte_register_mismatches;
+  std::uint64_t pdpte_errata_q2, pdpte_errata_q3;  // QEMU TCG: a reserved PDPTE bit ignored by the walk under nested paging
+  std::uint64_t pdpte_walk_rsv;  // SVM with nested paging: reserved PDPTE found by the walk (#PF), not MOV CR3
+  // EPT differential.
+  bool ept_armed;
+  bool ept_pred_ok;         // hvkit: the access succeeds
+  bool ept_pred_ept;        // hvkit: an EPT violation or misconfiguration (else a guest fault)
+  bool ept_pred_misconfig;  // hvkit: an EPT misconfiguration
+  std::uint64_t ept_pred_qual, ept_pred_gpa, ept_pred_la;
+  std::uint32_t ept_pred_result, ept_pred_error;
+  bool ept_seen;  // the CPU exited with an EPT violation or misconfiguration
+  bool ept_seen_misconfig;
+  std::uint64_t ept_seen_qual, ept_seen_gpa, ept_seen_la;
+  std::uint64_t ept_cases, ept_mismatches, ept_violations, ept_guest_faults, ept_errata;
+  std::uint64_t ept_misconfigs, ept_large_cases;
+  std::uint64_t ept_misconfig_by_kind[4];  // by planted kind: [1] W without R, [2] bit 45, [3] type 2 / bit 3
+  // The re-injection check (hc::ept_unmap_once): the last report found the page still
+  // unmapped, never touched through an exit, so the event delivery the guest saw was the
+  // CPU's alone and the guest's next result may report a deviation as the CPU's erratum.
+  bool unmap_untouched_at_report;
+};
+
+/// What the exit loop and every handler work on: the vCPU and the checks' counters, passed
+/// down, never reached through a global.
+struct context {
+  vcpu_state& vcpu;
+  check_counters& checks;
+  const hvkit::cpuid::policy& cpuid;     ///< the guest's CPUID policy (built once per boot)
+  const hvkit::cpuid::msr_policy& msrs;  ///< the MSR policy derived from it
+  [[nodiscard]] const run_config& cfg() const noexcept { return *vcpu.cfg; }
+};
+
+}  // namespace hv::core
