@@ -29,11 +29,6 @@ struct Cmpxchg : ::testing::Test {
     g.map(data_lin, data_phys);
     g.map(mmio_lin, mmio_base);
   }
-  void expect_untouched(std::uint64_t rax, std::uint64_t first_qword) {
-    EXPECT_EQ(g.ctx.rip, guest::code);
-    EXPECT_EQ(g.ctx.gpr[0], rax);
-    EXPECT_EQ(g.rd64(data_phys), first_qword);
-  }
 };
 
 TEST_F(Cmpxchg, Cmpxchg8bWithARegisterOperandIsUd) {
