@@ -1110,7 +1110,7 @@ extern "C" void guest_main(std::uint64_t config) {
     // Busy work while the hypervisor switches VMCSes under us on preemption-timer exits.
     // With RFLAGS.IF = 1: a Bochs 2.7 erratum keeps the host's external interrupts blocked
     // while a guest entered with IF = 0 runs, and under KVM on Bochs those carry the
-    // emulated preemption timer (scheduler.cpp, spin_rflags). The hypervisor masks the PICs
+    // emulated preemption timer (vmx/scheduler.cpp, spin_rflags). The hypervisor masks the PICs
     // first, so no interrupt is delivered here.
     static volatile std::uint64_t spins;
     asm volatile("sti" ::: "memory");

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
-#include "hv.hpp"
+#include "../hv.hpp"
 
 namespace hv {
 
@@ -197,7 +197,7 @@ bool enable_vmx() {
   // SDM Vol. 3C 24.8 "Restrictions on VMX Operation": CR0/CR4 fixed bits (CR4.VMXE is a
   // fixed-1 bit).
   write_cr0((read_cr0() | caps.cr0_fixed0) & caps.cr0_fixed1);
-  write_cr4((read_cr4() | caps.cr4_fixed0 | cr4_vmxe) & caps.cr4_fixed1);
+  write_cr4((read_cr4() | caps.cr4_fixed0 | x86::cr4::vmxe.raw()) & caps.cr4_fixed1);
 
   const std::uint32_t revision = vcaps.revision_id();
   *reinterpret_cast<std::uint32_t*>(vmxon_region) = revision;
@@ -369,8 +369,8 @@ bool setup_vmcs(const hc::guest_header& g) {
   kprintf("HVKIT INFO run=%s cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx dt_exiting=%d\n",
           run.cfg->name, (unsigned long long)run.cr0_mask, (unsigned long long)run.cr4_mask,
           run.cfg->dt_exiting ? 1 : 0);
-  std::uint64_t guest_cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
-  std::uint64_t guest_cr4_visible = guest32 ? x86::cr4::pse.raw() : cr4_pae;  // 32-bit paging with 4 MiB pages
+  std::uint64_t guest_cr0 = x86::cr0::pg.raw() | x86::cr0::wp.raw() | x86::cr0::ne.raw() | x86::cr0::et.raw() | x86::cr0::pe.raw();
+  std::uint64_t guest_cr4_visible = guest32 ? x86::cr4::pse.raw() : x86::cr4::pae.raw();  // 32-bit paging with 4 MiB pages
   vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
   vmwrite(fields::cr0_read_shadow, guest_cr0);
   vmwrite(fields::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
@@ -444,7 +444,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::guest_ia32_sysenter_esp, 0);
   vmwrite(fields::guest_ia32_sysenter_eip, 0);
   bool nx = (cpuid(0x80000001).edx >> 20) & 1;
-  run.guest_efer = guest32 ? 0 : efer_lme | efer_lma | (nx ? efer_nxe : 0);
+  run.guest_efer = guest32 ? 0 : x86::efer::lme.raw() | x86::efer::lma.raw() | (nx ? x86::efer::nxe.raw() : 0);
   vmwrite(fields::guest_ia32_efer, run.guest_efer);
   vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
   run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
