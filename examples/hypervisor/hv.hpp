@@ -166,6 +166,18 @@ bool build_ept();
 const hc::guest_header* load_guest(bool guest32 = false);
 x86::cr4 guest_cr4_allowed();
 bool setup_vmcs(const hc::guest_header& g);
+/// Pieces of a VMCS both guests (the conformance guest, the Linux guest) fill the same way.
+void write_common_controls(std::uint64_t eptp);
+bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
+void write_host_state(bool with_pat);
+/// A flat protected-mode or long-mode guest's first state.
+struct flat_guest {
+  std::uint16_t cs, ds, tr;
+  bool long_mode;
+  std::uint64_t tss_base, gdt_base, gdt_limit, idt_base, idt_limit, rsp, rip;
+  x86::efer efer;
+};
+void write_flat_guest_state(const flat_guest& g);
 hvkit::paging::cr_state current_cr_state();
 
 // ---- the VMX backend (vmx/vmx.cpp) -------------------------------------------------------------------

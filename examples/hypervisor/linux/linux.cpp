@@ -600,15 +600,7 @@ bool setup_linux_vmcs() {
   vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
   vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
   vmwrite(fields::vm_entry_controls, entry.value().raw());
-  vmwrite(fields::exception_bitmap, 0);
-  vmwrite(fields::page_fault_error_code_mask, 0);
-  vmwrite(fields::page_fault_error_code_match, 0);
-  vmwrite(fields::cr3_target_count, 0);
-  vmwrite(fields::vm_exit_msr_store_count, 0);
-  vmwrite(fields::vm_exit_msr_load_count, 0);
-  vmwrite(fields::vm_entry_msr_load_count, 0);
-  vmwrite(fields::vm_entry_interruption_info, 0);
-  vmwrite(fields::ept_pointer, linux_eptp);
+  write_common_controls(linux_eptp);
   vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(msr_bits.bytes().data()));
   vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(io_bits.a().data()));
   vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(io_bits.b().data()));
@@ -617,91 +609,21 @@ bool setup_linux_vmcs() {
   // translation, CET among them, as far as the guest may set them).
   const v::cr_mask_features features{true, guest_cr4_allowed()};
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
-  run.cr0_mask = owned.cr0_mask();
-  run.cr4_mask = owned.cr4_mask();
-  if ((caps.cr0_fixed0 & ~run.cr0_mask) || (caps.cr4_fixed0 & ~run.cr4_mask)) {
+  const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
+  if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
     kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
     return false;
   }
   kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)run.cr0_mask,
           (unsigned long long)run.cr4_mask);
-  const std::uint64_t guest_cr0 = x86::cr0::pg.raw() | x86::cr0::wp.raw() | x86::cr0::ne.raw() | x86::cr0::et.raw() | x86::cr0::pe.raw();
-  vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
-  vmwrite(fields::cr0_read_shadow, guest_cr0);
-  vmwrite(fields::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
-  vmwrite(fields::cr4_guest_host_mask, run.cr4_mask);
-  vmwrite(fields::cr4_read_shadow, x86::cr4::pae.raw());
-  vmwrite(fields::guest_cr4, (x86::cr4::pae.raw() | caps.cr4_fixed0) & caps.cr4_fixed1);
-  vmwrite(fields::guest_cr3, page_tables_gpa);
 
-  // Host state as for the conformance runs.
-  vmwrite(fields::host_cr0, read_cr0());
-  vmwrite(fields::host_cr3, read_cr3());
-  vmwrite(fields::host_cr4, read_cr4());
-  vmwrite(fields::host_cs_selector, 0x08);
-  vmwrite(fields::host_ss_selector, 0x10);
-  vmwrite(fields::host_ds_selector, 0x10);
-  vmwrite(fields::host_es_selector, 0x10);
-  vmwrite(fields::host_fs_selector, 0x10);
-  vmwrite(fields::host_gs_selector, 0x10);
-  vmwrite(fields::host_tr_selector, 0x18);
-  vmwrite(fields::host_fs_base, 0);
-  vmwrite(fields::host_gs_base, 0);
-  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
-  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
-  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
-  vmwrite(fields::host_ia32_sysenter_cs, 0);
-  vmwrite(fields::host_ia32_sysenter_esp, 0);
-  vmwrite(fields::host_ia32_sysenter_eip, 0);
-  vmwrite(fields::host_ia32_efer, rdmsr(x86::msr::ia32_efer));
-  vmwrite(fields::host_ia32_pat, rdmsr(x86::msr::ia32_pat));
-  vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
-
-  // Guest state: the boot protocol's 64-bit entry (SDM Vol. 3C 25.4.1 access rights).
-  vmwrite(fields::guest_cs_selector, 0x10);
-  vmwrite(fields::guest_cs_base, 0);
-  vmwrite(fields::guest_cs_limit, 0xFFFFFFFF);
-  vmwrite(fields::guest_cs_access_rights, 0xA09B);
-  auto data = [](auto sel, auto base, auto limit, auto ar) {
-    vmwrite(sel, 0x18);
-    vmwrite(base, 0);
-    vmwrite(limit, 0xFFFFFFFF);
-    vmwrite(ar, 0xC093);
-  };
-  data(fields::guest_ss_selector, fields::guest_ss_base, fields::guest_ss_limit, fields::guest_ss_access_rights);
-  data(fields::guest_ds_selector, fields::guest_ds_base, fields::guest_ds_limit, fields::guest_ds_access_rights);
-  data(fields::guest_es_selector, fields::guest_es_base, fields::guest_es_limit, fields::guest_es_access_rights);
-  data(fields::guest_fs_selector, fields::guest_fs_base, fields::guest_fs_limit, fields::guest_fs_access_rights);
-  data(fields::guest_gs_selector, fields::guest_gs_base, fields::guest_gs_limit, fields::guest_gs_access_rights);
-  vmwrite(fields::guest_ldtr_selector, 0);
-  vmwrite(fields::guest_ldtr_base, 0);
-  vmwrite(fields::guest_ldtr_limit, 0);
-  vmwrite(fields::guest_ldtr_access_rights, 1u << 16);
-  vmwrite(fields::guest_tr_selector, 0x20);
-  vmwrite(fields::guest_tr_base, tss_gpa);
-  vmwrite(fields::guest_tr_limit, 0x67);
-  vmwrite(fields::guest_tr_access_rights, 0x008B);
-  vmwrite(fields::guest_gdtr_base, gdt_gpa);
-  vmwrite(fields::guest_gdtr_limit, 6 * 8 - 1);
-  vmwrite(fields::guest_idtr_base, 0);
-  vmwrite(fields::guest_idtr_limit, 0);
-  vmwrite(fields::guest_dr7, 0x400);
-  vmwrite(fields::guest_ia32_debugctl, 0);
-  vmwrite(fields::guest_rsp, 0);
-  vmwrite(fields::guest_rip, kernel_gpa + 0x200);  // startup_64
-  vmwrite(fields::guest_rflags, 0x2);               // interrupts off, as the protocol requires
-  vmwrite(fields::guest_pending_debug_exceptions, 0);
-  vmwrite(fields::guest_interruptibility_state, 0);
-  vmwrite(fields::guest_activity_state, 0);
-  vmwrite(fields::guest_ia32_sysenter_cs, 0);
-  vmwrite(fields::guest_ia32_sysenter_esp, 0);
-  vmwrite(fields::guest_ia32_sysenter_eip, 0);
+  // Host state as for the conformance runs, with PAT (the exit controls load it).
+  write_host_state(true);
+  // Guest state: the boot protocol's 64-bit entry (__BOOT_CS 0x10, __BOOT_DS 0x18, a TSS at
+  // 0x20; RIP = startup_64, interrupts off as the protocol requires).
+  write_flat_guest_state({0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
+                          x86::efer::lme | x86::efer::lma});
   vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);  // the power-on PAT (SDM Vol. 3A 13.12.4)
-  run.guest_efer = x86::efer::lme.raw() | x86::efer::lma.raw();
-  vmwrite(fields::guest_ia32_efer, run.guest_efer);
-  vmwrite(fields::vmcs_link_pointer, ~0ull);
-  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
-                                             x86::efer{run.guest_efer}, x86::gpa{page_tables_gpa});
   return true;
 }
 
