@@ -304,15 +304,18 @@ bool handle_io(B& b, context& c, const guest_profile& p) {
   return go_on;
 }
 
-/// The hook of a run with run_config::profile set: the profile's image was loaded in place of
-/// the conformance guest, its port I/O goes to the profile's callback, everything else is the
-/// core's (the same handlers and costs as a conformance run).
+/// The hook of the runs of the run tables (hypervisor.cpp, svm/svm_runs.cpp): with `g` (the
+/// run's run_config::profile) the profile's image was loaded in place of the conformance
+/// guest and its port I/O goes to the profile's callback; everything else, and every exit of
+/// a conformance run (`g` null), is the core's. One hook type for both keeps one
+/// instantiation of handle_exit per backend on the hot path (the conformance runs and the
+/// exit-cost rows pay the same: a compare on the exit kind).
 struct image_profile {
-  const guest_profile& g;
+  const guest_profile* g;
   template <class B>
   hook exit(B& b, context& c, const exit_info& e) {
-    if (e.kind != exit_kind::io) return hook::pass;
-    return handle_io(b, c, g) ? hook::resume : hook::stop;
+    if (e.kind != exit_kind::io || !g) return hook::pass;
+    return handle_io(b, c, *g) ? hook::resume : hook::stop;
   }
   msr_hook msr(context&, bool, std::uint32_t, std::uint64_t&) { return msr_hook::pass; }
   void msr_refused(bool, std::uint32_t, std::uint64_t, std::uint64_t) {}

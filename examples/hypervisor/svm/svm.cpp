@@ -318,6 +318,7 @@ exit_code read_exit_code() {
   return static_cast<exit_code>(note_exitcode_32bit(raw));
 }
 
+namespace {  // internal: the exit path below is its only user, so the core inlines into it
 
 /// The core::backend over the current VMCB: RAX and RSP in the VMCB, the other GPRs in the
 /// block the VMRUN stub saved (svm::register_file). Without decode assists (Bochs 2.7 has
@@ -433,6 +434,8 @@ struct svm_backend {
 };
 static_assert(core::backend<svm_backend>);
 
+}  // namespace
+
 /// One #VMEXIT: TLB_CONTROL back to nothing, the event whose delivery the exit interrupted
 /// re-injected (APM 15.7.2; EXITINTINFO has the EVENTINJ layout) unless a handler replaces or
 /// merges it, then the core's exit loop. True: run the guest again.
@@ -442,8 +445,7 @@ bool handle_exit(guest_regs& regs) {
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
   core::context c{run, run, guest_policy, guest_msrs};
   svm_backend b{regs, c};
-  if (run.cfg && run.cfg->profile) return core::handle_exit(b, c, core::image_profile{*run.cfg->profile});
-  return core::handle_exit(b, c);
+  return core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});
 }
 
 

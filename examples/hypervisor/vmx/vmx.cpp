@@ -271,8 +271,7 @@ extern "C" int hv_handle_exit(guest_regs* block) {
     return resume && injection_consistent(regs) ? 1 : 0;
   }
   core::context c = run_context();
-  bool resume = run.cfg && run.cfg->profile ? core::handle_exit(b, c, core::image_profile{*run.cfg->profile})
-                                 : core::handle_exit(b, c);
+  bool resume = core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});
   must(regs.flush());
   if (resume && run.status == run_status::running && !injection_consistent(regs)) run.status = run_status::fatal_exit;
   return resume && run.status == run_status::running ? 1 : 0;  // a VMX failure or a shutdown verdict ends it
