@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// @file
 /// @brief The `backend` concept: what the vendor-neutral core (exit loop and handlers,
-/// core/exit_loop.hpp) needs from a vendor. A VMX backend (vmx_backend.hpp) and an SVM
-/// backend (svm/svm_backend.hpp) model it over the current VMCS and VMCB; the core never
+/// core/exit_loop.hpp) needs from a vendor. A VMX backend (vmx/vmx_backend.hpp) and an SVM
+/// backend (svm/svm.cpp) model it over the current VMCS and VMCB; the core never
 /// names a VMCS field or a VMCB offset.
 #pragma once
 
