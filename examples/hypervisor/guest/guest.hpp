@@ -15,12 +15,34 @@ namespace hc = hv::hc;
 extern "C" bool g_amd;             ///< an AMD CPU: VMMCALL instead of VMCALL
 extern std::uint64_t g_config;     ///< hc::cfg_* from the hypervisor (RDI at entry)
 extern std::uint64_t pml4[512];    ///< the guest's PML4 (slot 1: the differentials' test region)
+extern std::uint64_t pt_test[512]; ///< the 4 KiB page table of the test region (guest.cpp)
+/// The event checks (guest_events.cpp): injected exceptions, and re-injection of an event
+/// whose delivery the hypervisor interrupted.
+void check_injection();
+void check_reinjection();
 
 // The probes and the fault record of guest.cpp's assembly (a probe returns 0, or 0x100 | the
 // vector of the exception it took; the handler records the error code and CR2).
 extern "C" {
 extern volatile std::uint64_t g_fault_error;
 extern volatile std::uint64_t g_fault_cr2;
+extern volatile std::uint64_t g_fault_count;  ///< exceptions the handler took
+extern volatile std::uint64_t g_fault_rip;    ///< RIP of the last one
+extern std::uint64_t guest_idt[512];          ///< the guest's IDT (256 16-byte gates)
+extern std::uint8_t guest_tss[104], guest_tss_a[104], guest_tss_b[104];  ///< its TSSes
+unsigned probe_wrmsr(std::uint32_t msr, std::uint64_t v);
+unsigned probe_rdmsr(std::uint32_t msr, std::uint64_t* out);
+// The event checks' probes (guest.cpp's assembly, guest_events.cpp's checks).
+unsigned probe_mov_cr0(std::uint64_t v);
+unsigned probe_mov_cr4(std::uint64_t v);
+unsigned probe_vmxon(const void* region);
+unsigned probe_vmread(std::uint64_t encoding);
+unsigned probe_vmclear(const void* region);
+unsigned probe_invept(const void* descriptor, std::uint64_t type);
+unsigned probe_ud2();
+unsigned probe_int3();
+unsigned probe_int80();
+extern const std::uint8_t probe_int3_next[], probe_int80_next[];
 unsigned probe_write64(std::uint64_t* p, std::uint64_t v);
 unsigned probe_read64(const std::uint64_t* p);
 unsigned probe_load_fs(std::uint16_t selector);
