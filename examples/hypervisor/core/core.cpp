@@ -29,18 +29,23 @@ const char* status_name(run_status s) {
 }
 
 // ---- guest memory ---------------------------------------------------------------------------
+namespace {
+// The guest RAM the emulator and the walkers may touch: the conformance guest's by default,
+// a guest profile's own (set_guest_ram) while it runs.
+std::uint64_t ram_base = layout::guest_mem_base, ram_size = layout::guest_mem_size;
+}  // namespace
+void set_guest_ram(std::uint64_t base, std::uint64_t size) {
+  ram_base = base;
+  ram_size = size;
+}
 pg::flat_memory guest_ram_view() {
-  return {reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
-          x86::gpa{layout::guest_mem_base}};
+  return {reinterpret_cast<std::uint8_t*>(ram_base), ram_size, x86::gpa{ram_base}};
 }
 hvkit::emulate::flat_ram guest_ram_data() {
-  return {reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
-          x86::gpa{layout::guest_mem_base}};
+  return {reinterpret_cast<std::uint8_t*>(ram_base), ram_size, x86::gpa{ram_base}};
 }
 std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size) {
-  if (gpa < layout::guest_mem_base || size > layout::guest_mem_size ||
-      gpa - layout::guest_mem_base > layout::guest_mem_size - size)
-    return nullptr;
+  if (gpa < ram_base || size > ram_size || gpa - ram_base > ram_size - size) return nullptr;
   return reinterpret_cast<std::uint8_t*>(gpa);
 }
 pg::cpu_properties guest_cpu_properties() {

@@ -34,6 +34,7 @@
 
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
+#include "../linux/linux_profile.hpp"
 
 extern "C" {
 void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
@@ -126,8 +127,7 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root());
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
   pg::flat_memory tables = guest_ram_view();
-  em::flat_ram ram{reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
-                   x86::gpa{layout::guest_mem_base}};
+  em::flat_ram ram = core::guest_ram_data();
   // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
   // (APM 15.25.10): the four entries as they are now.
   // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
@@ -445,6 +445,7 @@ bool handle_exit(guest_regs& regs) {
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
   core::context c{run, run, guest_policy, guest_msrs};
   svm_backend b{regs, c};
+  if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)
   return core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});
 }
 

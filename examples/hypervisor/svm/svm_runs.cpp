@@ -37,6 +37,14 @@ extern volatile std::uint64_t svm_timer_ticks;
 
 namespace hv::svm {
 
+/// The APM's name of the exit code counted in slot `s` (Appendix C, Table C-1).
+const char* exit_slot_name(unsigned s) {
+  if (s == 0x9F) return sv::name(exit_code::npf);
+  if (s == 0x9E) return "OTHER";
+  const char* n = sv::name(static_cast<exit_code>(s));
+  return n ? n : "OTHER";
+}
+
 namespace {
 
 /// The CR intercepts of a run: the guest-owned policy of the VMX runs (hv.hpp), expressed as
@@ -108,14 +116,6 @@ struct wp_summary {
   std::uint64_t toggles, cr_exits, mismatch, tsc;
 };
 wp_summary summaries[run_count];
-
-/// The APM's name of the exit code counted in slot `s` (Appendix C, Table C-1).
-const char* exit_name(unsigned s) {
-  if (s == 0x9F) return sv::name(exit_code::npf);
-  if (s == 0x9E) return "OTHER";
-  const char* n = sv::name(static_cast<exit_code>(s));
-  return n ? n : "OTHER";
-}
 
 // ---- two guests, one CPU: VMCB switches and the IBPB policy --------------------------------
 constexpr std::uint64_t guest_b_hpa = 0x3000000;  // 48 MiB: guest B's 2 MiB of RAM
@@ -438,7 +438,7 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
   const std::uint64_t t1 = rdtsc();
   for (unsigned i = 0; i < slot_count; ++i)
     if (run.exits.by_slot[i])
-      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.base.name, i == 0x9F ? 0x400u : i, exit_name(i),
+      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.base.name, i == 0x9F ? 0x400u : i, exit_slot_name(i),
               (unsigned long long)run.exits.by_slot[i]);
   kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.base.name, status_name(run.status),
           (unsigned long long)run.exits.total, (unsigned long long)(t1 - t0));

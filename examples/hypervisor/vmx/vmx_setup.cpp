@@ -2,6 +2,7 @@
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
 #include "../hv.hpp"
 #include "../core/profile.hpp"
+#include "../linux/linux.hpp"
 
 namespace hv {
 
@@ -110,20 +111,7 @@ bool build_cpuid_policy(bool for_linux) {
   // library and reported below.
   cpuid_ns::policy_config cfg{};
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
-  if (for_linux) {
-    // The Linux guest's normalization rules (docs/linux-guest.md): FSRM is a performance
-    // hint the guest never needs, withheld because Bochs 2.7's REP MOVSB corrupts memory on
-    // the short-copy path Linux selects with it; MCE/MCA withheld because this hypervisor
-    // virtualizes no machine-check banks (their MSRs would #GP).
-    // Thermal and power management (ACPI thermal MSRs, TM/TM2, EST, the leaf 6 features),
-    // the debug store and PERF_CAPABILITIES (DS, DTES64, DS-CPL, PDCM) are withheld for the
-    // same reason: their MSRs are not virtualized here.
-    for (const cpuid_ns::feature f :
-         {feat::fsrm, feat::mce, feat::mca, feat::acpi, feat::tm, feat::tm2, feat::est, feat::dtherm, feat::turbo,
-          feat::pln, feat::pts, feat::hwp, feat::hwp_notify, feat::hwp_act_window, feat::hwp_epp, feat::hwp_pkg_req,
-          feat::hfi, feat::pdcm, feat::ds, feat::dtes64, feat::ds_cpl})
-      cfg.deny.set(f);
-  }
+  if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+// hvkit reference hypervisor, the Linux guest's VMX part (linux/linux.cpp is the vendor-
+// neutral rest): the identity EPT, the MSR and I/O bitmaps, the VMCS for the kernel's 64-bit
+// entry and the VM entries. Exits go through the core's exit loop with the Linux guest
+// profile (linux/linux_profile.hpp).
+#include "../linux/linux_profile.hpp"
+
+#include <hvkit/vmx/io_bitmap.hpp>
+#include <hvkit/vmx/msr_bitmap.hpp>
+
+#include "vmx_backend.hpp"
+
+namespace hv::lx {
+
+namespace {
+
+// ---- EPT: identity over guest RAM, the low megabyte and MMIO; the hypervisor unmapped ----
+alignas(4096) std::uint64_t ept_l4[512];
+alignas(4096) std::uint64_t ept_l3[512];
+alignas(4096) std::uint64_t ept_l2[4][512];
+alignas(4096) std::uint64_t ept_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
+std::uint64_t linux_eptp;
+
+/// Memory type of the 2 MiB (or 4 KiB) frame at `a`: write-back if the firmware's map says
+/// RAM, ACPI or NVS there, uncacheable otherwise (MMIO). With EPT the EPT memory type takes
+/// the place of the MTRRs (SDM Vol. 3C 29.3.7.2).
+hvkit::paging::ept_memory_type frame_type(std::uint64_t a, std::uint64_t size) {
+  return ram_like(a, size) ? hvkit::paging::ept_memory_type::wb : hvkit::paging::ept_memory_type::uc;
+}
+
+bool build_linux_ept() {
+  namespace v = hvkit::vmx;
+  const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, maxphyaddr);
+  const v::ept_permissions rwx{true, true, true, false};
+  auto table = [&](const void* next) {
+    return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec);
+  };
+  auto l4 = table(ept_l3);
+  auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_l4)}, hvkit::paging::ept_memory_type::wb, 4,
+                           false, ec);
+  if (!l4 || !eptp) return false;
+  ept_l4[0] = l4.value().raw();
+  for (int g = 0; g < 4; ++g) {
+    auto l3 = table(ept_l2[g]);
+    if (!l3) return false;
+    ept_l3[g] = l3.value().raw();
+  }
+  auto low = table(ept_l1_low);
+  if (!low) return false;
+  ept_l2[0][0] = low.value().raw();
+  for (std::uint64_t a = 0; a < hidden_base; a += 0x1000) {
+    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pte, rwx, frame_type(a, 0x1000), ec, false);
+    if (!leaf) return false;
+    ept_l1_low[a >> 12] = leaf.value().raw();
+  }
+  for (std::uint64_t a = hidden_end; a < second_stage_end; a += 2 * mib) {
+    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pde, rwx, frame_type(a, 2 * mib), ec, false);
+    if (!leaf) return false;
+    ept_l2[a >> 30][(a >> 21) & 511] = leaf.value().raw();
+  }
+  linux_eptp = eptp.value().raw();
+  return true;
+}
+
+// ---- MSR and I/O bitmaps ----------------------------------------------------------------
+constinit hvkit::vmx::msr_bitmap msr_bits = hvkit::vmx::msr_bitmap::all_exit();
+constinit hvkit::vmx::io_bitmaps io_bits{};
+
+
+void build_bitmaps() {
+  namespace m = x86::msr;
+  // No exit: state the VMCS switches (FS/GS base, SYSENTER, PAT with the load/save PAT
+  // controls) or the host never uses (the SYSCALL MSRs, KERNEL_GS_BASE); the local APIC,
+  // which is passed through with its device (APIC base, x2APIC registers when the policy
+  // offers x2APIC, TSC deadline when it offers that).
+  for (std::uint32_t msr : msrs_passed_through) static_cast<void>(msr_bits.pass_through(msr));
+  static_cast<void>(msr_bits.pass_through(m::ia32_pat));
+  static_cast<void>(msr_bits.set_intercept(0x10, hvkit::vmx::msr_access::read, false));  // IA32_TSC reads
+  if (guest_msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
+  if (guest_policy.has(cpuid_ns::feat::x2apic))
+    for (std::uint32_t msr = 0x800; msr <= 0x8FF; ++msr) static_cast<void>(msr_bits.pass_through(msr));
+  for (std::uint16_t port : io_intercepts) io_bits.set_intercept(port, true);
+}
+
+// ---- the VMCS for the kernel's 64-bit entry ----------------------------------------------
+template <class C>
+bool ok_controls(const char* what, const hvkit::result<C, hvkit::vmx::control_error<C>>& r) {
+  if (r.has_value()) return true;
+  kprintf("HVKIT ERROR linux: control %s unsupported=0x%llx\n", what, (unsigned long long)r.error().unsupported.raw());
+  return false;
+}
+
+bool setup_linux_vmcs() {
+  namespace v = hvkit::vmx;
+  const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
+  const auto proc = v::adjust_controls(vcaps.primary_caps(), v::primary_proc_based::use_msr_bitmaps |
+                                                                 v::primary_proc_based::use_io_bitmaps |
+                                                                 v::primary_proc_based::activate_secondary_controls);
+  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(), v::secondary_proc_based::enable_ept);
+  const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
+                                                               v::exit_controls::save_ia32_efer |
+                                                               v::exit_controls::load_ia32_efer |
+                                                               v::exit_controls::save_ia32_pat |
+                                                               v::exit_controls::load_ia32_pat);
+  const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest |
+                                                                v::entry_controls::load_ia32_efer |
+                                                                v::entry_controls::load_ia32_pat);
+  if (!ok_controls("pin", pin) || !ok_controls("proc", proc) || !ok_controls("proc2", proc2) ||
+      !ok_controls("exit", exitc) || !ok_controls("entry", entry))
+    return false;
+  vmwrite(fields::pin_based_controls, pin.value().raw());
+  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
+  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
+  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
+  vmwrite(fields::vm_entry_controls, entry.value().raw());
+  write_common_controls(linux_eptp);
+  vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(msr_bits.bytes().data()));
+  vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(io_bits.a().data()));
+  vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(io_bits.b().data()));
+
+  // CR0/CR4: the guest-owned policy (CR0.TS, CR0.WP, and the CR4 bits that never affect
+  // translation, CET among them, as far as the guest may set them).
+  const v::cr_mask_features features{true, guest_cr4_allowed()};
+  const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
+  const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
+  if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
+    kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
+    return false;
+  }
+  kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)run.cr0_mask,
+          (unsigned long long)run.cr4_mask);
+
+  // Host state as for the conformance runs, with PAT (the exit controls load it).
+  write_host_state(true);
+  // Guest state: the boot protocol's 64-bit entry (__BOOT_CS 0x10, __BOOT_DS 0x18, a TSS at
+  // 0x20; RIP = startup_64, interrupts off as the protocol requires).
+  write_flat_guest_state({0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
+                          x86::efer::lme | x86::efer::lma});
+  vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);  // the power-on PAT (SDM Vol. 3A 13.12.4)
+  return true;
+}
+
+/// The policy's leaves the runner derives the expected /proc/cpuinfo flags from, answered
+}  // namespace
+
+bool handle_exit(vmx_backend& b) {
+  core::context c = run_context();
+  return core::handle_exit(b, c, linux_profile{});
+}
+
+bool prepare_vmx() {
+  read_capabilities();
+  return build_cpuid_policy(true) && enable_vmx() && build_linux_ept();
+}
+
+bool enter_vmx() {
+  build_bitmaps();
+  const std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
+  *reinterpret_cast<std::uint32_t*>(vmcs_region) = vcaps.revision_id();
+  if (!hvkit::vmx::hw::vmclear(x86::hpa{vmcs}) || !hvkit::vmx::hw::vmptrld(x86::hpa{vmcs}) || !setup_linux_vmcs())
+    return false;
+  if (caps.ept_vpid & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  const int rc = ::vmx_enter(&run.regs, 0);
+  if (rc != 0) {
+    kprintf("HVKIT ERROR linux: VM entry failed (%s, VM-instruction error %llu)\n",
+            rc == 1 ? "VMfailInvalid" : "VMfailValid",
+            (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace hv::lx
