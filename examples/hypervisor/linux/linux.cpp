@@ -331,13 +331,14 @@ core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
     out = ls.misc_enable;
   } else if (m == 0x8B) {  // IA32_BIOS_SIGN_ID (AMD: PATCH_LEVEL)
     out = 0;
-  } else if (!ls.intel && (m == 0xC0010010 || m == 0xC0010015 || m == 0xC001001F)) {
-    // AMD SYSCFG, HWCR and NB_CFG (APM Vol. 2 Appendix A; BKDG for family 15h): platform
-    // MSRs every AMD processor of these families has, which Linux reads and writes without
-    // a fault handler (SYSCFG's memory-map bits; the PCI host bridge code sets NB_CFG's
-    // extended configuration space bit). Kept as the guest writes them, zero at reset; they
-    // control nothing here.
-    std::uint64_t& slot = ls.amd_platform[m == 0xC0010010 ? 0 : m == 0xC0010015 ? 1 : 2];
+  } else if (!ls.intel && (m == 0xC0010010 || m == 0xC0010015 || m == 0xC001001F || m == 0xC0010055)) {
+    // AMD SYSCFG, HWCR, NB_CFG and the interrupt-pending message register (APM Vol. 2
+    // Appendix A; the BKDGs of families 0Fh-15h): platform MSRs every AMD processor of these
+    // families has, which Linux reads and writes without a fault handler (SYSCFG's memory-
+    // map bits; the PCI host bridge code sets NB_CFG's extended configuration space bit; the
+    // family 0Fh/10h C1E check reads the last). Kept as the guest writes them, zero at reset
+    // (no C1E, no memory above TOM2); they control nothing here.
+    std::uint64_t& slot = ls.amd_platform[m == 0xC0010010 ? 0 : m == 0xC0010015 ? 1 : m == 0xC001001F ? 2 : 3];
     if (write) slot = v;
     out = slot;
   } else if (guest_policy.has(cpuid_ns::feat::mtrr) &&

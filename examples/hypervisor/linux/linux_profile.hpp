@@ -71,7 +71,7 @@ struct linux_state {
   bool mtrr_loaded;
   std::uint64_t mtrr_def_type, mtrr_fixed[11], mtrr_var[32];
   std::uint64_t misc_enable;
-  std::uint64_t amd_platform[3];  // AMD SYSCFG, HWCR, NB_CFG (platform_msr)
+  std::uint64_t amd_platform[4];  // AMD SYSCFG, HWCR, NB_CFG, INT_PENDING_MSG (platform_msr)
   char line[1024];
   unsigned line_len;
 };

@@ -244,6 +244,7 @@ FILENAME == serial { next }
 /^HVKIT DONE / { done = $3; next }
 /^HVKIT SKIP / { skipmsg = substr($0, 12); next }
 /^HVKIT ERROR / { errs = errs "\n  error: " substr($0, 13); next }
+/^HVKIT ERRATUM / { errs = errs "\n  CPU erratum (counted, not a failure): " substr($0, 15); next }
 END {
   # 1. Raw CPUID in the guest == the policy, leaf by leaf.
   bad = ""; nleaf = 0
@@ -258,11 +259,14 @@ END {
     split(pol["0/0"], v0, " "); split(pol["1/0"], v1, " "); f1 = hex(v1[1])
     family = int(f1 / 256) % 16; if (family == 15) family += int(f1 / 2 ^ 20) % 256
     linux_arat = (hex(v0[2]) == hex("68747541") && family > 17)
+    # ... and PREFETCHW (3dnowprefetch) on every AMD CPU with long mode or 3DNow! (same file).
+    split(pol["80000001/0"], e1, " ")
+    linux_prefetchw = (hex(v0[2]) == hex("68747541") && (bit(hex(e1[4]), 29) || bit(hex(e1[4]), 31)))
     for (i = 1; i <= nflag; i++) {
       split(flagbit[i], p, "/"); k = p[1] "/" p[2]
       if (!(k in pol)) continue
       split(pol[k], r, " "); reg = (p[3] == "eax") ? r[1] : (p[3] == "ebx") ? r[2] : (p[3] == "ecx") ? r[3] : r[4]
-      want = bit(hex(reg), p[4] + 0) || (flagname[i] == "arat" && linux_arat)
+      want = bit(hex(reg), p[4] + 0) || (flagname[i] == "arat" && linux_arat) || (flagname[i] == "3dnowprefetch" && linux_prefetchw)
       if (want) nexp++
       if (want && !(flagname[i] in have)) missing = missing " " flagname[i]
       if (!want && (flagname[i] in have)) extra = extra " " flagname[i]
