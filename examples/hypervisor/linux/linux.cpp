@@ -295,13 +295,15 @@ hvkit::cpuid::feature_set denied_features() {
   // and PERF_CAPABILITIES (DS, DTES64, DS-CPL, PDCM) for the same reason: their MSRs are not
   // virtualized here. On AMD likewise: IBS, the watchdog timer, the core performance
   // counter extension, OS visible workarounds (OSVW_ID_LENGTH, which Linux reads without a
-  // fault handler) and the node ID MSR (read the same way), and MONITORX/MWAITX (Bochs'
-  // ryzen model: an MWAITX idle loop never wakes).
+  // fault handler) and the node ID MSR (read the same way), secure memory encryption and
+  // SEV (not virtualized; with SEV offered the decompressor reads SEV_STATUS 0xC0010131
+  // before it has an IDT), and MONITORX/MWAITX (Bochs' ryzen model: an MWAITX idle loop
+  // never wakes).
   for (const hvkit::cpuid::feature f :
        {feat::fsrm, feat::mce, feat::mca, feat::acpi, feat::tm, feat::tm2, feat::est, feat::dtherm, feat::turbo,
         feat::pln, feat::pts, feat::hwp, feat::hwp_notify, feat::hwp_act_window, feat::hwp_epp, feat::hwp_pkg_req,
         feat::hfi, feat::pdcm, feat::ds, feat::dtes64, feat::ds_cpl, feat::ibs, feat::wdt, feat::perfctr_core,
-        feat::osvw, feat::nodeid_msr, feat::mwaitx})
+        feat::osvw, feat::nodeid_msr, feat::sme, feat::sev, feat::mwaitx})
     deny.set(f);
   return deny;
 }
