@@ -320,7 +320,7 @@ template <class Address>
     if (f.stage == walk_stage::ept) s += "EPT ";
     if (f.stage == walk_stage::npt) s += "NPT ";
     s += entry_name(f.level);
-    s += " @ " + ::hvkit::hosted::hex16(f.entry_address.value()) + " = " + ::hvkit::hosted::hex16(f.entry_value);
+    s += " @ " + ::hvkit::hosted::hex16(f.entry_address_value()) + " = " + ::hvkit::hosted::hex16(f.entry_value);
   }
   if (f.stage == walk_stage::ept) {
     if (f.kind == fault_kind::ept_misconfig) s += " (EPT misconfiguration, gpa ";
@@ -404,7 +404,8 @@ template <class Address>
 
 /// One mapping in one line: "0x<first> -> 0x<output>  4 KiB rw- supervisor pkey 0 pat 0" for
 /// guest paging, "0x<first> -> 0x<output>  2 MiB rwx WB" for EPT (16-digit addresses).
-[[nodiscard]] inline std::string to_string(const mapping& m) {
+template <class Address>
+[[nodiscard]] inline std::string to_string(const basic_mapping<Address>& m) {
   std::string s = ::hvkit::hosted::hex16(m.input) + " -> " + ::hvkit::hosted::hex16(m.output.value()) + "  " + page_size_name(m.page_shift);
   if (m.stage == walk_stage::ept) {
     const auto mt = static_cast<ept_memory_type>(m.memory_type & 7u);
@@ -446,6 +447,8 @@ template <>
 inline constexpr bool enable_printing<paging::walk_fault> = true;
 template <>
 inline constexpr bool enable_printing<paging::mapping> = true;
+template <>
+inline constexpr bool enable_printing<paging::host_mapping> = true;
 template <>
 inline constexpr bool enable_printing<paging::nested_mapping> = true;
 }  // namespace hvkit::hosted
