@@ -368,7 +368,7 @@ class ept_walker {
       if (!r) {
         f.kind = fault_kind::unbacked;
         f.level = w.level;
-        f.entry_address = at;
+        f.set_entry_address(w.address);
         f.entry_value = w.value;
         return -1;
       }
@@ -563,7 +563,7 @@ class ept_walker {
     if (!detail::read_entry(*m, ea, e)) [[unlikely]] {
       f.kind = fault_kind::unbacked;
       f.level = static_cast<std::uint8_t>(Level);
-      f.entry_address = ea;
+      f.set_entry_address(x86::hpa{ea.value()});  // the EPT tables are host-physical
       return -1;
     }
     w.e = e;
@@ -626,7 +626,7 @@ class ept_walker {
                                                           std::uint64_t e) noexcept {
     f.kind = k;
     f.level = static_cast<std::uint8_t>(level);
-    f.entry_address = ea;
+    f.set_entry_address(x86::hpa{ea.value()});  // the EPT tables are host-physical
     f.entry_value = e;
     if (k == fault_kind::ept_misconfig) f.qualification = ept_qualification{};  // a misconfiguration has none
     return false;
@@ -651,7 +651,7 @@ class ept_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);  // the entry that maps the page
-    f.entry_address = x86::gpa{blame.address.value()};  // see walk_fault::ept_entry_address()
+    f.set_entry_address(blame.address);
     f.entry_value = blame.value;
   }
 

@@ -302,7 +302,7 @@ struct nested_tables {
     f.kind = fault_kind::unbacked;
     f.stage = second_stage_of<Stage>;
     f.guest_physical = a;
-    f.entry_address = h;
+    f.set_entry_address(x86::hpa{h.value()});  // where the guest entry would be, host-physical
     return false;
   }
 
@@ -355,7 +355,7 @@ struct nested_tables {
         f.kind = fault_kind::unbacked;
         f.stage = second_stage_of<Stage>;
         f.guest_physical = a;
-        f.entry_address = h;
+        f.set_entry_address(x86::hpa{h.value()});
         return -1;
       }
       return *r ? 1 : 0;

@@ -521,7 +521,7 @@ class basic_walker {
     if (!tables.template read<Format::entry_bytes>(ea, w.e, f)) [[unlikely]] {
       if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
         f.level = static_cast<std::uint8_t>(Level);
-        f.entry_address = ea;
+        f.set_entry_address(ea);
       } else {
         f.guest_level = static_cast<std::uint8_t>(Level);  // the guest level whose table access faulted
       }
@@ -580,7 +580,7 @@ class basic_walker {
     f.stage = walk_stage::guest;
     f.vector = x86::vector::pf;
     f.level = static_cast<std::uint8_t>(level);
-    f.entry_address = ea;
+    f.set_entry_address(ea);
     f.entry_value = e;
     // SDM 4.7: P = 0 for a not-present entry; a reserved-bit fault has P = 1 and RSVD = 1.
     f.error_code = k == fault_kind::reserved_bit ? (x86::pfec::present | x86::pfec::rsvd) : x86::pfec{};
@@ -640,7 +640,7 @@ class basic_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);  // the entry that maps the page
-    f.entry_address = blame.address;
+    f.set_entry_address(blame.address);
     f.entry_value = blame.value;
     f.error_code = error_code(access, pf);
   }

@@ -65,7 +65,7 @@ TEST(WalkGolden, Xsa176PsInPml4eIsReserved) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, fault_kind::reserved_bit);
   EXPECT_EQ(r.error().level, 4);
-  EXPECT_EQ(r.error().entry_address.value(), 0x1000u);
+  EXPECT_EQ(r.error().guest_entry_address(), x86::gpa{0x1000});
   EXPECT_EQ(r.error().error_code.raw(), 0xbu);  // P | W | RSVD
   EXPECT_EQ(r.error().vector, x86::vector::pf);
 }
@@ -193,7 +193,7 @@ TEST(WalkGolden, PresentBitOnUpperLevelPermissionFault) {
   EXPECT_EQ(r.error().kind, fault_kind::permission);
   EXPECT_EQ(r.error().error_code.raw(), 0x5u);  // P | U
   EXPECT_EQ(r.error().level, 4);
-  EXPECT_EQ(r.error().entry_address.value(), 0x1000u);
+  EXPECT_EQ(r.error().guest_entry_address(), x86::gpa{0x1000});
   // A user write to a page read-only at the PDPTE: P | W | U, blamed on level 3.
   image m2;
   four_level(m2, P | RW | US, P | US, P | RW | US, P | RW | US);
@@ -338,7 +338,7 @@ TEST(WalkGolden, UnbackedTableIsATypedError) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, fault_kind::unbacked);
   EXPECT_EQ(r.error().level, 1);
-  EXPECT_EQ(r.error().entry_address.value(), 0x10'0000u + 8);
+  EXPECT_EQ(r.error().guest_entry_address(), x86::gpa{0x10'0000 + 8});
 }
 
 TEST(WalkGolden, AmdNonLeafBit8) {
@@ -643,8 +643,7 @@ TEST(EptGolden, WriteOnlyEntryIsMisconfiguration) {
   EXPECT_EQ(r.error().kind, fault_kind::ept_misconfig);
   EXPECT_EQ(r.error().stage, paging::walk_stage::ept);
   EXPECT_EQ(r.error().level, 2);
-  EXPECT_EQ(r.error().entry_address.value(), 0x12008u);
-  EXPECT_EQ(r.error().ept_entry_address(), x86::hpa{0x12008});  // EPT tables are host-physical
+  EXPECT_EQ(r.error().host_entry_address(), x86::hpa{0x12008});  // EPT tables are host-physical
   EXPECT_EQ(r.error().qualification.raw(), 0u);
   EXPECT_EQ(r.error().guest_physical.value(), gpa4);
 }
