@@ -1323,3 +1323,24 @@ TEST(NestedGolden, PdpteLoadThroughEpt) {
 }
 
 }  // namespace
+
+// Paging off: "If CR0.PG = 0, paging is not used. The logical processor treats all linear
+// addresses as if they were physical addresses" (SDM Vol. 3A 4.1.1), and outside IA-32e mode
+// linear addresses are 32 bits wide. guest_walker's walk, check and translate for a role with
+// CR0.PG = 0 give the identity on the low 32 bits and every right.
+TEST(WalkGolden, PagingOffIsTheIdentity) {
+  image m;
+  const auto mmu = paging::mmu_context::make(x86::cr0::pe, {}, {}, x86::gpa{0});
+  const paging::guest_walker w(mmu, paging::cpu_properties{});
+  auto mem = m.mem();
+  for (const std::uint64_t va : {std::uint64_t{0}, std::uint64_t{0x1234'5678}, std::uint64_t{0xffff'ffff}}) {
+    paging::walk_request req{x86::gva{va}};
+    req.access = x86::pfec::write | x86::pfec::user | x86::pfec::fetch;
+    for (const auto& r : {w.walk(mem, mmu, req), w.check(m.view(), mmu, req), w.translate(m.view(), x86::gva{va})}) {
+      ASSERT_TRUE(r) << va;
+      EXPECT_EQ(r->address.value(), va);
+      EXPECT_EQ(r->page_size(), 4096u);
+      EXPECT_EQ(r->rights, paging::pte_access::paging_rights);
+    }
+  }
+}
