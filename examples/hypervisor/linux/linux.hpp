@@ -4,8 +4,8 @@
 ///
 /// GRUB loads the hypervisor with the multiboot command line "linux <kernel command line>"
 /// and two modules, the kernel's bzImage and the initramfs. The hypervisor then starts the
-/// kernel through the Linux 64-bit boot protocol in VMX non-root operation or as an SVM guest instead of
-/// running its conformance guests, and logs on Bochs' port 0xE9 (COM1 is the guest's).
+/// kernel through the Linux 64-bit boot protocol in VMX non-root operation (or as an SVM
+/// guest) instead of running its conformance guests, and logs on Bochs' port 0xE9 (COM1 is the guest's).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +37,7 @@ bool handle_exit(vmx_backend& b);
 /// this hypervisor does not virtualize (docs/linux-guest.md has each reason).
 hvkit::cpuid::feature_set denied_features();
 
-/// Hypercalls of the Linux guest (VMCALL, CPL 0 only: the hvkit_wp kernel module).
+/// Hypercalls of the Linux guest (VMCALL or VMMCALL, CPL 0 only: the hvkit_wp kernel module).
 /// RAX = number; KVM's numbers are small, these carry "hv" in bits 31:16.
 enum : std::uint64_t {
   hc_wp_begin = 0x68760001,  ///< RBX = 1: CR0.WP intercepted, 0: guest-owned. Snapshots the CR-exit count.

@@ -183,11 +183,12 @@ core::hook linux_hypercall(B& b) {
 }
 
 
-/// An exit that ends the Linux run: named in the hypervisor's log with the vendor's report.
+/// An exit that ends the Linux run: named in the hypervisor's log with the vendor's report
+/// (an error unless `contained`: the guest's own end, which the hypervisor survives).
 template <core::backend B>
-void report(B& b, const char* what) {
+void report(B& b, const char* what, bool contained = false) {
   kprintf("HVKIT LINUX exit %s rip=0x%llx\n", what, (unsigned long long)b.rip());
-  b.report_exit(what, false);
+  b.report_exit(what, contained);
 }
 
 /// The Linux guest as a profile over the core (core/exit_loop.hpp): its own hypercalls and
@@ -213,7 +214,7 @@ struct linux_profile {
         // The guest is dead; the hypervisor is not: report and end the run (SDM Vol. 3C
         // 27.2: a triple fault in VMX non-root operation is a VM exit; APM 15.13: the
         // SHUTDOWN intercept).
-        report(b, "guest_triple_fault");
+        report(b, "guest_triple_fault", true);
         ls.end_reason = "guest_triple_fault";
         c.vcpu.status = core::run_status::triple_fault;
         return core::hook::stop;

@@ -119,6 +119,13 @@ if [ "$mode" = bochs ]; then
       -e "s|@CPU_MODEL@|$cpu_model|g" -e "s|@MEGS@|$megs|g" -e "s|@IPS@|$ips|g" \
       "$here/bochsrc.in" >"$build_dir/bochsrc-linux"
   printf 'c\nquit\n' >"$build_dir/bochs-linux.rc"
+  if [ "$amd" = 1 ]; then
+    # Bochs 2.7 SVM erratum (docs/hypervisor-results.md): a guest triple fault reaches the
+    # SHUTDOWN intercept only after a debugger break and a CPU panic; the CPU's panics are
+    # reported and the break continued (the hostile run's one triple fault).
+    sed -i -e 's/^panic: action=fatal/panic: action=fatal, cpu0=report/' "$build_dir/bochsrc-linux"
+    printf 'c\nc\nquit\n' >"$build_dir/bochs-linux.rc"
+  fi
   note "booting Linux under the hypervisor under Bochs ($cpu_model, ips=$ips, ${megs} MiB), timeout ${timeout_s}s"
   # Bochs prints port 0xE9 on its stdout (with its term display's few bytes).
   (cd "$build_dir" && TERM=dumb exec timeout --kill-after=10 "$timeout_s" \

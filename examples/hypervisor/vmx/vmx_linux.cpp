@@ -84,13 +84,6 @@ void build_bitmaps() {
 }
 
 // ---- the VMCS for the kernel's 64-bit entry ----------------------------------------------
-template <class C>
-bool ok_controls(const char* what, const hvkit::result<C, hvkit::vmx::control_error<C>>& r) {
-  if (r.has_value()) return true;
-  kprintf("HVKIT ERROR linux: control %s unsupported=0x%llx\n", what, (unsigned long long)r.error().unsupported.raw());
-  return false;
-}
-
 bool setup_linux_vmcs() {
   namespace v = hvkit::vmx;
   const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
@@ -106,15 +99,7 @@ bool setup_linux_vmcs() {
   const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest |
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
-  if (!ok_controls("pin", pin) || !ok_controls("proc", proc) || !ok_controls("proc2", proc2) ||
-      !ok_controls("exit", exitc) || !ok_controls("entry", entry))
-    return false;
-  vmwrite(fields::pin_based_controls, pin.value().raw());
-  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
-  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
-  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
-  vmwrite(fields::vm_entry_controls, entry.value().raw());
-  write_common_controls(linux_eptp);
+  if (!write_controls(pin, proc, proc2, exitc, entry, linux_eptp)) return false;
   vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(msr_bits.bytes().data()));
   vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(io_bits.a().data()));
   vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(io_bits.b().data()));

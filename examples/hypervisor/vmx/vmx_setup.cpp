@@ -322,6 +322,22 @@ void write_common_controls(std::uint64_t eptp) {
   vmwrite(fields::ept_pointer, eptp);
 }
 
+bool write_controls(const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_controls<hvkit::vmx::primary_proc_based>& proc,
+                    const vmx_controls<hvkit::vmx::secondary_proc_based>& proc2,
+                    const vmx_controls<hvkit::vmx::exit_controls>& exitc,
+                    const vmx_controls<hvkit::vmx::entry_controls>& entry, std::uint64_t eptp) {
+  if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
+      !controls_ok("exit", exitc) || !controls_ok("entry", entry))
+    return false;
+  vmwrite(fields::pin_based_controls, pin.value().raw());
+  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
+  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
+  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
+  vmwrite(fields::vm_entry_controls, entry.value().raw());
+  write_common_controls(eptp);
+  return true;
+}
+
 /// CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) from the guest-owned bits,
 /// the guest's first CR0/CR4 (as it sees them) and CR3. Host-required CR bits (the VMX
 /// fixed-1 bits) must be host-owned, or the guest could see a value it never wrote: false.
@@ -444,16 +460,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   const auto entry = v::adjust_controls(vcaps.entry_caps(), guest32 ? v::entry_controls::load_ia32_efer
                                                                     : v::entry_controls::ia32e_mode_guest |
                                                                           v::entry_controls::load_ia32_efer);
-  if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
-      !controls_ok("exit", exitc) || !controls_ok("entry", entry))
-    return false;
-
-  vmwrite(fields::pin_based_controls, pin.value().raw());
-  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
-  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
-  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
-  vmwrite(fields::vm_entry_controls, entry.value().raw());
-  write_common_controls(eptp_value);
+  if (!write_controls(pin, proc, proc2, exitc, entry, eptp_value)) return false;
 
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
