@@ -53,6 +53,15 @@
 
 namespace hvkit::paging {
 
+/// What one step of a cursor produced. (Declared before the `mapping` alias below, whose name
+/// its first enumerator repeats: so -Wshadow has nothing to report.)
+enum class mapping_step : std::uint8_t {
+  mapping,    ///< current() is the next mapping
+  fault,      ///< fault() says which subtree could not be enumerated (it is skipped)
+  end,        ///< the enumeration is complete
+  truncated,  ///< mapping_limits::max_reads was reached: the enumeration stopped early
+};
+
 /// One page of an address space and where it is mapped. `Address` is the space the tables
 /// and the output live in: x86::gpa for the guest's own paging structures (`mapping`,
 /// linear -> guest-physical), x86::hpa for EPT (`host_mapping`, guest-physical ->
@@ -115,14 +124,6 @@ struct mapping_limits {
   /// Paging-structure entries read from memory (a nested enumeration also counts each
   /// second-stage translation); reaching it ends the enumeration with mapping_step::truncated.
   std::uint64_t max_reads = ~std::uint64_t{0};
-};
-
-/// What one step of a cursor produced.
-enum class mapping_step : std::uint8_t {
-  mapping,    ///< current() is the next mapping
-  fault,      ///< fault() says which subtree could not be enumerated (it is skipped)
-  end,        ///< the enumeration is complete
-  truncated,  ///< mapping_limits::max_reads was reached: the enumeration stopped early
 };
 
 namespace detail {

@@ -144,6 +144,24 @@ inline constexpr ept_qualification ept_qualification::user_executable = ept_qual
 inline constexpr ept_qualification ept_qualification::linear_valid = ept_qualification::bit(7);
 inline constexpr ept_qualification ept_qualification::final_translation = ept_qualification::bit(8);
 
+struct walk_fault;
+
+/// Where a faulting paging-structure entry is (walk_fault::entry_address). Its space follows
+/// the fault's stage: guest-physical for the guest's own tables, host-physical for EPT and
+/// NPT tables. So it converts to neither x86::gpa nor x86::hpa by itself; walk_fault reads it
+/// typed by stage (guest_entry_address(), host_entry_address()) and records it from either
+/// type (set_entry_address()). `value()` is the number, for printing it beside the stage.
+class fault_entry_address {
+ public:
+  constexpr fault_entry_address() noexcept = default;
+  [[nodiscard]] constexpr std::uint64_t value() const noexcept { return v_; }
+  friend constexpr bool operator==(fault_entry_address, fault_entry_address) noexcept = default;
+
+ private:
+  friend struct walk_fault;
+  std::uint64_t v_ = 0;
+};
+
 /// A failed walk.
 ///
 /// Which level a fault names (`level`): for a not-present, reserved-bit, misconfigured or
@@ -173,12 +191,9 @@ struct walk_fault {
   /// 1 = the PTE's); 0 for a fault on the final guest-physical access (qualification bit 8,
   /// #NPF EXITINFO1 bit 32) and for every guest-stage fault.
   std::uint8_t guest_level = 0;
-  // Where that entry is: see guest_entry_address() and host_entry_address(). Its space
-  // follows `stage`, so the raw value is private and read back typed by stage.
- private:
-  std::uint64_t entry_address_ = 0;
-
- public:
+  /// Where that entry is, in the faulting stage's memory: read it typed with
+  /// guest_entry_address() or host_entry_address() (it converts to neither address type).
+  fault_entry_address entry_address{};
   std::uint64_t entry_value = 0;
   x86::gva linear{};          ///< the linear address of the access (also the CR2 value of a #PF)
   /// Guest-physical address that failed the second stage (EPT faults: the exit's
@@ -205,7 +220,7 @@ struct walk_fault {
   /// fault, whose entry is host-physical (host_entry_address()).
   [[nodiscard]] constexpr x86::gpa guest_entry_address() const noexcept {
     HVKIT_EXPECTS(stage == walk_stage::guest);
-    return x86::gpa{entry_address_};
+    return x86::gpa{entry_address.v_};
   }
   /// Where the entry at fault is, for a second-stage fault (`stage` is walk_stage::ept or
   /// walk_stage::npt): the EPT and nested page tables are host-physical (SDM 25.6.11, APM
@@ -213,15 +228,13 @@ struct walk_fault {
   /// back. A contract violation for a guest-stage fault (guest_entry_address()).
   [[nodiscard]] constexpr x86::hpa host_entry_address() const noexcept {
     HVKIT_EXPECTS(stage != walk_stage::guest);
-    return x86::hpa{entry_address_};
+    return x86::hpa{entry_address.v_};
   }
-  /// The entry's address as a number, whatever the stage (for printing it beside `stage`).
-  [[nodiscard]] constexpr std::uint64_t entry_address_value() const noexcept { return entry_address_; }
   /// Records a guest-stage entry's address (an entry of the guest's own tables).
-  constexpr void set_entry_address(x86::gpa a) noexcept { entry_address_ = a.value(); }
+  constexpr void set_entry_address(x86::gpa a) noexcept { entry_address.v_ = a.value(); }
   /// Records a second-stage entry's address (an EPT or NPT entry, or the host-physical
   /// address of a guest table entry the second stage does not back).
-  constexpr void set_entry_address(x86::hpa a) noexcept { entry_address_ = a.value(); }
+  constexpr void set_entry_address(x86::hpa a) noexcept { entry_address.v_ = a.value(); }
 };
 
 /// A successful walk. Kept at 80 bytes so that building and returning one stays cheap.

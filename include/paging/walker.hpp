@@ -510,6 +510,18 @@ class basic_walker {
     return st;
   }
 
+  /// A table entry at `level` could not be read: an unbacked guest table names its entry (a
+  /// second stage that failed the table's access has reported its own entry). Cold and out
+  /// of line: inline, this tail cost the 4-level walk 5 instructions (GCC 12 -O2, callgrind).
+  [[gnu::cold, gnu::noinline]] static constexpr void unreadable_table(walk_fault& f, unsigned level, x86::gpa ea) noexcept {
+    if (f.stage == walk_stage::guest) {
+      f.level = static_cast<std::uint8_t>(level);
+      f.set_entry_address(ea);
+    } else {
+      f.guest_level = static_cast<std::uint8_t>(level);  // the guest level whose table access faulted
+    }
+  }
+
   /// One level: read, P, reserved bits (SDM 4.3-4.5), rights, leaf or next table.
   template <unsigned Level, class Tables>
   [[gnu::always_inline]] constexpr int step(Tables& tables, std::uint64_t va, regs& w, walk_fault& f, x86::gpa& first) const noexcept {
@@ -519,12 +531,7 @@ class basic_walker {
                       ((va >> Format::shift(Level)) & idx_mask) * Format::entry_bytes};
     if constexpr (i == 0) first = ea;
     if (!tables.template read<Format::entry_bytes>(ea, w.e, f)) [[unlikely]] {
-      if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
-        f.level = static_cast<std::uint8_t>(Level);
-        f.set_entry_address(ea);
-      } else {
-        f.guest_level = static_cast<std::uint8_t>(Level);  // the guest level whose table access faulted
-      }
+      unreadable_table(f, Level, ea);
       w.vals[i] = 0;
       return -1;
     }

@@ -2,9 +2,9 @@
 // Where a second-stage (EPT or NPT) fault's entry is, is host-physical (the EPT tables are
 // host-physical, SDM 25.6.11; the nested page tables too, APM 15.25.4). walk_fault once held
 // it in an `x86::gpa entry_address` field shared with guest-stage faults, so an EPT fault's
-// table address read as a guest-physical one; now it is read typed by stage:
-// host_entry_address() (x86::hpa) for a second-stage fault, guest_entry_address() (x86::gpa)
-// for a guest-stage one, and no field of a single address type is left to misread.
+// table address read as a guest-physical one; now the field is a fault_entry_address, which
+// converts to neither address type, and it is read typed by stage: host_entry_address()
+// (x86::hpa) for a second-stage fault, guest_entry_address() (x86::gpa) for a guest-stage one.
 #include <cstdint>
 
 #include <hvkit/paging/ept_walker.hpp>

@@ -15,4 +15,4 @@ hvkit_add_compile_fail(paging_guest_output_as_hpa paging_guest_output_as_hpa.cpp
 # enumeration's pages (output and leaf entry) and a second-stage fault's entry address.
 hvkit_add_compile_fail(paging_ept_mapping_output_as_gpa paging_ept_mapping_output_as_gpa.cpp "hpa_tag[^ ]* to [^ ]*gpa_tag|conversion from|no viable|cannot convert")
 hvkit_add_compile_fail(paging_ept_mapping_entry_as_gpa paging_ept_mapping_entry_as_gpa.cpp "hpa_tag[^ ]* to [^ ]*gpa_tag|conversion from|no viable|cannot convert")
-hvkit_add_compile_fail(paging_ept_fault_entry_as_gpa paging_ept_fault_entry_as_gpa.cpp "entry_address")
+hvkit_add_compile_fail(paging_ept_fault_entry_as_gpa paging_ept_fault_entry_as_gpa.cpp "conversion from .*fault_entry_address.* to .*gpa")

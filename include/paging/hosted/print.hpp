@@ -333,7 +333,7 @@ template <class Address>
     if (f.stage == walk_stage::ept) s += "EPT ";
     if (f.stage == walk_stage::npt) s += "NPT ";
     s += entry_name(f.level);
-    s += " @ " + ::hvkit::hosted::hex16(f.entry_address_value()) + " = " + ::hvkit::hosted::hex16(f.entry_value);
+    s += " @ " + ::hvkit::hosted::hex16(f.entry_address.value()) + " = " + ::hvkit::hosted::hex16(f.entry_value);
   }
   if (f.stage == walk_stage::ept) {
     if (f.kind == fault_kind::ept_misconfig) s += " (EPT misconfiguration, gpa ";
