@@ -216,15 +216,15 @@ class ept_walker {
     std::uint64_t ad = ~std::uint64_t{0};
   };
   struct table_fill {
-    std::uint64_t upper = 0;  ///< AND of the entries above the cached PTE
-    std::uint64_t first = 0;  ///< address of the top-level entry
+    std::uint64_t upper;  ///< AND of the entries above the cached PTE
+    std::uint64_t first;  ///< address of the top-level entry
     /// A (bit 8): AND over every entry used by a miss; D (bit 9): AND over their leaves.
     std::uint64_t ad = ~std::uint64_t{0};
     /// The entries of the walk that filled the cache (meaningful once the cache's `tag` is
     /// set: written by that walk before they are read): levels 4-1 at [1..4], a PML5 entry at
     /// [0] (see table_walk()).
     std::uint64_t vals[max_levels];
-    std::uint8_t count = 0;  ///< entries above the PTE (3 or 4)
+    std::uint8_t count;  ///< entries above the PTE (3 or 4)
   };
 
   /// The second-stage translation of a guest paging-structure read (ept_origin::paging_structure,

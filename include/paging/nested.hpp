@@ -222,7 +222,9 @@ struct nested_tables {
   /// The second stage's cache of the table reads (see stage_cache), and what its misses
   /// fill for the final access (ept_walker::table_fill; nothing for other stages).
   typename stage_cache<Stage>::type cache;
-  [[no_unique_address]] typename stage_fill<Stage>::type fill;
+  /// A local of the walk, not a member: the out-of-line miss takes its address, and a
+  /// member's would make this whole accessor (the cache included) live in memory.
+  [[no_unique_address]] std::conditional_t<table_cached, typename stage_fill<Stage>::type*, no_scratch> fill{};
   static constexpr bool Raw = Mode == table_mode::raw;  ///< no second-stage permission checks
   static constexpr bool record = Mode == table_mode::record;  ///< collect second-stage A/D updates
   /// Fast path without table_read(): the AND of the second stage's `all` over the table
@@ -286,7 +288,7 @@ struct nested_tables {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
       if constexpr (table_cached) {
         std::uint64_t hv = 0;
-        if (!stage->table_read(*mem, a.value(), cache, fill, hv)) [[unlikely]] {
+        if (!stage->table_read(*mem, a.value(), cache, *fill, hv)) [[unlikely]] {
           table_fault(*stage, *mem, a, linear, f);
           return false;
         }
@@ -322,7 +324,7 @@ struct nested_tables {
   /// The fast path's table reads need second-stage A/D updates.
   [[nodiscard, gnu::always_inline]] constexpr bool tables_need_ad() const noexcept {
     if constexpr (table_cached) {
-      return stage->table_needs_ad(cache, fill);
+      return stage->table_needs_ad(cache, *fill);
     } else {
       return stage->needs_ad(table_request(x86::gpa{}, ept_access::read), table_all);
     }
@@ -408,6 +410,8 @@ class nested_walker {
     translation& g = r.value().guest;
     host_translation& second = r.value().second;
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
+    typename detail::stage_fill<Stage>::type fill;
+    if constexpr (detail::nested_tables<Stage, M>::table_cached) tables.fill = &fill;
     std::uint64_t guest_all = 0;
     walk_fault gf{};
     if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all)) [[unlikely]] {
@@ -419,7 +423,7 @@ class nested_walker {
     std::uint64_t all = 0;
     bool final_ok = false;
     if constexpr (detail::nested_tables<Stage, M>::table_cached) {
-      final_ok = stage_.walk_checked_final(mem, fin, tables.cache, tables.fill, second, ef, all);
+      final_ok = stage_.walk_checked_final(mem, fin, tables.cache, fill, second, ef, all);
     } else {
       final_ok = stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all);
     }
