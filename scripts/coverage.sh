@@ -17,10 +17,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${HVKIT_JOBS:-$(nproc)}
 dir=build/asan
-# The gate: just below the last run (96.35% of lines, 91.73% of branches); the targets
+# The gate: just below the last run (96.35% of lines, 91.84% of branches); the targets
 # are 97% and 93% (docs/testing.md, "Targets and the gate"). Raise these as tests raise the total.
 min_lines=96.2
-min_branches=91.6
+min_branches=91.7
 target_lines=97
 target_branches=93
 # The headers left out of the gated total (reported in the table, not held to the targets),
