@@ -7,17 +7,22 @@
 # labels (each test writes build/asan/profiles/*.profraw, see CMakePresets.json), and prints a
 # per-file table for include/ and two totals: all of include/, and include/ without the
 # excluded headers below, which is measured against the targets below
-# (HVKIT_COVERAGE_GATE=1: exit non-zero when lower). See docs/testing.md.
-#   HVKIT_COVERAGE_LABELS='...'  ctest -L regex instead of the default (e.g. 'vmx|svm')
-#   HVKIT_COVERAGE_GATE=1        fail when the total is below the targets (off by default
-#                                until include/ reaches them)
+# (the gate: exit non-zero when lower). See docs/testing.md.
+#   HVKIT_COVERAGE_LABELS='...'  ctest -L regex instead of the default (e.g. 'vmx|svm'); a
+#                                partial run is not gated
+#   HVKIT_COVERAGE_GATE=0        report only, never fail on the totals (default 1: fail when
+#                                the total is below the gate, except for a partial run)
 #   HVKIT_COVERAGE_REPORT_ONLY=1 no build or test run: the report of the last run's profiles
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${HVKIT_JOBS:-$(nproc)}
 dir=build/asan
-min_lines=97
-min_branches=93
+# The gate: just below the last run (96.35% of lines, 91.84% of branches); the targets
+# are 97% and 93% (docs/testing.md, "Targets and the gate"). Raise these as tests raise the total.
+min_lines=96.2
+min_branches=91.7
+target_lines=97
+target_branches=93
 # The headers left out of the gated total (reported in the table, not held to the targets),
 # each with the reason the unit tests cannot reach it (docs/testing.md keeps the same list):
 #   vmx/hardware.hpp              executes VMXON/VMREAD/VMWRITE/VMLAUNCH...: only on a
@@ -145,9 +150,9 @@ echo "$totals" | sed '$d'
 read -r line_pct branch_pct <<<"$(echo "$totals" | tail -n 1)"
 echo
 echo "coverage: include/ without ${excluded[*]}:"
-echo "  lines $line_pct% (target >= $min_lines%), branches $branch_pct% (target >= $min_branches%)"
-if [ "${HVKIT_COVERAGE_GATE:-0}" = 1 ]; then
+echo "  lines $line_pct% (gate >= $min_lines%, target $target_lines%), branches $branch_pct% (gate >= $min_branches%, target $target_branches%)"
+if [ "${HVKIT_COVERAGE_GATE:-1}" = 1 ] && [ -z "${HVKIT_COVERAGE_LABELS:-}" ]; then
   awk -v l="$line_pct" -v b="$branch_pct" -v ml="$min_lines" -v mb="$min_branches" \
-    'BEGIN { exit !(l + 0 >= ml && b + 0 >= mb) }' || { echo "coverage: below target"; exit 1; }
+    'BEGIN { exit !(l + 0 >= ml && b + 0 >= mb) }' || { echo "coverage: below the gate"; exit 1; }
 fi
 [ "$tests_ok" = 1 ] || { echo "coverage: some tests failed"; exit 1; }
