@@ -5,6 +5,7 @@
 // entry point. Every handler is the core's (core/exit_loop.hpp).
 #include "hv.hpp"
 #include "core/exit_loop.hpp"
+#include "core/shadow_paging.hpp"
 #include "linux/linux.hpp"
 
 namespace hv {
@@ -47,7 +48,8 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
   if (after.cr0.raw() != before.cr0.raw()) {
     const v::cr_vmcs_values cv = v::cr_values_for(after.cr0.raw(), caps.cr0_fixed0, caps.cr0_fixed1);
     vmwrite(fields::cr0_read_shadow, cv.read_shadow);
-    vmwrite(fields::guest_cr0, cv.actual);
+    // Shadow paging: the real CR0.WP is 1 (the shadow entries encode the guest's WP).
+    vmwrite(fields::guest_cr0, core::shadow::enabled() ? cv.actual | x86::cr0::wp.raw() : cv.actual);
   }
   if (after.cr4.raw() != before.cr4.raw()) {
     const v::cr_vmcs_values cv = v::cr_values_for(after.cr4.raw(), caps.cr4_fixed0, caps.cr4_fixed1);
@@ -73,9 +75,11 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
 /// vmx::apply_cr_write_actions (PAE PDPTEs into the VMCS, the permission table refreshed on
 /// a WP toggle, never a reset). vmx::cr_values_for gives the read shadow and the real value
 /// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
+bool handle_cr_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q);  // vmx_shadow.cpp
 bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
   namespace v = hvkit::vmx;
   using acc = v::cr_access_qualification::access;
+  if (core::shadow::enabled()) return handle_cr_shadow(regs, q);
   auto& vmcs = regs.backend();
   const v::cr_context c = must(v::read_cr_context(vmcs, guest_config()));
   if (q.type() == acc::mov_from_cr) {
@@ -261,6 +265,10 @@ struct vmx_backend {
     const R r = reason.basic();
     if (is_vmx_instruction(r)) return {K::virt_instruction, slot, reason_name(basic)};
     switch (r) {
+      case R::exception_or_nmi:  // only #PF exits (the exception bitmap of shadow paging)
+        if (core::shadow::enabled()) return {K::page_fault, slot, "page_fault"};
+        return {K::unhandled, slot, reason_name(basic)};
+      case R::invlpg: return {core::shadow::enabled() ? K::invlpg : K::unhandled, slot, "invlpg"};
       case R::cpuid: return {K::cpuid, slot, "cpuid"};
       case R::rdmsr: return {K::msr_read, slot, "rdmsr"};
       case R::wrmsr: return {K::msr_write, slot, "wrmsr"};
@@ -341,6 +349,7 @@ struct vmx_backend {
 
   bool read_context(em::context& ctx) {
     ctx = must(em::read_emulation_context(regs.backend(), regs, guest_config()));
+    if (core::shadow::enabled()) ctx.cr3 = core::shadow::guest_cr3();  // the real CR3 is the shadow root
     return run.status == run_status::running;
   }
   /// emulate::apply_emulation (registers, RIP, segments, the interrupt shadow, single step;
@@ -352,7 +361,12 @@ struct vmx_backend {
       case k::done:
         if (o.what == em::event::cr_write) {
           store_crs({before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer});
-          if (after.cr3.raw() != before.cr3.raw()) vmwrite(fields::guest_cr3, after.cr3.raw());
+          if (core::shadow::enabled()) {
+            const auto e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+            load_shadow_root(e.root, e.flush);
+          } else if (after.cr3.raw() != before.cr3.raw()) {
+            vmwrite(fields::guest_cr3, after.cr3.raw());
+          }
         }
         return core::applied::done;
       case k::injected:
@@ -380,8 +394,25 @@ struct vmx_backend {
   bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(gpa); }
   std::uint64_t unmap_report() { return ept_unmap_report(); }
   bool spin_more() { return false; }  // the VMX two-guest runs: the fixed spins are enough
+
+  // ---- shadow paging (core::shadow::shadow_backend) ----
+  /// #PF exit: CR2 in the exit qualification, the error code in the VM-exit
+  /// interruption error code (SDM Vol. 3C 28.2.1, 28.2.2).
+  std::uint64_t page_fault_address() const { return vmread(fields::exit_qualification); }
+  std::uint32_t page_fault_error() const {
+    return static_cast<std::uint32_t>(vmread(fields::vm_exit_interruption_error_code));
+  }
+  std::uint64_t invlpg_address() const { return vmread(fields::exit_qualification); }
+  /// VPID is off: every VM entry and exit invalidates the (VPID 0) linear mappings (SDM Vol.
+  /// 3C 29.4.3.3), so no flush is needed beyond the entry itself.
+  void load_shadow_root(x86::hpa root, hvkit::paging::shadow::host_flush) { vmwrite(fields::guest_cr3, root.value()); }
+  void inject_page_fault(std::uint64_t cr2, std::uint32_t code) {
+    write_cr2(cr2);  // VM entry does not load CR2 (SDM Vol. 3C 27.3.2)
+    hv::inject(regs, x86::vector::pf, code);
+  }
 };
 static_assert(core::backend<vmx_backend>);
+static_assert(core::shadow::shadow_backend<vmx_backend>);
 
 core::context run_context() { return {run, run, guest_policy, guest_msrs}; }
 

@@ -2,6 +2,7 @@
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
 #include "hv.hpp"
 #include "core/profile.hpp"
+#include "core/shadow_paging.hpp"
 
 namespace hv {
 
@@ -326,18 +327,23 @@ bool setup_vmcs(const hc::guest_header& g) {
   // ---- controls, adjusted to the capability MSRs (hvkit::vmx::adjust_controls, SDM Vol. 3D
   // A.3-A.5; through the TRUE_* MSRs when they exist, so CR3-load/store exiting can be 0).
   // Without the TRUE MSRs CR3 accesses exit and handle_cr() emulates them.
+  // Shadow paging (run --shadow, core/shadow_paging.hpp): no EPT; every #PF, CR3 access and
+  // INVLPG exits (docs/shadow-mmu.md, "Integration").
+  const bool shadow = core::shadow::enabled();
   const auto pin = v::adjust_controls(vcaps.pin_caps(), run.cfg->ibpb >= 0 ? v::pin_based::activate_preemption_timer
                                                                          : v::pin_based{});
   const auto proc = v::adjust_controls(
       vcaps.primary_caps(),
       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls |
           (run.cfg->profile ? v::primary_proc_based::unconditional_io_exiting : v::primary_proc_based{}) |
-          (run.cfg->cr3_exiting ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
-                                : v::primary_proc_based{}));
+          (run.cfg->cr3_exiting || shadow
+               ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
+               : v::primary_proc_based{}) |
+          (shadow ? v::primary_proc_based::invlpg_exiting : v::primary_proc_based{}));
+  const auto ept = shadow ? v::secondary_proc_based{} : v::secondary_proc_based::enable_ept;
   const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
-                                        run.cfg->dt_exiting ? v::secondary_proc_based::enable_ept |
-                                                                  v::secondary_proc_based::descriptor_table_exiting
-                                                            : v::secondary_proc_based::enable_ept);
+                                        run.cfg->dt_exiting ? ept | v::secondary_proc_based::descriptor_table_exiting
+                                                            : ept);
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer);
@@ -356,7 +362,9 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
   vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
   vmwrite(fields::vm_entry_controls, entry.value().raw());
-  vmwrite(fields::exception_bitmap, 0);  // guest exceptions go to the guest's IDT
+  // Guest exceptions go to the guest's IDT; with shadow paging every #PF exits (PFEC mask =
+  // match = 0, SDM Vol. 3C 26.2: bit 14 set and the error code always "matches").
+  vmwrite(fields::exception_bitmap, shadow ? 1u << 14 : 0u);
   vmwrite(fields::page_fault_error_code_mask, 0);
   vmwrite(fields::page_fault_error_code_match, 0);
   vmwrite(fields::cr3_target_count, 0);
@@ -369,7 +377,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
   // only with EPT, a CR4 bit only if the guest may set it).
-  const v::cr_mask_features features{true, guest_cr4_allowed()};
+  const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
   const v::guest_owned_bits owned = run.cfg->wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
                                                              : v::make_guest_owned<policy_wp_guest_owned>(features);
   run.cr0_mask = owned.cr0_mask();
@@ -463,6 +471,11 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
   run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
                                              x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
+  if (shadow)  // the guest runs on the shadow root built from its boot tables
+    vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+                                                    x86::efer{run.guest_efer}},
+                                                   x86::cr3{layout::guest_boot_pt_gpa})
+                                   .value());
   return true;
 }
 

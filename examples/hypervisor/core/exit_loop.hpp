@@ -22,6 +22,7 @@
 #include "backend.hpp"
 #include "profile.hpp"
 #include "report.hpp"
+#include "shadow_exits.hpp"
 
 namespace hv {
 // The differentials of the guest's first stage (differential.cpp): vendor-neutral, they
@@ -292,6 +293,8 @@ bool handle_exit(B& b, context& c) {
       v.preempted = true;  // end of a time slice: the scheduler switches, then resumes
       return false;
     case exit_kind::io: resume = handle_io(b, c); break;
+    case exit_kind::page_fault: resume = handle_shadow_page_fault(b, c); break;  // shadow paging only
+    case exit_kind::invlpg: resume = handle_shadow_invlpg(b, c); break;
     case exit_kind::hlt:
       b.report_exit("guest_halted", false);
       v.status = run_status::halted;

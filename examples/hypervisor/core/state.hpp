@@ -56,6 +56,8 @@ enum class exit_kind : unsigned {
   virt_instruction,  ///< a VMX or SVM instruction: the guest's CPUID offers neither, #UD
   preempted,         ///< VMX-preemption timer / physical interrupt: end of a time slice
   entry_failed,      ///< VM entry failed on guest state / VMEXIT_INVALID
+  page_fault,        ///< a host #PF under shadow paging (core/shadow_exits.hpp)
+  invlpg,            ///< INVLPG under shadow paging
   unhandled,
   count
 };
