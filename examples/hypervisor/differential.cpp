@@ -174,7 +174,7 @@ guest_paging_regs live_paging_regs() {
         x86::cr0{vmread(fields::guest_cr0)}, x86::cr0{vmread(fields::cr0_read_shadow)}, vmread(fields::cr0_guest_host_mask));
     const x86::cr4 cr4 = hvkit::vmx::guest_visible_cr4(
         x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, vmread(fields::cr4_guest_host_mask));
-    return {cr0, cr4, x86::efer{vmread(fields::guest_ia32_efer)}, core::shadow::guest_cr3(),
+    return {cr0, cr4, core::shadow::guest_efer(), core::shadow::guest_cr3(),
             x86::rflags{vmread(fields::guest_rflags)}};
   }
   return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},

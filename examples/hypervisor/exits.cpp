@@ -57,7 +57,7 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
     vmwrite(fields::guest_cr4, cv.actual);
   }
   if (after.efer.raw() != before.efer.raw()) {
-    vmwrite(fields::guest_ia32_efer, after.efer.raw());
+    vmwrite(fields::guest_ia32_efer, core::shadow::enabled() ? (after.efer | x86::efer::nxe).raw() : after.efer.raw());
     const v::entry_controls ec{static_cast<std::uint32_t>(vmread(fields::vm_entry_controls))};
     vmwrite(fields::vm_entry_controls, (after.efer.test(x86::efer::lma) ? ec | v::entry_controls::ia32e_mode_guest
                                                                         : ec & ~v::entry_controls::ia32e_mode_guest)
@@ -291,6 +291,7 @@ struct vmx_backend {
   unsigned cpl() { return guest_cpl(); }
   core::guest_crs crs() {
     const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), guest_config()));
+    if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
     return {{c.cr0, c.cr4, c.efer}, x86::cr3{c.cr3}};
   }
   void skip() { must(hvkit::vmx::skip_instruction(regs)); }
@@ -325,7 +326,10 @@ struct vmx_backend {
     else v = vmread(f);
     return true;
   }
-  void write_efer(const hvkit::paging::cr_state& after) { vmwrite(fields::guest_ia32_efer, after.efer.raw()); }
+  void write_efer(const hvkit::paging::cr_state& after) {
+    // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
+    vmwrite(fields::guest_ia32_efer, core::shadow::enabled() ? (after.efer | x86::efer::nxe).raw() : after.efer.raw());
+  }
   bool apply_mmu_actions(hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& after, x86::cr3 cr3) {
     const auto applied = hvkit::vmx::apply_cr_write_actions(regs.backend(), run.mmu, actions, after, cr3,
                                                             guest_ram_view(), guest_cpu_properties().maxphyaddr, false);
@@ -349,7 +353,10 @@ struct vmx_backend {
 
   bool read_context(em::context& ctx) {
     ctx = must(em::read_emulation_context(regs.backend(), regs, guest_config()));
-    if (core::shadow::enabled()) ctx.cr3 = core::shadow::guest_cr3();  // the real CR3 is the shadow root
+    if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real EFER.NXE 1
+      ctx.cr3 = core::shadow::guest_cr3();
+      ctx.efer = core::shadow::guest_efer();
+    }
     return run.status == run_status::running;
   }
   /// emulate::apply_emulation (registers, RIP, segments, the interrupt shadow, single step;

@@ -24,6 +24,7 @@ bool handle_cr_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
   }
   v::cr_context c = cr.value();
   c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
+  c.efer = core::shadow::guest_efer();       // the real EFER.NXE is 1
   if (q.type() == acc::mov_from_cr) {
     const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);
     if (!rd.valid) {

@@ -64,8 +64,18 @@ bool write_efer(B& b, context& c, std::uint64_t v) {
   if ((v & ~fixed.raw()) || ((v ^ g.crs.efer.raw()) & x86::efer::lme.raw())) return false;
   hvkit::paging::cr_state after = g.crs;
   after.efer = x86::efer{(g.crs.efer.raw() & ~changeable.raw()) | (v & changeable.raw())};
-  const auto actions = hvkit::paging::cr_write_actions(g.crs, after, hvkit::paging::paging_kind::two_dimensional);
+  const auto actions = hvkit::paging::cr_write_actions(
+      g.crs, after, shadow::enabled() ? hvkit::paging::paging_kind::shadow : hvkit::paging::paging_kind::two_dimensional);
   b.write_efer(after);
+  if constexpr (shadow::shadow_backend<B>) {
+    if (shadow::enabled()) {  // EFER.NXE is in the shadow pages' role (docs/shadow-mmu.md)
+      hvkit::paging::cr_write_outcome o{};
+      o.after = after;
+      o.actions = actions;
+      const hvkit::emulate::shadow_exit e = shadow::cr_written(o, g.cr3);
+      b.load_shadow_root(e.root, e.flush);
+    }
+  }
   if (actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
   if (b.apply_mmu_actions(actions, after, g.cr3)) ++c.checks.mmu_refreshes;
   c.vcpu.guest_efer = after.efer.raw();

@@ -51,6 +51,8 @@ using mmu_type = sp::shadow_mmu<identity_window>;
 [[nodiscard]] hvkit::x86::hpa begin(const hvkit::paging::cr_state& crs, hvkit::x86::cr3 cr3) noexcept;
 /// The guest's CR3 (the real one is the shadow root).
 [[nodiscard]] hvkit::x86::cr3 guest_cr3() noexcept;
+/// The guest's EFER (the real EFER.NXE is 1: paging::shadow::host_role()).
+[[nodiscard]] hvkit::x86::efer guest_efer() noexcept;
 void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
 
 /// Counters for the run's report.
