@@ -31,6 +31,20 @@ bool handle_shadow_page_fault(B& b, context& c) {
       case em::shadow_exit_action::resume:
         ++s.fixed;
         b.load_shadow_root(e.root, e.flush);
+        // A fix that does not satisfy the access faults again at once: stop and say where
+        // instead of looping.
+        if (s.last_rip == before.rip && s.last_cr2 == b.page_fault_address()) {
+          if (++s.repeats > 64) {
+            kprintf("HVKIT ERROR run=%s shadow: #PF not resolved rip=0x%llx cr2=0x%llx error=0x%x\n", c.cfg().name,
+                    (unsigned long long)before.rip, (unsigned long long)b.page_fault_address(), b.page_fault_error());
+            c.vcpu.status = run_status::fatal_exit;
+            return false;
+          }
+        } else {
+          s.repeats = 0;
+        }
+        s.last_rip = before.rip;
+        s.last_cr2 = b.page_fault_address();
         return true;
       case em::shadow_exit_action::inject:
         ++s.injected;

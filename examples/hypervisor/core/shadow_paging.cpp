@@ -58,7 +58,7 @@ hvkit::emulate::shadow_exit cr_written(const pg::cr_write_outcome& o, x86::cr3 c
       hvkit::emulate::shadow_cr_write(*the_mmu, o, cr3_after, guest_ram_view(), guest_cpu_properties().maxphyaddr);
   if (e.action == hvkit::emulate::shadow_exit_action::resume) {
     guest_cr3_value = cr3_after;
-    guest_efer_value = o.after.efer;
+    if (o.cr != 3) guest_efer_value = o.after.efer;  // a MOV to CR3's outcome carries no EFER
   }
   return e;
 }

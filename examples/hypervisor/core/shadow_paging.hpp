@@ -58,6 +58,7 @@ void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
 /// Counters for the run's report.
 struct stats {
   std::uint64_t faults, fixed, injected, emulated, cr_writes, invlpg, flushes;
+  std::uint64_t last_rip, last_cr2, repeats;  ///< the same #PF fixed again and again
 };
 [[nodiscard]] stats& counters() noexcept;
 
