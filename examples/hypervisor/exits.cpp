@@ -356,6 +356,18 @@ struct vmx_backend {
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real EFER.NXE 1
       ctx.cr3 = core::shadow::guest_cr3();
       ctx.efer = core::shadow::guest_efer();
+      // The shadow MMU checks protection keys with the guest's PKRU, which is the real one
+      // (the host never writes it); RDPKRU needs CR4.PKE, which the host sets only here.
+      if (ctx.cr4.test(x86::cr4::pke)) {
+        std::uint64_t cr4, tmp;
+        std::uint32_t pkru, edx;
+        asm volatile("mov %%cr4, %0" : "=r"(cr4));
+        tmp = cr4 | x86::cr4::pke.raw();
+        asm volatile("mov %0, %%cr4" ::"r"(tmp) : "memory");
+        asm volatile("rdpkru" : "=a"(pkru), "=d"(edx) : "c"(0));
+        asm volatile("mov %0, %%cr4" ::"r"(cr4) : "memory");
+        ctx.pkru = pkru;
+      }
     }
     return run.status == run_status::running;
   }
