@@ -34,7 +34,28 @@ bool handle_shadow_page_fault(B& b, context& c) {
         // A fix that does not satisfy the access faults again at once: stop and say where
         // instead of looping.
         if (s.last_rip == before.rip && s.last_cr2 == b.page_fault_address()) {
-          if (++s.repeats > 64) {
+          // The same access faulted again on the entry just fixed: the host check refuses
+          // what the guest's allows (seen: a supervisor write with the guest's CR0.WP = 0 to
+          // a user page whose key has PKRU.WD = 1, which the real WP = 1 makes fault). The
+          // instruction is emulated with the guest's role instead.
+          if (s.repeats++ == 0) {
+            ++s.refused_fixes;
+            const em::shadow_emulation m = em::emulate_on_shadow(shadow::mmu(), ctx, ram, plat);
+            b.load_shadow_root(shadow::mmu().root(), m.flush);
+            s.last_rip = s.last_cr2 = ~0ull;
+            s.repeats = 0;
+            switch (b.apply(before, ctx, m.emulated)) {
+              case applied::done:
+              case applied::injected: return c.vcpu.status == run_status::running;
+              case applied::shutdown: c.vcpu.status = run_status::triple_fault; return false;
+              case applied::not_applied: break;
+            }
+            kprintf("HVKIT ERROR run=%s shadow: refused fix not emulable rip=0x%llx\n", c.cfg().name,
+                    (unsigned long long)before.rip);
+            c.vcpu.status = run_status::fatal_exit;
+            return false;
+          }
+          if (s.repeats > 64) {
             kprintf("HVKIT ERROR run=%s shadow: #PF not resolved rip=0x%llx cr2=0x%llx error=0x%x\n", c.cfg().name,
                     (unsigned long long)before.rip, (unsigned long long)b.page_fault_address(), b.page_fault_error());
             c.vcpu.status = run_status::fatal_exit;

@@ -59,6 +59,7 @@ void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
 struct stats {
   std::uint64_t faults, fixed, injected, emulated, cr_writes, invlpg, flushes;
   std::uint64_t last_rip, last_cr2, repeats;  ///< the same #PF fixed again and again
+  std::uint64_t refused_fixes;  ///< fixes the host check refused again: emulated
 };
 [[nodiscard]] stats& counters() noexcept;
 
