@@ -6,6 +6,7 @@
 //  BM_io_bitmap/{hvkit,minimal}    vmx::io_bitmaps::exits (SDM 25.6.4)
 //  BM_iopm/{hvkit,minimal}         svm::io_permission_map::intercepts (APM 15.10.1)
 //  BM_ibpb_switch/{hvkit,minimal}  x86::ibpb_tracker::on_switch, skip_same_guest policy
+//  BM_ibpb_switch/hvkit_static     x86::static_ibpb_tracker<skip_same_guest>::on_switch
 // The minimal lookups are what a hypervisor author would write for one map layout: a range
 // check, one byte (or two adjacent bytes for a multi-byte port access) and a shift. A lookup
 // here is a hypervisor's software question (e.g. "does L1 want this exit?" when reflecting an
@@ -264,6 +265,19 @@ void BM_ibpb_switch_hvkit(benchmark::State& state) {
   }
   benchmark::DoNotOptimize(count);
 }
+// The same policy fixed at compile time (x86::static_ibpb_tracker): the ratio row.
+void BM_ibpb_switch_hvkit_static(benchmark::State& state) {
+  const auto sw = make_switches();
+  unsigned count = 0;
+  x86::static_ibpb_tracker<x86::ibpb_policy::skip_same_guest, counting_barrier> t(counting_barrier{&count});
+  benchmark::DoNotOptimize(&t);
+  std::size_t i = 0;
+  for (auto _ : state) {
+    t.on_switch(sw[i]);
+    i = (i + 1) % n_inputs;
+  }
+  benchmark::DoNotOptimize(count);
+}
 void BM_ibpb_switch_minimal(benchmark::State& state) {
   const auto sw = make_switches();
   unsigned count = 0;
@@ -294,10 +308,13 @@ bool same_answers() {
   unsigned a = 0, b = 0;
   x86::ibpb_tracker<counting_barrier> t(x86::ibpb_policy::skip_same_guest, counting_barrier{&a});
   minimal_tracker m{&b};
+  unsigned c = 0;
+  x86::static_ibpb_tracker<x86::ibpb_policy::skip_same_guest, counting_barrier> s(counting_barrier{&c});
   for (const auto& d : make_switches()) {
     t.on_switch(d);
     m.on_switch(d);
-    if (a != b) return false;
+    s.on_switch(d);
+    if (a != b || c != b) return false;
   }
   return true;
 }
@@ -316,6 +333,7 @@ const bool registered = [] {
   exit_paths::register_benchmark("BM_iopm/hvkit", BM_iopm_hvkit);
   exit_paths::register_benchmark("BM_iopm/minimal", BM_iopm_minimal);
   exit_paths::register_benchmark("BM_ibpb_switch/hvkit", BM_ibpb_switch_hvkit);
+  exit_paths::register_benchmark("BM_ibpb_switch/hvkit_static", BM_ibpb_switch_hvkit_static);
   exit_paths::register_benchmark("BM_ibpb_switch/minimal", BM_ibpb_switch_minimal);
   return true;
 }();

@@ -29,8 +29,17 @@ void must(hvkit::result<void, hvkit::vmx::vm_fail> r) {
 }
 
 /// What the VMCS does not hold about the guest: the properties its CPUID policy decides.
-hvkit::vmx::guest_cpu_config guest_config() {
-  return {guest_cr4_allowed(), guest_cpu_properties().maxphyaddr, guest_policy.has(cpuid_ns::feat::lam)};
+/// The guest's CPUID-derived properties: constant once the policy is built (before the first
+/// guest entry), so computed at the first exit and kept (every CR-context read on the exit
+/// path, e.g. CPUID's CR4, needs them; recomputing cost about 100 instructions per exit).
+const hvkit::vmx::guest_cpu_config& guest_config() {
+  static hvkit::vmx::guest_cpu_config cfg;
+  static bool done = false;
+  if (!done) {
+    cfg = {guest_cr4_allowed(), guest_cpu_properties().maxphyaddr, guest_policy.has(cpuid_ns::feat::lam)};
+    done = true;
+  }
+  return cfg;
 }
 
 /// #GP(0) (or another hardware exception) into the guest, merged with what is pending.

@@ -18,6 +18,11 @@ printf 'uname -sr\necho shell-ok\nexit\n' | PS1='hvkit-linux# ' sh -i 2>&1
 grep -m1 'model name' /proc/cpuinfo | sed 's/^/HVKIT-GUEST INFO /' | while read -r l; do /bin/tscmark e9 "$l"; done
 dmesg | grep -E 'x86/fpu|XSAVE|xstate|clearcpuid|tsc:|Hypervisor|Kernel panic|segfault|traps:' |
   while read -r l; do /bin/tscmark e9 "HVKIT-GUEST DMESG $l"; done
+# hvkit.dmesg on the command line (run-baseline.sh --dmesg): the whole kernel log on the
+# console after the mark, for a per-initcall comparison of two boots (with initcall_debug).
+case "$(cat /proc/cmdline)" in *hvkit.dmesg*)
+  echo "HVKIT-DMESG-BEGIN"; dmesg; echo "HVKIT-DMESG-END" ;;
+esac
 /bin/tscmark e9 "HVKIT-GUEST END uptime=$(cut -d' ' -f1 /proc/uptime)"
 /bin/tscmark shutdown
 poweroff -f

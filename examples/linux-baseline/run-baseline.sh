@@ -8,7 +8,7 @@
 #
 #   bash examples/linux-baseline/run-baseline.sh [--cpu MODEL] [--ips N] [--megs N]
 #        [--build-dir DIR] [--rootfs DIR] [--timeout S] [--extra-cmdline "..."]
-#        [--hv-log LINUX_E9_LOG]
+#        [--hv-log LINUX_E9_LOG] [--hypervisor KERNEL_BIN] [--dmesg]
 #
 # --rootfs: the guest's unpacked initramfs tree (BUILD/linux-image/rootfs of a `run --linux`
 #   build directory); default: built here with examples/hypervisor/linux/build-image.sh.
@@ -18,6 +18,14 @@
 #   none for zambezi, trinity_apu, corei7_skylake_x, broadwell_ult. "none" for none.
 # --hv-log: the hypervisor run's port-0xE9 log (BUILD/linux-e9.log of `run --linux`): the
 #   script then also prints the ratio and the hypervisor's exits per emulated second of boot.
+#
+# --hypervisor: boot the same baseline initramfs under the hvkit reference hypervisor instead
+#   (KERNEL_BIN: a `run --linux` build's kernel.bin, multiboot, with the hypervisor's GRUB
+#   entry); the time is then the hypervisor's own "HVKIT LINUX mark shell tsc=" and no
+#   workaround is added to the command line (the hypervisor's CPUID policy does that).
+# --dmesg: adds "initcall_debug hvkit.dmesg" to the command line; /init prints the whole
+#   kernel log on the console (BUILD/MODEL[-hv]/serial.log) after the mark, and the script
+#   saves the per-initcall times in initcalls.txt, for comparing two boots.
 #
 # The measurement hook: the hypervisor's run counts host TSC from just before its first VM
 # entry (the kernel's 64-bit entry) to the moment the guest's "HVKIT-GUEST MARK shell" line
@@ -30,7 +38,7 @@
 set -u -o pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
-cpu=tigerlake ips=50000000 megs=512 timeout_s=900 rootfs= hv_log= extra=default
+cpu=tigerlake ips=50000000 megs=512 timeout_s=900 rootfs= hv_log= extra=default hv_kernel= dmesg=0
 build=$root/build/linux-baseline
 # The hypervisor run's guest command line (linux/run-linux.sh), word for word.
 cmdline=${HVKIT_LINUX_CMDLINE:-"console=ttyS0 quiet nokaslr panic=-1 mitigations=off"}
@@ -44,6 +52,8 @@ while [ $# -gt 0 ]; do
     --timeout) timeout_s=$2; shift ;;
     --extra-cmdline) extra=$2; shift ;;
     --hv-log) hv_log=$2; shift ;;
+    --hypervisor) hv_kernel=$(realpath "$2"); shift ;;
+    --dmesg) dmesg=1 ;;
     -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "run-baseline: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -57,6 +67,8 @@ if [ "$extra" = default ]; then
   esac
 fi
 [ "$extra" = none ] && extra=
+[ -n "$hv_kernel" ] && extra=
+[ "$dmesg" = 1 ] && cmdline="$cmdline initcall_debug hvkit.dmesg"
 full_cmdline="$cmdline${extra:+ $extra}"
 for t in bochs grub-mkrescue xorriso gcc; do
   command -v $t >/dev/null || { echo "HVKIT-RUN SKIP: $t not installed"; exit 77; }
@@ -93,6 +105,10 @@ else
   (cd "$img/rootfs" && find . | LC_ALL=C sort | "$bb" cpio -o -H newc -R 0:0 2>/dev/null) | gzip -9 >"$img/isoroot/boot/initrd.img"
 fi
 cp "$vmlinuz" "$img/isoroot/boot/vmlinuz"
+if [ -n "$hv_kernel" ]; then
+  cp "$hv_kernel" "$img/isoroot/boot/kernel.bin"
+  sed "s|@CMDLINE@|$full_cmdline|" "$root/examples/hypervisor/linux/grub.cfg" >"$img/isoroot/boot/grub/grub.cfg"
+else
 cat >"$img/isoroot/boot/grub/grub.cfg" <<EOF
 set timeout=0
 set default=0
@@ -102,12 +118,13 @@ menuentry "Linux directly on Bochs (hvkit baseline)" {
   initrd /boot/initrd.img
 }
 EOF
-grub-mkrescue --install-modules="linux normal configfile" --locales= --fonts= --themes= \
+fi
+grub-mkrescue --install-modules="linux multiboot normal configfile" --locales= --fonts= --themes= \
   -o "$img/baseline.iso" "$img/isoroot" >"$img/grub-mkrescue.log" 2>&1 ||
   { cat "$img/grub-mkrescue.log" >&2; exit 1; }
 
 # ---- boot ---------------------------------------------------------------------------------
-rd=$build/$cpu
+rd=$build/$cpu${hv_kernel:+-hv}
 mkdir -p "$rd"
 vgabios=/usr/share/vgabios/vgabios.bin
 [ -f "$vgabios" ] || vgabios=/usr/share/bochs/VGABIOS-lgpl-latest
@@ -125,7 +142,8 @@ setup_sects=$(od -An -tu1 -j 0x1f1 -N1 "$vmlinuz" | tr -d ' ')
 [ "$setup_sects" = 0 ] && setup_sects=4
 entry_bytes=$(od -An -tx1 -j $(( (setup_sects + 1) * 512 )) -N1 "$vmlinuz" | tr -d ' ')
 pref=$(od -An -tx8 -j 0x258 -N8 "$vmlinuz" | tr -d ' ')
-printf 'pb 0x%x\nc\nd 1\nc\nquit\n' "$((16#$pref))" >"$rd/bochs.rc"
+if [ -n "$hv_kernel" ]; then printf 'c\nquit\n' >"$rd/bochs.rc"   # the hypervisor times the boot itself
+else printf 'pb 0x%x\nc\nd 1\nc\nquit\n' "$((16#$pref))" >"$rd/bochs.rc"; fi
 rm -f "$rd/serial.log" "$rd/stdout.log"
 echo "linux-baseline: booting $(basename "$vmlinuz") directly on Bochs ($cpu, ips=$ips, ${megs} MiB), cmdline: $full_cmdline" >&2
 t0=$SECONDS
@@ -136,8 +154,14 @@ wall=$((SECONDS - t0))
 
 # ---- report ---------------------------------------------------------------------------------
 tr -d '\r' <"$rd/stdout.log" >"$rd/stdout.txt"
+if [ "$dmesg" = 1 ]; then   # "initcall NAME+0x.../0x... returned R after N usecs" -> "NAME N"
+  tr -d '\r' <"$rd/serial.log" | sed -n '/HVKIT-DMESG-BEGIN/,/HVKIT-DMESG-END/p' >"$rd/dmesg.txt"
+  sed -n 's/.*initcall \([^ +]*\)[^ ]* returned .* after \([0-9]*\) usecs.*/\1 \2/p' "$rd/dmesg.txt" >"$rd/initcalls.txt"
+  echo "linux-baseline: kernel log in $rd/dmesg.txt, $(wc -l <"$rd/initcalls.txt") initcall times in $rd/initcalls.txt" >&2
+fi
+[ -n "$hv_kernel" ] && hv_log=$rd/stdout.txt   # the hypervisor's own mark line is the measurement
 awk -v cpu="$cpu" -v ips="$ips" -v megs="$megs" -v wall="$wall" -v emu_rc="$emu_rc" -v cmdline="$full_cmdline" \
-    -v hvlog="$hv_log" -v rd="$rd" -v entry_bytes="$entry_bytes" '
+    -v hvlog="$hv_log" -v rd="$rd" -v entry_bytes="$entry_bytes" -v hvmode="${hv_kernel:+1}" '
 function kv(line, key,    m) {
   if (match(line, "(^| )" key "=[^ ]*")) { m = substr(line, RSTART, RLENGTH); sub(/^ /, "", m); return substr(m, length(key) + 2) }
   return ""
@@ -155,6 +179,11 @@ FILENAME == hvlog && /^HVKIT GUEST HVKIT-GUEST MARK shell/ { hv_up = kv($0, "upt
 END {
   printf "linux-baseline: model=%s ips=%d megs=%d wall=%ds bochs_status=%d\n", cpu, ips, megs, wall, emu_rc
   printf "linux-baseline: cmdline: %s\n", cmdline
+  if (hvmode) {
+    if (hv_tsc == "") { print "linux-baseline: FAIL no \"HVKIT LINUX mark shell\" line from the hypervisor (see " rd "/stdout.txt)"; exit 1 }
+    printf "linux-baseline: under the hvkit hypervisor: emulated time to the shell prompt: %.3f s (%d TSC from its first VM entry / ips), guest uptime %s s, exits %d\n", hv_tsc / ips, hv_tsc, hv_up, hv_exits
+    exit 0
+  }
   if (t_entry == "") { print "linux-baseline: FAIL the kernel entry breakpoint was not reached (see " rd "/stdout.txt)"; exit 1 }
   n = split(bp_insn, w, "; "); got = w[n]
   if (substr(got, 1, length(entry_bytes)) != entry_bytes) { print "linux-baseline: FAIL the breakpoint is not the kernel entry (bytes " got ", the kernel starts with " entry_bytes "): " bp_insn; exit 1 }
@@ -171,4 +200,4 @@ END {
     ex = ""; for (i = 1; i <= nhx; i++) ex = ex " " hv_ex[i]
     printf "linux-boot-overhead: hvkit exits until the shell prompt: %d (%.0f per emulated second):%s\n", hv_exits, hv_exits / hv, ex
   }
-}' "$rd/stdout.txt" ${hv_log:+"$hv_log"}
+}' $([ -n "$hv_kernel" ] || echo "$rd/stdout.txt") ${hv_log:+"$hv_log"}

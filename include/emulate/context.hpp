@@ -76,6 +76,12 @@ struct context {
   /// every bit x86::cr4 names, only suits a guest that sees every feature; a hypervisor
   /// passes what its CPUID policy exposes (the same set as vmx::cr_mask_features).
   x86::cr4 cr4_allowed = x86::cr4::defined;
+  /// The guest's CPUID enumerates CMPXCHG8B (CPUID.01H:EDX.CX8[bit 8]) and CMPXCHG16B
+  /// (CPUID.01H:ECX.CX16[bit 13]); without it the instruction is #UD (SDM Vol. 2A
+  /// CMPXCHG8B/CMPXCHG16B). Default: both, as on every 64-bit processor; apply_cpu_model()
+  /// sets them from the guest CPU model.
+  bool cx8 = true;
+  bool cx16 = true;
   completion pending{};
   /// Device accesses (MMIO, ports) the instruction already performed before its last
   /// needs_io / needs_mmio outcome, in program order: the emulator records them there (the

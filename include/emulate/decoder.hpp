@@ -219,6 +219,7 @@ constexpr mnemonic alu_ops[8] = {mnemonic::add, mnemonic::or_,  mnemonic::adc, m
     case mnemonic::and_: case mnemonic::sub: case mnemonic::xor_:
     case mnemonic::not_: case mnemonic::neg: case mnemonic::inc: case mnemonic::dec:
     case mnemonic::xchg: case mnemonic::bts: case mnemonic::btr: case mnemonic::btc:
+    case mnemonic::cmpxchg: case mnemonic::cmpxchg8b: case mnemonic::cmpxchg16b:
       return true;
     default: return false;
   }
@@ -573,6 +574,22 @@ constexpr bool decode_opcode(decode_state& s, instruction& in, decode_error& why
       in.operand_size = static_cast<std::uint8_t>(osz);
       in.dst = decode_rm(s, in, osz);
       in.src = immediate(s, in, 1, 1, false);
+      return true;
+    }
+    case 0xb0: return ev_gv(mnemonic::cmpxchg, 1);
+    case 0xb1: return ev_gv(mnemonic::cmpxchg, osz);
+    case 0xc7: {
+      // Group 9 (SDM Table A-6): /1 with a memory operand is CMPXCHG8B m64, or CMPXCHG16B
+      // m128 with REX.W. SDM Vol. 2A CMPXCHG8B/CMPXCHG16B: "#UD If the destination operand
+      // is not a memory location." Other members (RDRAND, RDSEED, VMPTRLD, ...) are outside
+      // the subset.
+      modrm();
+      if (s.reg() != 1) return unsupported();
+      if (s.mod() == 3) return invalid();
+      const bool wide = s.rex_w();
+      in.op = wide ? mnemonic::cmpxchg16b : mnemonic::cmpxchg8b;
+      in.operand_size = 8;
+      in.dst = decode_rm(s, in, wide ? 16 : 8);
       return true;
     }
     case 0xb6: case 0xb7: case 0xbe: case 0xbf: {

@@ -116,6 +116,7 @@ class machine : machine_control<T, R, P> {
       case mnemonic::sub: case mnemonic::xor_: case mnemonic::cmp: case mnemonic::test:
       case mnemonic::not_: case mnemonic::neg: case mnemonic::inc: case mnemonic::dec: case mnemonic::xchg:
       case mnemonic::bt: case mnemonic::bts: case mnemonic::btr: case mnemonic::btc:
+      case mnemonic::cmpxchg: case mnemonic::cmpxchg8b: case mnemonic::cmpxchg16b:
         return data_op(in);
       case mnemonic::mov_from_sreg: return mov_from_sreg(in);
       case mnemonic::mov_to_sreg: return mov_to_sreg(in);

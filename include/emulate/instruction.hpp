@@ -25,6 +25,8 @@ enum class mnemonic : std::uint8_t {
   test, not_, neg, inc, dec,
   // bit tests (0F A3/AB/B3/BB, 0F BA /4-/7)
   bt, bts, btr, btc,
+  // compare-exchange (0F B0/B1 CMPXCHG; 0F C7 /1 CMPXCHG8B, REX.W: CMPXCHG16B)
+  cmpxchg, cmpxchg8b, cmpxchg16b,
   // string instructions (operands implicit: rSI/rDI/rCX/rAX)
   movs, cmps, stos, lods, ins, outs,
   // port I/O
@@ -62,7 +64,7 @@ enum class operand_kind : std::uint8_t {
 /// One explicit operand.
 struct operand {
   operand_kind kind = operand_kind::none;
-  std::uint8_t size = 0;  ///< bytes: 1, 2, 4, 8 (descriptor-table operands: 6 or 10)
+  std::uint8_t size = 0;  ///< bytes: 1, 2, 4, 8 (descriptor-table operands: 6 or 10; CMPXCHG16B: 16)
   std::uint8_t reg = 0;   ///< register number (gpr 0-15, sreg 0-5, cr/dr 0-15)
   bool high8 = false;     ///< gpr only: AH, CH, DH, BH (reg 4-7 with no REX prefix)
 };

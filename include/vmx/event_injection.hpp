@@ -303,11 +303,16 @@ struct queued_event {
 template <vmcs_backend B>
 [[gnu::always_inline]] constexpr result<queued_event, vm_fail> inject_exception(B& b, x86::exception_event e,
                                                          bool protected_mode = true) noexcept {
-  auto pending = read_injection(b);
-  if (!pending) return unexpected(pending.error());
+  // Only the pending event's information field is read: queue_exception() classes it by
+  // its type and vector alone, and the event it returns replaces the pending one whole (its
+  // error code and instruction length are never merged: SDM Table 6-5), so the VMREADs of
+  // read_injection() for those two fields would be dead work on every exit with an event.
+  auto info = vmread(b, fields::vm_entry_interruption_info);
+  if (!info) return unexpected(info.error());
+  const injected_event pending{entry_interruption_info{info.value()}, 0, 0};
   // Built in the returned object: a local copied into it at the end is assembled with
   // narrow stores and read back with one wide load, which defeats store forwarding.
-  result<queued_event, vm_fail> q{queue_exception(pending.value(), e, protected_mode)};
+  result<queued_event, vm_fail> q{queue_exception(pending, e, protected_mode)};
   if (q->verdict == x86::merge_verdict::shutdown) return q;
   auto w = write_injection(b, q->event);
   if (!w) return unexpected(w.error());

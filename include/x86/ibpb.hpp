@@ -57,6 +57,27 @@ struct pred_cmd_barrier {
   }
 };
 
+namespace detail {
+[[nodiscard]] constexpr bool same_vcpu(const ibpb_domain& a, const ibpb_domain& b) noexcept {
+  return a.vm == b.vm && a.vcpu == b.vcpu;
+}
+/// The one rule of every policy: does switching from `last` (if `loaded`) to `next` need a
+/// barrier now? (deferred_to_entry decides at the entry instead: never here.)
+template <ibpb_policy P>
+[[nodiscard, gnu::always_inline]] constexpr bool barrier_on_switch(bool loaded, const ibpb_domain& last,
+                                                                   const ibpb_domain& next) noexcept {
+  if constexpr (P == ibpb_policy::every_switch) {
+    return !loaded || last.control_block != next.control_block;
+  } else if constexpr (P == ibpb_policy::skip_same_guest) {
+    return !loaded || last.vm != next.vm;
+  } else if constexpr (P == ibpb_policy::other_vcpu_only) {
+    return !loaded || !same_vcpu(last, next);
+  } else {
+    return false;
+  }
+}
+}  // namespace detail
+
 /// Per-physical-CPU state. Call on_switch() whenever another control block becomes the one
 /// the CPU will run, and on_vm_entry() right before every entry. The first switch after
 /// construction always issues a barrier under every policy (the previous occupant of the CPU
@@ -69,13 +90,13 @@ class ibpb_tracker {
   constexpr void on_switch(ibpb_domain next) noexcept {
     switch (policy_) {
       case ibpb_policy::every_switch:
-        if (!loaded_ || last_.control_block != next.control_block) issue();
+        if (detail::barrier_on_switch<ibpb_policy::every_switch>(loaded_, last_, next)) issue();
         break;
       case ibpb_policy::skip_same_guest:
-        if (!loaded_ || last_.vm != next.vm) issue();
+        if (detail::barrier_on_switch<ibpb_policy::skip_same_guest>(loaded_, last_, next)) issue();
         break;
       case ibpb_policy::other_vcpu_only:
-        if (!loaded_ || !same_vcpu(last_, next)) issue();
+        if (detail::barrier_on_switch<ibpb_policy::other_vcpu_only>(loaded_, last_, next)) issue();
         break;
       case ibpb_policy::deferred_to_entry:
         break;
@@ -86,7 +107,7 @@ class ibpb_tracker {
 
   constexpr void on_vm_entry() noexcept {
     if (policy_ != ibpb_policy::deferred_to_entry) return;
-    if (!entered_ || !same_vcpu(last_entered_, last_)) issue();
+    if (!entered_ || !detail::same_vcpu(last_entered_, last_)) issue();
     last_entered_ = last_;
     entered_ = true;
   }
@@ -95,12 +116,45 @@ class ibpb_tracker {
   [[nodiscard]] constexpr const Barrier& barrier() const noexcept { return barrier_; }
 
  private:
-  static constexpr bool same_vcpu(const ibpb_domain& a, const ibpb_domain& b) noexcept {
-    return a.vm == b.vm && a.vcpu == b.vcpu;
-  }
   constexpr void issue() noexcept { barrier_(); }
 
   ibpb_policy policy_;
+  Barrier barrier_;
+  ibpb_domain last_{};
+  ibpb_domain last_entered_{};
+  bool loaded_ = false;
+  bool entered_ = false;
+};
+
+/// ibpb_tracker with the policy fixed at compile time: the same rules (one definition,
+/// detail::barrier_on_switch), without the policy load and dispatch on every switch, and with
+/// only the state the policy reads (for skip_same_guest: the last VM). What a hypervisor that
+/// picks its policy once, at build time, uses on its VMPTRLD / VMRUN path.
+template <ibpb_policy P, class Barrier = pred_cmd_barrier>
+class static_ibpb_tracker {
+ public:
+  constexpr explicit static_ibpb_tracker(Barrier b = Barrier{}) noexcept : barrier_(b) {}
+
+  [[gnu::always_inline]] constexpr void on_switch(ibpb_domain next) noexcept {
+    if (detail::barrier_on_switch<P>(loaded_, last_, next)) barrier_();
+    if constexpr (P == ibpb_policy::skip_same_guest) {
+      last_.vm = next.vm;  // the only field the rule reads
+    } else {
+      last_ = next;
+    }
+    loaded_ = true;
+  }
+  constexpr void on_vm_entry() noexcept {
+    if constexpr (P == ibpb_policy::deferred_to_entry) {
+      if (!entered_ || !detail::same_vcpu(last_entered_, last_)) barrier_();
+      last_entered_ = last_;
+      entered_ = true;
+    }
+  }
+  [[nodiscard]] static constexpr ibpb_policy policy() noexcept { return P; }
+  [[nodiscard]] constexpr const Barrier& barrier() const noexcept { return barrier_; }
+
+ private:
   Barrier barrier_;
   ibpb_domain last_{};
   ibpb_domain last_entered_{};

@@ -26,7 +26,7 @@ TEST(emulate_cpu_model, one_default) {
   EXPECT_EQ(cpuid::guest_cpu_model{}.maxphyaddr, 36u);
 }
 
-TEST(emulate_cpu_model, apply_sets_the_three_fields_only) {
+TEST(emulate_cpu_model, apply_sets_the_cpuid_fields_only) {
   cpuid::feature_set f;
   f.put(cpuid::word::leaf7_1_eax, 1u << 26);  // LAM
   const auto m = cpuid::make_guest_cpu_model(f, cpuid::vendor::intel, 39);
@@ -36,6 +36,8 @@ TEST(emulate_cpu_model, apply_sets_the_three_fields_only) {
   EXPECT_EQ(c.maxphyaddr, 39u);
   EXPECT_TRUE(c.lam);
   EXPECT_EQ(c.cr4_allowed.raw(), (1u << 8) | (1u << 28));  // PCE, LAM_SUP
+  EXPECT_FALSE(c.cx8);   // CPUID.01H:EDX.CX8[bit 8] = 0 in this model
+  EXPECT_FALSE(c.cx16);  // CPUID.01H:ECX.CX16[bit 13] = 0
   EXPECT_EQ(c.rip, 0x1234u);
 }
 

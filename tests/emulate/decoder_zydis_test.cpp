@@ -39,7 +39,7 @@ std::vector<opcode_pattern> subset_opcodes() {
                       0xf4, 0xf6, 0xf7, 0xfe, 0xff})
     v.push_back({{static_cast<std::uint8_t>(op)}});
   for (unsigned op : {0x00, 0x01, 0x06, 0x08, 0x09, 0x20, 0x21, 0x22, 0x23, 0x30, 0x32, 0xa2, 0xa3, 0xab,
-                      0xb3, 0xbb, 0xba, 0xb6, 0xb7, 0xbe, 0xbf})
+                      0xb3, 0xbb, 0xba, 0xb6, 0xb7, 0xbe, 0xbf, 0xb0, 0xb1, 0xc7})
     v.push_back({{0x0f, static_cast<std::uint8_t>(op)}});
   return v;
 }
@@ -74,6 +74,9 @@ ZydisMnemonic expected_mnemonic(const instruction& in) {
     case mnemonic::bts: return ZYDIS_MNEMONIC_BTS;
     case mnemonic::btr: return ZYDIS_MNEMONIC_BTR;
     case mnemonic::btc: return ZYDIS_MNEMONIC_BTC;
+    case mnemonic::cmpxchg: return ZYDIS_MNEMONIC_CMPXCHG;
+    case mnemonic::cmpxchg8b: return ZYDIS_MNEMONIC_CMPXCHG8B;
+    case mnemonic::cmpxchg16b: return ZYDIS_MNEMONIC_CMPXCHG16B;
     case mnemonic::movs: return by_size(ZYDIS_MNEMONIC_MOVSB, ZYDIS_MNEMONIC_MOVSW, ZYDIS_MNEMONIC_MOVSD, ZYDIS_MNEMONIC_MOVSQ);
     case mnemonic::cmps: return by_size(ZYDIS_MNEMONIC_CMPSB, ZYDIS_MNEMONIC_CMPSW, ZYDIS_MNEMONIC_CMPSD, ZYDIS_MNEMONIC_CMPSQ);
     case mnemonic::stos: return by_size(ZYDIS_MNEMONIC_STOSB, ZYDIS_MNEMONIC_STOSW, ZYDIS_MNEMONIC_STOSD, ZYDIS_MNEMONIC_STOSQ);
@@ -123,6 +126,7 @@ bool in_subset(ZydisMnemonic m) {
     case ZYDIS_MNEMONIC_CMP: case ZYDIS_MNEMONIC_TEST: case ZYDIS_MNEMONIC_NOT: case ZYDIS_MNEMONIC_NEG:
     case ZYDIS_MNEMONIC_INC: case ZYDIS_MNEMONIC_DEC: case ZYDIS_MNEMONIC_BT: case ZYDIS_MNEMONIC_BTS:
     case ZYDIS_MNEMONIC_BTR: case ZYDIS_MNEMONIC_BTC: case ZYDIS_MNEMONIC_MOV:
+    case ZYDIS_MNEMONIC_CMPXCHG: case ZYDIS_MNEMONIC_CMPXCHG8B: case ZYDIS_MNEMONIC_CMPXCHG16B:
     case ZYDIS_MNEMONIC_MOVSB: case ZYDIS_MNEMONIC_MOVSW: case ZYDIS_MNEMONIC_MOVSD: case ZYDIS_MNEMONIC_MOVSQ:
     case ZYDIS_MNEMONIC_CMPSB: case ZYDIS_MNEMONIC_CMPSW: case ZYDIS_MNEMONIC_CMPSD: case ZYDIS_MNEMONIC_CMPSQ:
     case ZYDIS_MNEMONIC_STOSB: case ZYDIS_MNEMONIC_STOSW: case ZYDIS_MNEMONIC_STOSD: case ZYDIS_MNEMONIC_STOSQ:

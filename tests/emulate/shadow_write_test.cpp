@@ -2,9 +2,9 @@
 // emulate/shadow_write.hpp: a guest kernel's write to its own (write-protected) page table,
 // taken as a host #PF on the shadow tables, answered emulate_protected by the shadow MMU and
 // carried out by emulate_on_shadow() from the real instruction bytes. The oracle is the
-// instruction's effect typed from the SDM (Vol. 2: MOV, XCHG, BTR, STOS, MOVS) applied to a
-// second copy of guest memory, and the library's guest walker over that copy: after the
-// emulation, every access through the shadow tables (the "hardware" walk plus the MMU's
+// instruction's effect typed from the SDM (Vol. 2: MOV, XCHG, BTR, STOS, MOVS, CMPXCHG,
+// CMPXCHG8B) applied to a second copy of guest memory, and the library's guest walker over
+// that copy: after the emulation, every access through the shadow tables (the "hardware" walk plus the MMU's
 // answers, tests/paging/shadow_harness.hpp) must give what the walker gives, and both guest
 // memories must be equal byte for byte (the entries written, A/D flags).
 #include <cstdint>
@@ -241,6 +241,76 @@ TEST(shadow_write, a_pae_kernel_writes_a_pte_in_two_halves) {
   f.oracle_store(pt + 8 * 6, next);
   f.check_all();
   EXPECT_EQ(f.check_page(6).host, host_ram + (26ull << 12) + 0x18);
+}
+
+TEST(shadow_write, lock_cmpxchg_replaces_a_pte_only_if_unchanged) {
+  // F0 48 0F B1 0F: LOCK CMPXCHG [RDI], RCX (SDM Vol. 2A CMPXCHG, REX.W + 0F B1 /r): how
+  // x86-64 Linux updates a live PTE (ptep_cmpxchg / try_cmpxchg64). RAX holds the entry the
+  // kernel read: equal, so "the second operand (source operand) is loaded into the
+  // destination operand" and ZF = 1.
+  fixture f;
+  f.code_bytes({0xf0, 0x48, 0x0f, 0xb1, 0x0f});
+  const std::uint64_t next = P | US | A | D | (27ull << 12);  // frame 27, read-only
+  f.ctx.gpr[7] = alias + 8 * 3;
+  f.ctx.gpr[0] = data_pte(3);
+  f.ctx.gpr[1] = next;
+  f.expect_protected_fault(alias + 8 * 3);
+  const auto r = f.run();
+  ASSERT_TRUE(r.emulated.is_done());
+  EXPECT_EQ(f.ctx.rip, code + 5);
+  EXPECT_TRUE(f.ctx.rflags.test(x86::rflags::zf));
+  EXPECT_EQ(f.ctx.gpr[0], data_pte(3));  // RAX unchanged on success
+  EXPECT_EQ(r.bytes_written, 8u);
+  EXPECT_EQ(r.flush, shadow::host_flush::all);  // a present shadow leaf was zapped
+  f.oracle_store(pt + 8 * 3, next);
+  f.check_all();
+  EXPECT_EQ(f.check_page(3).host, host_ram + (27ull << 12) + 0x18);
+  EXPECT_FALSE(f.check_page(3, 6).ok);  // read-only now: a user write is the guest's #PF
+}
+
+TEST(shadow_write, a_failed_lock_cmpxchg_loads_rax_and_writes_the_pte_back) {
+  // The same LOCK CMPXCHG with a stale RAX (another CPU set A/D meanwhile): ZF = 0, "the
+  // destination operand is loaded into the AL, AX, EAX or RAX register", and "The
+  // destination operand is written back if the comparison fails" (SDM Vol. 2A CMPXCHG): a
+  // write of the entry's own value, reported to the MMU; the entry and translation stay.
+  fixture f;
+  f.code_bytes({0xf0, 0x48, 0x0f, 0xb1, 0x0f});
+  f.ctx.gpr[7] = alias + 8 * 2;
+  f.ctx.gpr[0] = data_pte(2) & ~(A | D);
+  f.ctx.gpr[1] = 0;
+  f.expect_protected_fault(alias + 8 * 2);
+  const auto r = f.run();
+  ASSERT_TRUE(r.emulated.is_done());
+  EXPECT_EQ(f.ctx.rip, code + 5);
+  EXPECT_FALSE(f.ctx.rflags.test(x86::rflags::zf));
+  EXPECT_EQ(f.ctx.gpr[0], data_pte(2));
+  EXPECT_EQ(r.bytes_written, 8u);
+  f.check_all();  // the oracle's memory was not touched: the entry is unchanged
+  EXPECT_EQ(f.check_page(2).host, host_ram + (10ull << 12) + 0x18);
+}
+
+TEST(shadow_write, a_pae_kernel_sets_a_pte_with_lock_cmpxchg8b) {
+  // F0 0F C7 0F: LOCK CMPXCHG8B [EDI] (SDM Vol. 2A CMPXCHG8B, 0F C7 /1 m64): how a 32-bit
+  // PAE kernel replaces an 8-byte PTE in one access (set_64bit / cmpxchg64). EDX:EAX = the
+  // old entry, ECX:EBX = the new one: equal, so ZF = 1 and ECX:EBX is stored.
+  fixture f(true);
+  f.code_bytes({0xf0, 0x0f, 0xc7, 0x0f});
+  const std::uint64_t next = P | RW | US | A | D | (1ull << 63) | (26ull << 12);  // XD, frame 26
+  f.ctx.gpr[7] = alias + 8 * 6;
+  f.ctx.gpr[0] = data_pte(6) & 0xffff'ffffu;
+  f.ctx.gpr[2] = data_pte(6) >> 32;
+  f.ctx.gpr[3] = next & 0xffff'ffffu;
+  f.ctx.gpr[1] = next >> 32;
+  f.expect_protected_fault(alias + 8 * 6);
+  const auto r = f.run();
+  ASSERT_TRUE(r.emulated.is_done());
+  EXPECT_EQ(f.ctx.rip, code + 4);
+  EXPECT_TRUE(f.ctx.rflags.test(x86::rflags::zf));
+  EXPECT_EQ(r.bytes_written, 8u);
+  f.oracle_store(pt + 8 * 6, next);
+  f.check_all();
+  EXPECT_EQ(f.check_page(6).host, host_ram + (26ull << 12) + 0x18);
+  EXPECT_FALSE(f.check_page(6, 4 | 16).ok);  // XD is in place: a user fetch faults
 }
 
 TEST(shadow_write, a_write_outside_the_page_tables_zaps_nothing) {

@@ -166,6 +166,7 @@ TEST(HostedNames, Cpuid) {
       {cpuid::rule_id::max_basic_leaf, "max_basic_leaf"},
       {cpuid::rule_id::max_extended_leaf, "max_extended_leaf"}, {cpuid::rule_id::osxsave_ospke, "osxsave_ospke"},
       {cpuid::rule_id::apic_id, "apic_id"}, {cpuid::rule_id::xsave_sizes, "xsave_sizes"},
+      {cpuid::rule_id::pv_send_ipi, "pv_send_ipi"},
   });
 }
 
@@ -199,7 +200,9 @@ TEST(HostedNames, Emulate) {
       {emulate::mnemonic::xor_, "xor"}, {emulate::mnemonic::cmp, "cmp"}, {emulate::mnemonic::test, "test"},
       {emulate::mnemonic::not_, "not"}, {emulate::mnemonic::neg, "neg"}, {emulate::mnemonic::inc, "inc"},
       {emulate::mnemonic::dec, "dec"}, {emulate::mnemonic::bt, "bt"}, {emulate::mnemonic::bts, "bts"},
-      {emulate::mnemonic::btr, "btr"}, {emulate::mnemonic::btc, "btc"}, {emulate::mnemonic::movs, "movs"},
+      {emulate::mnemonic::btr, "btr"}, {emulate::mnemonic::btc, "btc"},
+      {emulate::mnemonic::cmpxchg, "cmpxchg"}, {emulate::mnemonic::cmpxchg8b, "cmpxchg8b"},
+      {emulate::mnemonic::cmpxchg16b, "cmpxchg16b"}, {emulate::mnemonic::movs, "movs"},
       {emulate::mnemonic::cmps, "cmps"}, {emulate::mnemonic::stos, "stos"}, {emulate::mnemonic::lods, "lods"},
       {emulate::mnemonic::ins, "ins"}, {emulate::mnemonic::outs, "outs"}, {emulate::mnemonic::in, "in"},
       {emulate::mnemonic::out, "out"}, {emulate::mnemonic::sldt, "sldt"}, {emulate::mnemonic::str, "str"},

@@ -721,3 +721,62 @@ TEST(Mappings, RandomNestedAgreesWithNestedWalker) {
 }
 
 }  // namespace
+
+// Paging off under a second stage: SDM 4.1.1, "If CR0.PG = 0, paging is not used. The logical
+// processor treats all linear addresses as if they were physical addresses"; the
+// guest-physical address then goes through the second stage (SDM 29.3: with EPT, "guest-
+// physical addresses are translated by traversing a set of EPT paging structures"). With the
+// identity stage the range comes back in 4 KiB pieces, linear = guest-physical = output; with
+// an EPT that maps nothing, the first piece is the second stage's fault.
+TEST(Mappings, NestedPagingOff) {
+  image m(0x10000);
+  const auto s = guest_state(x86::cr0::pe, {}, {}, 0, 52);
+  const auto mem = m.view();
+  const paging::identity_stage id{};
+  paging::nested_mappings<paging::identity_stage, paging::flat_view> pieces(s, id, mem, {0x1000, 0x4fff});
+  std::vector<paging::nested_mapping> got;
+  for (const auto& r : pieces) {
+    ASSERT_TRUE(r.has_value());
+    got.push_back(*r);
+  }
+  ASSERT_EQ(got.size(), 4u);
+  for (unsigned i = 0; i < 4; ++i) {
+    EXPECT_EQ(got[i].linear, 0x1000u + 0x1000u * i);
+    EXPECT_EQ(got[i].size, 0x1000u);
+    EXPECT_EQ(got[i].guest_physical.value(), got[i].linear);
+    EXPECT_EQ(got[i].output.value(), got[i].linear);
+    EXPECT_EQ(got[i].guest.page_shift, 32);
+    EXPECT_EQ(got[i].guest.level, 0);
+  }
+  // An EPT whose PML4 (at 0x8000, all zero) maps nothing: every piece is skipped ("Pieces
+  // the second stage does not map are skipped").
+  const auto empty = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x8000}, 4, false), paging::ept_capabilities{});
+  ASSERT_TRUE(empty);
+  paging::nested_mappings<paging::ept_walker, paging::flat_view> skipped(s, *empty, mem, {0x1000, 0x4fff});
+  unsigned n = 0;
+  for (const auto& r : skipped) {
+    static_cast<void>(r);
+    ++n;
+  }
+  EXPECT_EQ(n, 0u);
+  // An EPT whose PML4 lies outside memory: the second stage cannot read it, reported as its
+  // fault (unbacked) at the first address.
+  const auto far = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x100000}, 4, false), paging::ept_capabilities{});
+  ASSERT_TRUE(far);
+  paging::nested_mappings<paging::ept_walker, paging::flat_view> none(s, *far, mem, {0x1000, 0x4fff});
+  unsigned faults = 0, mapped = 0;
+  for (const auto& r : none) {
+    if (r) {
+      ++mapped;
+      continue;
+    }
+    if (faults++ == 0) {
+      EXPECT_EQ(r.error().stage, paging::walk_stage::ept);
+      EXPECT_EQ(r.error().kind, fault_kind::unbacked);
+      EXPECT_EQ(r.error().linear.value(), 0x1000u);
+      EXPECT_EQ(r.error().guest_physical.value(), 0x1000u);
+    }
+  }
+  EXPECT_EQ(mapped, 0u);
+  EXPECT_GE(faults, 1u);
+}

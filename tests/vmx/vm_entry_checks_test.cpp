@@ -1044,6 +1044,82 @@ TEST(VmEntryChecks, GuestSegmentAndRegisterVariants) {
       {"RFLAGS bit 15", "guest_rflags_reserved", [](fixture& x) { x.set(f::guest_rflags, 0x8002); }},
       {"RFLAGS bit 1 clear", "guest_rflags_reserved", [](fixture& x) { x.set(f::guest_rflags, 0x0); }},
       {"RFLAGS bit 22", "guest_rflags_reserved", [](fixture& x) { x.set(f::guest_rflags, 0x400002); }},
+      // 27.3.1.4: "The VM flag (bit 17) must be 0 if the “IA-32e mode guest” VM-entry control
+      // is 1".
+      {"RFLAGS.VM in an IA-32e guest", "guest_rflags_vm_invalid",
+       [](fixture& x) {
+         v86(x);  // virtual-8086 segments, so that only the RFLAGS rule is broken
+         x.or_(f::vm_entry_controls, bit(9));
+         x.set(f::guest_ia32_efer, 0xd00);
+       }},
+      // 27.3.1.1: each check on a loaded MSR or DR7 applies only "If the “load ...”
+      // VM-entry control is 1": with the control 0 the field is not checked.
+      {"DR7 bits 63:32 without load debug controls", nullptr,
+       [](fixture& x) {
+         x.clear(f::vm_entry_controls, bit(2));
+         x.set(f::guest_dr7, bit(32) | 0x400);
+       }},
+      {"IA32_DEBUGCTL reserved bit without load debug controls", nullptr,
+       [](fixture& x) {
+         x.clear(f::vm_entry_controls, bit(2));
+         x.set(f::guest_ia32_debugctl, bit(2));
+       }},
+      {"IA32_PAT invalid without load IA32_PAT", nullptr,
+       [](fixture& x) { x.set(f::guest_ia32_pat, 0x0007040600080406); }},
+      {"IA32_EFER reserved bit without load IA32_EFER", nullptr,
+       [](fixture& x) {
+         x.clear(f::vm_entry_controls, bit(15));
+         x.set(f::guest_ia32_efer, bit(12) | 0xd00);
+       }},
+      {"IA32_EFER.LMA clear without load IA32_EFER", nullptr,
+       [](fixture& x) {
+         x.clear(f::vm_entry_controls, bit(15));
+         x.set(f::guest_ia32_efer, 0);
+       }},
+      {"IA32_BNDCFGS reserved bits without load IA32_BNDCFGS", nullptr,
+       [](fixture& x) { x.set(f::guest_ia32_bndcfgs, bit(2)); }},
+      // "the linear address in bits 63:12 must be canonical" (IA32_BNDCFGS, load IA32_BNDCFGS).
+      {"IA32_BNDCFGS base not canonical", "guest_bndcfgs_invalid",
+       [](fixture& x) {
+         fixture::allow(x.env.caps.true_entry, bit(16));
+         x.or_(f::vm_entry_controls, bit(16));
+         x.set(f::guest_ia32_bndcfgs, 0x0000800000000000);
+       }},
+      {"IA32_PKRS bits 63:32 without load PKRS", nullptr, [](fixture& x) { x.set(f::guest_ia32_pkrs, bit(40)); }},
+      // 27.3.1.2 base addresses, outside IA-32e mode: "CS. Bits 63:32 of the address must be
+      // zero." "SS, DS, ES. If the register is usable, bits 63:32 of the base address must be
+      // zero."
+      {"32-bit guest, DS base bit 32", "guest_ss_ds_es_base_high",
+       [](fixture& x) {
+         guest32(x);
+         x.set(f::guest_ds_base, bit(32));
+       }},
+      {"32-bit guest, unusable DS base bit 32", nullptr,
+       [](fixture& x) {
+         guest32(x);
+         x.set(f::guest_ds_access_rights, 0x10000);
+         x.set(f::guest_ds_base, bit(32));
+       }},
+      // CS "If the Type is 3 (read/write accessed expand-up data segment), the DPL must be 0."
+      {"unrestricted guest, CS type 3 DPL 0", nullptr,
+       [](fixture& x) {
+         guest32(x);
+         unrestricted(x);
+         x.set(f::guest_cs_access_rights, 0xc093);
+       }},
+      {"unrestricted guest, CS type 3 DPL 3", "guest_cs_dpl",
+       [](fixture& x) {
+         guest32(x);
+         unrestricted(x);
+         x.set(f::guest_cs_access_rights, 0xc0f3);
+       }},
+      // "L (bit 13): If the register is CS and IA-32e mode guest is 1 ... if L is 1, D/B must
+      // be 0": outside IA-32e mode L with D/B is not checked.
+      {"32-bit guest, CS L and D/B", nullptr,
+       [](fixture& x) {
+         guest32(x);
+         x.set(f::guest_cs_access_rights, 0xe09b);
+       }},
   };
   for (const auto& c : variants) {
     SCOPED_TRACE(c.what);

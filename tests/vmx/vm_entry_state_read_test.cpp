@@ -20,6 +20,8 @@
 
 #include <hvkit/paging/guest_memory.hpp>
 #include <hvkit/vmx/soft_vmcs.hpp>
+
+#include "../support/probe_vmcs.hpp"
 #include <hvkit/vmx/vm_entry_state.hpp>
 
 namespace vmx = hvkit::vmx;
@@ -27,19 +29,8 @@ namespace f = hvkit::vmx::fields;
 
 namespace {
 
-// A soft VMCS that records the encodings read and fails the VMREAD of one of them.
-struct probe_vmcs {
-  vmx::soft_vmcs inner;
-  std::uint32_t failing = ~0u;
-  std::vector<std::uint32_t> reads;
-  hvkit::result<std::uint64_t, vmx::vm_fail> read(std::uint32_t enc) {
-    reads.push_back(enc);
-    if (enc == failing) return hvkit::unexpected(vmx::vm_fail::fail_invalid(vmx::vmx_instruction::vmread, enc));
-    return inner.read(enc);
-  }
-  hvkit::result<void, vmx::vm_fail> write(std::uint32_t enc, std::uint64_t v) { return inner.write(enc, v); }
-};
-static_assert(vmx::vmcs_backend<probe_vmcs>);
+using hvkit::test::probe_vmcs;
+
 
 constexpr std::uint64_t bit(unsigned n) { return std::uint64_t{1} << n; }
 
