@@ -197,7 +197,7 @@ host_isr_table:
 
 /* ---- VM entry and exit ----------------------------------------------------------
  * guest_regs = hvkit::vmx::gpr_block: register n at 8 * n (RAX RCX RDX RBX, [RSP], RBP RSI RDI,
- * R8 ... R15; the RSP slot is unused, RSP is in the VMCS)  (vmx_glue.hpp)
+ * R8 ... R15; the RSP slot is unused, RSP is in the VMCS)  (vmx/vmx_glue.hpp)
  * int vmx_enter(guest_regs* regs, int launched)
  *   returns 0 when hv_handle_exit() asked to stop, 1 on VMfailInvalid (CF=1),
  *   2 on VMfailValid (ZF=1; read the VM-instruction error field) (SDM Vol. 3C 31.2

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// @file
 /// @brief Shared state and declarations of the reference hypervisor's translation units:
-/// hypervisor.cpp (runs, main), vmx_setup.cpp (VMX bring-up, VMCS), exits.cpp (exit
-/// handlers, emulation, hypercalls), differential.cpp (the CPU-as-oracle runs),
-/// scheduler.cpp (two guests and the IBPB policy), util.cpp (reporting).
+/// hypervisor.cpp (runs, main), core/ (the vendor-neutral exit loop and handlers),
+/// vmx/vmx_setup.cpp (VMX bring-up, VMCS), vmx/vmx.cpp (the VMX backend of the core),
+/// differential.cpp (the CPU-as-oracle runs), vmx/scheduler.cpp (two guests and the IBPB
+/// policy), util.cpp (reporting); svm/ is the SVM backend.
 #pragma once
 
 #include <cstddef>
@@ -54,7 +55,7 @@
 #include "hypercall.hpp"
 #include "layout.hpp"
 
-#include "vmx_glue.hpp"
+#include "vmx/vmx_glue.hpp"
 #include "core/report.hpp"
 #include "core/state.hpp"
 
@@ -79,14 +80,6 @@ namespace pg = hvkit::paging;
 namespace cpuid_ns = hvkit::cpuid;
 
 namespace x86 = hvkit::x86;
-constexpr std::uint64_t cr0_pe = x86::cr0::pe.raw(), cr0_ts = x86::cr0::ts.raw(), cr0_ne = x86::cr0::ne.raw();
-constexpr std::uint64_t cr0_et = x86::cr0::et.raw(), cr0_wp = x86::cr0::wp.raw();
-constexpr std::uint64_t cr0_nw = x86::cr0::nw.raw(), cr0_cd = x86::cr0::cd.raw(), cr0_pg = x86::cr0::pg.raw();
-constexpr std::uint64_t cr4_pae = x86::cr4::pae.raw(), cr4_vmxe = x86::cr4::vmxe.raw();
-constexpr std::uint64_t cr4_osxsave = x86::cr4::osxsave.raw(), cr4_umip = x86::cr4::umip.raw();
-constexpr std::uint64_t efer_sce = x86::efer::sce.raw(), efer_lme = x86::efer::lme.raw();
-constexpr std::uint64_t efer_lma = x86::efer::lma.raw(), efer_nxe = x86::efer::nxe.raw();
-
 // ---- configuration ----------------------------------------------------------------------
 /// Guest-owned CR bits come from hvkit's policy (x86/guest_owned.hpp): a guest_owned_set
 /// that would hand the guest a bit feeding the MMU role other than CR0.WP does not compile.
@@ -163,7 +156,7 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
             (unsigned long long)v, static_cast<unsigned>(r.error().error));
 }
 
-// ---- VMX bring-up and the VMCS (vmx_setup.cpp) ----------------------------------------
+// ---- VMX bring-up and the VMCS (vmx/vmx_setup.cpp) ----------------------------------------
 void setup_host_tables();
 void read_capabilities();
 /// for_linux: the Linux guest's policy (linux/linux.cpp), with the features that policy denies.
@@ -173,9 +166,21 @@ bool build_ept();
 const hc::guest_header* load_guest(bool guest32 = false);
 x86::cr4 guest_cr4_allowed();
 bool setup_vmcs(const hc::guest_header& g);
+/// Pieces of a VMCS both guests (the conformance guest, the Linux guest) fill the same way.
+void write_common_controls(std::uint64_t eptp);
+bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
+void write_host_state(bool with_pat);
+/// A flat protected-mode or long-mode guest's first state.
+struct flat_guest {
+  std::uint16_t cs, ds, tr;
+  bool long_mode;
+  std::uint64_t tss_base, gdt_base, gdt_limit, idt_base, idt_limit, rsp, rip;
+  x86::efer efer;
+};
+void write_flat_guest_state(const flat_guest& g);
 hvkit::paging::cr_state current_cr_state();
 
-// ---- exits (exits.cpp) -------------------------------------------------------------------
+// ---- the VMX backend (vmx/vmx.cpp) -------------------------------------------------------------------
 void report_exit(const char* what, bool expected = false);
 unsigned guest_cpl();
 using core::guest_cpu_properties;
@@ -198,13 +203,13 @@ bool ept_case_violation();
 bool ept_case_misconfig();
 void ept_scratch_split(bool on);
 
-// ---- the CPU as the oracle for the VM-entry checks (entry_diff.cpp) ---------------------
+// ---- the CPU as the oracle for the VM-entry checks (vmx/entry_diff.cpp) ---------------------
 bool entry_diff_run();
 /// What hvkit::vmx::check_vm_entry says about the current VMCS: the failing check, its SDM
 /// section and the fields involved (printed when a VM entry fails).
 void print_vm_entry_diagnosis(const char* context);
 
-// ---- two guests and IBPB (scheduler.cpp) ----------------------------------------------
+// ---- two guests and IBPB (vmx/scheduler.cpp) ----------------------------------------------
 int run_scheduled(const hc::guest_header& g);
 
 }  // namespace hv

@@ -81,15 +81,7 @@ run_summary summaries[run_count];
 
 /// Under shadow paging (run --shadow), the runs that need what only EPT or a second VM gives;
 /// nullptr: the run applies.
-const char* shadow_not_applicable(const run_config& cfg) {
-  if (!core::shadow::enabled()) return nullptr;
-  if (cfg.guest_flags & hc::cfg_ept_diff) return "ept_differential_needs_ept";
-  // The shadow tables are in the 4-level (long-mode) host format (paging::shadow::host_role);
-  // a VMX guest outside IA-32e mode walks the real CR3 in its own (32-bit/PAE) format.
-  if (cfg.guest_flags & hc::cfg_guest32) return "legacy_guest_needs_a_pae_host_format";
-  if (cfg.ibpb >= 0) return "second_vm_needs_its_own_shadow_mmu";
-  return nullptr;
-}
+const char* shadow_not_applicable(const run_config& cfg) { return core::shadow::not_applicable(cfg, cfg.ibpb >= 0); }
 
 bool run_guest(const run_config& cfg, run_summary& summary) {
   run = run_state{};

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// @file
 /// @brief The `backend` concept: what the vendor-neutral core (exit loop and handlers,
-/// core/exit_loop.hpp) needs from a vendor. A VMX backend (vmx_backend.hpp) and an SVM
-/// backend (svm/svm_backend.hpp) model it over the current VMCS and VMCB; the core never
+/// core/exit_loop.hpp) needs from a vendor. A VMX backend (vmx/vmx_backend.hpp) and an SVM
+/// backend (svm/svm.cpp) model it over the current VMCS and VMCB; the core never
 /// names a VMCS field or a VMCB offset.
 #pragma once
 
@@ -29,6 +29,15 @@ struct exit_info {
   const char* name;  ///< the vendor's name of the exit (for reports)
 };
 
+/// An intercepted port access (SDM Vol. 3C Table 28-5 exit qualification; APM 15.10.2
+/// EXITINFO1).
+struct io_access {
+  std::uint16_t port;
+  std::uint8_t size;  ///< 1, 2 or 4
+  bool in;
+  bool string;
+};
+
 /// What applying an emulation outcome did (the vendor writes the registers, segments, CRs
 /// and the event; the core counts and reports).
 enum class applied { done, injected, shutdown, not_applied };
@@ -38,14 +47,6 @@ enum class applied { done, injected, shutdown, not_applied };
 struct guest_crs {
   hvkit::paging::cr_state crs;
   hvkit::x86::cr3 cr3;
-};
-
-/// An I/O instruction's exit, decoded by the vendor (VMX exit qualification, SVM EXITINFO1).
-struct io_access {
-  std::uint16_t port;
-  unsigned size;  ///< 1, 2 or 4 bytes
-  bool in;
-  bool string;    ///< INS/OUTS
 };
 
 // clang-format off
@@ -58,6 +59,7 @@ concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64
   // ---- the exit and the guest's registers ----
   { b.decode() } -> std::same_as<exit_info>;          ///< what this exit is
   { b.gpr(r) } -> std::same_as<std::uint64_t>;
+  { b.rip() } -> std::same_as<std::uint64_t>;
   b.set_gpr(r, v);
   { b.gprs() } -> std::same_as<guest_regs&>;          ///< the block the stub saved (hypercall arguments)
   { b.cpl() } -> std::same_as<unsigned>;
@@ -66,12 +68,13 @@ concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64
   b.skip();                                           ///< RIP past the exiting instruction
   b.inject(vec, code);                                ///< an exception, merged with a pending event
   b.report_exit(what, flag);                          ///< the exit that ended a run (or is unexpected)
+  b.set_cr0_wp_intercept(flag);                       ///< CR0.WP writes exit (true) or are the guest's
   // ---- state the vendor keeps: MSRs, EFER, the MMU actions of a paging change ----
   { b.state_msr(code, flag, out) } -> std::same_as<bool>;  ///< MSRs held in the VMCS/VMCB
   b.write_efer(crs);                                  ///< the new guest EFER into the VMCS/VMCB
   { b.apply_mmu_actions(actions, crs, cr3) } -> std::same_as<bool>;  ///< true: the MMU role was rebuilt
   // ---- exits the vendor decodes itself ----
-  { b.io() } -> std::same_as<io_access>;               ///< the I/O exit's port, size, direction
+  { b.io() } -> std::same_as<io_access>;              ///< the port access of an io exit
   { b.cr_access() } -> std::same_as<bool>;            ///< CR exit (VMX qualification; SVM: emulated)
   { b.entry_failed() } -> std::same_as<bool>;         ///< diagnosed; true: an erratum handled, resume
   // ---- the emulator ----

@@ -16,6 +16,7 @@
 #include <hvkit/paging/role_sync.hpp>
 #include <hvkit/x86/cr3.hpp>
 #include <hvkit/x86/msr.hpp>
+#include <hvkit/x86/xcr0.hpp>
 
 #include "../hypercall.hpp"
 #include "cpu.hpp"
@@ -35,6 +36,22 @@ namespace hv::core {
 
 namespace x86 = hvkit::x86;
 
+/// What a guest profile's hook decided about an exit.
+enum class hook { pass, resume, stop };
+/// What a guest profile's MSR hook decided: not one of its MSRs, done (a read's value in
+/// `v`), or #GP(0).
+enum class msr_hook { pass, done, gp };
+
+/// The conformance guest's profile: the core handles everything (its hypercall ABI is
+/// hypercall.hpp's). A guest profile (linux/linux.cpp) handles what only its guest needs
+/// (its own hypercalls, port I/O, platform MSRs) before the core's handlers.
+struct conformance_profile {
+  template <class B>
+  hook exit(B&, context&, const exit_info&) { return hook::pass; }
+  msr_hook msr(context&, bool, std::uint32_t, std::uint64_t&) { return msr_hook::pass; }
+  void msr_refused(bool, std::uint32_t, std::uint64_t, std::uint64_t) {}
+};
+
 /// CPUID: the answer of the guest's CPUID policy, with the dynamic bits (OSXSAVE, OSPKE)
 /// from the guest's CR4 as the guest sees it.
 template <backend B>
@@ -42,6 +59,7 @@ bool handle_cpuid(B& b, context& c) {
   using enum x86::gpr;
   hvkit::cpuid::vcpu_state vs{};
   vs.cr4 = b.crs().crs.cr4;
+  if (c.vcpu.guest_xcr0) vs.xcr0 = x86::xfeatures{c.vcpu.guest_xcr0};
   const hvkit::cpuid::regs a =
       c.cpuid.answer(static_cast<std::uint32_t>(b.gpr(rax)), static_cast<std::uint32_t>(b.gpr(rcx)), vs);
   b.set_gpr(rax, a.eax);
@@ -86,15 +104,18 @@ bool write_efer(B& b, context& c, std::uint64_t v) {
 /// writable exactly when CPUID.7.0:EDX[26] is advertised, ...): `allow` means the host has
 /// the feature too, the access is done on the real MSR. Then EFER, then the MSRs whose guest
 /// values the vendor keeps (VMCS guest-state fields, VMCB state-save area); anything else is
-/// #GP(0), as on hardware for an MSR the CPU does not have.
-template <backend B>
-bool handle_msr(B& b, context& c, bool write) {
+/// #GP(0), as on hardware for an MSR the CPU does not have. A guest profile's own MSRs
+/// (platform MSRs a real machine has beside the CPU's) come first.
+template <backend B, class P = conformance_profile>
+bool handle_msr(B& b, context& c, bool write, P&& p = P{}) {
   using enum x86::gpr;
   const auto m = static_cast<std::uint32_t>(b.gpr(rcx));
   std::uint64_t v = (b.gpr(rdx) << 32) | (b.gpr(rax) & 0xFFFFFFFF);
+  const std::uint64_t written = v;
+  const msr_hook own = p.msr(c, write, m, v);
   const hvkit::cpuid::msr_verdict verdict = write ? c.msrs.write(m, v) : c.msrs.read(m);
-  bool ok = verdict != hvkit::cpuid::msr_verdict::gp;
-  if (!ok) {
+  bool ok = own != msr_hook::gp && (own == msr_hook::done || verdict != hvkit::cpuid::msr_verdict::gp);
+  if (!ok || own == msr_hook::done) {
   } else if (verdict == hvkit::cpuid::msr_verdict::allow) {
     if (write) wrmsr(m, v);
     else v = rdmsr(m);
@@ -105,6 +126,8 @@ bool handle_msr(B& b, context& c, bool write) {
     ok = b.state_msr(m, write, v);
   }
   if (!ok) {
+    ++c.checks.msr_gp;
+    p.msr_refused(write, m, written, b.rip());
     b.inject(x86::vector::gp, 0);
     return true;
   }
@@ -204,6 +227,31 @@ bool handle_memory(B& b, context& c, const char* why) {
   return emulate_instruction(b, c, why);
 }
 
+/// XSETBV: the guest may set XCR0 to a valid value (SDM Vol. 1 13.3) within the components
+/// its CPUID policy enumerates; #GP(0) otherwise, and for an XCR other than 0 or CPL > 0
+/// (SDM Vol. 2D XSETBV). The value is loaded into the real XCR0 (the host runs with
+/// CR4.OSXSAVE set and never uses the extended state itself).
+template <backend B>
+bool handle_xsetbv(B& b, context& c) {
+  using enum x86::gpr;
+  const std::uint64_t v = (b.gpr(rdx) << 32) | (b.gpr(rax) & 0xFFFFFFFF);
+  const auto xcr = static_cast<std::uint32_t>(b.gpr(rcx));
+  const bool ok = xcr == 0 && b.cpl() == 0 && x86::is_valid_xcr0(x86::xfeatures{v}) &&
+                  (v & ~c.cpuid.xcr0_components().raw()) == 0;
+  if (!ok) {
+    ++c.checks.xsetbv_gp;
+    kprintf("HVKIT INFO xsetbv_gp xcr=%u value=0x%llx policy_xcr0=0x%llx\n", xcr, (unsigned long long)v,
+            (unsigned long long)c.cpuid.xcr0_components().raw());
+    b.inject(x86::vector::gp, 0);
+    return true;
+  }
+  asm volatile("xsetbv" ::"c"(0u), "a"(static_cast<std::uint32_t>(v)), "d"(static_cast<std::uint32_t>(v >> 32)));
+  c.vcpu.guest_xcr0 = v;
+  ++c.checks.xsetbv_ok;
+  b.skip();
+  return true;
+}
+
 /// VMCALL / VMMCALL: the hypercall ABI of hypercall.hpp, for the guest kernel only (CPL 0).
 template <backend B>
 bool handle_hypercall(B& b, context& c) {
@@ -247,41 +295,63 @@ bool handle_hypercall(B& b, context& c) {
   return true;
 }
 
-/// IN/OUT: the run's guest profile owns the ports (the conformance guest does no I/O; an
-/// I/O exit without a profile, or a string I/O, ends the run). OUT passes the low `size`
-/// bytes of RAX; IN writes them (SDM Vol. 2 IN: a 32-bit IN zero-extends into RAX, 8- and
-/// 16-bit ones leave the upper bytes).
+/// IN/OUT of a guest_profile's run (core/profile.hpp): the profile's callback owns the ports.
+/// A string I/O ends the run. OUT passes the low `size` bytes of RAX; IN writes them (SDM
+/// Vol. 2 IN: a 32-bit IN zero-extends into RAX, 8- and 16-bit ones leave the upper bytes).
 template <backend B>
-bool handle_io(B& b, context& c) {
-  const guest_profile* p = c.cfg().profile;
+bool handle_io(B& b, context& c, const guest_profile& p) {
   const io_access a = b.io();
-  if (!p || a.string) {
-    b.report_exit(a.string ? "string_io" : "io_without_profile", false);
+  if (a.string) {
+    b.report_exit("string_io", false);
     c.vcpu.status = run_status::fatal_exit;
     return false;
   }
   const std::uint64_t mask = a.size >= 4 ? 0xFFFFFFFFull : (1ull << (8 * a.size)) - 1;
   const std::uint64_t rax = b.gpr(x86::gpr::rax);
   std::uint64_t value = rax & mask;
-  const bool go_on = p->io(c.vcpu, a, value);
+  const bool go_on = p.io(c.vcpu, a, value);
   if (a.in) b.set_gpr(x86::gpr::rax, a.size >= 4 ? (value & mask) : ((rax & ~mask) | (value & mask)));
   b.skip();
   return go_on;
 }
 
-/// The one exit loop's body: decode, count, handle. True: enter the guest again.
-template <backend B>
-bool handle_exit(B& b, context& c) {
+/// The hook of the runs of the run tables (hypervisor.cpp, svm/svm_runs.cpp): with `g` (the
+/// run's run_config::profile) the profile's image was loaded in place of the conformance
+/// guest and its port I/O goes to the profile's callback; everything else, and every exit of
+/// a conformance run (`g` null), is the core's. One hook type for both keeps one
+/// instantiation of handle_exit per backend on the hot path (the conformance runs and the
+/// exit-cost rows pay the same: a compare on the exit kind).
+struct image_profile {
+  const guest_profile* g;
+  template <class B>
+  hook exit(B& b, context& c, const exit_info& e) {
+    if (e.kind != exit_kind::io || !g) return hook::pass;
+    return handle_io(b, c, *g) ? hook::resume : hook::stop;
+  }
+  msr_hook msr(context&, bool, std::uint32_t, std::uint64_t&) { return msr_hook::pass; }
+  void msr_refused(bool, std::uint32_t, std::uint64_t, std::uint64_t) {}
+};
+
+/// The one exit loop's body: decode, count, the guest profile's hook, the core's handler.
+/// True: enter the guest again.
+template <backend B, class P = conformance_profile>
+bool handle_exit(B& b, context& c, P&& p = P{}) {
   const exit_info e = b.decode();
   vcpu_state& v = c.vcpu;
   ++v.exits.total;
   ++v.exits.by_slot[e.slot < exit_slots ? e.slot : exit_slots - 1];
   ++v.exits.by_kind[static_cast<unsigned>(e.kind)];
+  switch (p.exit(b, c, e)) {
+    case hook::pass: break;
+    case hook::resume: return v.status == run_status::running;
+    case hook::stop: return false;
+  }
   bool resume = false;
   switch (e.kind) {
     case exit_kind::cpuid: resume = handle_cpuid(b, c); break;
-    case exit_kind::msr_read: resume = handle_msr(b, c, false); break;
-    case exit_kind::msr_write: resume = handle_msr(b, c, true); break;
+    case exit_kind::msr_read: resume = handle_msr(b, c, false, p); break;
+    case exit_kind::msr_write: resume = handle_msr(b, c, true, p); break;
+    case exit_kind::xsetbv: resume = handle_xsetbv(b, c); break;
     case exit_kind::cr_access: resume = b.cr_access(); break;
     case exit_kind::descriptor_table: resume = emulate_instruction(b, c, e.name); break;
     case exit_kind::hypercall: resume = handle_hypercall(b, c); break;
@@ -302,7 +372,6 @@ bool handle_exit(B& b, context& c) {
     case exit_kind::preempted:
       v.preempted = true;  // end of a time slice: the scheduler switches, then resumes
       return false;
-    case exit_kind::io: resume = handle_io(b, c); break;
     case exit_kind::page_fault: resume = handle_shadow_page_fault(b, c); break;  // shadow paging only
     case exit_kind::invlpg: resume = handle_shadow_invlpg(b, c); break;
     case exit_kind::hlt:
@@ -318,6 +387,7 @@ bool handle_exit(B& b, context& c) {
       if (b.entry_failed()) return v.status == run_status::running;
       v.status = run_status::entry_failed;
       return false;
+    case exit_kind::io:  // no guest profile took it
     case exit_kind::unhandled:
     case exit_kind::count:
       b.report_exit("unexpected_exit", false);

@@ -4,8 +4,10 @@
 /// hypervisor runs over the same core (the same exit loop and handlers, either backend). A
 /// profile names its flat image (loaded at layout::guest_load_gpa, entered at `entry` in
 /// 64-bit mode on the hypervisor's identity boot paging) and the I/O ports it gives the
-/// guest; a run_config with `profile` set runs it (core/state.hpp). The first profile is the
-/// exit-cost guest (profiles/exit_cost.cpp, docs/exit-cost.md).
+/// guest; a run_config with `profile` set runs it (core/state.hpp), its exits going through
+/// core::handle_exit with the hook core::image_profile (core/exit_loop.hpp), which gives the
+/// port I/O to `io` and everything else to the core. The first profile is the exit-cost
+/// guest (profiles/exit_cost.cpp, docs/exit-cost.md).
 #pragma once
 
 #include <cstddef>

@@ -51,15 +51,33 @@ using mmu_type = sp::shadow_mmu<identity_window>;
 [[nodiscard]] hvkit::x86::hpa begin(const hvkit::paging::cr_state& crs, hvkit::x86::cr3 cr3) noexcept;
 /// The guest's CR3 (the real one is the shadow root).
 [[nodiscard]] hvkit::x86::cr3 guest_cr3() noexcept;
+/// The guest's CR0 (the real CR0.WP is 1: paging::shadow::host_role(); VMX keeps it in the
+/// CR0 read shadow too, SVM has no read shadow).
+[[nodiscard]] hvkit::x86::cr0 guest_cr0() noexcept;
 /// The guest's EFER (the real EFER.NXE is 1: paging::shadow::host_role()).
 [[nodiscard]] hvkit::x86::efer guest_efer() noexcept;
 void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
+/// The guest's PKRU when its CR4.PKE is set (the real PKRU: the host never writes it; RDPKRU
+/// needs CR4.PKE, which the host sets only around the read), else 0.
+[[nodiscard]] std::uint32_t guest_pkru(hvkit::x86::cr4 guest_cr4) noexcept;
+
+/// Under shadow paging, why a conformance run does not apply (it needs what only EPT/NPT or a
+/// second VM gives); nullptr: it applies, or shadow paging is off. `second_vm`: the run
+/// schedules a second guest or VMCS.
+[[nodiscard]] const char* not_applicable(const run_config& cfg, bool second_vm) noexcept;
+
+/// Prints the host (shadow) entries the CPU walks for `la` from the current root, and the
+/// guest walk's translation (rights, key) for `access`: the evidence when the CPU refuses a fix.
+void print_walks(std::uint64_t la, hvkit::x86::pfec access, std::uint32_t pkru) noexcept;
 
 /// Counters for the run's report.
 struct stats {
   std::uint64_t faults, fixed, injected, emulated, cr_writes, invlpg, flushes;
-  std::uint64_t last_rip, last_cr2, repeats;  ///< the same #PF fixed again and again
-  std::uint64_t refused_fixes;  ///< fixes the host check refused again: emulated
+  /// The last fixed #PF (exit number, RIP, CR2, error code) and how many times in a row the
+  /// very next exit was the same #PF again.
+  std::uint64_t last_exit, last_rip, last_cr2;
+  std::uint64_t refused;  ///< fixes the CPU refused (the instruction emulated instead)
+  std::uint32_t last_error;
 };
 [[nodiscard]] stats& counters() noexcept;
 

@@ -48,10 +48,11 @@ enum class exit_kind : unsigned {
   cr_access,         ///< a CR read or write the backend decodes or the emulator executes
   descriptor_table,  ///< LGDT/LIDT/LLDT/LTR/SGDT/...: emulated
   hypercall,         ///< VMCALL / VMMCALL
+  xsetbv,            ///< XSETBV (VMX: always exits; SVM: when intercepted)
+  io,                ///< IN/OUT/INS/OUTS to an intercepted port
   memory,            ///< EPT violation / #NPF: MMIO, unassigned space or a differential case
   misconfig,         ///< EPT misconfiguration (VMX only)
   hlt,
-  io,                ///< IN/OUT (VMX I/O instruction exit, SVM IOIO intercept)
   triple_fault,      ///< triple-fault exit / SHUTDOWN intercept
   virt_instruction,  ///< a VMX or SVM instruction: the guest's CPUID offers neither, #UD
   preempted,         ///< VMX-preemption timer / physical interrupt: end of a time slice
@@ -91,6 +92,7 @@ struct vcpu_state {
   hvkit::paging::mmu_context mmu;
   mmio_device device;
   bool preempted;  ///< the last exit ended a time slice: switch, then resume
+  std::uint64_t guest_xcr0;  ///< the guest's XCR0 (0: never set, the reset value 1 applies)
   exit_counters exits;
   exit_counters mark;  ///< snapshot taken at hc::mark_begin
 };
@@ -106,6 +108,8 @@ struct check_counters {
   std::uint64_t mmu_refreshes, mmu_resets, passthrough_refreshes, role_rebuilds;
   std::uint64_t cr_gp_injected;      ///< CR writes refused by the architectural checks: #GP
   std::uint64_t virt_ud_injected;    ///< VMX/SVM instructions the guest executed: #UD
+  std::uint64_t msr_gp;              ///< RDMSR/WRMSR answered with #GP(0)
+  std::uint64_t xsetbv_ok, xsetbv_gp;
   std::uint64_t stale_wrong_faults;  ///< negative control: #PF 0x3 injected while live WP=0
   std::uint64_t neg_wp0_result;      ///< negative control: the guest's ltr_ro_gdt_wp0_ok
   bool neg_wp0_seen;

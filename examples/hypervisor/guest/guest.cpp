@@ -9,6 +9,7 @@
 #include "../guest_stubs.hpp"
 #include "../hypercall.hpp"
 #include "../layout.hpp"
+#include "guest.hpp"
 
 namespace hc = hv::hc;
 
@@ -266,15 +267,8 @@ volatile std::uint64_t g_fault_cr2;
 volatile std::uint64_t g_fault_count;
 volatile std::uint64_t g_fault_rip;
 
-unsigned probe_write64(std::uint64_t* p, std::uint64_t v);
 unsigned probe_ltr(std::uint16_t selector);
 unsigned probe_mmio_xadd(std::uint32_t* p, std::uint32_t v);
-unsigned probe_read64(const std::uint64_t* p);
-unsigned probe_load_fs(std::uint16_t selector);
-unsigned probe_fetch(const void* code);
-unsigned probe_user(std::uint64_t addr, unsigned kind, std::uint64_t value, std::uint64_t user_rip,
-                    std::uint64_t user_rsp);
-extern const std::uint8_t user_stub_start[], user_stub_end[];
 extern const std::uint64_t guest_isr_128_addr;
 std::uint64_t read_str();
 std::uint64_t read_sldt();
@@ -287,71 +281,28 @@ void guest_exception(isr_frame* f);
 void guest_main(std::uint64_t config);
 }
 
-namespace {
 
-// ---- hypercalls ----------------------------------------------------------------------
-inline std::uint64_t vmcall(std::uint64_t nr, std::uint64_t a = 0, std::uint64_t b = 0, std::uint64_t c = 0,
-                            std::uint64_t d = 0) {
-  std::uint64_t ret;
-  if (g_amd)
-    asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
-  else
-    asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d) : "memory");
-  return ret;
-}
-inline std::uint64_t addr(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
-void log(const char* s) { vmcall(hc::log, addr(s)); }
-void report(const char* name, bool pass, std::uint64_t a = 0, std::uint64_t b = 0) {
-  vmcall(hc::result, addr(name), pass ? hc::result_pass : hc::result_fail, a, b);
-}
-/// A check of something the CPU executed natively: a deviation is the CPU's erratum.
-void report_native(const char* name, bool pass, std::uint64_t a = 0, std::uint64_t b = 0) {
-  vmcall(hc::result, addr(name), pass ? hc::result_pass : hc::result_erratum, a, b);
-}
+alignas(4096) std::uint64_t pml4[512];
+alignas(4096) std::uint64_t pt_test[512];
 std::uint64_t g_config;
 
-// ---- CPU helpers -----------------------------------------------------------------------
-inline std::uint64_t read_cr0() { std::uint64_t v; asm volatile("mov %%cr0, %0" : "=r"(v)); return v; }
-inline void write_cr0(std::uint64_t v) { asm volatile("mov %0, %%cr0" ::"r"(v) : "memory"); }
-inline void write_cr3(std::uint64_t v) { asm volatile("mov %0, %%cr3" ::"r"(v) : "memory"); }
-inline std::uint64_t rdtsc() {
-  std::uint32_t lo, hi;
-  asm volatile("rdtsc" : "=a"(lo), "=d"(hi));
-  return (static_cast<std::uint64_t>(hi) << 32) | lo;
-}
-struct cpuid_regs {
-  std::uint32_t eax, ebx, ecx, edx;
-};
-inline cpuid_regs cpuid(std::uint32_t leaf, std::uint32_t sub = 0) {
-  cpuid_regs r;
-  asm volatile("cpuid" : "=a"(r.eax), "=b"(r.ebx), "=c"(r.ecx), "=d"(r.edx) : "a"(leaf), "c"(sub));
-  return r;
-}
-
-constexpr std::uint64_t cr0_wp = 1u << 16;
-constexpr std::uint64_t pte_p = 1, pte_rw = 2, pte_ps = 0x80;
+namespace {
 
 // ---- page tables -----------------------------------------------------------------------
 // Identity map of the low 4 GiB with 2 MiB pages, except the 2 MiB region at
 // test_region, mapped with 4 KiB pages so single pages can be made read-only.
-constexpr std::uint64_t test_region = hv::layout::guest_mem_base + 0x800000;  // 24 MiB
 constexpr std::uint64_t ro_page = test_region;                                // read-only data page
 constexpr std::uint64_t gdt_page = test_region + 0x1000;  // the GDT, read-only (header: gdt_base)
-constexpr std::uint64_t user_code_page = test_region + 0x2000;   // user-mode stub (U/S = 1)
-constexpr std::uint64_t user_stack_page = test_region + 0x3000;  // its stack (U/S = 1)
 constexpr std::uint16_t sel_user_data = 0x50, sel_user_code = 0x58;  // DPL 3 (after the 16-byte TSS descriptors)
-constexpr std::uint16_t sel_ldt = 0x60;  // LDT for the implicit-access cases (16 bytes)
 auto* const gdt = reinterpret_cast<volatile std::uint64_t*>(gdt_page);
 constexpr std::uint16_t sel_tss_a = 0x28, sel_tss_b = 0x38;
 constexpr std::uint16_t sel_ldt_check = 0x70;  // LDT for the LLDT check (16 bytes)
 /// The LDT of the LLDT check: entry 1 a DPL 0 data segment, entry 2 not present, limit 31.
 alignas(16) std::uint64_t check_ldt[4];
 
-alignas(4096) std::uint64_t pml4[512];
 alignas(16) std::uint8_t guest_event_stack[16384];
 alignas(4096) std::uint64_t pdpt[512];
 alignas(4096) std::uint64_t pd[4][512];
-alignas(4096) std::uint64_t pt_test[512];
 
 void build_page_tables() {
   pml4[0] = addr(pdpt) | pte_p | pte_rw;
@@ -664,240 +615,8 @@ void check_hostile() {
   report("hostile_mmio_not_emulable_ud", r == (0x100 | 6), r);
 }
 
-// ---- differential paging against the CPU --------------------------------------------
-// The test region: PML4 slot 1 (linear 512 GiB) with its own PDPT, PD and PT, all
-// randomised per case. Every page size lands on the same guest-physical scratch page:
-//   4 KiB: PT[0] -> scratch; 2 MiB: PD[14] -> scratch 2 MiB; 1 GiB: PDPT[0] -> GPA 0, and
-//   the linear offset inside that 1 GiB page is the scratch address itself.
-constexpr std::uint64_t scratch_gpa = hv::layout::guest_mem_base + 0xC00000;  // 28 MiB, 2 MiB aligned
-constexpr std::uint64_t test_la = (1ull << 39) + scratch_gpa;
-constexpr unsigned test_pd_index = (scratch_gpa >> 21) & 511;
-alignas(4096) std::uint64_t test_pdpt[512];
-alignas(4096) std::uint64_t test_pd[512];
-alignas(4096) std::uint64_t test_pt[512];
-
-struct rng {
-  std::uint64_t s;
-  std::uint64_t next() {  // xorshift64*
-    s ^= s >> 12;
-    s ^= s << 25;
-    s ^= s >> 27;
-    return s * 0x2545F4914F6CDD1Dull;
-  }
-  bool chance(unsigned one_in) { return next() % one_in == 0; }
-};
-
-inline std::uint64_t read_cr4() { std::uint64_t v; asm volatile("mov %%cr4, %0" : "=r"(v)); return v; }
-inline void write_cr4(std::uint64_t v) { asm volatile("mov %0, %%cr4" ::"r"(v) : "memory"); }
-inline std::uint64_t rdmsr(std::uint32_t m) {
-  std::uint32_t lo, hi;
-  asm volatile("rdmsr" : "=a"(lo), "=d"(hi) : "c"(m));
-  return (std::uint64_t{hi} << 32) | lo;
-}
-inline void wrmsr(std::uint32_t m, std::uint64_t v) {
-  asm volatile("wrmsr" ::"c"(m), "a"(static_cast<std::uint32_t>(v)), "d"(static_cast<std::uint32_t>(v >> 32)) : "memory");
-}
-inline void flush_tlb() {
-  std::uint64_t cr3;
-  asm volatile("mov %%cr3, %0\n\tmov %0, %%cr3" : "=r"(cr3) : : "memory");
-}
-
-/// One random paging-structure entry pointing at `target`. Rights are mostly permissive so
-/// that many walks reach the leaf; A/D start clear so that what the CPU sets is visible.
-std::uint64_t random_entry(rng& g, std::uint64_t target, int level, bool large, bool nx_defined) {
-  std::uint64_t e = target | pte_p;
-  if (g.chance(16)) e &= ~pte_p;
-  if (!g.chance(4)) e |= pte_rw;
-  if (!g.chance(4)) e |= 4;  // U/S
-  if (large) e |= pte_ps;
-  if (g.chance(4)) e |= 1ull << 63;  // XD (reserved when EFER.NXE = 0)
-  if (g.chance(24)) {
-    // A reserved bit: above MAXPHYADDR (40 on Bochs' models: bit 45), PS in a PML4E, or
-    // the low address bits of a large page.
-    unsigned pick = static_cast<unsigned>(g.next() % 3);
-    if (pick == 0) e |= 1ull << 45;
-    else if (pick == 1 && level == 4) e |= pte_ps;
-    else if (large) e |= 1ull << 13;
-    else e |= 1ull << 45;
-  }
-  static_cast<void>(nx_defined);
-  return e;
-}
-
-/// Snapshot of the four test entries (the ones a walk of test_la can use).
-struct entries {
-  std::uint64_t e[4];  // index level - 1
-};
-entries read_entries() {
-  return {{*(volatile std::uint64_t*)&test_pt[0], *(volatile std::uint64_t*)&test_pd[test_pd_index],
-           *(volatile std::uint64_t*)&test_pdpt[0], *(volatile std::uint64_t*)&pml4[1]}};
-}
-void write_entries(const entries& x) {
-  *(volatile std::uint64_t*)&test_pt[0] = x.e[0];
-  *(volatile std::uint64_t*)&test_pd[test_pd_index] = x.e[1];
-  *(volatile std::uint64_t*)&test_pdpt[0] = x.e[2];
-  *(volatile std::uint64_t*)&pml4[1] = x.e[3];
-}
-
-/// Performs random accesses natively and has the hypervisor repeat each with hvkit's walker
-/// against the same memory and registers: reads, writes and fetches at CPL 0 and CPL 3
-/// under random CR0.WP, CR4.SMEP, CR4.SMAP, EFER.NXE and RFLAGS.AC.
-void check_paging_differential(std::uint64_t cases) {
-  rng g{0x6876'6b69'7400'0001ull};  // fixed seed: the same cases every run
-  const bool has_smep = (cpuid(7).ebx >> 7) & 1, has_smap = (cpuid(7).ebx >> 20) & 1;
-  const bool has_nx = (cpuid(0x80000001).edx >> 20) & 1, has_1g = (cpuid(0x80000001).edx >> 26) & 1;
-  const bool has_pku = (cpuid(7).ecx >> 3) & 1;
-  *reinterpret_cast<volatile std::uint8_t*>(scratch_gpa) = 0xC3;  // RET, for fetches
-  // LDT descriptor 1 (at test_la + 8): a DPL 3 data segment, accessed bit set so that
-  // loading it is a pure implicit read.
-  *reinterpret_cast<volatile std::uint64_t*>(scratch_gpa + 8) = 0x00CFF3000000FFFF;
-  asm volatile("lldt %w0" ::"r"(sel_ldt) : "memory");
-  for (const std::uint8_t* b = user_stub_start; b != user_stub_end; ++b)
-    reinterpret_cast<volatile std::uint8_t*>(user_code_page)[b - user_stub_start] = *b;
-  const std::uint64_t cr0_base = read_cr0() | cr0_wp, cr4_base = read_cr4(), efer_base = rdmsr(0xC0000080);
-  std::uint64_t mismatches = 0, faults = 0;
-  for (std::uint64_t i = 0; i < cases; ++i) {
-    // Registers.
-    bool wp = !g.chance(3), smep = has_smep && g.chance(2), smap = has_smap && g.chance(2);
-    bool nxe = has_nx && !g.chance(4), ac = has_smap && g.chance(2);
-    bool pke = has_pku && g.chance(3);
-    std::uint64_t cr4 = (cr4_base & ~((1ull << 20) | (1ull << 21) | (1ull << 22))) | (smep ? 1ull << 20 : 0) |
-                        (smap ? 1ull << 21 : 0) | (pke ? 1ull << 22 : 0);
-    if (read_cr4() != cr4) write_cr4(cr4);
-    // PKRU: random AD/WD bits for keys 1-3 (key 0, the guest's own pages, stays open).
-    std::uint32_t pkru = pke ? static_cast<std::uint32_t>(g.next() & 0xFC) : 0;
-    if (pke) asm volatile("wrpkru" ::"a"(pkru), "c"(0), "d"(0) : "memory");
-    std::uint64_t efer = (efer_base & ~(1ull << 11)) | (nxe ? 1ull << 11 : 0);
-    if (rdmsr(0xC0000080) != efer) wrmsr(0xC0000080, efer);
-    // Entries: page size first.
-    unsigned size = static_cast<unsigned>(g.next() % 8);  // 0-4: 4 KiB, 5-6: 2 MiB, 7: 1 GiB
-    bool big2m = size == 5 || size == 6, big1g = size == 7 && has_1g;
-    entries x{};
-    x.e[3] = random_entry(g, addr(test_pdpt), 4, false, nxe);
-    x.e[2] = random_entry(g, big1g ? 0 : addr(test_pd), 3, big1g, nxe);
-    x.e[1] = random_entry(g, big2m ? scratch_gpa : addr(test_pt), 2, big2m, nxe);
-    x.e[0] = random_entry(g, scratch_gpa, 1, false, nxe);
-    // Protection key of the leaf (bits 62:59; ignored unless CR4.PKE).
-    x.e[big1g ? 2 : (big2m ? 1 : 0)] |= (g.next() & 3) << 59;
-    write_entries(x);
-    flush_tlb();
-    // The access.
-    // 0 read, 1 write, 2 fetch, 3 implicit supervisor read (a descriptor-table load)
-    unsigned kind = static_cast<unsigned>(g.next() % 4);
-    bool user = g.chance(2);                                // CPL 3 or CPL 0
-    std::uint64_t la = test_la + (kind == 2 ? 0 : (kind == 3 ? 8 : 0x100));
-    // Access for the hypervisor: pfec bits; bit 31 marks an implicit supervisor access (at
-    // any CPL, so without U/S).
-    std::uint64_t access = kind == 3 ? 0x80000000u : ((kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0)) | (user ? 0x4 : 0));
-    write_cr0(wp ? cr0_base : cr0_base & ~cr0_wp);
-    if (ac) asm volatile("stac" ::: "memory");
-    g_fault_error = 0;
-    g_fault_cr2 = 0;
-    unsigned r;
-    if (user) r = probe_user(la, kind, 0x5A5A5A5A5A5A5A5Aull, user_code_page, user_stack_page + 4096);
-    else if (kind == 3) r = probe_load_fs(0x0F);
-    else if (kind == 0) r = probe_read64(reinterpret_cast<const std::uint64_t*>(la));
-    else if (kind == 1) r = probe_write64(reinterpret_cast<std::uint64_t*>(la), 0x5A5A5A5A5A5A5A5Aull);
-    else r = probe_fetch(reinterpret_cast<const void*>(la));
-    std::uint64_t err = g_fault_error, cr2 = g_fault_cr2;
-    asm volatile("movw %w0, %%fs" ::"r"(0) : "memory");  // FS back to null
-    entries after = read_entries();
-    std::uint64_t ad = 0;
-    for (int lvl = 1; lvl <= 4; ++lvl) {
-      if (after.e[lvl - 1] & 0x20) ad |= 1ull << (lvl - 1);
-      if (after.e[lvl - 1] & 0x40) ad |= 1ull << (hc::ad_dirty_shift + lvl - 1);
-    }
-    if (kind == 1 && r == 0) *reinterpret_cast<volatile std::uint8_t*>(scratch_gpa) = 0xC3;
-    write_entries(x);  // A/D clear again: the hypervisor walks the same state
-    if (r != 0) ++faults;
-    // Same registers (AC included) for the hypervisor's walk.
-    std::uint64_t verdict = vmcall(hc::paging_case, la, access | (ad << 32) | (std::uint64_t{pkru} << 40),
-                                   r | (err << 32), cr2);
-    if (ac) asm volatile("clac" ::: "memory");
-    write_cr0(cr0_base);
-    if (verdict != 0) ++mismatches;
-  }
-  // Back to the registers the other checks expect.
-  write_cr4(cr4_base);
-  wrmsr(0xC0000080, efer_base);
-  asm volatile("lldt %w0" ::"r"(0) : "memory");
-  write_entries(entries{});
-  flush_tlb();
-  report("paging_differential_guest", mismatches == 0, cases, (faults << 32) | mismatches);
-}
-
-/// Nested (EPT) differential: the guest maps test_la + 0x2000 through a page table that lives
-/// in the scratch page hc::ept_test_pt_gpa onto the data page hc::ept_test_data_gpa; the
-/// hypervisor gives both pages random EPT permissions (hc::ept_arm) and predicts the access
-/// with hvkit's nested walker; the guest does the access natively and reports what it saw
-/// (hc::ept_check). The hypervisor lifts the permissions after the first EPT violation, so
-/// the access then completes (or takes the guest #PF the guest tables decide).
-void check_ept_differential(std::uint64_t cases) {
-  rng g{0x6570'7464'6966'6600ull};
-  auto* pt = reinterpret_cast<volatile std::uint64_t*>(hc::ept_test_pt_gpa);
-  auto* epd = reinterpret_cast<volatile std::uint64_t*>(hc::ept_test_pd_gpa);
-  const bool exec_only = false;  // the hypervisor's ept_set_page accepts any R/W/X pattern;
-  static_cast<void>(exec_only);
-  *reinterpret_cast<volatile std::uint8_t*>(hc::ept_test_data_gpa) = 0xC3;  // RET
-  for (unsigned i = 0; i < 512; ++i) {
-    pt[i] = 0;
-    epd[i] = 0;
-  }
-  std::uint64_t mismatches = 0;
-  for (std::uint64_t i = 0; i < cases; ++i) {
-    // Guest tables: PML4[1] -> test_pdpt -> PD page -> PT page -> data page, the last three
-    // (scratch pages) referenced through the EPT alias, whose every level the hypervisor
-    // randomises.
-    pml4[1] = addr(test_pdpt) | pte_p | pte_rw;
-    test_pdpt[0] = (hc::ept_alias_gpa + hc::ept_test_pd_gpa) | pte_p | pte_rw;
-    epd[test_pd_index] = (hc::ept_alias_gpa + hc::ept_test_pt_gpa) | pte_p | pte_rw;  // A clear: another EPT write
-    std::uint64_t pte = (hc::ept_alias_gpa + hc::ept_test_data_gpa) | pte_p | pte_rw;
-    if (g.chance(8)) pte &= ~pte_p;
-    if (g.chance(4)) pte &= ~pte_rw;
-    pt[2] = pte;  // A/D clear: the CPU must write them (an EPT write to the PT page)
-    flush_tlb();
-    // EPT permissions: R/W/X patterns the CPU accepts (W needs R; no execute-only, which
-    // needs a capability), and "not present".
-    // "not present" and R/W/X patterns: W needs R (W alone is a misconfiguration, chosen
-    // apart below); X alone needs the execute-only capability (hvkit predicts either way).
-    static constexpr std::uint8_t perms[] = {0, 1, 3, 4, 5, 7, 7, 7};
-    unsigned pd = perms[g.next() % 8], pp = perms[g.next() % 8], pdp = perms[g.next() % 8];
-    // Upper EPT levels of the alias (PDE, PDPTE, PML4E): mostly RWX, else random; an EPT
-    // large page (2 MiB at the PDE, 1 GiB at the PDPTE); sometimes a misconfiguration.
-    std::uint64_t upper = 0;
-    for (unsigned lvl = 0; lvl < 3; ++lvl) {
-      const std::uint64_t p = g.chance(3) ? perms[g.next() % 8] : 7;
-      upper |= p << (lvl == 0 ? 24 : (lvl == 1 ? 27 : 32));
-    }
-    const unsigned size = static_cast<unsigned>(g.next() % 8);
-    const std::uint64_t size_code = size >= 7 ? 3 : (size >= 5 ? 2 : 0);
-    upper |= size_code << 36;
-    if (g.chance(8)) upper |= ((1 + g.next() % 3) << 40) | ((g.next() % 4) << 42);
-    unsigned kind = static_cast<unsigned>(g.next() % 3);
-    std::uint64_t la = test_la + 0x2000 + (kind == 2 ? 0 : 0x100);
-    std::uint64_t access = kind == 1 ? 0x2 : (kind == 2 ? 0x10 : 0);
-    vmcall(hc::ept_arm, la, access, pd | (pp << 8) | (pdp << 16) | upper);
-    g_fault_error = 0;
-    g_fault_cr2 = 0;
-    unsigned r;
-    if (kind == 0) r = probe_read64(reinterpret_cast<const std::uint64_t*>(la));
-    else if (kind == 1) r = probe_write64(reinterpret_cast<std::uint64_t*>(la), 0x5A5A5A5A5A5A5A5Aull);
-    else r = probe_fetch(reinterpret_cast<const void*>(la));
-    if (kind == 1 && r == 0) *reinterpret_cast<volatile std::uint8_t*>(hc::ept_test_data_gpa) = 0xC3;
-    // RSI: the case (EPT permissions of data and PT page, access kind, guest PTE) for reports.
-    std::uint64_t info = pd | (pp << 4) | (kind << 8) | ((pte & 0xFFF) << 16) | (std::uint64_t{pdp} << 32) |
-                         (((upper >> 24) & 0x7FF) << 36) | (size_code << 48) | (((upper >> 40) & 0xF) << 52);
-    if (vmcall(hc::ept_check, r, g_fault_error, g_fault_cr2, info) != 0) ++mismatches;
-  }
-  pml4[1] = 0;
-  test_pdpt[0] = 0;
-  flush_tlb();
-  // The verdicts are the hypervisor's (it classifies the emulated CPU's errata).
-  static_cast<void>(mismatches);
-}
-
-// ---- events the hypervisor injects, and re-injection ------------------------------------
 }  // namespace
+
 
 // Probes for the injection checks (PROBE_BEGIN/PROBE_END from the first block).
 asm(R"(
@@ -934,139 +653,6 @@ PROBE_BEGIN probe_int80
 probe_int80_next:
 PROBE_END
 )");
-
-extern "C" {
-unsigned probe_mov_cr0(std::uint64_t v);
-unsigned probe_mov_cr4(std::uint64_t v);
-unsigned probe_vmxon(const void* region);
-unsigned probe_vmread(std::uint64_t encoding);
-unsigned probe_vmclear(const void* region);
-unsigned probe_invept(const void* descriptor, std::uint64_t type);
-unsigned probe_ud2();
-unsigned probe_int3();
-unsigned probe_int80();
-extern const std::uint8_t probe_int3_next[], probe_int80_next[];
-}
-
-namespace {
-
-/// Exceptions the hypervisor injects (hvkit::vmx::inject_exception) arrive with the vector
-/// and error code the architecture gives them: #GP(0) for an unknown MSR (read and write)
-/// and for CR writes vmx::evaluate_cr_write refuses (CR4.VMXE, which the guest's CPUID does
-/// not offer; clearing CR0.PG in 64-bit mode), #UD for each VMX instruction (VMX not
-/// offered). #PF from emulation with its error code and CR2: ltr_ro_gdt_wp1_pf.
-void check_injection() {
-  std::uint64_t v = 0;
-  g_fault_error = ~0ull;
-  unsigned r = probe_rdmsr(0x4b564d01, &v);
-  report("inject_gp_rdmsr", r == (0x100 | 13) && g_fault_error == 0, r, g_fault_error);
-  g_fault_error = ~0ull;
-  r = probe_wrmsr(0x4b564d01, 0x1234);
-  report("inject_gp_wrmsr", r == (0x100 | 13) && g_fault_error == 0, r, g_fault_error);
-  const std::uint64_t cr4 = read_cr4(), cr0 = read_cr0();
-  g_fault_error = ~0ull;
-  r = probe_mov_cr4(cr4 | (1u << 13));  // CR4.VMXE
-  report("inject_gp_cr4_vmxe", r == (0x100 | 13) && g_fault_error == 0 && read_cr4() == cr4, r, g_fault_error);
-  // The hypervisor's #GP for a CR0 write it refuses: only where CR0 writes exit. On SVM with
-  // no CR0 write intercept (CR0.WP guest-owned) the CPU alone executes the MOV, and QEMU's
-  // TCG leaves long mode instead of raising #GP (docs/hypervisor.md, SVM errata): the guest
-  // could not go on, so the probe is not made there.
-  if (!g_amd || (g_config & hc::cfg_wp_intercepted)) {
-    g_fault_error = ~0ull;
-    r = probe_mov_cr0(cr0 & ~(1ull << 31));  // CR0.PG = 0 in 64-bit mode
-    report("inject_gp_cr0_clear_pg", r == (0x100 | 13) && g_fault_error == 0 && read_cr0() == cr0, r, g_fault_error);
-  }
-  alignas(16) static std::uint64_t region[2];
-  const unsigned ud[] = {probe_vmxon(region), probe_vmread(0x681e), probe_vmclear(region), probe_invept(region, 1)};
-  std::uint64_t fails = 0;
-  for (unsigned i = 0; i < 4; ++i)
-    if (ud[i] != (0x100 | 6)) fails |= 1u << i;
-  report("inject_ud_vmx_instructions", fails == 0, fails, (std::uint64_t{ud[0]} << 32) | ud[1]);
-}
-
-/// An exception stack (IST1, SDM Vol. 3A 6.14.5) on its own page, which the hypervisor
-/// removes from EPT right before the event: delivery pushes the frame there, the push is an
-/// EPT violation during event delivery, and the hypervisor maps the page back and
-/// re-injects the event from IDT-vectoring information (SDM Vol. 3C 28.2.4). The guest must
-/// see each event exactly once, with its vector, error code, CR2 and (for software events,
-/// whose instruction length the hypervisor re-injects) the return address after the
-/// instruction.
-alignas(4096) std::uint8_t ist_page[4096];
-
-void set_ist(unsigned vector, unsigned ist) {
-  guest_idt[2 * vector] = (guest_idt[2 * vector] & ~(7ull << 32)) | (std::uint64_t{ist} << 32);
-}
-
-void check_reinjection() {
-  // IST1 = top of the page, in every TSS the guest may have loaded (check_ltr switches TR).
-  const std::uint64_t top = addr(ist_page) + sizeof ist_page;
-  std::uint8_t* const tsses[] = {guest_tss, guest_tss_a, guest_tss_b};
-  for (std::uint8_t* t : tsses)
-    for (unsigned b = 0; b < 8; ++b) t[36 + b] = static_cast<std::uint8_t>(top >> (8 * b));
-  // A page of the guest's own 4 KiB-mapped test region made not present, for a #PF.
-  constexpr std::uint64_t pf_page = test_region + 0x5000;
-  struct event {
-    const char* name;
-    unsigned vector;
-    std::uint32_t entry;   // VM-entry interruption information expected (SDM 25.8.3)
-    unsigned length;       // VM-entry instruction length expected
-    unsigned result;       // probe result
-    std::uint64_t error;   // error code the guest's frame must hold (~0: none pushed)
-    std::uint64_t rip;     // the frame's RIP (0: not checked)
-  };
-  const event events[] = {
-      {"reinject_ud", 6, 0x80000306u, 0, 0x100 | 6, ~0ull, 0},
-      {"reinject_gp_error_code", 13, 0x80000b0du, 0, 0x100 | 13, 0, 0},
-      {"reinject_pf_error_code_cr2", 14, 0x80000b0eu, 0, 0x100 | 14, 0, 0},
-      {"reinject_int3", 3, 0x80000603u, 1, 0x100 | 3, ~0ull, addr(probe_int3_next)},
-      {"reinject_int_n", 0x80, 0x80000480u, 2, 0x100 | 0x80, ~0ull, addr(probe_int80_next)},
-  };
-  unsigned previous_vector = ~0u;
-  for (const event& e : events) {
-    set_ist(e.vector, 1);
-    g_fault_error = ~0ull;
-    g_fault_cr2 = 0;
-    g_fault_rip = 0;
-    if (vmcall(hc::ept_unmap_once, addr(ist_page)) != 0) {
-      report(e.name, false, 0xdead);
-      set_ist(e.vector, 0);
-      continue;
-    }
-    const std::uint64_t before = g_fault_count;
-    unsigned r = 0;
-    switch (e.vector) {
-      case 6: r = probe_ud2(); break;
-      case 13: r = probe_read64(reinterpret_cast<const std::uint64_t*>(0x8000'0000'0000'0000ull)); break;  // non-canonical
-      case 14:
-        pt_test[5] &= ~pte_p;
-        asm volatile("invlpg (%0)" ::"r"(pf_page) : "memory");
-        r = probe_read64(reinterpret_cast<const std::uint64_t*>(pf_page + 0x18));
-        pt_test[5] |= pte_p;
-        asm volatile("invlpg (%0)" ::"r"(pf_page) : "memory");
-        break;
-      case 3: r = probe_int3(); break;
-      default: r = probe_int80(); break;
-    }
-    const std::uint64_t seen = g_fault_count - before;
-    const std::uint64_t rep = vmcall(hc::ept_unmap_report);
-    set_ist(e.vector, 0);
-    const bool ok = r == e.result && seen == 1 && (rep & 0xFF) == 1 && (rep >> 32) == e.entry &&
-                    ((rep >> 8) & 0xFF) == e.length && (e.error == ~0ull || g_fault_error == e.error) &&
-                    (e.vector != 14 || g_fault_cr2 == pf_page + 0x18) && (e.rip == 0 || g_fault_rip == e.rip);
-    // The CPU below the hypervisor delivered the previous case's event instead of this one,
-    // and the hypervisor never saw the unmapped page touched (0 hits): no exit reached it,
-    // so the delivery was the CPU's alone, an erratum of the CPU it runs on. Seen with
-    // nested KVM on Bochs' SVM: Bochs reports a stale EXITINTINFO for a #NPF during INT n
-    // delivery (docs/hypervisor.md), and KVM, which handles that #NPF itself, re-injects it.
-    const bool stale_event_below = !ok && e.vector != previous_vector && r == (0x100 | previous_vector) &&
-                                   seen == 1 && (rep & 0xFF) == 0;
-    (stale_event_below ? report_native : report)(e.name, ok, (std::uint64_t{r} << 32) | (seen << 16) | (rep & 0xFFFF),
-                                                 rep >> 32);
-    previous_vector = e.vector;
-  }
-}
-
-}  // namespace
 
 extern "C" void guest_exception(isr_frame* f) {
   std::uint64_t cr2;
@@ -1110,7 +696,7 @@ extern "C" void guest_main(std::uint64_t config) {
     // Busy work while the hypervisor switches VMCSes under us on preemption-timer exits.
     // With RFLAGS.IF = 1: a Bochs 2.7 erratum keeps the host's external interrupts blocked
     // while a guest entered with IF = 0 runs, and under KVM on Bochs those carry the
-    // emulated preemption timer (scheduler.cpp, spin_rflags). The hypervisor masks the PICs
+    // emulated preemption timer (vmx/scheduler.cpp, spin_rflags). The hypervisor masks the PICs
     // first, so no interrupt is delivered here.
     static volatile std::uint64_t spins;
     asm volatile("sti" ::: "memory");

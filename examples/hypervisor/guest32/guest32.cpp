@@ -24,7 +24,7 @@ constexpr u16 sel_code = 0x08, sel_data = 0x10, sel_tss = 0x18;
 constexpr u16 sel_user_data = 0x23, sel_user_code = 0x2B;  // DPL 3 (RPL 3)
 constexpr u16 sel_ldt = 0x30;                              // LDT at the test address
 static_assert(sel_tss == hc::guest_tr && sel_code == hc::guest_cs && sel_data == hc::guest_ds,
-              "the VMCS guest state (vmx_setup.cpp) loads these");
+              "the VMCS guest state (vmx/vmx_setup.cpp) loads these");
 static_assert(sel_user_code == 0x2B && sel_user_data == 0x23, "probe_user and the user stub use them");
 
 asm(R"(

@@ -29,12 +29,7 @@
 #include <hvkit/vmx/io_bitmap.hpp>
 #include <hvkit/vmx/msr_bitmap.hpp>
 
-namespace hv {
-// Exit handlers and helpers shared with the conformance runs (exits.cpp).
-bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q);
-bool handle_msr(vcpu& regs, bool write);
-void inject(vcpu& regs, x86::vector vec, std::uint32_t error_code);
-}  // namespace hv
+#include "vmx/vmx_backend.hpp"
 
 extern "C" std::uint32_t boot_multiboot_info;
 
@@ -368,10 +363,8 @@ struct linux_state {
   core::exit_counters at_mark;  // exits when the guest reached its shell prompt
   bool marked;
   std::uint64_t tsc_start, tsc_mark;
-  std::uint64_t msr_gp, msr_gp_logged, msr_emulated;
-  std::uint64_t xsetbv_ok, xsetbv_gp;
-  std::uint64_t io_exits, vmx_ud;
-  std::uint64_t guest_xcr0;
+  std::uint64_t msr_gp_logged, msr_emulated;
+  std::uint64_t io_exits;
   // CR0.WP toggles from the hvkit_wp module
   bool wp_intercepted;
   std::uint64_t wp_mark;
@@ -389,31 +382,9 @@ struct linux_state {
 };
 linux_state ls;
 
-std::uint64_t cr_exits_now() { return run.exits.by_slot[static_cast<unsigned>(hvkit::vmx::exit_reason::cr_access)]; }
+std::uint64_t cr_exits_now() { return run.exits.of(core::exit_kind::cr_access); }
 
 // ---- exit handlers --------------------------------------------------------------------------
-void inject_ud(vcpu& regs) { inject(regs, x86::vector::ud, 0); }
-void inject_gp(vcpu& regs) { inject(regs, x86::vector::gp, 0); }
-/// Past the exiting instruction (vmx::skip_instruction: RIP, RFLAGS.RF, STI/MOV-SS blocking).
-void skip(vcpu& regs) {
-  if (!hvkit::vmx::skip_instruction(regs)) kprintf("HVKIT ERROR linux: skip_instruction failed\n");
-}
-
-/// CPUID: the policy's answer with the dynamic bits from the guest's CR4 and XCR0.
-void linux_cpuid(vcpu& regs) {
-  auto leaf = static_cast<std::uint32_t>(regs.gprs()[x86::gpr::rax]), sub = static_cast<std::uint32_t>(regs.gprs()[x86::gpr::rcx]);
-  cpuid_ns::vcpu_state vs{};
-  vs.cr4 = hvkit::vmx::guest_visible_cr4(x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)},
-                                         vmread(fields::cr4_guest_host_mask));
-  vs.xcr0 = x86::xfeatures{ls.guest_xcr0};
-  const cpuid_ns::regs a = guest_policy.answer(leaf, sub, vs);
-  regs.gprs()[x86::gpr::rax] = a.eax;
-  regs.gprs()[x86::gpr::rbx] = a.ebx;
-  regs.gprs()[x86::gpr::rcx] = a.ecx;
-  regs.gprs()[x86::gpr::rdx] = a.edx;
-  skip(regs);
-}
-
 /// Index into the virtual MTRR file, or -1 (SDM Vol. 3A 12.11: IA32_MTRRCAP 0xFE,
 /// IA32_MTRR_DEF_TYPE 0x2FF, fixed ranges 0x250/0x258/0x259/0x268-0x26F, variable pairs
 /// from 0x200).
@@ -429,9 +400,9 @@ int mtrr_fixed_index(std::uint32_t m) {
 /// IA32_MISC_ENABLE (every Intel CPU of family 6 has it and Linux reads it unguarded early;
 /// Bochs 2.7 does not implement it), IA32_BIOS_SIGN_ID (the microcode revision: writes are
 /// the architectural "load the revision" trigger, reads give 0), and the MTRRs when the
-/// policy offers MTRR. Returns false if the MSR is not one of them.
-bool platform_msr(vcpu& regs, bool write, std::uint32_t m, std::uint64_t v, bool& gp) {
-  gp = false;
+/// policy offers MTRR (the guest profile's MSR hook: pass if the MSR is not one of them).
+core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
+  bool gp = false;
   std::uint64_t out = 0;
   if (m == 0x1A0) {  // IA32_MISC_ENABLE: fast strings, no BTS, no PEBS (SDM Vol. 4 Table 2-2)
     if (write) gp = v != ls.misc_enable;  // nothing in it is changeable here
@@ -468,66 +439,12 @@ bool platform_msr(vcpu& regs, bool write, std::uint32_t m, std::uint64_t v, bool
       out = *slot;
     }
   } else {
-    return false;
+    return core::msr_hook::pass;
   }
-  if (!gp) {
-    ++ls.msr_emulated;
-    if (!write) {
-      regs.gprs()[x86::gpr::rax] = out & 0xFFFFFFFF;
-      regs.gprs()[x86::gpr::rdx] = out >> 32;
-    }
-  }
-  return true;
-}
-
-void linux_msr(vcpu& regs, bool write) {
-  const auto m = static_cast<std::uint32_t>(regs.gprs()[x86::gpr::rcx]);
-  const std::uint64_t v = (regs.gprs()[x86::gpr::rdx] << 32) | (regs.gprs()[x86::gpr::rax] & 0xFFFFFFFF);
-  bool gp = false;
-  if (platform_msr(regs, write, m, v, gp)) {
-    if (gp) {
-      ++ls.msr_gp;
-      inject_gp(regs);
-    } else {
-      skip(regs);
-    }
-    return;
-  }
-  // The policy's MSRs (PRED_CMD, SPEC_CTRL, ARCH_CAPABILITIES, FLUSH_CMD, TSC_AUX, XSS, ...),
-  // then the architectural ones the VMCS holds (EFER, ...); everything else #GP(0)
-  // (exits.cpp handle_msr).
-  const std::uint64_t vec_before = vmread(fields::vm_entry_interruption_info);
-  handle_msr(regs, write);
-  const std::uint64_t vec_after = vmread(fields::vm_entry_interruption_info);
-  if ((vec_after >> 31) && !(vec_before >> 31)) {  // valid bit of the entry interruption info
-    ++ls.msr_gp;
-    if (ls.msr_gp_logged++ < 40)
-      kprintf("HVKIT LINUX msr_gp %s 0x%x value=0x%llx rip=0x%llx\n", write ? "wrmsr" : "rdmsr", m,
-              (unsigned long long)(write ? v : 0), (unsigned long long)vmread(fields::guest_rip));
-  }
-}
-
-/// XSETBV (exit reason 55, SDM Vol. 3C 26.1.2 "Instructions That Cause VM Exits
-/// Unconditionally"): the guest may set XCR0 to a valid value (SDM Vol. 1 13.3) within the
-/// components its CPUID policy enumerates; #GP(0) otherwise, and for XCR other than 0 or
-/// CPL > 0 (SDM Vol. 2D XSETBV). The value is then loaded into the real XCR0 (the host runs
-/// with CR4.OSXSAVE set and never uses the extended state).
-void linux_xsetbv(vcpu& regs) {
-  const std::uint64_t v = (regs.gprs()[x86::gpr::rdx] << 32) | (regs.gprs()[x86::gpr::rax] & 0xFFFFFFFF);
-  const x86::xfeatures x{v};
-  const bool ok = static_cast<std::uint32_t>(regs.gprs()[x86::gpr::rcx]) == 0 && guest_cpl() == 0 && x86::is_valid_xcr0(x) &&
-                  (v & ~guest_policy.xcr0_components().raw()) == 0;
-  if (!ok) {
-    ++ls.xsetbv_gp;
-    kprintf("HVKIT LINUX xsetbv_gp xcr=%u value=0x%llx policy_xcr0=0x%llx\n", static_cast<unsigned>(regs.gprs()[x86::gpr::rcx]),
-            (unsigned long long)v, (unsigned long long)guest_policy.xcr0_components().raw());
-    inject_gp(regs);
-    return;
-  }
-  asm volatile("xsetbv" ::"c"(0u), "a"(static_cast<std::uint32_t>(v)), "d"(static_cast<std::uint32_t>(v >> 32)));
-  ls.guest_xcr0 = v;
-  ++ls.xsetbv_ok;
-  skip(regs);
+  if (gp) return core::msr_hook::gp;
+  ++ls.msr_emulated;
+  if (!write) v = out;
+  return core::msr_hook::done;
 }
 
 void guest_log_char(char c) {
@@ -547,20 +464,21 @@ void guest_log_char(char c) {
   if (c != '\r') ls.line[ls.line_len++] = c;
 }
 
-/// I/O exits (only the intercepted ports, SDM Vol. 3C 28.2.1 Table 28-5 qualification).
-int linux_io(vcpu& regs) {
+/// I/O exits (only the intercepted ports; the access decoded by the backend).
+template <core::backend B>
+core::hook linux_io(B& b) {
   ++ls.io_exits;
-  const std::uint64_t q = vmread(fields::exit_qualification);
-  const unsigned size = static_cast<unsigned>(q & 7) + 1;
-  const bool in = (q >> 3) & 1, string = (q >> 4) & 1;
-  const auto port = static_cast<std::uint16_t>(q >> 16);
-  if (string) {  // INS/OUTS to an intercepted port: not emulated, the instruction is skipped
+  const core::io_access io = b.io();
+  const unsigned size = io.size;
+  const bool in = io.in;
+  const std::uint16_t port = io.port;
+  if (io.string) {  // INS/OUTS to an intercepted port: not emulated, the instruction is skipped
     kprintf("HVKIT LINUX io_string_skipped port=0x%x\n", port);
-    skip(regs);
-    return 1;
+    b.skip();
+    return core::hook::resume;
   }
   const std::uint32_t mask = size == 4 ? 0xFFFFFFFFu : (1u << (8 * size)) - 1;
-  const auto value = static_cast<std::uint32_t>(regs.gprs()[x86::gpr::rax]) & mask;
+  const auto value = static_cast<std::uint32_t>(b.gpr(x86::gpr::rax)) & mask;
   if (!in) {
     const bool reset = (port == 0x64 && size == 1 && value == 0xFE) || (port == 0x92 && size == 1 && (value & 1)) ||
                        (port == 0xCF9 && size == 1 && (value & 4));
@@ -568,12 +486,12 @@ int linux_io(vcpu& regs) {
       kprintf("HVKIT LINUX guest_reset port=0x%x value=0x%x\n", port, value);
       ls.reset = true;
       ls.end_reason = "guest_reset";
-      return 0;
+      return core::hook::stop;
     }
     if (port == 0xE9) {
       guest_log_char(static_cast<char>(value));
-      skip(regs);
-      return 1;
+      b.skip();
+      return core::hook::resume;
     }
     if (port == 0x8900) {
       static const char word[] = "Shutdown";
@@ -582,10 +500,10 @@ int linux_io(vcpu& regs) {
       if (matched == 8) {
         ls.shutdown = true;
         ls.end_reason = "guest_shutdown";
-        return 0;
+        return core::hook::stop;
       }
-      skip(regs);
-      return 1;
+      b.skip();
+      return core::hook::resume;
     }
   }
   // Passed through as it would have been without the intercept (0x64 status reads, PCI
@@ -596,64 +514,51 @@ int linux_io(vcpu& regs) {
     else if (size == 1) { std::uint8_t b; asm volatile("inb %1, %0" : "=a"(b) : "Nd"(port)); got = b; }
     else if (size == 2) { std::uint16_t w; asm volatile("inw %1, %0" : "=a"(w) : "Nd"(port)); got = w; }
     else { std::uint32_t d; asm volatile("inl %1, %0" : "=a"(d) : "Nd"(port)); got = d; }
-    regs.gprs()[x86::gpr::rax] = (size == 4) ? got : ((regs.gprs()[x86::gpr::rax] & ~static_cast<std::uint64_t>(mask)) | got);
+    b.set_gpr(x86::gpr::rax, (size == 4) ? got : ((b.gpr(x86::gpr::rax) & ~static_cast<std::uint64_t>(mask)) | got));
   } else {
     if (size == 1) asm volatile("outb %b0, %1" ::"a"(value), "Nd"(port));
     else if (size == 2) asm volatile("outw %w0, %1" ::"a"(value), "Nd"(port));
     else asm volatile("outl %0, %1" ::"a"(value), "Nd"(port));
   }
-  skip(regs);
-  return 1;
+  b.skip();
+  return core::hook::resume;
 }
 
-/// Sets CR0.WP guest-owned or intercepted (SDM Vol. 3C 25.6.6): with WP in the mask, the
-/// read shadow's WP must be the guest's current WP so that nothing changes for the guest.
-void set_wp_intercept(bool intercept) {
-  std::uint64_t mask = vmread(fields::cr0_guest_host_mask);
-  const std::uint64_t cr0 = vmread(fields::guest_cr0);
-  std::uint64_t shadow = vmread(fields::cr0_read_shadow);
-  if (intercept) {
-    shadow = (shadow & ~cr0_wp) | (cr0 & cr0_wp);
-    mask |= cr0_wp;
-  } else {
-    mask &= ~cr0_wp;
+/// The Linux guest's hypercalls (hc_wp_begin/hc_wp_end of the hvkit_wp module), KVM's
+/// -KVM_ENOSYS for anything else and for CPL > 0.
+template <core::backend B>
+core::hook linux_hypercall(B& b) {
+  if (b.cpl() != 0) {  // hypercalls are for the guest kernel only
+    b.set_gpr(x86::gpr::rax, static_cast<std::uint64_t>(-1000));  // KVM's -KVM_ENOSYS
+    b.skip();
+    return core::hook::resume;
   }
-  vmwrite(fields::cr0_read_shadow, shadow);
-  vmwrite(fields::cr0_guest_host_mask, mask);
-  run.cr0_mask = mask;
-  ls.wp_intercepted = intercept;
-}
-
-int linux_vmcall(vcpu& regs) {
-  if (guest_cpl() != 0) {  // hypercalls are for the guest kernel only
-    regs.gprs()[x86::gpr::rax] = static_cast<std::uint64_t>(-1000);  // KVM's -KVM_ENOSYS
-    skip(regs);
-    return 1;
-  }
-  switch (regs.gprs()[x86::gpr::rax]) {
+  switch (b.gpr(x86::gpr::rax)) {
     case hc_wp_begin:
-      set_wp_intercept(regs.gprs()[x86::gpr::rbx] != 0);
+      ls.wp_intercepted = b.gpr(x86::gpr::rbx) != 0;
+      b.set_cr0_wp_intercept(ls.wp_intercepted);
       ls.wp_mark = cr_exits_now();
-      regs.gprs()[x86::gpr::rax] = 0;
+      b.set_gpr(x86::gpr::rax, 0);
       break;
     case hc_wp_end: {
       const unsigned k = ls.wp_intercepted ? 1 : 0;
-      ls.wp_toggles[k] = regs.gprs()[x86::gpr::rbx];
-      ls.wp_mismatch[k] = regs.gprs()[x86::gpr::rcx];
+      ls.wp_toggles[k] = b.gpr(x86::gpr::rbx);
+      ls.wp_mismatch[k] = b.gpr(x86::gpr::rcx);
       ls.wp_exits[k] = cr_exits_now() - ls.wp_mark;
       ls.wp_seen[k] = true;
       kprintf("HVKIT LINUX wp mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n",
               k ? "intercepted" : "guest_owned", (unsigned long long)ls.wp_toggles[k],
               (unsigned long long)ls.wp_exits[k], (unsigned long long)ls.wp_mismatch[k]);
-      regs.gprs()[x86::gpr::rax] = ls.wp_exits[k];
-      set_wp_intercept(false);
+      b.set_gpr(x86::gpr::rax, ls.wp_exits[k]);
+      ls.wp_intercepted = false;
+      b.set_cr0_wp_intercept(false);
       break;
     }
     default:
-      regs.gprs()[x86::gpr::rax] = static_cast<std::uint64_t>(-1000);  // unknown hypercall: -KVM_ENOSYS, as KVM answers
+      b.set_gpr(x86::gpr::rax, static_cast<std::uint64_t>(-1000));  // unknown hypercall: -KVM_ENOSYS, as KVM answers
   }
-  skip(regs);
-  return 1;
+  b.skip();
+  return core::hook::resume;
 }
 
 void report(const char* what) {
@@ -695,15 +600,7 @@ bool setup_linux_vmcs() {
   vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
   vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
   vmwrite(fields::vm_entry_controls, entry.value().raw());
-  vmwrite(fields::exception_bitmap, 0);
-  vmwrite(fields::page_fault_error_code_mask, 0);
-  vmwrite(fields::page_fault_error_code_match, 0);
-  vmwrite(fields::cr3_target_count, 0);
-  vmwrite(fields::vm_exit_msr_store_count, 0);
-  vmwrite(fields::vm_exit_msr_load_count, 0);
-  vmwrite(fields::vm_entry_msr_load_count, 0);
-  vmwrite(fields::vm_entry_interruption_info, 0);
-  vmwrite(fields::ept_pointer, linux_eptp);
+  write_common_controls(linux_eptp);
   vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(msr_bits.bytes().data()));
   vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(io_bits.a().data()));
   vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(io_bits.b().data()));
@@ -712,91 +609,21 @@ bool setup_linux_vmcs() {
   // translation, CET among them, as far as the guest may set them).
   const v::cr_mask_features features{true, guest_cr4_allowed()};
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
-  run.cr0_mask = owned.cr0_mask();
-  run.cr4_mask = owned.cr4_mask();
-  if ((caps.cr0_fixed0 & ~run.cr0_mask) || (caps.cr4_fixed0 & ~run.cr4_mask)) {
+  const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
+  if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
     kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
     return false;
   }
   kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)run.cr0_mask,
           (unsigned long long)run.cr4_mask);
-  const std::uint64_t guest_cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
-  vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
-  vmwrite(fields::cr0_read_shadow, guest_cr0);
-  vmwrite(fields::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
-  vmwrite(fields::cr4_guest_host_mask, run.cr4_mask);
-  vmwrite(fields::cr4_read_shadow, cr4_pae);
-  vmwrite(fields::guest_cr4, (cr4_pae | caps.cr4_fixed0) & caps.cr4_fixed1);
-  vmwrite(fields::guest_cr3, page_tables_gpa);
 
-  // Host state as for the conformance runs.
-  vmwrite(fields::host_cr0, read_cr0());
-  vmwrite(fields::host_cr3, read_cr3());
-  vmwrite(fields::host_cr4, read_cr4());
-  vmwrite(fields::host_cs_selector, 0x08);
-  vmwrite(fields::host_ss_selector, 0x10);
-  vmwrite(fields::host_ds_selector, 0x10);
-  vmwrite(fields::host_es_selector, 0x10);
-  vmwrite(fields::host_fs_selector, 0x10);
-  vmwrite(fields::host_gs_selector, 0x10);
-  vmwrite(fields::host_tr_selector, 0x18);
-  vmwrite(fields::host_fs_base, 0);
-  vmwrite(fields::host_gs_base, 0);
-  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
-  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
-  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
-  vmwrite(fields::host_ia32_sysenter_cs, 0);
-  vmwrite(fields::host_ia32_sysenter_esp, 0);
-  vmwrite(fields::host_ia32_sysenter_eip, 0);
-  vmwrite(fields::host_ia32_efer, rdmsr(x86::msr::ia32_efer));
-  vmwrite(fields::host_ia32_pat, rdmsr(x86::msr::ia32_pat));
-  vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
-
-  // Guest state: the boot protocol's 64-bit entry (SDM Vol. 3C 25.4.1 access rights).
-  vmwrite(fields::guest_cs_selector, 0x10);
-  vmwrite(fields::guest_cs_base, 0);
-  vmwrite(fields::guest_cs_limit, 0xFFFFFFFF);
-  vmwrite(fields::guest_cs_access_rights, 0xA09B);
-  auto data = [](auto sel, auto base, auto limit, auto ar) {
-    vmwrite(sel, 0x18);
-    vmwrite(base, 0);
-    vmwrite(limit, 0xFFFFFFFF);
-    vmwrite(ar, 0xC093);
-  };
-  data(fields::guest_ss_selector, fields::guest_ss_base, fields::guest_ss_limit, fields::guest_ss_access_rights);
-  data(fields::guest_ds_selector, fields::guest_ds_base, fields::guest_ds_limit, fields::guest_ds_access_rights);
-  data(fields::guest_es_selector, fields::guest_es_base, fields::guest_es_limit, fields::guest_es_access_rights);
-  data(fields::guest_fs_selector, fields::guest_fs_base, fields::guest_fs_limit, fields::guest_fs_access_rights);
-  data(fields::guest_gs_selector, fields::guest_gs_base, fields::guest_gs_limit, fields::guest_gs_access_rights);
-  vmwrite(fields::guest_ldtr_selector, 0);
-  vmwrite(fields::guest_ldtr_base, 0);
-  vmwrite(fields::guest_ldtr_limit, 0);
-  vmwrite(fields::guest_ldtr_access_rights, 1u << 16);
-  vmwrite(fields::guest_tr_selector, 0x20);
-  vmwrite(fields::guest_tr_base, tss_gpa);
-  vmwrite(fields::guest_tr_limit, 0x67);
-  vmwrite(fields::guest_tr_access_rights, 0x008B);
-  vmwrite(fields::guest_gdtr_base, gdt_gpa);
-  vmwrite(fields::guest_gdtr_limit, 6 * 8 - 1);
-  vmwrite(fields::guest_idtr_base, 0);
-  vmwrite(fields::guest_idtr_limit, 0);
-  vmwrite(fields::guest_dr7, 0x400);
-  vmwrite(fields::guest_ia32_debugctl, 0);
-  vmwrite(fields::guest_rsp, 0);
-  vmwrite(fields::guest_rip, kernel_gpa + 0x200);  // startup_64
-  vmwrite(fields::guest_rflags, 0x2);               // interrupts off, as the protocol requires
-  vmwrite(fields::guest_pending_debug_exceptions, 0);
-  vmwrite(fields::guest_interruptibility_state, 0);
-  vmwrite(fields::guest_activity_state, 0);
-  vmwrite(fields::guest_ia32_sysenter_cs, 0);
-  vmwrite(fields::guest_ia32_sysenter_esp, 0);
-  vmwrite(fields::guest_ia32_sysenter_eip, 0);
+  // Host state as for the conformance runs, with PAT (the exit controls load it).
+  write_host_state(true);
+  // Guest state: the boot protocol's 64-bit entry (__BOOT_CS 0x10, __BOOT_DS 0x18, a TSS at
+  // 0x20; RIP = startup_64, interrupts off as the protocol requires).
+  write_flat_guest_state({0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
+                          x86::efer::lme | x86::efer::lma});
   vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);  // the power-on PAT (SDM Vol. 3A 13.12.4)
-  run.guest_efer = efer_lme | efer_lma;
-  vmwrite(fields::guest_ia32_efer, run.guest_efer);
-  vmwrite(fields::vmcs_link_pointer, ~0ull);
-  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
-                                             x86::efer{run.guest_efer}, x86::gpa{page_tables_gpa});
   return true;
 }
 
@@ -829,47 +656,58 @@ void print_exits(const char* phase, const core::exit_counters& c) {
 
 bool requested() { return read_multiboot() && linux_args() != nullptr; }
 
-int handle_exit(vcpu& regs, std::uint32_t basic) {
-  using er = hvkit::vmx::exit_reason;
-  switch (static_cast<er>(basic)) {
-    case er::cpuid: linux_cpuid(regs); return 1;
-    case er::rdmsr: linux_msr(regs, false); return 1;
-    case er::wrmsr: linux_msr(regs, true); return 1;
-    case er::cr_access:
-      if (!handle_cr(regs, hvkit::vmx::cr_access_qualification{vmread(fields::exit_qualification)})) {
+namespace {
+
+/// The Linux guest as a profile over the core (core/exit_loop.hpp): its own hypercalls and
+/// port I/O, its platform MSRs before the MSR policy, and an end to the run on anything a
+/// kernel should not do here (a second-stage fault: every guest-physical address it may use
+/// is mapped; a triple fault: reported, the host survives). CPUID, the MSR policy, CR
+/// accesses, XSETBV and the VMX instructions (#UD: the guest's CPUID offers no VMX) are the
+/// core's.
+struct linux_profile {
+  template <core::backend B>
+  core::hook exit(B& b, core::context& c, const core::exit_info& e) {
+    using K = core::exit_kind;
+    switch (e.kind) {
+      case K::io: return linux_io(b);
+      case K::hypercall: return linux_hypercall(b);
+      case K::cpuid: case K::msr_read: case K::msr_write: case K::xsetbv: case K::virt_instruction:
+        return core::hook::pass;
+      case K::cr_access:
+        if (b.cr_access()) return core::hook::resume;
         ls.end_reason = "cr_access_not_handled";
-        return 0;
-      }
-      return 1;
-    case er::xsetbv: linux_xsetbv(regs); return 1;
-    case er::io_instruction: return linux_io(regs);
-    case er::vmcall: return linux_vmcall(regs);
-    // VMX is not offered to the guest (CPUID.1:ECX.VMX = 0, CR4.VMXE host-owned): its
-    // instructions are #UD as on a CPU without VMX (SDM Vol. 3C 31.3 "#UD if ... not in VMX
-    // operation").
-    case er::vmclear: case er::vmlaunch: case er::vmptrld: case er::vmptrst: case er::vmread:
-    case er::vmresume: case er::vmwrite: case er::vmxoff: case er::vmxon: case er::invept:
-    case er::invvpid: case er::vmfunc:
-      ++ls.vmx_ud;
-      inject_ud(regs);
-      return 1;
-    case er::triple_fault:
-      // The guest is dead; the hypervisor is not: report and end the run (SDM Vol. 3C
-      // 27.2: a triple fault in VMX non-root operation is a VM exit).
-      report("guest_triple_fault");
-      ls.end_reason = "guest_triple_fault";
-      return 0;
-    case er::ept_violation:
-    case er::ept_misconfiguration:
-      report(basic == static_cast<unsigned>(er::ept_violation) ? "ept_violation" : "ept_misconfiguration");
-      ls.end_reason = "ept_fault";
-      return 0;
-    default:
-      if (basic == 33 || basic == 34) report("vm_entry_failed");
-      else report("unexpected_exit");
-      ls.end_reason = "unexpected_exit";
-      return 0;
+        return core::hook::stop;
+      case K::triple_fault:
+        // The guest is dead; the hypervisor is not: report and end the run (SDM Vol. 3C
+        // 27.2: a triple fault in VMX non-root operation is a VM exit).
+        report("guest_triple_fault");
+        ls.end_reason = "guest_triple_fault";
+        c.vcpu.status = core::run_status::triple_fault;
+        return core::hook::stop;
+      case K::memory:
+      case K::misconfig:
+        report(e.name);
+        ls.end_reason = "ept_fault";
+        return core::hook::stop;
+      default:
+        report(e.kind == K::entry_failed ? "vm_entry_failed" : "unexpected_exit");
+        ls.end_reason = "unexpected_exit";
+        return core::hook::stop;
+    }
   }
+  core::msr_hook msr(core::context&, bool write, std::uint32_t m, std::uint64_t& v) { return platform_msr(write, m, v); }
+  void msr_refused(bool write, std::uint32_t m, std::uint64_t v, std::uint64_t rip) {
+    if (ls.msr_gp_logged++ < 40)
+      kprintf("HVKIT LINUX msr_gp %s 0x%x value=0x%llx rip=0x%llx\n", write ? "wrmsr" : "rdmsr", m,
+              (unsigned long long)(write ? v : 0), (unsigned long long)rip);
+  }
+};
+
+}  // namespace
+
+bool handle_exit(vmx_backend& b) {
+  core::context c = run_context();
+  return core::handle_exit(b, c, linux_profile{});
 }
 
 [[noreturn]] void boot() {
@@ -887,14 +725,14 @@ int handle_exit(vcpu& regs, std::uint32_t basic) {
   run.status = run_status::running;
   ls = linux_state{};
   ls.misc_enable = 1u | (1u << 11) | (1u << 12);
-  ls.guest_xcr0 = 1;
+  run.guest_xcr0 = 1;
   ls.end_reason = "running";
   bool ok = build_cpuid_policy(true) && enable_vmx() && build_linux_ept() && load_kernel();
   if (ok) {
     print_policy();
     build_bitmaps();
     // The guest's XSETBV is executed on the host: needs CR4.OSXSAVE there.
-    if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | cr4_osxsave);
+    if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
     const std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
     *reinterpret_cast<std::uint32_t*>(vmcs_region) = vcaps.revision_id();
     ok = hvkit::vmx::hw::vmclear(x86::hpa{vmcs}) && hvkit::vmx::hw::vmptrld(x86::hpa{vmcs}) && setup_linux_vmcs();
@@ -924,9 +762,9 @@ int handle_exit(vcpu& regs, std::uint32_t basic) {
   print_exits("total", run.exits);
   kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
           "cr_gp=%llu guest_xcr0=0x%llx\n",
-          (unsigned long long)ls.msr_gp, (unsigned long long)ls.msr_emulated, (unsigned long long)ls.xsetbv_ok,
-          (unsigned long long)ls.xsetbv_gp, (unsigned long long)ls.io_exits, (unsigned long long)ls.vmx_ud,
-          (unsigned long long)run.cr_gp_injected, (unsigned long long)ls.guest_xcr0);
+          (unsigned long long)run.msr_gp, (unsigned long long)ls.msr_emulated, (unsigned long long)run.xsetbv_ok,
+          (unsigned long long)run.xsetbv_gp, (unsigned long long)ls.io_exits, (unsigned long long)run.virt_ud_injected,
+          (unsigned long long)run.cr_gp_injected, (unsigned long long)run.guest_xcr0);
   result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
   // The hostile run ("hvkit.triple_fault" on the guest's command line): the guest's triple
   // fault must end in a report, with the hypervisor (and the machine) still running.

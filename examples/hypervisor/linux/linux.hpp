@@ -12,8 +12,12 @@
 
 #include <hvkit/vmx/register_file.hpp>
 
-#include "vmx_glue.hpp"
+#include "../vmx/vmx_glue.hpp"
 
+
+namespace hv {
+struct vmx_backend;
+}
 
 namespace hv::lx {
 
@@ -24,8 +28,9 @@ bool requested();
 [[noreturn]] void boot();
 /// True once the Linux guest runs: hv_handle_exit() hands every exit to handle_exit().
 extern bool active;
-/// The Linux guest's VM exits: 1 resumes the guest, 0 ends the run.
-int handle_exit(hvkit::vmx::register_file<hvkit::vmx::hw::current_vmcs>& regs, std::uint32_t basic_reason);
+/// The Linux guest's VM exits: the core's exit loop with the Linux guest profile; true
+/// resumes the guest.
+bool handle_exit(vmx_backend& b);
 
 /// Hypercalls of the Linux guest (VMCALL, CPL 0 only: the hvkit_wp kernel module).
 /// RAX = number; KVM's numbers are small, these carry "hv" in bits 31:16.

@@ -172,7 +172,7 @@ void npt_arm(guest_regs& r) {
   const bool host_nx = (cpuid(0x80000001).edx >> 20) & 1;
   nd.host_nxe_off = host_nx && nd.cases % 3 == 1;
   nd.pml4e_bit8 = !nd.host_nxe_off && nd.cases % 5 == 2;  // one question per case
-  if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) & ~efer_nxe);
+  if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) & ~x86::efer::nxe.raw());
   const unsigned size = npt_apply_case(r[rdx]);
   if (size) ++nd.large_cases;
   const pg::cpu_properties props = npt_diff_properties();
@@ -276,7 +276,7 @@ std::uint64_t npt_check(guest_regs& r) {
       if (alt) ++(props.amd_nonleaf_bit8 ? nd.bit8_ignored : nd.bit8_reserved);
     }
   }
-  if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) | efer_nxe);
+  if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) | x86::efer::nxe.raw());
   nd.host_nxe_off = false;
   nd.pml4e_bit8 = false;
   ++nd.cases;

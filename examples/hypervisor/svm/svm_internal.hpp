@@ -1,17 +1,24 @@
 // SPDX-License-Identifier: MIT
 /// @file
-/// @brief What the SVM backend's files share (svm.cpp, npt_diff.cpp): the current VMCB with
-/// its clean-bit tracker, the nested page table's root and TLB control. Internal to
-/// examples/hypervisor/svm.
+/// @brief What the SVM backend's files share: svm.cpp (the core::backend over the VMCB, the
+/// VMRUN), svm_setup.cpp (bring-up, nested page table, VMCB set-up), svm_runs.cpp (the runs,
+/// the two-guest scheduler), npt_diff.cpp. Internal to examples/hypervisor/svm.
 #pragma once
 
 #include <cstdint>
 
+#include <hvkit/cpuid/svm.hpp>
 #include <hvkit/svm/clean_bits.hpp>
+#include <hvkit/svm/cr_intercepts.hpp>
+#include <hvkit/svm/exit_code.hpp>
+#include <hvkit/svm/ibpb.hpp>
+#include <hvkit/svm/io_permission_map.hpp>
+#include <hvkit/svm/msr_permission_map.hpp>
 #include <hvkit/svm/tlb.hpp>
 #include <hvkit/svm/vmcb.hpp>
 
 #include "../hv.hpp"
+#include "../core/state.hpp"
 
 namespace hv::svm {
 
@@ -50,6 +57,66 @@ extern std::uint64_t npt_pml4[512];
 std::uint64_t pa(const void* p);
 /// TLB_CONTROL for the next VMRUN (APM 15.16.1).
 void set_tlb_control(sv::tlb_control c);
+
+using exit_code = sv::exit_code;
+
+/// One SVM run of the conformance guest: the vendor-neutral configuration, the CR intercepts
+/// (the guest-owned policy expressed as SVM intercepts), and the scheduling.
+struct svm_run {
+  run_config base;
+  sv::cr_intercepts cr;
+  /// Two guests and guest A's second VMCB switched on local APIC timer interrupts (INTR
+  /// intercept), with this IBPB policy deciding each barrier (else one VMCB, no scheduling).
+  bool scheduled = false;
+  sv::ibpb_policy ibpb = sv::ibpb_policy::skip_same_guest;
+};
+
+/// Exit-code counters: codes 0x00-0x9D as themselves, #NPF (0x400) in slot 0x9F, anything
+/// else in 0x9E.
+inline constexpr unsigned slot_count = 0xA0;
+constexpr unsigned slot(exit_code code) {
+  const std::uint64_t c = sv::raw(code);
+  return c < 0x9E ? static_cast<unsigned>(c) : code == exit_code::npf ? 0x9F : 0x9E;
+}
+static_assert(slot_count <= core::exit_slots);
+
+// ---- bring-up (svm_setup.cpp) ---------------------------------------------------------------
+extern vmcb_slot vmcb_a1, vmcb_a2, vmcb_b;   ///< guest A, its second VMCB (vmcb02 stand-in), guest B
+extern std::uint8_t host_save_page[4096];    ///< VMSAVE/VMLOAD of the host's own state
+extern std::uint64_t npt_pd[512];            ///< guest RAM's 2 MiB nested pages
+extern std::uint64_t npt_b_pml4[512], npt_b_pdpt[512], npt_b_pd[512];  ///< guest B's NPT
+extern cpuid_ns::svm_info host_svm;          ///< CPUID Fn8000_000A of the host
+extern sv::asid_allocator asids;
+/// The guest's CPUID policy (SVM and VMX hidden) and the MSR policy derived from it.
+bool build_policy();
+/// APM 15.4 "Enabling SVM".
+bool enable();
+/// The nested page table: guest RAM identity-mapped, nothing else.
+void build_npt();
+/// The VMCB for a fresh run of the conformance guest.
+void setup_vmcb(const hc::guest_header& g, const svm_run& r);
+/// CR4 bits the guest may set.
+x86::cr4 cr4_allowed();
+
+// ---- the backend (svm.cpp) --------------------------------------------------------------------
+/// An exception into the guest through EVENTINJ, merged with a pending event.
+void inject(x86::vector vec, std::uint32_t error_code = 0);
+void report_exit(const char* what, bool expected = false);
+/// One #VMEXIT through the core's exit loop; true: run the guest again.
+bool handle_exit(guest_regs& regs);
+/// One VMRUN of the current VMCB.
+void vmrun(guest_regs& regs);
+/// A new run: the re-injection check's page mapped, its counts zero.
+void unmap_reset();
+/// Bochs erratum: #NPF during INT n delivery reported another event (this run's count).
+std::uint64_t unmap_stale_intn();
+extern std::uint64_t exitcode_32bit_errata, qemu_cr3_errata;
+/// The guest's EFER: the VMCB's without SVME.
+x86::efer guest_efer();
+
+// ---- the runs (svm_runs.cpp) -------------------------------------------------------------
+/// hc::spin_more: guest A keeps spinning until the two-guest run saw what it needs.
+bool spin_more();
 
 // ---- the NPT differential (npt_diff.cpp) ----------------------------------------------------
 /// A new run: nothing armed, the counters zero.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // hvkit reference hypervisor, SVM backend: the CPU as the oracle for VMRUN's consistency
 // checks (AMD APM Vol. 2, 15.5.1 "Canonicalization and Consistency Checks", 15.20 "Event
-// Injection", 15.25.3/15.25.4 nested paging), the SVM counterpart of entry_diff.cpp.
+// Injection", 15.25.3/15.25.4 nested paging), the SVM counterpart of vmx/entry_diff.cpp.
 //
 // Start from a valid VMCB of this file's own (a 64-bit guest under nested paging whose first
 // instruction is VMMCALL, every exception intercepted), apply one to three mutations (the
@@ -122,7 +122,7 @@ cpu_facts read_facts() {
   // EFER.LMSLE has no CPUID bit saying it is there (Fn8000_0008 EBX[20] says it is not):
   // hvkit treats it as not implemented.
   c.env.efer_supported = efer;
-  c.env.host_paging = (read_cr0() & cr0_pg) != 0;
+  c.env.host_paging = (read_cr0() & x86::cr0::pg.raw()) != 0;
   c.env.host_long_mode = true;  // the hypervisor runs in long mode
   const auto k = cpuid(0x40000000);
   c.under_kvm = k.ebx == 0x4b4d564b && k.ecx == 0x564b4d56 && k.edx == 0x4d;  // "KVMKVMKVM\0\0\0"
@@ -231,16 +231,16 @@ unsigned some_vector(rng& r) { return r.below(4) == 0 ? r.below(256) : r.below(3
 // the APM says VMRUN canonicalizes or does not check.
 constexpr mutation mutations[] = {
     {"efer_svme_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~x86::efer::svme.raw()); }},
-    {"cr0_nw_without_cd", [](view& v, rng&) { set_cr0(v, (cr0_of(v) | cr0_nw) & ~cr0_cd); }},
-    {"cr0_nw_with_cd", [](view& v, rng&) { set_cr0(v, cr0_of(v) | cr0_nw | cr0_cd); }},
-    {"cr0_cd", [](view& v, rng&) { set_cr0(v, cr0_of(v) | cr0_cd); }},
+    {"cr0_nw_without_cd", [](view& v, rng&) { set_cr0(v, (cr0_of(v) | x86::cr0::nw.raw()) & ~x86::cr0::cd.raw()); }},
+    {"cr0_nw_with_cd", [](view& v, rng&) { set_cr0(v, cr0_of(v) | x86::cr0::nw.raw() | x86::cr0::cd.raw()); }},
+    {"x86::cr0::cd.raw()", [](view& v, rng&) { set_cr0(v, cr0_of(v) | x86::cr0::cd.raw()); }},
     {"cr0_high_bit", [](view& v, rng& r) { set_cr0(v, cr0_of(v) | high_bit(r)); }},
     {"cr0_ts_mp_em_am", [](view& v, rng& r) { set_cr0(v, cr0_of(v) ^ ((r.next() & 0x4000e) | 0)); }},
     {"cr3_beyond_maxphyaddr", [](view& v, rng& r) { hs::write(v, f::cr3, hs::read(v, f::cr3) | beyond_maxphyaddr(r)); }},
     {"cr3_low_bits", [](view& v, rng& r) { hs::write(v, f::cr3, hs::read(v, f::cr3) | (r.next() & 0xfff)); }},
     {"cr4_any_bit", [](view& v, rng& r) { set_cr4(v, cr4_of(v) | (std::uint64_t{1} << r.below(64))); }},
     {"cr4_bit_below_32", [](view& v, rng& r) { set_cr4(v, cr4_of(v) | (std::uint64_t{1} << r.below(32))); }},
-    {"cr4_pae_clear", [](view& v, rng&) { set_cr4(v, cr4_of(v) & ~cr4_pae); }},
+    {"cr4_pae_clear", [](view& v, rng&) { set_cr4(v, cr4_of(v) & ~x86::cr4::pae.raw()); }},
     {"dr6_high_bit", [](view& v, rng& r) { hs::write(v, f::dr6, hs::read(v, f::dr6) | high_bit(r)); }},
     {"dr6_low_bits", [](view& v, rng& r) { hs::write(v, f::dr6, r.next() & 0xffffffff); }},
     {"dr7_high_bit", [](view& v, rng& r) { hs::write(v, f::dr7, hs::read(v, f::dr7) | high_bit(r)); }},
@@ -248,34 +248,34 @@ constexpr mutation mutations[] = {
     {"efer_any_bit", [](view& v, rng& r) { set_efer(v, efer_of(v) | (std::uint64_t{1} << r.below(64))); }},
     {"efer_bit_below_16", [](view& v, rng& r) { set_efer(v, efer_of(v) | (std::uint64_t{1} << r.below(16))); }},
     {"efer_tce", [](view& v, rng&) { set_efer(v, efer_of(v) | x86::efer::tce.raw()); }},  // CPUID says (TCE)
-    {"efer_lme_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~efer_lme); }},
-    {"efer_lma_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~efer_lma); }},
-    {"cr0_pe_clear", [](view& v, rng&) { set_cr0(v, cr0_of(v) & ~cr0_pe); }},
-    {"cr0_pg_clear", [](view& v, rng&) { set_cr0(v, cr0_of(v) & ~cr0_pg); }},
+    {"efer_lme_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~x86::efer::lme.raw()); }},
+    {"efer_lma_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~x86::efer::lma.raw()); }},
+    {"cr0_pe_clear", [](view& v, rng&) { set_cr0(v, cr0_of(v) & ~x86::cr0::pe.raw()); }},
+    {"cr0_pg_clear", [](view& v, rng&) { set_cr0(v, cr0_of(v) & ~x86::cr0::pg.raw()); }},
     {"cs_d_set", [](view& v, rng&) { set_cs_attrib(v, cs_attrib(v) | hs::attrib::db); }},
     {"cs_l_clear", [](view& v, rng&) { set_cs_attrib(v, cs_attrib(v) & ~hs::attrib::l); }},
     // A 32-bit guest with PAE paging: EFER.LME/LMA clear, CS a 32-bit code segment.
     {"legacy_pae_guest", [](view& v, rng&) {
-       set_efer(v, efer_of(v) & ~(efer_lme | efer_lma));
+       set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
        set_cs_attrib(v, 0xc9b);
      }},
     // CS.L and CS.D both set outside long mode: not one of the APM's illegal combinations.
     {"legacy_guest_cs_l_and_d", [](view& v, rng&) {
-       set_efer(v, efer_of(v) & ~(efer_lme | efer_lma));
+       set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
        set_cs_attrib(v, 0xe9b);
      }},
     // Legacy PAE paging without nested paging: CR3 is a host address and its four "PDPTEs"
     // are this file's PML4 entries (RW and US set: reserved bits of a PDPTE). VMRUN does not
     // load PDPTEs in the APM's list of checks.
     {"legacy_pae_guest_no_npt", [](view& v, rng&) {
-       set_efer(v, efer_of(v) & ~(efer_lme | efer_lma));
+       set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
        set_cs_attrib(v, 0xc9b);
        hs::write(v, f::nested_control, std::uint64_t{0});
      }},
     // Paged real mode (CR0.PG = 1, CR0.PE = 0, EFER.LME = 0): not an illegal combination.
     {"paged_real_mode", [](view& v, rng&) {
-       set_efer(v, efer_of(v) & ~(efer_lme | efer_lma));
-       set_cr0(v, cr0_of(v) & ~cr0_pe);
+       set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
+       set_cr0(v, cr0_of(v) & ~x86::cr0::pe.raw());
        set_cs_attrib(v, 0x09b);
      }},
     {"vmrun_intercept_clear", [](view& v, rng&) { hs::set_intercept(v, hs::intercept::vmrun, false); }},
@@ -426,7 +426,7 @@ bool eventinj_invalid(const case_state& c, unsigned mask) {
   std::uint64_t raw = hs::read(*c.v, f::event_injection);
   if ((mask >> eventinj_reserved_bits_not_checked) & 1u) raw &= ~hs::event_bits::reserved;
   const hs::event_info i{raw};
-  const bool lme = (hs::read(*c.v, f::efer) & efer_lme) != 0, pg = (hs::read(*c.v, f::cr0) & cr0_pg) != 0;
+  const bool lme = (hs::read(*c.v, f::efer) & x86::efer::lme.raw()) != 0, pg = (hs::read(*c.v, f::cr0) & x86::cr0::pg.raw()) != 0;
   const bool guest_64 = lme && pg && (hs::read(*c.v, f::cs_attrib) & hs::attrib::l) != 0;
   const auto e = hs::check_eventinj(i, guest_64 && !((mask >> eventinj_impossible_in_64bit_accepted) & 1u));
   if (e == hs::injection_error::not_an_exception && ((mask >> eventinj_reserved_vector_accepted) & 1u))
@@ -439,10 +439,10 @@ bool eventinj_invalid(const case_state& c, unsigned mask) {
 /// APM Vol. 2, 5.3.3, Figure 5-11). CR3 is then a host physical address; outside guest RAM
 /// (where this file's tables are) the model says "no".
 /// `mode_bit`: the EFER bit whose being clear means legacy PAE (Bochs: LME; KVM: LMA).
-bool pdptes_reserved(const case_state& c, std::uint64_t mode_bit = efer_lme) {
+bool pdptes_reserved(const case_state& c, std::uint64_t mode_bit = x86::efer::lme.raw()) {
   const std::uint64_t cr0 = hs::read(*c.v, f::cr0);
-  if ((hs::read(*c.v, f::nested_control) & 1) != 0 || (cr0 & cr0_pg) == 0 ||
-      (hs::read(*c.v, f::cr4) & cr4_pae) == 0 || (hs::read(*c.v, f::efer) & mode_bit) != 0)
+  if ((hs::read(*c.v, f::nested_control) & 1) != 0 || (cr0 & x86::cr0::pg.raw()) == 0 ||
+      (hs::read(*c.v, f::cr4) & x86::cr4::pae.raw()) == 0 || (hs::read(*c.v, f::efer) & mode_bit) != 0)
     return false;
   const std::uint64_t base = hs::read(*c.v, f::cr3) & 0xffff'ffe0u;
   if (base < layout::guest_mem_base || base + 32 > layout::guest_mem_base + layout::guest_mem_size) return false;
@@ -463,7 +463,7 @@ bool extra_check_fires(const case_state& c, unsigned mask) {
   if ((on(kvm_msrpm_ending_at_top_refused) || on(qemu_msrpm_ending_at_top_refused)) &&
       (((hs::read(*c.v, f::msrpm_base_pa) & ~std::uint64_t{0xfff}) + 0x3000 - 1) >> facts.env.maxphyaddr) != 0)
     return true;
-  return on(kvm_pae_pdptes_checked_by_lma) && pdptes_reserved(c, efer_lma);
+  return on(kvm_pae_pdptes_checked_by_lma) && pdptes_reserved(c, x86::efer::lma.raw());
 }
 
 /// The CPU's verdict (true: VMEXIT_INVALID) predicted by hvkit's rules with errata `mask`.

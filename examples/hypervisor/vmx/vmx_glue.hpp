@@ -11,7 +11,7 @@
 #include <hvkit/vmx/hardware.hpp>
 #include <hvkit/vmx/register_file.hpp>
 
-#include "core/cpu.hpp"
+#include "../core/cpu.hpp"
 
 namespace hv::vmx {
 

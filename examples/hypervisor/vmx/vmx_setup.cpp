@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
-#include "hv.hpp"
-#include "core/profile.hpp"
-#include "core/shadow_paging.hpp"
+#include "../hv.hpp"
+#include "../core/profile.hpp"
+#include "../core/shadow_paging.hpp"
 
 namespace hv {
 
@@ -199,7 +199,7 @@ bool enable_vmx() {
   // SDM Vol. 3C 24.8 "Restrictions on VMX Operation": CR0/CR4 fixed bits (CR4.VMXE is a
   // fixed-1 bit).
   write_cr0((read_cr0() | caps.cr0_fixed0) & caps.cr0_fixed1);
-  write_cr4((read_cr4() | caps.cr4_fixed0 | cr4_vmxe) & caps.cr4_fixed1);
+  write_cr4((read_cr4() | caps.cr4_fixed0 | x86::cr4::vmxe.raw()) & caps.cr4_fixed1);
 
   const std::uint32_t revision = vcaps.revision_id();
   *reinterpret_cast<std::uint32_t*>(vmxon_region) = revision;
@@ -321,6 +321,115 @@ bool controls_ok(const char* what, const hvkit::result<C, hvkit::vmx::control_er
   return false;
 }
 
+/// The VMCS fields every guest of this hypervisor has the same (SDM Vol. 3C 25.2, 25.8.3):
+/// guest exceptions go to the guest's IDT, no CR3 targets, no MSR areas, nothing to inject.
+void write_common_controls(std::uint64_t eptp) {
+  vmwrite(fields::exception_bitmap, 0);
+  vmwrite(fields::page_fault_error_code_mask, 0);
+  vmwrite(fields::page_fault_error_code_match, 0);
+  vmwrite(fields::cr3_target_count, 0);
+  vmwrite(fields::vm_exit_msr_store_count, 0);
+  vmwrite(fields::vm_exit_msr_load_count, 0);
+  vmwrite(fields::vm_entry_msr_load_count, 0);
+  vmwrite(fields::vm_entry_interruption_info, 0);
+  vmwrite(fields::ept_pointer, eptp);
+}
+
+/// CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) from the guest-owned bits,
+/// the guest's first CR0/CR4 (as it sees them) and CR3. Host-required CR bits (the VMX
+/// fixed-1 bits) must be host-owned, or the guest could see a value it never wrote: false.
+bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
+  run.cr0_mask = owned.cr0_mask();
+  run.cr4_mask = owned.cr4_mask();
+  if ((caps.cr0_fixed0 & ~run.cr0_mask) || (caps.cr4_fixed0 & ~run.cr4_mask)) return false;
+  vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
+  vmwrite(fields::cr0_read_shadow, cr0.raw());
+  vmwrite(fields::guest_cr0, (cr0.raw() | caps.cr0_fixed0) & caps.cr0_fixed1);
+  vmwrite(fields::cr4_guest_host_mask, run.cr4_mask);
+  vmwrite(fields::cr4_read_shadow, cr4.raw());
+  vmwrite(fields::guest_cr4, (cr4.raw() | caps.cr4_fixed0) & caps.cr4_fixed1);
+  vmwrite(fields::guest_cr3, cr3);
+  return true;
+}
+
+/// The host state a VM exit loads (SDM Vol. 3C 25.5, checks 27.2.2 / 27.2.3): the
+/// hypervisor's own CRs, GDT (0x08 code, 0x10 data, 0x18 TSS: TR must be non-zero), IDT, EFER,
+/// and PAT when the exit controls load it. HOST_RSP is written by vmx_enter just before
+/// VMLAUNCH/VMRESUME.
+void write_host_state(bool with_pat) {
+  vmwrite(fields::host_cr0, read_cr0());
+  vmwrite(fields::host_cr3, read_cr3());
+  vmwrite(fields::host_cr4, read_cr4());
+  vmwrite(fields::host_cs_selector, 0x08);
+  vmwrite(fields::host_ss_selector, 0x10);
+  vmwrite(fields::host_ds_selector, 0x10);
+  vmwrite(fields::host_es_selector, 0x10);
+  vmwrite(fields::host_fs_selector, 0x10);
+  vmwrite(fields::host_gs_selector, 0x10);
+  vmwrite(fields::host_tr_selector, 0x18);
+  vmwrite(fields::host_fs_base, 0);
+  vmwrite(fields::host_gs_base, 0);
+  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
+  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
+  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
+  vmwrite(fields::host_ia32_sysenter_cs, 0);
+  vmwrite(fields::host_ia32_sysenter_esp, 0);
+  vmwrite(fields::host_ia32_sysenter_eip, 0);
+  vmwrite(fields::host_ia32_efer, rdmsr(x86::msr::ia32_efer));
+  if (with_pat) vmwrite(fields::host_ia32_pat, rdmsr(x86::msr::ia32_pat));
+  vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
+}
+
+/// A guest in protected or long mode with flat segments (SDM Vol. 3C 25.4.1, access rights
+/// Table 25-2): CS code exec/read accessed P G=1 with L=1 (64-bit) or D=1 (32-bit), the data
+/// segments read/write accessed P D/B=1 G=1, LDTR unusable, TR a busy TSS; no debug state,
+/// interrupts off, active, no shadow VMCS.
+void write_flat_guest_state(const flat_guest& g) {
+  vmwrite(fields::guest_cs_selector, g.cs);
+  vmwrite(fields::guest_cs_base, 0);
+  vmwrite(fields::guest_cs_limit, 0xFFFFFFFF);
+  vmwrite(fields::guest_cs_access_rights, g.long_mode ? 0xA09B : 0xC09B);
+  auto data_segment = [&](auto sel, auto base, auto limit, auto ar) {
+    vmwrite(sel, g.ds);
+    vmwrite(base, 0);
+    vmwrite(limit, 0xFFFFFFFF);
+    vmwrite(ar, 0xC093);
+  };
+  data_segment(fields::guest_ss_selector, fields::guest_ss_base, fields::guest_ss_limit, fields::guest_ss_access_rights);
+  data_segment(fields::guest_ds_selector, fields::guest_ds_base, fields::guest_ds_limit, fields::guest_ds_access_rights);
+  data_segment(fields::guest_es_selector, fields::guest_es_base, fields::guest_es_limit, fields::guest_es_access_rights);
+  data_segment(fields::guest_fs_selector, fields::guest_fs_base, fields::guest_fs_limit, fields::guest_fs_access_rights);
+  data_segment(fields::guest_gs_selector, fields::guest_gs_base, fields::guest_gs_limit, fields::guest_gs_access_rights);
+  vmwrite(fields::guest_ldtr_selector, 0);
+  vmwrite(fields::guest_ldtr_base, 0);
+  vmwrite(fields::guest_ldtr_limit, 0);
+  vmwrite(fields::guest_ldtr_access_rights, 1u << 16);  // unusable
+  vmwrite(fields::guest_tr_selector, g.tr);
+  vmwrite(fields::guest_tr_base, g.tss_base);
+  vmwrite(fields::guest_tr_limit, 103);
+  vmwrite(fields::guest_tr_access_rights, 0x008B);  // busy 64-bit (or 32-bit) TSS, P
+  vmwrite(fields::guest_gdtr_base, g.gdt_base);
+  vmwrite(fields::guest_gdtr_limit, g.gdt_limit);
+  vmwrite(fields::guest_idtr_base, g.idt_base);
+  vmwrite(fields::guest_idtr_limit, g.idt_limit);
+  vmwrite(fields::guest_dr7, 0x400);
+  vmwrite(fields::guest_ia32_debugctl, 0);
+  vmwrite(fields::guest_rsp, g.rsp);
+  vmwrite(fields::guest_rip, g.rip);
+  vmwrite(fields::guest_rflags, 0x2);
+  vmwrite(fields::guest_pending_debug_exceptions, 0);
+  vmwrite(fields::guest_interruptibility_state, 0);
+  vmwrite(fields::guest_activity_state, 0);
+  vmwrite(fields::guest_ia32_sysenter_cs, 0);
+  vmwrite(fields::guest_ia32_sysenter_esp, 0);
+  vmwrite(fields::guest_ia32_sysenter_eip, 0);
+  vmwrite(fields::guest_ia32_efer, g.efer.raw());
+  vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
+  run.guest_efer = g.efer.raw();
+  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+                                             g.efer, x86::gpa{vmread(fields::guest_cr3)});
+}
+
 /// Fills the current VMCS for a fresh run of the conformance guest.
 bool setup_vmcs(const hc::guest_header& g) {
   namespace v = hvkit::vmx;
@@ -362,17 +471,10 @@ bool setup_vmcs(const hc::guest_header& g) {
   vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
   vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
   vmwrite(fields::vm_entry_controls, entry.value().raw());
-  // Guest exceptions go to the guest's IDT; with shadow paging every #PF exits (PFEC mask =
-  // match = 0, SDM Vol. 3C 26.2: bit 14 set and the error code always "matches").
-  vmwrite(fields::exception_bitmap, shadow ? 1u << 14 : 0u);
-  vmwrite(fields::page_fault_error_code_mask, 0);
-  vmwrite(fields::page_fault_error_code_match, 0);
-  vmwrite(fields::cr3_target_count, 0);
-  vmwrite(fields::vm_exit_msr_store_count, 0);
-  vmwrite(fields::vm_exit_msr_load_count, 0);
-  vmwrite(fields::vm_entry_msr_load_count, 0);
-  vmwrite(fields::vm_entry_interruption_info, 0);
-  vmwrite(fields::ept_pointer, eptp_value);
+  write_common_controls(eptp_value);
+  // With shadow paging every #PF exits (PFEC mask = match = 0, SDM Vol. 3C 26.2: bit 14 set
+  // and the error code always "matches").
+  if (shadow) vmwrite(fields::exception_bitmap, 1u << 14);
 
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
@@ -380,100 +482,24 @@ bool setup_vmcs(const hc::guest_header& g) {
   const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
   const v::guest_owned_bits owned = run.cfg->wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
                                                              : v::make_guest_owned<policy_wp_guest_owned>(features);
-  run.cr0_mask = owned.cr0_mask();
-  run.cr4_mask = owned.cr4_mask();
-  // Host-required CR bits (the VMX fixed-1 bits) must be host-owned, or the guest could
-  // see a value it never wrote.
-  if ((caps.cr0_fixed0 & ~run.cr0_mask) || (caps.cr4_fixed0 & ~run.cr4_mask)) {
+  const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
+  const x86::cr4 guest_cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
+  if (!write_guest_crs(owned, guest_cr0, guest_cr4, layout::guest_boot_pt_gpa)) {
     result("cr_masks", false, "reason=fixed_bit_guest_owned");
     return false;
   }
   kprintf("HVKIT INFO run=%s cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx dt_exiting=%d\n",
           run.cfg->name, (unsigned long long)run.cr0_mask, (unsigned long long)run.cr4_mask,
           run.cfg->dt_exiting ? 1 : 0);
-  std::uint64_t guest_cr0 = cr0_pg | cr0_wp | cr0_ne | cr0_et | cr0_pe;
-  std::uint64_t guest_cr4_visible = guest32 ? x86::cr4::pse.raw() : cr4_pae;  // 32-bit paging with 4 MiB pages
-  vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
-  vmwrite(fields::cr0_read_shadow, guest_cr0);
-  vmwrite(fields::guest_cr0, (guest_cr0 | caps.cr0_fixed0) & caps.cr0_fixed1);
-  vmwrite(fields::cr4_guest_host_mask, run.cr4_mask);
-  vmwrite(fields::cr4_read_shadow, guest_cr4_visible);
-  vmwrite(fields::guest_cr4, (guest_cr4_visible | caps.cr4_fixed0) & caps.cr4_fixed1);
-  vmwrite(fields::guest_cr3, layout::guest_boot_pt_gpa);
-
-  // ---- host state (SDM Vol. 3C 26.2.2 / 26.2.3 checks) ----
-  vmwrite(fields::host_cr0, read_cr0());
-  vmwrite(fields::host_cr3, read_cr3());
-  vmwrite(fields::host_cr4, read_cr4());
-  vmwrite(fields::host_cs_selector, 0x08);
-  vmwrite(fields::host_ss_selector, 0x10);
-  vmwrite(fields::host_ds_selector, 0x10);
-  vmwrite(fields::host_es_selector, 0x10);
-  vmwrite(fields::host_fs_selector, 0x10);
-  vmwrite(fields::host_gs_selector, 0x10);
-  vmwrite(fields::host_tr_selector, 0x18);  // must be non-zero: hence the host TSS
-  vmwrite(fields::host_fs_base, 0);
-  vmwrite(fields::host_gs_base, 0);
-  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
-  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
-  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
-  vmwrite(fields::host_ia32_sysenter_cs, 0);
-  vmwrite(fields::host_ia32_sysenter_esp, 0);
-  vmwrite(fields::host_ia32_sysenter_eip, 0);
-  vmwrite(fields::host_ia32_efer, rdmsr(x86::msr::ia32_efer));
-  vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&vmx_exit_stub));
-  // host_rsp is written by vmx_enter just before VMLAUNCH/VMRESUME.
-
-  // ---- guest state: 64-bit mode, flat segments matching the guest's GDT ----
-  // Access rights: SDM Vol. 3C 25.4.1, Table 25-2.
-  auto data_segment = [](auto sel, auto base, auto limit, auto ar) {
-    vmwrite(sel, hc::guest_ds);
-    vmwrite(base, 0);
-    vmwrite(limit, 0xFFFFFFFF);
-    vmwrite(ar, 0xC093);  // data, read/write, accessed, P, D/B=1, G=1
-  };
-  vmwrite(fields::guest_cs_selector, hc::guest_cs);
-  vmwrite(fields::guest_cs_base, 0);
-  vmwrite(fields::guest_cs_limit, 0xFFFFFFFF);
-  // code, exec/read, accessed, P, G=1; L=1 (64-bit), or D=1 (32-bit protected mode)
-  vmwrite(fields::guest_cs_access_rights, guest32 ? 0xC09B : 0xA09B);
-  data_segment(fields::guest_ss_selector, fields::guest_ss_base, fields::guest_ss_limit, fields::guest_ss_access_rights);
-  data_segment(fields::guest_ds_selector, fields::guest_ds_base, fields::guest_ds_limit, fields::guest_ds_access_rights);
-  data_segment(fields::guest_es_selector, fields::guest_es_base, fields::guest_es_limit, fields::guest_es_access_rights);
-  data_segment(fields::guest_fs_selector, fields::guest_fs_base, fields::guest_fs_limit, fields::guest_fs_access_rights);
-  data_segment(fields::guest_gs_selector, fields::guest_gs_base, fields::guest_gs_limit, fields::guest_gs_access_rights);
-  vmwrite(fields::guest_ldtr_selector, 0);
-  vmwrite(fields::guest_ldtr_base, 0);
-  vmwrite(fields::guest_ldtr_limit, 0);
-  vmwrite(fields::guest_ldtr_access_rights, 1u << 16);  // unusable
-  vmwrite(fields::guest_tr_selector, hc::guest_tr);
-  vmwrite(fields::guest_tr_base, g.tss_base);
-  vmwrite(fields::guest_tr_limit, 103);
-  vmwrite(fields::guest_tr_access_rights, 0x008B);  // busy 64-bit (or 32-bit) TSS, P
-  vmwrite(fields::guest_gdtr_base, g.gdt_base);
-  vmwrite(fields::guest_gdtr_limit, g.gdt_limit);
-  vmwrite(fields::guest_idtr_base, g.idt_base);
-  vmwrite(fields::guest_idtr_limit, g.idt_limit);
-  vmwrite(fields::guest_dr7, 0x400);
-  vmwrite(fields::guest_ia32_debugctl, 0);
-  vmwrite(fields::guest_rsp, g.stack_top);
-  vmwrite(fields::guest_rip, g.entry);
-  vmwrite(fields::guest_rflags, 0x2);
-  vmwrite(fields::guest_pending_debug_exceptions, 0);
-  vmwrite(fields::guest_interruptibility_state, 0);
-  vmwrite(fields::guest_activity_state, 0);
-  vmwrite(fields::guest_ia32_sysenter_cs, 0);
-  vmwrite(fields::guest_ia32_sysenter_esp, 0);
-  vmwrite(fields::guest_ia32_sysenter_eip, 0);
-  bool nx = (cpuid(0x80000001).edx >> 20) & 1;
-  run.guest_efer = guest32 ? 0 : efer_lme | efer_lma | (nx ? efer_nxe : 0);
-  vmwrite(fields::guest_ia32_efer, run.guest_efer);
-  vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
-  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
-                                             x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
+  write_host_state(false);
+  const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
+  const x86::efer efer = guest32 ? x86::efer{} : nx ? x86::efer::lme | x86::efer::lma | x86::efer::nxe
+                                                    : x86::efer::lme | x86::efer::lma;
+  write_flat_guest_state({hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit,
+                          g.idt_base, g.idt_limit, g.stack_top, g.entry, efer});
   if (shadow)  // the guest runs on the shadow root built from its boot tables
     vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
-                                                    x86::efer{run.guest_efer}},
+                                                    efer},
                                                    x86::cr3{layout::guest_boot_pt_gpa})
                                    .value());
   return true;

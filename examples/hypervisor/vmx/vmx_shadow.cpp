@@ -4,14 +4,10 @@
 // bits the shadow-paging ownership policy keeps (vmx::make_guest_owned({.ept = false})) exit
 // and are checked with paging_kind::shadow, then the shadow MMU loads the new context
 // (core/shadow_paging.hpp, docs/shadow-mmu.md "Integration").
-#include "hv.hpp"
-#include "core/shadow_paging.hpp"
+#include "../core/shadow_paging.hpp"
+#include "vmx_backend.hpp"
 
 namespace hv {
-void vmx_failed(const hvkit::vmx::vm_fail& f);
-hvkit::vmx::guest_cpu_config guest_config();
-void inject(vcpu& regs, x86::vector vec, std::uint32_t error_code);
-void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after);
 
 bool handle_cr_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
   namespace v = hvkit::vmx;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // hvkit reference hypervisor: two guests and a sibling VMCS on one CPU, switched on VMX-preemption-timer exits, with vmx::ibpb_tracker deciding every barrier.
-#include "hv.hpp"
+#include "../hv.hpp"
 
 namespace hv {
 

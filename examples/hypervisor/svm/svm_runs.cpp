@@ -1,0 +1,535 @@
+// SPDX-License-Identifier: MIT
+// hvkit reference hypervisor, the SVM runs of the conformance guest: their configurations,
+// the VMRUN loop of one run, the two-guest scheduler with the IBPB policy, and the results.
+#include "svm.hpp"
+#include "svm_internal.hpp"
+#include "../core/shadow_paging.hpp"
+
+#include <hvkit/cpuid/svm.hpp>
+#include <hvkit/emulate/vmcb_context.hpp>
+#include <hvkit/paging/npt.hpp>
+#include <hvkit/svm/clean_bits.hpp>
+#include <hvkit/svm/controls.hpp>
+#include <hvkit/svm/cr_intercepts.hpp>
+#include <hvkit/svm/event_injection.hpp>
+#include <hvkit/svm/exit_code.hpp>
+#include <hvkit/svm/exit_info.hpp>
+#include <hvkit/svm/ibpb.hpp>
+#include <hvkit/svm/intercepts.hpp>
+#include <hvkit/svm/io_permission_map.hpp>
+#include <hvkit/svm/msr_permission_map.hpp>
+#include <hvkit/svm/npf.hpp>
+#include <hvkit/svm/register_file.hpp>
+#include <hvkit/svm/segment.hpp>
+#include <hvkit/svm/skip.hpp>
+#include <hvkit/svm/tlb.hpp>
+#include <hvkit/svm/vmcb.hpp>
+
+#include "../hv.hpp"
+#include "../core/exit_loop.hpp"
+#include "../profiles/exit_cost.hpp"
+
+extern "C" {
+void svm_timer_isr();
+void svm_spurious_isr();
+extern volatile std::uint8_t svm_host_if;
+extern volatile std::uint64_t svm_timer_ticks;
+}
+
+namespace hv::svm {
+
+namespace {
+
+/// The CR intercepts of a run: the guest-owned policy of the VMX runs (hv.hpp), expressed as
+/// SVM intercepts by svm::make_cr_intercepts (APM 15.9, 15.9.1 "Selective CR0 Write
+/// Intercept"; docs/svm.md has the table). With nested paging: CR0.WP guest-owned -> no CR0
+/// write intercept (WP toggles never exit); only CR0.TS guest-owned -> the selective CR0
+/// write intercept (a WP change exits); nothing guest-owned -> the CR0 write intercept
+/// (every MOV to CR0, LMSW and CLTS exits). CR4 writes are always intercepted, no CR read is.
+using policy_nothing_owned = x86::guest_owned_set<>;
+constexpr sv::cr_intercept_features with_npt{.npt = true};
+constexpr sv::cr_intercepts cr_wp_owned = sv::make_cr_intercepts<policy_wp_guest_owned>(with_npt);
+constexpr sv::cr_intercepts cr_wp_selective = sv::make_cr_intercepts<policy_wp_intercepted>(with_npt);
+constexpr sv::cr_intercepts cr_all = sv::make_cr_intercepts<policy_nothing_owned>(with_npt);
+static_assert(cr_wp_owned.cr0_write == sv::cr0_write_intercept::none && cr_wp_owned.cr0_owned.test(x86::cr0::wp));
+static_assert(cr_wp_selective.cr0_write == sv::cr0_write_intercept::selective &&
+              !cr_wp_selective.cr0_owned.test(x86::cr0::wp));
+static_assert(cr_all.cr0_write == sv::cr0_write_intercept::all && cr_all.cr0_owned.none());
+static_assert(!cr_wp_owned.cr0_read && !cr_wp_owned.cr4_read && cr_wp_owned.cr4_write && cr_all.cr4_write);
+
+const char* cr0_intercept_name(sv::cr0_write_intercept w) {
+  switch (w) {
+    case sv::cr0_write_intercept::none: return "none";
+    case sv::cr0_write_intercept::selective: return "selective";
+    case sv::cr0_write_intercept::all: return "all";
+  }
+  return "?";
+}
+
+constexpr svm_run runs[] = {
+    {{"guest_owned", false, true, 0, run_status::done}, cr_wp_owned},
+    {{"intercepted", true, true, 0, run_status::done}, cr_wp_selective},
+    {{"intercepted_cr0_all", true, true, 0, run_status::done}, cr_all},
+    {{"native_dt", false, false, 0, run_status::done}, cr_wp_owned},
+    {{"triple_fault", false, true, hc::cfg_quick | hc::cfg_triple_fault, run_status::triple_fault}, cr_wp_owned},
+    {{"after_triple_fault", false, true, hc::cfg_quick, run_status::done}, cr_wp_owned},
+    {{"stale_role_demo", false, true, hc::cfg_ltr_only, run_status::done, true}, cr_wp_owned},
+    // The CPU as the oracle: random page tables and registers, each access done natively by
+    // the guest (under nested paging) and repeated by hvkit's walker.
+    {{"paging_diff", false, false, hc::cfg_paging_diff, run_status::done}, cr_wp_owned},
+    // Nested paging as the second stage: random nested permissions, page sizes and reserved
+    // bits on the guest's page-table pages and data page, #NPF predicted by hvkit's nested
+    // walk over NPT (paging::nested_walker with paging::npt_walker).
+    {{"npt_diff", false, false, hc::cfg_ept_diff, run_status::done}, cr_wp_owned},
+    // The 32-bit guest: 32-bit and PAE paging under nested paging, the CPU as the oracle.
+    {{"paging_diff32", false, false, hc::cfg_guest32, run_status::done}, cr_wp_owned},
+    // Guest A (the conformance guest, spinning) with a second VMCB of its own vCPU and guest
+    // B, round-robin A1 A2 A1 B on timer interrupts; the IBPB policy decides every barrier.
+    {{"ibpb_skip_same_guest", false, true, hc::cfg_spin, run_status::done}, cr_wp_owned, true,
+     sv::ibpb_policy::skip_same_guest},
+    {{"ibpb_every_change", false, true, hc::cfg_spin, run_status::done}, cr_wp_owned, true,
+     sv::ibpb_policy::every_vmcb_change},
+    // Hostile: guest B triple-faults on its first slice (UD2 without an IDT: SHUTDOWN exit);
+    // guest A (another VM) must go on.
+    {{"hostile_guest_b", false, true, hc::cfg_spin | hc::cfg_hostile_b, run_status::done}, cr_wp_owned, true,
+     sv::ibpb_policy::skip_same_guest},
+};
+constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
+
+/// Exit-code counters: codes 0x00-0x9D as themselves, #NPF (0x400) in slot 0x9F, anything
+/// else in 0x9E.
+/// The run's SVM configuration (CR intercepts, scheduling); its state is the core's `run`.
+struct svm_state {
+  const svm_run* cfg;
+};
+constinit svm_state st{};
+
+struct wp_summary {
+  bool ok;
+  std::uint64_t toggles, cr_exits, mismatch, tsc;
+};
+wp_summary summaries[run_count];
+
+/// The APM's name of the exit code counted in slot `s` (Appendix C, Table C-1).
+const char* exit_name(unsigned s) {
+  if (s == 0x9F) return sv::name(exit_code::npf);
+  if (s == 0x9E) return "OTHER";
+  const char* n = sv::name(static_cast<exit_code>(s));
+  return n ? n : "OTHER";
+}
+
+// ---- two guests, one CPU: VMCB switches and the IBPB policy --------------------------------
+constexpr std::uint64_t guest_b_hpa = 0x3000000;  // 48 MiB: guest B's 2 MiB of RAM
+constexpr std::uint64_t guest_b_gpa = 0x1000000;  // seen by guest B at 16 MiB
+constexpr std::uint64_t spin_a2_gpa = layout::guest_mem_base + 0xE00000;
+constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divide by 1
+// A slice is a number of timer ticks, not a time: under nested KVM (KVM's APIC timer, and an
+// INTR exit that costs far more than 10000 ticks) the next interrupt was pending at every
+// VMRUN and no spinner ever ran an instruction (100000 slices, 0 spins). A spinner slice
+// that ran none of its instructions doubles the count (up to this cap), and the later
+// scheduled runs of the boot start with the count learned (hostile_guest_b expects guest B
+// to run its first instruction in its first slice); on Bochs alone every slice makes
+// progress and the count stays 10000.
+constexpr std::uint32_t timer_max_count = 1u << 26;
+std::uint32_t timer_count = timer_initial_count;
+
+std::uint64_t ibpb_barriers;
+/// What the running two-guest run has seen so far (run_scheduled): guest A keeps spinning
+/// (hc::spin_more) until A2 and B have each spun (run instructions in a slice) and both kinds
+/// of switch happened.
+struct sched_progress {
+  bool active;
+  std::uint64_t a2_spins, b_spins, same_guest, cross_guest;
+  bool b_dead;
+};
+constinit sched_progress sched{};
+bool spin_more_now() {
+  if (!sched.active) return false;
+  return sched.a2_spins == 0 || (sched.b_spins == 0 && !sched.b_dead) || sched.same_guest == 0 ||
+         sched.cross_guest == 0;
+}
+bool host_has_ibpb;
+struct counting_barrier {
+  void operator()() const noexcept {
+    ++ibpb_barriers;
+    if (host_has_ibpb) sv::pred_cmd_barrier{}();
+  }
+};
+
+/// `inc qword [counter]; jmp back` (SDM Vol. 2A 2.1.5: ModRM 04, SIB 25, disp32).
+void write_spin_code(std::uint8_t* at, std::uint32_t counter_gpa) {
+  const std::uint8_t code[] = {0x48, 0xFF, 0x04, 0x25, static_cast<std::uint8_t>(counter_gpa),
+                               static_cast<std::uint8_t>(counter_gpa >> 8), static_cast<std::uint8_t>(counter_gpa >> 16),
+                               static_cast<std::uint8_t>(counter_gpa >> 24), 0xEB, 0xF6};
+  for (unsigned i = 0; i < sizeof code; ++i) at[i] = code[i];
+}
+
+volatile std::uint32_t* lapic(unsigned reg) { return reinterpret_cast<volatile std::uint32_t*>(0xFEE00000ull + reg); }
+
+/// The local APIC timer, periodic, on vector 0x30 (SDM Vol. 3A 11.5.4), and the host's
+/// handlers for it and the spurious vector 0x3F.
+/// The host IDT of the scheduled runs: the 32 exception gates of the host's own IDT plus
+/// vectors 0x30 and 0x3F (the host's IDT has only the exceptions).
+alignas(16) std::uint64_t sched_idt[2 * 64];
+
+void load_idt(const void* base, std::uint16_t limit) {
+  struct __attribute__((packed)) {
+    std::uint16_t limit;
+    std::uint64_t base;
+  } idtr{limit, reinterpret_cast<std::uint64_t>(base)};
+  asm volatile("lidt %0" ::"m"(idtr) : "memory");
+}
+
+void timer_start() {
+  for (unsigned i = 0; i < 2 * 64; ++i) sched_idt[i] = i < 64 ? host_idt[i] : 0;
+  auto gate = [](unsigned v, void (*h)()) {
+    const auto a = reinterpret_cast<std::uint64_t>(h);
+    sched_idt[2 * v] = (a & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((a >> 16) & 0xFFFF) << 48);
+    sched_idt[2 * v + 1] = a >> 32;
+  };
+  gate(0x30, &svm_timer_isr);
+  gate(0x3F, &svm_spurious_isr);
+  load_idt(sched_idt, sizeof sched_idt - 1);
+  outb(0x21, 0xFF);  // 8259 PICs: every line masked (OCW1)
+  outb(0xA1, 0xFF);
+  *lapic(0xF0) = 0x100 | 0x3F;        // spurious-interrupt vector register: APIC enabled
+  *lapic(0x3E0) = 0xB;                // divide by 1
+  *lapic(0x320) = 0x30 | (1u << 17);  // LVT timer: vector 0x30, periodic
+  *lapic(0x380) = timer_count;
+}
+void timer_stop() {
+  *lapic(0x380) = 0;
+  *lapic(0x320) = 0x30 | (1u << 16);  // masked
+  load_idt(host_idt, sizeof host_idt - 1);
+}
+
+struct vcpu_slot {
+  const char* name;
+  vmcb_slot* vmcb;
+  sv::vmcb_identity id;  // VMCB address, VM, vCPU (the IBPB tracker's identity)
+  guest_regs regs;
+  std::uint64_t slices;
+  std::uint64_t counter_hpa;
+};
+
+/// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
+void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg, std::uint64_t rip, std::uint64_t rsp,
+                   std::uint64_t cr3, std::uint64_t ncr3) {
+  vmcb.slot = sl.vmcb;
+  setup_vmcb(g, cfg);
+  sv::write(vmcb, fld::rip, rip);
+  sv::write(vmcb, fld::rsp, rsp);
+  sv::write(vmcb, fld::cr3, x86::cr3{cr3});
+  // RFLAGS.IF = 1 as on VMX (vmx/scheduler.cpp, spin_rflags): with V_INTR_MASKING the guest's IF
+  // should not matter for physical interrupts (APM 15.21.1), but Bochs 2.7 did not deliver
+  // the host's timer interrupt (no INTR exit) while a spinner with IF = 0 ran.
+  sv::write(vmcb, fld::rflags, x86::rflags{0x202});
+  sv::write(vmcb, fld::n_cr3, ncr3);
+}
+
+/// APM 15.21.1: with V_INTR_MASKING the host's RFLAGS.IF at VMRUN masks physical interrupts,
+/// the guest's only virtual ones; with the INTR intercept a physical interrupt is a #VMEXIT
+/// whatever the guest's IF. The probe (once per boot, timer running, host IF = 1): guest A's
+/// second VMCB runs `mov ecx, N; 1: dec ecx; jnz 1b; vmmcall` with RFLAGS = 0x2. N = 1000000
+/// iterations last some 200 timer periods (a spinner does about 4800 loop iterations per
+/// slice), so the exit must be INTR (60h); VMMCALL (81h) means the interrupt stayed pending
+/// through the whole loop because the guest's IF was 0: a deviation, reported as an erratum
+/// (the spinners run with IF = 1 for that reason, see setup_spinner).
+void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
+  static bool probed = false;
+  if (probed) return;
+  probed = true;
+  constexpr std::uint32_t iterations = 1000000;
+  const std::uint8_t code[] = {0xB9, static_cast<std::uint8_t>(iterations), static_cast<std::uint8_t>(iterations >> 8),
+                               static_cast<std::uint8_t>(iterations >> 16), static_cast<std::uint8_t>(iterations >> 24),
+                               0xFF, 0xC9,          // dec ecx
+                               0x75, 0xFC,          // jnz back to the dec
+                               0x0F, 0x01, 0xD9,    // vmmcall
+                               0xEB, 0xFE};         // jmp $
+  auto* at = reinterpret_cast<std::uint8_t*>(code_gpa);
+  for (unsigned i = 0; i < sizeof code; ++i) at[i] = code[i];
+  vmcb_slot* const saved = vmcb.slot;
+  vmcb.slot = &slot;
+  const std::uint64_t rip = sv::read(vmcb, fld::rip);
+  const x86::rflags rflags = sv::read_typed(vmcb, fld::rflags);
+  sv::write(vmcb, fld::rip, code_gpa);
+  sv::write(vmcb, fld::rflags, x86::rflags{0x2});
+  guest_regs regs{};
+  const std::uint64_t ticks_before = svm_timer_ticks;
+  vmrun(regs);
+  const auto code_seen = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
+  const std::uint64_t left = regs[x86::gpr::rcx] & 0xFFFFFFFF;
+  const std::uint64_t ticks = svm_timer_ticks - ticks_before;
+  sv::write(vmcb, fld::rip, rip);
+  sv::write(vmcb, fld::rflags, rflags);
+  set_tlb_control(sv::tlb_control::do_nothing);
+  vmcb.slot = saved;
+  if (code_seen == exit_code::vmmcall) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM v_intr_masking_guest_if0 exit=0x81 loop_iterations=%u host_timer_ticks_after_exit=%llu\n",
+            iterations, (unsigned long long)ticks);
+  } else {
+    result("v_intr_masking_guest_if0", code_seen == exit_code::intr, "exit=0x%llx loop_iterations_left=%llu",
+           (unsigned long long)sv::raw(code_seen), (unsigned long long)left);
+  }
+}
+
+/// Runs guest A (VMCB A1: the conformance guest in spin mode), guest A's second VMCB (A2)
+/// and guest B round-robin A1 A2 A1 B, one timer slice each, until guest A reports done.
+/// The tracker sees every VMCB switch and every VMRUN: the policy decides the barriers, the
+/// run counts them.
+void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
+  auto* b = reinterpret_cast<std::uint8_t*>(guest_b_hpa);
+  for (std::uint64_t i = 0; i < 0x200000; ++i) b[i] = 0;
+  auto* bpt = reinterpret_cast<std::uint64_t*>(guest_b_hpa + 0x100000);  // identity, 2 MiB pages
+  bpt[0] = (guest_b_gpa + 0x101000) | 0x3;
+  bpt[512] = (guest_b_gpa + 0x102000) | 0x3;
+  for (std::uint64_t i = 0; i < 512; ++i) bpt[1024 + i] = (i << 21) | 0x83;
+  const bool hostile_b = cfg.base.guest_flags & hc::cfg_hostile_b;
+  if (hostile_b) {
+    b[0] = 0x0F;  // UD2 with an empty IDT (limit 0): #UD, #GP, #DF, shutdown
+    b[1] = 0x0B;
+  } else {
+    write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
+  }
+  for (auto& e : npt_b_pml4) e = 0;
+  for (auto& e : npt_b_pdpt) e = 0;
+  for (auto& e : npt_b_pd) e = 0;
+  npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
+  npt_b_pdpt[0] = pa(npt_b_pd) | 7;
+  npt_b_pd[guest_b_gpa >> 21] = guest_b_hpa | 0x87;
+  write_spin_code(reinterpret_cast<std::uint8_t*>(spin_a2_gpa), static_cast<std::uint32_t>(spin_a2_gpa + 0x10000));
+
+  vcpu_slot slots[3] = {
+      {"A1", &vmcb_a1, {pa(vmcb_a1.page), 1, 0}, run.regs, 0, 0},
+      {"A2", &vmcb_a2, {pa(vmcb_a2.page), 1, 0}, {}, 0, spin_a2_gpa + 0x10000},
+      {"B", &vmcb_b, {pa(vmcb_b.page), 2, 0}, {}, 0, guest_b_hpa + 0x90000},
+  };
+  setup_spinner(slots[1], g, cfg, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, pa(npt_pml4));
+  setup_spinner(slots[2], g, cfg, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, pa(npt_b_pml4));
+  sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
+  vmcb.slot = &vmcb_a1;
+
+  host_has_ibpb = (cpuid(0x80000008).ebx >> 12) & 1;  // AMD: CPUID 8000_0008h:EBX[12] IBPB
+  ibpb_barriers = 0;
+  // svm::ibpb_tracker sees every VMRUN with the VMCB it runs: running another VMCB than the
+  // last one is the switch (there is no VMPTRLD); the first VMRUN on this CPU is a barrier.
+  sv::ibpb_tracker<counting_barrier> tracker{cfg.ibpb};
+  std::uint64_t same_guest = 0, cross_guest = 0;
+  static constexpr int order[4] = {0, 1, 0, 2};
+  int current = 0;
+  bool b_dead = false;
+  svm_timer_ticks = 0;
+  svm_host_if = 1;
+  timer_start();
+  probe_v_intr_masking(vmcb_a2, spin_a2_gpa + 0x100);
+  svm_timer_ticks = 0;
+  for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
+    const int next = order[n % 4];
+    if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
+    if (next != current) {
+      (slots[next].id.vm == slots[current].id.vm ? same_guest : cross_guest)++;
+      current = next;
+    }
+    vmcb.slot = slots[current].vmcb;
+    tracker.on_vmrun(slots[current].id);
+    run.preempted = false;
+    guest_regs& regs = slots[current].regs;
+    write_cr2(sv::read(vmcb, fld::cr2));
+    auto* const spins = reinterpret_cast<volatile std::uint64_t*>(slots[current].counter_hpa);
+    const std::uint64_t spins_before = current != 0 ? *spins : 0;
+    vmrun(regs);
+    ++slots[current].slices;
+    sched = {true, *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa),
+             *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa), same_guest, cross_guest, b_dead};
+    // Every exit of a spinner is the timer; guest A's are handled as in any run.
+    const bool resume = handle_exit(regs);
+    regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+    if (run.preempted && current != 0 && *spins == spins_before && timer_count < timer_max_count) {
+      timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
+      *lapic(0x380) = timer_count;
+    }
+    if (run.preempted) continue;
+    if (current == 2 && hostile_b && run.status == run_status::triple_fault) {
+      kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
+              cfg.base.name, (unsigned long long)slots[2].slices);
+      b_dead = true;
+      sched.b_dead = true;
+      run.status = run_status::running;
+      continue;
+    }
+    if (!resume && run.status == run_status::running) run.status = run_status::fatal_exit;
+    if (current != 0 && run.status == run_status::running) {
+      report_exit("spinner_exit");
+      run.status = run_status::fatal_exit;
+    }
+    if (resume) {
+      // guest A asked for more (a hypercall): run it again at once, no switch
+      --n;
+    }
+  }
+  timer_stop();
+  sched = {};
+  svm_host_if = 0;
+  vmcb.slot = &vmcb_a1;
+  const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
+  const std::uint64_t bc = *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa);
+  const bool skip = cfg.ibpb == sv::ibpb_policy::skip_same_guest;
+  const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
+  if (hostile_b) {
+    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == 1 && a2 > 0,
+           "b_dead=%d b_slices=%llu a1_slices=%llu", b_dead ? 1 : 0, (unsigned long long)slots[2].slices,
+           (unsigned long long)slots[0].slices);
+    return;
+  }
+  kprintf("HVKIT INFO run=%s slices_a1=%llu slices_a2=%llu slices_b=%llu spins_a2=%llu spins_b=%llu timer_ticks=%llu "
+          "timer_count=%u host_ibpb=%d\n",
+          cfg.base.name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
+          (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc,
+          (unsigned long long)svm_timer_ticks, timer_count, host_has_ibpb ? 1 : 0);
+  result(skip ? "ibpb_policy.skip_same_guest" : "ibpb_policy.every_vmcs_change",
+         ibpb_barriers == expected && same_guest > 0 && cross_guest > 0 && a2 > 0 && bc > 0,
+         "switches_same_guest=%llu switches_cross_guest=%llu barriers=%llu expected=%llu", (unsigned long long)same_guest,
+         (unsigned long long)cross_guest, (unsigned long long)ibpb_barriers, (unsigned long long)expected);
+}
+
+using core::status_name;
+
+bool run_guest(const svm_run& cfg, wp_summary& summary) {
+  run = run_state{};
+  run.cfg = &cfg.base;
+  run.status = run_status::running;
+  npt_diff_reset();
+  unmap_reset();
+  st.cfg = &cfg;
+  kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
+          cfg.base.wp_intercepted ? "intercepted" : "guest_owned", cr0_intercept_name(cfg.cr.cr0_write));
+  const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32);
+  if (!g) return false;
+  vmcb.slot = &vmcb_a1;
+  setup_vmcb(*g, cfg);
+  run.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
+                            (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
+  const std::uint64_t t0 = rdtsc();
+  if (cfg.scheduled) run_scheduled(*g, cfg);
+  while (run.status == run_status::running) {
+    // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
+    // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
+    // exit, a CPUID, comes before any fault of its own); every later one also writes the
+    // VMCB's CR2 into the real CR2, which is harmless where VMRUN loads it.
+    static bool cr2_probed = false;
+    constexpr std::uint64_t cr2_sentinel = 0xFFFFC2C2C2C2C000ull;
+    const bool probe = !cr2_probed;
+    write_cr2(probe ? cr2_sentinel : sv::read(vmcb, fld::cr2));
+    vmrun(run.regs);
+    if (probe) {
+      cr2_probed = true;
+      const std::uint64_t seen = sv::read(vmcb, fld::cr2);
+      if (seen == cr2_sentinel) {
+        ++results_errata;
+        kprintf("HVKIT ERRATUM vmrun_does_not_load_cr2 vmcb_cr2=0x0 guest_cr2_at_first_exit=0x%llx\n",
+                (unsigned long long)seen);
+      } else {
+        result("vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
+      }
+    }
+    if (!handle_exit(run.regs) && run.status == run_status::running) run.status = run_status::fatal_exit;
+    run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+  }
+  const std::uint64_t t1 = rdtsc();
+  for (unsigned i = 0; i < slot_count; ++i)
+    if (run.exits.by_slot[i])
+      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.base.name, i == 0x9F ? 0x400u : i, exit_name(i),
+              (unsigned long long)run.exits.by_slot[i]);
+  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.base.name, status_name(run.status),
+          (unsigned long long)run.exits.total, (unsigned long long)(t1 - t0));
+  core::context c{run, run, guest_policy, guest_msrs};
+  core::report_run(c, true);
+  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report();
+  if (const std::uint64_t stale = unmap_stale_intn()) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM exitintinfo_stale_on_intn_delivery.%s cases=%llu\n", cfg.base.name,
+            (unsigned long long)stale);
+  }
+  const bool ok = core::report_status(c);
+  summary = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
+  return ok;
+}
+
+}  // namespace
+
+bool spin_more() { return spin_more_now(); }
+
+bool g_active = false;
+
+unsigned long long note_exitcode_32bit(unsigned long long raw) {
+  if (exitcode_32bit_errata++ == 0) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM vmexit_invalid_exitcode_32bit exitcode=0x%llx (APM Appendix C: -1, 64 bits)\n", raw);
+  }
+  return sv::raw(exit_code::invalid);
+}
+
+bool active() { return g_active; }
+
+guest_paging_regs live_paging_regs() {
+  if (core::shadow::enabled()) {  // the guest's CR0.WP, CR3 and EFER: the real ones are the shadow MMU's
+    const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
+    return {core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp), sv::read_typed(vmcb, fld::cr4),
+            core::shadow::guest_efer(), core::shadow::guest_cr3(), sv::read_typed(vmcb, fld::rflags)};
+  }
+  return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(), sv::read_typed(vmcb, fld::cr3),
+          sv::read_typed(vmcb, fld::rflags)};
+}
+
+bool available() {
+  if (cpuid(0x80000000).eax < 0x8000000A) return false;
+  return ((cpuid(0x80000001).ecx >> 2) & 1) && (cpuid(0x8000000A).edx & 1);
+}
+
+bool run_all() {
+  g_active = true;
+  vmcb.slot = &vmcb_a1;
+  if (!build_policy() || !enable()) return false;
+  build_npt();
+  bool ok = true;
+  if (exit_cost::requested()) {
+    // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md): CR0.WP
+    // guest-owned (no CR0 write intercept), then intercepted (the selective CR0 write
+    // intercept, which CR0.TS changes do not trigger: APM Vol. 2 15.9.1).
+    wp_summary unused{};
+    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, unused);
+    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, unused) && ok;
+    return ok;
+  }
+  for (int i = 0; i < run_count; ++i) {
+    if (const char* why = core::shadow::not_applicable(runs[i].base, runs[i].scheduled)) {
+      kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].base.name, why);
+      continue;
+    }
+    ok = run_guest(runs[i], summaries[i]) && ok;
+  }
+  ok = vmrun_diff_run() && ok;
+  if (exitcode_32bit_errata)
+    kprintf("HVKIT INFO vmexit_invalid_exitcode_32bit cases=%llu\n", (unsigned long long)exitcode_32bit_errata);
+  if (qemu_cr3_errata) {
+    ++results_errata;
+    kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid.all cases=%llu\n", (unsigned long long)qemu_cr3_errata);
+  }  // VMRUN's consistency checks, the CPU as the oracle (vmrun_diff.cpp)
+  // The numbers the CR0.WP work is about: 0 exits per toggle guest-owned, 1 intercepted
+  // (selective CR0 write intercept and plain CR0 write intercept alike).
+  const wp_summary& owned = summaries[0];
+  const wp_summary& sel = summaries[1];
+  const wp_summary& all = summaries[2];
+  const milli po = ratio(owned.cr_exits, owned.toggles), ps = ratio(sel.cr_exits, sel.toggles),
+              pa_ = ratio(all.cr_exits, all.toggles);
+  const bool cmp = owned.ok && sel.ok && all.ok && owned.toggles == 10000 && sel.toggles == 10000 &&
+                   all.toggles == 10000 && owned.cr_exits == (core::shadow::enabled() ? owned.toggles : 0) &&
+                   sel.cr_exits == sel.toggles &&
+                   all.cr_exits == all.toggles && owned.mismatch == 0 && sel.mismatch == 0 && all.mismatch == 0;
+  result("wp_exits_per_toggle", cmp, "guest_owned=%llu.%03llu intercepted=%llu.%03llu intercepted_cr0_all=%llu.%03llu",
+         po.whole, po.frac, ps.whole, ps.frac, pa_.whole, pa_.frac);
+  return ok;
+}
+
+}  // namespace hv::svm

@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: MIT
+// hvkit reference hypervisor, SVM bring-up (AMD APM Vol. 2, chapter 15): the guest's CPUID
+// policy, enabling SVM, the nested page table and the VMCB of a fresh run.
+#include "svm.hpp"
+#include "svm_internal.hpp"
+
+#include <hvkit/cpuid/svm.hpp>
+#include <hvkit/emulate/vmcb_context.hpp>
+#include <hvkit/paging/npt.hpp>
+#include <hvkit/svm/clean_bits.hpp>
+#include <hvkit/svm/controls.hpp>
+#include <hvkit/svm/cr_intercepts.hpp>
+#include <hvkit/svm/event_injection.hpp>
+#include <hvkit/svm/exit_code.hpp>
+#include <hvkit/svm/exit_info.hpp>
+#include <hvkit/svm/ibpb.hpp>
+#include <hvkit/svm/intercepts.hpp>
+#include <hvkit/svm/io_permission_map.hpp>
+#include <hvkit/svm/msr_permission_map.hpp>
+#include <hvkit/svm/npf.hpp>
+#include <hvkit/svm/register_file.hpp>
+#include <hvkit/svm/segment.hpp>
+#include <hvkit/svm/skip.hpp>
+#include <hvkit/svm/tlb.hpp>
+#include <hvkit/svm/vmcb.hpp>
+
+#include "../hv.hpp"
+#include "../core/exit_loop.hpp"
+#include "../core/shadow_paging.hpp"
+
+extern "C" {
+void svm_gp_skip();
+extern volatile std::uint8_t svm_msr_faulted;
+}
+
+namespace hv::svm {
+
+sv::vmcb_page a1_page, a2_page, b_page;  // guest A, guest A's second VMCB, guest B
+constinit vmcb_slot vmcb_a1{a1_page}, vmcb_a2{a2_page}, vmcb_b{b_page};
+alignas(4096) std::uint8_t host_save_page[4096];  // VMSAVE/VMLOAD of the host's own state
+alignas(4096) std::uint8_t hsave_page[4096];      // VM_HSAVE_PA: what VMRUN saves of the host
+// Every MSR access and every port access exits (APM 15.10.1, 15.11).
+constinit sv::msr_permission_map msrpm = sv::msr_permission_map::intercept_all();
+constinit sv::io_permission_map iopm = sv::io_permission_map::intercept_all();
+alignas(4096) std::uint64_t npt_pdpt[512];
+alignas(4096) std::uint64_t npt_pd[512];
+alignas(4096) std::uint64_t npt_pd_alias[512];
+
+alignas(4096) std::uint64_t npt_b_pml4[512];    // guest B: GPA 16 MiB (2 MiB) -> HPA 48 MiB
+alignas(4096) std::uint64_t npt_b_pdpt[512];
+alignas(4096) std::uint64_t npt_b_pd[512];
+
+/// CPUID Fn8000_000A of the host (APM Vol. 3, Appendix E), read at enable().
+cpuid_ns::svm_info host_svm{};
+/// The host's ASIDs (1 .. NASID-1), handed to the VMCBs by generation (15.16).
+sv::asid_allocator asids{2};
+
+// ---- CPUID policy ---------------------------------------------------------------------
+/// CR4 bits the guest may set: every defined bit the guest's CPUID policy allows (the CPU's
+/// own CR4 has no fixed bits under SVM; core::cr4_allowed).
+x86::cr4 cr4_allowed() { return core::cr4_allowed(guest_policy, x86::cr4::defined); }
+
+/// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
+/// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
+/// signature with the "realtime" hint, as on VMX.
+bool build_policy() {
+  namespace feat = cpuid_ns::feat;
+  if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
+    result("cpuid_policy", false, "reason=host_table_full");
+    return false;
+  }
+  cpuid_ns::hypervisor_caps hvc{};
+  hvc.passthrough = cpuid_ns::feature_set::all();
+  for (const cpuid_ns::feature f : {feat::svm, feat::vmx, feat::xsaves, feat::waitpkg}) hvc.passthrough.reset(f);
+  cpuid_ns::policy_config cfg{};
+  cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
+  auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
+  if (!p) {
+    result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
+    return false;
+  }
+  guest_policy = p.value();
+  guest_msrs = cpuid_ns::derive_msr_policy(guest_policy.features(), guest_policy.xss_components());
+  const bool consistent = cpuid_ns::check_consistency(guest_policy.features(), guest_msrs).has_value();
+  const cpuid_ns::regs e1 = guest_policy.answer(0x80000001, 0, {});
+  result("cpuid_policy", consistent && !guest_policy.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
+         "kvm_base=0x%x svm_hidden=%d msr_policy_consistent=%d", guest_policy.kvm_base(),
+         ((e1.ecx >> 2) & 1) == 0 ? 1 : 0, consistent ? 1 : 0);
+  return true;
+}
+
+// ---- bring-up ------------------------------------------------------------------------------
+/// RDMSR that survives #GP (svm_gp_skip in the host IDT for the time): false if it faulted.
+static bool rdmsr_safe(std::uint32_t m, std::uint64_t& v) {
+  const std::uint64_t lo = host_idt[2 * 13], hi = host_idt[2 * 13 + 1];
+  const auto h = reinterpret_cast<std::uint64_t>(&svm_gp_skip);
+  host_idt[2 * 13] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
+  host_idt[2 * 13 + 1] = h >> 32;
+  svm_msr_faulted = 0;
+  asm volatile("" ::: "memory");
+  v = rdmsr(m);
+  asm volatile("" ::: "memory");
+  host_idt[2 * 13] = lo;
+  host_idt[2 * 13 + 1] = hi;
+  if (svm_msr_faulted == 0) return true;
+  v = 0;
+  return false;
+}
+
+/// APM 15.4 "Enabling SVM": VM_CR.SVMDIS must be clear; EFER.SVME = 1; VM_HSAVE_PA.
+bool enable() {
+  std::uint64_t vmcr = 0;
+  const bool has_vmcr = rdmsr_safe(x86::msr::amd_vm_cr, vmcr);
+  const auto e8a = cpuid(0x8000000A);
+  host_svm = cpuid_ns::decode_svm({e8a.eax, e8a.ebx, e8a.ecx, e8a.edx});
+  kprintf("HVKIT INFO svm_revision=%u asids=%u svm_features_edx=0x%x vm_cr=0x%llx\n", host_svm.revision,
+          host_svm.nasid, host_svm.features.raw(), (unsigned long long)vmcr);
+  if (!has_vmcr) {
+    // APM 15.30.1: VM_CR exists on every CPU with SVM. Bochs 2.7 raises #GP on RDMSR of it.
+    ++results_errata;
+    kprintf("HVKIT ERRATUM vm_cr_msr_not_implemented rdmsr_0xc0010114=#GP\n");
+  }
+  if (vmcr & (1u << 4)) {
+    result("svm_enable", false, "reason=vm_cr_svmdis");
+    return false;
+  }
+  if (host_svm.nasid < 2) {
+    result("svm_enable", false, "reason=no_guest_asid nasid=%u", host_svm.nasid);
+    return false;
+  }
+  // SVME, and NXE: nested entries use the host's paging mode, NX needs EFER.NXE (15.25.5).
+  const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
+  x86::efer efer{rdmsr(x86::msr::ia32_efer)};
+  efer |= x86::efer::svme;
+  if (nx) efer |= x86::efer::nxe;
+  wrmsr(x86::msr::ia32_efer, efer.raw());
+  wrmsr(x86::msr::amd_vm_hsave_pa, pa(hsave_page));
+  asids = sv::asid_allocator{host_svm.nasid};
+  const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
+  for (vmcb_slot* s : {&vmcb_a1, &vmcb_a2, &vmcb_b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
+  using F = cpuid_ns::svm_features;
+  result("svm_enable", true, "nrips=%u npt=%u decode_assists=%u vmcb_clean=%u flush_by_asid=%u",
+         host_svm.features.test(F::nrip_save) ? 1 : 0, host_svm.features.test(F::np) ? 1 : 0,
+         host_svm.features.test(F::decode_assists) ? 1 : 0, clean ? 1 : 0,
+         host_svm.features.test(F::flush_by_asid) ? 1 : 0);
+  return true;
+}
+
+/// Nested page table (APM 15.25): the host's 4-level format; guest RAM [16 MiB, 32 MiB)
+/// identity-mapped with 2 MiB pages, nothing else (the hypervisor's memory and the MMIO
+/// device are not mapped: a guest access is a #NPF). Every nested access is checked as a
+/// user access (15.25.5), so U/S = 1 at every level.
+void build_npt() {
+  constexpr std::uint64_t p = 1, rw = 2, us = 4, ps = 0x80;
+  for (auto& e : npt_pml4) e = 0;
+  for (auto& e : npt_pdpt) e = 0;
+  for (auto& e : npt_pd) e = 0;
+  npt_pml4[0] = pa(npt_pdpt) | p | rw | us;
+  npt_pdpt[0] = pa(npt_pd) | p | rw | us;
+  for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size; gpa += 0x200000)
+    npt_pd[gpa >> 21] = gpa | p | rw | us | ps;
+  // The PSE-36 alias: GPA 4 GiB + [28 MiB, 32 MiB) -> host [28 MiB, 32 MiB), where the
+  // 32-bit guest's 4 MiB pages with PA bit 32 land.
+  for (auto& e : npt_pd_alias) e = 0;
+  npt_pdpt[hc::pse36_alias_gpa >> 30] = pa(npt_pd_alias) | p | rw | us;
+  for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) npt_pd_alias[gpa >> 21] = gpa | p | rw | us | ps;
+}
+
+/// The VMCB for a fresh run of the conformance guest: 64-bit mode, flat segments matching
+/// its GDT, nested paging, the intercepts of the run (APM 15.5.1 lists the consistency
+/// checks VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...).
+void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
+  std::uint8_t* const bytes = vmcb.slot->view.data();
+  for (std::size_t i = 0; i < sv::vmcb_size; ++i) bytes[i] = 0;
+  vmcb.slot->tracked.invalidate();  // a new VMCB: nothing may come from the processor's cache (15.15)
+  const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
+  sv::intercept_set icpt;
+  // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
+  // on VMX the bits that feed translation are host-owned) and is done by the emulator with
+  // the CR4 bits the CPUID policy allows. Not for the 32-bit guest: its CR4.PAE toggles stay
+  // native, the PAE check is the CPU's (a test set-up: paging::sync_cr0_role rebuilds the role
+  // at the next emulated access, since it compares the whole role with the live registers).
+  // Shadow paging (run --shadow --amd, core/shadow_paging.hpp): the same policies under
+  // svm::make_cr_intercepts({.npt = false}) (CR0.WP never guest-owned, CR0/CR4 reads exit:
+  // the real CR0.WP is 1), and MOV to/from CR3, INVLPG and #PF intercepted (docs/shadow-mmu.md).
+  const bool shadow = core::shadow::enabled();
+  const sv::cr_intercepts cr = !shadow ? r.cr
+                               : r.base.wp_intercepted ? sv::make_cr_intercepts<policy_wp_intercepted>({.npt = false})
+                                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false});
+  cr.apply(icpt);
+  if (guest32) icpt.clear(sv::cr_write(4));
+  using I = sv::intercept;
+  if (shadow)
+    for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), I::invlpg, sv::exception(x86::vector::pf)}) icpt.set(i);
+  for (I i : {I::cpuid, I::hlt, I::ioio_prot, I::msr_prot, I::shutdown, I::invlpga, I::vmrun, I::vmmcall, I::vmload,
+              I::vmsave, I::stgi, I::clgi, I::skinit})
+    icpt.set(i);
+  if (r.scheduled) icpt.set(I::intr);  // the scheduled runs: timer interrupts end a slice
+  if (r.base.dt_exiting)
+    for (I i : {I::idtr_read, I::gdtr_read, I::ldtr_read, I::tr_read, I::idtr_write, I::gdtr_write, I::ldtr_write,
+                I::tr_write})
+      icpt.set(i);
+  icpt.store(vmcb);
+  sv::write(vmcb, fld::iopm_base_pa, pa(&iopm));
+  sv::write(vmcb, fld::msrpm_base_pa, pa(&msrpm));
+  // The vCPU's ASID, and a flush of every ASID's entries at this VMRUN: the nested page
+  // table was rebuilt or edited since the last run (15.16.1).
+  asids.assign(vmcb.slot->asid);
+  sv::set_asid(vmcb, vmcb.slot->asid.asid, sv::tlb_control::flush_all);
+  if (!shadow) {
+    sv::write(vmcb, fld::nested_control, sv::nested_control::np_enable::set(std::uint64_t{0}, true));
+    sv::write(vmcb, fld::n_cr3, pa(npt_pml4));
+  }
+  // V_INTR_MASKING (APM 15.21.1): the host's RFLAGS.IF, not the guest's, masks physical
+  // interrupts; with the INTR intercept they exit.
+  if (r.scheduled)
+    sv::write(vmcb, fld::interrupt_control, sv::interrupt_control::v_intr_masking::set(std::uint64_t{0}, true));
+
+  // Attributes: descriptor bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state").
+  namespace at = sv::attrib;
+  constexpr std::uint16_t code_rx = 0xB, data_rw = 0x3, tss64_busy = 0xB;  // descriptor types (SDM 3.4.5.1, 3.5)
+  const std::uint16_t cs_attr = guest32 ? at::g | at::db | at::p | at::s | code_rx   // 32-bit code, DPL 0
+                                        : at::g | at::l | at::p | at::s | code_rx;   // 64-bit code, DPL 0
+  sv::store_segment(vmcb, sv::segment::cs, {x86::selector{hc::guest_cs}, cs_attr, 0xFFFFFFFF, 0});
+  for (sv::segment sg : {sv::segment::ss, sv::segment::ds, sv::segment::es, sv::segment::fs, sv::segment::gs})
+    sv::store_segment(vmcb, sg, {x86::selector{hc::guest_ds}, at::g | at::db | at::p | at::s | data_rw, 0xFFFFFFFF, 0});
+  sv::store_segment(vmcb, sv::segment::ldtr, {});
+  sv::store_segment(vmcb, sv::segment::tr, {x86::selector{hc::guest_tr}, at::p | tss64_busy, 103, g.tss_base});
+  sv::write(vmcb, fld::gdtr_limit, static_cast<std::uint32_t>(g.gdt_limit));
+  sv::write(vmcb, fld::gdtr_base, std::uint64_t{g.gdt_base});
+  sv::write(vmcb, fld::idtr_limit, static_cast<std::uint32_t>(g.idt_limit));
+  sv::write(vmcb, fld::idtr_base, std::uint64_t{g.idt_base});
+  sv::write(vmcb, fld::cpl, 0);
+  const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
+  run.guest_efer = guest32 ? 0 : x86::efer::lme.raw() | x86::efer::lma.raw() | (nx ? x86::efer::nxe.raw() : 0);
+  // SVME must be set (15.5.1); shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
+  sv::write(vmcb, fld::efer, x86::efer{run.guest_efer} | x86::efer::svme | (shadow ? x86::efer::nxe : x86::efer{}));
+  const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
+  sv::write(vmcb, fld::cr0, cr0);
+  sv::write(vmcb, fld::cr3, x86::cr3{layout::guest_boot_pt_gpa});
+  const x86::cr4 cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
+  sv::write(vmcb, fld::cr4, cr4);
+  sv::write(vmcb, fld::dr6, 0xFFFF0FF0);
+  sv::write(vmcb, fld::dr7, 0x400);
+  sv::write(vmcb, fld::rflags, x86::rflags{0x2});
+  sv::write(vmcb, fld::rip, std::uint64_t{g.entry});
+  sv::write(vmcb, fld::rsp, std::uint64_t{g.stack_top});
+  sv::write(vmcb, fld::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
+  if (shadow)  // the guest runs on the shadow root built from its boot tables
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin({cr0, cr4, x86::efer{run.guest_efer}},
+                                                            x86::cr3{layout::guest_boot_pt_gpa})
+                                           .value()});
+  run.mmu = pg::mmu_context::make(cr0, cr4, x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
+}
+
+
+}  // namespace hv::svm
+
