@@ -188,7 +188,10 @@ bool emulate_instruction(B& b, context& c, const char* why) {
       if (o.what == em::event::cr_write) {
         // The CR write is in the VMCS/VMCB; the MMU context follows it (the outcome's actions).
         const pg::cr_state a{ctx.cr0, ctx.cr4, ctx.efer};
-        if (o.mmu.any(pg::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
+        // Shadow paging: the actions of paging_kind::shadow (the outcome's are two-dimensional).
+        const pg::mmu_actions acts =
+            shadow::enabled() ? pg::cr_write_actions({before.cr0, before.cr4, before.efer}, a, pg::paging_kind::shadow) : o.mmu;
+        if (acts.any(pg::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
         if (b.apply_mmu_actions(o.mmu, a, ctx.cr3)) ++c.checks.mmu_refreshes;
         v.guest_efer = ctx.efer.raw();
       }
@@ -352,7 +355,8 @@ bool handle_exit(B& b, context& c, P&& p = P{}) {
     case exit_kind::msr_read: resume = handle_msr(b, c, false, p); break;
     case exit_kind::msr_write: resume = handle_msr(b, c, true, p); break;
     case exit_kind::xsetbv: resume = handle_xsetbv(b, c); break;
-    case exit_kind::cr_access: resume = b.cr_access(); break;
+    case exit_kind::cr_access:
+    case exit_kind::cr_read: resume = b.cr_access(); break;
     case exit_kind::descriptor_table: resume = emulate_instruction(b, c, e.name); break;
     case exit_kind::hypercall: resume = handle_hypercall(b, c); break;
     case exit_kind::memory: resume = handle_memory(b, c, e.name); break;

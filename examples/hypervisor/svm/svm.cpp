@@ -337,7 +337,7 @@ struct svm_backend {
     const char* n = sv::name(code);
     if (sv::is_cr_write(code)) return {K::cr_access, s, n};
     if (core::shadow::enabled()) {  // the intercepts of shadow paging (svm_setup.cpp)
-      if (sv::is_cr_read(code)) return {K::cr_access, s, n};
+      if (sv::is_cr_read(code)) return {K::cr_read, s, n};
       if (code == sv::exception_exit(14)) return {K::page_fault, s, n};
       if (code == exit_code::invlpg) return {K::invlpg, s, n};
     }
