@@ -222,16 +222,24 @@ bool npt_unmap_once(std::uint64_t gpa) {
 /// processor pushes the VMCB's RIP. The report gives the event in the VMX layout (SDM Vol. 3C
 /// 25.8.3: type 6 software exception, 4 software interrupt, 3 hardware exception) with the
 /// instruction length NRIP - RIP for software events, so one guest check serves both vendors.
-bool npt_unmapped_page_hit(guest_regs& regs) {
-  if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
-  npt_unmap_restore();
-  ++unmap.hits;
+/// The event whose delivery the exit interrupted (EXITINTINFO), corrected for the errata
+/// below and written into EVENTINJ with the RIP advance a software event needs (a software
+/// interrupt, type 4, or INT3/INTO, type 3 vectors 3 and 4, returns after its instruction:
+/// the guest's RIP becomes NRIP, 15.7.1, since the processor pushes the VMCB's RIP). Returns
+/// the event (kind none when nothing was interrupted) and the RIP advance.
+struct reinjected {
+  x86::event e{};
+  unsigned rip_advance = 0;
+  bool valid = false;
+};
+reinjected reinject_interrupted_event(guest_regs& regs) {
   sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
   const std::uint64_t rip = sv::read(vmcb, fld::rip);
-  // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF while delivering INT n reports, in
-  // EXITINTINFO, the last exception it delivered instead of the INT n (APM 15.7.2: vector n,
-  // type 4). The instruction at the guest RIP tells (the guest's code is identity-mapped):
-  // CD ib is INT n; the event is re-injected as what the guest executed, and counted.
+  // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF (or, under shadow paging, a #PF) while
+  // delivering INT n reports, in EXITINTINFO, the last exception it delivered instead of the
+  // INT n (APM 15.7.2: vector n, type 4). The instruction at the guest RIP tells (the
+  // guest's code is identity-mapped): CD ib is INT n; the event is re-injected as what the
+  // guest executed, and counted.
   if (const std::uint8_t* code = guest_ram(rip, 2); code && code[0] == 0xCD && ii.valid() &&
                                                     !(ii.type() == sv::event_type::soft_int && ii.vector() == code[1])) {
     ++unmap.stale_intn;
@@ -254,7 +262,7 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
       ii = sv::event_info::make(ii.vector(), sv::event_type::exception, false);
     }
   }
-  if (!ii.valid()) return true;
+  if (!ii.valid()) return {};
   // The event as the vendor-neutral x86::event (svm::to_event: TYPE 3 #BP/#OF are INT3/INTO),
   // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
   // RIP advance that makes it return past its instruction, write_injection applies both.
@@ -262,8 +270,23 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
   if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs));
   const sv::injection inj = sv::to_eventinj(e);
   sv::write_injection(vmcb, inj);
-  unmap.seen_length = inj.rip_advance;
-  unmap.seen_info = hvkit::vmx::from_event(e).info.raw();
+  return {e, inj.rip_advance, true};
+}
+
+/// The unmapped page was touched while an event was delivered: map it back and re-inject
+/// the event (handle_exit copied EXITINTINFO into EVENTINJ; it is written again here, with
+/// the Bochs correction, by reinject_interrupted_event). The report gives the event in the
+/// VMX layout (SDM Vol. 3C 25.8.3: type 6 software exception, 4 software interrupt, 3
+/// hardware exception) with the instruction length NRIP - RIP for software events, so one
+/// guest check serves both vendors.
+bool npt_unmapped_page_hit(guest_regs& regs) {
+  if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
+  npt_unmap_restore();
+  ++unmap.hits;
+  const reinjected r = reinject_interrupted_event(regs);
+  if (!r.valid) return true;
+  unmap.seen_length = r.rip_advance;
+  unmap.seen_info = hvkit::vmx::from_event(r.e).info.raw();
   return true;
 }
 
@@ -495,6 +518,10 @@ bool handle_exit(guest_regs& regs) {
   set_tlb_control(sv::tlb_control::do_nothing);
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
+  // Shadow paging: a #PF taken while an event was delivered (the IDT, the stack): the event
+  // again, corrected and with its RIP advance, as for the NPT differential's unmapped page.
+  if (intinfo.valid() && core::shadow::enabled() && read_exit_code() == sv::exception_exit(14))
+    reinject_interrupted_event(regs);
   core::context c{run, run, guest_policy, guest_msrs};
   svm_backend b{regs, c};
   return core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});

@@ -403,7 +403,8 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
   unmap_reset();
   st.cfg = &cfg;
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
-          cfg.base.wp_intercepted ? "intercepted" : "guest_owned", cr0_intercept_name(cfg.cr.cr0_write));
+          cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
+          core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
   const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32);
   if (!g) return false;
   vmcb.slot = &vmcb_a1;
