@@ -103,8 +103,17 @@ const char* not_applicable(const run_config& cfg, bool second_vm) noexcept {
 
 hvkit::emulate::shadow_exit cr_written(const pg::cr_write_outcome& o, x86::cr3 cr3_after) noexcept {
   ++the_stats.cr_writes;
-  const hvkit::emulate::shadow_exit e =
+#ifdef HVKIT_HV_SHADOW_NO_ROOT_CACHE
+  // The CR0.WP table's baseline (run --shadow-no-root-cache): a role change starts from an
+  // empty cache, as a shadow MMU that keeps no root per role would (then a full flush).
+  const bool zap = o.cr != 3 && !(pg::make_cpu_role(o.after.cr0, o.after.cr4, o.after.efer) == the_mmu->role());
+  if (zap) the_mmu->cache().zap_all();
+#endif
+  hvkit::emulate::shadow_exit e =
       hvkit::emulate::shadow_cr_write(*the_mmu, o, cr3_after, guest_ram_view(), guest_cpu_properties().maxphyaddr);
+#ifdef HVKIT_HV_SHADOW_NO_ROOT_CACHE
+  if (zap) e.flush = sp::host_flush::all;
+#endif
   if (e.action == hvkit::emulate::shadow_exit_action::resume) {
     guest_cr3_value = cr3_after;
     if (o.cr != 3) {  // a MOV to CR3's outcome carries no CR0/EFER
