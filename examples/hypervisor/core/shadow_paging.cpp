@@ -93,10 +93,11 @@ void print_walks(std::uint64_t la, x86::pfec access, std::uint32_t pkru) noexcep
 const char* not_applicable(const run_config& cfg, bool second_vm) noexcept {
   if (!enabled()) return nullptr;
   if (cfg.guest_flags & hc::cfg_ept_diff) return "second_stage_differential_needs_ept_or_npt";
-  // The runs below could use the shadow MMU; the hypervisor does not wire them up (yet): the
-  // 32-bit guest (32-bit/PAE paging, which the shadow MMU supports) is loaded outside long
-  // mode, and a second guest needs a second shadow MMU.
-  if (cfg.guest_flags & hc::cfg_guest32) return "guest32_not_wired_to_the_shadow_mmu";
+  // The shadow tables are in the 4-level host format (paging::shadow::host_role()), which the
+  // CPU walks only in IA-32e mode; the 32-bit guest runs outside it, where the real CR3 is
+  // walked in the guest's own 32-bit/PAE format: it needs a PAE host format the library does
+  // not build. A second guest needs a second shadow MMU, which the hypervisor does not keep.
+  if (cfg.guest_flags & hc::cfg_guest32) return "legacy_guest_needs_a_pae_host_format";
   if (second_vm) return "second_vm_needs_its_own_shadow_mmu";
   return nullptr;
 }
