@@ -99,7 +99,7 @@ void build_npt();
 void setup_vmcb(const hc::guest_header& g, const svm_run& r);
 /// The pieces of a VMCB every guest (the conformance guest, the Linux guest) fills the same
 /// way: a zeroed VMCB with the common intercepts, the permission maps, ASID and nested paging
-/// (then `icpt`'s), and a flat guest's first state.
+/// (then `icpt`'s; `ncr3` 0: no nested paging, for shadow paging), and a flat guest's first state.
 void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
                 std::uint64_t ncr3);
 void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);

@@ -27,6 +27,7 @@
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
 #include "../linux/linux.hpp"
+#include "../core/shadow_paging.hpp"
 
 extern "C" {
 void svm_gp_skip();
@@ -187,6 +188,7 @@ void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const s
   sv::write(vmcb, fld::msrpm_base_pa, pa(&msr));
   asids.assign(vmcb.slot->asid);
   sv::set_asid(vmcb, vmcb.slot->asid.asid, sv::tlb_control::flush_all);
+  if (ncr3 == 0) return;  // no nested paging (run --shadow): the guest's CR3 is a shadow root
   sv::write(vmcb, fld::nested_control, sv::nested_control::np_enable::set(std::uint64_t{0}, true));
   sv::write(vmcb, fld::n_cr3, ncr3);
 }
@@ -235,16 +237,25 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   // the CR4 bits the CPUID policy allows. Not for the 32-bit guest: its CR4.PAE toggles stay
   // native, the PAE check is the CPU's (a test set-up: paging::sync_cr0_role rebuilds the role
   // at the next emulated access, since it compares the whole role with the live registers).
-  r.cr.apply(icpt);
+  // Shadow paging (run --shadow --amd, core/shadow_paging.hpp): the same policies under
+  // svm::make_cr_intercepts({.npt = false}) (CR0.WP never guest-owned, CR0/CR4 reads exit:
+  // the real CR0.WP is 1), and MOV to/from CR3, INVLPG and #PF intercepted (docs/shadow-mmu.md).
+  const bool shadow = core::shadow::enabled();
+  const sv::cr_intercepts cr = !shadow ? r.cr
+                               : r.base.wp_intercepted ? sv::make_cr_intercepts<policy_wp_intercepted>({.npt = false})
+                                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false});
+  cr.apply(icpt);
   if (guest32) icpt.clear(sv::cr_write(4));
   using I = sv::intercept;
+  if (shadow)
+    for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), I::invlpg, sv::exception(x86::vector::pf)}) icpt.set(i);
   icpt.set(I::hlt);
   if (r.scheduled) icpt.set(I::intr);  // the scheduled runs: timer interrupts end a slice
   if (r.base.dt_exiting)
     for (I i : {I::idtr_read, I::gdtr_read, I::ldtr_read, I::tr_read, I::idtr_write, I::gdtr_write, I::ldtr_write,
                 I::tr_write})
       icpt.set(i);
-  start_vmcb(icpt, iopm, msrpm, pa(npt_pml4));
+  start_vmcb(icpt, iopm, msrpm, shadow ? 0 : pa(npt_pml4));
   // V_INTR_MASKING (APM 15.21.1): the host's RFLAGS.IF, not the guest's, masks physical
   // interrupts; with the INTR intercept they exit.
   if (r.scheduled)
@@ -257,6 +268,13 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   write_flat_state({hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
                     g.idt_limit, g.stack_top, g.entry, efer},
                    cr0, cr4, layout::guest_boot_pt_gpa);
+  if (shadow) {
+    // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()) and the guest runs
+    // on the shadow root built from its boot tables; run.guest_efer keeps the guest's view.
+    sv::write(vmcb, fld::efer, efer | x86::efer::svme | x86::efer::nxe);
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin({cr0, cr4, efer}, x86::cr3{layout::guest_boot_pt_gpa})
+                                           .value()});
+  }
 }
 
 

@@ -3,6 +3,7 @@
 #include "../hv.hpp"
 #include "../core/profile.hpp"
 #include "../linux/linux.hpp"
+#include "../core/shadow_paging.hpp"
 
 namespace hv {
 
@@ -439,18 +440,23 @@ bool setup_vmcs(const hc::guest_header& g) {
   // ---- controls, adjusted to the capability MSRs (hvkit::vmx::adjust_controls, SDM Vol. 3D
   // A.3-A.5; through the TRUE_* MSRs when they exist, so CR3-load/store exiting can be 0).
   // Without the TRUE MSRs CR3 accesses exit and handle_cr() emulates them.
+  // Shadow paging (run --shadow, core/shadow_paging.hpp): no EPT; every #PF, CR3 access and
+  // INVLPG exits (docs/shadow-mmu.md, "Integration").
+  const bool shadow = core::shadow::enabled();
   const auto pin = v::adjust_controls(vcaps.pin_caps(), run.cfg->ibpb >= 0 ? v::pin_based::activate_preemption_timer
                                                                          : v::pin_based{});
   const auto proc = v::adjust_controls(
       vcaps.primary_caps(),
       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls |
           (run.cfg->profile ? v::primary_proc_based::unconditional_io_exiting : v::primary_proc_based{}) |
-          (run.cfg->cr3_exiting ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
-                                : v::primary_proc_based{}));
+          (run.cfg->cr3_exiting || shadow
+               ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
+               : v::primary_proc_based{}) |
+          (shadow ? v::primary_proc_based::invlpg_exiting : v::primary_proc_based{}));
+  const auto ept = shadow ? v::secondary_proc_based{} : v::secondary_proc_based::enable_ept;
   const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
-                                        run.cfg->dt_exiting ? v::secondary_proc_based::enable_ept |
-                                                                  v::secondary_proc_based::descriptor_table_exiting
-                                                            : v::secondary_proc_based::enable_ept);
+                                        run.cfg->dt_exiting ? ept | v::secondary_proc_based::descriptor_table_exiting
+                                                            : ept);
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer);
@@ -461,11 +467,14 @@ bool setup_vmcs(const hc::guest_header& g) {
                                                                     : v::entry_controls::ia32e_mode_guest |
                                                                           v::entry_controls::load_ia32_efer);
   if (!write_controls(pin, proc, proc2, exitc, entry, eptp_value)) return false;
+  // With shadow paging every #PF exits (PFEC mask = match = 0, SDM Vol. 3C 26.2: bit 14 set
+  // and the error code always "matches").
+  if (shadow) vmwrite(fields::exception_bitmap, 1u << 14);
 
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
   // only with EPT, a CR4 bit only if the guest may set it).
-  const v::cr_mask_features features{true, guest_cr4_allowed()};
+  const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
   const v::guest_owned_bits owned = run.cfg->wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
                                                              : v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
@@ -483,6 +492,11 @@ bool setup_vmcs(const hc::guest_header& g) {
                                                     : x86::efer::lme | x86::efer::lma;
   write_flat_guest_state({hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit,
                           g.idt_base, g.idt_limit, g.stack_top, g.entry, efer});
+  if (shadow)  // the guest runs on the shadow root built from its boot tables
+    vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+                                                    efer},
+                                                   x86::cr3{layout::guest_boot_pt_gpa})
+                                   .value());
   return true;
 }
 
