@@ -1091,7 +1091,7 @@ TEST(NestedGolden, FiveLevelEptMatchesFourLevelEpt) {
           EXPECT_EQ(x.guest_level, y.guest_level);
           EXPECT_EQ(x.guest_physical, y.guest_physical);
           EXPECT_EQ(x.qualification.raw(), y.qualification.raw());
-          EXPECT_EQ(x.entry_address_value(), y.entry_address_value());
+          EXPECT_EQ(x.entry_address.value(), y.entry_address.value());
           EXPECT_EQ(x.entry_value, y.entry_value);
         }
         // The same memory writes (guest A/D, EPT A/D), the PML5 entry's own A flag aside.
