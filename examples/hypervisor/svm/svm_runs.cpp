@@ -319,6 +319,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   static constexpr int order[4] = {0, 1, 0, 2};
   int current = 0;
   bool b_dead = false;
+  std::uint64_t b_slices_at_death = 0;  // guest B's slices when it died: none may follow
   svm_timer_ticks = 0;
   svm_host_if = 1;
   timer_start();
@@ -354,6 +355,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
               cfg.base.name, (unsigned long long)slots[2].slices);
       b_dead = true;
+      b_slices_at_death = slots[2].slices;
       sched.b_dead = true;
       run.status = run_status::running;
       continue;
@@ -377,8 +379,9 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   const bool skip = cfg.ibpb == sv::ibpb_policy::skip_same_guest;
   const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
   if (hostile_b) {
-    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == 1 && a2 > 0,
-           "b_dead=%d b_slices=%llu a1_slices=%llu", b_dead ? 1 : 0, (unsigned long long)slots[2].slices,
+    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
+           "b_dead=%d b_slices=%llu b_slices_at_death=%llu a1_slices=%llu", b_dead ? 1 : 0,
+           (unsigned long long)slots[2].slices, (unsigned long long)b_slices_at_death,
            (unsigned long long)slots[0].slices);
     return;
   }

@@ -138,6 +138,7 @@ int run_scheduled(const hc::guest_header& g) {
   int current = 0;
   int rc = 0;
   bool b_dead = false;
+  std::uint64_t b_slices_at_death = 0;  // guest B's slices when it died: none may follow
   for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
     const int next = order[n % 4];
     if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
@@ -161,6 +162,7 @@ int run_scheduled(const hc::guest_header& g) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
               run.cfg->name, (unsigned long long)slots[2].slices);
       b_dead = true;
+      b_slices_at_death = slots[2].slices;
       run.status = run_status::running;
       continue;
     }
@@ -174,8 +176,9 @@ int run_scheduled(const hc::guest_header& g) {
           run.cfg->name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
           (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc, host_has_ibpb ? 1 : 0);
   if (hostile_b) {
-    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == 1 && a2 > 0,
-           "b_dead=%d b_slices=%llu a1_slices=%llu", b_dead ? 1 : 0, (unsigned long long)slots[2].slices,
+    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
+           "b_dead=%d b_slices=%llu b_slices_at_death=%llu a1_slices=%llu", b_dead ? 1 : 0,
+           (unsigned long long)slots[2].slices, (unsigned long long)b_slices_at_death,
            (unsigned long long)slots[0].slices);
     return rc;
   }
