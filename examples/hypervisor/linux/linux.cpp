@@ -17,12 +17,12 @@
 //     accesses through vmx::evaluate_cr_write with CR0.WP (and CR4.CET) guest-owned, VMX
 //     instructions #UD; a triple fault ends the run with a report (the host survives).
 //
-// One vCPU. SMP would start the application processors the way the SDM's MP protocol does
-// (SDM Vol. 3A 9.4.4): each AP's VMCS starts in the "wait-for-SIPI" activity state (SDM
-// Vol. 3C 25.4.2, activity state 3); the BSP's INIT and SIPI IPIs through the (then
-// virtualized) local APIC become an INIT exit (reason 3) and a SIPI exit (reason 4) on the
-// AP, whose handler loads CS = vector << 8, RIP = 0 in real mode (unrestricted guest) and
-// sets the activity state to active.
+// One vCPU per processor of the machine (smp/smp.hpp): the guest's application processors
+// are started by the guest, with INIT and SIPI through its (passed-through) local APIC: each
+// AP's VMCS starts in the wait-for-SIPI activity state (SDM Vol. 3C 25.4.1, activity state
+// 3), the INIT and SIPI become an INIT exit (reason 3) and a SIPI exit (reason 4) on that
+// processor, whose handler (vmx/vmx_smp.cpp) loads the post-INIT state, then CS = vector <<
+// 8, IP = 0 in real mode (unrestricted guest), and makes the vCPU active.
 #include "linux/linux.hpp"
 
 #include "hv.hpp"
@@ -30,6 +30,8 @@
 #include <hvkit/vmx/msr_bitmap.hpp>
 
 #include "vmx/vmx_backend.hpp"
+#include "smp/smp.hpp"
+#include <hvkit/vmx/init_sipi.hpp>
 
 extern "C" std::uint32_t boot_multiboot_info;
 
@@ -355,6 +357,8 @@ void build_bitmaps() {
   if (guest_msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
   if (guest_policy.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t msr = 0x800; msr <= 0x8FF; ++msr) static_cast<void>(msr_bits.pass_through(msr));
+  // ... except writes of the x2APIC ICR: the guest's IPIs (smp/smp_ipi.cpp).
+  static_cast<void>(msr_bits.set_intercept(0x830, hvkit::vmx::msr_access::write, true));
   for (std::uint16_t port : io_intercepts) io_bits.set_intercept(port, true);
 }
 
@@ -363,26 +367,32 @@ struct linux_state {
   core::exit_counters at_mark;  // exits when the guest reached its shell prompt
   bool marked;
   std::uint64_t tsc_start, tsc_mark;
-  std::uint64_t msr_gp_logged, msr_emulated;
+  std::uint64_t msr_gp_logged;
   std::uint64_t io_exits;
-  // CR0.WP toggles from the hvkit_wp module
-  bool wp_intercepted;
-  std::uint64_t wp_mark;
-  std::uint64_t wp_toggles[2], wp_exits[2], wp_mismatch[2];
-  bool wp_seen[2];
   bool shutdown, reset;
   const char* end_reason;
-  // MTRRs the guest sees: a copy of the host's, the guest's writes kept here (with EPT the
-  // EPT memory type, not the MTRRs, decides: SDM Vol. 3C 29.3.7.2).
-  bool mtrr_loaded;
-  std::uint64_t mtrr_def_type, mtrr_fixed[11], mtrr_var[32];
-  std::uint64_t misc_enable;
+  // The CR0.WP toggles, the MTRRs the guest sees (a copy of the host's, the guest's writes
+  // kept; with EPT the EPT memory type, not the MTRRs, decides: SDM Vol. 3C 29.3.7.2) and
+  // IA32_MISC_ENABLE are per vCPU: lx::vcpu_data.
+  smp::machine* m;
   char line[1024];
   unsigned line_len;
 };
 linux_state ls;
 
-std::uint64_t cr_exits_now() { return run.exits.of(core::exit_kind::cr_access); }
+std::uint64_t cr_exits_now() { return smp::this_cpu().st.exits.of(core::exit_kind::cr_access); }
+
+/// Every vCPU's exits, added up.
+core::exit_counters all_exits() {
+  core::exit_counters t{};
+  for (unsigned i = 0; ls.m && i < ls.m->count; ++i) {
+    const core::exit_counters& e = ls.m->cpus[i].st.exits;
+    t.total += e.total;
+    for (unsigned k = 0; k < core::exit_slots; ++k) t.by_slot[k] += e.by_slot[k];
+    for (unsigned k = 0; k < core::exit_kind_count; ++k) t.by_kind[k] += e.by_kind[k];
+  }
+  return t;
+}
 
 // ---- exit handlers --------------------------------------------------------------------------
 /// Index into the virtual MTRR file, or -1 (SDM Vol. 3A 12.11: IA32_MTRRCAP 0xFE,
@@ -402,35 +412,37 @@ int mtrr_fixed_index(std::uint32_t m) {
 /// the architectural "load the revision" trigger, reads give 0), and the MTRRs when the
 /// policy offers MTRR (the guest profile's MSR hook: pass if the MSR is not one of them).
 core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
+  vcpu_data& d = smp::this_cpu().lx;
+  if (write && m == 0x830) return smp::icr_write(smp::this_cpu(), v);  // x2APIC ICR (smp/smp_ipi.cpp)
   bool gp = false;
   std::uint64_t out = 0;
   if (m == 0x1A0) {  // IA32_MISC_ENABLE: fast strings, no BTS, no PEBS (SDM Vol. 4 Table 2-2)
-    if (write) gp = v != ls.misc_enable;  // nothing in it is changeable here
-    out = ls.misc_enable;
+    if (write) gp = v != d.misc_enable;  // nothing in it is changeable here
+    out = d.misc_enable;
   } else if (m == 0x8B) {  // IA32_BIOS_SIGN_ID
     out = 0;
   } else if (guest_policy.has(cpuid_ns::feat::mtrr) &&
              (m == 0xFE || m == 0x2FF || mtrr_fixed_index(m) >= 0 || (m >= 0x200 && m < 0x220))) {
     const std::uint64_t cap = rdmsr(0xFE);
     const unsigned vcnt = cap & 0xFF;
-    if (!ls.mtrr_loaded) {
-      ls.mtrr_def_type = rdmsr(0x2FF);
+    if (!d.mtrr_loaded) {
+      d.mtrr_def_type = rdmsr(0x2FF);
       for (std::uint32_t i = 0; i < 11; ++i)
-        ls.mtrr_fixed[i] = (cap & (1u << 8)) ? rdmsr(i == 0 ? 0x250 : i == 1 ? 0x258 : i == 2 ? 0x259 : 0x268 + i - 3) : 0;
-      for (unsigned i = 0; i < 2 * vcnt && i < 32; ++i) ls.mtrr_var[i] = rdmsr(0x200 + i);
-      ls.mtrr_loaded = true;
+        d.mtrr_fixed[i] = (cap & (1u << 8)) ? rdmsr(i == 0 ? 0x250 : i == 1 ? 0x258 : i == 2 ? 0x259 : 0x268 + i - 3) : 0;
+      for (unsigned i = 0; i < 2 * vcnt && i < 32; ++i) d.mtrr_var[i] = rdmsr(0x200 + i);
+      d.mtrr_loaded = true;
     }
     std::uint64_t* slot = nullptr;
     if (m == 0xFE) {
       gp = write;  // read-only
       out = cap;
     } else if (m == 0x2FF) {
-      slot = &ls.mtrr_def_type;
+      slot = &d.mtrr_def_type;
     } else if (mtrr_fixed_index(m) >= 0) {
       if (!(cap & (1u << 8))) gp = true;
-      else slot = &ls.mtrr_fixed[mtrr_fixed_index(m)];
+      else slot = &d.mtrr_fixed[mtrr_fixed_index(m)];
     } else if (m - 0x200 < 2 * vcnt) {
-      slot = &ls.mtrr_var[m - 0x200];
+      slot = &d.mtrr_var[m - 0x200];
     } else {
       gp = true;
     }
@@ -442,7 +454,7 @@ core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
     return core::msr_hook::pass;
   }
   if (gp) return core::msr_hook::gp;
-  ++ls.msr_emulated;
+  ++d.msr_emulated;
   if (!write) v = out;
   return core::msr_hook::done;
 }
@@ -453,10 +465,10 @@ void guest_log_char(char c) {
     kprintf("HVKIT GUEST %s\n", ls.line);
     if (starts_with(ls.line, "HVKIT-GUEST MARK shell") && !ls.marked) {
       ls.marked = true;
-      ls.at_mark = run.exits;
+      ls.at_mark = all_exits();
       ls.tsc_mark = rdtsc();
       kprintf("HVKIT LINUX mark shell tsc=%llu exits=%llu\n", (unsigned long long)(ls.tsc_mark - ls.tsc_start),
-              (unsigned long long)run.exits.total);
+              (unsigned long long)ls.at_mark.total);
     }
     ls.line_len = 0;
     if (c == '\n') return;
@@ -488,8 +500,10 @@ core::hook linux_io(B& b) {
       ls.end_reason = "guest_reset";
       return core::hook::stop;
     }
-    if (port == 0xE9) {
+    if (port == 0xE9) {  // one line buffer for every vCPU
+      if (ls.m) ls.m->lock.lock();
       guest_log_char(static_cast<char>(value));
+      if (ls.m) ls.m->lock.unlock();
       b.skip();
       return core::hook::resume;
     }
@@ -533,24 +547,25 @@ core::hook linux_hypercall(B& b) {
     b.skip();
     return core::hook::resume;
   }
+  vcpu_data& d = smp::this_cpu().lx;
   switch (b.gpr(x86::gpr::rax)) {
     case hc_wp_begin:
-      ls.wp_intercepted = b.gpr(x86::gpr::rbx) != 0;
-      b.set_cr0_wp_intercept(ls.wp_intercepted);
-      ls.wp_mark = cr_exits_now();
+      d.wp_intercepted = b.gpr(x86::gpr::rbx) != 0;
+      b.set_cr0_wp_intercept(d.wp_intercepted);
+      d.wp_mark = cr_exits_now();
       b.set_gpr(x86::gpr::rax, 0);
       break;
     case hc_wp_end: {
-      const unsigned k = ls.wp_intercepted ? 1 : 0;
-      ls.wp_toggles[k] = b.gpr(x86::gpr::rbx);
-      ls.wp_mismatch[k] = b.gpr(x86::gpr::rcx);
-      ls.wp_exits[k] = cr_exits_now() - ls.wp_mark;
-      ls.wp_seen[k] = true;
-      kprintf("HVKIT LINUX wp mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n",
-              k ? "intercepted" : "guest_owned", (unsigned long long)ls.wp_toggles[k],
-              (unsigned long long)ls.wp_exits[k], (unsigned long long)ls.wp_mismatch[k]);
-      b.set_gpr(x86::gpr::rax, ls.wp_exits[k]);
-      ls.wp_intercepted = false;
+      const unsigned k = d.wp_intercepted ? 1 : 0;
+      d.wp_toggles[k] = b.gpr(x86::gpr::rbx);
+      d.wp_mismatch[k] = b.gpr(x86::gpr::rcx);
+      d.wp_exits[k] = cr_exits_now() - d.wp_mark;
+      d.wp_seen[k] = true;
+      kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n",
+              smp::this_cpu().index, k ? "intercepted" : "guest_owned", (unsigned long long)d.wp_toggles[k],
+              (unsigned long long)d.wp_exits[k], (unsigned long long)d.wp_mismatch[k]);
+      b.set_gpr(x86::gpr::rax, d.wp_exits[k]);
+      d.wp_intercepted = false;
       b.set_cr0_wp_intercept(false);
       break;
     }
@@ -577,19 +592,24 @@ bool ok_controls(const char* what, const hvkit::result<C, hvkit::vmx::control_er
 
 constexpr run_config linux_run{"linux", false, false, 0, run_status::done};
 
-bool setup_linux_vmcs() {
+/// The current VMCS for vCPU `c`: the BSP's at the kernel's 64-bit entry, an AP's in the
+/// post-INIT state waiting for a SIPI (unrestricted guest: its SIPI starts it in real mode).
+bool setup_linux_vmcs(smp::cpu& c) {
   namespace v = hvkit::vmx;
+  const bool ap = c.index != 0;
   const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
   const auto proc = v::adjust_controls(vcaps.primary_caps(), v::primary_proc_based::use_msr_bitmaps |
                                                                  v::primary_proc_based::use_io_bitmaps |
                                                                  v::primary_proc_based::activate_secondary_controls);
-  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(), v::secondary_proc_based::enable_ept);
+  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(), ap ? v::secondary_proc_based::enable_ept |
+                                                                          v::secondary_proc_based::unrestricted_guest
+                                                                    : v::secondary_proc_based::enable_ept);
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer |
                                                                v::exit_controls::save_ia32_pat |
                                                                v::exit_controls::load_ia32_pat);
-  const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest |
+  const auto entry = v::adjust_controls(vcaps.entry_caps(), (ap ? v::entry_controls{} : v::entry_controls::ia32e_mode_guest) |
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
   if (!ok_controls("pin", pin) || !ok_controls("proc", proc) || !ok_controls("proc2", proc2) ||
@@ -614,16 +634,38 @@ bool setup_linux_vmcs() {
     kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
     return false;
   }
-  kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)run.cr0_mask,
-          (unsigned long long)run.cr4_mask);
+  c.st.cr0_mask = owned.cr0_mask();
+  c.st.cr4_mask = owned.cr4_mask();
+  if (!ap)
+    kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)c.st.cr0_mask,
+            (unsigned long long)c.st.cr4_mask);
 
-  // Host state as for the conformance runs, with PAT (the exit controls load it).
+  // Host state as for the conformance runs, with PAT (the exit controls load it); GS base
+  // = this processor's smp::cpu (smp::this_cpu after every exit).
   write_host_state(true);
+  vmwrite(fields::host_gs_base, reinterpret_cast<std::uint64_t>(&c));
+  if (ap) {
+    // Power-on state (Table 10-1 RESET column: CR0 60000010H), then as after INIT: the
+    // vCPU waits for the guest's SIPI (IA32_VMX_MISC[8]: the activity state is enterable).
+    const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+    const x86::reset_state power_on = x86::state_after_reset(signature);
+    smp::write_reset_state(c, x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value),
+                           hvkit::vmx::activity_state::wait_for_sipi);
+    vmwrite(fields::guest_ia32_sysenter_cs, 0);
+    vmwrite(fields::guest_ia32_sysenter_esp, 0);
+    vmwrite(fields::guest_ia32_sysenter_eip, 0);
+    vmwrite(fields::vmcs_link_pointer, ~0ull);
+    vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);
+    return true;
+  }
   // Guest state: the boot protocol's 64-bit entry (__BOOT_CS 0x10, __BOOT_DS 0x18, a TSS at
   // 0x20; RIP = startup_64, interrupts off as the protocol requires).
   write_flat_guest_state({0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
                           x86::efer::lme | x86::efer::lma});
   vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);  // the power-on PAT (SDM Vol. 3A 13.12.4)
+  c.st.guest_efer = (x86::efer::lme | x86::efer::lma).raw();
+  c.st.mmu = hvkit::paging::mmu_context::make(guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma,
+                                              x86::gpa{page_tables_gpa});
   return true;
 }
 
@@ -691,6 +733,7 @@ struct linux_profile {
         return core::hook::stop;
       default:
         report(e.kind == K::entry_failed ? "vm_entry_failed" : "unexpected_exit");
+        if (e.kind == K::entry_failed) print_vm_entry_diagnosis("linux");
         ls.end_reason = "unexpected_exit";
         return core::hook::stop;
     }
@@ -706,9 +749,134 @@ struct linux_profile {
 }  // namespace
 
 bool handle_exit(vmx_backend& b) {
-  core::context c = run_context();
-  return core::handle_exit(b, c, linux_profile{});
+  smp::cpu& cpu = smp::this_cpu();
+  // The guest's INIT and SIPI to this vCPU (vmx/vmx_smp.cpp).
+  if (!b.reason.entry_failure() && smp::handle_init_sipi(cpu, b.reason.basic())) return true;
+  cpu.just_started = false;
+  if (cpu.index != 0 && cpu.st.exits.total < 24)  // an AP's way from its SIPI to long mode, for the log
+    kprintf("HVKIT SMP vcpu=%u exit reason=%u rip=0x%llx qualification=0x%llx rax=0x%llx rcx=0x%llx rdx=0x%llx\n",
+            cpu.index, b.reason.basic_raw(), (unsigned long long)vmread(fields::guest_rip),
+            (unsigned long long)vmread(fields::exit_qualification), (unsigned long long)b.regs.gprs()[x86::gpr::rax],
+            (unsigned long long)b.regs.gprs()[x86::gpr::rcx], (unsigned long long)b.regs.gprs()[x86::gpr::rdx]);
+  vmx_backend mine{b.regs, b.events, b.reason, cpu.st};
+  core::context c = smp::context_of(cpu);
+  const bool resume = core::handle_exit(mine, c, linux_profile{});
+  smp::fix_smi_blocking(cpu);
+  return resume;
 }
+
+namespace {
+
+bool has_word(const char* word) {
+  for (const char* c = linux_args(); c && *c; ++c)
+    if (starts_with(c, word)) return true;
+  return false;
+}
+
+/// The end of the run, on the processor whose vCPU stopped (the first one; any other that
+/// stops later halts): every vCPU's numbers, the checks, the verdict.
+/// IA32_MISC_ENABLE as every vCPU reads it: fast strings, no BTS, no PEBS (SDM Vol. 4 Table 2-2).
+constexpr std::uint64_t m_misc_enable = 1u | (1u << 11) | (1u << 12);
+
+[[noreturn]] void finish(smp::cpu& me, int rc) {
+  smp::machine& m = *me.m;
+  if (__atomic_exchange_n(&m.finished, 1u, __ATOMIC_ACQ_REL) != 0)
+    for (;;) asm volatile("cli; hlt");
+  active = false;
+  if (rc != 0) {
+    kprintf("HVKIT ERROR linux: VM entry failed on cpu %u (%s, VM-instruction error %llu)\n", me.index,
+            rc == 1 ? "VMfailInvalid" : "VMfailValid",
+            (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
+    ls.end_reason = "vm_entry_failed";
+  }
+  const std::uint64_t tsc_end = rdtsc();
+  if (ls.line_len) guest_log_char('\n');
+  const core::exit_counters total = all_exits();
+  kprintf("HVKIT LINUX end reason=%s tsc=%llu exits=%llu cpu=%u\n", ls.end_reason,
+          (unsigned long long)(tsc_end - ls.tsc_start), (unsigned long long)total.total, me.index);
+  if (ls.marked) print_exits("boot", ls.at_mark);
+  print_exits("total", total);
+  std::uint64_t msr_gp = 0, msr_emulated = 0, xsetbv_ok = 0, xsetbv_gp = 0, vmx_ud = 0, cr_gp = 0;
+  unsigned started = 0, wp_ok_cpus = 0;
+  for (unsigned i = 0; i < m.count; ++i) {
+    const smp::cpu& c = m.cpus[i];
+    const vcpu_data& d = c.lx;
+    msr_gp += c.st.msr_gp;
+    msr_emulated += d.msr_emulated;
+    xsetbv_ok += c.st.xsetbv_ok;
+    xsetbv_gp += c.st.xsetbv_gp;
+    vmx_ud += c.st.virt_ud_injected;
+    cr_gp += c.st.cr_gp_injected;
+    if (c.index == 0 || c.sipi_exits > 0) ++started;
+    const bool wp = d.wp_seen[0] && d.wp_seen[1] && d.wp_toggles[0] == 10000 && d.wp_toggles[1] == 10000 &&
+                    d.wp_exits[0] == 0 && d.wp_exits[1] == d.wp_toggles[1] && d.wp_mismatch[0] == 0 &&
+                    d.wp_mismatch[1] == 0;
+    if (wp) ++wp_ok_cpus;
+    kprintf("HVKIT LINUX vcpu %u apic_id=%u exits=%llu init_exits=%llu held_inits=%llu sipi_exits=%llu sipi_vector=0x%llx "
+            "wp_guest_owned=%llu/%llu wp_intercepted=%llu/%llu cr_exits=%llu msr_exits=%llu icr_writes=%llu sipis_sent=%llu "
+            "virtual_inits=%llu\n",
+            c.index, c.apic_id, (unsigned long long)c.st.exits.total, (unsigned long long)c.init_exits,
+            (unsigned long long)c.held_inits,
+            (unsigned long long)c.sipi_exits, (unsigned long long)c.sipi_vector, (unsigned long long)d.wp_exits[0],
+            (unsigned long long)d.wp_toggles[0], (unsigned long long)d.wp_exits[1], (unsigned long long)d.wp_toggles[1],
+            (unsigned long long)c.st.exits.of(core::exit_kind::cr_access),
+            (unsigned long long)(c.st.exits.of(core::exit_kind::msr_read) + c.st.exits.of(core::exit_kind::msr_write)),
+            (unsigned long long)c.icr_writes, (unsigned long long)c.sipis_sent, (unsigned long long)c.virtual_inits);
+  }
+  kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
+          "cr_gp=%llu guest_xcr0=0x%llx\n",
+          (unsigned long long)msr_gp, (unsigned long long)msr_emulated, (unsigned long long)xsetbv_ok,
+          (unsigned long long)xsetbv_gp, (unsigned long long)ls.io_exits, (unsigned long long)vmx_ud,
+          (unsigned long long)cr_gp, (unsigned long long)m.cpus[0].st.guest_xcr0);
+  std::uint64_t held = 0;
+  for (unsigned i = 0; i < m.count; ++i) held += m.cpus[i].held_inits;
+  if (held) kprintf("HVKIT ERRATUM bochs_init_after_sipi count=%llu\n", (unsigned long long)held);
+  std::uint64_t smi = 0;
+  for (unsigned i = 0; i < m.count; ++i) smi += m.cpus[i].smi_blocking_cleared;
+  if (smi) kprintf("HVKIT ERRATUM bochs_smi_blocking_after_sipi exits=%llu\n", (unsigned long long)smi);
+  result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
+  if (m.count > 1)
+    result("linux_smp_vcpus_started", started == m.count, "vcpus=%u started_by_guest_sipi=%u", m.count, started - 1);
+  // The hostile run ("hvkit.triple_fault" on the guest's command line): the guest's triple
+  // fault must end in a report, with the hypervisor (and the machine) still running.
+  if (has_word("hvkit.triple_fault")) {
+    result("linux_triple_fault_contained", str_eq(ls.end_reason, "guest_triple_fault"),
+           "end=%s", ls.end_reason);
+    kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
+    const bool ok = results_fail == 0 && results_pass > 0;
+    kprintf("HVKIT DONE %s\n", ok ? "PASS" : "FAIL");
+    machine_exit(ok);
+  }
+  result("linux_clean_shutdown", ls.shutdown, "end=%s", ls.end_reason);
+  const vcpu_data& d0 = m.cpus[0].lx;
+  result("linux_wp_exits_per_toggle", wp_ok_cpus == m.count,
+         "vcpus=%u vcpus_ok=%u guest_owned_toggles=%llu guest_owned_cr_exits=%llu intercepted_toggles=%llu "
+         "intercepted_cr_exits=%llu",
+         m.count, wp_ok_cpus, (unsigned long long)d0.wp_toggles[0], (unsigned long long)d0.wp_exits[0],
+         (unsigned long long)d0.wp_toggles[1], (unsigned long long)d0.wp_exits[1]);
+  kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
+  const bool pass = results_fail == 0 && results_pass > 0;
+  kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");
+  machine_exit(pass);
+}
+
+/// An AP's vCPU: its VMCS (waiting for the guest's SIPI), then the guest until it stops.
+[[noreturn]] void run_ap(smp::cpu& c) {
+  c.lx.misc_enable = m_misc_enable;
+  c.st.cfg = &linux_run;
+  c.st.status = run_status::running;
+  c.st.guest_xcr0 = 1;
+  c.st.x2apic_id = c.apic_id;
+  if (!smp::load_vmcs(c) || !setup_linux_vmcs(c)) {
+    kprintf("HVKIT ERROR linux: the VMCS of cpu %u\n", c.index);
+    c.phase = smp::cpu_phase::failed;
+    for (;;) asm volatile("cli; hlt");
+  }
+  c.phase = smp::cpu_phase::guest;
+  finish(c, vmx_enter(&c.st.regs, 0));
+}
+
+}  // namespace
 
 [[noreturn]] void boot() {
   console_use_port_e9();
@@ -720,77 +888,49 @@ bool handle_exit(vmx_backend& b) {
     machine_exit(true);
   }
   read_capabilities();
-  run = run_state{};
-  run.cfg = &linux_run;
-  run.status = run_status::running;
+  // Every processor: started now, each waits in VMX root operation for `go`.
+  smp::machine& m = smp::start_processors();
+  smp::cpu& bsp = m.cpus[0];
   ls = linux_state{};
-  ls.misc_enable = 1u | (1u << 11) | (1u << 12);
-  run.guest_xcr0 = 1;
+  ls.m = &m;
   ls.end_reason = "running";
-  bool ok = build_cpuid_policy(true) && enable_vmx() && build_linux_ept() && load_kernel();
+  bsp.lx.misc_enable = m_misc_enable;
+  bsp.st.cfg = &linux_run;
+  bsp.st.status = run_status::running;
+  bsp.st.guest_xcr0 = 1;
+  bsp.st.x2apic_id = bsp.apic_id;
+  const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
+  kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
+  bool ok = build_cpuid_policy(true, m.count) && smp::vmx_on(bsp) && build_linux_ept() && load_kernel();
+  if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
+  if (ok && m.count > 1 && !wfs) {
+    kprintf("HVKIT ERROR linux: SMP needs the wait-for-SIPI activity state (IA32_VMX_MISC[8])\n");
+    ok = false;
+  }
   if (ok) {
     print_policy();
     build_bitmaps();
-    // The guest's XSETBV is executed on the host: needs CR4.OSXSAVE there.
-    if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
-    const std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
-    *reinterpret_cast<std::uint32_t*>(vmcs_region) = vcaps.revision_id();
-    ok = hvkit::vmx::hw::vmclear(x86::hpa{vmcs}) && hvkit::vmx::hw::vmptrld(x86::hpa{vmcs}) && setup_linux_vmcs();
+    ok = smp::load_vmcs(bsp) && setup_linux_vmcs(bsp);
   }
   int rc = 0;
   if (ok) {
     if (caps.ept_vpid & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
-    kprintf("HVKIT LINUX start rip=0x%llx rsi=0x%llx\n", (unsigned long long)(kernel_gpa + 0x200),
-            (unsigned long long)boot_params_gpa);
-    run.regs[x86::gpr::rsi] = boot_params_gpa;
+    // The APs: their VMCS and the wait-for-SIPI guest, before the guest's BSP can send INIT.
+    m.ap_run = run_ap;
+    __atomic_store_n(&m.go, 1u, __ATOMIC_RELEASE);
+    for (unsigned i = 1; i < m.count; ++i)
+      while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
+    kprintf("HVKIT LINUX start rip=0x%llx rsi=0x%llx vcpus=%u\n", (unsigned long long)(kernel_gpa + 0x200),
+            (unsigned long long)boot_params_gpa, m.count);
+    bsp.st.regs[x86::gpr::rsi] = boot_params_gpa;
     active = true;
     ls.tsc_start = rdtsc();
-    rc = vmx_enter(&run.regs, 0);
-    active = false;
-    if (rc != 0) {
-      kprintf("HVKIT ERROR linux: VM entry failed (%s, VM-instruction error %llu)\n",
-              rc == 1 ? "VMfailInvalid" : "VMfailValid",
-              (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
-      ls.end_reason = "vm_entry_failed";
-    }
+    bsp.phase = smp::cpu_phase::guest;
+    rc = vmx_enter(&bsp.st.regs, 0);
+  } else {
+    ls.end_reason = "setup_failed";
   }
-  const std::uint64_t tsc_end = rdtsc();
-  if (ls.line_len) guest_log_char('\n');
-  kprintf("HVKIT LINUX end reason=%s tsc=%llu exits=%llu\n", ls.end_reason,
-          (unsigned long long)(tsc_end - ls.tsc_start), (unsigned long long)run.exits.total);
-  if (ls.marked) print_exits("boot", ls.at_mark);
-  print_exits("total", run.exits);
-  kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
-          "cr_gp=%llu guest_xcr0=0x%llx\n",
-          (unsigned long long)run.msr_gp, (unsigned long long)ls.msr_emulated, (unsigned long long)run.xsetbv_ok,
-          (unsigned long long)run.xsetbv_gp, (unsigned long long)ls.io_exits, (unsigned long long)run.virt_ud_injected,
-          (unsigned long long)run.cr_gp_injected, (unsigned long long)run.guest_xcr0);
-  result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
-  // The hostile run ("hvkit.triple_fault" on the guest's command line): the guest's triple
-  // fault must end in a report, with the hypervisor (and the machine) still running.
-  bool hostile = false;
-  for (const char* c = linux_args(); c && *c; ++c)
-    if (starts_with(c, "hvkit.triple_fault")) hostile = true;
-  if (hostile) {
-    result("linux_triple_fault_contained", str_eq(ls.end_reason, "guest_triple_fault"),
-           "end=%s", ls.end_reason);
-    kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
-    const bool ok = results_fail == 0 && results_pass > 0;
-    kprintf("HVKIT DONE %s\n", ok ? "PASS" : "FAIL");
-    machine_exit(ok);
-  }
-  result("linux_clean_shutdown", ls.shutdown, "end=%s", ls.end_reason);
-  const bool wp = ls.wp_seen[0] && ls.wp_seen[1] && ls.wp_toggles[0] == 10000 && ls.wp_toggles[1] == 10000 &&
-                  ls.wp_exits[0] == 0 && ls.wp_exits[1] == ls.wp_toggles[1] && ls.wp_mismatch[0] == 0 &&
-                  ls.wp_mismatch[1] == 0;
-  result("linux_wp_exits_per_toggle", wp,
-         "guest_owned_toggles=%llu guest_owned_cr_exits=%llu intercepted_toggles=%llu intercepted_cr_exits=%llu",
-         (unsigned long long)ls.wp_toggles[0], (unsigned long long)ls.wp_exits[0], (unsigned long long)ls.wp_toggles[1],
-         (unsigned long long)ls.wp_exits[1]);
-  kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
-  const bool pass = results_fail == 0 && results_pass > 0;
-  kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");
-  machine_exit(pass);
+  finish(bsp, rc);
 }
 
 }  // namespace hv::lx

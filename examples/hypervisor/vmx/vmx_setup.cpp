@@ -72,7 +72,7 @@ void read_capabilities() {
 /// allow in the guest is hidden); VMX is not offered (no nested virtualization). No KVM
 /// paravirtual feature is implemented, so none is offered; the hints word says
 /// "realtime" (one vCPU, never preempted). Hints may change later, features may not.
-bool build_cpuid_policy(bool for_linux) {
+bool build_cpuid_policy(bool for_linux, unsigned cpus) {
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
     result("cpuid_policy", false, "reason=host_table_full");
@@ -108,8 +108,14 @@ bool build_cpuid_policy(bool for_linux) {
   // survive exits untouched. A component whose CPUID.0xD sub-leaf contradicts the host's
   // bitmaps (Bochs tigerlake/icelake: PKRU enumerated, 0xD.9 all zeros) is withheld by the
   // library and reported below.
+  // The Linux guest's local APIC is the processor's own (linux/linux.cpp): x2APIC is
+  // offered when the processor has it, its MSRs passed through but the ICR, whose writes
+  // the hypervisor carries out (smp/smp_ipi.cpp). Linux then sends its IPIs, INIT and SIPI
+  // with WRMSR, not through the xAPIC page.
+  if (for_linux && ((cpuid(1).ecx >> 21) & 1)) hvc.emulated.set(feat::x2apic);
   cpuid_ns::policy_config cfg{};
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
+  cfg.topo.cores_per_package = cpus;
   if (for_linux) {
     // The Linux guest's normalization rules (docs/linux-guest.md): FSRM is a performance
     // hint the guest never needs, withheld because Bochs 2.7's REP MOVSB corrupts memory on

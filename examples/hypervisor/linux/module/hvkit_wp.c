@@ -13,6 +13,8 @@
 #include <linux/irqflags.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
+#include <linux/smp.h>
+#include <linux/cpumask.h>
 #include <asm/asm.h>
 
 #define HC_WP_BEGIN 0x68760001UL
@@ -101,8 +103,16 @@ fault:
 	return 1;
 }
 
+static void run_both(void *unused)
+{
+	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
+	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches);
+}
+
 static int __init hvkit_wp_init(void)
 {
+	int cpu;
+
 	if (triple_fault) {
 		struct {
 			u16 limit;
@@ -113,8 +123,10 @@ static int __init hvkit_wp_init(void)
 		local_irq_disable();
 		asm volatile("lidt %0\n\tint3" : : "m"(empty) : "memory");
 	}
-	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
-	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches);
+	/* Both runs on every online CPU (each vCPU counts its own CR exits); the parameters
+	 * keep the last CPU's numbers, the hypervisor reports every vCPU's. */
+	for_each_online_cpu(cpu)
+		smp_call_function_single(cpu, run_both, NULL, 1);
 	vmxon_faulted = try_vmxon();
 	xsetbv_invalid_faulted = try_xsetbv_invalid();
 	pr_info("hvkit_wp: guest-owned %lu toggles %lu CR exits; intercepted %lu toggles %lu CR exits\n",
