@@ -158,6 +158,7 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
 
 // ---- VMX bring-up and the VMCS (vmx/vmx_setup.cpp) ----------------------------------------
 void setup_host_tables();
+void load_host_tables(bool load_tr);
 void read_capabilities();
 /// for_linux: the Linux guest's policy (linux/linux.cpp), with the features that policy denies.
 /// cpus: the vCPUs (CPUID topology: that many cores in one package).

@@ -29,6 +29,7 @@ static int e9_ok;
 void emit(const char *fmt, ...);
 void result(const char *check, int pass, const char *fmt, ...);
 void smp_checks(void);
+void smp_pin_cpu0(void);
 
 static void e9_write(const char *s)
 {
@@ -224,6 +225,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "checks")) {
+		smp_pin_cpu0();
 		checks();
 		return failures ? 1 : 0;
 	}

@@ -121,6 +121,13 @@ static char *slurp(const char *path)
 	return buf;
 }
 
+/* The checks run on CPU 0: CPUID answers per vCPU (its APIC ID in leaf 1 EBX[31:24]), and
+ * the hypervisor prints the policy as vCPU 0 sees it. */
+void smp_pin_cpu0(void)
+{
+	pin(0);
+}
+
 void smp_checks(void)
 {
 	long online = sysconf(_SC_NPROCESSORS_ONLN), configured = sysconf(_SC_NPROCESSORS_CONF);
@@ -176,6 +183,27 @@ void smp_checks(void)
 		total_lost += lost;
 	}
 	pin(0);
+	if (online > 1) {
+		unsigned long one = 0, all = 0, calls = 0;
+		FILE *f;
+
+		if ((f = fopen("/sys/module/hvkit_wp/parameters/ipi_tsc_one", "r"))) {
+			if (fscanf(f, "%lu", &one) != 1)
+				one = 0;
+			fclose(f);
+		}
+		if ((f = fopen("/sys/module/hvkit_wp/parameters/ipi_tsc_all", "r"))) {
+			if (fscanf(f, "%lu", &all) != 1)
+				all = 0;
+			fclose(f);
+		}
+		if ((f = fopen("/sys/module/hvkit_wp/parameters/ipi_calls", "r"))) {
+			if (fscanf(f, "%lu", &calls) != 1)
+				calls = 0;
+			fclose(f);
+		}
+		emit("HVKIT-GUEST IPICOST cpus=%ld calls=%lu tsc_one_target=%lu tsc_all_but_self=%lu", online, calls, one, all);
+	}
 	if (online > 1)
 		result("smp_wakeups", total_lost == 0 && total_wakeups == (unsigned long)(2 * rounds * (online - 1)),
 		       "cpus=%ld wakeups=%lu lost=%lu", online, total_wakeups, total_lost);

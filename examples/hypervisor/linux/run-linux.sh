@@ -216,6 +216,7 @@ FILENAME == serial { next }
 /^HVKIT GUEST HVKIT-GUEST SMP / { smp_online = kv($0, "online"); smp_procs = kv($0, "cpuinfo_processors"); smp_same = kv($0, "flags_identical"); next }
 /^HVKIT GUEST HVKIT-GUEST IPI / { ipi[++nipi] = sprintf("%-6s %-8s %-8s %-6s %-16s %-8s %s", kv($0, "cpu"), kv($0, "rounds"), kv($0, "wakeups"), kv($0, "lost"), kv($0, "tsc_per_wakeup"), kv($0, "res"), kv($0, "cal")); next }
 /^HVKIT LINUX vcpu / { vc[++nvc] = $0; next }
+/^HVKIT GUEST HVKIT-GUEST IPICOST / { ipicost = sprintf("%s calls each: one target %s TSC, all but self %s TSC (guest TSC per smp_call_function with wait; each IPI one ICR-write exit)", kv($0, "calls"), kv($0, "tsc_one_target"), kv($0, "tsc_all_but_self")); next }
 /^HVKIT ERRATUM / { errata = errata "\n  erratum: " substr($0, 15); next }
 /^HVKIT GUEST HVKIT-GUEST INIT / { init_uptime = kv($0, "uptime"); next }
 /^HVKIT GUEST HVKIT-GUEST MARK shell/ { shell_uptime = kv($0, "uptime"); next }
@@ -311,6 +312,7 @@ END {
     print "  function-call IPIs Linux counted in /proc/interrupts during the run)"
     print "    " sprintf("%-6s %-8s %-8s %-6s %-16s %-8s %s", "cpu", "rounds", "wakeups", "lost", "tsc/wakeup", "res", "cal")
     for (j = 1; j <= nipi; j++) print "    " ipi[j]
+    if (ipicost != "") print "    IPI cost: " ipicost
     print ""
   }
   if (counts != "") print "  MSR #GP injected " kv(counts, "msr_gp") ", MSRs emulated " kv(counts, "msr_emulated") ", XSETBV ok " kv(counts, "xsetbv_ok") " / #GP " kv(counts, "xsetbv_gp") ", VMX instructions #UD " kv(counts, "vmx_ud") ", guest XCR0 " kv(counts, "guest_xcr0")

@@ -231,30 +231,8 @@ machine& start_processors() {
 /// The AP's first C++: the hypervisor's GDT and IDT (its TR is loaded by the first VM exit,
 /// from the VMCS host-state area), GS base = its `cpu`, then smp::ap_main.
 extern "C" void hv_ap_entry(hv::smp::cpu* c) {
-  using namespace hv;
-  struct __attribute__((packed)) {
-    std::uint16_t limit;
-    std::uint64_t base;
-  } gdtr{sizeof(host_gdt) - 1, reinterpret_cast<std::uint64_t>(host_gdt)},
-      idtr{sizeof(host_idt) - 1, reinterpret_cast<std::uint64_t>(host_idt)};
-  asm volatile(
-      "lgdt %0\n\t"
-      "pushq $0x08\n\t"
-      "leaq 1f(%%rip), %%rax\n\t"
-      "pushq %%rax\n\t"
-      "lretq\n"
-      "1:\n\t"
-      "movl $0x10, %%eax\n\t"
-      "movl %%eax, %%ds\n\t"
-      "movl %%eax, %%es\n\t"
-      "movl %%eax, %%ss\n\t"
-      "movl %%eax, %%fs\n\t"
-      "movl %%eax, %%gs\n\t"
-      "lidt %1"
-      :
-      : "m"(gdtr), "m"(idtr)
-      : "rax", "memory");
-  wrmsr(0xC0000101, reinterpret_cast<std::uint64_t>(c));  // IA32_GS_BASE: this_cpu()
-  c->phase = smp::cpu_phase::long_mode;
-  smp::ap_main(*c);
+  hv::load_host_tables(false);
+  hv::wrmsr(0xC0000101, reinterpret_cast<std::uint64_t>(c));  // IA32_GS_BASE: this_cpu()
+  c->phase = hv::smp::cpu_phase::long_mode;
+  hv::smp::ap_main(*c);
 }

@@ -21,6 +21,13 @@ void setup_host_tables() {
     host_idt[2 * v] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
     host_idt[2 * v + 1] = h >> 32;
   }
+  load_host_tables(true);
+}
+
+/// GDTR, IDTR, the segment registers and (load_tr) TR from the hypervisor's tables. An AP
+/// (smp/smp_boot.cpp) leaves TR alone: the TSS descriptor is busy from the BSP's LTR, and
+/// the first VM exit loads TR from the VMCS host-state area.
+void load_host_tables(bool load_tr) {
   struct __attribute__((packed)) {
     std::uint16_t limit;
     std::uint64_t base;
@@ -39,12 +46,11 @@ void setup_host_tables() {
       "movl %%eax, %%ss\n\t"
       "movl %%eax, %%fs\n\t"
       "movl %%eax, %%gs\n\t"
-      "movw $0x18, %%ax\n\t"
-      "ltr %%ax\n\t"
       "lidt %1"
       :
       : "m"(gdtr), "m"(idtr)
       : "rax", "memory");
+  if (load_tr) asm volatile("ltr %w0" ::"r"(std::uint16_t{0x18}) : "memory");
 }
 
 // ---- VMX bring-up ------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include <linux/smp.h>
 #include <linux/cpumask.h>
 #include <asm/asm.h>
+#include <asm/msr.h>
 
 #define HC_WP_BEGIN 0x68760001UL
 #define HC_WP_END 0x68760002UL
@@ -36,6 +37,12 @@ module_param(xsetbv_invalid_faulted, ulong, 0444);
 /* triple_fault=1: the hostile guest kernel; an empty IDT, then INT3: #GP, #DF, shutdown. */
 static int triple_fault;
 module_param(triple_fault, int, 0444);
+/* IPI cost: guest TSC per smp_call_function_single() to the first other CPU and per
+ * smp_call_function() to all others, each waiting for the handler (ipi_calls of each). */
+static unsigned long ipi_calls = 1000, ipi_tsc_one, ipi_tsc_all;
+module_param(ipi_calls, ulong, 0444);
+module_param(ipi_tsc_one, ulong, 0444);
+module_param(ipi_tsc_all, ulong, 0444);
 static unsigned int toggles = 10000;
 module_param(toggles, uint, 0444);
 
@@ -103,6 +110,32 @@ fault:
 	return 1;
 }
 
+static void ipi_nop(void *unused)
+{
+}
+
+static void measure_ipis(void)
+{
+	int self = get_cpu(), target = -1, cpu;
+	unsigned long i;
+	u64 t0;
+
+	for_each_online_cpu(cpu)
+		if (cpu != self && target < 0)
+			target = cpu;
+	if (target >= 0 && ipi_calls > 0) {
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			smp_call_function_single(target, ipi_nop, NULL, 1);
+		ipi_tsc_one = (rdtsc_ordered() - t0) / ipi_calls;
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			smp_call_function(ipi_nop, NULL, 1);
+		ipi_tsc_all = (rdtsc_ordered() - t0) / ipi_calls;
+	}
+	put_cpu();
+}
+
 static void run_both(void *unused)
 {
 	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
@@ -127,6 +160,7 @@ static int __init hvkit_wp_init(void)
 	 * keep the last CPU's numbers, the hypervisor reports every vCPU's. */
 	for_each_online_cpu(cpu)
 		smp_call_function_single(cpu, run_both, NULL, 1);
+	measure_ipis();
 	vmxon_faulted = try_vmxon();
 	xsetbv_invalid_faulted = try_xsetbv_invalid();
 	pr_info("hvkit_wp: guest-owned %lu toggles %lu CR exits; intercepted %lu toggles %lu CR exits\n",
