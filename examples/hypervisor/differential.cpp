@@ -2,6 +2,7 @@
 // hvkit reference hypervisor: the CPU as the oracle. Differential paging (hvkit::paging::guest_walker against the emulated CPU) and the nested EPT comparison (paging::nested_walker over paging::ept_walker against the CPU's EPT-violation exits).
 #include "hv.hpp"
 #include "svm/svm.hpp"
+#include "core/shadow_paging.hpp"
 
 namespace hv {
 
@@ -166,6 +167,16 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
 /// backend runs.
 guest_paging_regs live_paging_regs() {
   if (svm::active()) return svm::live_paging_regs();
+  if (core::shadow::enabled()) {
+    // Shadow paging: the real CR0.WP is 1 and the real CR3 the shadow root; the guest's
+    // values are the read shadows' host-owned bits and the CR3 it loaded.
+    const x86::cr0 cr0 = hvkit::vmx::guest_visible_cr0(
+        x86::cr0{vmread(fields::guest_cr0)}, x86::cr0{vmread(fields::cr0_read_shadow)}, vmread(fields::cr0_guest_host_mask));
+    const x86::cr4 cr4 = hvkit::vmx::guest_visible_cr4(
+        x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, vmread(fields::cr4_guest_host_mask));
+    return {cr0, cr4, core::shadow::guest_efer(), core::shadow::guest_cr3(),
+            x86::rflags{vmread(fields::guest_rflags)}};
+  }
   return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
           x86::efer{vmread(fields::guest_ia32_efer)}, x86::cr3{vmread(fields::guest_cr3)},
           x86::rflags{vmread(fields::guest_rflags)}};

@@ -170,6 +170,15 @@ x86::cr4 guest_cr4_allowed();
 bool setup_vmcs(const hc::guest_header& g);
 /// Pieces of a VMCS both guests (the conformance guest, the Linux guest) fill the same way.
 void write_common_controls(std::uint64_t eptp);
+/// A control word adjusted to the CPU's capabilities (vmx::adjust_controls).
+template <class C>
+using vmx_controls = hvkit::result<C, hvkit::vmx::control_error<C>>;
+/// The five control words, each checked (a required bit the CPU lacks is reported as a
+/// failed vmcs_controls result: false), written, then write_common_controls(eptp).
+bool write_controls(const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_controls<hvkit::vmx::primary_proc_based>& proc,
+                    const vmx_controls<hvkit::vmx::secondary_proc_based>& proc2,
+                    const vmx_controls<hvkit::vmx::exit_controls>& exitc,
+                    const vmx_controls<hvkit::vmx::entry_controls>& entry, std::uint64_t eptp);
 bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
 void write_host_state(bool with_pat);
 /// A flat protected-mode or long-mode guest's first state.

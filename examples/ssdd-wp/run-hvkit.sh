@@ -13,8 +13,8 @@
 # BUILD_DIR/hypervisor, built there with the hypervisor's own CMake project when missing).
 # Boots with the hypervisor's own GRUB entry and Bochs configuration
 # (examples/hypervisor/linux/grub.cfg, bochsrc.in: 512 MiB, ips 50 M) and its guest command
-# line. Intel models only while the hypervisor's Linux guest is VMX-only: on an AMD model
-# the hypervisor's Linux mode must exist first (issue 24 item 4); the script runs it anyway.
+# line. Any model the hypervisor boots Linux on: Intel (VMX) or AMD (SVM, e.g. --cpu
+# zambezi); the module's hypercall is VMCALL or VMMCALL by the guest's CPU vendor.
 # Output: "HVKIT-SSDD ..." lines and "ssdd-wp: hvkit <model> ..."; logs in BUILD_DIR/ssdd-wp/hvkit-<model>/.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -155,7 +155,11 @@ class policy {
 
   /// The stored registers of (leaf, subleaf), or nullptr: O(1) for basic leaves below 64
   /// and extended leaves below 0x80000040 (a direct index), a binary search otherwise.
-  [[nodiscard]] constexpr const regs* find(std::uint32_t leaf, std::uint32_t subleaf) const noexcept {
+  /// Always inlined: answer() is an inline function that every translation unit using it
+  /// emits, and the linker keeps one copy; with the lookup left to each unit's inlining
+  /// heuristics, which copy that was (i.e. the link order) decided whether a CPUID exit paid
+  /// a call here.
+  [[nodiscard, gnu::always_inline]] constexpr const regs* find(std::uint32_t leaf, std::uint32_t subleaf) const noexcept {
     std::size_t i = 0, n = 0;
     bool indexed = false;
     if (leaf < index_span) {
@@ -184,11 +188,24 @@ class policy {
   /// CPUID, "If a value entered for CPUID.EAX is higher than the maximum input value...";
   /// APM vol. 3 E.2).
   [[nodiscard]] constexpr regs answer(std::uint32_t leaf, std::uint32_t subleaf, const vcpu_state& v) const noexcept {
+    // The defined leaves (what a guest asks for) inline: the lookup and the dynamic rules.
+    // Undefined leaves go to one out-of-line function, the same in every translation unit.
     if (const regs* r = find(leaf, subleaf)) {
       regs out = *r;
       patch(leaf, subleaf, out, v);
       return out;
     }
+    return answer_undefined(leaf, subleaf, v);
+  }
+
+ private:
+  template <std::size_t N>
+  friend constexpr result<void, policy_error> build_policy_into(policy&, const table<N>&, const hypervisor_caps&,
+                                                                const policy_config&) noexcept;
+
+  /// answer() for a leaf the table does not hold (see answer()).
+  [[nodiscard, gnu::noinline, gnu::cold]] constexpr regs answer_undefined(std::uint32_t leaf, std::uint32_t subleaf,
+                                                                        const vcpu_state& v) const noexcept {
     if (!in_range(leaf)) {
       if (is_amd_like(vendor_)) return {};
       leaf = max_basic_;
@@ -207,11 +224,6 @@ class policy {
     }
     return out;
   }
-
- private:
-  template <std::size_t N>
-  friend constexpr result<void, policy_error> build_policy_into(policy&, const table<N>&, const hypervisor_caps&,
-                                                                const policy_config&) noexcept;
 
   [[nodiscard]] constexpr bool in_range(std::uint32_t leaf) const noexcept {
     switch (leaf_class(leaf)) {
@@ -249,7 +261,9 @@ class policy {
     }
   }
 
-  constexpr void patch(std::uint32_t leaf, std::uint32_t subleaf, regs& out, const vcpu_state& v) const noexcept {
+  /// The dynamic rules. Always inlined into answer() for the same reason as find().
+  [[gnu::always_inline]] constexpr void patch(std::uint32_t leaf, std::uint32_t subleaf, regs& out,
+                                              const vcpu_state& v) const noexcept {
     switch (leaf) {
       case leaves::version:
         // rule osxsave_ospke, rule apic_id

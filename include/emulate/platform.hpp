@@ -151,9 +151,10 @@ class flat_ram {
                                            false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
       }
     }
+    // Compares the low `bytes` bytes of `expected`, as the atomic paths above do.
     std::uint64_t cur = 0;
     for (unsigned i = 0; i < bytes; ++i) cur |= std::uint64_t{p[i]} << (8 * i);
-    if (cur != expected) return false;
+    if (cur != (expected & ((std::uint64_t{1} << (8 * bytes)) - 1))) return false;
     for (unsigned i = 0; i < bytes; ++i) p[i] = static_cast<std::uint8_t>(desired >> (8 * i));
     return true;
   }

@@ -204,17 +204,27 @@ class ept_walker {
   /// paging/nested.hpp): a paging-structure cache that lives for that walk only, holding the
   /// entries of the last EPT walk of a guest table that ended at a PTE, and the AND of the EPT
   /// entries every table read used (for one EPT A/D test at the end of the walk).
+  ///
+  /// Two objects: `table_cache`, what every table read tests (three words the compiler keeps
+  /// in registers for the whole nested walk), and `table_fill`, what only a miss writes and
+  /// only the final access reads (in memory: an out-of-line miss writes it through a pointer,
+  /// which never makes the three words escape).
   struct table_cache {
     std::uint64_t tag = ~std::uint64_t{0};  ///< guest-physical address >> 21 of the cached region; ~0: empty
     std::uint64_t pt = 0;                   ///< the address of that region's EPT page table
-    std::uint64_t upper = 0;                ///< AND of the entries above the PTE
-    std::uint64_t first = 0;                ///< address of the top-level entry
-    /// A (bit 8): AND over every entry used by a table read; D (bit 9): AND over their leaves.
+    /// A (bit 8) and D (bit 9) over the PTEs of the hits.
     std::uint64_t ad = ~std::uint64_t{0};
-    /// The entries of the walk that filled the cache, top first (meaningful once `tag` is set:
-    /// written by that walk before they are read).
+  };
+  struct table_fill {
+    std::uint64_t upper;  ///< AND of the entries above the cached PTE
+    std::uint64_t first;  ///< address of the top-level entry
+    /// A (bit 8): AND over every entry used by a miss; D (bit 9): AND over their leaves.
+    std::uint64_t ad = ~std::uint64_t{0};
+    /// The entries of the walk that filled the cache (meaningful once the cache's `tag` is
+    /// set: written by that walk before they are read): levels 4-1 at [1..4], a PML5 entry at
+    /// [0] (see table_walk()).
     std::uint64_t vals[max_levels];
-    std::uint8_t count = 0;  ///< entries above the PTE (3 or 4)
+    std::uint8_t count;  ///< entries above the PTE (3 or 4)
   };
 
   /// The second-stage translation of a guest paging-structure read (ept_origin::paging_structure,
@@ -237,8 +247,13 @@ class ept_walker {
   /// EPT A/D: `c.ad` keeps the A flags of every entry used (the cached ones ANDed in when the
   /// cache was filled) and the D flags of the leaves, so a missing flag sends the nested walk
   /// to its slow path, which walks without the cache and sets the flags.
+  ///
+  /// A miss walks inline where the cache is known to be empty (the first table read of every
+  /// nested walk: the compiler sees `c.tag` is still ~0), and out of line elsewhere (a guest
+  /// table outside the cached 2 MiB region): one copy of the miss for the later guest levels
+  /// instead of one per level, without the cache's words ever leaving registers.
   template <guest_memory M>
-  [[gnu::always_inline]] constexpr bool table_read(const M& mem, std::uint64_t ga, table_cache& c,
+  [[gnu::always_inline]] constexpr bool table_read(const M& mem, std::uint64_t ga, table_cache& c, table_fill& fill,
                                                    std::uint64_t& out) const noexcept {
     if ((ga >> 21) == c.tag) [[likely]] {
       std::uint64_t e = 0;
@@ -248,21 +263,39 @@ class ept_walker {
       out = (e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu);
       return true;
     }
-    return table_miss(mem, ga, c, out);
+    miss_answer m{};
+    if (__builtin_constant_p(c.tag) && c.tag == ~std::uint64_t{0}) {
+      m = table_walk(mem, ga, fill);
+    } else {
+      m = table_miss(mem, ga, fill);
+    }
+    if (m.out == miss_failed) [[unlikely]] return false;
+    c.tag = (m.pt & 1u) ? ga >> 21 : ~std::uint64_t{0};
+    c.pt = m.pt & ~std::uint64_t{1};
+    out = m.out;
+    return true;
   }
-  /// table_read() outside the cached 2 MiB region. Inline: a call here would make the cache
-  /// escape and keep it in memory for the whole nested walk (+89 instructions per walk).
+  /// What a miss answers, in two registers: `out` the entry's address, or miss_failed (an
+  /// address is below 2^52, never all ones); `pt` the page table now cached with bit 0 set
+  /// if the walk ended at a PTE (the cache is refilled), else 0 (the cache is emptied:
+  /// `fill.vals` holds this walk's entries now).
+  struct miss_answer {
+    std::uint64_t out = 0;
+    std::uint64_t pt = 0;
+  };
+  static constexpr std::uint64_t miss_failed = ~std::uint64_t{0};
+  /// table_walk() out of line (see table_read()).
   template <guest_memory M>
-  [[gnu::always_inline]] constexpr bool table_miss(const M& mem, std::uint64_t ga, table_cache& c,
-                                              std::uint64_t& out) const noexcept {
-    return levels_ == 5 ? table_walk<5>(mem, ga, c, out) : table_walk<4>(mem, ga, c, out);
+  [[gnu::noinline]] constexpr miss_answer table_miss(const M& mem, std::uint64_t ga, table_fill& fill) const noexcept {
+    return table_walk(mem, ga, fill);
   }
 
   /// True if the table reads through `c` need EPT A/D updates: EPT A/D on, and A clear in an
   /// entry used or D clear in a leaf (the reads are writes then, SDM 29.3.3.2).
-  [[nodiscard, gnu::always_inline]] constexpr bool table_needs_ad(const table_cache& c) const noexcept {
+  [[nodiscard, gnu::always_inline]] constexpr bool table_needs_ad(const table_cache& c,
+                                                                const table_fill& fill) const noexcept {
     constexpr std::uint64_t want = ept_entry::accessed.raw() | ept_entry::dirty.raw();
-    return role_.ad_enabled() && (c.ad & want) != want;
+    return role_.ad_enabled() && (c.ad & fill.ad & want) != want;
   }
 
   /// walk_checked() of a final access through the cache of the table reads before it (see
@@ -273,20 +306,22 @@ class ept_walker {
   /// caller recomputes the report with check()).
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_checked_final(const M& mem, const ept_request& req, const table_cache& c,
-                                                           host_translation& t, [[maybe_unused]] walk_fault& f,
+                                                           const table_fill& fill, host_translation& t,
+                                                           [[maybe_unused]] walk_fault& f,
                                                            std::uint64_t& all) const noexcept {
     const std::uint64_t ga = req.address.value();
     if ((ga >> 21) != c.tag) return final_miss(mem, req, t, all);
     std::uint64_t e = 0;
     if (!detail::read_entry(mem, x86::gpa{c.pt + ((ga >> 12) & 511u) * 8u}, e)) [[unlikely]] return false;
     if (!(e & rules_.present_mask()) || rules_.misconfigured(e, 1, true)) [[unlikely]] return false;
-    const std::uint64_t w_all = c.upper & e;
+    const std::uint64_t w_all = fill.upper & e;
     if (denied_raw(role_, effective_access(req), w_all)) [[unlikely]] return false;
-    const unsigned n = c.count;
-    for (unsigned i = 0; i < max_levels - 1; ++i) t.path.values[i] = c.vals[i];
+    const unsigned n = fill.count;
+    const std::uint64_t* const above = fill.vals + (4u - n);  // the top entry (see table_walk())
+    for (unsigned i = 0; i < max_levels - 1; ++i) t.path.values[i] = above[i];
     t.path.values[n] = e;
     t.path.start(ga, 9, 8);
-    t.path.first = c.first;
+    t.path.first = fill.first;
     t.path.top = static_cast<std::uint8_t>(n + 1u);
     t.path.count = static_cast<std::uint8_t>(n + 1u);
     t.address = x86::hpa{(e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu)};
@@ -368,7 +403,7 @@ class ept_walker {
       if (!r) {
         f.kind = fault_kind::unbacked;
         f.level = w.level;
-        f.entry_address = at;
+        f.set_entry_address(w.address);
         f.entry_value = w.value;
         return -1;
       }
@@ -393,7 +428,7 @@ class ept_walker {
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_tables(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                                                     ept_access acc, std::uint64_t& all) const noexcept {
-    return levels_ == 5 ? walk_levels<5>(mem, address, t, f, acc, all) : walk_levels<4>(mem, address, t, f, acc, all);
+    return walk_levels(mem, address, t, f, acc, all);
   }
 
   /// EPT rights of one entry as pte_access: R -> read, W -> write, X -> exec, XU -> user_exec.
@@ -402,7 +437,10 @@ class ept_walker {
   }
 
  private:
-  template <unsigned Levels, guest_memory M>
+  /// The walk of either length: a 5-level walk is its PML5 step, then the steps of levels 4-1
+  /// that a 4-level walk takes, on the path's entries one further on (one copy of levels 4-1
+  /// for both lengths: half the code of the walk in every function that inlines it).
+  template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_levels(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                                                     ept_access acc, std::uint64_t& all) const noexcept {
     const std::uint64_t ga = address.value();
@@ -410,12 +448,18 @@ class ept_walker {
     regs w{};
     w.table = root_.value();
     w.vals = t.path.values.data();
-    unsigned level = Levels;
-    const int st = run<Levels, Levels>(m, ga, w, f, acc, level);
+    const unsigned top = levels_ == 5 ? 5u : 4u;
+    unsigned level = 5;
+    int st = 0;
+    if (top == 5) {
+      st = step<5, 5>(m, ga, w, f, acc);  // never a leaf (no page is mapped at level 5)
+      ++w.vals;
+    }
+    if (st == 0) st = run<4, 4>(m, ga, w, f, acc, level);
     t.path.start(ga, 9, 8);
-    t.path.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Levels - 1))) & 511u) * 8u;
-    t.path.top = static_cast<std::uint8_t>(Levels);
-    t.path.count = static_cast<std::uint8_t>(Levels - level + 1);
+    t.path.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (top - 1))) & 511u) * 8u;
+    t.path.top = static_cast<std::uint8_t>(top);
+    t.path.count = static_cast<std::uint8_t>(top - level + 1);
     if (st < 0) [[unlikely]] return false;
     const std::uint64_t e = w.e;
     const unsigned shift = 12 + 9 * (level - 1);
@@ -442,42 +486,66 @@ class ept_walker {
   /// leaves one mask test per level (`table_check_`: the needed bits and the reserved bits
   /// of a non-leaf entry, bits 7:3 included, so PS=1 takes the large-page branch) and the
   /// memory type of the leaf.
-  template <unsigned Levels, guest_memory M>
-  [[gnu::always_inline]] constexpr bool table_walk(const M& mem, std::uint64_t ga, table_cache& c,
-                                                   std::uint64_t& out) const noexcept {
-    std::uint64_t all = ~std::uint64_t{0};
-    unsigned level = 0;
-    if (!table_steps<Levels, Levels>(mem, ga, c, root_.value(), all, level)) [[unlikely]] return false;
-    const std::uint64_t e = c.vals[Levels - level];
-    const std::uint64_t size = std::uint64_t{1} << (12 + 9 * (level - 1));
-    out = (e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1));
-    constexpr std::uint64_t d_bit = ept_entry::dirty.raw();
-    c.ad &= (all & ~d_bit) | (e & d_bit);  // A of every entry, D of the leaf
-    if (level == 1) {
-      c.tag = ga >> 21;
-      c.pt = c.vals[Levels - 2] & 0x000f'ffff'ffff'f000u;
-      std::uint64_t upper = ~std::uint64_t{0};
-      for (unsigned i = 0; i + 1 < Levels; ++i) upper &= c.vals[i];
-      c.upper = upper;
-      c.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Levels - 1))) & 511u) * 8u;
-      c.count = static_cast<std::uint8_t>(Levels - 1);
+  /// Both lengths as walk_levels(): a 5-level walk is its PML5 step, then levels 4-1 on the
+  /// entries one further on.
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr miss_answer table_walk(const M& mem, std::uint64_t ga, table_fill& c) const noexcept {
+    constexpr miss_answer failed{miss_failed, 0};
+    table_leaf leaf{};
+    leaf.all = ~std::uint64_t{0};
+    // Levels 4-1 at c.vals[1..4] whatever the length (constant indices), a PML5 entry at
+    // c.vals[0]; see walk_checked_final().
+    std::uint64_t* const vals = c.vals + 1;
+    std::uint64_t table = root_.value();
+    std::uint64_t first = 0;
+    const bool five = levels_ == 5;
+    if (five) {
+      // A PML5 entry is never a leaf: it needs exactly what a non-leaf entry needs.
+      const x86::gpa ea{(table & 0x000f'ffff'ffff'f000u) + ((ga >> 48) & 511u) * 8u};
+      std::uint64_t e = 0;
+      if (!detail::read_entry(mem, ea, e)) [[unlikely]] return failed;
+      c.vals[0] = e;
+      leaf.all = e;
+      if ((e & table_check_[5]) != table_need_) [[unlikely]] return failed;
+      first = ea.value();
+      table = e;
     } else {
-      c.tag = ~std::uint64_t{0};  // `c.vals` now holds this walk's entries, not the cached region's
+      first = (table & 0x000f'ffff'ffff'f000u) + ((ga >> 39) & 511u) * 8u;
     }
-    return true;
+    if (!table_steps<4, 4>(mem, ga, vals, table, leaf)) [[unlikely]] return failed;
+    const std::uint64_t e = leaf.e;
+    const std::uint64_t size = std::uint64_t{1} << (12 + 9 * (leaf.level - 1));
+    miss_answer m{(e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1)), 0};
+    constexpr std::uint64_t d_bit = ept_entry::dirty.raw();
+    c.ad &= (leaf.all & ~d_bit) | (e & d_bit);  // A of every entry, D of the leaf
+    if (leaf.level == 1) {
+      m.pt = (leaf.table & 0x000f'ffff'ffff'f000u) | 1u;  // refilled
+      c.upper = leaf.upper;
+      c.first = first;
+      c.count = static_cast<std::uint8_t>(five ? 4u : 3u);
+    }  // else m.pt = 0: `c.vals` holds this walk's entries now, not the cached region's
+    return m;
   }
-  /// One level of table_walk() and the levels below it; `level` gets the leaf's level.
+  /// What table_steps() ends with: the leaf, its level, the table it was read from, the AND
+  /// of the entries above it and of every entry (all).
+  struct table_leaf {
+    std::uint64_t e = 0, table = 0, upper = 0, all = 0;
+    unsigned level = 0;
+  };
+  /// One level of table_walk() and the levels below it.
   template <unsigned Top, unsigned Level, guest_memory M>
-  [[gnu::always_inline]] constexpr bool table_steps(const M& mem, std::uint64_t ga, table_cache& c,
-                                                    std::uint64_t table, std::uint64_t& all,
-                                                    unsigned& level) const noexcept {
+  [[gnu::always_inline]] constexpr bool table_steps(const M& mem, std::uint64_t ga, std::uint64_t* vals,
+                                                    std::uint64_t table, table_leaf& leaf) const noexcept {
     const x86::gpa ea{(table & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Level - 1))) & 511u) * 8u};
     std::uint64_t e = 0;
     if (!detail::read_entry(mem, ea, e)) [[unlikely]] return false;
-    c.vals[Top - Level] = e;
-    all &= e;
+    vals[Top - Level] = e;
+    leaf.upper = leaf.all;
+    leaf.all &= e;
+    leaf.e = e;
+    leaf.table = table;
     if constexpr (Level == 1) {
-      level = 1;
+      leaf.level = 1;
       return (e & table_check_[1]) == table_need_ && valid_memory_type(e);
     } else {
       if ((e & table_check_[Level]) != table_need_) [[unlikely]] {
@@ -485,13 +553,13 @@ class ept_walker {
         if constexpr (Level == 2 || Level == 3) {
           if ((e & ept_entry::page_size.raw()) && rules_.maps_page(e, Level) &&
               (e & (table_need_ | rules_.reserved_bits(Level, true))) == table_need_ && valid_memory_type(e)) {
-            level = Level;
+            leaf.level = Level;
             return true;
           }
         }
         return false;
       }
-      return table_steps<Top, Level - 1>(mem, ga, c, e, all, level);
+      return table_steps<Top, Level - 1>(mem, ga, vals, e, leaf);
     }
   }
 
@@ -563,7 +631,7 @@ class ept_walker {
     if (!detail::read_entry(*m, ea, e)) [[unlikely]] {
       f.kind = fault_kind::unbacked;
       f.level = static_cast<std::uint8_t>(Level);
-      f.entry_address = ea;
+      f.set_entry_address(x86::hpa{ea.value()});  // the EPT tables are host-physical
       return -1;
     }
     w.e = e;
@@ -626,7 +694,7 @@ class ept_walker {
                                                           std::uint64_t e) noexcept {
     f.kind = k;
     f.level = static_cast<std::uint8_t>(level);
-    f.entry_address = ea;
+    f.set_entry_address(x86::hpa{ea.value()});  // the EPT tables are host-physical
     f.entry_value = e;
     if (k == fault_kind::ept_misconfig) f.qualification = ept_qualification{};  // a misconfiguration has none
     return false;
@@ -651,7 +719,7 @@ class ept_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);  // the entry that maps the page
-    f.entry_address = x86::gpa{blame.address.value()};  // see walk_fault::ept_entry_address()
+    f.set_entry_address(blame.address);
     f.entry_value = blame.value;
   }
 

@@ -53,26 +53,44 @@
 
 namespace hvkit::paging {
 
-/// One page of an address space and where it is mapped.
-struct mapping {
+/// What one step of a cursor produced. (Declared before the `mapping` alias below, whose name
+/// its first enumerator repeats: so -Wshadow has nothing to report.)
+enum class mapping_step : std::uint8_t {
+  mapping,    ///< current() is the next mapping
+  fault,      ///< fault() says which subtree could not be enumerated (it is skipped)
+  end,        ///< the enumeration is complete
+  truncated,  ///< mapping_limits::max_reads was reached: the enumeration stopped early
+};
+
+/// One page of an address space and where it is mapped. `Address` is the space the tables
+/// and the output live in: x86::gpa for the guest's own paging structures (`mapping`,
+/// linear -> guest-physical), x86::hpa for EPT (`host_mapping`, guest-physical ->
+/// host-physical; the EPT tables are host-physical too, SDM 25.6.11, 29.3).
+template <class Address>
+struct basic_mapping {
   /// First input address of the page: a linear address (canonical, sign-extended) for guest
   /// paging, a guest-physical address for EPT.
   std::uint64_t input = 0;
   std::uint64_t size = 0;     ///< bytes mapped (the page size; 4 GiB for "paging off")
-  x86::gpa output{};          ///< first output address (guest-physical, or EPT's output)
+  Address output{};           ///< first output address (guest-physical, or EPT's host-physical)
   pte_access rights{};        ///< as translation::rights: ANDed over every level
   std::uint8_t pkey = 0;      ///< protection key of the leaf (4/5-level paging; else 0)
   std::uint8_t memory_type = 0;  ///< as translation::memory_type (PAT index, or EPT type | IPAT << 3)
   std::uint8_t page_shift = 0;   ///< log2 of the page size: 12, 21, 22 or 30 (32 for "paging off")
   std::uint8_t level = 0;        ///< level of the leaf entry (1 = PTE); 0 with paging off
   walk_stage stage = walk_stage::guest;  ///< guest paging or EPT tables
-  x86::gpa entry_address{};      ///< where the leaf entry is
+  Address entry_address{};       ///< where the leaf entry is (in the tables' space)
   std::uint64_t entry_value = 0; ///< what the leaf entry holds
 
   /// The last input address of the page.
   [[nodiscard]] constexpr std::uint64_t last() const noexcept { return input + (size - 1u); }
-  friend constexpr bool operator==(const mapping&, const mapping&) noexcept = default;
+  friend constexpr bool operator==(const basic_mapping&, const basic_mapping&) noexcept = default;
 };
+/// A page of the guest's own paging structures: linear -> guest-physical (guest_mappings,
+/// and the guest page of a nested_mapping).
+using mapping = basic_mapping<x86::gpa>;
+/// A page of an EPT address space: guest-physical -> host-physical (ept_mappings).
+using host_mapping = basic_mapping<x86::hpa>;
 
 /// A piece of a guest page mapped by both stages: a nested mapping is where the guest's
 /// page and the second stage's page overlap (the smaller of the two, or less when the
@@ -108,14 +126,6 @@ struct mapping_limits {
   std::uint64_t max_reads = ~std::uint64_t{0};
 };
 
-/// What one step of a cursor produced.
-enum class mapping_step : std::uint8_t {
-  mapping,    ///< current() is the next mapping
-  fault,      ///< fault() says which subtree could not be enumerated (it is skipped)
-  end,        ///< the enumeration is complete
-  truncated,  ///< mapping_limits::max_reads was reached: the enumeration stopped early
-};
-
 namespace detail {
 
 /// The accumulated entries above a level: the AND (R/W, U/S; EPT R/W/X/XU) and the OR (XD).
@@ -125,13 +135,15 @@ struct mapping_acc {
 };
 
 /// The depth-first traversal shared by the guest and EPT cursors. `Policy` describes the
-/// tables: `top()`, `index_bits(l)`, `shift(l)`, `stage()`, `reads_memory(l)`,
+/// tables: `address` (the space of the tables and the output: x86::gpa or x86::hpa), `top()`, `index_bits(l)`, `shift(l)`, `stage()`, `reads_memory(l)`,
 /// `to_input(offset)`, `read(l, table, index, e, ea, f, counted)`, `classify(l, e, f)` (0 not
 /// present, 1 a table, 2 a leaf, -1 a fault filled in f), `child(l, e, acc)`,
 /// `next_table(l, e)` and `leaf(l, e, ea, acc, m)`.
 template <class Policy>
 class table_cursor {
  public:
+  using address = typename Policy::address;
+  using item = basic_mapping<address>;
   constexpr table_cursor() noexcept = default;
   constexpr table_cursor(const Policy& p, std::uint64_t first, std::uint64_t last, std::uint64_t root,
                          mapping_limits lim) noexcept
@@ -164,7 +176,7 @@ class table_cursor {
         continue;
       }
       std::uint64_t e = 0;
-      x86::gpa ea{};
+      address ea{};
       bool counted = false;
       fault_ = walk_fault{};
       if (reads_ >= limits_.max_reads && p_.reads_memory(l)) {
@@ -175,8 +187,9 @@ class table_cursor {
       if (counted) ++reads_;
       if (!ok) {
         fault_.level = fault_.stage == p_.stage() ? static_cast<std::uint8_t>(l) : fault_.level;
-        if (fault_.stage == p_.stage()) fault_.entry_address = ea;
+        if (fault_.stage == p_.stage()) fault_.set_entry_address(ea);
         fault_.linear = x86::gva{p_.to_input(start)};
+        if (p_.stage() == walk_stage::ept) fault_.guest_physical = x86::gpa{start};  // the input, not the table
         index_[l] = count;  // a table that cannot be read is skipped whole
         return mapping_step::fault;
       }
@@ -185,14 +198,14 @@ class table_cursor {
       if (kind == 0) continue;
       if (kind < 0) {
         fault_.level = static_cast<std::uint8_t>(l);
-        fault_.entry_address = ea;
+        fault_.set_entry_address(ea);
         fault_.entry_value = e;
         fault_.linear = x86::gva{p_.to_input(start)};
         if (fault_.stage == walk_stage::ept) fault_.guest_physical = x86::gpa{start};
         return mapping_step::fault;
       }
       if (kind == 2) {
-        current_ = mapping{};
+        current_ = item{};
         p_.leaf(l, e, ea, acc_[l], current_);
         current_.input = p_.to_input(start);
         current_.size = std::uint64_t{1} << shift;
@@ -216,7 +229,7 @@ class table_cursor {
     return mapping_step::end;
   }
 
-  [[nodiscard]] constexpr const mapping& current() const noexcept { return current_; }
+  [[nodiscard]] constexpr const item& current() const noexcept { return current_; }
   [[nodiscard]] constexpr const walk_fault& fault() const noexcept { return fault_; }
   [[nodiscard]] constexpr std::uint64_t reads() const noexcept { return reads_; }
   /// Changes the bound (a nested enumeration shares one bound between both stages).
@@ -232,7 +245,7 @@ class table_cursor {
   std::uint64_t base_[6]{};   ///< input offset of the first entry of the table at each level
   std::uint64_t index_[6]{};  ///< next entry to read at each level
   mapping_acc acc_[6]{};      ///< the entries above each level
-  mapping current_{};
+  item current_{};
   walk_fault fault_{};
 };
 
@@ -294,6 +307,7 @@ struct stage_reader {
 /// The guest paging formats as runtime parameters (the walker's format:: structs, SDM 4.3-4.5).
 template <class Reader>
 struct guest_policy {
+  using address = x86::gpa;  ///< the guest's tables and its output are guest-physical
   walker_state s{};
   Reader reader{};
   unsigned levels = 0;
@@ -333,7 +347,7 @@ struct guest_policy {
         f.kind = fault_kind::pdptes_not_loaded;
         f.stage = walk_stage::guest;
         f.level = 3;
-        f.entry_address = ea;
+        f.set_entry_address(ea);
         return false;
       }
       return true;
@@ -385,6 +399,7 @@ struct guest_policy {
 /// EPT tables (SDM 29.3.2, 29.3.3.1) as a policy.
 template <guest_memory M>
 struct ept_policy {
+  using address = x86::hpa;  ///< the EPT tables and EPT's output are host-physical
   const M* mem = nullptr;
   ept_entry_rules rules{};
   unsigned levels = 4;
@@ -396,15 +411,15 @@ struct ept_policy {
   [[nodiscard]] static constexpr walk_stage stage() noexcept { return walk_stage::ept; }
   [[nodiscard]] static constexpr bool reads_memory(unsigned) noexcept { return true; }
   [[nodiscard]] static constexpr std::uint64_t to_input(std::uint64_t off) noexcept { return off; }
-  constexpr bool read(unsigned, std::uint64_t table, std::uint64_t index, std::uint64_t& e, x86::gpa& ea,
+  constexpr bool read(unsigned, std::uint64_t table, std::uint64_t index, std::uint64_t& e, x86::hpa& ea,
                       walk_fault& f, bool& counted) const noexcept {
     counted = true;
-    ea = x86::gpa{(table & 0x000f'ffff'ffff'f000u) + index * 8u};
-    const auto v = mem->read64(ea);
+    ea = x86::hpa{(table & 0x000f'ffff'ffff'f000u) + index * 8u};
+    // The memory object takes its own addresses as x86::gpa, whatever space it models.
+    const auto v = mem->read64(x86::gpa{ea.value()});
     if (!v) {
       f.kind = fault_kind::unbacked;
       f.stage = walk_stage::ept;
-      f.guest_physical = ea;
       return false;
     }
     e = *v;
@@ -424,9 +439,9 @@ struct ept_policy {
     return mapping_acc{a.all & e, a.any | e};
   }
   [[nodiscard]] static constexpr std::uint64_t next_table(unsigned, std::uint64_t e) noexcept { return e; }
-  static constexpr void leaf(unsigned l, std::uint64_t e, x86::gpa, mapping_acc a, mapping& m) noexcept {
+  static constexpr void leaf(unsigned l, std::uint64_t e, x86::hpa, mapping_acc a, host_mapping& m) noexcept {
     const std::uint64_t size = std::uint64_t{1} << shift(l);
-    m.output = x86::gpa{e & 0x000f'ffff'ffff'f000u & ~(size - 1)};
+    m.output = x86::hpa{e & 0x000f'ffff'ffff'f000u & ~(size - 1)};
     m.rights = pte_access{static_cast<std::uint8_t>(ept_walker::entry_rights(a.all & e))};
     m.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
   }
@@ -557,10 +572,10 @@ class guest_mappings : public detail::cursor_range<guest_mappings<M>, mapping> {
   bool paging_off_ = false, identity_ = false, finished_ = false, truncated_ = false;
 };
 
-/// Every mapping of an EPT address space (guest-physical -> output), through the memory
-/// that holds the EPT tables.
+/// Every mapping of an EPT address space (guest-physical -> host-physical: each item is a
+/// `host_mapping`), through the memory that holds the EPT tables.
 template <guest_memory M>
-class ept_mappings : public detail::cursor_range<ept_mappings<M>, mapping> {
+class ept_mappings : public detail::cursor_range<ept_mappings<M>, host_mapping> {
  public:
   /// The enumeration for `eptp` under `caps` (validated as ept_walker::make() does).
   [[nodiscard]] static constexpr result<ept_mappings, eptp_error> make(ept_pointer eptp, const ept_capabilities& caps,
@@ -589,7 +604,7 @@ class ept_mappings : public detail::cursor_range<ept_mappings<M>, mapping> {
     }
     return s;
   }
-  [[nodiscard]] constexpr const mapping& current() const noexcept { return cursor_.current(); }
+  [[nodiscard]] constexpr const host_mapping& current() const noexcept { return cursor_.current(); }
   [[nodiscard]] constexpr const walk_fault& fault() const noexcept { return cursor_.fault(); }
   [[nodiscard]] constexpr bool truncated() const noexcept { return truncated_; }
   [[nodiscard]] constexpr std::uint64_t reads() const noexcept { return cursor_.reads(); }

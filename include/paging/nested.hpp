@@ -157,6 +157,17 @@ struct stage_cache<Stage> {
   using type = typename Stage::table_cache;
 };
 
+/// What a second stage's table-read misses fill for the final access (ept_walker::table_fill).
+template <class Stage>
+struct stage_fill {
+  struct type {};
+};
+template <class Stage>
+  requires requires { typename Stage::table_fill; }
+struct stage_fill<Stage> {
+  using type = typename Stage::table_fill;
+};
+
 /// The checked second-stage walk of `req` without A/D writes, out of line: every report and
 /// slow path of a nested walk shares this one copy (ept_walker's walk_checked_outlined()).
 template <class Stage, class M>
@@ -208,8 +219,12 @@ struct nested_tables {
   unsigned mapped = 0;
   /// The second stage's translation of the last table read (walk_checked_cached() only).
   [[no_unique_address]] std::conditional_t<table_cached, no_scratch, host_translation> scratch{};
-  /// The second stage's cache of the table reads (see stage_cache).
+  /// The second stage's cache of the table reads (see stage_cache), and what its misses
+  /// fill for the final access (ept_walker::table_fill; nothing for other stages).
   typename stage_cache<Stage>::type cache;
+  /// A local of the walk, not a member: the out-of-line miss takes its address, and a
+  /// member's would make this whole accessor (the cache included) live in memory.
+  [[no_unique_address]] std::conditional_t<table_cached, typename stage_fill<Stage>::type*, no_scratch> fill{};
   static constexpr bool Raw = Mode == table_mode::raw;  ///< no second-stage permission checks
   static constexpr bool record = Mode == table_mode::record;  ///< collect second-stage A/D updates
   /// Fast path without table_read(): the AND of the second stage's `all` over the table
@@ -273,7 +288,7 @@ struct nested_tables {
       // Fast path: no walk_result per access; a fault is recomputed with its full report.
       if constexpr (table_cached) {
         std::uint64_t hv = 0;
-        if (!stage->table_read(*mem, a.value(), cache, hv)) [[unlikely]] {
+        if (!stage->table_read(*mem, a.value(), cache, *fill, hv)) [[unlikely]] {
           table_fault(*stage, *mem, a, linear, f);
           return false;
         }
@@ -302,14 +317,14 @@ struct nested_tables {
     f.kind = fault_kind::unbacked;
     f.stage = second_stage_of<Stage>;
     f.guest_physical = a;
-    f.entry_address = h;
+    f.set_entry_address(x86::hpa{h.value()});  // where the guest entry would be, host-physical
     return false;
   }
 
   /// The fast path's table reads need second-stage A/D updates.
   [[nodiscard, gnu::always_inline]] constexpr bool tables_need_ad() const noexcept {
     if constexpr (table_cached) {
-      return stage->table_needs_ad(cache);
+      return stage->table_needs_ad(cache, *fill);
     } else {
       return stage->needs_ad(table_request(x86::gpa{}, ept_access::read), table_all);
     }
@@ -355,7 +370,7 @@ struct nested_tables {
         f.kind = fault_kind::unbacked;
         f.stage = second_stage_of<Stage>;
         f.guest_physical = a;
-        f.entry_address = h;
+        f.set_entry_address(x86::hpa{h.value()});
         return -1;
       }
       return *r ? 1 : 0;
@@ -395,6 +410,8 @@ class nested_walker {
     translation& g = r.value().guest;
     host_translation& second = r.value().second;
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);
+    typename detail::stage_fill<Stage>::type fill;
+    if constexpr (detail::nested_tables<Stage, M>::table_cached) tables.fill = &fill;
     std::uint64_t guest_all = 0;
     walk_fault gf{};
     if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all)) [[unlikely]] {
@@ -404,7 +421,13 @@ class nested_walker {
     const ept_request fin = final_request(req, g);
     walk_fault ef{};
     std::uint64_t all = 0;
-    if (!stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all)) [[unlikely]] {
+    bool final_ok = false;
+    if constexpr (detail::nested_tables<Stage, M>::table_cached) {
+      final_ok = stage_.walk_checked_final(mem, fin, tables.cache, fill, second, ef, all);
+    } else {
+      final_ok = stage_.walk_checked_final(mem, fin, tables.cache, second, ef, all);
+    }
+    if (!final_ok) [[unlikely]] {
       r = nested_result(unexpected(final_fault(mem, fin)));
       return r;
     }

@@ -303,7 +303,7 @@ class npt_walker {
       if (!v) {
         f.kind = fault_kind::unbacked;
         f.level = 3;
-        f.entry_address = at;
+        f.set_entry_address(x86::hpa{at.value()});  // the nested page tables are host-physical
         return false;
       }
       if ((*v & pte::present.raw()) && (*v & pdpte_rsvd_)) {
@@ -311,7 +311,7 @@ class npt_walker {
         t.path.push(x86::hpa{at.value()}, *v, 3);
         f.kind = fault_kind::reserved_bit;
         f.level = 3;
-        f.entry_address = at;
+        f.set_entry_address(x86::hpa{at.value()});
         f.entry_value = *v;
         f.error_code = x86::pfec::present | x86::pfec::rsvd;
         return false;
@@ -373,7 +373,7 @@ class npt_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);
-    f.entry_address = x86::gpa{blame.address.value()};  // see walk_fault::ept_entry_address()
+    f.set_entry_address(blame.address);
     f.entry_value = blame.value;
     f.error_code = x86::pfec::present;
   }

@@ -50,9 +50,9 @@ class pte : public x86::flags<pte> {
   /// The base of the page a leaf entry maps in PAE or 4/5-level paging: bits MAXPHYADDR-1:12
   /// of a 4 KiB PTE, MAXPHYADDR-1:21 of a 2 MiB PDE, MAXPHYADDR-1:30 of a 1 GiB PDPTE (SDM
   /// Tables 4-9, 4-11, 4-17, 4-19, 4-20; bit 12 of a large leaf is PAT, not address).
-  [[nodiscard]] constexpr x86::gpa page_address(std::uint64_t page_size, unsigned maxphyaddr) const noexcept {
-    HVKIT_EXPECTS(page_size == x86::page_size_4k || page_size == x86::page_size_2m || page_size == x86::page_size_1g);
-    return x86::gpa{raw() & x86::physical_address_mask(maxphyaddr) & ~(page_size - 1)};
+  [[nodiscard]] constexpr x86::gpa page_address(std::uint64_t size, unsigned maxphyaddr) const noexcept {
+    HVKIT_EXPECTS(size == x86::page_size_4k || size == x86::page_size_2m || size == x86::page_size_1g);
+    return x86::gpa{raw() & x86::physical_address_mask(maxphyaddr) & ~(size - 1)};
   }
   /// The base of a 4 MiB page in 32-bit paging (PDE with PS=1): bits 31:22 from the entry and,
   /// with PSE-36, physical bits MAXPHYADDR-1:32 from entry bits 20:13 (SDM 4.3, Table 4-4;
@@ -70,8 +70,8 @@ class pte : public x86::flags<pte> {
     return pte{a.value() | f.raw()};
   }
   /// A leaf mapping the 2 MiB or 1 GiB page at `a` (PS set; PAE and 4/5-level paging).
-  [[nodiscard]] static constexpr pte make_large(x86::gpa a, std::uint64_t page_size, pte f) noexcept {
-    HVKIT_EXPECTS((page_size == x86::page_size_2m || page_size == x86::page_size_1g) && (a.value() & (page_size - 1)) == 0);
+  [[nodiscard]] static constexpr pte make_large(x86::gpa a, std::uint64_t size, pte f) noexcept {
+    HVKIT_EXPECTS((size == x86::page_size_2m || size == x86::page_size_1g) && (a.value() & (size - 1)) == 0);
     return make(a, f.with(page_size_bit()));
   }
   /// A copy with bits 51:12 replaced by `a` (4 KiB aligned, below 2^52).

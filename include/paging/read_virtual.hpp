@@ -21,11 +21,20 @@
 
 namespace hvkit::paging {
 
+// GCC's -Wshadow reports the enumerator `translation` as shadowing the type paging::translation
+// (walk_result.hpp); it names a scoped enumerator only (read_failure::translation).
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+#endif
 /// Why read_virtual() stopped.
 enum class read_failure : std::uint8_t {
   translation,  ///< the walk of `address` failed (`walk` says how)
   memory,       ///< `address` translated to `physical`, which the memory does not back
 };
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 /// A read that stopped before its end.
 struct read_fault {

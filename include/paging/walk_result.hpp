@@ -144,6 +144,24 @@ inline constexpr ept_qualification ept_qualification::user_executable = ept_qual
 inline constexpr ept_qualification ept_qualification::linear_valid = ept_qualification::bit(7);
 inline constexpr ept_qualification ept_qualification::final_translation = ept_qualification::bit(8);
 
+struct walk_fault;
+
+/// Where a faulting paging-structure entry is (walk_fault::entry_address). Its space follows
+/// the fault's stage: guest-physical for the guest's own tables, host-physical for EPT and
+/// NPT tables. So it converts to neither x86::gpa nor x86::hpa by itself; walk_fault reads it
+/// typed by stage (guest_entry_address(), host_entry_address()) and records it from either
+/// type (set_entry_address()). `value()` is the number, for printing it beside the stage.
+class fault_entry_address {
+ public:
+  constexpr fault_entry_address() noexcept = default;
+  [[nodiscard]] constexpr std::uint64_t value() const noexcept { return v_; }
+  friend constexpr bool operator==(fault_entry_address, fault_entry_address) noexcept = default;
+
+ private:
+  friend struct walk_fault;
+  std::uint64_t v_ = 0;
+};
+
 /// A failed walk.
 ///
 /// Which level a fault names (`level`): for a not-present, reserved-bit, misconfigured or
@@ -173,7 +191,9 @@ struct walk_fault {
   /// 1 = the PTE's); 0 for a fault on the final guest-physical access (qualification bit 8,
   /// #NPF EXITINFO1 bit 32) and for every guest-stage fault.
   std::uint8_t guest_level = 0;
-  x86::gpa entry_address{};   ///< where that entry is (in the faulting stage's memory)
+  /// Where that entry is, in the faulting stage's memory: read it typed with
+  /// guest_entry_address() or host_entry_address() (it converts to neither address type).
+  fault_entry_address entry_address{};
   std::uint64_t entry_value = 0;
   x86::gva linear{};          ///< the linear address of the access (also the CR2 value of a #PF)
   /// Guest-physical address that failed the second stage (EPT faults: the exit's
@@ -195,10 +215,26 @@ struct walk_fault {
     return kind == fault_kind::permission || kind == fault_kind::protection_key ? leaf_level : level;
   }
 
-  /// `entry_address` of a second-stage (EPT or NPT) fault as what it is: those tables are
-  /// host-physical (SDM 25.6.11). The field itself is shared with the guest stage, whose
-  /// tables are guest-physical.
-  [[nodiscard]] constexpr x86::hpa ept_entry_address() const noexcept { return x86::hpa{entry_address.value()}; }
+  /// Where the entry at fault is, for a guest-stage fault (`stage == walk_stage::guest`):
+  /// the guest's own tables are guest-physical. A contract violation for a second-stage
+  /// fault, whose entry is host-physical (host_entry_address()).
+  [[nodiscard]] constexpr x86::gpa guest_entry_address() const noexcept {
+    HVKIT_EXPECTS(stage == walk_stage::guest);
+    return x86::gpa{entry_address.v_};
+  }
+  /// Where the entry at fault is, for a second-stage fault (`stage` is walk_stage::ept or
+  /// walk_stage::npt): the EPT and nested page tables are host-physical (SDM 25.6.11, APM
+  /// 15.25.4), and so is the output address of a guest table the second stage does not
+  /// back. A contract violation for a guest-stage fault (guest_entry_address()).
+  [[nodiscard]] constexpr x86::hpa host_entry_address() const noexcept {
+    HVKIT_EXPECTS(stage != walk_stage::guest);
+    return x86::hpa{entry_address.v_};
+  }
+  /// Records a guest-stage entry's address (an entry of the guest's own tables).
+  constexpr void set_entry_address(x86::gpa a) noexcept { entry_address.v_ = a.value(); }
+  /// Records a second-stage entry's address (an EPT or NPT entry, or the host-physical
+  /// address of a guest table entry the second stage does not back).
+  constexpr void set_entry_address(x86::hpa a) noexcept { entry_address.v_ = a.value(); }
 };
 
 /// A successful walk. Kept at 80 bytes so that building and returning one stays cheap.

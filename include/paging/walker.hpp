@@ -510,6 +510,18 @@ class basic_walker {
     return st;
   }
 
+  /// A table entry at `level` could not be read: an unbacked guest table names its entry (a
+  /// second stage that failed the table's access has reported its own entry). Cold and out
+  /// of line: inline, this tail cost the 4-level walk 5 instructions (GCC 12 -O2, callgrind).
+  [[gnu::cold, gnu::noinline]] static constexpr void unreadable_table(walk_fault& f, unsigned level, x86::gpa ea) noexcept {
+    if (f.stage == walk_stage::guest) {
+      f.level = static_cast<std::uint8_t>(level);
+      f.set_entry_address(ea);
+    } else {
+      f.guest_level = static_cast<std::uint8_t>(level);  // the guest level whose table access faulted
+    }
+  }
+
   /// One level: read, P, reserved bits (SDM 4.3-4.5), rights, leaf or next table.
   template <unsigned Level, class Tables>
   [[gnu::always_inline]] constexpr int step(Tables& tables, std::uint64_t va, regs& w, walk_fault& f, x86::gpa& first) const noexcept {
@@ -519,12 +531,7 @@ class basic_walker {
                       ((va >> Format::shift(Level)) & idx_mask) * Format::entry_bytes};
     if constexpr (i == 0) first = ea;
     if (!tables.template read<Format::entry_bytes>(ea, w.e, f)) [[unlikely]] {
-      if (f.stage == walk_stage::guest) {  // unbacked guest table (a second stage reports its own entry)
-        f.level = static_cast<std::uint8_t>(Level);
-        f.entry_address = ea;
-      } else {
-        f.guest_level = static_cast<std::uint8_t>(Level);  // the guest level whose table access faulted
-      }
+      unreadable_table(f, Level, ea);
       w.vals[i] = 0;
       return -1;
     }
@@ -580,7 +587,7 @@ class basic_walker {
     f.stage = walk_stage::guest;
     f.vector = x86::vector::pf;
     f.level = static_cast<std::uint8_t>(level);
-    f.entry_address = ea;
+    f.set_entry_address(ea);
     f.entry_value = e;
     // SDM 4.7: P = 0 for a not-present entry; a reserved-bit fault has P = 1 and RSVD = 1.
     f.error_code = k == fault_kind::reserved_bit ? (x86::pfec::present | x86::pfec::rsvd) : x86::pfec{};
@@ -640,7 +647,7 @@ class basic_walker {
     }
     f.level = blame.level;
     f.leaf_level = static_cast<std::uint8_t>(t.path.top - t.path.count + 1u);  // the entry that maps the page
-    f.entry_address = blame.address;
+    f.set_entry_address(blame.address);
     f.entry_value = blame.value;
     f.error_code = error_code(access, pf);
   }

@@ -23,7 +23,12 @@
 ///   changed PG (a different paging mode) rebuilds the role. The static_asserts below prove
 ///   that these two are the only role bits the no-intercept setting exposes.
 /// - CR0.TS guest-owned -> the selective CR0 write intercept (CR0.MP becomes guest-writable
-///   with it; it feeds no role).
+///   with it; it feeds no role), with nested paging only. The selective intercept compares the
+///   written value with the real CR0 (15.9.1: a write "that changes" a bit other than TS or
+///   MP), and shadow paging runs the guest with the real CR0.WP forced to 1: a guest that
+///   believes WP = 0 and writes WP = 1 (TS or not) changes nothing in the real CR0 and would
+///   not exit, so the shadow MMU would keep the WP = 0 role. Under shadow paging every CR0
+///   write is intercepted.
 /// - CR4 bits guest-owned -> not expressible without exposing role bits (PAE, PSE, SMEP,
 ///   SMAP, PKE, LA57, ...): CR4 writes stay intercepted and no CR4 bit is guest-owned.
 #pragma once
@@ -68,8 +73,8 @@ enum class cr0_write_intercept : std::uint8_t {
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::all).none());
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::selective).none());
 static_assert(cr0_passthrough_role_bits(cr0_write_intercept::none) == (x86::cr0::pg | x86::cr0::wp));
-// Shadow paging uses at most the selective intercept (CR0.WP is not guest-ownable there): the
-// bits it lets through (TS, MP) flush no TLB entries and reload no PDPTEs (SDM 4.10.4.1, 4.4.1).
+// The bits the selective intercept lets through (TS, MP) flush no TLB entries, reload no PDPTEs
+// and feed no role (SDM 4.10.4.1, 4.4.1).
 static_assert((cr0_guest_writable(cr0_write_intercept::selective) &
                (x86::cr0_tlb_flush_bits | x86::cr0_pdpte_reload_bits | x86::cr0_mmu_role_bits)).none());
 
@@ -122,7 +127,8 @@ template <class Policy = x86::max_guest_owned>
       Policy::cr0_bits & x86::guest_ownable_cr0(f.npt ? x86::paging_kind::two_dimensional : x86::paging_kind::shadow);
   if (want.test(x86::cr0::wp)) {
     r.cr0_write = cr0_write_intercept::none;
-  } else if (want.test(x86::cr0::ts)) {
+  } else if (want.test(x86::cr0::ts) && f.npt) {
+    // Not under shadow paging: the real CR0.WP (1) differs from the guest's (file comment).
     r.cr0_write = cr0_write_intercept::selective;
   }
   r.cr0_writable = cr0_guest_writable(r.cr0_write);

@@ -79,7 +79,7 @@ class alignas(4096) msr_permission_map {
   [[nodiscard]] constexpr bool intercepts(std::uint32_t msr, msr_access a) const noexcept {
     auto p = position(msr, a);
     if (!p) return true;
-    return ((bytes_[p.value().byte] >> p.value().bit) & 1u) != 0;
+    return ((unsigned{bytes_[p.value().byte]} >> p.value().bit) & 1u) != 0;
   }
 
   [[nodiscard]] constexpr const std::array<std::uint8_t, size>& bytes() const noexcept { return bytes_; }

@@ -7,6 +7,7 @@
 /// event already set up for injection with the processor's merge rules (SDM 6.15).
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "backend.hpp"
@@ -19,6 +20,17 @@
 
 namespace hvkit::vmx {
 
+namespace detail {
+/// delivers_error_code() for every vector: one byte load on the injection path, where a
+/// mask needs a range test for vectors 32-255 (a compare, a set and an and, which GCC also
+/// duplicates into both sides of the caller's branches).
+inline constexpr std::array<std::uint8_t, 256> vm_entry_error_code_vectors = [] {
+  std::array<std::uint8_t, 256> t{};
+  for (unsigned v : {8u, 10u, 11u, 12u, 13u, 14u, 17u}) t[v] = 1;
+  return t;
+}();
+}  // namespace detail
+
 /// The vectors VM entry requires to be injected with an error code (SDM 27.2.1.3, current
 /// editions: "#DF (vector 8), #TS (10), #NP (11), #SS (12), #GP (13), #PF (14), or #AC (17)")
 /// when IA32_VMX_BASIC[56] is 0 and the guest's CR0.PE is 1. Every other vector (0-7, 9, 15,
@@ -26,10 +38,9 @@ namespace hvkit::vmx {
 /// entry cannot deliver #CP with its error code. x86::has_error_code(v, vendor::intel) is
 /// the architectural push (#CP included).
 [[nodiscard, gnu::always_inline]] constexpr bool delivers_error_code(std::uint8_t vector) noexcept {
-  // Vectors 8, 10-14 and 17 as one mask, tested without a branch (the vector of an exception
-  // queued on an exit is data, not a pattern a predictor learns).
-  constexpr std::uint64_t with_error_code = (1u << 8) | (0x1fu << 10) | (1u << 17);
-  return ((with_error_code >> (vector & 63u)) & 1u & static_cast<unsigned>(vector < 64u)) != 0;
+  // A table, not a branch on the vector (the vector of an exception queued on an exit is
+  // data, not a pattern a predictor learns).
+  return detail::vm_entry_error_code_vectors[vector] != 0;
 }
 
 /// The VM-entry event-injection fields.

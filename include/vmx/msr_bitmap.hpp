@@ -68,7 +68,7 @@ class alignas(4096) msr_bitmap {
   [[nodiscard]] constexpr bool exits(std::uint32_t msr, msr_access a) const noexcept {
     auto i = bit_index(msr, a);
     if (!i) return true;
-    return (bytes_[i.value() / 8] >> (i.value() % 8)) & 1u;
+    return (unsigned{bytes_[i.value() / 8]} >> (i.value() % 8)) & 1u;
   }
 
   [[nodiscard]] constexpr const std::array<std::uint8_t, size>& bytes() const noexcept { return bytes_; }

@@ -11,3 +11,8 @@ hvkit_add_compile_fail(paging_npt_ncr3_integer paging_npt_ncr3_integer.cpp "coul
 hvkit_add_compile_fail(paging_ept_output_as_gpa paging_ept_output_as_gpa.cpp "hpa_tag[^ ]* to [^ ]*gpa_tag|conversion from|no viable|cannot convert")
 hvkit_add_compile_fail(paging_nested_l1_as_gpa paging_nested_l1_as_gpa.cpp "no match for .operator=|no viable overloaded|hpa_tag")
 hvkit_add_compile_fail(paging_guest_output_as_hpa paging_guest_output_as_hpa.cpp "gpa_tag[^ ]* to [^ ]*hpa_tag|could not convert|no matching|no viable")
+# Second-stage outputs and tables are host-physical in every result type: an EPT
+# enumeration's pages (output and leaf entry) and a second-stage fault's entry address.
+hvkit_add_compile_fail(paging_ept_mapping_output_as_gpa paging_ept_mapping_output_as_gpa.cpp "hpa_tag[^ ]* to [^ ]*gpa_tag|conversion from|no viable|cannot convert")
+hvkit_add_compile_fail(paging_ept_mapping_entry_as_gpa paging_ept_mapping_entry_as_gpa.cpp "hpa_tag[^ ]* to [^ ]*gpa_tag|conversion from|no viable|cannot convert")
+hvkit_add_compile_fail(paging_ept_fault_entry_as_gpa paging_ept_fault_entry_as_gpa.cpp "conversion from .*fault_entry_address.* to .*gpa")

@@ -12,6 +12,7 @@
 #include <string>
 
 #include <hvkit/paging/hosted/image.hpp>
+#include <hvkit/paging/hosted/print.hpp>
 #include <hvkit/svm/hosted/print.hpp>
 
 namespace svm = hvkit::svm;
@@ -19,10 +20,9 @@ namespace paging = hvkit::paging;
 
 namespace {
 
-// name(paging::role_sync) is declared in hvkit::svm (svm/hosted/print.hpp), where argument-
-// dependent lookup on a paging:: enum does not look: make svm's overloads visible here.
-using hvkit::svm::name;
-using hvkit::svm::to_string;
+// check_names calls name() and to_string() unqualified: argument-dependent lookup must find
+// every printer next to its type (paging::role_sync's in hvkit::paging, though svm re-exports
+// the type and svm/hosted/print.hpp brings its printer along).
 
 // Every value 0..255 of E: the listed ones print as their identifier, the others as "type(N)".
 template <class E>

@@ -59,7 +59,7 @@ TEST(paging_text_golden, faults_without_an_architectural_fault) {
   f.kind = paging::fault_kind::unbacked;
   f.stage = paging::walk_stage::ept;
   f.level = 4;
-  f.entry_address = x86::gpa{0x5000};
+  f.set_entry_address(x86::hpa{0x5000});
   f.entry_value = 0x6007;
   EXPECT_EQ(to_string(f),
             "unbacked at EPT PML4E @ 0x0000000000005000 = 0x0000000000006007 (not backed, gpa 0x0000000001234000)");

@@ -54,6 +54,7 @@ void check_names(std::string_view type, unsigned long limit, std::vector<std::pa
 
 // The names are constant expressions (no allocation): usable in static tables and asserts.
 static_assert(paging::name(paging::fault_kind::not_present) == "not_present");
+static_assert(name(paging::role_sync::wp_refreshed) == "wp_refreshed");  // argument-dependent lookup
 static_assert(vmx::name(vmx::exit_reason::ept_violation) == "ept_violation");
 static_assert(vmx::name(static_cast<vmx::exit_reason>(35)).empty());
 static_assert(emulate::name(emulate::mnemonic::xor_) == "xor");
@@ -123,6 +124,12 @@ TEST(HostedNames, Paging) {
   check_names<paging::mapping_step>("mapping_step", 256, {
       {paging::mapping_step::mapping, "mapping"}, {paging::mapping_step::fault, "fault"},
       {paging::mapping_step::end, "end"}, {paging::mapping_step::truncated, "truncated"},
+  });
+  // Found by argument-dependent lookup next to the type (paging/hosted/print.hpp), also
+  // through svm's re-export (svm::role_sync is the same type).
+  check_names<paging::role_sync>("role_sync", 256, {
+      {paging::role_sync::unchanged, "unchanged"}, {paging::role_sync::wp_refreshed, "wp_refreshed"},
+      {paging::role_sync::rebuilt, "rebuilt"},
   });
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <hvkit/paging/ept_walker.hpp>
@@ -58,7 +59,8 @@ struct expect_fault {
 
 template <class Range>
 void check_list(Range& r, const std::vector<expect_map>& maps, const std::vector<expect_fault>& faults) {
-  std::vector<paging::mapping> got;
+  // paging::mapping for guest tables, paging::host_mapping for EPT.
+  std::vector<std::remove_cvref_t<decltype(r.current())>> got;
   std::vector<paging::walk_fault> bad;
   for (const auto& m : r) {
     if (m) got.push_back(*m);
@@ -83,7 +85,10 @@ void check_list(Range& r, const std::vector<expect_map>& maps, const std::vector
     EXPECT_EQ(bad[i].linear.value(), faults[i].linear);
     EXPECT_EQ(bad[i].kind, faults[i].kind);
     EXPECT_EQ(bad[i].level, faults[i].level);
-    EXPECT_EQ(bad[i].entry_address.value(), faults[i].entry_address);
+    // Typed by stage: a guest table entry is guest-physical, an EPT entry host-physical.
+    EXPECT_EQ(bad[i].stage == paging::walk_stage::guest ? bad[i].guest_entry_address().value()
+                                                        : bad[i].host_entry_address().value(),
+              faults[i].entry_address);
   }
 }
 
@@ -278,6 +283,23 @@ TEST(Mappings, EptHandList) {
               {0x200000, 0x200000, 0x600000, R | W | X, 0, 6 | 8, 2},
               {0x40000000, 0x40000000, 0x80000000, R, 0, 0, 3}},
              {{0x2000, fault_kind::ept_misconfig, 1, 0x4010}, {0x8000000000, fault_kind::unbacked, 3, 0x9000000}});
+  // The unbacked EPT table's fault names the guest-physical input it could not map (as
+  // ept_walker::translate does), never the table's host-physical address.
+  auto again = paging::ept_mappings<paging::flat_view>::make(paging::make_ept_pointer(x86::hpa{0x1000}, 4, false),
+                                                               caps, mem);
+  ASSERT_TRUE(again);
+  std::vector<paging::walk_fault> bad;
+  for (const auto& r : *again)
+    if (!r) bad.push_back(r.error());
+  ASSERT_EQ(bad.size(), 2u);
+  EXPECT_EQ(bad[1].guest_physical, x86::gpa{0x8000000000});
+  EXPECT_EQ(bad[1].host_entry_address(), x86::hpa{0x9000000});
+  const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x1000}, 4, false), caps);
+  ASSERT_TRUE(w);
+  const auto t = w->translate(mem, x86::gpa{0x8000000000});
+  ASSERT_FALSE(t);
+  EXPECT_EQ(t.error().kind, fault_kind::unbacked);
+  EXPECT_EQ(t.error().host_entry_address(), x86::hpa{0x9000000});
   // A bad EPTP is a typed error.
   EXPECT_FALSE((paging::ept_mappings<paging::flat_view>::make(paging::ept_pointer{0x1000 | (2u << 3) | 6}, caps, mem)));
 }
@@ -376,7 +398,7 @@ TEST(Mappings, NestedIdentityIsTheGuestInPieces) {
   EXPECT_EQ(faults[1].kind, fault_kind::unbacked);
   EXPECT_EQ(faults[1].stage, paging::walk_stage::guest);
   EXPECT_EQ(faults[1].level, 2);
-  EXPECT_EQ(faults[1].entry_address.value(), 0x7000000u);
+  EXPECT_EQ(faults[1].guest_entry_address(), x86::gpa{0x7000000});
 }
 
 // A PML4 whose entry 0 points at the PML4 itself: read as PDPT, PD and PT, the chain maps
@@ -467,8 +489,8 @@ struct random_tables {
   bool coin(unsigned percent) { return pick(100) < percent; }
 };
 
-template <class Walk>
-void compare_with_walker(const std::vector<paging::mapping>& got, std::mt19937_64& rng, uint64_t space_lo,
+template <class Mapping, class Walk>
+void compare_with_walker(const std::vector<Mapping>& got, std::mt19937_64& rng, uint64_t space_lo,
                          uint64_t space_hi, Walk walk) {
   // Address order, no overlap.
   for (std::size_t i = 1; i < got.size(); ++i) ASSERT_GT(got[i].input, got[i - 1].last()) << i;
@@ -476,6 +498,8 @@ void compare_with_walker(const std::vector<paging::mapping>& got, std::mt19937_6
     for (uint64_t off : {uint64_t{0}, g.size - 1, std::uniform_int_distribution<uint64_t>(0, g.size - 1)(rng)}) {
       const auto t = walk(g.input + off);
       ASSERT_TRUE(t) << std::hex << g.input + off;
+      // The enumeration's output is in the walker's output space (gpa, or hpa for EPT).
+      static_assert(std::is_same_v<decltype(t->address), decltype(g.output)>);
       EXPECT_EQ(t->address.value(), g.output.value() + off);
       EXPECT_EQ(t->rights, g.rights);
       EXPECT_EQ(t->pkey, g.pkey);
@@ -492,7 +516,7 @@ void compare_with_walker(const std::vector<paging::mapping>& got, std::mt19937_6
       a = g.input + std::uniform_int_distribution<uint64_t>(0, 4 * g.size)(rng) - 2 * g.size;
     }
     const auto it = std::upper_bound(got.begin(), got.end(), a,
-                                     [](uint64_t x, const paging::mapping& g) { return x < g.input; });
+                                     [](uint64_t x, const Mapping& g) { return x < g.input; });
     const bool inside = it != got.begin() && a <= std::prev(it)->last();
     const auto t = walk(a);
     EXPECT_EQ(bool(t), inside) << std::hex << a;
@@ -622,7 +646,7 @@ TEST(Mappings, RandomEptAgreesWithWalker) {
     const auto mem = r.m.view();
     auto e = paging::ept_mappings<paging::flat_view>::make(eptp, caps, mem);
     ASSERT_TRUE(e);
-    std::vector<paging::mapping> got;
+    std::vector<paging::host_mapping> got;
     for (const auto& m : *e) {
       if (m) {
         got.push_back(*m);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // paging/shadow/page_cache.hpp against a model written separately here (a std::map of live
 // pages and a list of parent->child links): random sequences of allocate, link, zap,
-// zap_frame and remember_root on a small cache (few guest frames, so hash runs collide and
+// zap_frame, remember_root and find_root on a small cache (few guest frames, so hash runs collide and
 // wrap), checking after every step that
 //   - lookup(gfn, role) finds exactly the live hashed pages (the open-addressing hash stays
 //     consistent when a page is removed from the middle of a probe run),
@@ -10,8 +10,9 @@
 //   - no present entry of a live table references a freed page, and no cached root names one.
 // The rules of the model: zapping a page frees it and every un-hashed (pass-through) page
 // below it and clears every entry referencing it; zap_frame zaps every hashed page of the
-// frame; a root evicted from a full root cache (round robin over its slots) is released
-// (freed with its un-hashed subtree) unless it is hashed (then it stays cached).
+// frame; a full root cache evicts its least recently used root (remembered or found longest
+// ago), which is released (freed with its un-hashed subtree) unless it is hashed (then it
+// stays cached).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -44,10 +45,11 @@ struct model_page {
 struct model {
   std::map<std::uint16_t, model_page> live;
   std::set<std::pair<std::uint16_t, std::uint16_t>> links;  // parent, child
-  // The root cache: `roots` slots; a new root takes the first free slot, else the slot after
-  // the one evicted last (round robin, starting at slot 0).
+  // The root cache: `roots` slots; a new root takes the first free slot, else the slot whose
+  // root was remembered or found longest ago (`used_at`, the model's own clock).
   std::array<std::optional<std::pair<std::uint64_t, std::uint16_t>>, roots> slots{};
-  unsigned victim = 0;
+  std::array<std::uint64_t, roots> used_at{};
+  std::uint64_t clock = 0;
 
   void free_one(std::uint16_t i) {
     live.erase(i);
@@ -117,12 +119,12 @@ TEST_P(page_cache_model, random_sequences_agree_with_the_model) {
     for (const auto& r : m.slots) {
       if (!r) continue;
       const std::array<std::uint64_t, 4> none{};
-      EXPECT_EQ(cache.find_root(r->first, paging::cpu_role{}, none), r->second) << "step " << step;
+      EXPECT_EQ(cache.cached_root(r->first, paging::cpu_role{}, none), r->second) << "step " << step;
     }
   };
 
   for (int step = 0; step < 400; ++step) {
-    const unsigned op = pick(10);
+    const unsigned op = pick(11);
     if (op < 4) {  // allocate a hashed page
       const std::uint64_t g = pick(6);
       const std::uint32_t lvl = 1 + pick(4);
@@ -147,13 +149,20 @@ TEST_P(page_cache_model, random_sequences_agree_with_the_model) {
       const std::uint16_t c = cache.allocate(x86::gfn{pick(6)}, paging::page_role{lvl}, false);
       if (c == shadow::page_cache::npos) continue;
       m.live[c] = {0, lvl, false};
-      cache.table(parent)[pick(512)] = cache.address_of(c).value() | paging::pte::present.raw();
+      // A free entry of the parent: overwriting a link would drop a child the model still
+      // links (and frees with the parent), an inconsistency of the test, not of the cache.
+      auto free_entry = [&] {
+        unsigned k = pick(512);
+        while (cache.table(parent)[k] != 0) k = (k + 1) % 512;
+        return k;
+      };
+      cache.table(parent)[free_entry()] = cache.address_of(c).value() | paging::pte::present.raw();
       m.links.insert({parent, c});
       // A hashed child linked too (zap of the parent must leave it alone).
       if (pick(2) == 0) {
         for (const auto& [i, p] : m.live)
           if (p.hashed && i != parent && p.role < m.live[parent].role) {
-            cache.table(parent)[pick(512)] = cache.address_of(i).value() | paging::pte::present.raw();
+            cache.table(parent)[free_entry()] = cache.address_of(i).value() | paging::pte::present.raw();
             m.links.insert({parent, i});
             break;
           }
@@ -173,6 +182,14 @@ TEST_P(page_cache_model, random_sequences_agree_with_the_model) {
         if (p.hashed && p.gfn == g) victims.push_back(i);
       for (auto v : victims)
         if (m.live.count(v)) m.zap(v);
+    } else if (op == 10) {  // switch back to a cached root: it becomes the most recently used
+      std::vector<unsigned> cached;
+      for (unsigned r = 0; r < roots; ++r)
+        if (m.slots[r]) cached.push_back(r);
+      if (cached.empty()) continue;
+      const unsigned r = cached[pick(static_cast<unsigned>(cached.size()))];
+      EXPECT_EQ(cache.find_root(m.slots[r]->first, paging::cpu_role{}, {}), m.slots[r]->second) << "step " << step;
+      m.used_at[r] = ++m.clock;
     } else {  // remember a root: a hashed page, or a new un-hashed page nothing links to
       std::uint16_t page = shadow::page_cache::npos;
       if (pick(2) == 0) {
@@ -193,8 +210,9 @@ TEST_P(page_cache_model, random_sequences_agree_with_the_model) {
       for (unsigned r = 0; r < roots && slot == roots; ++r)
         if (!m.slots[r]) slot = r;
       if (slot == roots) {
-        slot = m.victim;
-        m.victim = (m.victim + 1) % roots;
+        slot = 0;
+        for (unsigned r = 1; r < roots; ++r)
+          if (m.used_at[r] < m.used_at[slot]) slot = r;
         // The evicted root is released (freed with its un-hashed subtree) unless hashed.
         const std::uint16_t old = m.slots[slot]->second;
         m.slots[slot].reset();
@@ -204,6 +222,7 @@ TEST_P(page_cache_model, random_sequences_agree_with_the_model) {
         }
       }
       m.slots[slot] = std::pair{key, page};
+      m.used_at[slot] = ++m.clock;
     }
     check(step);
     if (::testing::Test::HasFailure()) return;
@@ -211,5 +230,31 @@ TEST_P(page_cache_model, random_sequences_agree_with_the_model) {
 }
 
 INSTANTIATE_TEST_SUITE_P(seeds, page_cache_model, ::testing::Range(1u, 9u));
+
+// The root cache by hand: with room for two roots, remember A and B, switch back to A, then
+// remember C: B (used longest ago) is evicted and A stays. A round-robin cache would evict A
+// (the first slot) although the guest just came back to it.
+TEST(page_cache_roots, full_cache_evicts_the_least_recently_used_root) {
+  auto storage = std::make_unique<shadow::static_cache_storage<pages, 2>>();
+  shadow::page_cache cache{storage->view(x86::hpa{base})};
+  const std::array<std::uint64_t, 4> none{};
+  const paging::cpu_role role{};
+  const std::uint16_t a = cache.allocate(x86::gfn{1}, paging::page_role{4});
+  const std::uint16_t b = cache.allocate(x86::gfn{2}, paging::page_role{4});
+  const std::uint16_t c = cache.allocate(x86::gfn{3}, paging::page_role{4});
+  cache.remember_root(0x1000, role, none, a);
+  cache.remember_root(0x2000, role, none, b);
+  EXPECT_EQ(cache.find_root(0x1000, role, none), a);
+  cache.remember_root(0x3000, role, none, c);
+  EXPECT_EQ(cache.cached_root(0x1000, role, none), a);
+  EXPECT_EQ(cache.cached_root(0x2000, role, none), shadow::page_cache::npos);
+  EXPECT_EQ(cache.cached_root(0x3000, role, none), c);
+  EXPECT_EQ(cache.lookup(x86::gfn{2}, paging::page_role{4}), b) << "a hashed root stays cached when evicted";
+  // cached_root() only looks: A, though looked at last, is now the least recently used.
+  EXPECT_EQ(cache.cached_root(0x1000, role, none), a);
+  cache.remember_root(0x2000, role, none, b);
+  EXPECT_EQ(cache.cached_root(0x1000, role, none), shadow::page_cache::npos);
+  EXPECT_EQ(cache.cached_root(0x3000, role, none), c);
+}
 
 }  // namespace

@@ -92,7 +92,7 @@ TEST(ReadVirtual, NotPresentPageStopsAtItsFirstByte) {
   EXPECT_EQ(r.error().bytes_read, 8u);
   EXPECT_EQ(r.error().walk.kind, paging::fault_kind::not_present);
   EXPECT_EQ(r.error().walk.level, 1u);
-  EXPECT_EQ(r.error().walk.entry_address.value(), 0x4010u);  // PT[2]
+  EXPECT_EQ(r.error().walk.guest_entry_address(), x86::gpa{0x4010});  // PT[2]
   for (unsigned i = 0; i < 8; ++i) EXPECT_EQ(out[i], pattern(0x7ff8 + i));
   for (unsigned i = 8; i < 16; ++i) EXPECT_EQ(out[i], 0xee) << "bytes past the fault are left alone";
 }

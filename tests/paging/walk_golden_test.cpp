@@ -65,7 +65,7 @@ TEST(WalkGolden, Xsa176PsInPml4eIsReserved) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, fault_kind::reserved_bit);
   EXPECT_EQ(r.error().level, 4);
-  EXPECT_EQ(r.error().entry_address.value(), 0x1000u);
+  EXPECT_EQ(r.error().guest_entry_address(), x86::gpa{0x1000});
   EXPECT_EQ(r.error().error_code.raw(), 0xbu);  // P | W | RSVD
   EXPECT_EQ(r.error().vector, x86::vector::pf);
 }
@@ -193,7 +193,7 @@ TEST(WalkGolden, PresentBitOnUpperLevelPermissionFault) {
   EXPECT_EQ(r.error().kind, fault_kind::permission);
   EXPECT_EQ(r.error().error_code.raw(), 0x5u);  // P | U
   EXPECT_EQ(r.error().level, 4);
-  EXPECT_EQ(r.error().entry_address.value(), 0x1000u);
+  EXPECT_EQ(r.error().guest_entry_address(), x86::gpa{0x1000});
   // A user write to a page read-only at the PDPTE: P | W | U, blamed on level 3.
   image m2;
   four_level(m2, P | RW | US, P | US, P | RW | US, P | RW | US);
@@ -338,7 +338,7 @@ TEST(WalkGolden, UnbackedTableIsATypedError) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().kind, fault_kind::unbacked);
   EXPECT_EQ(r.error().level, 1);
-  EXPECT_EQ(r.error().entry_address.value(), 0x10'0000u + 8);
+  EXPECT_EQ(r.error().guest_entry_address(), x86::gpa{0x10'0000 + 8});
 }
 
 TEST(WalkGolden, AmdNonLeafBit8) {
@@ -643,8 +643,7 @@ TEST(EptGolden, WriteOnlyEntryIsMisconfiguration) {
   EXPECT_EQ(r.error().kind, fault_kind::ept_misconfig);
   EXPECT_EQ(r.error().stage, paging::walk_stage::ept);
   EXPECT_EQ(r.error().level, 2);
-  EXPECT_EQ(r.error().entry_address.value(), 0x12008u);
-  EXPECT_EQ(r.error().ept_entry_address(), x86::hpa{0x12008});  // EPT tables are host-physical
+  EXPECT_EQ(r.error().host_entry_address(), x86::hpa{0x12008});  // EPT tables are host-physical
   EXPECT_EQ(r.error().qualification.raw(), 0u);
   EXPECT_EQ(r.error().guest_physical.value(), gpa4);
 }
@@ -1017,6 +1016,112 @@ TEST(NestedGolden, CachedEptPteMisconfigurationsAndDirtyFlag) {
   EXPECT_EQ(h->second.path.values[3], 0x27000u | R | W | X | WB);
 }
 
+// A 5-level EPT whose PML5E[0] points at the 4-level EPT's PML4 translates every address
+// below 2^48 as the 4-level one does (SDM 29.3.2: the PML5 entry is one more level above
+// the PML4 entry). The nested walk's per-walk EPT cache and its out-of-line misses handle
+// both lengths with one copy of levels 4-1 (ept_walker::table_walk): every outcome, guest A/D
+// write and EPT path must be the 4-level walk's, the path one entry longer at the top.
+TEST(NestedGolden, FiveLevelEptMatchesFourLevelEpt) {
+  constexpr uint64_t pml5 = 0x1f000;
+  struct variant {
+    const char* what;
+    uint64_t ept_pte, guest;
+    void (*edit)(image&);
+  };
+  const variant variants[] = {
+      {"all rights", R | W | X, P | RW, nullptr},
+      {"guest A/D set", R | W | X, P | RW | A | D, nullptr},
+      {"read-only tables", R | X, P | RW | A | D, nullptr},
+      {"PD page not present", R | W | X, P | RW | A, [](image& m) { m.put64(0x13000 + 8 * 3, 0); }},
+      {"PT page read-only", R | W | X, P | RW | A, [](image& m) { m.put64(0x13000 + 8 * 4, 0x24000 | R | WB); }},
+      {"PT page type 7", R | W | X, P | RW | A, [](image& m) { m.put64(0x13000 + 8 * 4, 0x24000 | R | W | (7u << 3)); }},
+      {"PDPT page in another region", R | W | X, P | RW | A,
+       [](image& m) {  // a second EPT page table (region 2 MiB) for L2 0x200000 -> L1 0x26000
+         m.put64(0x12008, 0x14000 | R | W | X);
+         m.put64(0x14000, 0x26000 | R | W | X | WB);
+         m.put64(0x26008, 0x3000 | P | RW | A);
+         m.put64(0x21000, 0x200000 | P | RW | A);
+       }},
+      {"data page 2 MiB EPT page", R | W | X, P | RW | A,
+       [](image& m) {  // the guest's data page at L2 0x400000, an EPT 2 MiB page at L1 0
+         m.put64(0x24008, 0x400000 | P | RW | A);
+         m.put64(0x12010, 0x0 | R | W | X | EPT_PS | WB);
+       }},
+  };
+  int compared = 0;
+  for (const auto& v : variants)
+    for (bool ad : {false, true})
+      for (x86::pfec access : {x86::pfec{}, x86::pfec::write, x86::pfec::fetch}) {
+        SCOPED_TRACE(testing::Message() << v.what << " ept_ad " << ad << " access " << access.raw());
+        nested_setup four(v.ept_pte, v.guest), five(v.ept_pte, v.guest);
+        if (v.edit) v.edit(four.m), v.edit(five.m);
+        five.m.put64(pml5, 0x10000 | R | W | X);
+        const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
+        const paging::walker_4level g(mmu, {});
+        const auto e5 = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{pml5}, 5, ad), {});
+        ASSERT_TRUE(e5);
+        const paging::nested_walker<paging::format::ia32e<4>> n4(g, make_ept(ad)), n5(g, *e5);
+        auto mem4 = four.m.mem();
+        auto mem5 = five.m.mem();
+        const auto a = n4.walk(mem4, mmu, {x86::gva{va4}, access});
+        const auto b = n5.walk(mem5, mmu, {x86::gva{va4}, access});
+        ASSERT_EQ(a.has_value(), b.has_value());
+        if (a) {
+          EXPECT_EQ(a->guest.address, b->guest.address);
+          EXPECT_EQ(a->guest.rights, b->guest.rights);
+          EXPECT_EQ(a->guest.path.count, b->guest.path.count);
+          for (unsigned i = 0; i < a->guest.path.count; ++i)
+            EXPECT_EQ(a->guest.path.values[i], b->guest.path.values[i]) << i;
+          EXPECT_EQ(a->second.address, b->second.address);
+          EXPECT_EQ(a->second.page_shift, b->second.page_shift);
+          EXPECT_EQ(a->second.rights, b->second.rights);
+          EXPECT_EQ(a->second.memory_type, b->second.memory_type);
+          ASSERT_EQ(a->second.path.count + 1, b->second.path.count);
+          EXPECT_EQ(b->second.path.top, 5);
+          EXPECT_EQ(b->second.path.first, pml5);
+          EXPECT_EQ(b->second.path.values[0], 0x10000 | R | W | X);  // as read (before any A/D write)
+          for (unsigned i = 0; i < a->second.path.count; ++i)
+            EXPECT_EQ(a->second.path.values[i], b->second.path.values[i + 1]) << i;
+        } else {
+          const auto& x = a.error();
+          const auto& y = b.error();
+          EXPECT_EQ(x.kind, y.kind);
+          EXPECT_EQ(x.stage, y.stage);
+          EXPECT_EQ(x.level, y.level);
+          EXPECT_EQ(x.guest_level, y.guest_level);
+          EXPECT_EQ(x.guest_physical, y.guest_physical);
+          EXPECT_EQ(x.qualification.raw(), y.qualification.raw());
+          EXPECT_EQ(x.entry_address.value(), y.entry_address.value());
+          EXPECT_EQ(x.entry_value, y.entry_value);
+        }
+        // The same memory writes (guest A/D, EPT A/D), the PML5 entry's own A flag aside.
+        five.m.put64(pml5, 0);
+        EXPECT_TRUE(four.m.bytes == five.m.bytes);
+        ++compared;
+      }
+  EXPECT_EQ(compared, 8 * 2 * 3);
+  // The PML5 entry itself is checked as a non-leaf entry (SDM 29.3.2, 29.3.3.1): not present
+  // (R = W = X = 0) is an EPT violation at level 5 on the first guest table read (the PML4E
+  // at L2 0x1000, qualification R | linear valid); bit 7 (reserved in a PML5E) a
+  // misconfiguration at level 5.
+  for (uint64_t pml5e : {uint64_t{0x10000}, uint64_t{0x10000 | R | W | X | EPT_PS}}) {
+    nested_setup s(R | W | X, P | RW | A | D);
+    s.m.put64(pml5, pml5e);
+    const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x1000});
+    const auto e5 = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{pml5}, 5, false), {});
+    ASSERT_TRUE(e5);
+    const paging::nested_walker<paging::format::ia32e<4>> n5(paging::walker_4level(mmu, {}), *e5);
+    auto mem = s.m.mem();
+    const auto r = n5.walk(mem, mmu, {x86::gva{va4}, {}});
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().stage, paging::walk_stage::ept);
+    EXPECT_EQ(r.error().kind, (pml5e & R) ? fault_kind::ept_misconfig : fault_kind::not_present);
+    EXPECT_EQ(r.error().level, 5);
+    EXPECT_EQ(r.error().guest_physical.value(), 0x1000u);
+    EXPECT_EQ(r.error().qualification.raw(), (pml5e & R) ? 0u : 0x81u);
+  }
+}
+
 TEST(NestedGolden, IdentityStageAndRawTranslate) {
   nested_setup s(R | W | X, P | RW);
   const auto mmu = paging::mmu_context::make(cr0_pg_wp, x86::cr4::pae, efer_lma, x86::gpa{0x21000});
@@ -1218,3 +1323,87 @@ TEST(NestedGolden, PdpteLoadThroughEpt) {
 }
 
 }  // namespace
+
+// Paging off: "If CR0.PG = 0, paging is not used. The logical processor treats all linear
+// addresses as if they were physical addresses" (SDM Vol. 3A 4.1.1), and outside IA-32e mode
+// linear addresses are 32 bits wide. guest_walker's walk, check and translate for a role with
+// CR0.PG = 0 give the identity on the low 32 bits and every right.
+TEST(WalkGolden, PagingOffIsTheIdentity) {
+  image m;
+  const auto mmu = paging::mmu_context::make(x86::cr0::pe, {}, {}, x86::gpa{0});
+  const paging::guest_walker w(mmu, paging::cpu_properties{});
+  auto mem = m.mem();
+  for (const std::uint64_t va : {std::uint64_t{0}, std::uint64_t{0x1234'5678}, std::uint64_t{0xffff'ffff}}) {
+    paging::walk_request req{x86::gva{va}};
+    req.access = x86::pfec::write | x86::pfec::user | x86::pfec::fetch;
+    for (const auto& r : {w.walk(mem, mmu, req), w.check(m.view(), mmu, req), w.translate(m.view(), x86::gva{va})}) {
+      ASSERT_TRUE(r) << va;
+      EXPECT_EQ(r->address.value(), va);
+      EXPECT_EQ(r->page_size(), 4096u);
+      EXPECT_EQ(r->rights, paging::pte_access::paging_rights);
+    }
+  }
+}
+
+// EPT A/D updates when the compare-exchange does not succeed (the walker's contract, file
+// comment of paging/walker.hpp: "if an entry changed in between the walk is redone (at most
+// max_ad_retries times)"; memory that refuses the write is an unbacked fault at that entry).
+// SDM Vol. 3C 29.3.5: with EPT A/D enabled, the processor sets the accessed flag of every
+// EPT entry used and the dirty flag of the leaf on a write.
+namespace {
+struct stubborn_memory {
+  paging::flat_memory inner;
+  enum class how { refuse, lose, other_agent } mode = how::refuse;
+  unsigned cas = 0;
+  [[nodiscard]] hvkit::result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const { return inner.read32(a); }
+  [[nodiscard]] hvkit::result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const { return inner.read64(a); }
+  hvkit::result<bool, paging::memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) {
+    return cmpxchg64(a, e, d);
+  }
+  hvkit::result<bool, paging::memory_error> cmpxchg64(x86::gpa a, std::uint64_t e, std::uint64_t d) {
+    ++cas;
+    switch (mode) {
+      case how::refuse: return hvkit::unexpected(paging::memory_error::unbacked);
+      case how::lose: return false;  // someone else keeps the entry changing: never ours
+      case how::other_agent: static_cast<void>(inner.cmpxchg64(a, e, d)); return false;  // set first by another CPU
+    }
+    return false;
+  }
+};
+static_assert(paging::writable_guest_memory<stubborn_memory>);
+}  // namespace
+
+TEST(EptGolden, AccessedDirtyUpdateRefusedRacedOrExhausted) {
+  for (auto mode : {stubborn_memory::how::refuse, stubborn_memory::how::lose, stubborn_memory::how::other_agent}) {
+    image m;
+    ept_tables(m, R | W | X, R | W | X, R | W | X, R | W | X | WB);
+    stubborn_memory mem{m.mem(), mode};
+    const auto r = make_ept(true).walk(mem, {x86::gpa{gpa4}, paging::ept_access::write});
+    switch (mode) {
+      case stubborn_memory::how::refuse:
+        // The first entry to update (the PML4E) is where the memory refused.
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::unbacked);
+        EXPECT_EQ(r.error().level, 4);
+        EXPECT_EQ(r.error().entry_address.value(), 0x10000u);
+        EXPECT_EQ(mem.cas, 1u);
+        break;
+      case stubborn_memory::how::lose:
+        // Eight attempts, each walking again and losing its compare-exchange, then given up.
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
+        EXPECT_EQ(mem.cas, 8u);
+        EXPECT_EQ(m.get64(0x10000) & (EA | ED), 0u);
+        break;
+      case stubborn_memory::how::other_agent:
+        // Each lost race is another CPU setting the same flag: the walk succeeds with all
+        // flags set, one compare-exchange per entry.
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->address.value(), 0x18000u | 0xabc);
+        EXPECT_EQ(m.get64(0x10000) & (EA | ED), EA);
+        EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA | ED);
+        EXPECT_EQ(mem.cas, 4u);
+        break;
+    }
+  }
+}

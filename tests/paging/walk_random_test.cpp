@@ -186,12 +186,35 @@ counts run_guest_mode(walk_model::mode m, u64 seed) {
       req.rflags = c.ac ? x86::rflags::ac : x86::rflags{};
       req.pkru = c.pkru;
       const paging::guest_walker w(mmu, props, snap);
+      const auto model = walk_model::guest_walk(m, mm, cr3, pdpte, va, c);
+      std::string why;
+      // check(): the same checked walk without A/D writes (compared with the model below,
+      // like walk()); translate(): the raw translation, which the model gives for a
+      // supervisor read with no SMAP, SMEP or protection keys (no permission can fail).
+      const auto checked = w.check(view, mmu, req);
+      walk_model::controls raw = c;
+      raw.cpl = 0, raw.acc = walk_model::access::read, raw.implicit = false, raw.shadow_stack = false;
+      raw.smap = false, raw.smep = false, raw.pke = false;
+      const auto raw_model = walk_model::guest_walk(m, mm, cr3, pdpte, va, raw);
+      const auto translated = w.translate(view, x86::gva{va});
+      ++n.compared;
+      if (raw_model.k == walk_model::kind::ok) {
+        if (!translated) why = "translate() faulted (kind " + std::to_string(int(translated.error().kind)) + ")";
+        else if (translated->address.value() != raw_model.phys) why = "translate() address";
+      } else if (translated) {
+        why = "translate() succeeded";
+      } else if (translated.error().kind != to_kind(raw_model.k)) {
+        why = "translate() kind " + std::to_string(int(translated.error().kind));
+      }
       auto v = view;
       const auto lib = w.walk(v, mmu, req);
-      const auto model = walk_model::guest_walk(m, mm, cr3, pdpte, va, c);
       ++n.compared;
-      std::string why;
-      if (model.k == walk_model::kind::ok) {
+      if (checked.has_value() != lib.has_value() ||
+          (checked && (checked->address.value() != lib->address.value() || checked->page_size() != lib->page_size())) ||
+          (!checked && (checked.error().kind != lib.error().kind || checked.error().error_code.raw() != lib.error().error_code.raw())))
+        why = "check() differs from walk()";
+      if (!why.empty()) {
+      } else if (model.k == walk_model::kind::ok) {
         ++n.ok;
         if (!lib) why = "walker faulted (kind " + std::to_string(int(lib.error().kind)) + ")";
         else if (lib->address.value() != model.phys) why = "address";

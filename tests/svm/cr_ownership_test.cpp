@@ -16,8 +16,9 @@
 // The SVM column is what a guest write may change without a #VMEXIT. SVM has no per-bit masks
 // (APM Vol. 2, 15.9 "Instruction Intercepts"): a CR4 write is intercepted entirely, so no CR4
 // bit is ever writable; for CR0 the selective write intercept (15.9.1) lets only TS and MP
-// through, and the widest policy with nested paging (CR0.WP guest-owned) drops the CR0 write
-// intercept, so every CR0 bit is writable and svm::sync_cr0_role() re-reads PG and WP.
+// through (with nested paging only: it compares with the real CR0, whose WP shadow paging
+// forces to 1), and the widest policy with nested paging (CR0.WP guest-owned) drops the CR0
+// write intercept, so every CR0 bit is writable and svm::sync_cr0_role() re-reads PG and WP.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -54,11 +55,11 @@ constexpr row table[] = {
   {0, 0, "PE", tdp, false, true, "SDM 2.5: PE 'enables protected mode when set'; a change switches the operating mode the hypervisor tracks."},
   {0, 0, "PE", shadow, false, false, "SDM 2.5: PE switches the operating mode; with shadow paging the hypervisor also builds the shadow tables for the new mode."},
   {0, 1, "MP", tdp, false, true, "SDM 2.5: MP controls WAIT/FWAIT with TS; not in the guest-owned policy (SVM's selective intercept lets it through)."},
-  {0, 1, "MP", shadow, false, true, "APM 15.9.1: the selective CR0 write intercept does not exit on TS/MP changes; MP affects no translation."},
+  {0, 1, "MP", shadow, false, false, "APM 15.9.1: the selective intercept exits on a write 'that changes' a bit other than TS/MP, compared with the real CR0, whose WP shadow paging forces to 1: a guest setting its WP back would not exit, so every CR0 write is intercepted."},
   {0, 2, "EM", tdp, false, true, "SDM 2.5: EM makes x87 instructions raise #NM; the hypervisor's FPU handling reads it."},
   {0, 2, "EM", shadow, false, false, "SDM 2.5: EM makes x87 instructions raise #NM; the hypervisor's FPU handling reads it."},
   {0, 3, "TS", tdp, true, true, "SDM 2.5: TS makes the next x87/SSE instruction raise #NM (lazy FPU switching); no translation or TLB effect."},
-  {0, 3, "TS", shadow, true, true, "SDM 2.5: TS only defers x87/SSE state saving; SDM 4.10.4.1 lists no TLB invalidation for it."},
+  {0, 3, "TS", shadow, true, false, "SDM 2.5: TS only defers x87/SSE state saving (VMX: guest-owned); SVM: the selective intercept compares with the real CR0, whose WP is forced to 1 (APM 15.9.1), so every CR0 write is intercepted."},
   {0, 4, "ET", tdp, false, true, "SDM 2.5: ET is reserved and hardwired to 1 on P6 and later; the guest reads the shadow."},
   {0, 4, "ET", shadow, false, false, "SDM 2.5: ET is reserved and hardwired to 1 on P6 and later; the guest reads the shadow."},
   {0, 5, "NE", tdp, false, true, "SDM A.7: VMX operation requires the real CR0.NE=1 (IA32_VMX_CR0_FIXED0), so the guest's NE lives in the read shadow."},

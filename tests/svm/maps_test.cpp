@@ -135,8 +135,9 @@ TEST(IoPermissionMap, EveryPortAndSizeAgainstRuleModel) {
     m.set_intercept(static_cast<std::uint16_t>(p), true);
     model[p] = true;
   }
+  // Sizes 0 and 3 (no IN/OUT has them) are answered bit by bit as well.
   for (std::uint32_t p = 0; p <= 0xffff; ++p)
-    for (unsigned size : {1u, 2u, 4u}) {
+    for (unsigned size : {0u, 1u, 2u, 3u, 4u}) {
       bool expect = false;
       for (unsigned i = 0; i < size; ++i) expect = expect || model[p + i];  // bits past FFFFh are clear here
       ASSERT_EQ(m.intercepts(static_cast<std::uint16_t>(p), size), expect) << p << " " << size;

@@ -98,4 +98,48 @@ TEST(vmx_reinjection_reads, nmi_blocking_update_read_failure) {
   EXPECT_EQ(bad.error(), vmx::vm_fail::fail_invalid(vmx::vmx_instruction::vmread, 0x4824));
 }
 
+// complete_exit_events is written as one pass (vmx/reinjection.hpp); it must take the same
+// actions and leave the same VM-entry fields and interruptibility state behind as the three
+// steps it stands for (read_exit_event_info, events_after_exit, apply_exit_event_actions),
+// for every basic exit reason 0-80, both NMI-control settings that make bit 12 undefined or
+// defined, and events of every interruption type being delivered or not.
+TEST(vmx_reinjection_reads, one_pass_equals_the_three_steps) {
+  constexpr std::uint32_t entry_info = 0x4016, entry_ec = 0x4018, entry_len = 0x401a, intr_state = 0x4824;
+  const std::uint32_t idts[] = {0,           0x8000'0030, 0x8000'0202, 0x8000'0b0e, 0x8000'0308, 0x8000'0480,
+                                0x8000'0501, 0x8000'0603, 0x8000'0b0d, 0x8000'1b0e, 0x0000'0b0e, 0x8000'0700};
+  const std::uint32_t infos[] = {0, 0x8000'0b0e, 0x8000'1b0e, 0x8000'1b08, 0x8000'1202, 0x0000'1000, 0x8000'1306};
+  int cases = 0;
+  for (unsigned reason = 0; reason <= 80; ++reason)
+    for (std::uint32_t pin_controls : {0u, 8u, 32u, 40u})
+      for (std::uint32_t idt : idts)
+        for (std::uint32_t info : infos)
+          for (std::uint64_t q : {std::uint64_t{0}, std::uint64_t{0x1000}, std::uint64_t{0x1181}})
+            for (std::uint32_t state : {0u, 8u}) {
+              vmx::soft_vmcs a;
+              a.store(idt_info, idt);
+              a.store(idt_ec, 0x1a);
+              a.store(insn_len, 3);
+              a.store(exit_info, info);
+              a.store(qual, q);
+              a.store(pin, pin_controls);
+              a.store(intr_state, state);
+              vmx::soft_vmcs b = a;
+              const auto r = static_cast<R>(reason);
+              const auto one = vmx::complete_exit_events(a, r);
+              const auto x = vmx::read_exit_event_info(b, r);
+              ASSERT_TRUE(one.has_value() && x.has_value());
+              const auto actions = vmx::events_after_exit(x.value());
+              ASSERT_TRUE(vmx::apply_exit_event_actions(b, actions).has_value());
+              const auto where = [&] {
+                return testing::Message() << "reason " << reason << " pin " << pin_controls << std::hex << " idt "
+                                          << idt << " info " << info << " qual " << q << " state " << state;
+              };
+              ASSERT_EQ(one.value(), actions) << where();
+              for (std::uint32_t enc : {entry_info, entry_ec, entry_len, intr_state})
+                ASSERT_EQ(a.read(enc).value(), b.read(enc).value()) << where() << " field " << enc;
+              ++cases;
+            }
+  EXPECT_EQ(cases, 81 * 4 * 12 * 7 * 3 * 2);
+}
+
 }  // namespace

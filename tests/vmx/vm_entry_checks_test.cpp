@@ -1138,3 +1138,87 @@ TEST(VmEntryChecks, GuestSegmentAndRegisterVariants) {
     EXPECT_EQ(v.exit_reason, 0x80000021u);  // 33 with bit 31: VM-entry failure, invalid guest state
   }
 }
+
+// Host-state and control rules beyond the one case per rule above: each field a rule names,
+// and each rule's condition that makes it not apply. Sentences from SDM Vol. 3C 27.2.
+TEST(VmEntryChecks, HostAndControlVariants) {
+  struct variant {
+    const char* what;
+    const char* rule;  // nullptr: the entry passes
+    std::function<void(fixture&)> change;
+  };
+  const std::vector<variant> variants = {
+      // 27.2.3: "the base-address fields for FS, GS, GDTR, IDTR, and TR must contain
+      // canonical addresses" (FS is the case above).
+      {"host GS base", "host_base_not_canonical", [](fixture& x) { x.set(f::host_gs_base, 0x0000800000000000); }},
+      {"host GDTR base", "host_base_not_canonical", [](fixture& x) { x.set(f::host_gdtr_base, 0xffff7fffffffffff); }},
+      {"host IDTR base", "host_base_not_canonical", [](fixture& x) { x.set(f::host_idtr_base, bit(63)); }},
+      {"host TR base", "host_base_not_canonical", [](fixture& x) { x.set(f::host_tr_base, bit(48)); }},
+      // 27.2.2: "If the “load IA32_EFER” VM-exit control is 1, ... Bits reserved in the
+      // IA32_EFER MSR must be 0. Bit 10 (corresponding to IA32_EFER.LMA) must equal the value
+      // of the “host address-space size” VM-exit control. It must also be identical to bit 8
+      // (LME)." (LME cleared is the case above; here LMA.)
+      {"host EFER.LMA clear, LME set", "host_efer_lma_lme_mismatch",
+       [](fixture& x) { x.set(f::host_ia32_efer, 0x100); }},
+      // The same checks apply only with the control 1.
+      {"host EFER reserved bit, load IA32_EFER 0", nullptr,
+       [](fixture& x) {
+         x.clear(f::primary_vm_exit_controls, bit(21));
+         x.set(f::host_ia32_efer, bit(1));
+       }},
+      // "If the “load IA32_PAT” VM-exit control is 1, the value of the field for the IA32_PAT
+      // MSR must be one that could be written by WRMSR without fault at CPL 0."
+      {"host PAT invalid, load IA32_PAT 0", nullptr,
+       [](fixture& x) {
+         x.clear(f::primary_vm_exit_controls, bit(19));
+         x.set(f::host_ia32_pat, 0x0007040600070402);
+       }},
+      // "If the “load IA32_PKRS” VM-exit control is 1, bits 63:32 of the IA32_PKRS field must
+      // be 0."
+      {"host PKRS bit 32, load PKRS 0", nullptr, [](fixture& x) { x.set(f::host_ia32_pkrs, bit(32)); }},
+      // 27.2.4: "If the logical processor is outside IA-32e mode ... the “IA-32e mode guest”
+      // VM-entry control must be 0" (the host-size half is the case above).
+      {"IA-32e guest outside IA-32e mode", "ia32e_controls_outside_ia32e_mode",
+       [](fixture& x) {
+         host32(x);
+         x.or_(f::vm_entry_controls, bit(9));
+       }},
+      // 27.2.1.1: "If the “use MSR bitmaps” VM-execution control is 1, bits 11:0 of the MSR-
+      // bitmap address must be 0": with the control 0 the address is not checked.
+      {"MSR-bitmap address unaligned, use MSR bitmaps 0", nullptr,
+       [](fixture& x) {
+         x.clear(f::primary_processor_based_controls, bit(28));
+         x.set(f::msr_bitmap, 0x1234);
+       }},
+      // "If the “enable VPID” VM-execution control is 1, the value of the VPID VM-execution
+      // control field must not be 0000H."
+      {"enable VPID with VPID 1", nullptr,
+       [](fixture& x) {
+         x.or_(f::secondary_processor_based_controls, bit(5));
+         x.set(f::virtual_processor_id, 1);
+       }},
+      // 27.2.1.2: "If the “activate VMX-preemption timer” VM-execution control is 0, the “save
+      // VMX-preemption timer value” VM-exit control must also be 0": both 1 is allowed.
+      {"save and activate preemption timer", nullptr,
+       [](fixture& x) {
+         x.or_(f::pin_based_controls, bit(6));
+         x.or_(f::primary_vm_exit_controls, bit(22));
+       }},
+  };
+  for (const auto& c : variants) {
+    SCOPED_TRACE(c.what);
+    fixture x;
+    golden(x);
+    c.change(x);
+    const auto v = run(x);
+    if (c.rule == nullptr) {
+      EXPECT_TRUE(v.ok()) << (v.rule ? v.rule->name : "");
+      continue;
+    }
+    ASSERT_FALSE(v.ok());
+    ASSERT_NE(v.rule, nullptr);
+    EXPECT_STREQ(v.rule->name, c.rule);
+    EXPECT_EQ(v.outcome, vmx::vm_entry_outcome::vm_fail_valid);
+    EXPECT_EQ(static_cast<unsigned>(v.error), 8u);  // "VM entry with invalid host-state field(s)"
+  }
+}

@@ -12,6 +12,7 @@
 #include <hvkit/x86/contract.hpp>
 #include <hvkit/x86/result.hpp>
 
+#include "../support/profile_on_death.hpp"
 #include "../support/runtime.hpp"
 
 namespace {

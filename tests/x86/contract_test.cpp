@@ -15,6 +15,7 @@
 #include <hvkit/x86/bitfield.hpp>
 #include <hvkit/x86/result.hpp>
 
+#include "../support/profile_on_death.hpp"
 #include "../support/runtime.hpp"
 
 TEST(contract, error_of_a_value_calls_the_user_handler) {

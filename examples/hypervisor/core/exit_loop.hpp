@@ -23,6 +23,7 @@
 #include "backend.hpp"
 #include "profile.hpp"
 #include "report.hpp"
+#include "shadow_exits.hpp"
 
 namespace hv {
 // The differentials of the guest's first stage (differential.cpp): vendor-neutral, they
@@ -83,8 +84,18 @@ bool write_efer(B& b, context& c, std::uint64_t v) {
   if ((v & ~fixed.raw()) || (paging && ((v ^ g.crs.efer.raw()) & x86::efer::lme.raw()))) return false;
   hvkit::paging::cr_state after = g.crs;
   after.efer = x86::efer{(g.crs.efer.raw() & ~changeable.raw()) | (v & changeable.raw())};
-  const auto actions = hvkit::paging::cr_write_actions(g.crs, after, hvkit::paging::paging_kind::two_dimensional);
+  const auto actions = hvkit::paging::cr_write_actions(
+      g.crs, after, shadow::enabled() ? hvkit::paging::paging_kind::shadow : hvkit::paging::paging_kind::two_dimensional);
   b.write_efer(after);
+  if constexpr (shadow::shadow_backend<B>) {
+    if (shadow::enabled()) {  // EFER.NXE is in the shadow pages' role (docs/shadow-mmu.md)
+      hvkit::paging::cr_write_outcome o{};
+      o.after = after;
+      o.actions = actions;
+      const hvkit::emulate::shadow_exit e = shadow::cr_written(o, g.cr3);
+      b.load_shadow_root(e.root, e.flush);
+    }
+  }
   if (actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
   if (b.apply_mmu_actions(actions, after, g.cr3)) ++c.checks.mmu_refreshes;
   c.vcpu.guest_efer = after.efer.raw();
@@ -179,7 +190,10 @@ bool emulate_instruction(B& b, context& c, const char* why) {
       if (o.what == em::event::cr_write) {
         // The CR write is in the VMCS/VMCB; the MMU context follows it (the outcome's actions).
         const pg::cr_state a{ctx.cr0, ctx.cr4, ctx.efer};
-        if (o.mmu.any(pg::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
+        // Shadow paging: the actions of paging_kind::shadow (the outcome's are two-dimensional).
+        const pg::mmu_actions acts =
+            shadow::enabled() ? pg::cr_write_actions({before.cr0, before.cr4, before.efer}, a, pg::paging_kind::shadow) : o.mmu;
+        if (acts.any(pg::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
         if (b.apply_mmu_actions(o.mmu, a, ctx.cr3)) ++c.checks.mmu_refreshes;
         v.guest_efer = ctx.efer.raw();
       }
@@ -343,7 +357,8 @@ bool handle_exit(B& b, context& c, P&& p = P{}) {
     case exit_kind::msr_read: resume = handle_msr(b, c, false, p); break;
     case exit_kind::msr_write: resume = handle_msr(b, c, true, p); break;
     case exit_kind::xsetbv: resume = handle_xsetbv(b, c); break;
-    case exit_kind::cr_access: resume = b.cr_access(); break;
+    case exit_kind::cr_access:
+    case exit_kind::cr_read: resume = b.cr_access(); break;
     case exit_kind::descriptor_table: resume = emulate_instruction(b, c, e.name); break;
     case exit_kind::hypercall: resume = handle_hypercall(b, c); break;
     case exit_kind::memory: resume = handle_memory(b, c, e.name); break;
@@ -363,6 +378,8 @@ bool handle_exit(B& b, context& c, P&& p = P{}) {
     case exit_kind::preempted:
       v.preempted = true;  // end of a time slice: the scheduler switches, then resumes
       return false;
+    case exit_kind::page_fault: resume = handle_shadow_page_fault(b, c); break;  // shadow paging only
+    case exit_kind::invlpg: resume = handle_shadow_invlpg(b, c); break;
     case exit_kind::hlt:
       b.report_exit("guest_halted", false);
       v.status = run_status::halted;

@@ -48,8 +48,12 @@ void join(char (&out)[N], const char* a, const char* b, const char* c = "") {
 
 // ---- guest memory ---------------------------------------------------------------------------
 /// Guest RAM as hvkit::paging sees it: both second stages (EPT, NPT) are identity maps of
-/// [guest_mem_base, +guest_mem_size); anything outside is "unbacked" for the walker.
+/// [guest_mem_base, +guest_mem_size); anything outside is "unbacked" for the walker. A guest
+/// profile with RAM of its own (the Linux guest) sets its range with set_guest_ram().
 hvkit::paging::flat_memory guest_ram_view();
+/// Sets the guest RAM of guest_ram_view(), guest_ram_data() and guest_ram(): [base, base +
+/// size), identity-mapped by the second stage.
+void set_guest_ram(std::uint64_t base, std::uint64_t size);
 /// Guest RAM for the emulator's data accesses.
 hvkit::emulate::flat_ram guest_ram_data();
 /// `size` bytes of guest RAM at `gpa`, or nullptr if they are not all guest RAM.

@@ -57,6 +57,9 @@ enum class exit_kind : unsigned {
   virt_instruction,  ///< a VMX or SVM instruction: the guest's CPUID offers neither, #UD
   preempted,         ///< VMX-preemption timer / physical interrupt: end of a time slice
   entry_failed,      ///< VM entry failed on guest state / VMEXIT_INVALID
+  page_fault,        ///< a host #PF under shadow paging (core/shadow_exits.hpp)
+  cr_read,           ///< a CR read that exits: SVM's CR0/CR3/CR4 read intercepts under shadow paging
+  invlpg,            ///< INVLPG under shadow paging
   unhandled,
   count
 };

@@ -4,12 +4,13 @@
 ///
 /// GRUB loads the hypervisor with the multiboot command line "linux <kernel command line>"
 /// and two modules, the kernel's bzImage and the initramfs. The hypervisor then starts the
-/// kernel through the Linux 64-bit boot protocol in VMX non-root operation instead of
-/// running its conformance guests, and logs on Bochs' port 0xE9 (COM1 is the guest's).
+/// kernel through the Linux 64-bit boot protocol in VMX non-root operation (or as an SVM
+/// guest) instead of running its conformance guests, and logs on Bochs' port 0xE9 (COM1 is the guest's).
 #pragma once
 
 #include <cstdint>
 
+#include <hvkit/cpuid/features.hpp>
 #include <hvkit/vmx/register_file.hpp>
 
 #include "../vmx/vmx_glue.hpp"
@@ -28,8 +29,8 @@ bool requested();
 [[noreturn]] void boot();
 /// True once the Linux guest runs: hv_handle_exit() hands every exit to handle_exit().
 extern bool active;
-/// The Linux guest's VM exits: the core's exit loop with the Linux guest profile; true
-/// resumes the guest.
+/// The Linux guest's VM exits on VMX: the core's exit loop with the Linux guest profile
+/// (vmx/vmx_linux.cpp; svm/svm.cpp does the same for SVM); true resumes the guest.
 bool handle_exit(vmx_backend& b);
 
 /// What the Linux guest profile keeps per vCPU (smp::cpu::lx): the CR0.WP sections the
@@ -45,7 +46,11 @@ struct vcpu_data {
   std::uint64_t msr_emulated;
 };
 
-/// Hypercalls of the Linux guest (VMCALL, CPL 0 only: the hvkit_wp kernel module).
+/// The Linux guest's CPUID normalization, both vendors: the features whose MSRs or devices
+/// this hypervisor does not virtualize (docs/linux-guest.md has each reason).
+hvkit::cpuid::feature_set denied_features();
+
+/// Hypercalls of the Linux guest (VMCALL or VMMCALL, CPL 0 only: the hvkit_wp kernel module).
 /// RAX = number; KVM's numbers are small, these carry "hv" in bits 31:16.
 enum : std::uint64_t {
   hc_wp_begin = 0x68760001,  ///< RBX = 1: CR0.WP intercepted, 0: guest-owned. Snapshots the CR-exit count.

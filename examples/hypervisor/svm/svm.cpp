@@ -34,6 +34,8 @@
 
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
+#include "../linux/linux_profile.hpp"
+#include "../core/shadow_paging.hpp"
 
 extern "C" {
 void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
@@ -126,8 +128,7 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root());
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
   pg::flat_memory tables = guest_ram_view();
-  em::flat_ram ram{reinterpret_cast<std::uint8_t*>(layout::guest_mem_base), layout::guest_mem_size,
-                   x86::gpa{layout::guest_mem_base}};
+  em::flat_ram ram = core::guest_ram_data();
   // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
   // (APM 15.25.10): the four entries as they are now.
   // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
@@ -221,16 +222,24 @@ bool npt_unmap_once(std::uint64_t gpa) {
 /// processor pushes the VMCB's RIP. The report gives the event in the VMX layout (SDM Vol. 3C
 /// 25.8.3: type 6 software exception, 4 software interrupt, 3 hardware exception) with the
 /// instruction length NRIP - RIP for software events, so one guest check serves both vendors.
-bool npt_unmapped_page_hit(guest_regs& regs) {
-  if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
-  npt_unmap_restore();
-  ++unmap.hits;
+/// The event whose delivery the exit interrupted (EXITINTINFO), corrected for the errata
+/// below and written into EVENTINJ with the RIP advance a software event needs (a software
+/// interrupt, type 4, or INT3/INTO, type 3 vectors 3 and 4, returns after its instruction:
+/// the guest's RIP becomes NRIP, 15.7.1, since the processor pushes the VMCB's RIP). Returns
+/// the event (kind none when nothing was interrupted) and the RIP advance.
+struct reinjected {
+  x86::event e{};
+  unsigned rip_advance = 0;
+  bool valid = false;
+};
+reinjected reinject_interrupted_event(guest_regs& regs) {
   sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
   const std::uint64_t rip = sv::read(vmcb, fld::rip);
-  // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF while delivering INT n reports, in
-  // EXITINTINFO, the last exception it delivered instead of the INT n (APM 15.7.2: vector n,
-  // type 4). The instruction at the guest RIP tells (the guest's code is identity-mapped):
-  // CD ib is INT n; the event is re-injected as what the guest executed, and counted.
+  // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF (or, under shadow paging, a #PF) while
+  // delivering INT n reports, in EXITINTINFO, the last exception it delivered instead of the
+  // INT n (APM 15.7.2: vector n, type 4). The instruction at the guest RIP tells (the
+  // guest's code is identity-mapped): CD ib is INT n; the event is re-injected as what the
+  // guest executed, and counted.
   if (const std::uint8_t* code = guest_ram(rip, 2); code && code[0] == 0xCD && ii.valid() &&
                                                     !(ii.type() == sv::event_type::soft_int && ii.vector() == code[1])) {
     ++unmap.stale_intn;
@@ -253,7 +262,7 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
       ii = sv::event_info::make(ii.vector(), sv::event_type::exception, false);
     }
   }
-  if (!ii.valid()) return true;
+  if (!ii.valid()) return {};
   // The event as the vendor-neutral x86::event (svm::to_event: TYPE 3 #BP/#OF are INT3/INTO),
   // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
   // RIP advance that makes it return past its instruction, write_injection applies both.
@@ -261,8 +270,23 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
   if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs));
   const sv::injection inj = sv::to_eventinj(e);
   sv::write_injection(vmcb, inj);
-  unmap.seen_length = inj.rip_advance;
-  unmap.seen_info = hvkit::vmx::from_event(e).info.raw();
+  return {e, inj.rip_advance, true};
+}
+
+/// The unmapped page was touched while an event was delivered: map it back and re-inject
+/// the event (handle_exit copied EXITINTINFO into EVENTINJ; it is written again here, with
+/// the Bochs correction, by reinject_interrupted_event). The report gives the event in the
+/// VMX layout (SDM Vol. 3C 25.8.3: type 6 software exception, 4 software interrupt, 3
+/// hardware exception) with the instruction length NRIP - RIP for software events, so one
+/// guest check serves both vendors.
+bool npt_unmapped_page_hit(guest_regs& regs) {
+  if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
+  npt_unmap_restore();
+  ++unmap.hits;
+  const reinjected r = reinject_interrupted_event(regs);
+  if (!r.valid) return true;
+  unmap.seen_length = r.rip_advance;
+  unmap.seen_info = hvkit::vmx::from_event(r.e).info.raw();
   return true;
 }
 
@@ -335,6 +359,11 @@ struct svm_backend {
     const unsigned s = slot(code);
     const char* n = sv::name(code);
     if (sv::is_cr_write(code)) return {K::cr_access, s, n};
+    if (core::shadow::enabled()) {  // the intercepts of shadow paging (svm_setup.cpp)
+      if (sv::is_cr_read(code)) return {K::cr_read, s, n};
+      if (code == sv::exception_exit(14)) return {K::page_fault, s, n};
+      if (code == exit_code::invlpg) return {K::invlpg, s, n};
+    }
     using enum sv::exit_code;
     switch (code) {
       case vmmcall: return {K::hypercall, s, n};
@@ -364,6 +393,8 @@ struct svm_backend {
   guest_regs& gprs() { return regs; }
   unsigned cpl() const { return static_cast<unsigned>(sv::read(vmcb, fld::cpl)); }
   core::guest_crs crs() const {
+    if (core::shadow::enabled())
+      return {{shadow_guest_cr0(), sv::read_typed(vmcb, fld::cr4), core::shadow::guest_efer()}, core::shadow::guest_cr3()};
     return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer()}, sv::read_typed(vmcb, fld::cr3)};
   }
   void skip() { skip_instruction(regs); }
@@ -376,7 +407,10 @@ struct svm_backend {
   }
 
   bool state_msr(std::uint32_t m, bool write, std::uint64_t& v) { return vmcb_msr(m, write, v); }
-  void write_efer(const pg::cr_state& after) { sv::write(vmcb, fld::efer, after.efer | x86::efer::svme); }
+  void write_efer(const pg::cr_state& after) {
+    // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
+    sv::write(vmcb, fld::efer, after.efer | x86::efer::svme | (core::shadow::enabled() ? x86::efer::nxe : x86::efer{}));
+  }
   /// Nested paging: no PDPTE registers, no shadow roots; the MMU role follows the registers.
   bool apply_mmu_actions(pg::mmu_actions actions, const pg::cr_state& after, x86::cr3) {
     if (!actions.any(pg::mmu_actions::refresh_permissions | pg::mmu_actions::reset_mmu)) return false;
@@ -397,6 +431,12 @@ struct svm_backend {
 
   bool read_context(em::context& ctx) {
     ctx = svm::read_context(regs);
+    if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real CR0.WP and EFER.NXE 1
+      ctx.cr0 = shadow_guest_cr0();
+      ctx.cr3 = core::shadow::guest_cr3();
+      ctx.efer = core::shadow::guest_efer();
+      ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
+    }
     return true;
   }
   /// emulate/vmcb_context.hpp writes a `done` instruction back; an exception goes into
@@ -414,6 +454,13 @@ struct svm_backend {
     }
     vcpu rf{vmcb, regs};
     em::write_emulation_context(vmcb, rf, before, after, o);
+    if (core::shadow::enabled() && o.what == em::event::cr_write) {
+      // The guest's CR0/CR3/EFER went into the VMCB: the real ones are the shadow MMU's.
+      const em::shadow_exit e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+      sv::write(vmcb, fld::cr0, after.cr0 | x86::cr0::wp);
+      sv::write(vmcb, fld::efer, after.efer | x86::efer::svme | x86::efer::nxe);
+      load_shadow_root(e.root, e.flush);
+    }
     return core::applied::done;
   }
 
@@ -431,8 +478,36 @@ struct svm_backend {
   bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(gpa); }
   std::uint64_t unmap_report() { return npt_unmap_report(); }
   bool spin_more() { return svm::spin_more(); }
+
+  // ---- shadow paging (core::shadow::shadow_backend) ----
+  /// The guest's CR0: the VMCB's (TS/MP may change without an exit under the selective
+  /// intercept) with the guest's WP (the real one is 1).
+  static x86::cr0 shadow_guest_cr0() {
+    const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
+    return core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp);
+  }
+  /// #PF intercept: EXITINFO1 the error code, EXITINFO2 the faulting address (APM 15.12).
+  std::uint64_t page_fault_address() const { return sv::read(vmcb, fld::exit_info_2); }
+  std::uint32_t page_fault_error() const { return static_cast<std::uint32_t>(sv::read(vmcb, fld::exit_info_1)); }
+  /// INVLPG intercept: the linear address is in EXITINFO1 only with decode assists (APM
+  /// 15.33.1; Bochs 2.7 has none). The shadow MMU needs none (paging::shadow::invlpg()).
+  std::uint64_t invlpg_address() const {
+    return host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? sv::read(vmcb, fld::exit_info_1) : 0;
+  }
+  /// The real CR3 = the shadow root; a flush of the guest's ASID (or the whole TLB without
+  /// FlushByAsid) at the next VMRUN when the shadow tables changed (svm::flush_guest, APM 15.16).
+  void load_shadow_root(x86::hpa root, pg::shadow::host_flush f) {
+    sv::write(vmcb, fld::cr3, x86::cr3{root.value()});
+    if (f != pg::shadow::host_flush::none)
+      set_tlb_control(sv::flush_guest(host_svm.features.test(cpuid_ns::svm_features::flush_by_asid)));
+  }
+  void inject_page_fault(std::uint64_t cr2, std::uint32_t code) {
+    sv::write(vmcb, fld::cr2, cr2);  // VMRUN loads CR2 from the VMCB (APM 15.5.1)
+    svm::inject(x86::vector::pf, code);
+  }
 };
 static_assert(core::backend<svm_backend>);
+static_assert(core::shadow::shadow_backend<svm_backend>);
 
 }  // namespace
 
@@ -443,8 +518,13 @@ bool handle_exit(guest_regs& regs) {
   set_tlb_control(sv::tlb_control::do_nothing);
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
+  // Shadow paging: a #PF taken while an event was delivered (the IDT, the stack): the event
+  // again, corrected and with its RIP advance, as for the NPT differential's unmapped page.
+  if (intinfo.valid() && core::shadow::enabled() && read_exit_code() == sv::exception_exit(14))
+    reinject_interrupted_event(regs);
   core::context c{run, run, guest_policy, guest_msrs};
   svm_backend b{regs, c};
+  if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)
   return core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});
 }
 

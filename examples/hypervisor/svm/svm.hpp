@@ -22,6 +22,10 @@ bool available();
 bool run_all();
 /// The VMRUN consistency-check differential (vmrun_diff.cpp): hvkit's checks against the CPU.
 bool vmrun_diff_run();
+/// The exit code counted in the core's slot `s` (svm_internal.hpp: #NPF in 0x9F) and its
+/// APM name (Appendix C, Table C-1), for the "HVKIT EXITS" lines.
+unsigned exit_slot_code(unsigned s);
+const char* exit_slot_name(unsigned s);
 /// An EXITCODE of 0xFFFF_FFFF (QEMU TCG's 32-bit VMEXIT_INVALID, svm.cpp): counted as that
 /// erratum, returned as the APM's -1.
 unsigned long long note_exitcode_32bit(unsigned long long raw);

@@ -11,6 +11,7 @@
 #include <hvkit/svm/clean_bits.hpp>
 #include <hvkit/svm/cr_intercepts.hpp>
 #include <hvkit/svm/exit_code.hpp>
+#include <hvkit/svm/intercepts.hpp>
 #include <hvkit/svm/ibpb.hpp>
 #include <hvkit/svm/io_permission_map.hpp>
 #include <hvkit/svm/msr_permission_map.hpp>
@@ -87,14 +88,21 @@ extern std::uint64_t npt_pd[512];            ///< guest RAM's 2 MiB nested pages
 extern std::uint64_t npt_b_pml4[512], npt_b_pdpt[512], npt_b_pd[512];  ///< guest B's NPT
 extern cpuid_ns::svm_info host_svm;          ///< CPUID Fn8000_000A of the host
 extern sv::asid_allocator asids;
-/// The guest's CPUID policy (SVM and VMX hidden) and the MSR policy derived from it.
-bool build_policy();
+/// The guest's CPUID policy (SVM and VMX hidden) and the MSR policy derived from it;
+/// for_linux: with the Linux guest's deny list (lx::denied_features).
+bool build_policy(bool for_linux = false);
 /// APM 15.4 "Enabling SVM".
 bool enable();
 /// The nested page table: guest RAM identity-mapped, nothing else.
 void build_npt();
 /// The VMCB for a fresh run of the conformance guest.
 void setup_vmcb(const hc::guest_header& g, const svm_run& r);
+/// The pieces of a VMCB every guest (the conformance guest, the Linux guest) fills the same
+/// way: a zeroed VMCB with the common intercepts, the permission maps, ASID and nested paging
+/// (then `icpt`'s; `ncr3` 0: no nested paging, for shadow paging), and a flat guest's first state.
+void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
+                std::uint64_t ncr3);
+void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
 /// CR4 bits the guest may set.
 x86::cr4 cr4_allowed();
 

@@ -26,6 +26,8 @@
 
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
+#include "../linux/linux.hpp"
+#include "../core/shadow_paging.hpp"
 
 extern "C" {
 void svm_gp_skip();
@@ -62,7 +64,7 @@ x86::cr4 cr4_allowed() { return core::cr4_allowed(guest_policy, x86::cr4::define
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
 /// signature with the "realtime" hint, as on VMX.
-bool build_policy() {
+bool build_policy(bool for_linux) {
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
     result("cpuid_policy", false, "reason=host_table_full");
@@ -73,6 +75,7 @@ bool build_policy() {
   for (const cpuid_ns::feature f : {feat::svm, feat::vmx, feat::xsaves, feat::waitpkg}) hvc.passthrough.reset(f);
   cpuid_ns::policy_config cfg{};
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
+  if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
@@ -165,13 +168,68 @@ void build_npt() {
   for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) npt_pd_alias[gpa >> 21] = gpa | p | rw | us | ps;
 }
 
-/// The VMCB for a fresh run of the conformance guest: 64-bit mode, flat segments matching
-/// its GDT, nested paging, the intercepts of the run (APM 15.5.1 lists the consistency
-/// checks VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...).
-void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
+/// A new VMCB in the current slot: zeroed, nothing of it cached (APM 15.15); the intercepts
+/// every run has (CPUID, I/O and MSRs through the permission maps, SHUTDOWN, the SVM
+/// instructions, VMMCALL) with `icpt`'s; the vCPU's ASID with a flush of every ASID's
+/// entries at this VMRUN (the nested page table was rebuilt or edited since the last run,
+/// 15.16.1); nested paging with `ncr3` (15.25.3). APM 15.5.1 lists the consistency checks
+/// VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...
+void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
+                std::uint64_t ncr3) {
   std::uint8_t* const bytes = vmcb.slot->view.data();
   for (std::size_t i = 0; i < sv::vmcb_size; ++i) bytes[i] = 0;
   vmcb.slot->tracked.invalidate();  // a new VMCB: nothing may come from the processor's cache (15.15)
+  using I = sv::intercept;
+  for (I i : {I::cpuid, I::ioio_prot, I::msr_prot, I::shutdown, I::invlpga, I::vmrun, I::vmmcall, I::vmload,
+              I::vmsave, I::stgi, I::clgi, I::skinit})
+    icpt.set(i);
+  icpt.store(vmcb);
+  sv::write(vmcb, fld::iopm_base_pa, pa(&io));
+  sv::write(vmcb, fld::msrpm_base_pa, pa(&msr));
+  asids.assign(vmcb.slot->asid);
+  sv::set_asid(vmcb, vmcb.slot->asid.asid, sv::tlb_control::flush_all);
+  if (ncr3 == 0) return;  // no nested paging (run --shadow): the guest's CR3 is a shadow root
+  sv::write(vmcb, fld::nested_control, sv::nested_control::np_enable::set(std::uint64_t{0}, true));
+  sv::write(vmcb, fld::n_cr3, ncr3);
+}
+
+/// A flat guest's first state (hv::flat_guest, as the VMX backend's write_flat_guest_state
+/// takes it): CS a 64-bit (or 32-bit) code segment, the data segments flat, TR a busy TSS,
+/// no LDT, CPL 0, paging with `cr0`/`cr4`/`cr3`, the power-on PAT. Attributes: descriptor
+/// bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state"). The MMU context
+/// follows the registers.
+void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
+  namespace at = sv::attrib;
+  constexpr std::uint16_t code_rx = 0xB, data_rw = 0x3, tss64_busy = 0xB;  // descriptor types (SDM 3.4.5.1, 3.5)
+  const std::uint16_t cs_attr = g.long_mode ? at::g | at::l | at::p | at::s | code_rx    // 64-bit code, DPL 0
+                                            : at::g | at::db | at::p | at::s | code_rx;  // 32-bit code, DPL 0
+  sv::store_segment(vmcb, sv::segment::cs, {x86::selector{g.cs}, cs_attr, 0xFFFFFFFF, 0});
+  for (sv::segment sg : {sv::segment::ss, sv::segment::ds, sv::segment::es, sv::segment::fs, sv::segment::gs})
+    sv::store_segment(vmcb, sg, {x86::selector{g.ds}, at::g | at::db | at::p | at::s | data_rw, 0xFFFFFFFF, 0});
+  sv::store_segment(vmcb, sv::segment::ldtr, {});
+  sv::store_segment(vmcb, sv::segment::tr, {x86::selector{g.tr}, at::p | tss64_busy, 103, g.tss_base});
+  sv::write(vmcb, fld::gdtr_limit, static_cast<std::uint32_t>(g.gdt_limit));
+  sv::write(vmcb, fld::gdtr_base, g.gdt_base);
+  sv::write(vmcb, fld::idtr_limit, static_cast<std::uint32_t>(g.idt_limit));
+  sv::write(vmcb, fld::idtr_base, g.idt_base);
+  sv::write(vmcb, fld::cpl, 0);
+  run.guest_efer = g.efer.raw();
+  sv::write(vmcb, fld::efer, g.efer | x86::efer::svme);  // SVME must be set (15.5.1)
+  sv::write(vmcb, fld::cr0, cr0);
+  sv::write(vmcb, fld::cr3, x86::cr3{cr3});
+  sv::write(vmcb, fld::cr4, cr4);
+  sv::write(vmcb, fld::dr6, 0xFFFF0FF0);
+  sv::write(vmcb, fld::dr7, 0x400);
+  sv::write(vmcb, fld::rflags, x86::rflags{0x2});
+  sv::write(vmcb, fld::rip, g.rip);
+  sv::write(vmcb, fld::rsp, g.rsp);
+  sv::write(vmcb, fld::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
+  run.mmu = pg::mmu_context::make(cr0, cr4, g.efer, x86::gpa{cr3});
+}
+
+/// The VMCB for a fresh run of the conformance guest: 64-bit mode (or the 32-bit guest),
+/// flat segments matching its GDT, nested paging, the intercepts of the run.
+void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
   sv::intercept_set icpt;
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
@@ -179,61 +237,44 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
   // the CR4 bits the CPUID policy allows. Not for the 32-bit guest: its CR4.PAE toggles stay
   // native, the PAE check is the CPU's (a test set-up: paging::sync_cr0_role rebuilds the role
   // at the next emulated access, since it compares the whole role with the live registers).
-  r.cr.apply(icpt);
+  // Shadow paging (run --shadow --amd, core/shadow_paging.hpp): the same policies under
+  // svm::make_cr_intercepts({.npt = false}) (CR0.WP never guest-owned, CR0/CR4 reads exit:
+  // the real CR0.WP is 1), and MOV to/from CR3, INVLPG and #PF intercepted (docs/shadow-mmu.md).
+  const bool shadow = core::shadow::enabled();
+  const sv::cr_intercepts cr = !shadow ? r.cr
+                               : r.base.wp_intercepted ? sv::make_cr_intercepts<policy_wp_intercepted>({.npt = false})
+                                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false});
+  cr.apply(icpt);
   if (guest32) icpt.clear(sv::cr_write(4));
   using I = sv::intercept;
-  for (I i : {I::cpuid, I::hlt, I::ioio_prot, I::msr_prot, I::shutdown, I::invlpga, I::vmrun, I::vmmcall, I::vmload,
-              I::vmsave, I::stgi, I::clgi, I::skinit})
-    icpt.set(i);
+  if (shadow)
+    for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), I::invlpg, sv::exception(x86::vector::pf)}) icpt.set(i);
+  icpt.set(I::hlt);
   if (r.scheduled) icpt.set(I::intr);  // the scheduled runs: timer interrupts end a slice
   if (r.base.dt_exiting)
     for (I i : {I::idtr_read, I::gdtr_read, I::ldtr_read, I::tr_read, I::idtr_write, I::gdtr_write, I::ldtr_write,
                 I::tr_write})
       icpt.set(i);
-  icpt.store(vmcb);
-  sv::write(vmcb, fld::iopm_base_pa, pa(&iopm));
-  sv::write(vmcb, fld::msrpm_base_pa, pa(&msrpm));
-  // The vCPU's ASID, and a flush of every ASID's entries at this VMRUN: the nested page
-  // table was rebuilt or edited since the last run (15.16.1).
-  asids.assign(vmcb.slot->asid);
-  sv::set_asid(vmcb, vmcb.slot->asid.asid, sv::tlb_control::flush_all);
-  sv::write(vmcb, fld::nested_control, sv::nested_control::np_enable::set(std::uint64_t{0}, true));
-  sv::write(vmcb, fld::n_cr3, pa(npt_pml4));
+  start_vmcb(icpt, iopm, msrpm, shadow ? 0 : pa(npt_pml4));
   // V_INTR_MASKING (APM 15.21.1): the host's RFLAGS.IF, not the guest's, masks physical
   // interrupts; with the INTR intercept they exit.
   if (r.scheduled)
     sv::write(vmcb, fld::interrupt_control, sv::interrupt_control::v_intr_masking::set(std::uint64_t{0}, true));
-
-  // Attributes: descriptor bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state").
-  namespace at = sv::attrib;
-  constexpr std::uint16_t code_rx = 0xB, data_rw = 0x3, tss64_busy = 0xB;  // descriptor types (SDM 3.4.5.1, 3.5)
-  const std::uint16_t cs_attr = guest32 ? at::g | at::db | at::p | at::s | code_rx   // 32-bit code, DPL 0
-                                        : at::g | at::l | at::p | at::s | code_rx;   // 64-bit code, DPL 0
-  sv::store_segment(vmcb, sv::segment::cs, {x86::selector{hc::guest_cs}, cs_attr, 0xFFFFFFFF, 0});
-  for (sv::segment sg : {sv::segment::ss, sv::segment::ds, sv::segment::es, sv::segment::fs, sv::segment::gs})
-    sv::store_segment(vmcb, sg, {x86::selector{hc::guest_ds}, at::g | at::db | at::p | at::s | data_rw, 0xFFFFFFFF, 0});
-  sv::store_segment(vmcb, sv::segment::ldtr, {});
-  sv::store_segment(vmcb, sv::segment::tr, {x86::selector{hc::guest_tr}, at::p | tss64_busy, 103, g.tss_base});
-  sv::write(vmcb, fld::gdtr_limit, static_cast<std::uint32_t>(g.gdt_limit));
-  sv::write(vmcb, fld::gdtr_base, std::uint64_t{g.gdt_base});
-  sv::write(vmcb, fld::idtr_limit, static_cast<std::uint32_t>(g.idt_limit));
-  sv::write(vmcb, fld::idtr_base, std::uint64_t{g.idt_base});
-  sv::write(vmcb, fld::cpl, 0);
   const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
-  run.guest_efer = guest32 ? 0 : x86::efer::lme.raw() | x86::efer::lma.raw() | (nx ? x86::efer::nxe.raw() : 0);
-  sv::write(vmcb, fld::efer, x86::efer{run.guest_efer} | x86::efer::svme);  // SVME must be set (15.5.1)
+  const x86::efer efer = guest32 ? x86::efer{} : nx ? x86::efer::lme | x86::efer::lma | x86::efer::nxe
+                                                    : x86::efer::lme | x86::efer::lma;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
-  sv::write(vmcb, fld::cr0, cr0);
-  sv::write(vmcb, fld::cr3, x86::cr3{layout::guest_boot_pt_gpa});
   const x86::cr4 cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
-  sv::write(vmcb, fld::cr4, cr4);
-  sv::write(vmcb, fld::dr6, 0xFFFF0FF0);
-  sv::write(vmcb, fld::dr7, 0x400);
-  sv::write(vmcb, fld::rflags, x86::rflags{0x2});
-  sv::write(vmcb, fld::rip, std::uint64_t{g.entry});
-  sv::write(vmcb, fld::rsp, std::uint64_t{g.stack_top});
-  sv::write(vmcb, fld::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
-  run.mmu = pg::mmu_context::make(cr0, cr4, x86::efer{run.guest_efer}, x86::gpa{layout::guest_boot_pt_gpa});
+  write_flat_state({hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
+                    g.idt_limit, g.stack_top, g.entry, efer},
+                   cr0, cr4, layout::guest_boot_pt_gpa);
+  if (shadow) {
+    // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()) and the guest runs
+    // on the shadow root built from its boot tables; run.guest_efer keeps the guest's view.
+    sv::write(vmcb, fld::efer, efer | x86::efer::svme | x86::efer::nxe);
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin({cr0, cr4, efer}, x86::cr3{layout::guest_boot_pt_gpa})
+                                           .value()});
+  }
 }
 
 

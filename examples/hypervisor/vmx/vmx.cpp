@@ -6,6 +6,7 @@
 #include "../hv.hpp"
 #include "vmx_backend.hpp"
 #include "../linux/linux.hpp"
+#include "../core/shadow_paging.hpp"
 
 namespace hv {
 // ---- the library's results --------------------------------------------------------------
@@ -56,7 +57,8 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
                                   .test(v::primary_proc_based::activate_secondary_controls);
     const v::cr_vmcs_values cv = v::cr0_values_for(after.cr0, {caps.cr0_fixed0, caps.cr0_fixed1}, unrestricted);
     vmwrite(fields::cr0_read_shadow, cv.read_shadow);
-    vmwrite(fields::guest_cr0, cv.actual);
+    // Shadow paging: the real CR0.WP is 1 (the shadow entries encode the guest's WP).
+    vmwrite(fields::guest_cr0, core::shadow::enabled() ? cv.actual | x86::cr0::wp.raw() : cv.actual);
   }
   if (after.cr4.raw() != before.cr4.raw()) {
     const v::cr_vmcs_values cv = v::cr_values_for(after.cr4.raw(), caps.cr4_fixed0, caps.cr4_fixed1);
@@ -64,7 +66,8 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
     vmwrite(fields::guest_cr4, cv.actual);
   }
   if (after.efer.raw() != before.efer.raw()) {
-    vmwrite(fields::guest_ia32_efer, after.efer.raw());
+    // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
+    vmwrite(fields::guest_ia32_efer, core::shadow::enabled() ? (after.efer | x86::efer::nxe).raw() : after.efer.raw());
     const v::entry_controls ec{static_cast<std::uint32_t>(vmread(fields::vm_entry_controls))};
     vmwrite(fields::vm_entry_controls, (after.efer.test(x86::efer::lma) ? ec | v::entry_controls::ia32e_mode_guest
                                                                         : ec & ~v::entry_controls::ia32e_mode_guest)
@@ -88,8 +91,10 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
 /// vmx::apply_cr_write_actions (PAE PDPTEs into the VMCS, the permission table refreshed on
 /// a WP toggle, never a reset). vmx::cr_values_for gives the read shadow and the real value
 /// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
+bool handle_cr_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q);  // vmx/vmx_shadow.cpp
 bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st) {
   namespace v = hvkit::vmx;
+  if (core::shadow::enabled()) return handle_cr_shadow(regs, q);
   using acc = v::cr_access_qualification::access;
   auto& vmcs = regs.backend();
   const v::cr_context c = must(v::read_cr_context(vmcs, guest_config()));

@@ -7,6 +7,7 @@
 #include <hvkit/vmx/exit_qualification.hpp>
 
 #include "../core/exit_loop.hpp"
+#include "../core/shadow_paging.hpp"
 #include "../hv.hpp"
 
 namespace hv {
@@ -48,6 +49,10 @@ struct vmx_backend {
     const R r = reason.basic();
     if (is_vmx_instruction(r)) return {K::virt_instruction, slot, reason_name(basic)};
     switch (r) {
+      case R::exception_or_nmi:  // only #PF exits (the exception bitmap of shadow paging)
+        if (core::shadow::enabled()) return {K::page_fault, slot, "page_fault"};
+        return {K::unhandled, slot, reason_name(basic)};
+      case R::invlpg: return {core::shadow::enabled() ? K::invlpg : K::unhandled, slot, "invlpg"};
       case R::cpuid: return {K::cpuid, slot, "cpuid"};
       case R::rdmsr: return {K::msr_read, slot, "rdmsr"};
       case R::wrmsr: return {K::msr_write, slot, "wrmsr"};
@@ -72,6 +77,7 @@ struct vmx_backend {
   unsigned cpl() { return guest_cpl(); }
   core::guest_crs crs() {
     const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), guest_config()));
+    if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
     return {{c.cr0, c.cr4, c.efer}, x86::cr3{c.cr3}};
   }
   void skip() { must(hvkit::vmx::skip_instruction(regs)); }
@@ -122,7 +128,10 @@ struct vmx_backend {
     else v = vmread(f);
     return true;
   }
-  void write_efer(const hvkit::paging::cr_state& after) { vmwrite(fields::guest_ia32_efer, after.efer.raw()); }
+  void write_efer(const hvkit::paging::cr_state& after) {
+    // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
+    vmwrite(fields::guest_ia32_efer, core::shadow::enabled() ? (after.efer | x86::efer::nxe).raw() : after.efer.raw());
+  }
   bool apply_mmu_actions(hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& after, x86::cr3 cr3) {
     const auto applied = hvkit::vmx::apply_cr_write_actions(regs.backend(), st.mmu, actions, after, cr3,
                                                             guest_ram_view(), guest_cpu_properties().maxphyaddr, false);
@@ -145,6 +154,11 @@ struct vmx_backend {
 
   bool read_context(em::context& ctx) {
     ctx = must(em::read_emulation_context(regs.backend(), regs, guest_config()));
+    if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real EFER.NXE 1
+      ctx.cr3 = core::shadow::guest_cr3();
+      ctx.efer = core::shadow::guest_efer();
+      ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
+    }
     return st.status == run_status::running;
   }
   /// emulate::apply_emulation (registers, RIP, segments, the interrupt shadow, single step;
@@ -156,7 +170,12 @@ struct vmx_backend {
       case k::done:
         if (o.what == em::event::cr_write) {
           store_crs({before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer}, st);
-          if (after.cr3.raw() != before.cr3.raw()) vmwrite(fields::guest_cr3, after.cr3.raw());
+          if (core::shadow::enabled()) {
+            const auto e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+            load_shadow_root(e.root, e.flush);
+          } else if (after.cr3.raw() != before.cr3.raw()) {
+            vmwrite(fields::guest_cr3, after.cr3.raw());
+          }
         }
         return core::applied::done;
       case k::injected:
@@ -184,8 +203,25 @@ struct vmx_backend {
   bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(gpa); }
   std::uint64_t unmap_report() { return ept_unmap_report(); }
   bool spin_more() { return false; }  // the VMX two-guest runs: the fixed spins are enough
+
+  // ---- shadow paging (core::shadow::shadow_backend) ----
+  /// #PF exit: CR2 in the exit qualification, the error code in the VM-exit
+  /// interruption error code (SDM Vol. 3C 28.2.1, 28.2.2).
+  std::uint64_t page_fault_address() const { return vmread(fields::exit_qualification); }
+  std::uint32_t page_fault_error() const {
+    return static_cast<std::uint32_t>(vmread(fields::vm_exit_interruption_error_code));
+  }
+  std::uint64_t invlpg_address() const { return vmread(fields::exit_qualification); }
+  /// VPID is off: every VM entry and exit invalidates the (VPID 0) linear mappings (SDM Vol.
+  /// 3C 29.4.3.3), so no flush is needed beyond the entry itself.
+  void load_shadow_root(x86::hpa root, hvkit::paging::shadow::host_flush) { vmwrite(fields::guest_cr3, root.value()); }
+  void inject_page_fault(std::uint64_t cr2, std::uint32_t code) {
+    write_cr2(cr2);  // VM entry does not load CR2 (SDM Vol. 3C 27.3.2)
+    hv::inject(regs, x86::vector::pf, code);
+  }
 };
 static_assert(core::backend<vmx_backend>);
+static_assert(core::shadow::shadow_backend<vmx_backend>);
 
 /// The core::context of the one run (hypervisor.cpp's `run` and the CPUID/MSR policies).
 inline core::context run_context() { return {run, run, guest_policy, guest_msrs}; }

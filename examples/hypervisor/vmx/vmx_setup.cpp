@@ -2,6 +2,8 @@
 // hvkit reference hypervisor: host tables, VMX bring-up, CPUID policy, EPT, guest loading and the VMCS.
 #include "../hv.hpp"
 #include "../core/profile.hpp"
+#include "../linux/linux.hpp"
+#include "../core/shadow_paging.hpp"
 
 namespace hv {
 
@@ -114,7 +116,7 @@ bool build_cpuid_policy(bool for_linux, unsigned cpus) {
   // survive exits untouched. A component whose CPUID.0xD sub-leaf contradicts the host's
   // bitmaps (Bochs tigerlake/icelake: PKRU enumerated, 0xD.9 all zeros) is withheld by the
   // library and reported below.
-  // The Linux guest's local APIC is the processor's own (linux/linux.cpp): x2APIC is
+  // The Linux guest's local APIC is the processor's own (vmx/vmx_linux.cpp): x2APIC is
   // offered when the processor has it, its MSRs passed through but the ICR, whose writes
   // the hypervisor carries out (smp/smp_ipi.cpp). Linux then sends its IPIs, INIT and SIPI
   // with WRMSR, not through the xAPIC page.
@@ -122,20 +124,7 @@ bool build_cpuid_policy(bool for_linux, unsigned cpus) {
   cpuid_ns::policy_config cfg{};
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
   cfg.topo.cores_per_package = cpus;
-  if (for_linux) {
-    // The Linux guest's normalization rules (docs/linux-guest.md): FSRM is a performance
-    // hint the guest never needs, withheld because Bochs 2.7's REP MOVSB corrupts memory on
-    // the short-copy path Linux selects with it; MCE/MCA withheld because this hypervisor
-    // virtualizes no machine-check banks (their MSRs would #GP).
-    // Thermal and power management (ACPI thermal MSRs, TM/TM2, EST, the leaf 6 features),
-    // the debug store and PERF_CAPABILITIES (DS, DTES64, DS-CPL, PDCM) are withheld for the
-    // same reason: their MSRs are not virtualized here.
-    for (const cpuid_ns::feature f :
-         {feat::fsrm, feat::mce, feat::mca, feat::acpi, feat::tm, feat::tm2, feat::est, feat::dtherm, feat::turbo,
-          feat::pln, feat::pts, feat::hwp, feat::hwp_notify, feat::hwp_act_window, feat::hwp_epp, feat::hwp_pkg_req,
-          feat::hfi, feat::pdcm, feat::ds, feat::dtes64, feat::ds_cpl})
-      cfg.deny.set(f);
-  }
+  if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
@@ -346,6 +335,22 @@ void write_common_controls(std::uint64_t eptp) {
   vmwrite(fields::ept_pointer, eptp);
 }
 
+bool write_controls(const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_controls<hvkit::vmx::primary_proc_based>& proc,
+                    const vmx_controls<hvkit::vmx::secondary_proc_based>& proc2,
+                    const vmx_controls<hvkit::vmx::exit_controls>& exitc,
+                    const vmx_controls<hvkit::vmx::entry_controls>& entry, std::uint64_t eptp) {
+  if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
+      !controls_ok("exit", exitc) || !controls_ok("entry", entry))
+    return false;
+  vmwrite(fields::pin_based_controls, pin.value().raw());
+  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
+  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
+  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
+  vmwrite(fields::vm_entry_controls, entry.value().raw());
+  write_common_controls(eptp);
+  return true;
+}
+
 /// CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) from the guest-owned bits,
 /// the guest's first CR0/CR4 (as it sees them) and CR3. Host-required CR bits (the VMX
 /// fixed-1 bits) must be host-owned, or the guest could see a value it never wrote: false.
@@ -447,18 +452,23 @@ bool setup_vmcs(const hc::guest_header& g) {
   // ---- controls, adjusted to the capability MSRs (hvkit::vmx::adjust_controls, SDM Vol. 3D
   // A.3-A.5; through the TRUE_* MSRs when they exist, so CR3-load/store exiting can be 0).
   // Without the TRUE MSRs CR3 accesses exit and handle_cr() emulates them.
+  // Shadow paging (run --shadow, core/shadow_paging.hpp): no EPT; every #PF, CR3 access and
+  // INVLPG exits (docs/shadow-mmu.md, "Integration").
+  const bool shadow = core::shadow::enabled();
   const auto pin = v::adjust_controls(vcaps.pin_caps(), run.cfg->ibpb >= 0 ? v::pin_based::activate_preemption_timer
                                                                          : v::pin_based{});
   const auto proc = v::adjust_controls(
       vcaps.primary_caps(),
       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls |
           (run.cfg->profile ? v::primary_proc_based::unconditional_io_exiting : v::primary_proc_based{}) |
-          (run.cfg->cr3_exiting ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
-                                : v::primary_proc_based{}));
+          (run.cfg->cr3_exiting || shadow
+               ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
+               : v::primary_proc_based{}) |
+          (shadow ? v::primary_proc_based::invlpg_exiting : v::primary_proc_based{}));
+  const auto ept = shadow ? v::secondary_proc_based{} : v::secondary_proc_based::enable_ept;
   const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
-                                        run.cfg->dt_exiting ? v::secondary_proc_based::enable_ept |
-                                                                  v::secondary_proc_based::descriptor_table_exiting
-                                                            : v::secondary_proc_based::enable_ept);
+                                        run.cfg->dt_exiting ? ept | v::secondary_proc_based::descriptor_table_exiting
+                                                            : ept);
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer);
@@ -468,21 +478,15 @@ bool setup_vmcs(const hc::guest_header& g) {
   const auto entry = v::adjust_controls(vcaps.entry_caps(), guest32 ? v::entry_controls::load_ia32_efer
                                                                     : v::entry_controls::ia32e_mode_guest |
                                                                           v::entry_controls::load_ia32_efer);
-  if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
-      !controls_ok("exit", exitc) || !controls_ok("entry", entry))
-    return false;
-
-  vmwrite(fields::pin_based_controls, pin.value().raw());
-  vmwrite(fields::primary_processor_based_controls, proc.value().raw());
-  vmwrite(fields::secondary_processor_based_controls, proc2.value().raw());
-  vmwrite(fields::primary_vm_exit_controls, exitc.value().raw());
-  vmwrite(fields::vm_entry_controls, entry.value().raw());
-  write_common_controls(eptp_value);
+  if (!write_controls(pin, proc, proc2, exitc, entry, eptp_value)) return false;
+  // With shadow paging every #PF exits (PFEC mask = match = 0, SDM Vol. 3C 26.2: bit 14 set
+  // and the error code always "matches").
+  if (shadow) vmwrite(fields::exception_bitmap, 1u << 14);
 
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
   // only with EPT, a CR4 bit only if the guest may set it).
-  const v::cr_mask_features features{true, guest_cr4_allowed()};
+  const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
   const v::guest_owned_bits owned = run.cfg->wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
                                                              : v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
@@ -500,6 +504,11 @@ bool setup_vmcs(const hc::guest_header& g) {
                                                     : x86::efer::lme | x86::efer::lma;
   write_flat_guest_state({hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit,
                           g.idt_base, g.idt_limit, g.stack_top, g.entry, efer});
+  if (shadow)  // the guest runs on the shadow root built from its boot tables
+    vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
+                                                    efer},
+                                                   x86::cr3{layout::guest_boot_pt_gpa})
+                                   .value());
   return true;
 }
 

@@ -25,6 +25,7 @@
 #include <linux/kernel.h>
 #include <linux/kprobes.h>
 #include <linux/module.h>
+#include <asm/cpufeature.h>
 
 #define CR0_WP (1UL << 16)
 #define HC_WP_BEGIN 0x68760001UL
@@ -62,7 +63,11 @@ static unsigned long hypercall(unsigned long nr, unsigned long a, unsigned long 
 {
 	unsigned long ret;
 
-	asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+	/* VMCALL on Intel, VMMCALL on AMD (Linux sets X86_FEATURE_VMMCALL there). */
+	if (boot_cpu_has(X86_FEATURE_VMMCALL))
+		asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+	else
+		asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
 	return ret;
 }
 

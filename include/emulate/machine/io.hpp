@@ -35,9 +35,9 @@ class machine_io : protected machine_segments<T, R, P> {
     const std::uint8_t type = tr.ar.type();
     if ((type != system_type::tss_available && type != system_type::tss_busy) || tr.limit < 0x67)
       return unexpected(gp0());
-    auto base = read_system(tr.base + 0x66, 2);
-    if (!base) return unexpected(base.error());
-    const std::uint64_t off = *base + port / 8;
+    auto map_base = read_system(tr.base + 0x66, 2);  // the I/O map base address (TSS offset 66H)
+    if (!map_base) return unexpected(map_base.error());
+    const std::uint64_t off = *map_base + port / 8;
     if (off + 1 > tr.limit) return unexpected(gp0());
     auto bits = read_system(tr.base + off, 2);
     if (!bits) return unexpected(bits.error());

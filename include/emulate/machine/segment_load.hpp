@@ -121,8 +121,8 @@ class machine_segments : protected machine_data<T, R, P> {
   /// false if the byte no longer holds what `d` says (another agent changed it): the caller
   /// re-reads and re-checks the descriptor.
   constexpr result<bool, outcome> set_descriptor_bit(selector sel, const descriptor& d, std::uint8_t bit_value) noexcept {
-    const std::uint64_t base = sel.ldt() ? ctx_.ldtr.base + std::uint64_t{sel.index()} * 8 : descriptor_linear(sel);
-    const std::uint64_t lin = (ctx_.efer.test(x86::efer::lma) ? base : base & 0xffff'ffffu) + 5;
+    const std::uint64_t at = sel.ldt() ? ctx_.ldtr.base + std::uint64_t{sel.index()} * 8 : descriptor_linear(sel);
+    const std::uint64_t lin = (ctx_.efer.test(x86::efer::lma) ? at : at & 0xffff'ffffu) + 5;
     auto m = map(gva{ctx_.efer.test(x86::efer::lma) ? lin : lin & 0xffff'ffffu}, 1, access_bits(true, true), false);
     if (!m) return unexpected(m.error());
     const std::uint8_t old = static_cast<std::uint8_t>(d.raw >> 40);

@@ -65,11 +65,11 @@ class machine_system : protected machine_strings<T, R, P> {
     if (auto r = read_mapped(*m, b); !r) return r.error();
     descriptor_table t;
     t.limit = static_cast<std::uint16_t>(b.value(2));
-    std::uint64_t base = 0;
-    for (unsigned i = 0; i < base_bytes; ++i) base |= std::uint64_t{b.b[2 + i]} << (8 * i);
+    std::uint64_t table_base = 0;
+    for (unsigned i = 0; i < base_bytes; ++i) table_base |= std::uint64_t{b.b[2 + i]} << (8 * i);
     // SDM LGDT/LIDT: a 16-bit operand size loads a 24-bit base.
-    if (!long_mode && in.operand_size == 2) base &= 0x00ff'ffffu;
-    t.base = base;
+    if (!long_mode && in.operand_size == 2) table_base &= 0x00ff'ffffu;
+    t.base = table_base;
     (in.op == mnemonic::lgdt ? ctx_.gdtr : ctx_.idtr) = t;
     return done(event::descriptor_table_load);
   }

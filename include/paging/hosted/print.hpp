@@ -35,6 +35,7 @@
 #include "../mappings.hpp"
 #include "../nested.hpp"
 #include "../pte.hpp"
+#include "../role_sync.hpp"
 #include "../walk_result.hpp"
 #include "../walker.hpp"
 #include "../../x86/hosted/format.hpp"
@@ -148,6 +149,18 @@ using ::hvkit::hosted::operator<<;
 }
 /// See name(mapping_step).
 [[nodiscard]] inline std::string to_string(mapping_step s) { return ::hvkit::hosted::enum_string(name(s), "mapping_step", s); }
+
+/// What sync_cr0_role() did (paging/role_sync.hpp): "unchanged", "wp_refreshed", "rebuilt".
+[[nodiscard]] constexpr std::string_view name(role_sync v) noexcept {
+  switch (v) {
+    case role_sync::unchanged: return "unchanged";
+    case role_sync::wp_refreshed: return "wp_refreshed";
+    case role_sync::rebuilt: return "rebuilt";
+  }
+  return {};
+}
+/// See name(role_sync).
+[[nodiscard]] inline std::string to_string(role_sync v) { return ::hvkit::hosted::enum_string(name(v), "role_sync", v); }
 
 namespace detail {
 inline void add_flag(std::string& s, bool on, std::string_view flag) {
@@ -404,7 +417,8 @@ template <class Address>
 
 /// One mapping in one line: "0x<first> -> 0x<output>  4 KiB rw- supervisor pkey 0 pat 0" for
 /// guest paging, "0x<first> -> 0x<output>  2 MiB rwx WB" for EPT (16-digit addresses).
-[[nodiscard]] inline std::string to_string(const mapping& m) {
+template <class Address>
+[[nodiscard]] inline std::string to_string(const basic_mapping<Address>& m) {
   std::string s = ::hvkit::hosted::hex16(m.input) + " -> " + ::hvkit::hosted::hex16(m.output.value()) + "  " + page_size_name(m.page_shift);
   if (m.stage == walk_stage::ept) {
     const auto mt = static_cast<ept_memory_type>(m.memory_type & 7u);
@@ -441,11 +455,15 @@ inline constexpr bool enable_printing<paging::ept_misconfig> = true;
 template <>
 inline constexpr bool enable_printing<paging::mapping_step> = true;
 template <>
+inline constexpr bool enable_printing<paging::role_sync> = true;
+template <>
 inline constexpr bool enable_printing<paging::pte_access> = true;
 template <>
 inline constexpr bool enable_printing<paging::walk_fault> = true;
 template <>
 inline constexpr bool enable_printing<paging::mapping> = true;
+template <>
+inline constexpr bool enable_printing<paging::host_mapping> = true;
 template <>
 inline constexpr bool enable_printing<paging::nested_mapping> = true;
 }  // namespace hvkit::hosted

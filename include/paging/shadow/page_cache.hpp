@@ -52,6 +52,7 @@ struct root_entry {
   std::array<std::uint64_t, 4> pdptes{};
   std::uint16_t page = 0;
   bool used = false;
+  std::uint64_t last_use = 0;  ///< when the root was last remembered or found (the cache's clock)
 };
 
 /// The caller's storage. `tables[i]` lives at host-physical `base + 4096 * i`.
@@ -230,35 +231,58 @@ class page_cache {
     used_ = 0;
   }
 
-  /// The cached root page for (guest root, role, PAE PDPTEs), or npos.
+  // The root cache keeps the roots a guest switched to most recently: a guest's CR3 moves
+  // between a few processes, and the root it left longest ago is the one least likely to
+  // come back (the previous-roots cache of a KVM-style shadow MMU works the same way). So
+  // finding a root makes it the most recently used, and a full cache forgets the least
+  // recently used one.
+
+  /// The cached root page for (guest root, role, PAE PDPTEs), or npos. A hit makes that root
+  /// the most recently used (the caller is switching to it); cached_root() only looks.
   [[nodiscard]] constexpr std::uint16_t find_root(std::uint64_t root, cpu_role role,
-                                                  const std::array<std::uint64_t, 4>& pdptes) const noexcept {
-    for (std::uint16_t r = 0; r < s_.root_capacity; ++r) {
-      const root_entry& e = s_.roots[r];
-      if (e.used && e.root == root && e.role == role && e.pdptes == pdptes) return e.page;
-    }
-    return npos;
+                                                  const std::array<std::uint64_t, 4>& pdptes) noexcept {
+    const std::uint16_t r = root_slot(root, role, pdptes);
+    if (r == npos) return npos;
+    s_.roots[r].last_use = ++clock_;
+    return s_.roots[r].page;
   }
-  /// Remembers `page` as the root for (root, role, pdptes); when the root cache is full the
-  /// oldest entry is forgotten (its page stays cached until zapped).
+  /// As find_root(), without changing which root is the least recently used.
+  [[nodiscard]] constexpr std::uint16_t cached_root(std::uint64_t root, cpu_role role,
+                                                    const std::array<std::uint64_t, 4>& pdptes) const noexcept {
+    const std::uint16_t r = root_slot(root, role, pdptes);
+    return r == npos ? npos : s_.roots[r].page;
+  }
+  /// Remembers `page` as the (most recently used) root for (root, role, pdptes); when the
+  /// root cache is full the least recently used entry (remembered or found longest ago) is
+  /// forgotten, and its page released unless it is hashed (then it stays cached until zapped).
   constexpr void remember_root(std::uint64_t root, cpu_role role, const std::array<std::uint64_t, 4>& pdptes,
                                std::uint16_t page) noexcept {
     std::uint16_t slot = npos;
     for (std::uint16_t r = 0; r < s_.root_capacity && slot == npos; ++r)
       if (!s_.roots[r].used) slot = r;
     if (slot == npos) {
-      slot = next_victim_;
-      next_victim_ = static_cast<std::uint16_t>((next_victim_ + 1u) % s_.root_capacity);
+      if (s_.root_capacity == 0) return;  // no root cache: nothing to remember
+      slot = 0;
+      for (std::uint16_t r = 1; r < s_.root_capacity; ++r)
+        if (s_.roots[r].last_use < s_.roots[slot].last_use) slot = r;
       // An un-hashed root (pass-through or direct) is reachable only from here.
       const std::uint16_t old = s_.roots[slot].page;
       s_.roots[slot].used = false;
       if (old != page) release(old);
     }
-    s_.roots[slot] = root_entry{root, role, pdptes, page, true};
+    s_.roots[slot] = root_entry{root, role, pdptes, page, true, ++clock_};
   }
 
  private:
   [[nodiscard]] constexpr std::uint32_t mask() const noexcept { return s_.hash_size - 1; }
+  [[nodiscard]] constexpr std::uint16_t root_slot(std::uint64_t root, cpu_role role,
+                                                  const std::array<std::uint64_t, 4>& pdptes) const noexcept {
+    for (std::uint16_t r = 0; r < s_.root_capacity; ++r) {
+      const root_entry& e = s_.roots[r];
+      if (e.used && e.root == root && e.role == role && e.pdptes == pdptes) return r;
+    }
+    return npos;
+  }
   [[nodiscard]] constexpr std::uint32_t slot_of(x86::gfn gfn) const noexcept {
     // Fibonacci hashing of the frame number (frames of one guest are mostly consecutive).
     return static_cast<std::uint32_t>((gfn.value() * 0x9e37'79b9'7f4a'7c15ull) >> 32) & mask();
@@ -282,7 +306,7 @@ class page_cache {
 
   cache_storage s_{};
   std::uint16_t free_ = npos;
-  std::uint16_t next_victim_ = 0;
+  std::uint64_t clock_ = 0;  ///< counts root uses (64 bits: never wraps)
   unsigned used_ = 0;
 };
 

@@ -34,6 +34,7 @@
 #include "../segment.hpp"
 #include "../tlb.hpp"
 #include "../vmrun_checks.hpp"
+#include "../../paging/hosted/print.hpp"  // role_sync (svm::role_sync is paging::role_sync)
 #include "../../x86/hosted/format.hpp"
 #include "../../x86/vector.hpp"
 
@@ -287,18 +288,6 @@ inline constexpr const char* intercept_names_160[] = {"invlpgb", "invlpgb_illega
   return ::hvkit::hosted::enum_string(name(v), "cr0_write_intercept", v);
 }
 
-/// See x86/hosted/format.hpp for the conventions.
-[[nodiscard]] constexpr std::string_view name(role_sync v) noexcept {
-  switch (v) {
-    case role_sync::unchanged: return "unchanged";
-    case role_sync::wp_refreshed: return "wp_refreshed";
-    case role_sync::rebuilt: return "rebuilt";
-  }
-  return {};
-}
-/// See name(role_sync).
-[[nodiscard]] inline std::string to_string(role_sync v) { return ::hvkit::hosted::enum_string(name(v), "role_sync", v); }
-
 /// The core's name(vmrun_error) ("asid_zero", ...); an undefined value prints as "vmrun_error(n)".
 [[nodiscard]] inline std::string to_string(vmrun_error v) {
   const std::string_view n = static_cast<unsigned>(v) < vmrun_error_count ? name(v) : "";
@@ -340,8 +329,6 @@ template <>
 inline constexpr bool enable_printing<svm::segment> = true;
 template <>
 inline constexpr bool enable_printing<svm::cr0_write_intercept> = true;
-template <>
-inline constexpr bool enable_printing<svm::role_sync> = true;
 template <>
 inline constexpr bool enable_printing<svm::vmrun_error> = true;
 }  // namespace hvkit::hosted

@@ -17,6 +17,7 @@
 #include <linux/cpumask.h>
 #include <asm/asm.h>
 #include <asm/msr.h>
+#include <asm/cpufeature.h>
 
 #define HC_WP_BEGIN 0x68760001UL
 #define HC_WP_END 0x68760002UL
@@ -50,7 +51,11 @@ static unsigned long hypercall(unsigned long nr, unsigned long a, unsigned long 
 {
 	unsigned long ret;
 
-	asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+	/* VMCALL on Intel, VMMCALL on AMD (Linux sets X86_FEATURE_VMMCALL there). */
+	if (boot_cpu_has(X86_FEATURE_VMMCALL))
+		asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+	else
+		asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
 	return ret;
 }
 
@@ -89,7 +94,7 @@ static void run(int intercept, unsigned long *done, unsigned long *exits, unsign
 	*mismatches = bad;
 }
 
-/* VMXON in the guest: VMX is not offered, the hypervisor answers #UD. */
+/* VMXON in the guest: VMX is not offered, the hypervisor answers #UD (on AMD the CPU does). */
 static int try_vmxon(void)
 {
 	static u64 region __aligned(4096);

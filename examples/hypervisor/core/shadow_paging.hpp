@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// @brief Shadow paging for the reference hypervisor (run --shadow): the guest runs without
+/// EPT/NPT on host page tables that hvkit's shadow MMU (hvkit/paging/shadow/) builds from the
+/// guest's own tables. Vendor-neutral: the exits it needs (#PF, CR writes, INVLPG/INVPCID)
+/// reach it through the core's exit loop; a backend that offers shadow paging models
+/// `shadow_backend` (the host root into the VMCS/VMCB, a #PF with its CR2 injected, the
+/// faulting address and error code, the INVLPG operand). docs/shadow-mmu.md, "Integration".
+///
+/// Storage: a fixed array of shadow pages in the hypervisor's image (layout.hpp), no heap.
+#pragma once
+
+#include <cstdint>
+
+#include <hvkit/emulate/shadow_vcpu.hpp>
+#include <hvkit/paging/shadow/invalidate.hpp>
+#include <hvkit/paging/shadow/shadow_mmu.hpp>
+
+#include "backend.hpp"
+#include "state.hpp"
+
+namespace hv::core::shadow {
+
+namespace sp = hvkit::paging::shadow;
+
+/// Guest-physical frames of the guest's memory window map to the same host frames (the
+/// hypervisor gives the guest [guest_mem_base, +guest_mem_size) identity-mapped); every
+/// other frame (the MMIO device, unassigned space) is unbacked: its accesses are emulated.
+class identity_window {
+ public:
+  constexpr identity_window(std::uint64_t base, std::uint64_t size) noexcept : first_(base >> 12), count_(size >> 12) {}
+  [[nodiscard]] constexpr hvkit::result<hvkit::x86::hpa, hvkit::paging::memory_error> host_frame(
+      hvkit::x86::gfn f) const noexcept {
+    if (f.value() < first_ || f.value() - first_ >= count_) return hvkit::unexpected(hvkit::paging::memory_error::unbacked);
+    return hvkit::x86::hpa{f.value() << 12};
+  }
+
+ private:
+  std::uint64_t first_, count_;
+};
+static_assert(sp::frame_map<identity_window>);
+
+using mmu_type = sp::shadow_mmu<identity_window>;
+
+/// True in an image built with HVKIT_HV_SHADOW (run --shadow).
+[[nodiscard]] bool enabled() noexcept;
+/// The one shadow MMU of this vCPU (cache emptied by begin()).
+[[nodiscard]] mmu_type& mmu() noexcept;
+/// A fresh run: the cache emptied, the guest's paging state (CR0/CR4/EFER, CR3) loaded;
+/// returns the host root to run the guest on.
+[[nodiscard]] hvkit::x86::hpa begin(const hvkit::paging::cr_state& crs, hvkit::x86::cr3 cr3) noexcept;
+/// The guest's CR3 (the real one is the shadow root).
+[[nodiscard]] hvkit::x86::cr3 guest_cr3() noexcept;
+/// The guest's CR0 (the real CR0.WP is 1: paging::shadow::host_role(); VMX keeps it in the
+/// CR0 read shadow too, SVM has no read shadow).
+[[nodiscard]] hvkit::x86::cr0 guest_cr0() noexcept;
+/// The guest's EFER (the real EFER.NXE is 1: paging::shadow::host_role()).
+[[nodiscard]] hvkit::x86::efer guest_efer() noexcept;
+void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
+/// The guest's PKRU when its CR4.PKE is set (the real PKRU: the host never writes it; RDPKRU
+/// needs CR4.PKE, which the host sets only around the read), else 0.
+[[nodiscard]] std::uint32_t guest_pkru(hvkit::x86::cr4 guest_cr4) noexcept;
+
+/// Under shadow paging, why a conformance run does not apply (it needs what only EPT/NPT or a
+/// second VM gives); nullptr: it applies, or shadow paging is off. `second_vm`: the run
+/// schedules a second guest or VMCS.
+[[nodiscard]] const char* not_applicable(const run_config& cfg, bool second_vm) noexcept;
+
+/// Prints the host (shadow) entries the CPU walks for `la` from the current root, and the
+/// guest walk's translation (rights, key) for `access`: the evidence when the CPU refuses a fix.
+void print_walks(std::uint64_t la, hvkit::x86::pfec access, std::uint32_t pkru) noexcept;
+
+/// Counters for the run's report.
+struct stats {
+  std::uint64_t faults, fixed, injected, emulated, cr_writes, invlpg, flushes;
+  /// The last fixed #PF (exit number, RIP, CR2, error code) and how many times in a row the
+  /// very next exit was the same #PF again.
+  std::uint64_t last_exit, last_rip, last_cr2;
+  std::uint64_t refused;  ///< fixes the CPU refused (the instruction emulated instead)
+  std::uint32_t last_error;
+};
+[[nodiscard]] stats& counters() noexcept;
+
+/// A CR write the architectural checks accepted (paging_kind::shadow): the shadow context for
+/// the new state. `gp`: a PAE PDPTE with a reserved bit, #GP(0) and nothing changed.
+[[nodiscard]] hvkit::emulate::shadow_exit cr_written(const hvkit::paging::cr_write_outcome& o,
+                                                     hvkit::x86::cr3 cr3_after) noexcept;
+
+// clang-format off
+/// What a backend adds to `backend` for shadow paging.
+template <class B>
+concept shadow_backend = backend<B> && requires(B& b, hvkit::x86::hpa root, sp::host_flush f, std::uint64_t a,
+                                                std::uint32_t code) {
+  { b.page_fault_address() } -> std::same_as<std::uint64_t>;     ///< CR2 of the host #PF (exit qualification / EXITINFO2)
+  { b.page_fault_error() } -> std::same_as<std::uint32_t>;       ///< its error code
+  { b.invlpg_address() } -> std::same_as<std::uint64_t>;         ///< INVLPG's linear address
+  b.load_shadow_root(root, f);                                   ///< real CR3 = root, then the flush
+  b.inject_page_fault(a, code);                                  ///< the guest's #PF, CR2 = a
+};
+// clang-format on
+
+}  // namespace hv::core::shadow
