@@ -120,11 +120,18 @@ void kvprintf(const char* fmt, va_list ap) {
   }
 }
 
+namespace {
+/// One line at a time from every processor (smp/smp.hpp: the hypervisor runs on all of them).
+volatile std::uint32_t console_lock;
+}  // namespace
+
 void kprintf(const char* fmt, ...) {
+  while (__atomic_exchange_n(&console_lock, 1u, __ATOMIC_ACQUIRE) != 0) asm volatile("pause");
   va_list ap;
   va_start(ap, fmt);
   kvprintf(fmt, ap);
   va_end(ap);
+  __atomic_store_n(&console_lock, 0u, __ATOMIC_RELEASE);
 }
 
 void machine_exit(bool success) {

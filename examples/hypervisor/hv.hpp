@@ -158,9 +158,11 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
 
 // ---- VMX bring-up and the VMCS (vmx/vmx_setup.cpp) ----------------------------------------
 void setup_host_tables();
+void load_host_tables(bool load_tr);
 void read_capabilities();
 /// for_linux: the Linux guest's policy (linux/linux.cpp), with the features that policy denies.
-bool build_cpuid_policy(bool for_linux = false);
+/// cpus: the vCPUs (CPUID topology: that many cores in one package).
+bool build_cpuid_policy(bool for_linux = false, unsigned cpus = 1);
 bool enable_vmx();
 bool build_ept();
 const hc::guest_header* load_guest(bool guest32 = false);

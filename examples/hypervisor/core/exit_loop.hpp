@@ -60,6 +60,7 @@ bool handle_cpuid(B& b, context& c) {
   hvkit::cpuid::vcpu_state vs{};
   vs.cr4 = b.crs().crs.cr4;
   if (c.vcpu.guest_xcr0) vs.xcr0 = x86::xfeatures{c.vcpu.guest_xcr0};
+  vs.x2apic_id = c.vcpu.x2apic_id;
   const hvkit::cpuid::regs a =
       c.cpuid.answer(static_cast<std::uint32_t>(b.gpr(rax)), static_cast<std::uint32_t>(b.gpr(rcx)), vs);
   b.set_gpr(rax, a.eax);
@@ -70,16 +71,17 @@ bool handle_cpuid(B& b, context& c) {
   return true;
 }
 
-/// A guest WRMSR of EFER: SCE and NXE may change; LME may not change (the guest enters long
-/// mode before it runs here, and LME may not change with paging on, SDM 10.8.5 / APM 3.1.7);
-/// LMA is read-only. An NXE change feeds the MMU role: paging::cr_write_actions, carried out
+/// A guest WRMSR of EFER: SCE and NXE may change; LME only with paging off (SDM Vol. 3A
+/// 10.8.5, APM 3.1.7: #GP when LME changes with CR0.PG set; an application processor sets
+/// it on its way to long mode); LMA is read-only. An NXE change feeds the MMU role: paging::cr_write_actions, carried out
 /// by the backend. False: #GP(0).
 template <backend B>
 bool write_efer(B& b, context& c, std::uint64_t v) {
   const guest_crs g = b.crs();
-  const x86::efer changeable = x86::efer::sce | x86::efer::nxe;
+  const bool paging = g.crs.cr0.test(x86::cr0::pg);
+  const x86::efer changeable = paging ? x86::efer::sce | x86::efer::nxe : x86::efer::sce | x86::efer::nxe | x86::efer::lme;
   const x86::efer fixed = changeable | x86::efer::lme | x86::efer::lma;
-  if ((v & ~fixed.raw()) || ((v ^ g.crs.efer.raw()) & x86::efer::lme.raw())) return false;
+  if ((v & ~fixed.raw()) || (paging && ((v ^ g.crs.efer.raw()) & x86::efer::lme.raw()))) return false;
   hvkit::paging::cr_state after = g.crs;
   after.efer = x86::efer{(g.crs.efer.raw() & ~changeable.raw()) | (v & changeable.raw())};
   const auto actions = hvkit::paging::cr_write_actions(

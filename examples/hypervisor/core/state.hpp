@@ -94,6 +94,7 @@ struct vcpu_state {
   mmio_device device;
   bool preempted;  ///< the last exit ended a time slice: switch, then resume
   std::uint64_t guest_xcr0;  ///< the guest's XCR0 (0: never set, the reset value 1 applies)
+  std::uint32_t x2apic_id;   ///< the vCPU's APIC ID (CPUID leaves 1, 0xB, 0x1F)
   exit_counters exits;
   exit_counters mark;  ///< snapshot taken at hc::mark_begin
 };

@@ -35,8 +35,8 @@ moddir=$cache/root/lib/modules/$abi
 img=$build/linux-image
 mkdir -p "$img"
 # ---- the static test program -------------------------------------------------------------
-if [ ! -f "$img/hvtest" ] || [ "$here/hvtest.c" -nt "$img/hvtest" ]; then
-  gcc -static -O2 -Wall -Wextra -Werror -o "$img/hvtest" "$here/hvtest.c"
+if [ ! -f "$img/hvtest" ] || [ "$here/hvtest.c" -nt "$img/hvtest" ] || [ "$here/hvtest_smp.c" -nt "$img/hvtest" ]; then
+  gcc -static -O2 -Wall -Wextra -Werror -pthread -o "$img/hvtest" "$here/hvtest.c" "$here/hvtest_smp.c"
 fi
 
 # ---- the hvkit_wp kernel module against Debian's headers -----------------------------------

@@ -26,6 +26,11 @@
 
 static int e9_ok;
 
+void emit(const char *fmt, ...);
+void result(const char *check, int pass, const char *fmt, ...);
+void smp_checks(void);
+void smp_pin_cpu0(void);
+
 static void e9_write(const char *s)
 {
 	if (!e9_ok)
@@ -35,7 +40,7 @@ static void e9_write(const char *s)
 }
 
 /* A line to the console and to the hypervisor's channel. */
-static void emit(const char *fmt, ...)
+void emit(const char *fmt, ...)
 {
 	char buf[4096];
 	va_list ap;
@@ -51,7 +56,7 @@ static void emit(const char *fmt, ...)
 
 static int failures;
 
-static void result(const char *check, int pass, const char *fmt, ...)
+void result(const char *check, int pass, const char *fmt, ...)
 {
 	char detail[2048];
 	va_list ap;
@@ -198,6 +203,8 @@ static void checks(void)
 		result("vmxon_faults", vmx == 1, "vmxon_faulted=%ld", (long)vmx);
 		result("xsetbv_invalid_faults", xs == 1, "xcr0=0x5 xsetbv_faulted=%ld", (long)xs);
 	}
+	/* 8. The processors and cross-CPU wake-ups (hvtest_smp.c). */
+	smp_checks();
 	emit("HVKIT-GUEST CHECKS done failures=%d", failures);
 }
 
@@ -218,6 +225,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(argv[1], "checks")) {
+		smp_pin_cpu0();
 		checks();
 		return failures ? 1 : 0;
 	}

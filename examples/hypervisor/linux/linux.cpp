@@ -19,12 +19,13 @@
 // This file is the vendor-neutral part (linux_profile.hpp has the exit hooks); the VMCS and
 // EPT are in vmx/vmx_linux.cpp, the VMCB and NPT in svm/svm_linux.cpp.
 //
-// One vCPU. SMP would start the application processors the way the SDM's MP protocol does
-// (SDM Vol. 3A 9.4.4): each AP's VMCS starts in the "wait-for-SIPI" activity state (SDM
-// Vol. 3C 25.4.2, activity state 3); the BSP's INIT and SIPI IPIs through the (then
-// virtualized) local APIC become an INIT exit (reason 3) and a SIPI exit (reason 4) on the
-// AP, whose handler loads CS = vector << 8, RIP = 0 in real mode (unrestricted guest) and
-// sets the activity state to active.
+// On VMX one vCPU per processor of the machine (smp/smp.hpp): the guest's application
+// processors are started by the guest, with INIT and SIPI through its (passed-through) local
+// APIC: each AP's VMCS starts in the wait-for-SIPI activity state (SDM Vol. 3C 25.4.1,
+// activity state 3), the INIT and SIPI become an INIT exit (reason 3) and a SIPI exit
+// (reason 4) on that processor, whose handler (vmx/vmx_smp.cpp) loads the post-INIT state,
+// then CS = vector << 8, IP = 0 in real mode (unrestricted guest), and makes the vCPU
+// active. On SVM one vCPU.
 #include "linux/linux_profile.hpp"
 
 #include "svm/svm.hpp"
@@ -308,6 +309,19 @@ hvkit::cpuid::feature_set denied_features() {
   return deny;
 }
 
+/// Every vCPU's exits, added up.
+core::exit_counters all_exits() {
+  if (!ls.m) return run.exits;
+  core::exit_counters t{};
+  for (unsigned i = 0; i < ls.m->count; ++i) {
+    const core::exit_counters& e = ls.m->cpus[i].st.exits;
+    t.total += e.total;
+    for (unsigned k = 0; k < core::exit_slots; ++k) t.by_slot[k] += e.by_slot[k];
+    for (unsigned k = 0; k < core::exit_kind_count; ++k) t.by_kind[k] += e.by_kind[k];
+  }
+  return t;
+}
+
 // ---- platform MSRs and the guest's channel ------------------------------------------------
 /// Index into the virtual MTRR file, or -1 (SDM Vol. 3A 12.11: IA32_MTRRCAP 0xFE,
 /// IA32_MTRR_DEF_TYPE 0x2FF, fixed ranges 0x250/0x258/0x259/0x268-0x26F, variable pairs
@@ -326,11 +340,13 @@ int mtrr_fixed_index(std::uint32_t m) {
 /// the architectural "load the revision" trigger, reads give 0), and the MTRRs when the
 /// policy offers MTRR (the guest profile's MSR hook: pass if the MSR is not one of them).
 core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
+  if (write && m == 0x830 && ls.m) return smp::icr_write(smp::this_cpu(), v);  // x2APIC ICR (smp/smp_ipi.cpp)
+  vcpu_data& d = this_vcpu();
   bool gp = false;
   std::uint64_t out = 0;
   if (m == 0x1A0 && ls.intel) {  // IA32_MISC_ENABLE: fast strings, no BTS, no PEBS (SDM Vol. 4 Table 2-2)
-    if (write) gp = v != ls.misc_enable;  // nothing in it is changeable here
-    out = ls.misc_enable;
+    if (write) gp = v != d.misc_enable;  // nothing in it is changeable here
+    out = d.misc_enable;
   } else if (m == 0x8B) {  // IA32_BIOS_SIGN_ID (AMD: PATCH_LEVEL)
     out = 0;
   } else if (!ls.intel && (m == 0xC0010010 || m == 0xC0010015 || m == 0xC001001F || m == 0xC0010055)) {
@@ -347,24 +363,24 @@ core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
              (m == 0xFE || m == 0x2FF || mtrr_fixed_index(m) >= 0 || (m >= 0x200 && m < 0x220))) {
     const std::uint64_t cap = rdmsr(0xFE);
     const unsigned vcnt = cap & 0xFF;
-    if (!ls.mtrr_loaded) {
-      ls.mtrr_def_type = rdmsr(0x2FF);
+    if (!d.mtrr_loaded) {
+      d.mtrr_def_type = rdmsr(0x2FF);
       for (std::uint32_t i = 0; i < 11; ++i)
-        ls.mtrr_fixed[i] = (cap & (1u << 8)) ? rdmsr(i == 0 ? 0x250 : i == 1 ? 0x258 : i == 2 ? 0x259 : 0x268 + i - 3) : 0;
-      for (unsigned i = 0; i < 2 * vcnt && i < 32; ++i) ls.mtrr_var[i] = rdmsr(0x200 + i);
-      ls.mtrr_loaded = true;
+        d.mtrr_fixed[i] = (cap & (1u << 8)) ? rdmsr(i == 0 ? 0x250 : i == 1 ? 0x258 : i == 2 ? 0x259 : 0x268 + i - 3) : 0;
+      for (unsigned i = 0; i < 2 * vcnt && i < 32; ++i) d.mtrr_var[i] = rdmsr(0x200 + i);
+      d.mtrr_loaded = true;
     }
     std::uint64_t* slot = nullptr;
     if (m == 0xFE) {
       gp = write;  // read-only
       out = cap;
     } else if (m == 0x2FF) {
-      slot = &ls.mtrr_def_type;
+      slot = &d.mtrr_def_type;
     } else if (mtrr_fixed_index(m) >= 0) {
       if (!(cap & (1u << 8))) gp = true;
-      else slot = &ls.mtrr_fixed[mtrr_fixed_index(m)];
+      else slot = &d.mtrr_fixed[mtrr_fixed_index(m)];
     } else if (m - 0x200 < 2 * vcnt) {
-      slot = &ls.mtrr_var[m - 0x200];
+      slot = &d.mtrr_var[m - 0x200];
     } else {
       gp = true;
     }
@@ -376,7 +392,7 @@ core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
     return core::msr_hook::pass;
   }
   if (gp) return core::msr_hook::gp;
-  ++ls.msr_emulated;
+  ++d.msr_emulated;
   if (!write) v = out;
   return core::msr_hook::done;
 }
@@ -387,10 +403,10 @@ void guest_log_char(char c) {
     kprintf("HVKIT GUEST %s\n", ls.line);
     if (starts_with(ls.line, "HVKIT-GUEST MARK shell") && !ls.marked) {
       ls.marked = true;
-      ls.at_mark = run.exits;
+      ls.at_mark = all_exits();
       ls.tsc_mark = rdtsc();
       kprintf("HVKIT LINUX mark shell tsc=%llu exits=%llu\n", (unsigned long long)(ls.tsc_mark - ls.tsc_start),
-              (unsigned long long)run.exits.total);
+              (unsigned long long)ls.at_mark.total);
     }
     ls.line_len = 0;
     if (c == '\n') return;
@@ -437,6 +453,14 @@ unsigned vmx_code(unsigned s) { return s; }
 const char* vmx_name(unsigned s) { return reason_name(s); }
 }  // namespace
 
+namespace {
+bool has_word(const char* word) {
+  for (const char* c = linux_args(); c && *c; ++c)
+    if (starts_with(c, word)) return true;
+  return false;
+}
+}  // namespace
+
 [[noreturn]] void boot() {
   console_use_port_e9();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor, Linux guest (log on port 0xE9; COM1 is the guest's)\n");
@@ -455,9 +479,11 @@ const char* vmx_name(unsigned s) { return reason_name(s); }
   ls = linux_state{};
   const cpuid_regs v0 = cpuid(0);
   ls.intel = v0.ebx == 0x756E6547 && v0.edx == 0x49656E69 && v0.ecx == 0x6C65746E;  // "GenuineIntel"
-  ls.misc_enable = 1u | (1u << 11) | (1u << 12);
+  ls.vmx = vmx;
+  ls.solo.misc_enable = misc_enable_value;
   run.guest_xcr0 = 1;
   ls.end_reason = "running";
+  // VMX: every processor started, the vCPU state per processor (ls.m, this_state()).
   bool ok = (vmx ? prepare_vmx() : prepare_svm()) && load_kernel();
   if (ok) {
     // The emulator's and the walkers' view of guest RAM: the whole identity map from the
@@ -469,34 +495,81 @@ const char* vmx_name(unsigned s) { return reason_name(s); }
     print_policy();
     // The guest's XSETBV is executed on the host: needs CR4.OSXSAVE there.
     if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
-    kprintf("HVKIT LINUX start rip=0x%llx rsi=0x%llx\n", (unsigned long long)(kernel_gpa + 0x200),
-            (unsigned long long)boot_params_gpa);
-    run.regs[x86::gpr::rsi] = boot_params_gpa;
+    kprintf("HVKIT LINUX start rip=0x%llx rsi=0x%llx vcpus=%u\n", (unsigned long long)(kernel_gpa + 0x200),
+            (unsigned long long)boot_params_gpa, ls.m ? ls.m->count : 1u);
+    this_state().regs[x86::gpr::rsi] = boot_params_gpa;
     active = true;
     ls.tsc_start = rdtsc();
     if (!(vmx ? enter_vmx() : enter_svm()) && str_eq(ls.end_reason, "running")) ls.end_reason = "vm_entry_failed";
-    active = false;
+  } else {
+    ls.end_reason = "setup_failed";
   }
+  finish(0);
+}
+
+[[noreturn]] void finish(unsigned cpu_index) {
+  if (ls.m && __atomic_exchange_n(&ls.m->finished, 1u, __ATOMIC_ACQ_REL) != 0)
+    for (;;) asm volatile("cli; hlt");
+  active = false;
   const std::uint64_t tsc_end = rdtsc();
   if (ls.line_len) guest_log_char('\n');
-  kprintf("HVKIT LINUX end reason=%s tsc=%llu exits=%llu\n", ls.end_reason,
-          (unsigned long long)(tsc_end - ls.tsc_start), (unsigned long long)run.exits.total);
-  unsigned (*code)(unsigned) = vmx ? vmx_code : svm::exit_slot_code;
-  const char* (*name)(unsigned) = vmx ? vmx_name : svm::exit_slot_name;
+  const core::exit_counters total = all_exits();
+  kprintf("HVKIT LINUX end reason=%s tsc=%llu exits=%llu cpu=%u\n", ls.end_reason,
+          (unsigned long long)(tsc_end - ls.tsc_start), (unsigned long long)total.total, cpu_index);
+  unsigned (*code)(unsigned) = ls.vmx ? vmx_code : svm::exit_slot_code;
+  const char* (*name)(unsigned) = ls.vmx ? vmx_name : svm::exit_slot_name;
   if (ls.marked) print_exits("boot", ls.at_mark, code, name);
-  print_exits("total", run.exits, code, name);
+  print_exits("total", total, code, name);
+  // Every vCPU: its state and its profile data (one on SVM: run and ls.solo).
+  const unsigned count = ls.m ? ls.m->count : 1;
+  std::uint64_t msr_gp = 0, msr_emulated = 0, xsetbv_ok = 0, xsetbv_gp = 0, vmx_ud = 0, cr_gp = 0, held = 0, smi = 0;
+  unsigned started = 0, wp_ok_cpus = 0;
+  for (unsigned i = 0; i < count; ++i) {
+    const run_state& st = ls.m ? ls.m->cpus[i].st : run;
+    const vcpu_data& d = ls.m ? ls.m->cpus[i].lx : ls.solo;
+    msr_gp += st.msr_gp;
+    msr_emulated += d.msr_emulated;
+    xsetbv_ok += st.xsetbv_ok;
+    xsetbv_gp += st.xsetbv_gp;
+    vmx_ud += st.virt_ud_injected;
+    cr_gp += st.cr_gp_injected;
+    const bool wp = d.wp_seen[0] && d.wp_seen[1] && d.wp_toggles[0] == 10000 && d.wp_toggles[1] == 10000 &&
+                    d.wp_exits[0] == 0 && d.wp_exits[1] == d.wp_toggles[1] && d.wp_mismatch[0] == 0 &&
+                    d.wp_mismatch[1] == 0;
+    if (wp) ++wp_ok_cpus;
+    if (!ls.m) {
+      ++started;
+      continue;
+    }
+    const smp::cpu& c = ls.m->cpus[i];
+    if (c.index == 0 || c.sipi_exits > 0) ++started;
+    held += c.held_inits;
+    smi += c.smi_blocking_cleared;
+    kprintf("HVKIT LINUX vcpu %u apic_id=%u exits=%llu init_exits=%llu held_inits=%llu sipi_exits=%llu sipi_vector=0x%llx "
+            "wp_guest_owned=%llu/%llu wp_intercepted=%llu/%llu cr_exits=%llu msr_exits=%llu icr_writes=%llu sipis_sent=%llu "
+            "virtual_inits=%llu\n",
+            c.index, c.apic_id, (unsigned long long)c.st.exits.total, (unsigned long long)c.init_exits,
+            (unsigned long long)c.held_inits,
+            (unsigned long long)c.sipi_exits, (unsigned long long)c.sipi_vector, (unsigned long long)d.wp_exits[0],
+            (unsigned long long)d.wp_toggles[0], (unsigned long long)d.wp_exits[1], (unsigned long long)d.wp_toggles[1],
+            (unsigned long long)c.st.exits.of(core::exit_kind::cr_access),
+            (unsigned long long)(c.st.exits.of(core::exit_kind::msr_read) + c.st.exits.of(core::exit_kind::msr_write)),
+            (unsigned long long)c.icr_writes, (unsigned long long)c.sipis_sent, (unsigned long long)c.virtual_inits);
+  }
+  const run_state& st0 = ls.m ? ls.m->cpus[0].st : run;
   kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
           "cr_gp=%llu guest_xcr0=0x%llx\n",
-          (unsigned long long)run.msr_gp, (unsigned long long)ls.msr_emulated, (unsigned long long)run.xsetbv_ok,
-          (unsigned long long)run.xsetbv_gp, (unsigned long long)ls.io_exits, (unsigned long long)run.virt_ud_injected,
-          (unsigned long long)run.cr_gp_injected, (unsigned long long)run.guest_xcr0);
+          (unsigned long long)msr_gp, (unsigned long long)msr_emulated, (unsigned long long)xsetbv_ok,
+          (unsigned long long)xsetbv_gp, (unsigned long long)ls.io_exits, (unsigned long long)vmx_ud,
+          (unsigned long long)cr_gp, (unsigned long long)st0.guest_xcr0);
+  if (held) kprintf("HVKIT ERRATUM bochs_init_after_sipi count=%llu\n", (unsigned long long)held);
+  if (smi) kprintf("HVKIT ERRATUM bochs_smi_blocking_after_sipi exits=%llu\n", (unsigned long long)smi);
   result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
+  if (count > 1)
+    result("linux_smp_vcpus_started", started == count, "vcpus=%u started_by_guest_sipi=%u", count, started - 1);
   // The hostile run ("hvkit.triple_fault" on the guest's command line): the guest's triple
   // fault must end in a report, with the hypervisor (and the machine) still running.
-  bool hostile = false;
-  for (const char* c = linux_args(); c && *c; ++c)
-    if (starts_with(c, "hvkit.triple_fault")) hostile = true;
-  if (hostile) {
+  if (has_word("hvkit.triple_fault")) {
     result("linux_triple_fault_contained", str_eq(ls.end_reason, "guest_triple_fault"),
            "end=%s", ls.end_reason);
     kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
@@ -505,13 +578,12 @@ const char* vmx_name(unsigned s) { return reason_name(s); }
     machine_exit(ok);
   }
   result("linux_clean_shutdown", ls.shutdown, "end=%s", ls.end_reason);
-  const bool wp = ls.wp_seen[0] && ls.wp_seen[1] && ls.wp_toggles[0] == 10000 && ls.wp_toggles[1] == 10000 &&
-                  ls.wp_exits[0] == 0 && ls.wp_exits[1] == ls.wp_toggles[1] && ls.wp_mismatch[0] == 0 &&
-                  ls.wp_mismatch[1] == 0;
-  result("linux_wp_exits_per_toggle", wp,
-         "guest_owned_toggles=%llu guest_owned_cr_exits=%llu intercepted_toggles=%llu intercepted_cr_exits=%llu",
-         (unsigned long long)ls.wp_toggles[0], (unsigned long long)ls.wp_exits[0], (unsigned long long)ls.wp_toggles[1],
-         (unsigned long long)ls.wp_exits[1]);
+  const vcpu_data& d0 = ls.m ? ls.m->cpus[0].lx : ls.solo;
+  result("linux_wp_exits_per_toggle", wp_ok_cpus == count,
+         "vcpus=%u vcpus_ok=%u guest_owned_toggles=%llu guest_owned_cr_exits=%llu intercepted_toggles=%llu "
+         "intercepted_cr_exits=%llu",
+         count, wp_ok_cpus, (unsigned long long)d0.wp_toggles[0], (unsigned long long)d0.wp_exits[0],
+         (unsigned long long)d0.wp_toggles[1], (unsigned long long)d0.wp_exits[1]);
   kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
   const bool pass = results_fail == 0 && results_pass > 0;
   kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");

@@ -33,6 +33,19 @@ extern bool active;
 /// (vmx/vmx_linux.cpp; svm/svm.cpp does the same for SVM); true resumes the guest.
 bool handle_exit(vmx_backend& b);
 
+/// What the Linux guest profile keeps per vCPU (smp::cpu::lx): the CR0.WP sections the
+/// hvkit_wp module runs on this vCPU, and the vCPU's MTRRs and IA32_MISC_ENABLE.
+struct vcpu_data {
+  bool wp_intercepted;
+  std::uint64_t wp_mark;
+  std::uint64_t wp_toggles[2], wp_exits[2], wp_mismatch[2];
+  bool wp_seen[2];
+  bool mtrr_loaded;
+  std::uint64_t mtrr_def_type, mtrr_fixed[11], mtrr_var[32];
+  std::uint64_t misc_enable;
+  std::uint64_t msr_emulated;
+};
+
 /// The Linux guest's CPUID normalization, both vendors: the features whose MSRs or devices
 /// this hypervisor does not virtualize (docs/linux-guest.md has each reason).
 hvkit::cpuid::feature_set denied_features();

@@ -11,6 +11,7 @@
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
 #include "linux.hpp"
+#include "../smp/smp.hpp"
 
 namespace hv::lx {
 
@@ -48,7 +49,7 @@ inline constexpr std::uint32_t msrs_passed_through[] = {
 bool ram_like(std::uint64_t a, std::uint64_t size);
 /// The end of the highest RAM range below second_stage_end in the firmware's map.
 std::uint64_t ram_end();
-/// The guest's run (one vCPU, CR0.WP guest-owned until the hvkit_wp module asks otherwise).
+/// The guest's run (CR0.WP guest-owned until the hvkit_wp module asks otherwise).
 inline constexpr run_config linux_run{"linux", false, false, 0, run_status::done};
 
 // ---- the run's state --------------------------------------------------------------------
@@ -56,28 +57,37 @@ struct linux_state {
   core::exit_counters at_mark;  // exits when the guest reached its shell prompt
   bool marked;
   std::uint64_t tsc_start, tsc_mark;
-  std::uint64_t msr_gp_logged, msr_emulated;
+  std::uint64_t msr_gp_logged;
   std::uint64_t io_exits;
-  // CR0.WP toggles from the hvkit_wp module
-  bool wp_intercepted;
-  std::uint64_t wp_mark;
-  std::uint64_t wp_toggles[2], wp_exits[2], wp_mismatch[2];
-  bool wp_seen[2];
   bool shutdown, reset;
   bool intel;  // the CPU vendor (the platform MSRs differ)
+  bool vmx;    // the backend that runs the guest
   const char* end_reason;
-  // MTRRs the guest sees: a copy of the host's, the guest's writes kept here (with EPT the
-  // EPT memory type, not the MTRRs, decides: SDM Vol. 3C 29.3.7.2).
-  bool mtrr_loaded;
-  std::uint64_t mtrr_def_type, mtrr_fixed[11], mtrr_var[32];
-  std::uint64_t misc_enable;
+  // The CR0.WP toggles, the MTRRs the guest sees (a copy of the host's, the guest's writes
+  // kept; with EPT the EPT memory type, not the MTRRs, decides: SDM Vol. 3C 29.3.7.2) and
+  // IA32_MISC_ENABLE are per vCPU (lx::vcpu_data): each processor's smp::cpu on VMX (a vCPU
+  // per processor, smp/smp.hpp; m set), `solo` on SVM (one vCPU, the state in `run`).
+  smp::machine* m;
+  vcpu_data solo;
   std::uint64_t amd_platform[4];  // AMD SYSCFG, HWCR, NB_CFG, INT_PENDING_MSG (platform_msr)
   char line[1024];
   unsigned line_len;
 };
 extern linux_state ls;
 
-inline std::uint64_t cr_exits_now() { return run.exits.of(core::exit_kind::cr_access); }
+/// IA32_MISC_ENABLE as every vCPU reads it: fast strings, no BTS, no PEBS (SDM Vol. 4 Table 2-2).
+inline constexpr std::uint64_t misc_enable_value = 1u | (1u << 11) | (1u << 12);
+
+/// The vCPU this processor runs: its Linux profile data and its core state.
+inline vcpu_data& this_vcpu() { return ls.m ? smp::this_cpu().lx : ls.solo; }
+inline run_state& this_state() { return ls.m ? smp::this_cpu().st : run; }
+inline unsigned this_index() { return ls.m ? smp::this_cpu().index : 0; }
+
+inline std::uint64_t cr_exits_now() { return this_state().exits.of(core::exit_kind::cr_access); }
+
+/// The end of the run, on the processor whose vCPU stopped (the first one; any other that
+/// stops later halts): every vCPU's numbers, the checks, the verdict.
+[[noreturn]] void finish(unsigned cpu_index);
 
 /// The MSRs this hypervisor implements itself for the Linux guest, beyond the MSR policy.
 core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v);
@@ -109,8 +119,10 @@ core::hook linux_io(B& b) {
       ls.end_reason = "guest_reset";
       return core::hook::stop;
     }
-    if (port == 0xE9) {
+    if (port == 0xE9) {  // one line buffer for every vCPU
+      if (ls.m) ls.m->lock.lock();
       guest_log_char(static_cast<char>(value));
+      if (ls.m) ls.m->lock.unlock();
       b.skip();
       return core::hook::resume;
     }
@@ -154,24 +166,25 @@ core::hook linux_hypercall(B& b) {
     b.skip();
     return core::hook::resume;
   }
+  vcpu_data& d = this_vcpu();
   switch (b.gpr(x86::gpr::rax)) {
     case hc_wp_begin:
-      ls.wp_intercepted = b.gpr(x86::gpr::rbx) != 0;
-      b.set_cr0_wp_intercept(ls.wp_intercepted);
-      ls.wp_mark = cr_exits_now();
+      d.wp_intercepted = b.gpr(x86::gpr::rbx) != 0;
+      b.set_cr0_wp_intercept(d.wp_intercepted);
+      d.wp_mark = cr_exits_now();
       b.set_gpr(x86::gpr::rax, 0);
       break;
     case hc_wp_end: {
-      const unsigned k = ls.wp_intercepted ? 1 : 0;
-      ls.wp_toggles[k] = b.gpr(x86::gpr::rbx);
-      ls.wp_mismatch[k] = b.gpr(x86::gpr::rcx);
-      ls.wp_exits[k] = cr_exits_now() - ls.wp_mark;
-      ls.wp_seen[k] = true;
-      kprintf("HVKIT LINUX wp mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n",
-              k ? "intercepted" : "guest_owned", (unsigned long long)ls.wp_toggles[k],
-              (unsigned long long)ls.wp_exits[k], (unsigned long long)ls.wp_mismatch[k]);
-      b.set_gpr(x86::gpr::rax, ls.wp_exits[k]);
-      ls.wp_intercepted = false;
+      const unsigned k = d.wp_intercepted ? 1 : 0;
+      d.wp_toggles[k] = b.gpr(x86::gpr::rbx);
+      d.wp_mismatch[k] = b.gpr(x86::gpr::rcx);
+      d.wp_exits[k] = cr_exits_now() - d.wp_mark;
+      d.wp_seen[k] = true;
+      kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n", this_index(),
+              k ? "intercepted" : "guest_owned", (unsigned long long)d.wp_toggles[k],
+              (unsigned long long)d.wp_exits[k], (unsigned long long)d.wp_mismatch[k]);
+      b.set_gpr(x86::gpr::rax, d.wp_exits[k]);
+      d.wp_intercepted = false;
       b.set_cr0_wp_intercept(false);
       break;
     }
@@ -238,9 +251,10 @@ struct linux_profile {
 };
 
 // ---- each vendor's part ----------------------------------------------------------------
-/// VMX (vmx/vmx_linux.cpp): the CPUID policy, VMXON, the guest's EPT (before the kernel is
-/// loaded); then the bitmaps, the VMCS and the VM entries until the run ends (false: the
-/// entry failed, ls.end_reason says why).
+/// VMX (vmx/vmx_linux.cpp): every processor started (smp/smp.hpp, ls.m), the CPUID policy,
+/// VMXON, the guest's EPT (before the kernel is loaded); then the bitmaps, each vCPU's VMCS
+/// (the APs' waiting for the guest's SIPI) and the BSP's VM entries until the run ends
+/// (false: the entry failed, ls.end_reason says why).
 bool prepare_vmx();
 bool enter_vmx();
 /// SVM (svm/svm_linux.cpp): the same with EFER.SVME, the nested page table, the permission

@@ -5,7 +5,7 @@
 # from inside the guest.
 #
 #   run --linux [--bochs | --amd | --kvm | --qemu-tcg] [--build-dir DIR] [--timeout SECONDS] [--cpu MODEL]
-#               [--ips N] [--megs N] [--no-build] [--quiet] [--triple-fault]
+#               [--ips N] [--megs N] [--no-build] [--quiet] [--triple-fault] [--smp N]
 #
 # Builds the hypervisor and the guest image (linux/build-image.sh: kernel, busybox and
 # headers fetched from Debian into DIR/../debian-cache or $HVKIT_DEBIAN_CACHE, shared with
@@ -19,6 +19,8 @@
 # is decoded from guest memory to be skipped.
 # --triple-fault: the hostile run: the guest kernel triple-faults on purpose after its shell
 # prompt; passes when the hypervisor reports it and ends the run itself.
+# --smp N: N processors (Bochs `cpu: count=N`): the hypervisor runs a vCPU on each, the guest
+# starts its application processors with INIT/SIPI (docs/smp.md).
 # Exit status: 0 every check passed; 1 a check failed or the run died; 77 skipped.
 # Artifacts in DIR: linux-e9.log (the hypervisor's channel), linux-serial.log (the guest's
 # console), bochs-linux.log, bochsrc-linux.
@@ -33,6 +35,7 @@ cpu_model=${HVKIT_LINUX_CPU:-tigerlake}
 ips=${HVKIT_LINUX_IPS:-50000000}
 megs=${HVKIT_LINUX_MEGS:-512}
 do_build=1
+cpus=1
 quiet=0
 cmdline=${HVKIT_LINUX_CMDLINE:-"console=ttyS0 quiet nokaslr panic=-1 mitigations=off"}
 amd=0
@@ -53,6 +56,8 @@ while [ $# -gt 0 ]; do
     --ips) ips=$2; shift ;;
     --megs) megs=$2; shift ;;
     --no-build) do_build=0 ;;
+    --smp) cpus=$2; shift ;;
+    --smp=*) cpus=${1#*=} ;;
     --triple-fault) cmdline="$cmdline hvkit.triple_fault" ;;
     --quiet) quiet=1 ;;
     --verbose|--dump-cpuid) ;;  # options of the conformance run (scripts/hypervisor.sh passes them to both)
@@ -116,7 +121,7 @@ if [ "$mode" = bochs ]; then
   [ -f "$vgabios" ] || vgabios=/usr/share/bochs/VGABIOS-lgpl-latest
   sed -e "s|@ISO@|$img/hvkit-linux.iso|g" -e "s|@SERIAL@|$serial|g" -e "s|@LOG@|$build_dir/bochs-linux.log|g" \
       -e "s|@BIOS@|/usr/share/bochs/BIOS-bochs-latest|g" -e "s|@VGABIOS@|$vgabios|g" \
-      -e "s|@CPU_MODEL@|$cpu_model|g" -e "s|@MEGS@|$megs|g" -e "s|@IPS@|$ips|g" \
+      -e "s|@CPU_MODEL@|$cpu_model|g" -e "s|@MEGS@|$megs|g" -e "s|@IPS@|$ips|g" -e "s|@CPUS@|$cpus|g" \
       "$here/bochsrc.in" >"$build_dir/bochsrc-linux"
   printf 'c\nquit\n' >"$build_dir/bochs-linux.rc"
   if [ "$amd" = 1 ]; then
@@ -138,7 +143,7 @@ else
     note "booting Linux under the hypervisor under QEMU+KVM (nested VMX), timeout ${timeout_s}s"
     accel=(-enable-kvm -cpu host,+vmx)
   fi
-  timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" -m "$megs" \
+  timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" -m "$megs" -smp "$cpus" \
     -kernel "$build_dir/kernel.bin" -append "linux $cmdline" \
     -initrd "$img/isoroot/boot/vmlinuz vmlinuz,$img/isoroot/boot/initrd.img initrd" \
     -serial "file:$serial" -debugcon "file:$e9" -global isa-debugcon.iobase=0xe9 \
@@ -161,7 +166,7 @@ wall_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
 [ -f "$e9" ] || die "no hypervisor output (emulator exit $emu_rc)"
 tr -d '\r' <"$e9" | grep -a '^HVKIT' >"$e9.txt"
 tr -d '\r' <"$serial" 2>/dev/null >"$serial.txt" || : >"$serial.txt"
-awk -v mode="$mode" -v cpu="$cpu_model" -v ips="$ips" -v wall_ms="$wall_ms" -v shell_ms="${shell_ms:-}" \
+awk -v mode="$mode" -v cpus="$cpus" -v cpu="$cpu_model" -v ips="$ips" -v wall_ms="$wall_ms" -v shell_ms="${shell_ms:-}" \
     -v first_ms="${first_line_ms:-}" -v emu_rc="$emu_rc" -v image="$image_info" -v e9="$e9" -v serial="$serial" '
 function pad(s, n) { s = s ""; while (length(s) < n) s = s " "; return s }
 function kv(line, key,    m) {
@@ -234,6 +239,11 @@ FILENAME == serial { next }
 }
 /^HVKIT GUEST HVKIT-GUEST DMESG .*XSAVE consistency problem|xstate.*disabl/ { linux_xsave_off = 1; next }
 /^HVKIT GUEST HVKIT-GUEST DMESG .*Hypervisor detected: / { hv_detected = substr($0, index($0, "detected: ") + 10); next }
+/^HVKIT GUEST HVKIT-GUEST SMP / { smp_online = kv($0, "online"); smp_procs = kv($0, "cpuinfo_processors"); smp_same = kv($0, "flags_identical"); next }
+/^HVKIT GUEST HVKIT-GUEST IPI / { ipi[++nipi] = sprintf("%-6s %-8s %-8s %-6s %-16s %-8s %s", kv($0, "cpu"), kv($0, "rounds"), kv($0, "wakeups"), kv($0, "lost"), kv($0, "tsc_per_wakeup"), kv($0, "res"), kv($0, "cal")); next }
+/^HVKIT LINUX vcpu / { vc[++nvc] = $0; next }
+/^HVKIT GUEST HVKIT-GUEST IPICOST / { ipicost = sprintf("%s calls each: one target %s TSC, all but self %s TSC (guest TSC per smp_call_function with wait; each IPI one ICR-write exit)", kv($0, "calls"), kv($0, "tsc_one_target"), kv($0, "tsc_all_but_self")); next }
+/^HVKIT ERRATUM / { errata = errata "\n  erratum: " substr($0, 15); next }
 /^HVKIT GUEST HVKIT-GUEST INIT / { init_uptime = kv($0, "uptime"); next }
 /^HVKIT GUEST HVKIT-GUEST MARK shell/ { shell_uptime = kv($0, "uptime"); next }
 /^HVKIT GUEST HVKIT-GUEST END / { end_uptime = kv($0, "uptime"); next }
@@ -257,6 +267,10 @@ END {
   bad = ""; nleaf = 0
   for (k in pol) { nleaf++; if (!(k in gst)) bad = bad " " k ":missing"; else if (gst[k] != pol[k]) bad = bad " " k ":[" gst[k] "]!=[" pol[k] "]" }
   if (ngst > 0) check("runner.cpuid_leaves_equal_policy", bad == "", "leaves=" nleaf (bad == "" ? "" : " differ:" bad))
+  # 1b. The processors Linux brought up: every one the hypervisor runs a vCPU on.
+  if (smp_online != "")
+    check("runner.smp_cpus_online", smp_online == cpus && smp_procs == cpus && smp_same == 1,
+          "expected=" cpus " online=" smp_online " cpuinfo_processors=" smp_procs " flags_identical=" smp_same)
   # 2. /proc/cpuinfo flags == the flags the policy implies (the table above).
   if (flags_seen) {
     nf = split(flags_acc, fl, " "); for (i = 1; i <= nf; i++) have[fl[i]] = 1
@@ -323,6 +337,19 @@ END {
     print "    (boot = until the shell prompt; I/O = the intercepted ports only, mostly the guest'"'"'s own 0xE9 lines)"
     print ""
   }
+  if (nvc > 0) {
+    print "  vCPUs (one per processor; INIT/SIPI exits of the guest'"'"'s AP start-up)"
+    for (j = 1; j <= nvc; j++) { l = vc[j]; sub(/^HVKIT LINUX vcpu /, "", l); print "    vcpu " l }
+    print ""
+  }
+  if (nipi > 0) {
+    print "  cross-CPU wake-ups (futex ping-pong between CPU 0 and CPU k; res/cal: rescheduling and"
+    print "  function-call IPIs Linux counted in /proc/interrupts during the run)"
+    print "    " sprintf("%-6s %-8s %-8s %-6s %-16s %-8s %s", "cpu", "rounds", "wakeups", "lost", "tsc/wakeup", "res", "cal")
+    for (j = 1; j <= nipi; j++) print "    " ipi[j]
+    if (ipicost != "") print "    IPI cost: " ipicost
+    print ""
+  }
   if (counts != "") print "  MSR #GP injected " kv(counts, "msr_gp") ", MSRs emulated " kv(counts, "msr_emulated") ", XSETBV ok " kv(counts, "xsetbv_ok") " / #GP " kv(counts, "xsetbv_gp") ", VMX instructions #UD " kv(counts, "vmx_ud") ", guest XCR0 " kv(counts, "guest_xcr0")
   if (msr_gp_list != "") print "  MSRs that #GP (first ones):" substr(msr_gp_list, 1, 300)
   print ""
@@ -337,6 +364,7 @@ END {
   print "  checks"
   for (i = 1; i <= nchecks; i++) print "    " pad(cstat[i], 6) checks[i] ": " cdet[i]
   if (errs != "") print errs
+  if (errata != "") print errata
   if (skipmsg != "") { print "HVKIT-RUN SKIP: " skipmsg; exit 77 }
   ok = done == "PASS" && nfail == 0 && npass > 0
   if (done == "") print "  no HVKIT DONE line: the hypervisor did not finish (emulator status " emu_rc ")"

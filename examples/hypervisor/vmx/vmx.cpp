@@ -46,10 +46,16 @@ void inject(vcpu& regs, x86::vector vec, std::uint32_t error_code) {
 /// A.7, A.8 through vmx::cr_values_for), CR3 and EFER after a CR write the hypervisor carried
 /// out (a CR-access exit or an emulated instruction); EFER.LMA follows LME && PG (SDM
 /// 10.8.5), the "IA-32e mode guest" entry control with it.
-void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after) {
+void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st) {
   namespace v = hvkit::vmx;
   if (after.cr0.raw() != before.cr0.raw()) {
-    const v::cr_vmcs_values cv = v::cr_values_for(after.cr0.raw(), caps.cr0_fixed0, caps.cr0_fixed1);
+    // With unrestricted guest CR0.PE and PG are the guest's (SDM Vol. 3C 27.3.1.1).
+    const bool unrestricted = v::secondary_proc_based{static_cast<std::uint32_t>(
+                                  vmread(fields::secondary_processor_based_controls))}
+                                  .test(v::secondary_proc_based::unrestricted_guest) &&
+                              v::primary_proc_based{static_cast<std::uint32_t>(vmread(fields::primary_processor_based_controls))}
+                                  .test(v::primary_proc_based::activate_secondary_controls);
+    const v::cr_vmcs_values cv = v::cr0_values_for(after.cr0, {caps.cr0_fixed0, caps.cr0_fixed1}, unrestricted);
     vmwrite(fields::cr0_read_shadow, cv.read_shadow);
     // Shadow paging: the real CR0.WP is 1 (the shadow entries encode the guest's WP).
     vmwrite(fields::guest_cr0, core::shadow::enabled() ? cv.actual | x86::cr0::wp.raw() : cv.actual);
@@ -66,7 +72,13 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
     vmwrite(fields::vm_entry_controls, (after.efer.test(x86::efer::lma) ? ec | v::entry_controls::ia32e_mode_guest
                                                                         : ec & ~v::entry_controls::ia32e_mode_guest)
                                            .raw());
-    run.guest_efer = after.efer.raw();
+    st.guest_efer = after.efer.raw();
+    // Entering IA-32e mode with the TR the guest had in real mode (a busy 16-bit TSS, type
+    // 3, as after INIT): VM entry into an IA-32e-mode guest requires type 11 (SDM Vol. 3C
+    // 27.3.1.2), the processor itself never checks it before the guest's next LTR, which
+    // loads a 64-bit TSS. The busy 16-bit type becomes the busy 64-bit one.
+    const std::uint64_t tr_ar = vmread(fields::guest_tr_access_rights);
+    if (after.efer.test(x86::efer::lma) && (tr_ar & 0xF) == 3) vmwrite(fields::guest_tr_access_rights, (tr_ar & ~0xFull) | 11);
   }
 }
 
@@ -80,7 +92,7 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
 /// a WP toggle, never a reset). vmx::cr_values_for gives the read shadow and the real value
 /// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
 bool handle_cr_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q);  // vmx/vmx_shadow.cpp
-bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
+bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st) {
   namespace v = hvkit::vmx;
   if (core::shadow::enabled()) return handle_cr_shadow(regs, q);
   using acc = v::cr_access_qualification::access;
@@ -90,7 +102,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
     const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);
     if (!rd.valid) {
       kprintf("HVKIT ERROR unhandled CR read qualification=0x%llx\n", (unsigned long long)q.raw());
-      run.status = run_status::fatal_exit;
+      st.status = run_status::fatal_exit;
       return false;
     }
     regs.write(rd.gpr, rd.value);
@@ -101,11 +113,11 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
   if (out.cr != 0 && out.cr != 3 && out.cr != 4) {
     kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q.raw());
-    run.status = run_status::fatal_exit;
+    st.status = run_status::fatal_exit;
     return false;
   }
   if (out.fault != v::cr_write_fault::none) {
-    ++run.cr_gp_injected;
+    ++st.cr_gp_injected;
     inject(regs, x86::vector::gp);
     return true;
   }
@@ -114,7 +126,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
     // MOV to CR3 under PAE paging loads the PDPTEs (SDM 4.4.1).
     const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);
     if (pae_paging && !v::load_guest_pdptes(vmcs, x86::cr3{out.value}, guest_ram_view(), maxphyaddr)) {
-      ++run.cr_gp_injected;
+      ++st.cr_gp_injected;
       inject(regs, x86::vector::gp);
       return true;
     }
@@ -122,16 +134,16 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
     must(v::skip_instruction(regs));
     return true;
   }
-  const auto applied = v::apply_cr_write_actions(vmcs, run.mmu, out.actions, out.after, x86::cr3{c.cr3}, guest_ram_view(),
+  const auto applied = v::apply_cr_write_actions(vmcs, st.mmu, out.actions, out.after, x86::cr3{c.cr3}, guest_ram_view(),
                                                  maxphyaddr, false);
   if (!applied) {
-    ++run.cr_gp_injected;  // a PDPTE with a reserved bit: #GP(0), nothing changed
+    ++st.cr_gp_injected;  // a PDPTE with a reserved bit: #GP(0), nothing changed
     inject(regs, x86::vector::gp);
     return true;
   }
-  if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++run.mmu_resets;
-  if (applied.value().mmu_rebuilt) ++run.mmu_refreshes;
-  store_crs({c.cr0, c.cr4, c.efer}, out.after);
+  if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++st.mmu_resets;
+  if (applied.value().mmu_rebuilt) ++st.mmu_refreshes;
+  store_crs({c.cr0, c.cr4, c.efer}, out.after, st);
   must(v::skip_instruction(regs));
   return true;
 }

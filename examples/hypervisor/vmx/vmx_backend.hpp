@@ -24,8 +24,8 @@ T must(hvkit::result<T, hvkit::vmx::vm_fail> r) {
 void must(hvkit::result<void, hvkit::vmx::vm_fail> r);
 const hvkit::vmx::guest_cpu_config& guest_config();
 void inject(vcpu& regs, x86::vector vec, std::uint32_t error_code = 0);
-void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after);
-bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q);
+void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st = run);
+bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st = run);
 bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events);
 bool ept_unmap_once(std::uint64_t gpa);
 std::uint64_t ept_unmap_report();
@@ -37,6 +37,8 @@ struct vmx_backend {
   vcpu& regs;
   const hvkit::vmx::exit_event_actions& events;
   hvkit::vmx::exit_reason_field reason;
+  /// The vCPU this exit belongs to (the Linux guest: this processor's, smp/smp.hpp).
+  run_state& st = run;
 
   core::exit_info decode() const {
     using R = hvkit::vmx::exit_reason;
@@ -95,7 +97,7 @@ struct vmx_backend {
     }
     vmwrite(fields::cr0_read_shadow, shadow);
     vmwrite(fields::cr0_guest_host_mask, mask);
-    run.cr0_mask = mask;
+    st.cr0_mask = mask;
   }
 
   /// The MSRs whose guest values the VMCS guest-state area holds (SDM Vol. 3C 25.4.1), and
@@ -131,7 +133,7 @@ struct vmx_backend {
     vmwrite(fields::guest_ia32_efer, core::shadow::enabled() ? (after.efer | x86::efer::nxe).raw() : after.efer.raw());
   }
   bool apply_mmu_actions(hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& after, x86::cr3 cr3) {
-    const auto applied = hvkit::vmx::apply_cr_write_actions(regs.backend(), run.mmu, actions, after, cr3,
+    const auto applied = hvkit::vmx::apply_cr_write_actions(regs.backend(), st.mmu, actions, after, cr3,
                                                             guest_ram_view(), guest_cpu_properties().maxphyaddr, false);
     return applied && applied.value().mmu_rebuilt;
   }
@@ -141,12 +143,12 @@ struct vmx_backend {
     return {q.port(), static_cast<std::uint8_t>(q.size()), q.in(), q.string()};
   }
   bool cr_access() {
-    return handle_cr(regs, hvkit::vmx::cr_access_qualification{vmread(fields::exit_qualification)});
+    return handle_cr(regs, hvkit::vmx::cr_access_qualification{vmread(fields::exit_qualification)}, st);
   }
   bool entry_failed() {
     // SDM Vol. 3C 27.8 "VM-Entry Failures During or After Loading Guest State".
     hv::report_exit("vm_entry_failed");
-    print_vm_entry_diagnosis(run.cfg->name);
+    print_vm_entry_diagnosis(st.cfg->name);
     return false;
   }
 
@@ -157,7 +159,7 @@ struct vmx_backend {
       ctx.efer = core::shadow::guest_efer();
       ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
     }
-    return run.status == run_status::running;
+    return st.status == run_status::running;
   }
   /// emulate::apply_emulation (registers, RIP, segments, the interrupt shadow, single step;
   /// an exception injected, merged with a pending event); a CR write into the VMCS.
@@ -167,7 +169,7 @@ struct vmx_backend {
     switch (a.kind) {
       case k::done:
         if (o.what == em::event::cr_write) {
-          store_crs({before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer});
+          store_crs({before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer}, st);
           if (core::shadow::enabled()) {
             const auto e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
             load_shadow_root(e.root, e.flush);

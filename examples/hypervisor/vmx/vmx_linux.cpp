@@ -9,6 +9,8 @@
 #include <hvkit/vmx/msr_bitmap.hpp>
 
 #include "vmx_backend.hpp"
+#include "../smp/smp.hpp"
+#include <hvkit/vmx/init_sipi.hpp>
 
 namespace hv::lx {
 
@@ -80,23 +82,39 @@ void build_bitmaps() {
   if (guest_msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
   if (guest_policy.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t msr = 0x800; msr <= 0x8FF; ++msr) static_cast<void>(msr_bits.pass_through(msr));
+  // ... except writes of the x2APIC ICR: the guest's IPIs (smp/smp_ipi.cpp).
+  static_cast<void>(msr_bits.set_intercept(0x830, hvkit::vmx::msr_access::write, true));
   for (std::uint16_t port : io_intercepts) io_bits.set_intercept(port, true);
 }
 
+/// A VM entry of vCPU `c` that failed (rc 1: VMfailInvalid, 2: VMfailValid; 0: the run
+/// ended by an exit): reported, the run's end reason set.
+void report_entry_failure(const smp::cpu& c, int rc) {
+  if (rc == 0) return;
+  kprintf("HVKIT ERROR linux: VM entry failed on cpu %u (%s, VM-instruction error %llu)\n", c.index,
+          rc == 1 ? "VMfailInvalid" : "VMfailValid", (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
+  ls.end_reason = "vm_entry_failed";
+}
+
 // ---- the VMCS for the kernel's 64-bit entry ----------------------------------------------
-bool setup_linux_vmcs() {
+/// The current VMCS for vCPU `c`: the BSP's at the kernel's 64-bit entry, an AP's in the
+/// post-INIT state waiting for a SIPI (unrestricted guest: its SIPI starts it in real mode).
+bool setup_linux_vmcs(smp::cpu& c) {
   namespace v = hvkit::vmx;
+  const bool ap = c.index != 0;
   const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
   const auto proc = v::adjust_controls(vcaps.primary_caps(), v::primary_proc_based::use_msr_bitmaps |
                                                                  v::primary_proc_based::use_io_bitmaps |
                                                                  v::primary_proc_based::activate_secondary_controls);
-  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(), v::secondary_proc_based::enable_ept);
+  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(), ap ? v::secondary_proc_based::enable_ept |
+                                                                          v::secondary_proc_based::unrestricted_guest
+                                                                    : v::secondary_proc_based::enable_ept);
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer |
                                                                v::exit_controls::save_ia32_pat |
                                                                v::exit_controls::load_ia32_pat);
-  const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest |
+  const auto entry = v::adjust_controls(vcaps.entry_caps(), (ap ? v::entry_controls{} : v::entry_controls::ia32e_mode_guest) |
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
   if (!write_controls(pin, proc, proc2, exitc, entry, linux_eptp)) return false;
@@ -113,47 +131,115 @@ bool setup_linux_vmcs() {
     kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
     return false;
   }
-  kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)run.cr0_mask,
-          (unsigned long long)run.cr4_mask);
+  c.st.cr0_mask = owned.cr0_mask();
+  c.st.cr4_mask = owned.cr4_mask();
+  if (!ap)
+    kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)c.st.cr0_mask,
+            (unsigned long long)c.st.cr4_mask);
 
-  // Host state as for the conformance runs, with PAT (the exit controls load it).
+  // Host state as for the conformance runs, with PAT (the exit controls load it); GS base
+  // = this processor's smp::cpu (smp::this_cpu after every exit).
   write_host_state(true);
+  vmwrite(fields::host_gs_base, reinterpret_cast<std::uint64_t>(&c));
+  if (ap) {
+    // Power-on state (Table 10-1 RESET column: CR0 60000010H), then as after INIT: the
+    // vCPU waits for the guest's SIPI (IA32_VMX_MISC[8]: the activity state is enterable).
+    const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+    const x86::reset_state power_on = x86::state_after_reset(signature);
+    smp::write_reset_state(c, x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value),
+                           hvkit::vmx::activity_state::wait_for_sipi);
+    vmwrite(fields::guest_ia32_sysenter_cs, 0);
+    vmwrite(fields::guest_ia32_sysenter_esp, 0);
+    vmwrite(fields::guest_ia32_sysenter_eip, 0);
+    vmwrite(fields::vmcs_link_pointer, ~0ull);
+    vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);
+    return true;
+  }
   // Guest state: the boot protocol's 64-bit entry (__BOOT_CS 0x10, __BOOT_DS 0x18, a TSS at
   // 0x20; RIP = startup_64, interrupts off as the protocol requires).
   write_flat_guest_state({0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
                           x86::efer::lme | x86::efer::lma});
   vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);  // the power-on PAT (SDM Vol. 3A 13.12.4)
+  c.st.guest_efer = (x86::efer::lme | x86::efer::lma).raw();
+  c.st.mmu = hvkit::paging::mmu_context::make(guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma,
+                                              x86::gpa{page_tables_gpa});
   return true;
 }
 
-/// The policy's leaves the runner derives the expected /proc/cpuinfo flags from, answered
+/// An AP's vCPU: its VMCS (waiting for the guest's SIPI), then the guest until it stops.
+[[noreturn]] void run_ap(smp::cpu& c) {
+  c.lx.misc_enable = misc_enable_value;
+  c.st.cfg = &linux_run;
+  c.st.status = run_status::running;
+  c.st.guest_xcr0 = 1;
+  c.st.x2apic_id = c.apic_id;
+  if (!smp::load_vmcs(c) || !setup_linux_vmcs(c)) {
+    kprintf("HVKIT ERROR linux: the VMCS of cpu %u\n", c.index);
+    c.phase = smp::cpu_phase::failed;
+    for (;;) asm volatile("cli; hlt");
+  }
+  c.phase = smp::cpu_phase::guest;
+  const int rc = ::vmx_enter(&c.st.regs, 0);
+  report_entry_failure(c, rc);
+  finish(c.index);
+}
+
 }  // namespace
 
 bool handle_exit(vmx_backend& b) {
-  core::context c = run_context();
-  return core::handle_exit(b, c, linux_profile{});
+  smp::cpu& cpu = smp::this_cpu();
+  // The guest's INIT and SIPI to this vCPU (vmx/vmx_smp.cpp).
+  if (!b.reason.entry_failure() && smp::handle_init_sipi(cpu, b.reason.basic())) return true;
+  cpu.just_started = false;
+  if (cpu.index != 0 && cpu.st.exits.total < 24)  // an AP's way from its SIPI to long mode, for the log
+    kprintf("HVKIT SMP vcpu=%u exit reason=%u rip=0x%llx qualification=0x%llx rax=0x%llx rcx=0x%llx rdx=0x%llx\n",
+            cpu.index, b.reason.basic_raw(), (unsigned long long)vmread(fields::guest_rip),
+            (unsigned long long)vmread(fields::exit_qualification), (unsigned long long)b.regs.gprs()[x86::gpr::rax],
+            (unsigned long long)b.regs.gprs()[x86::gpr::rcx], (unsigned long long)b.regs.gprs()[x86::gpr::rdx]);
+  vmx_backend mine{b.regs, b.events, b.reason, cpu.st};
+  core::context c = smp::context_of(cpu);
+  const bool resume = core::handle_exit(mine, c, linux_profile{});
+  smp::fix_smi_blocking(cpu);
+  return resume;
 }
 
 bool prepare_vmx() {
   read_capabilities();
-  return build_cpuid_policy(true) && enable_vmx() && build_linux_ept();
+  // Every processor: started now, each waits in VMX root operation for `go`.
+  smp::machine& m = smp::start_processors();
+  smp::cpu& bsp = m.cpus[0];
+  ls.m = &m;
+  bsp.lx.misc_enable = misc_enable_value;
+  bsp.st.cfg = &linux_run;
+  bsp.st.status = run_status::running;
+  bsp.st.guest_xcr0 = 1;
+  bsp.st.x2apic_id = bsp.apic_id;
+  const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
+  kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
+  bool ok = build_cpuid_policy(true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
+  if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
+  if (ok && m.count > 1 && !wfs) {
+    kprintf("HVKIT ERROR linux: SMP needs the wait-for-SIPI activity state (IA32_VMX_MISC[8])\n");
+    ok = false;
+  }
+  return ok;
 }
 
 bool enter_vmx() {
+  smp::machine& m = *ls.m;
+  smp::cpu& bsp = m.cpus[0];
   build_bitmaps();
-  const std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
-  *reinterpret_cast<std::uint32_t*>(vmcs_region) = vcaps.revision_id();
-  if (!hvkit::vmx::hw::vmclear(x86::hpa{vmcs}) || !hvkit::vmx::hw::vmptrld(x86::hpa{vmcs}) || !setup_linux_vmcs())
-    return false;
+  if (!smp::load_vmcs(bsp) || !setup_linux_vmcs(bsp)) return false;
   if (caps.ept_vpid & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
-  const int rc = ::vmx_enter(&run.regs, 0);
-  if (rc != 0) {
-    kprintf("HVKIT ERROR linux: VM entry failed (%s, VM-instruction error %llu)\n",
-            rc == 1 ? "VMfailInvalid" : "VMfailValid",
-            (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
-    return false;
-  }
-  return true;
+  // The APs: their VMCS and the wait-for-SIPI guest, before the guest's BSP can send INIT.
+  m.ap_run = run_ap;
+  __atomic_store_n(&m.go, 1u, __ATOMIC_RELEASE);
+  for (unsigned i = 1; i < m.count; ++i)
+    while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
+  bsp.phase = smp::cpu_phase::guest;
+  const int rc = ::vmx_enter(&bsp.st.regs, 0);
+  report_entry_failure(bsp, rc);
+  return rc == 0;
 }
 
 }  // namespace hv::lx

@@ -23,6 +23,13 @@ void setup_host_tables() {
     host_idt[2 * v] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
     host_idt[2 * v + 1] = h >> 32;
   }
+  load_host_tables(true);
+}
+
+/// GDTR, IDTR, the segment registers and (load_tr) TR from the hypervisor's tables. An AP
+/// (smp/smp_boot.cpp) leaves TR alone: the TSS descriptor is busy from the BSP's LTR, and
+/// the first VM exit loads TR from the VMCS host-state area.
+void load_host_tables(bool load_tr) {
   struct __attribute__((packed)) {
     std::uint16_t limit;
     std::uint64_t base;
@@ -41,12 +48,11 @@ void setup_host_tables() {
       "movl %%eax, %%ss\n\t"
       "movl %%eax, %%fs\n\t"
       "movl %%eax, %%gs\n\t"
-      "movw $0x18, %%ax\n\t"
-      "ltr %%ax\n\t"
       "lidt %1"
       :
       : "m"(gdtr), "m"(idtr)
       : "rax", "memory");
+  if (load_tr) asm volatile("ltr %w0" ::"r"(std::uint16_t{0x18}) : "memory");
 }
 
 // ---- VMX bring-up ------------------------------------------------------------------------
@@ -74,7 +80,7 @@ void read_capabilities() {
 /// allow in the guest is hidden); VMX is not offered (no nested virtualization). No KVM
 /// paravirtual feature is implemented, so none is offered; the hints word says
 /// "realtime" (one vCPU, never preempted). Hints may change later, features may not.
-bool build_cpuid_policy(bool for_linux) {
+bool build_cpuid_policy(bool for_linux, unsigned cpus) {
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
     result("cpuid_policy", false, "reason=host_table_full");
@@ -110,8 +116,14 @@ bool build_cpuid_policy(bool for_linux) {
   // survive exits untouched. A component whose CPUID.0xD sub-leaf contradicts the host's
   // bitmaps (Bochs tigerlake/icelake: PKRU enumerated, 0xD.9 all zeros) is withheld by the
   // library and reported below.
+  // The Linux guest's local APIC is the processor's own (vmx/vmx_linux.cpp): x2APIC is
+  // offered when the processor has it, its MSRs passed through but the ICR, whose writes
+  // the hypervisor carries out (smp/smp_ipi.cpp). Linux then sends its IPIs, INIT and SIPI
+  // with WRMSR, not through the xAPIC page.
+  if (for_linux && ((cpuid(1).ecx >> 21) & 1)) hvc.emulated.set(feat::x2apic);
   cpuid_ns::policy_config cfg{};
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
+  cfg.topo.cores_per_package = cpus;
   if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {

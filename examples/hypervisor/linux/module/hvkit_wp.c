@@ -13,7 +13,10 @@
 #include <linux/irqflags.h>
 #include <linux/kernel.h>
 #include <linux/module.h>
+#include <linux/smp.h>
+#include <linux/cpumask.h>
 #include <asm/asm.h>
+#include <asm/msr.h>
 #include <asm/cpufeature.h>
 
 #define HC_WP_BEGIN 0x68760001UL
@@ -35,6 +38,12 @@ module_param(xsetbv_invalid_faulted, ulong, 0444);
 /* triple_fault=1: the hostile guest kernel; an empty IDT, then INT3: #GP, #DF, shutdown. */
 static int triple_fault;
 module_param(triple_fault, int, 0444);
+/* IPI cost: guest TSC per smp_call_function_single() to the first other CPU and per
+ * smp_call_function() to all others, each waiting for the handler (ipi_calls of each). */
+static unsigned long ipi_calls = 1000, ipi_tsc_one, ipi_tsc_all;
+module_param(ipi_calls, ulong, 0444);
+module_param(ipi_tsc_one, ulong, 0444);
+module_param(ipi_tsc_all, ulong, 0444);
 static unsigned int toggles = 10000;
 module_param(toggles, uint, 0444);
 
@@ -106,8 +115,42 @@ fault:
 	return 1;
 }
 
+static void ipi_nop(void *unused)
+{
+}
+
+static void measure_ipis(void)
+{
+	int self = get_cpu(), target = -1, cpu;
+	unsigned long i;
+	u64 t0;
+
+	for_each_online_cpu(cpu)
+		if (cpu != self && target < 0)
+			target = cpu;
+	if (target >= 0 && ipi_calls > 0) {
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			smp_call_function_single(target, ipi_nop, NULL, 1);
+		ipi_tsc_one = (rdtsc_ordered() - t0) / ipi_calls;
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			smp_call_function(ipi_nop, NULL, 1);
+		ipi_tsc_all = (rdtsc_ordered() - t0) / ipi_calls;
+	}
+	put_cpu();
+}
+
+static void run_both(void *unused)
+{
+	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
+	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches);
+}
+
 static int __init hvkit_wp_init(void)
 {
+	int cpu;
+
 	if (triple_fault) {
 		struct {
 			u16 limit;
@@ -118,8 +161,11 @@ static int __init hvkit_wp_init(void)
 		local_irq_disable();
 		asm volatile("lidt %0\n\tint3" : : "m"(empty) : "memory");
 	}
-	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
-	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches);
+	/* Both runs on every online CPU (each vCPU counts its own CR exits); the parameters
+	 * keep the last CPU's numbers, the hypervisor reports every vCPU's. */
+	for_each_online_cpu(cpu)
+		smp_call_function_single(cpu, run_both, NULL, 1);
+	measure_ipis();
 	vmxon_faulted = try_vmxon();
 	xsetbv_invalid_faulted = try_xsetbv_invalid();
 	pr_info("hvkit_wp: guest-owned %lu toggles %lu CR exits; intercepted %lu toggles %lu CR exits\n",

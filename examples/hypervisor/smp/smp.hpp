@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// @brief The reference hypervisor on every processor of the machine (docs/smp.md, "The
+/// reference hypervisor"): the processors the firmware's ACPI MADT lists, each started by the
+/// hypervisor's bootstrap processor with INIT and SIPI into a real-mode trampoline below
+/// 1 MiB (smp/smp_boot.cpp), each in VMX root operation with its own VMXON region, VMCS,
+/// stack and vCPU. One vCPU per physical processor; the guest starts its own application
+/// processors with INIT and SIPI, virtualized (vmx/vmx_smp.cpp).
+///
+/// Per-CPU data is reached without a global: a processor's GS base (IA32_GS_BASE, and the
+/// VMCS host GS base, which VM exit loads, SDM Vol. 3C 28.5.2) points to its `cpu`, whose
+/// first member points to itself (`this_cpu`); the `machine` is reached from there.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <hvkit/x86/init_sipi.hpp>
+
+#include "../core/exit_loop.hpp"
+#include "../hv.hpp"
+#include "../linux/linux.hpp"
+
+namespace hv::smp {
+
+inline constexpr unsigned max_cpus = 8;
+/// The AP trampoline's page (SIPI vector 0x10: CS = 1000H, IP = 0; SDM Vol. 3A 9.4.4.1). Below
+/// the Linux guest's boot structures at 0x20000 and above its GDT/boot_params/command line.
+inline constexpr std::uint64_t trampoline_base = 0x10000;
+
+/// A test-and-set spinlock (LOCK XCHG: SDM Vol. 3A 9.1.2.1, XCHG with memory is locked).
+struct spinlock {
+  volatile std::uint32_t word = 0;
+  void lock() noexcept {
+    while (__atomic_exchange_n(&word, 1u, __ATOMIC_ACQUIRE) != 0) asm volatile("pause");
+  }
+  void unlock() noexcept { __atomic_store_n(&word, 0u, __ATOMIC_RELEASE); }
+};
+
+struct machine;
+
+/// Where a processor is in its bring-up.
+enum class cpu_phase : std::uint32_t { off, long_mode, vmx_root, guest, failed, stopped };
+
+/// One physical processor and the vCPU it runs.
+struct cpu {
+  cpu* self;  ///< at offset 0: GS:[0] (this_cpu)
+  machine* m;
+  unsigned index;
+  std::uint32_t apic_id;
+  volatile cpu_phase phase;
+  /// The vCPU's MP state (x86/init_sipi.hpp): the guest's BSP runs, its APs wait for a SIPI.
+  hvkit::x86::mp_state mp;
+  std::uint64_t init_exits, sipi_exits, sipi_vector;
+  /// The SIPI exit was this vCPU's last exit: it has not left its start-up state yet.
+  bool just_started;
+  /// INIT exits right after a SIPI exit, before the vCPU ran: the INIT Bochs held pending
+  /// through the wait-for-SIPI state (docs/smp.md, erratum bochs_init_after_sipi); dropped.
+  std::uint64_t held_inits;
+  /// The guest's ICR writes on this vCPU, the start-up IPIs among them, and the INITs
+  /// other vCPUs sent to this one (smp/smp_ipi.cpp).
+  std::uint64_t icr_writes, sipis_sent, virtual_inits;
+  /// Exits whose saved interruptibility state said "blocking by SMI" outside SMM (Bochs,
+  /// after the wait-for-SIPI state; erratum bochs_smi_blocking_after_sipi): cleared.
+  std::uint64_t smi_blocking_cleared;
+  std::uint64_t tsc_started;  ///< host TSC when the guest's SIPI started this vCPU
+  /// The vCPU (core::vcpu_state), its check counters and VMX CR masks.
+  run_state st;
+  /// What the Linux guest profile keeps per vCPU.
+  lx::vcpu_data lx;
+  alignas(4096) std::uint8_t vmxon[4096];
+  alignas(4096) std::uint8_t vmcs[4096];
+  alignas(16) std::uint8_t stack[32768];
+};
+
+/// Every processor the hypervisor runs on.
+struct machine {
+  cpu* cpus;
+  unsigned count;
+  /// What every AP runs once in VMX root operation; set (before `go`) by the BSP once the
+  /// shared state (EPT, policies, bitmaps) is built.
+  void (*ap_run)(cpu&);  ///< does not return
+  volatile std::uint32_t go;
+  volatile std::uint32_t finished;  ///< the first processor whose vCPU stopped reports
+  spinlock lock;              ///< the shared parts of a guest profile (its log line)
+};
+
+/// This processor's `cpu` (GS:[0]).
+[[nodiscard]] inline cpu& this_cpu() noexcept {
+  cpu* c;
+  asm volatile("mov %%gs:0, %0" : "=r"(c));
+  return *c;
+}
+
+/// The bootstrap processor: finds the processors in the ACPI MADT (enabled local APICs),
+/// sets up its own `cpu` (index 0, GS base) and starts every other processor with
+/// INIT-SIPI-SIPI (SDM Vol. 3A 9.4.4.1); each runs `ap_main` up to VMX root operation and
+/// then waits for `go`. Returns the machine (count >= 1).
+machine& start_processors();
+/// An AP's work after its start: VMX root, wait for go, then its vCPU (vmx/vmx_smp.cpp).
+[[noreturn]] void ap_main(cpu& c);
+
+// ---- VMX (vmx/vmx_smp.cpp) ------------------------------------------------------------------
+/// VMX root operation on this processor with its own VMXON region (SDM Vol. 3C 24.7).
+bool vmx_on(cpu& c);
+/// VMCLEAR + VMPTRLD of the processor's VMCS (SDM Vol. 3C 25.11.3).
+bool load_vmcs(cpu& c);
+/// The guest state of x86::reset_state in the current VMCS (real mode: unrestricted guest),
+/// with the activity state; the vCPU's EFER and MMU context follow.
+void write_reset_state(cpu& c, const hvkit::x86::reset_state& s, hvkit::vmx::activity_state a);
+/// The INIT (reason 3) and SIPI (reason 4) exits of the vCPU (SDM Vol. 3C 26.2), through
+/// vmx::on_exit: INIT loads the post-INIT state and waits for a SIPI, SIPI starts the vCPU at
+/// vector << 12. False: not an INIT/SIPI exit.
+bool handle_init_sipi(cpu& c, hvkit::vmx::exit_reason r);
+/// Before VM entry of an AP's vCPU: "blocking by SMI" (interruptibility bit 2) is cleared
+/// outside SMM, where VM entry refuses it (SDM Vol. 3C 27.3.1.5).
+void fix_smi_blocking(cpu& c);
+
+/// A guest WRMSR to the x2APIC ICR (830H) on vCPU `from` (smp/smp_ipi.cpp): INIT applied to
+/// the target vCPUs, every other IPI sent on the physical x2APIC; #GP for reserved bits.
+core::msr_hook icr_write(cpu& from, std::uint64_t v);
+
+/// The core::context of this processor's vCPU.
+[[nodiscard]] inline core::context context_of(cpu& c) { return {c.st, c.st, guest_policy, guest_msrs}; }
+
+}  // namespace hv::smp
