@@ -91,13 +91,18 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
 /// vmx::apply_cr_write_actions (PAE PDPTEs into the VMCS, the permission table refreshed on
 /// a WP toggle, never a reset). vmx::cr_values_for gives the read shadow and the real value
 /// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
-bool handle_cr_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q);  // vmx/vmx_shadow.cpp
+bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q,
+                            const hvkit::vmx::cr_context& c);  // vmx/vmx_shadow.cpp
 bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st) {
   namespace v = hvkit::vmx;
-  if (core::shadow::enabled()) return handle_cr_shadow(regs, q);
   using acc = v::cr_access_qualification::access;
   auto& vmcs = regs.backend();
-  const v::cr_context c = must(v::read_cr_context(vmcs, guest_config()));
+  v::cr_context c = must(v::read_cr_context(vmcs, guest_config()));
+  const bool shadow = core::shadow::enabled();
+  if (shadow) {
+    c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
+    c.efer = core::shadow::guest_efer();       // the real EFER.NXE is 1
+  }
   if (q.type() == acc::mov_from_cr) {
     const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);
     if (!rd.valid) {
@@ -109,6 +114,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
     must(v::skip_instruction(regs));
     return true;
   }
+  if (shadow) return handle_cr_write_shadow(regs, q, c);
   const std::uint64_t value = must(v::cr_source_value(regs, q, c));
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
   if (out.cr != 0 && out.cr != 3 && out.cr != 4) {

@@ -9,28 +9,10 @@
 
 namespace hv {
 
-bool handle_cr_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q) {
+// A MOV to CR under shadow paging; `c` is the guest's view (its CR3 and EFER, which
+// handle_cr() put in place of the shadow root and the real EFER.NXE = 1).
+bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q, const hvkit::vmx::cr_context& c) {
   namespace v = hvkit::vmx;
-  using acc = v::cr_access_qualification::access;
-  auto& vmcs = regs.backend();
-  auto cr = v::read_cr_context(vmcs, guest_config());
-  if (!cr) {
-    vmx_failed(cr.error());
-    return false;
-  }
-  v::cr_context c = cr.value();
-  c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
-  c.efer = core::shadow::guest_efer();       // the real EFER.NXE is 1
-  if (q.type() == acc::mov_from_cr) {
-    const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);
-    if (!rd.valid) {
-      kprintf("HVKIT ERROR unhandled CR read qualification=0x%llx\n", (unsigned long long)q.raw());
-      run.status = run_status::fatal_exit;
-      return false;
-    }
-    regs.write(rd.gpr, rd.value);
-    return static_cast<bool>(v::skip_instruction(regs));
-  }
   const auto src = v::cr_source_value(regs, q, c);
   if (!src) {
     vmx_failed(src.error());
