@@ -61,23 +61,11 @@ pg::cpu_properties guest_cpu_properties() {
   return props;
 }
 
-/// CR4 bits the guest may set: those the processor allows (`cpu`), minus VMXE and SMXE (no
-/// nested virtualization or SMX offered), minus those whose feature the guest's CPUID policy
-/// does not enumerate (a CR4 bit of a feature the CPU lacks is reserved: SDM 2.5, Table 2-3
-/// lists each bit's CPUID flag).
-x86::cr4 cr4_allowed(const hvkit::cpuid::policy& policy, x86::cr4 cpu) {
-  namespace feat = hvkit::cpuid::feat;
-  x86::cr4 a = cpu & x86::cr4::defined & ~(x86::cr4::vmxe | x86::cr4::smxe);
-  struct {
-    x86::cr4 bit;
-    hvkit::cpuid::feature f;
-  } const gates[] = {{x86::cr4::smep, feat::smep},         {x86::cr4::smap, feat::smap},
-                     {x86::cr4::fsgsbase, feat::fsgsbase}, {x86::cr4::pcide, feat::pcid},
-                     {x86::cr4::osxsave, feat::xsave},     {x86::cr4::umip, feat::umip},
-                     {x86::cr4::pke, feat::pku},           {x86::cr4::la57, feat::la57}};
-  for (const auto& g : gates)
-    if (!policy.has(g.f)) a = a.without(g.bit);
-  return a;
+hvkit::cpuid::guest_cpu_model guest_cpu_model(const hvkit::cpuid::policy& policy, x86::cr4 cpu) {
+  hvkit::cpuid::guest_cpu_model m = hvkit::cpuid::make_guest_cpu_model(policy);
+  m.cr4_allowed = m.cr4_allowed & cpu;
+  m.maxphyaddr = guest_cpu_properties().maxphyaddr;
+  return m;
 }
 
 // ---- the MMIO test device -----------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <hvkit/cpuid/guest_cpu_model.hpp>
 #include <hvkit/cpuid/policy.hpp>
 #include <hvkit/emulate/context.hpp>
 #include <hvkit/emulate/platform.hpp>
@@ -61,9 +62,11 @@ std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size);
 /// MAXPHYADDR and 1-GByte pages of the guest CPU (the host's, as its CPUID policy passes them).
 hvkit::paging::cpu_properties guest_cpu_properties();
 
-/// CR4 bits the guest may set: `cpu` (what the processor allows) less VMXE, SMXE and the bits
-/// whose feature the guest's CPUID policy does not enumerate.
-hvkit::x86::cr4 cr4_allowed(const hvkit::cpuid::policy& policy, hvkit::x86::cr4 cpu);
+/// The guest CPU model of the guest's CPUID policy (hvkit's one copy of the CR4/EFER gates:
+/// cpuid::make_guest_cpu_model), its CR4 bits limited to `cpu`, those the processor lets a
+/// guest have (VMX: IA32_VMX_CR4_FIXED1, SDM Vol. 3D A.8; SVM: every defined bit), and its
+/// MAXPHYADDR guest_cpu_properties()'s.
+hvkit::cpuid::guest_cpu_model guest_cpu_model(const hvkit::cpuid::policy& policy, hvkit::x86::cr4 cpu);
 
 // ---- the MMIO test device and unassigned guest-physical space ----------------------------
 std::uint64_t device_read(context& c, std::uint64_t offset, unsigned size);

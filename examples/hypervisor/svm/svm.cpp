@@ -107,11 +107,10 @@ using vcpu = sv::register_file<current_vmcb>;
 x86::efer guest_efer() { return sv::read_typed(vmcb, fld::efer).without(x86::efer::svme); }
 
 /// The emulator's context from the VMCB (emulate/vmcb_context.hpp) with the guest CPU
-/// model's MAXPHYADDR and CR4 bits.
+/// model's MAXPHYADDR, LAM and CR4 bits.
 em::context read_context(guest_regs& regs) {
   const vcpu rf{vmcb, regs};
-  return em::read_emulation_context(vmcb, rf, static_cast<std::uint8_t>(guest_cpu_properties().maxphyaddr),
-                                    cr4_allowed());
+  return em::read_emulation_context(vmcb, rf, guest_model());
 }
 
 void report_exit(const char* what, bool expected) {

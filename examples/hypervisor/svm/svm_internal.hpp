@@ -103,8 +103,8 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r);
 void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
                 std::uint64_t ncr3);
 void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
-/// CR4 bits the guest may set.
-x86::cr4 cr4_allowed();
+/// The guest CPU model (MAXPHYADDR, LAM, the CR4 bits the guest may set) of the guest's policy.
+cpuid_ns::guest_cpu_model guest_model();
 
 // ---- the backend (svm.cpp) --------------------------------------------------------------------
 /// An exception into the guest through EVENTINJ, merged with a pending event.

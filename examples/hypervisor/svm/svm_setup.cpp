@@ -57,9 +57,9 @@ cpuid_ns::svm_info host_svm{};
 sv::asid_allocator asids{2};
 
 // ---- CPUID policy ---------------------------------------------------------------------
-/// CR4 bits the guest may set: every defined bit the guest's CPUID policy allows (the CPU's
-/// own CR4 has no fixed bits under SVM; core::cr4_allowed).
-x86::cr4 cr4_allowed() { return core::cr4_allowed(guest_policy, x86::cr4::defined); }
+/// The guest CPU model of the guest's CPUID policy (core::guest_cpu_model): the CPU's own CR4
+/// has no fixed bits under SVM, every defined bit the policy allows may be set.
+cpuid_ns::guest_cpu_model guest_model() { return core::guest_cpu_model(guest_policy, x86::cr4::defined); }
 
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM

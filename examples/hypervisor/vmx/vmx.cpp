@@ -30,7 +30,7 @@ const hvkit::vmx::guest_cpu_config& guest_config() {
   static hvkit::vmx::guest_cpu_config cfg;
   static bool done = false;
   if (!done) {
-    cfg = {guest_cr4_allowed(), guest_cpu_properties().maxphyaddr, guest_policy.has(cpuid_ns::feat::lam)};
+    cfg = core::guest_cpu_model(guest_policy, x86::cr4{caps.cr4_fixed1});
     done = true;
   }
   return cfg;

@@ -309,8 +309,8 @@ const hc::guest_header* load_guest(bool guest32) {
 }
 
 /// CR4 bits the guest may set: what the CPU allows in VMX non-root operation (IA32_VMX_CR4_FIXED1,
-/// SDM Vol. 3D A.8), gated by the guest's CPUID policy (core::cr4_allowed).
-x86::cr4 guest_cr4_allowed() { return core::cr4_allowed(guest_policy, x86::cr4{caps.cr4_fixed1}); }
+/// SDM Vol. 3D A.8), gated by the guest's CPUID policy (the guest CPU model, core::guest_cpu_model).
+x86::cr4 guest_cr4_allowed() { return core::guest_cpu_model(guest_policy, x86::cr4{caps.cr4_fixed1}).cr4_allowed; }
 
 /// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
 template <class C>
