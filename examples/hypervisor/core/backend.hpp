@@ -11,7 +11,10 @@
 
 #include <hvkit/emulate/context.hpp>
 #include <hvkit/emulate/outcome.hpp>
+#include <hvkit/emulate/platform.hpp>
 #include <hvkit/paging/cr_write.hpp>
+#include <hvkit/paging/cr_write_apply.hpp>
+#include <hvkit/paging/guest_memory.hpp>
 #include <hvkit/x86/cr.hpp>
 #include <hvkit/x86/efer.hpp>
 #include <hvkit/x86/cr3.hpp>
@@ -49,13 +52,20 @@ struct guest_crs {
   hvkit::x86::cr3 cr3;
 };
 
+/// Guest-physical memory as the vendor's second stage maps it (EPT, NPT: identity maps of guest
+/// RAM): the page tables the walker reads and the bytes the emulator reads and writes.
+struct guest_memory {
+  hvkit::paging::flat_memory tables;
+  hvkit::emulate::flat_ram data;
+};
+
 // clang-format off
 template <class B>
 concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64_t& out, hvkit::x86::vector vec,
                            std::uint32_t code, bool flag, const char* what, hvkit::emulate::context& ctx,
                            const hvkit::emulate::context& cctx, const hvkit::emulate::outcome& o,
                            hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& crs,
-                           hvkit::x86::cr3 cr3, guest_regs& gprs) {
+                           hvkit::x86::cr3 cr3, guest_regs& gprs, hvkit::paging::tlb_flush_scope scope) {
   // ---- the exit and the guest's registers ----
   { b.decode() } -> std::same_as<exit_info>;          ///< what this exit is
   { b.gpr(r) } -> std::same_as<std::uint64_t>;
@@ -72,7 +82,13 @@ concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64
   // ---- state the vendor keeps: MSRs, EFER, the MMU actions of a paging change ----
   { b.state_msr(code, flag, out) } -> std::same_as<bool>;  ///< MSRs held in the VMCS/VMCB
   b.write_efer(crs);                                  ///< the new guest EFER into the VMCS/VMCB
-  { b.apply_mmu_actions(actions, crs, cr3) } -> std::same_as<bool>;  ///< true: the MMU role was rebuilt
+  /// The MMU actions of a CR/EFER write (paging::cr_write_actions) by hvkit's neutral executor
+  /// (paging::apply_mmu_actions, through the vendor's adapter: the PDPTEs go where the vendor
+  /// keeps them); true: the MMU role was rebuilt.
+  { b.apply_mmu_actions(actions, crs, cr3) } -> std::same_as<bool>;
+  // ---- guest memory and the TLB ----
+  { b.memory() } -> std::same_as<guest_memory>;       ///< guest-physical memory through the second stage
+  b.flush_tlb(scope);                                 ///< the guest's TLB flush a write needs (SDM 4.10.4.1)
   // ---- exits the vendor decodes itself ----
   { b.io() } -> std::same_as<io_access>;              ///< the port access of an io exit
   { b.cr_access() } -> std::same_as<bool>;            ///< CR exit (VMX qualification; SVM: emulated)

@@ -71,6 +71,17 @@ bool handle_cpuid(B& b, context& c) {
   return true;
 }
 
+/// The MMU actions of a CR or EFER write the guest made through an exit: the vendor applies
+/// them with hvkit's neutral executor (MMU context, PDPTEs), then the guest's TLB flush they
+/// ask for (paging::tlb_flush_scope_for: the processor did not do it, the hypervisor wrote the
+/// register). Counted when the MMU role was rebuilt.
+template <backend B>
+void apply_mmu_actions(B& b, context& c, hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& after,
+                       x86::cr3 cr3) {
+  if (b.apply_mmu_actions(actions, after, cr3)) ++c.checks.mmu_refreshes;
+  b.flush_tlb(hvkit::paging::tlb_flush_scope_for(actions));
+}
+
 /// A guest WRMSR of EFER: SCE and NXE may change; LME only with paging off (SDM Vol. 3A
 /// 10.8.5, APM 3.1.7: #GP when LME changes with CR0.PG set; an application processor sets
 /// it on its way to long mode); LMA is read-only. An NXE change feeds the MMU role: paging::cr_write_actions, carried out
@@ -97,7 +108,7 @@ bool write_efer(B& b, context& c, std::uint64_t v) {
     }
   }
   if (actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
-  if (b.apply_mmu_actions(actions, after, g.cr3)) ++c.checks.mmu_refreshes;
+  apply_mmu_actions(b, c, actions, after, g.cr3);
   c.vcpu.guest_efer = after.efer.raw();
   return true;
 }
@@ -163,11 +174,10 @@ bool emulate_instruction(B& b, context& c, const char* why) {
     }
   }
   v.mmu.set_root(x86::cr3_root(ctx.cr3, v.mmu.role().mode(), props.maxphyaddr));
-  pg::flat_memory tables = guest_ram_view();
-  em::flat_ram ram = guest_ram_data();
-  translator tr{em::walker_translator<pg::flat_memory>{v.mmu, tables, props}, &c};
+  guest_memory mem = b.memory();
+  translator tr{em::walker_translator<pg::flat_memory>{v.mmu, mem.tables, props}, &c};
   platform plat{{}, &c};
-  const em::outcome o = em::emulate(ctx, tr, ram, plat);
+  const em::outcome o = em::emulate(ctx, tr, mem.data, plat);
   ++c.checks.emulated;
   if (o.is_done() && (o.what == em::event::dr_write || o.what == em::event::halt)) {
     kprintf("HVKIT ERROR run=%s emulated instruction with unexpected side effect %u (%s exit)\n", c.cfg().name,
@@ -194,7 +204,7 @@ bool emulate_instruction(B& b, context& c, const char* why) {
         const pg::mmu_actions acts =
             shadow::enabled() ? pg::cr_write_actions({before.cr0, before.cr4, before.efer}, a, pg::paging_kind::shadow) : o.mmu;
         if (acts.any(pg::mmu_actions::reset_mmu)) ++c.checks.mmu_resets;
-        if (b.apply_mmu_actions(o.mmu, a, ctx.cr3)) ++c.checks.mmu_refreshes;
+        apply_mmu_actions(b, c, o.mmu, a, ctx.cr3);
         v.guest_efer = ctx.efer.raw();
       }
       return v.status == run_status::running;

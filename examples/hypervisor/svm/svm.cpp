@@ -17,6 +17,7 @@
 #include <hvkit/paging/npt.hpp>
 #include <hvkit/svm/clean_bits.hpp>
 #include <hvkit/svm/controls.hpp>
+#include <hvkit/svm/cr_write_apply.hpp>
 #include <hvkit/svm/cr_intercepts.hpp>
 #include <hvkit/svm/event_injection.hpp>
 #include <hvkit/svm/exit_code.hpp>
@@ -410,12 +411,25 @@ struct svm_backend {
     // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
     sv::write(vmcb, fld::efer, after.efer | x86::efer::svme | (core::shadow::enabled() ? x86::efer::nxe : x86::efer{}));
   }
-  /// Nested paging: no PDPTE registers, no shadow roots; the MMU role follows the registers.
-  bool apply_mmu_actions(pg::mmu_actions actions, const pg::cr_state& after, x86::cr3) {
-    if (!actions.any(pg::mmu_actions::refresh_permissions | pg::mmu_actions::reset_mmu)) return false;
-    run.mmu = pg::mmu_context::make(after.cr0, after.cr4, after.efer, run.mmu.root());
-    return true;
+  /// svm::apply_cr_write_actions, the SVM adapter of paging::apply_mmu_actions. Nested paging:
+  /// no PDPTE registers, the walk reads the PDPTEs from memory (APM 15.25.10), so no reload.
+  bool apply_mmu_actions(pg::mmu_actions actions, const pg::cr_state& after, x86::cr3 cr3) {
+    const auto applied = sv::apply_cr_write_actions(c.vcpu.mmu, actions.without(pg::mmu_actions::reload_pdptrs), after,
+                                                    cr3, memory().tables, guest_cpu_properties().maxphyaddr,
+                                                    flush_by_asid());
+    return applied && applied.value().mmu_rebuilt;
   }
+  /// NPT: the identity map of guest RAM (svm_setup.cpp; the Linux guest's RAM range set by its
+  /// profile, core::set_guest_ram).
+  core::guest_memory memory() const { return {core::guest_ram_view(), core::guest_ram_data()}; }
+  /// The guest's ASID at the next VMRUN (TLB_CONTROL 03h), or the whole TLB without
+  /// FlushByAsid (01h, APM 15.16.1); a flush already asked for is not weakened.
+  void flush_tlb(pg::tlb_flush_scope scope) {
+    if (scope == pg::tlb_flush_scope::none) return;
+    if (static_cast<sv::tlb_control>(sv::read(vmcb, fld::tlb_control)) == sv::tlb_control::flush_all) return;
+    set_tlb_control(sv::flush_guest(flush_by_asid()));
+  }
+  static bool flush_by_asid() { return host_svm.features.test(cpuid_ns::svm_features::flush_by_asid); }
 
   core::io_access io() const {
     const sv::ioio_info q{sv::read(vmcb, fld::exit_info_1)};
@@ -497,8 +511,7 @@ struct svm_backend {
   /// FlushByAsid) at the next VMRUN when the shadow tables changed (svm::flush_guest, APM 15.16).
   void load_shadow_root(x86::hpa root, pg::shadow::host_flush f) {
     sv::write(vmcb, fld::cr3, x86::cr3{root.value()});
-    if (f != pg::shadow::host_flush::none)
-      set_tlb_control(sv::flush_guest(host_svm.features.test(cpuid_ns::svm_features::flush_by_asid)));
+    if (f != pg::shadow::host_flush::none) flush_tlb(pg::tlb_flush_scope::all);
   }
   void inject_page_fault(std::uint64_t cr2, std::uint32_t code) {
     sv::write(vmcb, fld::cr2, cr2);  // VMRUN loads CR2 from the VMCB (APM 15.5.1)

@@ -132,11 +132,19 @@ struct vmx_backend {
     // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
     vmwrite(fields::guest_ia32_efer, core::shadow::enabled() ? (after.efer | x86::efer::nxe).raw() : after.efer.raw());
   }
+  /// vmx::apply_cr_write_actions, the VMX adapter of paging::apply_mmu_actions: the PDPTEs
+  /// into GUEST_PDPTE0-3 (SDM Vol. 3C 27.3.2.4), VPIDs off.
   bool apply_mmu_actions(hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& after, x86::cr3 cr3) {
     const auto applied = hvkit::vmx::apply_cr_write_actions(regs.backend(), st.mmu, actions, after, cr3,
-                                                            guest_ram_view(), guest_cpu_properties().maxphyaddr, false);
+                                                            memory().tables, guest_cpu_properties().maxphyaddr, false);
     return applied && applied.value().mmu_rebuilt;
   }
+  /// EPT: the identity map of guest RAM (vmx_setup.cpp build_ept; the Linux guest's RAM range
+  /// set by its profile, core::set_guest_ram).
+  core::guest_memory memory() const { return {core::guest_ram_view(), core::guest_ram_data()}; }
+  /// VPIDs are off: every VM entry and exit invalidates the linear and combined mappings of
+  /// VPID 0 (SDM Vol. 3C 29.4.3.1), so the entry after this exit is the flush.
+  void flush_tlb(hvkit::paging::tlb_flush_scope) {}
 
   core::io_access io() const {
     const hvkit::vmx::io_qualification q{vmread(fields::exit_qualification)};
