@@ -47,8 +47,8 @@ unsigned mode_slot(x86::paging_mode m) {
 /// of entries it used before the fault (SDM Vol. 3A 4.8), so A flags set by the CPU on a
 /// faulting walk are counted apart, not as mismatches; a D flag there is a mismatch.
 /// Bochs 2.7 errata B1-B3 are classified by narrow rules and counted apart.
-std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& walker, const pg::mmu_context& mmu,
-                                  x86::rflags rflags) {
+std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg::guest_walker& walker,
+                                  const pg::mmu_context& mmu, x86::rflags rflags) {
   const x86::cr4 cr4 = live_paging_regs().cr4;
   pg::walk_request req{};
   req.linear = x86::gva{c.la};
@@ -76,20 +76,20 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
     hv_error = static_cast<std::uint32_t>(f.error_code.raw());
     if (f.kind == pg::fault_kind::unbacked) hv_result = 0xFFFF;  // a paging structure outside RAM: never expected
   }
-  ++run.pg_cases;
-  ++run.pg_mode_cases[slot];
+  ++x.checks.pg_cases;
+  ++x.checks.pg_mode_cases[slot];
   if (res.has_value() && c.result == 0) {
-    if (res.value().page_shift > 12) ++run.pg_mode_large_ok[slot];
-    if (res.value().address.value() >= hc::pse36_alias_gpa) ++run.pg_pse36_ok;  // PSE-36: PA bit 32 reached
+    if (res.value().page_shift > 12) ++x.checks.pg_mode_large_ok[slot];
+    if (res.value().address.value() >= hc::pse36_alias_gpa) ++x.checks.pg_pse36_ok;  // PSE-36: PA bit 32 reached
   }
   if (c.result != 0) {
-    ++run.pg_cpu_faults;
-    ++run.pg_mode_faults[slot];
+    ++x.checks.pg_cpu_faults;
+    ++x.checks.pg_mode_faults[slot];
   }
   unsigned kind = c.access.test(x86::pfec::write) ? 1 : (c.access.test(x86::pfec::fetch) ? 2 : 0);
   if (c.access.test(x86::pfec::user)) kind += 3;
   if (c.implicit) kind = 6;
-  ++run.pg_by_kind[kind][c.result != 0 ? 1 : 0];
+  ++x.checks.pg_by_kind[kind][c.result != 0 ? 1 : 0];
   bool same = c.result == hv_result;
   if (same && hv_result != 0) same = c.error == hv_error && c.cr2 == c.la;
   if (same && hv_result == 0) same = c.ad == hv_ad;
@@ -100,9 +100,9 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
   // first case printed.
   if (!same && c.result == (0x100 | 14) && hv_result == c.result && (hv_error & 0x9u) == 0x9u &&
       c.error == (hv_error & ~0x1u) && c.cr2 == c.la) {
-    if (run.pg_errata_q1++ == 0 && ++results_errata)
+    if (x.checks.pg_errata_q1++ == 0 && ++results_errata)
       kprintf("HVKIT ERRATUM rsvd_page_fault_without_p.%s la=0x%llx access=0x%llx cpu_error=0x%x sdm_error=0x%x\n",
-              run.cfg ? run.cfg->name : "?", (unsigned long long)c.la, (unsigned long long)c.access.raw(), c.error,
+              x.vcpu.cfg ? x.vcpu.cfg->name : "?", (unsigned long long)c.la, (unsigned long long)c.access.raw(), c.error,
               hv_error);
     return 0;
   }
@@ -111,8 +111,8 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
   // accesses to user-mode addresses are denied whatever AC says. Counted apart.
   if (!same && c.implicit && c.result == 0 && hv_result == (0x100 | 14) && (hv_error & ~0x1u) == 0 &&
       cr4.test(x86::cr4::smap) && req.rflags.test(x86::rflags::ac)) {
-    ++run.pg_errata_b3;
-    ++run.pg_mode_b3[slot];
+    ++x.checks.pg_errata_b3;
+    ++x.checks.pg_mode_b3[slot];
     return 0;  // the CPU's A/D flags follow its (wrong) success: nothing more to compare
   }
   // Bochs 2.7 errata B1/B2 (docs/bochs-and-qemu-facts.md), protection keys. B1: Bochs
@@ -133,22 +133,22 @@ std::uint64_t compare_paging_case(const cpu_case& c, const pg::guest_walker& wal
       const bool b2 = user_page && !user_access && !c.access.test(x86::pfec::fetch) && hv_result == (0x100 | 14) &&
                       (hv_error & 0x20) && (c.result == 0 || (c.result == hv_result && c.error == (hv_error & ~0x20u)));
       if (b1 || b2) {
-        ++(b1 ? run.pg_errata_b1 : run.pg_errata_b2);
+        ++(b1 ? x.checks.pg_errata_b1 : x.checks.pg_errata_b2);
         return 0;
       }
     }
   }
   if (same && hv_result != 0 && c.ad != 0) {
     if ((c.ad >> hc::ad_dirty_shift) != 0) same = false;
-    else ++run.pg_a_on_fault;
+    else ++x.checks.pg_a_on_fault;
   }
   if (!same) {
-    ++run.pg_mismatches;
-    ++run.pg_mode_mismatches[slot];
-    if (run.pg_mismatches <= 8) {
+    ++x.checks.pg_mismatches;
+    ++x.checks.pg_mode_mismatches[slot];
+    if (x.checks.pg_mismatches <= 8) {
       kprintf("HVKIT MISMATCH paging mode=%u case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
               "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
-              slot, (unsigned long long)run.pg_cases, (unsigned long long)c.la, (unsigned long long)c.access.raw(),
+              slot, (unsigned long long)x.checks.pg_cases, (unsigned long long)c.la, (unsigned long long)c.access.raw(),
               (unsigned long long)live_paging_regs().cr0.raw(), (unsigned long long)cr4.raw(),
               (unsigned long long)live_paging_regs().efer.raw(), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
               c.error, (unsigned long long)c.cr2, (unsigned long long)c.ad, hv_result, hv_error,
@@ -190,7 +190,7 @@ pg::mmu_context live_guest_mmu() {
 }
 
 /// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
-std::uint64_t handle_paging_case(guest_regs& r) {
+std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
   cpu_case c{};
   c.la = r[x86::gpr::rbx];
   // Bit 31 of the access word marks an implicit supervisor access (x86::pfec keeps that
@@ -203,7 +203,7 @@ std::uint64_t handle_paging_case(guest_regs& r) {
   c.error = static_cast<std::uint32_t>(r[x86::gpr::rdx] >> 32);
   c.cr2 = r[x86::gpr::rsi];
   const pg::mmu_context mmu = live_guest_mmu();
-  return compare_paging_case(c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu, live_paging_regs().rflags);
+  return compare_paging_case(x, c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu, live_paging_regs().rflags);
 }
 
 /// hc::paging_case32 (the 32-bit guest: 32-bit or PAE paging): the case in a
@@ -212,7 +212,7 @@ std::uint64_t handle_paging_case(guest_regs& r) {
 /// 4.4.1); the walk then uses load_pdptrs' snapshot (walker_pae never re-reads the PDPT),
 /// which must equal the PDPTE registers the CPU saved in the VMCS at this exit (SDM Vol. 3C
 /// 28.3.4, with EPT).
-std::uint64_t handle_paging_case32(guest_regs& r) {
+std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
   const std::uint8_t* p = guest_ram(r[x86::gpr::rbx] & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
   if (!p) return ~0ull;
   hc::paging_case_block b;
@@ -230,7 +230,7 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
       // guest's value restored so that the later cases test what the guest wrote.
       const x86::gpa p0 = x86::cr3_root(x86::cr3{b.cr3}, x86::paging_mode::pae, props.maxphyaddr);
       if (const auto e0 = mem.read64(p0); e0 && (*e0 & 1) && (*e0 & 0x20)) {
-        if (run.pdpte_errata_q3++ == 0 && ++results_errata)
+        if (x.checks.pdpte_errata_q3++ == 0 && ++results_errata)
           kprintf("HVKIT ERRATUM pae_pdpte_accessed_bit_written cr3=0x%x pdpte0=0x%016llx\n", b.cr3,
                   (unsigned long long)*e0);
         if (std::uint8_t* w = guest_ram(p0.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(w) = *e0 & ~0x20ull;
@@ -244,8 +244,8 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
       // AMD with nested paging (APM 15.25.10, legacy PAE mode): MOV to CR3 loads no PDPTEs;
       // the walk reads them, and a reserved bit in the one it uses is a #PF with P and RSV
       // and the access's W, U/S and I/D bits. The cases' test address uses PDPTE 3.
-      ++run.pdpte_loads;
-      ++run.pdpte_walk_rsv;
+      ++x.checks.pdpte_loads;
+      ++x.checks.pdpte_walk_rsv;
       const guest_paging_regs g = live_paging_regs();
       const bool implicit = (b.access >> 31) & 1, fetch = !implicit && (b.access & 0x10);
       const std::uint32_t id = fetch && (g.efer.test(x86::efer::nxe) || g.cr4.test(x86::cr4::smep)) ? 0x10u : 0u;
@@ -277,7 +277,7 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
           // restored) with erratum Q1's error code: RSVD without P.
           const bool q1 = b.result == (0x100u | 14) && b.error == (err & ~1u) && b.cr2 == b.la;
           if (q1) {
-            if (run.pg_errata_q1++ == 0 && ++results_errata)
+            if (x.checks.pg_errata_q1++ == 0 && ++results_errata)
               kprintf("HVKIT ERRATUM rsvd_page_fault_without_p.pdpte la=0x%x cpu_error=0x%x sdm_error=0x%x\n", b.la,
                       b.error, err);
             return 0;
@@ -288,25 +288,25 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
                           (static_cast<std::uint32_t>(w.error().error_code.raw()) & ~0x1u) == 0 &&
                           g.cr4.test(x86::cr4::smap) && g.rflags.test(x86::rflags::ac);
           if (b3) {
-            ++run.pg_errata_b3;
-            ++run.pg_mode_b3[2];
+            ++x.checks.pg_errata_b3;
+            ++x.checks.pg_mode_b3[2];
             same = true;
           }
-          if (!same && run.pdpte_mismatches < 8)
+          if (!same && x.checks.pdpte_mismatches < 8)
             kprintf("HVKIT INFO pdpte_walk without reserved bits: %s vector=%u error=0x%x kind=%u\n",
                     w.has_value() ? "ok" : "fault", w.has_value() ? 0u : static_cast<unsigned>(w.error().vector),
                     w.has_value() ? 0u : static_cast<unsigned>(w.error().error_code.raw()),
                     w.has_value() ? 0u : static_cast<unsigned>(w.error().kind));
           if (same) {
-            if (run.pdpte_errata_q2++ == 0 && ++results_errata)
+            if (x.checks.pdpte_errata_q2++ == 0 && ++results_errata)
               kprintf("HVKIT ERRATUM pae_pdpte_reserved_bits_not_checked cr3=0x%x pdpte3=0x%016llx la=0x%x cpu=0x%x/0x%x "
                       "apm: #PF error=0x%x\n",
                       b.cr3, (unsigned long long)*mem.read64(s.pdpt + 24u), b.la, b.result, b.error, err);
             return 0;
           }
         }
-        ++run.pdpte_mismatches;
-        if (run.pdpte_mismatches <= 8)
+        ++x.checks.pdpte_mismatches;
+        if (x.checks.pdpte_mismatches <= 8)
           kprintf("HVKIT MISMATCH pdpte_walk cr3=0x%x cpu=0x%x result=0x%x error=0x%x cr2=0x%x hvkit: #PF error=0x%x "
                   "reserved_pdpte%u=0x%llx\n",
                   b.cr3, b.cr3_result, b.result, b.error, b.cr2, err, static_cast<unsigned>(tried.error().index),
@@ -315,10 +315,10 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
       }
       return 0;
     }
-    ++run.pdpte_loads;
-    if (cpu_gp) ++run.pdpte_gp;
+    ++x.checks.pdpte_loads;
+    if (cpu_gp) ++x.checks.pdpte_gp;
     if (cpu_gp != hv_gp || (b.cr3_result != 0 && !cpu_gp)) {
-      ++run.pdpte_mismatches;
+      ++x.checks.pdpte_mismatches;
       kprintf("HVKIT MISMATCH pdpte_load cr3=0x%x cpu=0x%x hvkit=%s pdpte3=0x%016llx access=0x%x result=0x%x error=0x%x\n",
               b.cr3, b.cr3_result, hv_gp ? "#GP" : "ok",
               (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(guest_ram((b.cr3 & ~31u) + 24, 8)),
@@ -328,7 +328,7 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
     if (cpu_gp) return 0;  // no access was done
     const auto now = pg::load_pdptrs(live_paging_regs().cr3, mem, props.maxphyaddr);
     if (!now) {
-      ++run.pdpte_mismatches;
+      ++x.checks.pdpte_mismatches;
       return 1;
     }
     pdptes = now.value();
@@ -339,7 +339,7 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
                                    svm::active() ? pdptes.entries[3] : vmread(fields::guest_pdpte3)};
     for (unsigned i = 0; i < 4; ++i)
       if (regs[i] != pdptes.entries[i]) {
-        if (++run.pdpte_register_mismatches <= 4)
+        if (++x.checks.pdpte_register_mismatches <= 4)
           kprintf("HVKIT MISMATCH pdpte_register index=%u vmcs=0x%016llx memory=0x%016llx\n", i,
                   (unsigned long long)regs[i], (unsigned long long)pdptes.entries[i]);
         break;
@@ -353,14 +353,14 @@ std::uint64_t handle_paging_case32(guest_regs& r) {
   if (svm::active() && mmu.role().mode() == x86::paging_mode::pae && (c.ad & 0x4)) {
     // Erratum Q3 (above): the CPU set bit 5 of the PDPTE it used (level 3 in the guest's A/D
     // mask), which a PAE PDPTE does not have. Counted; the rest of the case is compared.
-    if (run.pdpte_errata_q3++ == 0 && ++results_errata)
+    if (x.checks.pdpte_errata_q3++ == 0 && ++results_errata)
       kprintf("HVKIT ERRATUM pae_pdpte_accessed_bit_written.case la=0x%x ad=0x%x\n", b.la, b.ad);
     c.ad &= ~0x4ull;
   }
   c.result = b.result;
   c.error = b.error;
   c.cr2 = b.cr2;
-  return compare_paging_case(c, pg::guest_walker{mmu, props, pdptes}, mmu, live_paging_regs().rflags);
+  return compare_paging_case(x, c, pg::guest_walker{mmu, props, pdptes}, mmu, live_paging_regs().rflags);
 }
 
 // ---- nested (EPT) differential -----------------------------------------------------------
@@ -466,7 +466,7 @@ void ept_apply_case(std::uint64_t d) {
 /// walker (the guest's 4-level tables read through EPT, SDM Vol. 3C 29.3.3), guest A/D
 /// updates included (their EPT write check is part of the prediction) and then undone so
 /// that the CPU starts from the same state.
-void handle_ept_arm(guest_regs& r) {
+void handle_ept_arm(core::check_counters& k, guest_regs& r) {
   namespace pg = hvkit::paging;
   const std::uint64_t la = r[x86::gpr::rbx];
   const x86::pfec access{r[x86::gpr::rcx]};
@@ -487,15 +487,15 @@ void handle_ept_arm(guest_regs& r) {
   req.access = access;
   req.rflags = x86::rflags{vmread(fields::guest_rflags)};
   pg::flat_memory mem = host_memory_view();
-  run.ept_pred_ok = run.ept_pred_ept = run.ept_pred_misconfig = false;
-  run.ept_pred_result = 0xFFFF;
+  k.ept_pred_ok = k.ept_pred_ept = k.ept_pred_misconfig = false;
+  k.ept_pred_result = 0xFFFF;
   if (ew) {
     const pg::nested_walker<pg::format::ia32e<4>, pg::ept_walker> nw{pg::basic_walker<pg::format::ia32e<4>>{mmu, props},
                                                                       ew.value()};
     const pg::nested_result res = nw.walk(mem, mmu, req);
     if (res.has_value()) {
-      run.ept_pred_ok = true;
-      run.ept_pred_result = 0;
+      k.ept_pred_ok = true;
+      k.ept_pred_result = 0;
       const pg::walk_path& path = res.value().guest.path;
       for (unsigned i = 0; i < path.count; ++i) {  // undo the guest A/D updates
         const pg::walked_entry e = path_entry(path, i);
@@ -504,59 +504,59 @@ void handle_ept_arm(guest_regs& r) {
     } else {
       const pg::walk_fault& f = res.error();
       if (f.stage == pg::walk_stage::ept) {
-        run.ept_pred_ept = true;
-        run.ept_pred_misconfig = f.kind == pg::fault_kind::ept_misconfig;
-        run.ept_pred_qual = f.qualification.raw();
-        run.ept_pred_gpa = f.guest_physical.value();
-        run.ept_pred_la = f.linear.value();
+        k.ept_pred_ept = true;
+        k.ept_pred_misconfig = f.kind == pg::fault_kind::ept_misconfig;
+        k.ept_pred_qual = f.qualification.raw();
+        k.ept_pred_gpa = f.guest_physical.value();
+        k.ept_pred_la = f.linear.value();
       } else {
-        run.ept_pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
-        run.ept_pred_error = static_cast<std::uint32_t>(f.error_code.raw());
+        k.ept_pred_result = 0x100 | static_cast<std::uint32_t>(f.vector);
+        k.ept_pred_error = static_cast<std::uint32_t>(f.error_code.raw());
       }
     }
   }
-  run.ept_seen = run.ept_seen_misconfig = false;
-  run.ept_seen_qual = run.ept_seen_gpa = run.ept_seen_la = 0;
-  run.ept_armed = true;
+  k.ept_seen = k.ept_seen_misconfig = false;
+  k.ept_seen_qual = k.ept_seen_gpa = k.ept_seen_la = 0;
+  k.ept_armed = true;
 }
 
 /// An EPT violation or misconfiguration in the alias while a case is armed: record what
 /// the CPU reported, put the alias back to its default (RWX, 4 KiB pages) and let the guest
 /// retry the access.
-bool ept_case_exit(bool misconfig) {
+bool ept_case_exit(core::check_counters& k, bool misconfig) {
   const std::uint64_t gpa = vmread(fields::guest_physical_address);
-  if (!run.ept_armed || gpa < hc::ept_alias_gpa + 0x1C00000 || gpa >= hc::ept_alias_gpa + 0x1E00000) return false;
-  if (!run.ept_seen) {
-    run.ept_seen = true;
-    run.ept_seen_misconfig = misconfig;
-    run.ept_seen_qual = misconfig ? 0 : vmread(fields::exit_qualification);
-    run.ept_seen_gpa = gpa;
-    run.ept_seen_la = misconfig ? 0 : vmread(fields::guest_linear_address);
+  if (!k.ept_armed || gpa < hc::ept_alias_gpa + 0x1C00000 || gpa >= hc::ept_alias_gpa + 0x1E00000) return false;
+  if (!k.ept_seen) {
+    k.ept_seen = true;
+    k.ept_seen_misconfig = misconfig;
+    k.ept_seen_qual = misconfig ? 0 : vmread(fields::exit_qualification);
+    k.ept_seen_gpa = gpa;
+    k.ept_seen_la = misconfig ? 0 : vmread(fields::guest_linear_address);
   }
   ept_alias_reset(true);
   return true;
 }
-bool ept_case_violation() { return ept_case_exit(false); }
-bool ept_case_misconfig() { return ept_case_exit(true); }
+bool ept_case_violation(core::check_counters& k) { return ept_case_exit(k, false); }
+bool ept_case_misconfig(core::check_counters& k) { return ept_case_exit(k, true); }
 
 /// hc::ept_check: compare. Qualification bits 0-5 (access, EPT rights), 7 (linear address
 /// valid) and 8 (final translation vs paging-structure access) must agree; bit 6 (XU) is
 /// only defined with mode-based execute control, which is off. Then the GPA and the linear
 /// address. Without a predicted EPT violation, the CPU must not have exited and the guest
 /// must have seen the predicted outcome (success, or #PF with the same error code).
-std::uint64_t handle_ept_check(guest_regs& r) {
+std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r) {
   const auto cpu_result = static_cast<std::uint32_t>(r[x86::gpr::rbx]);
   const auto cpu_error = static_cast<std::uint32_t>(r[x86::gpr::rcx]);
   constexpr std::uint64_t qmask = 0x1BF;  // bits 0-5, 7, 8
   bool same;
-  if (run.ept_pred_misconfig) {
+  if (k.ept_pred_misconfig) {
     // A misconfiguration exit has no qualification and no linear address (SDM Vol. 3C 28.2.1).
-    same = run.ept_seen && run.ept_seen_misconfig && run.ept_seen_gpa == run.ept_pred_gpa;
-  } else if (run.ept_pred_ept) {
-    same = run.ept_seen && !run.ept_seen_misconfig && (run.ept_seen_qual & qmask) == (run.ept_pred_qual & qmask) &&
-           run.ept_seen_gpa == run.ept_pred_gpa && run.ept_seen_la == run.ept_pred_la;
+    same = k.ept_seen && k.ept_seen_misconfig && k.ept_seen_gpa == k.ept_pred_gpa;
+  } else if (k.ept_pred_ept) {
+    same = k.ept_seen && !k.ept_seen_misconfig && (k.ept_seen_qual & qmask) == (k.ept_pred_qual & qmask) &&
+           k.ept_seen_gpa == k.ept_pred_gpa && k.ept_seen_la == k.ept_pred_la;
   } else {
-    same = !run.ept_seen && cpu_result == run.ept_pred_result && (cpu_result == 0 || cpu_error == run.ept_pred_error);
+    same = !k.ept_seen && cpu_result == k.ept_pred_result && (cpu_result == 0 || cpu_error == k.ept_pred_error);
   }
   // Bochs 2.7 erratum (see docs/hypervisor.md): without EPT A/D (EPTP bit 6 = 0) it sets the
   // A/D flags of guest paging-structure entries without checking EPT write permission. SDM
@@ -564,28 +564,28 @@ std::uint64_t handle_ept_check(guest_regs& r) {
   // read-only page-table page causes an EPT violation (qualification bit 1 set, bit 8 0).
   // Cases where hvkit predicts exactly that violation and the CPU did not exit are counted
   // apart; the rest of the comparison applies to every other case.
-  const bool ad_write_erratum = !same && run.ept_pred_ept && !run.ept_pred_misconfig && !run.ept_seen &&
-                                (run.ept_pred_qual & 0x2) && !(run.ept_pred_qual & 0x100);
+  const bool ad_write_erratum = !same && k.ept_pred_ept && !k.ept_pred_misconfig && !k.ept_seen &&
+                                (k.ept_pred_qual & 0x2) && !(k.ept_pred_qual & 0x100);
   if (ad_write_erratum) {
-    ++run.ept_errata;
+    ++k.ept_errata;
     same = true;
   }
-  ++run.ept_cases;
-  if (run.ept_seen) ++(run.ept_seen_misconfig ? run.ept_misconfigs : run.ept_violations);
-  if (run.ept_seen_misconfig) ++run.ept_misconfig_by_kind[(r[x86::gpr::rsi] >> 52) & 3];  // kind 0: not one we planted
-  if ((r[x86::gpr::rsi] >> 48) & 3) ++run.ept_large_cases;
-  if (cpu_result != 0) ++run.ept_guest_faults;
-  if (!same && ++run.ept_mismatches <= 12)
+  ++k.ept_cases;
+  if (k.ept_seen) ++(k.ept_seen_misconfig ? k.ept_misconfigs : k.ept_violations);
+  if (k.ept_seen_misconfig) ++k.ept_misconfig_by_kind[(r[x86::gpr::rsi] >> 52) & 3];  // kind 0: not one we planted
+  if ((r[x86::gpr::rsi] >> 48) & 3) ++k.ept_large_cases;
+  if (cpu_result != 0) ++k.ept_guest_faults;
+  if (!same && ++k.ept_mismatches <= 12)
     kprintf("HVKIT MISMATCH ept case=%llu case_info=0x%llx cpu: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x "
             "hvkit: ept=%d qual=0x%llx gpa=0x%llx la=0x%llx guest=0x%x/0x%x\n",
-            (unsigned long long)run.ept_cases, (unsigned long long)r[x86::gpr::rsi],
-            run.ept_seen ? (run.ept_seen_misconfig ? 2 : 1) : 0,
-            (unsigned long long)run.ept_seen_qual, (unsigned long long)run.ept_seen_gpa,
-            (unsigned long long)run.ept_seen_la, cpu_result, cpu_error,
-            run.ept_pred_ept ? (run.ept_pred_misconfig ? 2 : 1) : 0,
-            (unsigned long long)run.ept_pred_qual, (unsigned long long)run.ept_pred_gpa,
-            (unsigned long long)run.ept_pred_la, run.ept_pred_result, run.ept_pred_error);
-  run.ept_armed = false;
+            (unsigned long long)k.ept_cases, (unsigned long long)r[x86::gpr::rsi],
+            k.ept_seen ? (k.ept_seen_misconfig ? 2 : 1) : 0,
+            (unsigned long long)k.ept_seen_qual, (unsigned long long)k.ept_seen_gpa,
+            (unsigned long long)k.ept_seen_la, cpu_result, cpu_error,
+            k.ept_pred_ept ? (k.ept_pred_misconfig ? 2 : 1) : 0,
+            (unsigned long long)k.ept_pred_qual, (unsigned long long)k.ept_pred_gpa,
+            (unsigned long long)k.ept_pred_la, k.ept_pred_result, k.ept_pred_error);
+  k.ept_armed = false;
   ept_alias_reset(true);
   return same ? 0 : 1;
 }

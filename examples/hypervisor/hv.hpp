@@ -65,10 +65,12 @@ extern const unsigned char guest_blob_start[], guest_blob_end[];
 extern const unsigned char guest32_blob_start[], guest32_blob_end[];
 extern const std::uint64_t host_isr_table[32];
 extern std::uint32_t boot_multiboot_magic;
-int vmx_enter(hv::vmx::guest_regs* regs, int launched);
+/// Enters the guest of `st` with the registers `regs` (its own, or a second VMCS's); every exit
+/// is hv_handle_exit(regs, st) until it says stop.
+int vmx_enter(hv::vmx::guest_regs* regs, int launched, hv::core::run_state* st);
 void vmx_exit_stub();
 [[noreturn]] void hv_main();
-int hv_handle_exit(hv::vmx::guest_regs* regs);
+int hv_handle_exit(hv::vmx::guest_regs* regs, hv::core::run_state* st);
 [[noreturn]] void hv_host_exception(const std::uint64_t* frame);
 }
 
@@ -123,12 +125,10 @@ extern cpuid_ns::policy guest_policy;
 /// The MSR policy derived from the CPUID policy: one source for both (docs/background.md §2).
 extern cpuid_ns::msr_policy guest_msrs;
 
-/// The one run's state: the vCPU's and the checks' counters (core/state.hpp), and the VMX
-/// guest/host masks. The core's handlers get it as a core::context.
-struct run_state : core::vcpu_state, core::check_counters {
-  std::uint64_t cr0_mask, cr4_mask;
-};
-extern run_state run;
+/// One vCPU's state and its checks' counters (core/state.hpp), owned by the run that runs it.
+using core::run_state;
+/// The vCPU and the checks of a run that owns `st` (with the guest's CPUID and MSR policies).
+inline core::context context_of(run_state& st) { return {st, st, guest_policy, guest_msrs}; }
 
 struct run_summary {
   bool ok;
@@ -165,9 +165,10 @@ void read_capabilities();
 bool build_cpuid_policy(bool for_linux = false, unsigned cpus = 1);
 bool enable_vmx();
 bool build_ept();
-const hc::guest_header* load_guest(bool guest32 = false);
+/// The conformance guest's image (or the 32-bit guest's, or `profile`'s in its place).
+const hc::guest_header* load_guest(bool guest32 = false, const core::guest_profile* profile = nullptr);
 x86::cr4 guest_cr4_allowed();
-bool setup_vmcs(const hc::guest_header& g);
+bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs);
 /// Pieces of a VMCS both guests (the conformance guest, the Linux guest) fill the same way.
 void write_common_controls(std::uint64_t eptp);
 /// A control word adjusted to the CPU's capabilities (vmx::adjust_controls).
@@ -208,10 +209,10 @@ struct guest_paging_regs {
   x86::rflags rflags;
 };
 guest_paging_regs live_paging_regs();
-void handle_ept_arm(guest_regs& r);
-std::uint64_t handle_ept_check(guest_regs& r);
-bool ept_case_violation();
-bool ept_case_misconfig();
+void handle_ept_arm(core::check_counters& k, guest_regs& r);
+std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r);
+bool ept_case_violation(core::check_counters& k);
+bool ept_case_misconfig(core::check_counters& k);
 void ept_scratch_split(bool on);
 
 // ---- the CPU as the oracle for the VM-entry checks (vmx/entry_diff.cpp) ---------------------
@@ -221,6 +222,6 @@ bool entry_diff_run();
 void print_vm_entry_diagnosis(const char* context);
 
 // ---- two guests and IBPB (vmx/scheduler.cpp) ----------------------------------------------
-int run_scheduled(const hc::guest_header& g);
+int run_scheduled(const hc::guest_header& g, run_state& st);
 
 }  // namespace hv

@@ -40,7 +40,6 @@ capabilities caps;
 constinit cpuid_ns::table<128> host_cpuid{};
 constinit cpuid_ns::policy guest_policy{};
 constinit cpuid_ns::msr_policy guest_msrs{};
-constinit run_state run{};
 int results_pass, results_fail, results_errata;
 std::uint64_t eptp_value;
 
@@ -84,12 +83,14 @@ run_summary summaries[run_count];
 const char* shadow_not_applicable(const run_config& cfg) { return core::shadow::not_applicable(cfg, cfg.ibpb >= 0); }
 
 bool run_guest(const run_config& cfg, run_summary& summary) {
-  run = run_state{};
-  run.cfg = &cfg;
-  run.status = run_status::running;
+  // The run's vCPU and its checks: this function's, handed on (vmx_enter, the scheduler, the
+  // reports), never a global.
+  run_state st{};
+  st.cfg = &cfg;
+  st.status = run_status::running;
   kprintf("HVKIT RUN %s begin wp=%s\n", cfg.name, cfg.wp_intercepted ? "intercepted" : "guest_owned");
 
-  const hc::guest_header* g = load_guest(cfg.guest_flags & hc::cfg_guest32);
+  const hc::guest_header* g = load_guest(cfg.guest_flags & hc::cfg_guest32, cfg.profile);
   if (!g) return false;
   std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
   *reinterpret_cast<std::uint32_t*>(vmcs_region) = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
@@ -97,51 +98,51 @@ bool run_guest(const run_config& cfg, run_summary& summary) {
     result("vmcs_load", false, "reason=vmclear_or_vmptrld_failed");
     return false;
   }
-  if (!setup_vmcs(*g)) return false;
+  if (!setup_vmcs(*g, st)) return false;
   if (caps.ept_vpid & (1ull << 26))  // INVEPT all-context supported (SDM Vol. 3D A.10)
     static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
-  run.regs[x86::gpr::rdi] = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
+  st.regs[x86::gpr::rdi] = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                  (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) |
                  (cfg.cr3_exiting ? std::uint64_t{hc::cfg_cr3_exiting} : 0) | cfg.guest_flags;
 
   std::uint64_t t0 = rdtsc();
   if (cfg.guest_flags & hc::cfg_ept_diff) ept_scratch_split(true);
-  int rc = cfg.ibpb >= 0 ? run_scheduled(*g) : vmx_enter(&run.regs, 0);
+  int rc = cfg.ibpb >= 0 ? run_scheduled(*g, st) : vmx_enter(&st.regs, 0, &st);
   if (cfg.guest_flags & hc::cfg_ept_diff) {
     ept_scratch_split(false);
     result("ept_differential",
-           run.ept_cases >= 2000 && run.ept_mismatches == 0 && run.ept_misconfig_by_kind[0] == 0 &&
-               run.ept_misconfig_by_kind[1] > 0 && run.ept_misconfig_by_kind[2] > 0 && run.ept_misconfig_by_kind[3] > 0,
+           st.ept_cases >= 2000 && st.ept_mismatches == 0 && st.ept_misconfig_by_kind[0] == 0 &&
+               st.ept_misconfig_by_kind[1] > 0 && st.ept_misconfig_by_kind[2] > 0 && st.ept_misconfig_by_kind[3] > 0,
            "cases=%llu mismatches=%llu ept_violations=%llu ept_misconfigs=%llu misconfig_w_without_r=%llu "
            "misconfig_above_maxphyaddr=%llu misconfig_type2_or_bit3=%llu large_page_cases=%llu guest_faults=%llu "
            "bochs_ad_write_errata=%llu",
-           (unsigned long long)run.ept_cases, (unsigned long long)run.ept_mismatches,
-           (unsigned long long)run.ept_violations, (unsigned long long)run.ept_misconfigs,
-           (unsigned long long)run.ept_misconfig_by_kind[1], (unsigned long long)run.ept_misconfig_by_kind[2],
-           (unsigned long long)run.ept_misconfig_by_kind[3],
-           (unsigned long long)run.ept_large_cases, (unsigned long long)run.ept_guest_faults,
-           (unsigned long long)run.ept_errata);
-    if (run.ept_errata)
+           (unsigned long long)st.ept_cases, (unsigned long long)st.ept_mismatches,
+           (unsigned long long)st.ept_violations, (unsigned long long)st.ept_misconfigs,
+           (unsigned long long)st.ept_misconfig_by_kind[1], (unsigned long long)st.ept_misconfig_by_kind[2],
+           (unsigned long long)st.ept_misconfig_by_kind[3],
+           (unsigned long long)st.ept_large_cases, (unsigned long long)st.ept_guest_faults,
+           (unsigned long long)st.ept_errata);
+    if (st.ept_errata)
       kprintf("HVKIT ERRATUM ept_guest_ad_update_ignores_ept_write.ept_diff cases=%llu\n",
-              (unsigned long long)run.ept_errata);
+              (unsigned long long)st.ept_errata);
   }
   std::uint64_t t1 = rdtsc();
   if (rc != 0) {
-    run.status = run_status::vm_fail;
+    st.status = run_status::vm_fail;
     kprintf("HVKIT ERROR vmlaunch/vmresume failed: %s vm_instruction_error=%llu\n",
             rc == 1 ? "VMfailInvalid" : "VMfailValid",
             (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
     if (rc == 2) print_vm_entry_diagnosis(cfg.name);
   }
   for (unsigned i = 0; i < exit_reason_slots; ++i)
-    if (run.exits.by_slot[i])
-      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.name, i, reason_name(i), (unsigned long long)run.exits.by_slot[i]);
-  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.name, core::status_name(run.status),
-          (unsigned long long)run.exits.total, (unsigned long long)(t1 - t0));
-  core::context c{run, run, guest_policy, guest_msrs};
+    if (st.exits.by_slot[i])
+      kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.name, i, reason_name(i), (unsigned long long)st.exits.by_slot[i]);
+  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.name, core::status_name(st.status),
+          (unsigned long long)st.exits.total, (unsigned long long)(t1 - t0));
+  core::context c = context_of(st);
   core::report_run(c, false);
   const bool ok = core::report_status(c);
-  summary = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
+  summary = {ok && st.wp_seen, st.wp_toggles, st.wp_cr_exits, st.wp_mismatch, st.wp_tsc};
   return ok;
 }
 

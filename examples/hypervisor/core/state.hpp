@@ -149,6 +149,11 @@ struct check_counters {
   bool unmap_untouched_at_report;
 };
 
+/// Where one vCPU's state and its checks' counters are kept: by the run that owns the vCPU (a
+/// local of the run's function) or, under SMP, by the vCPU's processor (smp/smp.hpp). Never a
+/// global: the handlers get the two parts as a context.
+struct run_state : vcpu_state, check_counters {};
+
 /// What the exit loop and every handler work on: the vCPU and the checks' counters, passed
 /// down, never reached through a global.
 struct context {

@@ -311,7 +311,7 @@ hvkit::cpuid::feature_set denied_features() {
 
 /// Every vCPU's exits, added up.
 core::exit_counters all_exits() {
-  if (!ls.m) return run.exits;
+  if (!ls.m) return ls.solo_st->exits;
   core::exit_counters t{};
   for (unsigned i = 0; i < ls.m->count; ++i) {
     const core::exit_counters& e = ls.m->cpus[i].st.exits;
@@ -473,15 +473,16 @@ bool has_word(const char* word) {
     machine_exit(true);
   }
   kprintf("HVKIT INFO backend=%s\n", vmx ? "vmx" : "svm");
-  run = run_state{};
-  run.cfg = &linux_run;
-  run.status = run_status::running;
+  run_state solo_st{};  // the vCPU without SMP (SVM): boot()'s, which never returns
+  solo_st.cfg = &linux_run;
+  solo_st.status = run_status::running;
   ls = linux_state{};
+  ls.solo_st = &solo_st;
   const cpuid_regs v0 = cpuid(0);
   ls.intel = v0.ebx == 0x756E6547 && v0.edx == 0x49656E69 && v0.ecx == 0x6C65746E;  // "GenuineIntel"
   ls.vmx = vmx;
   ls.solo.misc_enable = misc_enable_value;
-  run.guest_xcr0 = 1;
+  solo_st.guest_xcr0 = 1;
   ls.end_reason = "running";
   // VMX: every processor started, the vCPU state per processor (ls.m, this_state()).
   bool ok = (vmx ? prepare_vmx() : prepare_svm()) && load_kernel();
@@ -520,12 +521,12 @@ bool has_word(const char* word) {
   const char* (*name)(unsigned) = ls.vmx ? vmx_name : svm::exit_slot_name;
   if (ls.marked) print_exits("boot", ls.at_mark, code, name);
   print_exits("total", total, code, name);
-  // Every vCPU: its state and its profile data (one on SVM: run and ls.solo).
+  // Every vCPU: its state and its profile data (one on SVM: ls.solo_st and ls.solo).
   const unsigned count = ls.m ? ls.m->count : 1;
   std::uint64_t msr_gp = 0, msr_emulated = 0, xsetbv_ok = 0, xsetbv_gp = 0, vmx_ud = 0, cr_gp = 0, held = 0, smi = 0;
   unsigned started = 0, wp_ok_cpus = 0;
   for (unsigned i = 0; i < count; ++i) {
-    const run_state& st = ls.m ? ls.m->cpus[i].st : run;
+    const run_state& st = ls.m ? ls.m->cpus[i].st : *ls.solo_st;
     const vcpu_data& d = ls.m ? ls.m->cpus[i].lx : ls.solo;
     msr_gp += st.msr_gp;
     msr_emulated += d.msr_emulated;
@@ -556,7 +557,7 @@ bool has_word(const char* word) {
             (unsigned long long)(c.st.exits.of(core::exit_kind::msr_read) + c.st.exits.of(core::exit_kind::msr_write)),
             (unsigned long long)c.icr_writes, (unsigned long long)c.sipis_sent, (unsigned long long)c.virtual_inits);
   }
-  const run_state& st0 = ls.m ? ls.m->cpus[0].st : run;
+  const run_state& st0 = ls.m ? ls.m->cpus[0].st : *ls.solo_st;
   kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
           "cr_gp=%llu guest_xcr0=0x%llx\n",
           (unsigned long long)msr_gp, (unsigned long long)msr_emulated, (unsigned long long)xsetbv_ok,

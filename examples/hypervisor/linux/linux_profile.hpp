@@ -66,9 +66,11 @@ struct linux_state {
   // The CR0.WP toggles, the MTRRs the guest sees (a copy of the host's, the guest's writes
   // kept; with EPT the EPT memory type, not the MTRRs, decides: SDM Vol. 3C 29.3.7.2) and
   // IA32_MISC_ENABLE are per vCPU (lx::vcpu_data): each processor's smp::cpu on VMX (a vCPU
-  // per processor, smp/smp.hpp; m set), `solo` on SVM (one vCPU, the state in `run`).
+  // per processor, smp/smp.hpp; m set), `solo` on SVM (one vCPU, its state `solo_st`, owned
+  // by boot()).
   smp::machine* m;
   vcpu_data solo;
+  run_state* solo_st;
   std::uint64_t amd_platform[4];  // AMD SYSCFG, HWCR, NB_CFG, INT_PENDING_MSG (platform_msr)
   char line[1024];
   unsigned line_len;
@@ -80,7 +82,7 @@ inline constexpr std::uint64_t misc_enable_value = 1u | (1u << 11) | (1u << 12);
 
 /// The vCPU this processor runs: its Linux profile data and its core state.
 inline vcpu_data& this_vcpu() { return ls.m ? smp::this_cpu().lx : ls.solo; }
-inline run_state& this_state() { return ls.m ? smp::this_cpu().st : run; }
+inline run_state& this_state() { return ls.m ? smp::this_cpu().st : *ls.solo_st; }
 inline unsigned this_index() { return ls.m ? smp::this_cpu().index : 0; }
 
 inline std::uint64_t cr_exits_now() { return this_state().exits.of(core::exit_kind::cr_access); }

@@ -55,10 +55,10 @@ void set_tlb_control(sv::tlb_control c) { sv::write(vmcb, fld::tlb_control, stat
 /// delivery the exit interrupted (EXITINTINFO, already copied into EVENTINJ) by the double-
 /// fault rules (svm::inject_exception; SDM 6.15 / APM 8.2.9). A shutdown verdict is a triple
 /// fault of the guest.
-void inject(x86::vector vec, std::uint32_t error_code) {
+void inject(core::vcpu_state& st, x86::vector vec, std::uint32_t error_code) {
   const bool protected_mode = sv::read_typed(vmcb, fld::cr0).test(x86::cr0::pe);
   if (sv::inject_exception(vmcb, {vec, error_code}, protected_mode) == x86::merge_verdict::shutdown)
-    run.status = run_status::triple_fault;
+    st.status = run_status::triple_fault;
 }
 
 /// NRIP save (CPUID Fn8000_000A EDX[3]): the #VMEXIT writes the next instruction's address
@@ -77,7 +77,7 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
 /// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
 /// shadow ends, a single-step trap is #DB (svm::skip_to_next_rip / svm::skip_instruction).
 /// IA32_DEBUGCTL is not virtualized for the guest (its accesses are #GP): BTF is 0.
-void skip_instruction(guest_regs& regs) {
+void skip_instruction(guest_regs& regs, core::vcpu_state& st) {
   sv::skip_effects fx;
   if (nrip_save()) {
     fx = sv::skip_to_next_rip(vmcb, 0);
@@ -91,12 +91,12 @@ void skip_instruction(guest_regs& regs) {
               in ? 0u : static_cast<unsigned>(in.error().vector), in ? 0u : static_cast<unsigned>(in.error().why),
               (unsigned long long)sv::read(vmcb, fld::cr0), (unsigned long long)sv::read(vmcb, fld::cr4),
               (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr3));
-      run.status = run_status::fatal_exit;
+      st.status = run_status::fatal_exit;
       return;
     }
     fx = sv::skip_instruction(vmcb, len, 0);
   }
-  if (fx.single_step && fx.verdict == x86::merge_verdict::shutdown) run.status = run_status::triple_fault;
+  if (fx.single_step && fx.verdict == x86::merge_verdict::shutdown) st.status = run_status::triple_fault;
 }
 
 // ---- the emulator on a VMCB ----------------------------------------------------------------
@@ -125,7 +125,7 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
   em::context ctx = read_context(regs);
   const pg::cpu_properties props = guest_cpu_properties();
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
-  pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root());
+  pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
   pg::flat_memory tables = guest_ram_view();
   em::flat_ram ram = core::guest_ram_data();
@@ -161,7 +161,7 @@ unsigned instruction_length(guest_regs& regs) {
 /// at RIP is MOV to CR3 and its source has a bit at or above MAXPHYADDR. The guest gets the
 /// #GP(0) the architecture gives it; the first case is printed, every case counted.
 std::uint64_t qemu_cr3_errata = 0;
-bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, std::uint64_t exits_before) {
+bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, core::vcpu_state& st, std::uint64_t exits_before) {
   if (exits_before == 0 || !guest_efer().test(x86::efer::lma)) return false;
   const auto in = instruction_at_rip(regs);
   if (!in || in->op != em::mnemonic::mov_to_cr || in->dst.reg != 3) return false;
@@ -173,7 +173,7 @@ bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, std::uint64_t exits_before) 
             "exitcode=0x%llx (expected #GP(0) in the guest)\n",
             (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)value, maxpa,
             (unsigned long long)sv::read(vmcb, fld::exit_code));
-  inject(x86::vector::gp, 0);
+  inject(st, x86::vector::gp, 0);
   return true;
 }
 
@@ -232,7 +232,7 @@ struct reinjected {
   unsigned rip_advance = 0;
   bool valid = false;
 };
-reinjected reinject_interrupted_event(guest_regs& regs) {
+reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st) {
   sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
   const std::uint64_t rip = sv::read(vmcb, fld::rip);
   // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF (or, under shadow paging, a #PF) while
@@ -243,7 +243,7 @@ reinjected reinject_interrupted_event(guest_regs& regs) {
   if (const std::uint8_t* code = guest_ram(rip, 2); code && code[0] == 0xCD && ii.valid() &&
                                                     !(ii.type() == sv::event_type::soft_int && ii.vector() == code[1])) {
     ++unmap.stale_intn;
-    kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", run.cfg->name,
+    kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->name,
             (unsigned long long)ii.raw(), code[1], code[1]);
     ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
   }
@@ -256,7 +256,7 @@ reinjected reinject_interrupted_event(guest_regs& regs) {
         in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
       if (unmap.soft_int_type_for_int3++ == 0) {
         ++results_errata;
-        kprintf("HVKIT ERRATUM exitintinfo_int3_into_as_soft_int.%s exitintinfo=0x%llx rip=0x%llx\n", run.cfg->name,
+        kprintf("HVKIT ERRATUM exitintinfo_int3_into_as_soft_int.%s exitintinfo=0x%llx rip=0x%llx\n", st.cfg->name,
                 (unsigned long long)ii.raw(), (unsigned long long)rip);
       }
       ii = sv::event_info::make(ii.vector(), sv::event_type::exception, false);
@@ -279,11 +279,11 @@ reinjected reinject_interrupted_event(guest_regs& regs) {
 /// VMX layout (SDM Vol. 3C 25.8.3: type 6 software exception, 4 software interrupt, 3
 /// hardware exception) with the instruction length NRIP - RIP for software events, so one
 /// guest check serves both vendors.
-bool npt_unmapped_page_hit(guest_regs& regs) {
+bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st) {
   if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
   npt_unmap_restore();
   ++unmap.hits;
-  const reinjected r = reinject_interrupted_event(regs);
+  const reinjected r = reinject_interrupted_event(regs, st);
   if (!r.valid) return true;
   unmap.seen_length = r.rip_advance;
   unmap.seen_info = hvkit::vmx::from_event(r.e).info.raw();
@@ -293,9 +293,9 @@ bool npt_unmapped_page_hit(guest_regs& regs) {
 void unmap_reset() { unmap = unmap_state{}; }
 std::uint64_t unmap_stale_intn() { return unmap.stale_intn; }
 
-std::uint64_t npt_unmap_report() {
+std::uint64_t npt_unmap_report(core::check_counters& k) {
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
-  run.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
+  k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
   if (unmap.armed) npt_unmap_restore();
   unmap.hits = 0;
   unmap.seen_info = 0;
@@ -397,8 +397,8 @@ struct svm_backend {
       return {{shadow_guest_cr0(), sv::read_typed(vmcb, fld::cr4), core::shadow::guest_efer()}, core::shadow::guest_cr3()};
     return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer()}, sv::read_typed(vmcb, fld::cr3)};
   }
-  void skip() { skip_instruction(regs); }
-  void inject(x86::vector v, std::uint32_t error_code) { svm::inject(v, error_code); }
+  void skip() { skip_instruction(regs, c.vcpu); }
+  void inject(x86::vector v, std::uint32_t error_code) { svm::inject(c.vcpu, v, error_code); }
   void report_exit(const char* what, bool expected) { svm::report_exit(what, expected); }
   /// CR0.WP intercepted: the selective CR0 write intercept (a write changing a bit other
   /// than TS or MP exits, APM 15.9.1); guest-owned: none (under nested paging).
@@ -437,7 +437,7 @@ struct svm_backend {
   }
   bool cr_access() { return core::emulate_instruction(*this, c, sv::name(code)); }
   bool entry_failed() {
-    if (qemu_mov_cr3_invalid_erratum(regs, run.exits.total - 1)) return true;
+    if (qemu_mov_cr3_invalid_erratum(regs, c.vcpu, c.vcpu.exits.total - 1)) return true;
     svm::report_exit("vmrun_consistency_check_failed");
     return false;
   }
@@ -458,8 +458,8 @@ struct svm_backend {
     switch (o.kind) {
       case em::outcome_kind::exception:
         if (o.vector == x86::vector::pf) sv::write(vmcb, fld::cr2, o.cr2);
-        svm::inject(o.vector, o.error_code);
-        return run.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
+        svm::inject(c.vcpu, o.vector, o.error_code);
+        return c.vcpu.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
       case em::outcome_kind::needs_io:
       case em::outcome_kind::needs_mmio:
       case em::outcome_kind::unsupported: return core::applied::not_applied;
@@ -477,7 +477,7 @@ struct svm_backend {
     return core::applied::done;
   }
 
-  bool memory_case() { return npt_case_npf() || npt_unmapped_page_hit(regs); }
+  bool memory_case() { return npt_case_npf() || npt_unmapped_page_hit(regs, c.vcpu); }
   bool during_delivery() const { return sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid(); }
   bool fetch_fault() const {
     return sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2)).error.is_fetch();
@@ -489,7 +489,7 @@ struct svm_backend {
   }
   std::uint64_t second_stage_check(guest_regs& r) { return npt_check(r); }
   bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(gpa); }
-  std::uint64_t unmap_report() { return npt_unmap_report(); }
+  std::uint64_t unmap_report() { return npt_unmap_report(c.checks); }
   bool spin_more() { return svm::spin_more(); }
 
   // ---- shadow paging (core::shadow::shadow_backend) ----
@@ -515,7 +515,7 @@ struct svm_backend {
   }
   void inject_page_fault(std::uint64_t cr2, std::uint32_t code) {
     sv::write(vmcb, fld::cr2, cr2);  // VMRUN loads CR2 from the VMCB (APM 15.5.1)
-    svm::inject(x86::vector::pf, code);
+    svm::inject(c.vcpu, x86::vector::pf, code);
   }
 };
 static_assert(core::backend<svm_backend>);
@@ -526,18 +526,18 @@ static_assert(core::shadow::shadow_backend<svm_backend>);
 /// One #VMEXIT: TLB_CONTROL back to nothing, the event whose delivery the exit interrupted
 /// re-injected (APM 15.7.2; EXITINTINFO has the EVENTINJ layout) unless a handler replaces or
 /// merges it, then the core's exit loop. True: run the guest again.
-bool handle_exit(guest_regs& regs) {
+bool handle_exit(guest_regs& regs, run_state& st) {
   set_tlb_control(sv::tlb_control::do_nothing);
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
   // Shadow paging: a #PF taken while an event was delivered (the IDT, the stack): the event
   // again, corrected and with its RIP advance, as for the NPT differential's unmapped page.
   if (intinfo.valid() && core::shadow::enabled() && read_exit_code() == sv::exception_exit(14))
-    reinject_interrupted_event(regs);
-  core::context c{run, run, guest_policy, guest_msrs};
+    reinject_interrupted_event(regs, st);
+  core::context c = context_of(st);
   svm_backend b{regs, c};
   if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)
-  return core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});
+  return core::handle_exit(b, c, core::image_profile{st.cfg ? st.cfg->profile : nullptr});
 }
 
 

@@ -96,22 +96,23 @@ bool enable();
 /// The nested page table: guest RAM identity-mapped, nothing else.
 void build_npt();
 /// The VMCB for a fresh run of the conformance guest.
-void setup_vmcb(const hc::guest_header& g, const svm_run& r);
+void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& st);
 /// The pieces of a VMCB every guest (the conformance guest, the Linux guest) fills the same
 /// way: a zeroed VMCB with the common intercepts, the permission maps, ASID and nested paging
 /// (then `icpt`'s; `ncr3` 0: no nested paging, for shadow paging), and a flat guest's first state.
 void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
                 std::uint64_t ncr3);
-void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
+void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
 /// The guest CPU model (MAXPHYADDR, LAM, the CR4 bits the guest may set) of the guest's policy.
 cpuid_ns::guest_cpu_model guest_model();
 
 // ---- the backend (svm.cpp) --------------------------------------------------------------------
 /// An exception into the guest through EVENTINJ, merged with a pending event.
-void inject(x86::vector vec, std::uint32_t error_code = 0);
+void inject(core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0);
 void report_exit(const char* what, bool expected = false);
-/// One #VMEXIT through the core's exit loop; true: run the guest again.
-bool handle_exit(guest_regs& regs);
+/// One #VMEXIT of the vCPU `st` (its registers `regs`: its own, or a second VMCB's) through
+/// the core's exit loop; true: run the guest again.
+bool handle_exit(guest_regs& regs, run_state& st);
 /// One VMRUN of the current VMCB.
 void vmrun(guest_regs& regs);
 /// A new run: the re-injection check's page mapped, its counts zero.

@@ -85,7 +85,7 @@ void setup_linux_vmcb() {
   icpt.set(sv::intercept::xsetbv);
   svm::start_vmcb(icpt, linux_iopm, linux_msrpm, svm::pa(npt_l4));
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
-  svm::write_flat_state({0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
+  svm::write_flat_state(this_state(), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
                          x86::efer::lme | x86::efer::lma},
                         cr0, x86::cr4::pae, page_tables_gpa);
 }
@@ -101,17 +101,18 @@ std::uint64_t xsetbv_not_intercepted = 0;
 void notice_xcr0_change() {
   std::uint32_t lo, hi;
   asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
-  const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = run.guest_xcr0 ? run.guest_xcr0 : 1;
+  run_state& st = this_state();
+  const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
   if (real == seen) return;
   if (xsetbv_not_intercepted++ == 0) {
     ++results_errata;
     kprintf("HVKIT ERRATUM xsetbv_intercept_not_taken xcr0=0x%llx hypervisor_view=0x%llx xsetbv_exits=%llu "
             "exitcode=0x%llx rip=0x%llx (expected: #VMEXIT 0x8d at the XSETBV)\n",
             (unsigned long long)real, (unsigned long long)seen,
-            (unsigned long long)run.exits.by_slot[sv::raw(svm::exit_code::xsetbv)],
+            (unsigned long long)st.exits.by_slot[sv::raw(svm::exit_code::xsetbv)],
             (unsigned long long)sv::read(vmcb, fld::exit_code), (unsigned long long)sv::read(vmcb, fld::rip));
   }
-  run.guest_xcr0 = real;
+  st.guest_xcr0 = real;
 }
 
 }  // namespace
@@ -128,16 +129,17 @@ bool enter_svm() {
           svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
           svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
   const bool xsave = (cpuid(1).ecx >> 26) & 1;  // boot() set CR4.OSXSAVE on the host then
-  while (run.status == run_status::running) {
+  run_state& st = this_state();
+  while (st.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1); Bochs 2.7 does not (the
     // conformance runs report it as an erratum): the real CR2 is the guest's.
     write_cr2(sv::read(vmcb, fld::cr2));
-    svm::vmrun(run.regs);
+    svm::vmrun(st.regs);
     if (xsave) notice_xcr0_change();
-    const bool resume = svm::handle_exit(run.regs);
+    const bool resume = svm::handle_exit(st.regs, st);
     // RAX lives in the VMCB (a handler may have written it there); vmrun() copies the
     // register block's into the VMCB.
-    run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+    st.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
   }
   if (xsetbv_not_intercepted)

@@ -106,7 +106,7 @@ constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
 /// Exit-code counters: codes 0x00-0x9D as themselves, #NPF (0x400) in slot 0x9F, anything
 /// else in 0x9E.
-/// The run's SVM configuration (CR intercepts, scheduling); its state is the core's `run`.
+/// The run's SVM configuration (CR intercepts, scheduling); its state is run_guest()'s.
 struct svm_state {
   const svm_run* cfg;
 };
@@ -213,10 +213,10 @@ struct vcpu_slot {
 };
 
 /// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
-void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg, std::uint64_t rip, std::uint64_t rsp,
-                   std::uint64_t cr3, std::uint64_t ncr3) {
+void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg, core::vcpu_state& vs, std::uint64_t rip,
+                   std::uint64_t rsp, std::uint64_t cr3, std::uint64_t ncr3) {
   vmcb.slot = sl.vmcb;
-  setup_vmcb(g, cfg);
+  setup_vmcb(g, cfg, vs);
   sv::write(vmcb, fld::rip, rip);
   sv::write(vmcb, fld::rsp, rsp);
   sv::write(vmcb, fld::cr3, x86::cr3{cr3});
@@ -278,7 +278,7 @@ void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
 /// and guest B round-robin A1 A2 A1 B, one timer slice each, until guest A reports done.
 /// The tracker sees every VMCB switch and every VMRUN: the policy decides the barriers, the
 /// run counts them.
-void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
+void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs) {
   auto* b = reinterpret_cast<std::uint8_t*>(guest_b_hpa);
   for (std::uint64_t i = 0; i < 0x200000; ++i) b[i] = 0;
   auto* bpt = reinterpret_cast<std::uint64_t*>(guest_b_hpa + 0x100000);  // identity, 2 MiB pages
@@ -301,12 +301,12 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   write_spin_code(reinterpret_cast<std::uint8_t*>(spin_a2_gpa), static_cast<std::uint32_t>(spin_a2_gpa + 0x10000));
 
   vcpu_slot slots[3] = {
-      {"A1", &vmcb_a1, {pa(vmcb_a1.page), 1, 0}, run.regs, 0, 0},
+      {"A1", &vmcb_a1, {pa(vmcb_a1.page), 1, 0}, vs.regs, 0, 0},
       {"A2", &vmcb_a2, {pa(vmcb_a2.page), 1, 0}, {}, 0, spin_a2_gpa + 0x10000},
       {"B", &vmcb_b, {pa(vmcb_b.page), 2, 0}, {}, 0, guest_b_hpa + 0x90000},
   };
-  setup_spinner(slots[1], g, cfg, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, pa(npt_pml4));
-  setup_spinner(slots[2], g, cfg, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, pa(npt_b_pml4));
+  setup_spinner(slots[1], g, cfg, vs, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, pa(npt_pml4));
+  setup_spinner(slots[2], g, cfg, vs, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, pa(npt_b_pml4));
   sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
   vmcb.slot = &vmcb_a1;
 
@@ -325,7 +325,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   timer_start();
   probe_v_intr_masking(vmcb_a2, spin_a2_gpa + 0x100);
   svm_timer_ticks = 0;
-  for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
+  for (std::uint64_t n = 0; n < 100000 && vs.status == run_status::running; ++n) {
     const int next = order[n % 4];
     if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
     if (next != current) {
@@ -334,7 +334,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     }
     vmcb.slot = slots[current].vmcb;
     tracker.on_vmrun(slots[current].id);
-    run.preempted = false;
+    vs.preempted = false;
     guest_regs& regs = slots[current].regs;
     write_cr2(sv::read(vmcb, fld::cr2));
     auto* const spins = reinterpret_cast<volatile std::uint64_t*>(slots[current].counter_hpa);
@@ -343,27 +343,27 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
     ++slots[current].slices;
     sched = {true, *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa),
              *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa), same_guest, cross_guest, b_dead};
-    // Every exit of a spinner is the timer; guest A's are handled as in any run.
-    const bool resume = handle_exit(regs);
+    // Every exit of a spinner is the timer; guest A's are handled as in any vs.
+    const bool resume = handle_exit(regs, vs);
     regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
-    if (run.preempted && current != 0 && *spins == spins_before && timer_count < timer_max_count) {
+    if (vs.preempted && current != 0 && *spins == spins_before && timer_count < timer_max_count) {
       timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
       *lapic(0x380) = timer_count;
     }
-    if (run.preempted) continue;
-    if (current == 2 && hostile_b && run.status == run_status::triple_fault) {
+    if (vs.preempted) continue;
+    if (current == 2 && hostile_b && vs.status == run_status::triple_fault) {
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
               cfg.base.name, (unsigned long long)slots[2].slices);
       b_dead = true;
       b_slices_at_death = slots[2].slices;
       sched.b_dead = true;
-      run.status = run_status::running;
+      vs.status = run_status::running;
       continue;
     }
-    if (!resume && run.status == run_status::running) run.status = run_status::fatal_exit;
-    if (current != 0 && run.status == run_status::running) {
+    if (!resume && vs.status == run_status::running) vs.status = run_status::fatal_exit;
+    if (current != 0 && vs.status == run_status::running) {
       report_exit("spinner_exit");
-      run.status = run_status::fatal_exit;
+      vs.status = run_status::fatal_exit;
     }
     if (resume) {
       // guest A asked for more (a hypercall): run it again at once, no switch
@@ -379,7 +379,7 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
   const bool skip = cfg.ibpb == sv::ibpb_policy::skip_same_guest;
   const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
   if (hostile_b) {
-    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
+    result("hostile_guest_b_contained", b_dead && vs.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
            "b_dead=%d b_slices=%llu b_slices_at_death=%llu a1_slices=%llu", b_dead ? 1 : 0,
            (unsigned long long)slots[2].slices, (unsigned long long)b_slices_at_death,
            (unsigned long long)slots[0].slices);
@@ -399,24 +399,26 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg) {
 using core::status_name;
 
 bool run_guest(const svm_run& cfg, wp_summary& summary) {
-  run = run_state{};
-  run.cfg = &cfg.base;
-  run.status = run_status::running;
+  // The run's vCPU and its checks: this function's, handed on (handle_exit, the scheduler,
+  // the reports), never a global.
+  run_state vs{};
+  vs.cfg = &cfg.base;
+  vs.status = run_status::running;
   npt_diff_reset();
   unmap_reset();
   st.cfg = &cfg;
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
-  const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32);
+  const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32, cfg.base.profile);
   if (!g) return false;
   vmcb.slot = &vmcb_a1;
-  setup_vmcb(*g, cfg);
-  run.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
+  setup_vmcb(*g, cfg, vs);
+  vs.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
-  if (cfg.scheduled) run_scheduled(*g, cfg);
-  while (run.status == run_status::running) {
+  if (cfg.scheduled) run_scheduled(*g, cfg, vs);
+  while (vs.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
     // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
     // exit, a CPUID, comes before any fault of its own); every later one also writes the
@@ -425,7 +427,7 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
     constexpr std::uint64_t cr2_sentinel = 0xFFFFC2C2C2C2C000ull;
     const bool probe = !cr2_probed;
     write_cr2(probe ? cr2_sentinel : sv::read(vmcb, fld::cr2));
-    vmrun(run.regs);
+    vmrun(vs.regs);
     if (probe) {
       cr2_probed = true;
       const std::uint64_t seen = sv::read(vmcb, fld::cr2);
@@ -437,17 +439,17 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
         result("vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
       }
     }
-    if (!handle_exit(run.regs) && run.status == run_status::running) run.status = run_status::fatal_exit;
-    run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+    if (!handle_exit(vs.regs, vs) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
+    vs.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
   }
   const std::uint64_t t1 = rdtsc();
   for (unsigned i = 0; i < slot_count; ++i)
-    if (run.exits.by_slot[i])
+    if (vs.exits.by_slot[i])
       kprintf("HVKIT EXITS %s %u %s %llu\n", cfg.base.name, i == 0x9F ? 0x400u : i, exit_slot_name(i),
-              (unsigned long long)run.exits.by_slot[i]);
-  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.base.name, status_name(run.status),
-          (unsigned long long)run.exits.total, (unsigned long long)(t1 - t0));
-  core::context c{run, run, guest_policy, guest_msrs};
+              (unsigned long long)vs.exits.by_slot[i]);
+  kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.base.name, status_name(vs.status),
+          (unsigned long long)vs.exits.total, (unsigned long long)(t1 - t0));
+  core::context c = context_of(vs);
   core::report_run(c, true);
   if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report();
   if (const std::uint64_t stale = unmap_stale_intn()) {
@@ -456,7 +458,7 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
             (unsigned long long)stale);
   }
   const bool ok = core::report_status(c);
-  summary = {ok && run.wp_seen, run.wp_toggles, run.wp_cr_exits, run.wp_mismatch, run.wp_tsc};
+  summary = {ok && vs.wp_seen, vs.wp_toggles, vs.wp_cr_exits, vs.wp_mismatch, vs.wp_tsc};
   return ok;
 }
 

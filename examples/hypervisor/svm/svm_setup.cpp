@@ -196,9 +196,9 @@ void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const s
 /// A flat guest's first state (hv::flat_guest, as the VMX backend's write_flat_guest_state
 /// takes it): CS a 64-bit (or 32-bit) code segment, the data segments flat, TR a busy TSS,
 /// no LDT, CPL 0, paging with `cr0`/`cr4`/`cr3`, the power-on PAT. Attributes: descriptor
-/// bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state"). The MMU context
-/// follows the registers.
-void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
+/// bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state"). The vCPU's EFER and MMU
+/// context follow the registers.
+void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
   namespace at = sv::attrib;
   constexpr std::uint16_t code_rx = 0xB, data_rw = 0x3, tss64_busy = 0xB;  // descriptor types (SDM 3.4.5.1, 3.5)
   const std::uint16_t cs_attr = g.long_mode ? at::g | at::l | at::p | at::s | code_rx    // 64-bit code, DPL 0
@@ -213,7 +213,7 @@ void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint
   sv::write(vmcb, fld::idtr_limit, static_cast<std::uint32_t>(g.idt_limit));
   sv::write(vmcb, fld::idtr_base, g.idt_base);
   sv::write(vmcb, fld::cpl, 0);
-  run.guest_efer = g.efer.raw();
+  st.guest_efer = g.efer.raw();
   sv::write(vmcb, fld::efer, g.efer | x86::efer::svme);  // SVME must be set (15.5.1)
   sv::write(vmcb, fld::cr0, cr0);
   sv::write(vmcb, fld::cr3, x86::cr3{cr3});
@@ -224,12 +224,12 @@ void write_flat_state(const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint
   sv::write(vmcb, fld::rip, g.rip);
   sv::write(vmcb, fld::rsp, g.rsp);
   sv::write(vmcb, fld::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
-  run.mmu = pg::mmu_context::make(cr0, cr4, g.efer, x86::gpa{cr3});
+  st.mmu = pg::mmu_context::make(cr0, cr4, g.efer, x86::gpa{cr3});
 }
 
 /// The VMCB for a fresh run of the conformance guest: 64-bit mode (or the 32-bit guest),
 /// flat segments matching its GDT, nested paging, the intercepts of the run.
-void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
+void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& st) {
   const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
   sv::intercept_set icpt;
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
@@ -265,7 +265,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r) {
                                                     : x86::efer::lme | x86::efer::lma;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::cr4 cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
-  write_flat_state({hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
+  write_flat_state(st, {hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
                     g.idt_limit, g.stack_top, g.entry, efer},
                    cr0, cr4, layout::guest_boot_pt_gpa);
   if (shadow) {

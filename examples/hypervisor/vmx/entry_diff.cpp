@@ -270,14 +270,14 @@ bool running_under_kvm() {
 
 bool entry_diff_run() {
   static const run_config cfg{"entry_diff", false, false, 0, run_status::done};
-  run = run_state{};
-  run.cfg = &cfg;
-  run.status = run_status::running;
+  core::vcpu_state vs{};  // the VMCS set-up's vCPU; no guest runs (every case is a failed entry)
+  vs.cfg = &cfg;
+  vs.status = run_status::running;
   kprintf("HVKIT RUN entry_diff begin cases=%u seed=0x%llx\n", case_count, (unsigned long long)seed);
   const hc::guest_header* g = load_guest(false);
   const x86::hpa vmcs{reinterpret_cast<std::uint64_t>(vmcs_region)};
   *reinterpret_cast<std::uint32_t*>(vmcs_region) = vcaps.revision_id();
-  if (!g || !v::hw::vmclear(vmcs) || !v::hw::vmptrld(vmcs) || !setup_vmcs(*g)) {
+  if (!g || !v::hw::vmclear(vmcs) || !v::hw::vmptrld(vmcs) || !setup_vmcs(*g, vs)) {
     result("vm_entry_differential", false, "reason=setup_failed");
     return false;
   }
@@ -491,7 +491,6 @@ bool entry_diff_run() {
   kprintf("HVKIT INFO vm_entry_demo broken=host_tr_selector cpu_error=%u\n", h1.error);
   print_vm_entry_diagnosis("demo_host_tr_null");
 
-  run.status = run_status::done;
   kprintf("HVKIT RUN entry_diff end status=done exits=0 host_tsc=0\n");
   return pass;
 }

@@ -57,11 +57,11 @@ struct vcpu_slot {
 };
 
 /// Prepares one extra VMCS: the common set-up, then its own RIP/RSP/CR3 (and EPTP).
-bool setup_extra_vmcs(vcpu_slot& s, const hc::guest_header& g, std::uint64_t rip, std::uint64_t rsp,
-                      std::uint64_t cr3, std::uint64_t eptp) {
+bool setup_extra_vmcs(vcpu_slot& s, const hc::guest_header& g, core::vcpu_state& vs, std::uint64_t rip,
+                      std::uint64_t rsp, std::uint64_t cr3, std::uint64_t eptp) {
   *reinterpret_cast<std::uint32_t*>(s.vmcs) = vcaps.revision_id();
   const x86::hpa pa{reinterpret_cast<std::uint64_t>(s.vmcs)};
-  if (!hvkit::vmx::hw::vmclear(pa) || !hvkit::vmx::hw::vmptrld(pa) || !setup_vmcs(g)) return false;
+  if (!hvkit::vmx::hw::vmclear(pa) || !hvkit::vmx::hw::vmptrld(pa) || !setup_vmcs(g, vs)) return false;
   vmwrite(fields::guest_rip, rip);
   vmwrite(fields::guest_rsp, rsp);
   vmwrite(fields::guest_cr3, cr3);
@@ -75,7 +75,7 @@ bool setup_extra_vmcs(vcpu_slot& s, const hc::guest_header& g, std::uint64_t rip
 /// and guest B round-robin A1 A2 A1 B, one VMX-preemption-timer slice each, until guest A
 /// reports done. Every VMPTRLD is followed by ibpb_tracker::on_vmcs_load and every entry
 /// preceded by on_vm_entry: the policy decides the barriers, the run counts them.
-int run_scheduled(const hc::guest_header& g) {
+int run_scheduled(const hc::guest_header& g, run_state& st) {
   namespace v = hvkit::vmx;
   // Guest B: 2 MiB at HPA 48 MiB, mapped by its own EPT at GPA 16 MiB; identity page
   // tables (2 MiB pages) at GPA +1 MiB, code at GPA +0, stack below GPA +512 KiB.
@@ -85,7 +85,7 @@ int run_scheduled(const hc::guest_header& g) {
   bpt[0] = (guest_b_gpa + 0x101000) | 0x3;
   bpt[512] = (guest_b_gpa + 0x102000) | 0x3;
   for (std::uint64_t i = 0; i < 512; ++i) bpt[1024 + i] = (i << 21) | 0x83;
-  const bool hostile_b = run.cfg->guest_flags & hc::cfg_hostile_b;
+  const bool hostile_b = st.cfg->guest_flags & hc::cfg_hostile_b;
   if (hostile_b) {
     b[0] = 0x0F;  // UD2 with an empty IDT (limit 0, below): #UD, #GP, #DF, triple fault
     b[1] = 0x0B;
@@ -107,14 +107,14 @@ int run_scheduled(const hc::guest_header& g) {
   write_spin_code(reinterpret_cast<std::uint8_t*>(spin_a2_gpa), static_cast<std::uint32_t>(spin_a2_gpa + 0x10000));
 
   vcpu_slot slots[3] = {
-      {"A1", vmcs_region, {reinterpret_cast<std::uint64_t>(vmcs_region), 1, 0}, run.regs, false, 0, 0},
+      {"A1", vmcs_region, {reinterpret_cast<std::uint64_t>(vmcs_region), 1, 0}, st.regs, false, 0, 0},
       {"A2", vmcs_a2_region, {reinterpret_cast<std::uint64_t>(vmcs_a2_region), 1, 0}, {}, false, 0,
        spin_a2_gpa + 0x10000},
       {"B", vmcs_b_region, {reinterpret_cast<std::uint64_t>(vmcs_b_region), 2, 0}, {}, false, 0,
        guest_b_hpa + 0x90000},
   };
-  if (!setup_extra_vmcs(slots[1], g, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, eptp_value) ||
-      !setup_extra_vmcs(slots[2], g, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, eptp_b)) {
+  if (!setup_extra_vmcs(slots[1], g, st, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, eptp_value) ||
+      !setup_extra_vmcs(slots[2], g, st, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, eptp_b)) {
     result("ibpb_setup", false, "reason=extra_vmcs_setup_failed");
     return 1;
   }
@@ -131,7 +131,7 @@ int run_scheduled(const hc::guest_header& g) {
 
   host_has_ibpb = (cpuid(7, 0).edx >> 26) & 1;
   ibpb_barriers = 0;
-  v::ibpb_tracker<counting_barrier> tracker{static_cast<v::ibpb_policy>(run.cfg->ibpb)};
+  v::ibpb_tracker<counting_barrier> tracker{static_cast<v::ibpb_policy>(st.cfg->ibpb)};
   tracker.on_vmcs_load(slots[0].id);  // the first load on this CPU: always a barrier
   std::uint64_t same_guest = 0, cross_guest = 0;
   static constexpr int order[4] = {0, 1, 0, 2};
@@ -139,12 +139,12 @@ int run_scheduled(const hc::guest_header& g) {
   int rc = 0;
   bool b_dead = false;
   std::uint64_t b_slices_at_death = 0;  // guest B's slices when it died: none may follow
-  for (std::uint64_t n = 0; n < 100000 && run.status == run_status::running; ++n) {
+  for (std::uint64_t n = 0; n < 100000 && st.status == run_status::running; ++n) {
     const int next = order[n % 4];
     if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
     if (next != current) {
       if (!v::hw::vmptrld(x86::hpa{slots[next].id.vmcs})) {
-        run.status = run_status::vm_fail;
+        st.status = run_status::vm_fail;
         break;
       }
       tracker.on_vmcs_load(slots[next].id);
@@ -152,31 +152,31 @@ int run_scheduled(const hc::guest_header& g) {
       current = next;
     }
     tracker.on_vm_entry();
-    run.preempted = false;
-    rc = vmx_enter(&slots[current].regs, slots[current].launched ? 1 : 0);
+    st.preempted = false;
+    rc = vmx_enter(&slots[current].regs, slots[current].launched ? 1 : 0, &st);
     slots[current].launched = true;
     ++slots[current].slices;
     if (rc != 0) break;
-    if (current == 2 && run.status == run_status::triple_fault && hostile_b) {
+    if (current == 2 && st.status == run_status::triple_fault && hostile_b) {
       // Guest B died; guest A (another VM) keeps running.
       kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
-              run.cfg->name, (unsigned long long)slots[2].slices);
+              st.cfg->name, (unsigned long long)slots[2].slices);
       b_dead = true;
       b_slices_at_death = slots[2].slices;
-      run.status = run_status::running;
+      st.status = run_status::running;
       continue;
     }
-    if (run.status == run_status::running && !run.preempted) break;  // fatal exit already reported
+    if (st.status == run_status::running && !st.preempted) break;  // fatal exit already reported
   }
   const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
   const std::uint64_t bc = *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa);
-  const bool skip = run.cfg->ibpb == static_cast<int>(v::ibpb_policy::skip_same_guest);
+  const bool skip = st.cfg->ibpb == static_cast<int>(v::ibpb_policy::skip_same_guest);
   const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
   kprintf("HVKIT INFO run=%s slices_a1=%llu slices_a2=%llu slices_b=%llu spins_a2=%llu spins_b=%llu host_ibpb=%d\n",
-          run.cfg->name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
+          st.cfg->name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
           (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc, host_has_ibpb ? 1 : 0);
   if (hostile_b) {
-    result("hostile_guest_b_contained", b_dead && run.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
+    result("hostile_guest_b_contained", b_dead && st.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
            "b_dead=%d b_slices=%llu b_slices_at_death=%llu a1_slices=%llu", b_dead ? 1 : 0,
            (unsigned long long)slots[2].slices, (unsigned long long)b_slices_at_death,
            (unsigned long long)slots[0].slices);

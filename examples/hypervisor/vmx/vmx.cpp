@@ -13,13 +13,13 @@ namespace hv {
 // Every helper below is hvkit's (vmx/, emulate/): register file, skip, injection,
 // re-injection, contexts. A failing VMREAD/VMWRITE there means the current VMCS is gone:
 // the run ends.
-void vmx_failed(const hvkit::vmx::vm_fail& f) {
+void vmx_failed(const hvkit::vmx::vm_fail& f, core::vcpu_state& st) {
   kprintf("HVKIT ERROR VMX instruction failed (VM-instruction error %u, field 0x%x)\n",
           static_cast<unsigned>(f.error), f.field_encoding);
-  run.status = run_status::fatal_exit;
+  st.status = run_status::fatal_exit;
 }
-void must(hvkit::result<void, hvkit::vmx::vm_fail> r) {
-  if (!r) vmx_failed(r.error());
+void must(hvkit::result<void, hvkit::vmx::vm_fail> r, core::vcpu_state& st) {
+  if (!r) vmx_failed(r.error(), st);
 }
 
 /// What the VMCS does not hold about the guest: the properties its CPUID policy decides.
@@ -37,9 +37,9 @@ const hvkit::vmx::guest_cpu_config& guest_config() {
 }
 
 /// #GP(0) (or another hardware exception) into the guest, merged with what is pending.
-void inject(vcpu& regs, x86::vector vec, std::uint32_t error_code) {
-  const auto q = must(hvkit::vmx::inject_exception(regs.backend(), {vec, error_code}));
-  if (q.verdict == x86::merge_verdict::shutdown) run.status = run_status::triple_fault;
+void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code) {
+  const auto q = must(hvkit::vmx::inject_exception(regs.backend(), {vec, error_code}), st);
+  if (q.verdict == x86::merge_verdict::shutdown) st.status = run_status::triple_fault;
 }
 
 /// The guest's CR0/CR4 (read shadow and real value, the VMX fixed bits forced: SDM Vol. 3D
@@ -92,12 +92,12 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
 /// a WP toggle, never a reset). vmx::cr_values_for gives the read shadow and the real value
 /// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
 bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q,
-                            const hvkit::vmx::cr_context& c);  // vmx/vmx_shadow.cpp
+                            const hvkit::vmx::cr_context& c, run_state& st);  // vmx/vmx_shadow.cpp
 bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st) {
   namespace v = hvkit::vmx;
   using acc = v::cr_access_qualification::access;
   auto& vmcs = regs.backend();
-  v::cr_context c = must(v::read_cr_context(vmcs, guest_config()));
+  v::cr_context c = must(v::read_cr_context(vmcs, guest_config()), st);
   const bool shadow = core::shadow::enabled();
   if (shadow) {
     c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
@@ -111,11 +111,11 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
       return false;
     }
     regs.write(rd.gpr, rd.value);
-    must(v::skip_instruction(regs));
+    must(v::skip_instruction(regs), st);
     return true;
   }
-  if (shadow) return handle_cr_write_shadow(regs, q, c);
-  const std::uint64_t value = must(v::cr_source_value(regs, q, c));
+  if (shadow) return handle_cr_write_shadow(regs, q, c, st);
+  const std::uint64_t value = must(v::cr_source_value(regs, q, c), st);
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
   if (out.cr != 0 && out.cr != 3 && out.cr != 4) {
     kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q.raw());
@@ -124,7 +124,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
   }
   if (out.fault != v::cr_write_fault::none) {
     ++st.cr_gp_injected;
-    inject(regs, x86::vector::gp);
+    inject(regs, st, x86::vector::gp);
     return true;
   }
   const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
@@ -133,24 +133,24 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
     const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);
     if (pae_paging && !v::load_guest_pdptes(vmcs, x86::cr3{out.value}, guest_ram_view(), maxphyaddr)) {
       ++st.cr_gp_injected;
-      inject(regs, x86::vector::gp);
+      inject(regs, st, x86::vector::gp);
       return true;
     }
     vmwrite(fields::guest_cr3, out.value);
-    must(v::skip_instruction(regs));
+    must(v::skip_instruction(regs), st);
     return true;
   }
   const auto applied = v::apply_cr_write_actions(vmcs, st.mmu, out.actions, out.after, x86::cr3{c.cr3}, guest_ram_view(),
                                                  maxphyaddr, false);
   if (!applied) {
     ++st.cr_gp_injected;  // a PDPTE with a reserved bit: #GP(0), nothing changed
-    inject(regs, x86::vector::gp);
+    inject(regs, st, x86::vector::gp);
     return true;
   }
   if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++st.mmu_resets;
   if (applied.value().mmu_rebuilt) ++st.mmu_refreshes;
   store_crs({c.cr0, c.cr4, c.efer}, out.after, st);
-  must(v::skip_instruction(regs));
+  must(v::skip_instruction(regs), st);
   return true;
 }
 
@@ -207,10 +207,10 @@ bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events) {
 /// hc::ept_unmap_report: hits (bits 7:0), the re-injected event's instruction length
 /// (15:8) and VM-entry interruption information (63:32); the error code, if any, the guest
 /// sees in its own frame. Resets the count.
-std::uint64_t ept_unmap_report() {
+std::uint64_t ept_unmap_report(core::check_counters& k) {
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen.instruction_length & 0xFF} << 8) |
                           (std::uint64_t{unmap.seen.info.raw()} << 32);
-  run.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
+  k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
   if (unmap.armed) ept_unmap_restore();
   unmap.hits = 0;
   unmap.seen = {};
@@ -253,16 +253,16 @@ bool is_vmx_instruction(hvkit::vmx::exit_reason r) {
 /// event-injection fields (SDM Vol. 3C 27.2.1.3) and on the event against interruptibility
 /// and activity state (27.3.1.5); a combination VM entry would refuse is reported with its
 /// typed error instead of a failed VM entry.
-bool injection_consistent(vcpu& regs) {
+bool injection_consistent(vcpu& regs, core::vcpu_state& st) {
   namespace v = hvkit::vmx;
-  const v::injected_event e = must(v::read_injection(regs.backend()));
+  const v::injected_event e = must(v::read_injection(regs.backend()), st);
   if (!e.valid()) return true;
   const v::injection_error fe = v::check_injection_fields(e);
   const auto state = v::interruptibility_state{static_cast<std::uint32_t>(vmread(fields::guest_interruptibility_state))};
   const auto activity = static_cast<v::activity_state>(vmread(fields::guest_activity_state));
   const bool virtual_nmis = v::pin_based{static_cast<std::uint32_t>(vmread(fields::pin_based_controls))}.test(
       v::pin_based::virtual_nmis);
-  const v::entry_state_error se = v::check_entry_state(e, state, activity, must(regs.rflags()), virtual_nmis);
+  const v::entry_state_error se = v::check_entry_state(e, state, activity, must(regs.rflags(), st), virtual_nmis);
   if (fe == v::injection_error::none && se == v::entry_state_error::none) return true;
   kprintf("HVKIT ERROR injection refused before VM entry: interruption_info=0x%x injection_error=%u entry_state_error=%u\n",
           e.info.raw(), static_cast<unsigned>(fe), static_cast<unsigned>(se));
@@ -280,22 +280,24 @@ using namespace hv::vmx;
 /// One VM exit: the register file over the current VMCS (GPRs in the block the exit stub
 /// filled), the event whose delivery the exit interrupted re-injected first
 /// (vmx::complete_exit_events, SDM Vol. 3C 28.2.3-28.2.4), the core's handler, and
-/// RSP/RIP/RFLAGS written back before the stub's VMRESUME.
-extern "C" int hv_handle_exit(guest_regs* block) {
+/// RSP/RIP/RFLAGS written back before the stub's VMRESUME. `st` is the vCPU's state and its
+/// checks, as its run handed them to vmx_enter (the stub keeps the pointer on the host stack).
+extern "C" int hv_handle_exit(guest_regs* block, run_state* vcpu_st) {
+  run_state& st = *vcpu_st;
   hvkit::vmx::hw::current_vmcs vmcs;
   const hvkit::vmx::exit_reason_field reason{static_cast<std::uint32_t>(vmread(fields::exit_reason))};
   vcpu regs(vmcs, *block);
   hvkit::vmx::exit_event_actions events{};
-  if (!reason.entry_failure()) events = must(hvkit::vmx::complete_exit_events(vmcs, reason.basic()));
-  vmx_backend b{regs, events, reason};
+  if (!reason.entry_failure()) events = must(hvkit::vmx::complete_exit_events(vmcs, reason.basic()), st);
+  vmx_backend b{regs, events, reason, st};
   if (lx::active) {  // the Linux guest profile (linux/linux.cpp)
     const bool resume = lx::handle_exit(b);
-    must(regs.flush());
-    return resume && injection_consistent(regs) ? 1 : 0;
+    must(regs.flush(), st);
+    return resume && injection_consistent(regs, st) ? 1 : 0;
   }
-  core::context c = run_context();
-  bool resume = core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});
-  must(regs.flush());
-  if (resume && run.status == run_status::running && !injection_consistent(regs)) run.status = run_status::fatal_exit;
-  return resume && run.status == run_status::running ? 1 : 0;  // a VMX failure or a shutdown verdict ends it
+  core::context c = context_of(st);
+  bool resume = core::handle_exit(b, c, core::image_profile{st.cfg ? st.cfg->profile : nullptr});
+  must(regs.flush(), st);
+  if (resume && st.status == run_status::running && !injection_consistent(regs, st)) st.status = run_status::fatal_exit;
+  return resume && st.status == run_status::running ? 1 : 0;  // a VMX failure or a shutdown verdict ends it
 }

@@ -14,21 +14,21 @@ namespace hv {
 
 // vmx/vmx.cpp
 /// A failing VMREAD/VMWRITE means the current VMCS is gone: reported, the run ends.
-void vmx_failed(const hvkit::vmx::vm_fail& f);
+void vmx_failed(const hvkit::vmx::vm_fail& f, core::vcpu_state& st);
 template <class T>
-T must(hvkit::result<T, hvkit::vmx::vm_fail> r) {
+T must(hvkit::result<T, hvkit::vmx::vm_fail> r, core::vcpu_state& st) {
   if (r) return r.value();
-  vmx_failed(r.error());
+  vmx_failed(r.error(), st);
   return T{};
 }
-void must(hvkit::result<void, hvkit::vmx::vm_fail> r);
+void must(hvkit::result<void, hvkit::vmx::vm_fail> r, core::vcpu_state& st);
 const hvkit::vmx::guest_cpu_config& guest_config();
-void inject(vcpu& regs, x86::vector vec, std::uint32_t error_code = 0);
-void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st = run);
-bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st = run);
+void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0);
+void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st);
+bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st);
 bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events);
 bool ept_unmap_once(std::uint64_t gpa);
-std::uint64_t ept_unmap_report();
+std::uint64_t ept_unmap_report(core::check_counters& k);
 bool is_vmx_instruction(hvkit::vmx::exit_reason r);
 
 /// The core::backend over the current VMCS: GPRs in the stub's block, RSP/RIP/RFLAGS through
@@ -37,8 +37,9 @@ struct vmx_backend {
   vcpu& regs;
   const hvkit::vmx::exit_event_actions& events;
   hvkit::vmx::exit_reason_field reason;
-  /// The vCPU this exit belongs to (the Linux guest: this processor's, smp/smp.hpp).
-  run_state& st = run;
+  /// The vCPU this exit belongs to and its checks (the run's; the Linux guest: this
+  /// processor's, smp/smp.hpp).
+  run_state& st;
 
   core::exit_info decode() const {
     using R = hvkit::vmx::exit_reason;
@@ -70,18 +71,18 @@ struct vmx_backend {
       default: return {K::unhandled, slot, reason_name(basic)};
     }
   }
-  std::uint64_t gpr(x86::gpr r) { return must(regs.read(r)); }
-  std::uint64_t rip() { return must(regs.rip()); }
+  std::uint64_t gpr(x86::gpr r) { return must(regs.read(r), st); }
+  std::uint64_t rip() { return must(regs.rip(), st); }
   void set_gpr(x86::gpr r, std::uint64_t v) { regs.write(r, v); }
   guest_regs& gprs() { return regs.gprs(); }
   unsigned cpl() { return guest_cpl(); }
   core::guest_crs crs() {
-    const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), guest_config()));
+    const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), guest_config()), st);
     if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
     return {{c.cr0, c.cr4, c.efer}, x86::cr3{c.cr3}};
   }
-  void skip() { must(hvkit::vmx::skip_instruction(regs)); }
-  void inject(x86::vector v, std::uint32_t error_code) { hv::inject(regs, v, error_code); }
+  void skip() { must(hvkit::vmx::skip_instruction(regs), st); }
+  void inject(x86::vector v, std::uint32_t error_code) { hv::inject(regs, st, v, error_code); }
   void report_exit(const char* what, bool expected) { hv::report_exit(what, expected); }
   /// CR0.WP guest-owned or intercepted (SDM Vol. 3C 25.6.6): with WP in the guest/host mask
   /// the read shadow's WP must be the guest's current WP, so that nothing changes for the guest.
@@ -97,7 +98,6 @@ struct vmx_backend {
     }
     vmwrite(fields::cr0_read_shadow, shadow);
     vmwrite(fields::cr0_guest_host_mask, mask);
-    st.cr0_mask = mask;
   }
 
   /// The MSRs whose guest values the VMCS guest-state area holds (SDM Vol. 3C 25.4.1), and
@@ -161,7 +161,7 @@ struct vmx_backend {
   }
 
   bool read_context(em::context& ctx) {
-    ctx = must(em::read_emulation_context(regs.backend(), regs, guest_config()));
+    ctx = must(em::read_emulation_context(regs.backend(), regs, guest_config()), st);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real EFER.NXE 1
       ctx.cr3 = core::shadow::guest_cr3();
       ctx.efer = core::shadow::guest_efer();
@@ -172,7 +172,7 @@ struct vmx_backend {
   /// emulate::apply_emulation (registers, RIP, segments, the interrupt shadow, single step;
   /// an exception injected, merged with a pending event); a CR write into the VMCS.
   core::applied apply(const em::context& before, const em::context& after, const em::outcome& o) {
-    const em::applied_outcome a = must(em::apply_emulation(regs.backend(), regs, before, after, o));
+    const em::applied_outcome a = must(em::apply_emulation(regs.backend(), regs, before, after, o), st);
     using k = em::applied_outcome::kind_type;
     switch (a.kind) {
       case k::done:
@@ -197,19 +197,19 @@ struct vmx_backend {
     return core::applied::not_applied;
   }
 
-  bool memory_case() { return ept_case_violation() || ept_unmapped_page_hit(events); }
+  bool memory_case() { return ept_case_violation(st) || ept_unmapped_page_hit(events); }
   bool during_delivery() const { return events.reinject.valid(); }
   bool fetch_fault() const {
     return hvkit::vmx::ept_violation_qualification{vmread(fields::exit_qualification)}.fetch();
   }
-  bool misconfig_case() { return ept_case_misconfig(); }
+  bool misconfig_case() { return ept_case_misconfig(st); }
   std::uint64_t second_stage_arm(guest_regs& r) {
-    handle_ept_arm(r);
+    handle_ept_arm(st, r);
     return 0;
   }
-  std::uint64_t second_stage_check(guest_regs& r) { return handle_ept_check(r); }
+  std::uint64_t second_stage_check(guest_regs& r) { return handle_ept_check(st, r); }
   bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(gpa); }
-  std::uint64_t unmap_report() { return ept_unmap_report(); }
+  std::uint64_t unmap_report() { return ept_unmap_report(st); }
   bool spin_more() { return false; }  // the VMX two-guest runs: the fixed spins are enough
 
   // ---- shadow paging (core::shadow::shadow_backend) ----
@@ -225,13 +225,10 @@ struct vmx_backend {
   void load_shadow_root(x86::hpa root, hvkit::paging::shadow::host_flush) { vmwrite(fields::guest_cr3, root.value()); }
   void inject_page_fault(std::uint64_t cr2, std::uint32_t code) {
     write_cr2(cr2);  // VM entry does not load CR2 (SDM Vol. 3C 27.3.2)
-    hv::inject(regs, x86::vector::pf, code);
+    hv::inject(regs, st, x86::vector::pf, code);
   }
 };
 static_assert(core::backend<vmx_backend>);
 static_assert(core::shadow::shadow_backend<vmx_backend>);
-
-/// The core::context of the one run (hypervisor.cpp's `run` and the CPUID/MSR policies).
-inline core::context run_context() { return {run, run, guest_policy, guest_msrs}; }
 
 }  // namespace hv

@@ -131,11 +131,9 @@ bool setup_linux_vmcs(smp::cpu& c) {
     kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
     return false;
   }
-  c.st.cr0_mask = owned.cr0_mask();
-  c.st.cr4_mask = owned.cr4_mask();
   if (!ap)
-    kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n", (unsigned long long)c.st.cr0_mask,
-            (unsigned long long)c.st.cr4_mask);
+    kprintf("HVKIT LINUX cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx\n",
+            (unsigned long long)owned.cr0_mask(), (unsigned long long)owned.cr4_mask());
 
   // Host state as for the conformance runs, with PAT (the exit controls load it); GS base
   // = this processor's smp::cpu (smp::this_cpu after every exit).
@@ -179,7 +177,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
     for (;;) asm volatile("cli; hlt");
   }
   c.phase = smp::cpu_phase::guest;
-  const int rc = ::vmx_enter(&c.st.regs, 0);
+  const int rc = ::vmx_enter(&c.st.regs, 0, &c.st);
   report_entry_failure(c, rc);
   finish(c.index);
 }
@@ -237,7 +235,7 @@ bool enter_vmx() {
   for (unsigned i = 1; i < m.count; ++i)
     while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
   bsp.phase = smp::cpu_phase::guest;
-  const int rc = ::vmx_enter(&bsp.st.regs, 0);
+  const int rc = ::vmx_enter(&bsp.st.regs, 0, &bsp.st);
   report_entry_failure(bsp, rc);
   return rc == 0;
 }

@@ -267,13 +267,12 @@ bool build_ept() {
 
 /// Clears guest memory, copies the guest image in and writes the guest's boot page
 /// tables (identity map of the low 4 GiB with 2 MiB pages; the guest builds its own).
-const hc::guest_header* load_guest(bool guest32) {
+const hc::guest_header* load_guest(bool guest32, const core::guest_profile* profile) {
   std::uint64_t words = layout::guest_mem_size / 8;
   void* dst = reinterpret_cast<void*>(layout::guest_mem_base);
   asm volatile("rep stosq" : "+D"(dst), "+c"(words) : "a"(0ull) : "memory");
   const unsigned char* blob = guest32 ? guest32_blob_start : guest_blob_start;
   auto size = static_cast<std::size_t>((guest32 ? guest32_blob_end : guest_blob_end) - blob);
-  const core::guest_profile* profile = run.cfg ? run.cfg->profile : nullptr;
   static hc::guest_header ph;
   if (!profile) {
     __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), blob, size);
@@ -355,13 +354,12 @@ bool write_controls(const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_co
 /// the guest's first CR0/CR4 (as it sees them) and CR3. Host-required CR bits (the VMX
 /// fixed-1 bits) must be host-owned, or the guest could see a value it never wrote: false.
 bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
-  run.cr0_mask = owned.cr0_mask();
-  run.cr4_mask = owned.cr4_mask();
-  if ((caps.cr0_fixed0 & ~run.cr0_mask) || (caps.cr4_fixed0 & ~run.cr4_mask)) return false;
-  vmwrite(fields::cr0_guest_host_mask, run.cr0_mask);
+  const std::uint64_t cr0_mask = owned.cr0_mask(), cr4_mask = owned.cr4_mask();
+  if ((caps.cr0_fixed0 & ~cr0_mask) || (caps.cr4_fixed0 & ~cr4_mask)) return false;
+  vmwrite(fields::cr0_guest_host_mask, cr0_mask);
   vmwrite(fields::cr0_read_shadow, cr0.raw());
   vmwrite(fields::guest_cr0, (cr0.raw() | caps.cr0_fixed0) & caps.cr0_fixed1);
-  vmwrite(fields::cr4_guest_host_mask, run.cr4_mask);
+  vmwrite(fields::cr4_guest_host_mask, cr4_mask);
   vmwrite(fields::cr4_read_shadow, cr4.raw());
   vmwrite(fields::guest_cr4, (cr4.raw() | caps.cr4_fixed0) & caps.cr4_fixed1);
   vmwrite(fields::guest_cr3, cr3);
@@ -441,13 +439,12 @@ void write_flat_guest_state(const flat_guest& g) {
   vmwrite(fields::guest_ia32_sysenter_eip, 0);
   vmwrite(fields::guest_ia32_efer, g.efer.raw());
   vmwrite(fields::vmcs_link_pointer, ~0ull);  // no shadow VMCS: must be all ones
-  run.guest_efer = g.efer.raw();
-  run.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
-                                             g.efer, x86::gpa{vmread(fields::guest_cr3)});
 }
 
-/// Fills the current VMCS for a fresh run of the conformance guest.
-bool setup_vmcs(const hc::guest_header& g) {
+/// Fills the current VMCS for a fresh run of the conformance guest (the run of `vs`: its
+/// configuration, and its first EFER and MMU context set here).
+bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
+  const run_config& cfg = *vs.cfg;
   namespace v = hvkit::vmx;
   // ---- controls, adjusted to the capability MSRs (hvkit::vmx::adjust_controls, SDM Vol. 3D
   // A.3-A.5; through the TRUE_* MSRs when they exist, so CR3-load/store exiting can be 0).
@@ -455,26 +452,26 @@ bool setup_vmcs(const hc::guest_header& g) {
   // Shadow paging (run --shadow, core/shadow_paging.hpp): no EPT; every #PF, CR3 access and
   // INVLPG exits (docs/shadow-mmu.md, "Integration").
   const bool shadow = core::shadow::enabled();
-  const auto pin = v::adjust_controls(vcaps.pin_caps(), run.cfg->ibpb >= 0 ? v::pin_based::activate_preemption_timer
+  const auto pin = v::adjust_controls(vcaps.pin_caps(), cfg.ibpb >= 0 ? v::pin_based::activate_preemption_timer
                                                                          : v::pin_based{});
   const auto proc = v::adjust_controls(
       vcaps.primary_caps(),
       v::primary_proc_based::hlt_exiting | v::primary_proc_based::activate_secondary_controls |
-          (run.cfg->profile ? v::primary_proc_based::unconditional_io_exiting : v::primary_proc_based{}) |
-          (run.cfg->cr3_exiting || shadow
+          (cfg.profile ? v::primary_proc_based::unconditional_io_exiting : v::primary_proc_based{}) |
+          (cfg.cr3_exiting || shadow
                ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting
                : v::primary_proc_based{}) |
           (shadow ? v::primary_proc_based::invlpg_exiting : v::primary_proc_based{}));
   const auto ept = shadow ? v::secondary_proc_based{} : v::secondary_proc_based::enable_ept;
   const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
-                                        run.cfg->dt_exiting ? ept | v::secondary_proc_based::descriptor_table_exiting
+                                        cfg.dt_exiting ? ept | v::secondary_proc_based::descriptor_table_exiting
                                                             : ept);
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer);
   // The 32-bit guest runs in protected mode with paging: "IA-32e mode guest" = 0 (SDM Vol.
   // 3C 27.3.1.1: then EFER.LMA = 0, and LME = 0 with CR0.PG = 1).
-  const bool guest32 = run.cfg->guest_flags & hc::cfg_guest32;
+  const bool guest32 = cfg.guest_flags & hc::cfg_guest32;
   const auto entry = v::adjust_controls(vcaps.entry_caps(), guest32 ? v::entry_controls::load_ia32_efer
                                                                     : v::entry_controls::ia32e_mode_guest |
                                                                           v::entry_controls::load_ia32_efer);
@@ -487,7 +484,7 @@ bool setup_vmcs(const hc::guest_header& g) {
   // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
   // only with EPT, a CR4 bit only if the guest may set it).
   const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
-  const v::guest_owned_bits owned = run.cfg->wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
+  const v::guest_owned_bits owned = cfg.wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
                                                              : v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::cr4 guest_cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
@@ -496,14 +493,16 @@ bool setup_vmcs(const hc::guest_header& g) {
     return false;
   }
   kprintf("HVKIT INFO run=%s cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx dt_exiting=%d\n",
-          run.cfg->name, (unsigned long long)run.cr0_mask, (unsigned long long)run.cr4_mask,
-          run.cfg->dt_exiting ? 1 : 0);
+          cfg.name, (unsigned long long)owned.cr0_mask(), (unsigned long long)owned.cr4_mask(), cfg.dt_exiting ? 1 : 0);
   write_host_state(false);
   const bool nx = (cpuid(0x80000001).edx >> 20) & 1;
   const x86::efer efer = guest32 ? x86::efer{} : nx ? x86::efer::lme | x86::efer::lma | x86::efer::nxe
                                                     : x86::efer::lme | x86::efer::lma;
   write_flat_guest_state({hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit,
                           g.idt_base, g.idt_limit, g.stack_top, g.entry, efer});
+  vs.guest_efer = efer.raw();
+  vs.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)}, efer,
+                                           x86::gpa{vmread(fields::guest_cr3)});
   if (shadow)  // the guest runs on the shadow root built from its boot tables
     vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
                                                     efer},

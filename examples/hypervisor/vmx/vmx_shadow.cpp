@@ -11,36 +11,37 @@ namespace hv {
 
 // A MOV to CR under shadow paging; `c` is the guest's view (its CR3 and EFER, which
 // handle_cr() put in place of the shadow root and the real EFER.NXE = 1).
-bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q, const hvkit::vmx::cr_context& c) {
+bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q, const hvkit::vmx::cr_context& c,
+                            run_state& st) {
   namespace v = hvkit::vmx;
   const auto src = v::cr_source_value(regs, q, c);
   if (!src) {
-    vmx_failed(src.error());
+    vmx_failed(src.error(), st);
     return false;
   }
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, src.value(), hvkit::paging::paging_kind::shadow);
   if (out.cr != 0 && out.cr != 3 && out.cr != 4) {
     kprintf("HVKIT ERROR unhandled CR access qualification=0x%llx\n", (unsigned long long)q.raw());
-    run.status = run_status::fatal_exit;
+    st.status = run_status::fatal_exit;
     return false;
   }
   if (out.fault != v::cr_write_fault::none) {
-    ++run.cr_gp_injected;
-    inject(regs, x86::vector::gp, 0);
+    ++st.cr_gp_injected;
+    inject(regs, st, x86::vector::gp, 0);
     return true;
   }
   const x86::cr3 cr3_after{out.cr == 3 ? out.value : c.cr3};
   const hvkit::emulate::shadow_exit e = core::shadow::cr_written(out, cr3_after);
   if (e.action == hvkit::emulate::shadow_exit_action::inject) {
-    ++run.cr_gp_injected;  // a PAE PDPTE with a reserved bit: #GP(0), nothing changed (SDM 4.4.1)
-    inject(regs, x86::vector::gp, 0);
+    ++st.cr_gp_injected;  // a PAE PDPTE with a reserved bit: #GP(0), nothing changed (SDM 4.4.1)
+    inject(regs, st, x86::vector::gp, 0);
     return true;
   }
   if (out.cr != 3) {
-    if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++run.mmu_resets;
-    store_crs({c.cr0, c.cr4, c.efer}, out.after);
+    if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++st.mmu_resets;
+    store_crs({c.cr0, c.cr4, c.efer}, out.after, st);
     const hvkit::paging::cpu_role role = hvkit::paging::make_cpu_role(out.after.cr0, out.after.cr4, out.after.efer);
-    run.mmu = {role, x86::cr3_root(cr3_after, role.mode(), guest_cpu_properties().maxphyaddr)};
+    st.mmu = {role, x86::cr3_root(cr3_after, role.mode(), guest_cpu_properties().maxphyaddr)};
   }
   vmwrite(fields::guest_cr3, e.root.value());
   return static_cast<bool>(v::skip_instruction(regs));
