@@ -3,8 +3,9 @@
 /// @brief Shared state and declarations of the reference hypervisor's translation units:
 /// hypervisor.cpp (runs, main), core/ (the vendor-neutral exit loop and handlers),
 /// vmx/vmx_setup.cpp (VMX bring-up, VMCS), vmx/vmx.cpp (the VMX backend of the core),
-/// differential.cpp (the CPU-as-oracle runs), vmx/scheduler.cpp (two guests and the IBPB
-/// policy), util.cpp (reporting); svm/ is the SVM backend.
+/// differential.cpp (the CPU-as-oracle runs), vmx/scheduler.cpp (the VMX vendor of
+/// core/scheduler.hpp's two guests and the IBPB policy), util.cpp (reporting); svm/ is the
+/// SVM backend.
 #pragma once
 
 #include <cstddef>
@@ -221,7 +222,7 @@ bool entry_diff_run();
 /// section and the fields involved (printed when a VM entry fails).
 void print_vm_entry_diagnosis(const char* context);
 
-// ---- two guests and IBPB (vmx/scheduler.cpp) ----------------------------------------------
+// ---- two guests and IBPB (core/scheduler.hpp over vmx/scheduler.cpp) ---------------------
 int run_scheduled(const hc::guest_header& g, run_state& st);
 
 }  // namespace hv

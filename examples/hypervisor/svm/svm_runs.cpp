@@ -27,6 +27,7 @@
 
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
+#include "../core/scheduler.hpp"
 #include "../profiles/exit_cost.hpp"
 
 extern "C" {
@@ -118,10 +119,7 @@ struct wp_summary {
 };
 wp_summary summaries[run_count];
 
-// ---- two guests, one CPU: VMCB switches and the IBPB policy --------------------------------
-constexpr std::uint64_t guest_b_hpa = 0x3000000;  // 48 MiB: guest B's 2 MiB of RAM
-constexpr std::uint64_t guest_b_gpa = 0x1000000;  // seen by guest B at 16 MiB
-constexpr std::uint64_t spin_a2_gpa = layout::guest_mem_base + 0xE00000;
+// ---- two guests, one CPU: VMCB switches (the SVM vendor of core::run_two_guests) -----------
 constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divide by 1
 // A slice is a number of timer ticks, not a time: under nested KVM (KVM's APIC timer, and an
 // INTR exit that costs far more than 10000 ticks) the next interrupt was pending at every
@@ -133,8 +131,7 @@ constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divid
 constexpr std::uint32_t timer_max_count = 1u << 26;
 std::uint32_t timer_count = timer_initial_count;
 
-std::uint64_t ibpb_barriers;
-/// What the running two-guest run has seen so far (run_scheduled): guest A keeps spinning
+/// What the running two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
 /// (hc::spin_more) until A2 and B have each spun (run instructions in a slice) and both kinds
 /// of switch happened.
 struct sched_progress {
@@ -148,22 +145,6 @@ bool spin_more_now() {
   return sched.a2_spins == 0 || (sched.b_spins == 0 && !sched.b_dead) || sched.same_guest == 0 ||
          sched.cross_guest == 0;
 }
-bool host_has_ibpb;
-struct counting_barrier {
-  void operator()() const noexcept {
-    ++ibpb_barriers;
-    if (host_has_ibpb) sv::pred_cmd_barrier{}();
-  }
-};
-
-/// `inc qword [counter]; jmp back` (SDM Vol. 2A 2.1.5: ModRM 04, SIB 25, disp32).
-void write_spin_code(std::uint8_t* at, std::uint32_t counter_gpa) {
-  const std::uint8_t code[] = {0x48, 0xFF, 0x04, 0x25, static_cast<std::uint8_t>(counter_gpa),
-                               static_cast<std::uint8_t>(counter_gpa >> 8), static_cast<std::uint8_t>(counter_gpa >> 16),
-                               static_cast<std::uint8_t>(counter_gpa >> 24), 0xEB, 0xF6};
-  for (unsigned i = 0; i < sizeof code; ++i) at[i] = code[i];
-}
-
 volatile std::uint32_t* lapic(unsigned reg) { return reinterpret_cast<volatile std::uint32_t*>(0xFEE00000ull + reg); }
 
 /// The local APIC timer, periodic, on vector 0x30 (SDM Vol. 3A 11.5.4), and the host's
@@ -203,23 +184,14 @@ void timer_stop() {
   load_idt(host_idt, sizeof host_idt - 1);
 }
 
-struct vcpu_slot {
-  const char* name;
-  vmcb_slot* vmcb;
-  sv::vmcb_identity id;  // VMCB address, VM, vCPU (the IBPB tracker's identity)
-  guest_regs regs;
-  std::uint64_t slices;
-  std::uint64_t counter_hpa;
-};
-
 /// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
-void setup_spinner(vcpu_slot& sl, const hc::guest_header& g, const svm_run& cfg, core::vcpu_state& vs, std::uint64_t rip,
-                   std::uint64_t rsp, std::uint64_t cr3, std::uint64_t ncr3) {
-  vmcb.slot = sl.vmcb;
+void setup_spinner(vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg, core::vcpu_state& vs,
+                   const core::spinner_start& s, std::uint64_t ncr3) {
+  vmcb.slot = &sl;
   setup_vmcb(g, cfg, vs);
-  sv::write(vmcb, fld::rip, rip);
-  sv::write(vmcb, fld::rsp, rsp);
-  sv::write(vmcb, fld::cr3, x86::cr3{cr3});
+  sv::write(vmcb, fld::rip, s.rip);
+  sv::write(vmcb, fld::rsp, s.rsp);
+  sv::write(vmcb, fld::cr3, x86::cr3{s.cr3});
   // RFLAGS.IF = 1 as on VMX (vmx/scheduler.cpp, spin_rflags): with V_INTR_MASKING the guest's IF
   // should not matter for physical interrupts (APM 15.21.1), but Bochs 2.7 did not deliver
   // the host's timer interrupt (no INTR exit) while a spinner with IF = 0 ran.
@@ -274,126 +246,73 @@ void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
   }
 }
 
-/// Runs guest A (VMCB A1: the conformance guest in spin mode), guest A's second VMCB (A2)
-/// and guest B round-robin A1 A2 A1 B, one timer slice each, until guest A reports done.
-/// The tracker sees every VMCB switch and every VMRUN: the policy decides the barriers, the
-/// run counts them.
-void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs) {
-  auto* b = reinterpret_cast<std::uint8_t*>(guest_b_hpa);
-  for (std::uint64_t i = 0; i < 0x200000; ++i) b[i] = 0;
-  auto* bpt = reinterpret_cast<std::uint64_t*>(guest_b_hpa + 0x100000);  // identity, 2 MiB pages
-  bpt[0] = (guest_b_gpa + 0x101000) | 0x3;
-  bpt[512] = (guest_b_gpa + 0x102000) | 0x3;
-  for (std::uint64_t i = 0; i < 512; ++i) bpt[1024 + i] = (i << 21) | 0x83;
-  const bool hostile_b = cfg.base.guest_flags & hc::cfg_hostile_b;
-  if (hostile_b) {
-    b[0] = 0x0F;  // UD2 with an empty IDT (limit 0): #UD, #GP, #DF, shutdown
-    b[1] = 0x0B;
-  } else {
-    write_spin_code(b, static_cast<std::uint32_t>(guest_b_gpa + 0x90000));
+/// The SVM vendor of core::run_two_guests: VMCB A1 (the run's), A2 and B, a slice ended by
+/// the local APIC timer's INTR exit (the host runs the guests with RFLAGS.IF = 1).
+struct svm_two_guests {
+  run_state& vs;
+  const svm_run& cfg;
+  vmcb_slot* const blocks[3] = {&vmcb_a1, &vmcb_a2, &vmcb_b};
+
+  std::uint64_t block(unsigned i) const { return pa(blocks[i]->page); }
+  /// Guest B's nested page table (its 2 MiB at HPA guest_b_hpa, seen at GPA guest_b_gpa), the
+  /// two spinners' VMCBs (A2 on guest A's), A1 current; the timer started and V_INTR_MASKING
+  /// probed once per boot.
+  bool prepare(const hc::guest_header& g, const core::spinner_start& a2, const core::spinner_start& b) {
+    for (auto& e : npt_b_pml4) e = 0;
+    for (auto& e : npt_b_pdpt) e = 0;
+    for (auto& e : npt_b_pd) e = 0;
+    npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
+    npt_b_pdpt[0] = pa(npt_b_pd) | 7;
+    npt_b_pd[core::guest_b_gpa >> 21] = core::guest_b_hpa | 0x87;
+    setup_spinner(vmcb_a2, g, cfg, vs, a2, pa(npt_pml4));
+    setup_spinner(vmcb_b, g, cfg, vs, b, pa(npt_b_pml4));
+    sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
+    vmcb.slot = &vmcb_a1;
+    svm_timer_ticks = 0;
+    svm_host_if = 1;
+    timer_start();
+    probe_v_intr_masking(vmcb_a2, core::spin_a2_gpa + 0x100);
+    svm_timer_ticks = 0;
+    return true;
   }
-  for (auto& e : npt_b_pml4) e = 0;
-  for (auto& e : npt_b_pdpt) e = 0;
-  for (auto& e : npt_b_pd) e = 0;
-  npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
-  npt_b_pdpt[0] = pa(npt_b_pd) | 7;
-  npt_b_pd[guest_b_gpa >> 21] = guest_b_hpa | 0x87;
-  write_spin_code(reinterpret_cast<std::uint8_t*>(spin_a2_gpa), static_cast<std::uint32_t>(spin_a2_gpa + 0x10000));
-
-  vcpu_slot slots[3] = {
-      {"A1", &vmcb_a1, {pa(vmcb_a1.page), 1, 0}, vs.regs, 0, 0},
-      {"A2", &vmcb_a2, {pa(vmcb_a2.page), 1, 0}, {}, 0, spin_a2_gpa + 0x10000},
-      {"B", &vmcb_b, {pa(vmcb_b.page), 2, 0}, {}, 0, guest_b_hpa + 0x90000},
-  };
-  setup_spinner(slots[1], g, cfg, vs, spin_a2_gpa, spin_a2_gpa + 0x8000, layout::guest_boot_pt_gpa, pa(npt_pml4));
-  setup_spinner(slots[2], g, cfg, vs, guest_b_gpa, guest_b_gpa + 0x80000, guest_b_gpa + 0x100000, pa(npt_b_pml4));
-  sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
-  vmcb.slot = &vmcb_a1;
-
-  host_has_ibpb = (cpuid(0x80000008).ebx >> 12) & 1;  // AMD: CPUID 8000_0008h:EBX[12] IBPB
-  ibpb_barriers = 0;
-  // svm::ibpb_tracker sees every VMRUN with the VMCB it runs: running another VMCB than the
-  // last one is the switch (there is no VMPTRLD); the first VMRUN on this CPU is a barrier.
-  sv::ibpb_tracker<counting_barrier> tracker{cfg.ibpb};
-  std::uint64_t same_guest = 0, cross_guest = 0;
-  static constexpr int order[4] = {0, 1, 0, 2};
-  int current = 0;
-  bool b_dead = false;
-  std::uint64_t b_slices_at_death = 0;  // guest B's slices when it died: none may follow
-  svm_timer_ticks = 0;
-  svm_host_if = 1;
-  timer_start();
-  probe_v_intr_masking(vmcb_a2, spin_a2_gpa + 0x100);
-  svm_timer_ticks = 0;
-  for (std::uint64_t n = 0; n < 100000 && vs.status == run_status::running; ++n) {
-    const int next = order[n % 4];
-    if (next == 2 && b_dead) continue;  // a guest that died is not scheduled again
-    if (next != current) {
-      (slots[next].id.vm == slots[current].id.vm ? same_guest : cross_guest)++;
-      current = next;
-    }
-    vmcb.slot = slots[current].vmcb;
-    tracker.on_vmrun(slots[current].id);
-    vs.preempted = false;
-    guest_regs& regs = slots[current].regs;
+  bool host_has_ibpb() const { return (cpuid(0x80000008).ebx >> 12) & 1; }  // AMD: CPUID 8000_0008h:EBX[12] IBPB
+  /// There is no VMPTRLD: the VMCB is the operand of the next VMRUN.
+  bool load(unsigned i) {
+    vmcb.slot = blocks[i];
+    return true;
+  }
+  /// One VMRUN and its exit through the core; a spinner slice that ran none of its
+  /// instructions lengthens the slices (timer_count).
+  core::slice_end run_slice(unsigned i, core::sched_slot& s, const core::sched_progress& p) {
     write_cr2(sv::read(vmcb, fld::cr2));
-    auto* const spins = reinterpret_cast<volatile std::uint64_t*>(slots[current].counter_hpa);
-    const std::uint64_t spins_before = current != 0 ? *spins : 0;
-    vmrun(regs);
-    ++slots[current].slices;
-    sched = {true, *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa),
-             *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa), same_guest, cross_guest, b_dead};
-    // Every exit of a spinner is the timer; guest A's are handled as in any vs.
-    const bool resume = handle_exit(regs, vs);
-    regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
-    if (vs.preempted && current != 0 && *spins == spins_before && timer_count < timer_max_count) {
+    auto* const spins = reinterpret_cast<volatile std::uint64_t*>(s.counter_hpa);
+    const std::uint64_t spins_before = i != 0 ? *spins : 0;
+    vmrun(s.regs);
+    sched = {true, p.a2_spins, p.b_spins, p.same_guest, p.cross_guest, p.b_dead};
+    const bool resume = handle_exit(s.regs, vs);  // every exit of a spinner is the timer
+    s.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+    if (vs.preempted && i != 0 && *spins == spins_before && timer_count < timer_max_count) {
       timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
       *lapic(0x380) = timer_count;
     }
-    if (vs.preempted) continue;
-    if (current == 2 && hostile_b && vs.status == run_status::triple_fault) {
-      kprintf("HVKIT INFO run=%s guest B triple-faulted after %llu slices: stopped, guest A continues\n",
-              cfg.base.name, (unsigned long long)slots[2].slices);
-      b_dead = true;
-      b_slices_at_death = slots[2].slices;
-      sched.b_dead = true;
-      vs.status = run_status::running;
-      continue;
-    }
-    if (!resume && vs.status == run_status::running) vs.status = run_status::fatal_exit;
-    if (current != 0 && vs.status == run_status::running) {
-      report_exit("spinner_exit");
-      vs.status = run_status::fatal_exit;
-    }
-    if (resume) {
-      // guest A asked for more (a hypercall): run it again at once, no switch
-      --n;
-    }
+    return resume ? core::slice_end::again : core::slice_end::stopped;
   }
-  timer_stop();
-  sched = {};
-  svm_host_if = 0;
-  vmcb.slot = &vmcb_a1;
-  const std::uint64_t a2 = *reinterpret_cast<volatile std::uint64_t*>(slots[1].counter_hpa);
-  const std::uint64_t bc = *reinterpret_cast<volatile std::uint64_t*>(slots[2].counter_hpa);
-  const bool skip = cfg.ibpb == sv::ibpb_policy::skip_same_guest;
-  const std::uint64_t expected = 1 + cross_guest + (skip ? 0 : same_guest);
-  if (hostile_b) {
-    result("hostile_guest_b_contained", b_dead && vs.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
-           "b_dead=%d b_slices=%llu b_slices_at_death=%llu a1_slices=%llu", b_dead ? 1 : 0,
-           (unsigned long long)slots[2].slices, (unsigned long long)b_slices_at_death,
-           (unsigned long long)slots[0].slices);
-    return;
+  void finish() {
+    timer_stop();
+    sched = {};
+    svm_host_if = 0;
+    vmcb.slot = &vmcb_a1;
+    kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
+            timer_count);
   }
-  kprintf("HVKIT INFO run=%s slices_a1=%llu slices_a2=%llu slices_b=%llu spins_a2=%llu spins_b=%llu timer_ticks=%llu "
-          "timer_count=%u host_ibpb=%d\n",
-          cfg.base.name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
-          (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc,
-          (unsigned long long)svm_timer_ticks, timer_count, host_has_ibpb ? 1 : 0);
-  result(skip ? "ibpb_policy.skip_same_guest" : "ibpb_policy.every_vmcs_change",
-         ibpb_barriers == expected && same_guest > 0 && cross_guest > 0 && a2 > 0 && bc > 0,
-         "switches_same_guest=%llu switches_cross_guest=%llu barriers=%llu expected=%llu", (unsigned long long)same_guest,
-         (unsigned long long)cross_guest, (unsigned long long)ibpb_barriers, (unsigned long long)expected);
+  void report_exit(const char* what) { svm::report_exit(what); }
+};
+static_assert(core::two_guest_vendor<svm_two_guests>);
+
+/// The two-guest run of `vs` (core::run_two_guests) with the run's IBPB policy.
+void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs) {
+  svm_two_guests v{vs, cfg};
+  static_cast<void>(core::run_two_guests(v, vs, g, cfg.ibpb));
 }
 
 using core::status_name;
