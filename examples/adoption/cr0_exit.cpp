@@ -16,7 +16,10 @@ namespace x86 = hvkit::x86;
 namespace f = vmx::fields;
 
 // CR0 bits the VMX capability MSRs force (IA32_VMX_CR0_FIXED0/1, SDM A.7): PE, NE, PG.
-constexpr vmx::cr_fixed cr0_fixed{0x8000'0021, 0xffff'ffff};
+constexpr vmx::cr_fixed cr0_fixed{(x86::cr0::pg | x86::cr0::ne | x86::cr0::pe).raw(), 0xffff'ffff};
+// The guest's CR0 (paging, WP, NE, ET, MP, PE), and the value it writes: the same without WP.
+constexpr x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::mp | x86::cr0::pe;
+constexpr x86::cr0 written_cr0 = guest_cr0.without(x86::cr0::wp);
 
 template <vmx::vmcs_backend B>
 vmx::cr_write_outcome on_cr_access(B& vmcs, vmx::register_file<B>& regs, const vmx::guest_cpu_config& cpu) {
@@ -41,8 +44,8 @@ vmx::cr_write_outcome on_cr_access(B& vmcs, vmx::register_file<B>& regs, const v
 int main() {
   vmx::soft_vmcs vmcs;
   // A 64-bit guest (CS.L = 1, EFER.LMA) that owns CR0.TS; WP is host-owned, so clearing it exits.
-  vmcs.store(f::guest_cr0, x86::cr0{0x8001'0033});
-  vmcs.store(f::cr0_read_shadow, x86::cr0{0x8001'0033});
+  vmcs.store(f::guest_cr0, guest_cr0);
+  vmcs.store(f::cr0_read_shadow, guest_cr0);
   vmcs.store(f::cr0_guest_host_mask, x86::cr0{~x86::cr0::ts.raw()});
   vmcs.store(f::guest_cr4, x86::cr4::pae);
   vmcs.store(f::cr4_read_shadow, x86::cr4::pae);
@@ -54,14 +57,14 @@ int main() {
   vmcs.store(f::exit_qualification, 0);  // MOV to CR0 from RAX (Table 28-3)
 
   vmx::gpr_block gprs{};
-  gprs[x86::gpr::rax] = 0x8000'0033;  // the guest clears WP
+  gprs[x86::gpr::rax] = written_cr0.raw();  // the guest clears WP
   vmx::register_file<vmx::soft_vmcs> regs(vmcs, gprs);
   const auto out = on_cr_access(vmcs, regs, vmx::guest_cpu_config{});
 
   assert(out.fault == vmx::cr_write_fault::none);
   assert(out.actions == hvkit::paging::mmu_actions::refresh_permissions);  // WP under EPT: no reset
-  assert(vmcs.peek(f::cr0_read_shadow) == 0x8000'0033);
-  assert(vmcs.peek(f::guest_cr0) == 0x8000'0033);  // PE, NE, PG already set
+  assert(vmcs.peek(f::cr0_read_shadow) == written_cr0.raw());
+  assert(vmcs.peek(f::guest_cr0) == written_cr0.raw());  // PE, NE, PG already set
   assert(vmcs.peek(f::guest_rip) == 0x1003);
 
   // PG without PE is #GP(0): an exception is queued, RIP and CR0 stay.

@@ -31,7 +31,7 @@ int main() {
   put64(ram + 0x4000 + 0x003 * 8, pte::make(x86::gpa{0x5000}, t).raw());  // PT index 3
 
   // 1. The dump: the guest's RAM alone, and its CR0/CR4/EFER/CR3.
-  const x86::cr0 cr0{0x8001'0033};
+  const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::mp | x86::cr0::pe;
   const x86::cr4 cr4 = x86::cr4::pae;
   const x86::efer efer = x86::efer::lme | x86::efer::lma | x86::efer::nxe;
   const auto mmu = paging::mmu_context::make(cr0, cr4, efer, x86::cr3_root(x86::cr3{0x1000}, x86::paging_mode_of(cr0, cr4, efer), 52));

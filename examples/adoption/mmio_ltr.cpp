@@ -44,7 +44,7 @@ int main() {
   put64(0x20030, 0);
 
   em::context ctx{};  // 64-bit mode, CPL 0, flat segments; the guest has cleared CR0.WP
-  ctx.cr0 = x86::cr0{0x8000'0033};
+  ctx.cr0 = x86::cr0::pg | x86::cr0::ne | x86::cr0::et | x86::cr0::mp | x86::cr0::pe;
   ctx.cr4 = x86::cr4::pae;
   ctx.efer = x86::efer::lme | x86::efer::lma;
   ctx.cr3 = x86::cr3{0x1000};

@@ -28,6 +28,7 @@
 #include <hvkit/paging/walker.hpp>
 #include <hvkit/x86/address.hpp>
 #include <hvkit/x86/cr3.hpp>
+#include <hvkit/x86/efer.hpp>
 #include <hvkit/x86/paging_mode.hpp>
 
 namespace {
@@ -288,7 +289,7 @@ int main(int argc, char** argv) {
     if (!o.have_cr3) o.cr3 = cpu.cr[3], o.have_cr3 = true;
     if (!o.have_cr4) o.cr4 = cpu.cr[4], o.have_cr4 = true;
     if (!o.have_efer && cpu.cs_long()) {
-      o.efer = 0xd00;  // LME, LMA, NXE
+      o.efer = (hvkit::x86::efer::lme | hvkit::x86::efer::lma | hvkit::x86::efer::nxe).raw();
       std::fputs("hvkit-walk: EFER is not in the core; CS.L is set, so LME, LMA and NXE are assumed (0xd00): "
                  "give --efer to override\n", stderr);
     }

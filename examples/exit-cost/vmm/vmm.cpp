@@ -29,6 +29,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include <hvkit/x86/cr.hpp>
+#include <hvkit/x86/efer.hpp>
 #include <string>
 #include <vector>
 
@@ -208,9 +211,10 @@ int main(int argc, char** argv) {
   sregs.cs = segment(0x8, 0xb, true);
   sregs.ds = sregs.es = sregs.fs = sregs.gs = sregs.ss = segment(0x10, 0x3, false);
   sregs.cr3 = pml4_gpa;
-  sregs.cr4 = 0x20;                                                  // PAE
-  sregs.cr0 = 0x8000'0000u | 0x1'0000u | 0x20u | 0x10u | 0x1u;       // PG WP NE ET PE
-  sregs.efer = 0x500;                                                // LME LMA
+  namespace x86 = hvkit::x86;
+  sregs.cr4 = x86::cr4::pae.raw();
+  sregs.cr0 = (x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe).raw();
+  sregs.efer = (x86::efer::lme | x86::efer::lma).raw();
   ioctl_or_die(vcpu, KVM_SET_SREGS, &sregs, "KVM_SET_SREGS");
   kvm_regs regs{};
   regs.rip = guest_gpa;

@@ -448,8 +448,8 @@ void check_msrs() {
   std::uint64_t v = 0;
   r = probe_rdmsr(0x4b564d00, &v);  // not an architectural MSR
   report("msr_unknown_gp", r == (0x100 | 13), r);
-  r = probe_rdmsr(0xC0000080, &v);
-  report("msr_efer", r == 0 && (v & 0x500) == 0x500, r, v);  // LME and LMA
+  r = probe_rdmsr(x86::msr::ia32_efer, &v);
+  report("msr_efer", r == 0 && x86::efer{v}.test(x86::efer::lme | x86::efer::lma), r, v);
 }
 
 /// LTR against a read-only GDT (docs/background.md §1): LTR marks the TSS descriptor busy with an

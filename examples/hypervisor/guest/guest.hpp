@@ -7,6 +7,10 @@
 
 #include <cstdint>
 
+#include <hvkit/x86/cr.hpp>
+#include <hvkit/x86/efer.hpp>
+#include <hvkit/x86/msr.hpp>
+
 #include "../hypercall.hpp"
 #include "../layout.hpp"
 
@@ -98,7 +102,8 @@ inline cpuid_regs cpuid(std::uint32_t leaf, std::uint32_t sub = 0) {
   return r;
 }
 
-constexpr std::uint64_t cr0_wp = 1u << 16;
+namespace x86 = hvkit::x86;
+constexpr std::uint64_t cr0_wp = x86::cr0::wp.raw();
 constexpr std::uint64_t pte_p = 1, pte_rw = 2, pte_ps = 0x80;
 
 

@@ -25,7 +25,7 @@ void check_injection() {
   report("inject_gp_wrmsr", r == (0x100 | 13) && g_fault_error == 0, r, g_fault_error);
   const std::uint64_t cr4 = read_cr4(), cr0 = read_cr0();
   g_fault_error = ~0ull;
-  r = probe_mov_cr4(cr4 | (1u << 13));  // CR4.VMXE
+  r = probe_mov_cr4(cr4 | x86::cr4::vmxe.raw());
   report("inject_gp_cr4_vmxe", r == (0x100 | 13) && g_fault_error == 0 && read_cr4() == cr4, r, g_fault_error);
   // The hypervisor's #GP for a CR0 write it refuses: only where CR0 writes exit. On SVM with
   // no CR0 write intercept (CR0.WP guest-owned) the CPU alone executes the MOV, and QEMU's
@@ -33,7 +33,7 @@ void check_injection() {
   // could not go on, so the probe is not made there.
   if (!g_amd || (g_config & hc::cfg_wp_intercepted)) {
     g_fault_error = ~0ull;
-    r = probe_mov_cr0(cr0 & ~(1ull << 31));  // CR0.PG = 0 in 64-bit mode
+    r = probe_mov_cr0(cr0 & ~x86::cr0::pg.raw());  // paging off in 64-bit mode
     report("inject_gp_cr0_clear_pg", r == (0x100 | 13) && g_fault_error == 0 && read_cr0() == cr0, r, g_fault_error);
   }
   alignas(16) static std::uint64_t region[2];

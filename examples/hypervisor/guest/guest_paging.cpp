@@ -93,21 +93,24 @@ void check_paging_differential(std::uint64_t cases) {
   asm volatile("lldt %w0" ::"r"(sel_ldt) : "memory");
   for (const std::uint8_t* b = user_stub_start; b != user_stub_end; ++b)
     reinterpret_cast<volatile std::uint8_t*>(user_code_page)[b - user_stub_start] = *b;
-  const std::uint64_t cr0_base = read_cr0() | cr0_wp, cr4_base = read_cr4(), efer_base = rdmsr(0xC0000080);
+  const std::uint64_t cr0_base = read_cr0() | cr0_wp, cr4_base = read_cr4(), efer_base = rdmsr(x86::msr::ia32_efer);
   std::uint64_t mismatches = 0, faults = 0;
   for (std::uint64_t i = 0; i < cases; ++i) {
     // Registers.
     bool wp = !g.chance(3), smep = has_smep && g.chance(2), smap = has_smap && g.chance(2);
     bool nxe = has_nx && !g.chance(4), ac = has_smap && g.chance(2);
     bool pke = has_pku && g.chance(3);
-    std::uint64_t cr4 = (cr4_base & ~((1ull << 20) | (1ull << 21) | (1ull << 22))) | (smep ? 1ull << 20 : 0) |
-                        (smap ? 1ull << 21 : 0) | (pke ? 1ull << 22 : 0);
+    const x86::cr4 cr4_typed = x86::cr4{cr4_base}
+                                   .with(x86::cr4::smep, smep)
+                                   .with(x86::cr4::smap, smap)
+                                   .with(x86::cr4::pke, pke);
+    const std::uint64_t cr4 = cr4_typed.raw();
     if (read_cr4() != cr4) write_cr4(cr4);
     // PKRU: random AD/WD bits for keys 1-3 (key 0, the guest's own pages, stays open).
     std::uint32_t pkru = pke ? static_cast<std::uint32_t>(g.next() & 0xFC) : 0;
     if (pke) asm volatile("wrpkru" ::"a"(pkru), "c"(0), "d"(0) : "memory");
-    std::uint64_t efer = (efer_base & ~(1ull << 11)) | (nxe ? 1ull << 11 : 0);
-    if (rdmsr(0xC0000080) != efer) wrmsr(0xC0000080, efer);
+    const std::uint64_t efer = x86::efer{efer_base}.with(x86::efer::nxe, nxe).raw();
+    if (rdmsr(x86::msr::ia32_efer) != efer) wrmsr(x86::msr::ia32_efer, efer);
     // Entries: page size first.
     unsigned size = static_cast<unsigned>(g.next() % 8);  // 0-4: 4 KiB, 5-6: 2 MiB, 7: 1 GiB
     bool big2m = size == 5 || size == 6, big1g = size == 7 && has_1g;
@@ -158,7 +161,7 @@ void check_paging_differential(std::uint64_t cases) {
   }
   // Back to the registers the other checks expect.
   write_cr4(cr4_base);
-  wrmsr(0xC0000080, efer_base);
+  wrmsr(x86::msr::ia32_efer, efer_base);
   asm volatile("lldt %w0" ::"r"(0) : "memory");
   write_entries(entries{});
   flush_tlb();
