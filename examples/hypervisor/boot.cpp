@@ -302,6 +302,20 @@ vmx_exit_stub:
 
 #include <cstdint>
 
+#include <hvkit/vmx/fields.hpp>
+#include <hvkit/x86/cr.hpp>
+#include <hvkit/x86/efer.hpp>
+#include <hvkit/x86/msr.hpp>
+
+// The numbers the assembly above writes (the 32-bit entry runs before any C++; vmx_enter
+// writes HOST_RSP by its encoding), checked against the library's typed values.
+static_assert(hvkit::x86::cr4::pae.raw() == 0x20);
+static_assert(hvkit::x86::msr::ia32_efer == 0xC0000080);
+static_assert(hvkit::x86::efer::lme.raw() == 0x100);
+static_assert((hvkit::x86::cr0::cd | hvkit::x86::cr0::nw).raw() == (~0x9FFFFFFFull & 0xFFFFFFFFull));
+static_assert((hvkit::x86::cr0::pg | hvkit::x86::cr0::wp | hvkit::x86::cr0::pe).raw() == 0x80010001);
+static_assert(hvkit::vmx::fields::host_rsp.encoding == 0x6C14);
+
 extern "C" {
 // Filled by the 32-bit entry (in .bss, so after the clear).
 std::uint32_t boot_multiboot_magic;

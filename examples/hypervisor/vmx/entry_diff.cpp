@@ -29,6 +29,7 @@ extern "C" {
 int entry_diff_launch();
 void entry_diff_exit();
 }
+static_assert(hvkit::vmx::fields::host_rsp.encoding == 0x6C14);  // the assembly's HOST_RSP encoding
 
 // VMLAUNCH with HOST_RSP = this stack; a VM exit (HOST_RIP = entry_diff_exit) returns 0,
 // VMfailInvalid 1, VMfailValid 2. The guest's general-purpose registers are whatever the
@@ -131,12 +132,12 @@ cpu_outcome launch() {
     o.fail_invalid = true;
   } else if (rc == 2) {
     o.outcome = v::vm_entry_outcome::vm_fail_valid;
-    o.error = static_cast<std::uint32_t>(rd(fields::vm_instruction_error.encoding));
+    o.error = static_cast<std::uint32_t>(vmread(fields::vm_instruction_error));
   } else {
-    o.exit_reason = static_cast<std::uint32_t>(rd(fields::exit_reason.encoding));
+    o.exit_reason = static_cast<std::uint32_t>(vmread(fields::exit_reason));
     if (o.exit_reason & 0x8000'0000u) {
       o.outcome = v::vm_entry_outcome::entry_failure;
-      o.qualification = rd(fields::exit_qualification.encoding);
+      o.qualification = vmread(fields::exit_qualification);
     }
   }
   return o;
@@ -282,9 +283,9 @@ bool entry_diff_run() {
     return false;
   }
   // Come back at once: VMX-preemption timer active with value 0.
-  wr(fields::pin_based_controls.encoding, rd(fields::pin_based_controls.encoding) | v::pin_based::activate_preemption_timer.raw());
-  wr(fields::vmx_preemption_timer_value.encoding, 0);
-  wr(fields::host_rip.encoding, reinterpret_cast<std::uint64_t>(&entry_diff_exit));
+  vmwrite(fields::pin_based_controls, vmread(fields::pin_based_controls) | v::pin_based::activate_preemption_timer.raw());
+  vmwrite(fields::vmx_preemption_timer_value, 0);
+  vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&entry_diff_exit));
   *reinterpret_cast<std::uint32_t*>(link_page) = vcaps.revision_id();
   // The baseline guest has RFLAGS.IF = 1 (the PICs masked, so nothing is delivered to it):
   // Linux KVM emulates the timer for a guest hypervisor; with a value of 0 it forces the
@@ -295,7 +296,7 @@ bool entry_diff_run() {
   // exit counts as a successful entry.
   outb(0x21, 0xFF);
   outb(0xA1, 0xFF);
-  wr(fields::guest_rflags.encoding, rd(fields::guest_rflags.encoding) | x86::rflags::if_.raw());
+  vmwrite(fields::guest_rflags, vmread(fields::guest_rflags) | x86::rflags::if_.raw());
   capture_baseline();
   const v::vm_entry_env env = make_env();
   const auto mem = host_memory();
@@ -385,7 +386,7 @@ bool entry_diff_run() {
     cnt.by_outcome[o.outcome == v::vm_entry_outcome::success         ? 0
                    : o.outcome == v::vm_entry_outcome::vm_fail_valid ? (o.error == 7 ? 1 : 2)
                                                                      : 3]++;
-    const diff_case dc{st.value(), env, mem, pred, o, rd(fields::tsc_multiplier.encoding)};
+    const diff_case dc{st.value(), env, mem, pred, o, vmread(fields::tsc_multiplier)};
     if (same(o, pred)) {
       ++cnt.agree;
       ++cnt.probe_agree[mlog.probe];
@@ -480,13 +481,13 @@ bool entry_diff_run() {
 
   // A deliberately broken guest state and host state: what the hypervisor prints.
   static_cast<void>(fresh_vmcs());
-  wr(fields::guest_tr_access_rights.encoding, 0x89);  // an available (not busy) TSS
+  vmwrite(fields::guest_tr_access_rights, 0x89);  // an available (not busy) TSS
   const cpu_outcome g1 = launch();
   kprintf("HVKIT INFO vm_entry_demo broken=guest_tr_type cpu_exit_reason=0x%x qualification=%llu\n", g1.exit_reason,
           (unsigned long long)g1.qualification);
   print_vm_entry_diagnosis("demo_guest_tr_not_busy");
   static_cast<void>(fresh_vmcs());
-  wr(fields::host_tr_selector.encoding, 0);
+  vmwrite(fields::host_tr_selector, 0);
   const cpu_outcome h1 = launch();
   kprintf("HVKIT INFO vm_entry_demo broken=host_tr_selector cpu_error=%u\n", h1.error);
   print_vm_entry_diagnosis("demo_host_tr_null");
