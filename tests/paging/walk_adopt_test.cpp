@@ -6,6 +6,7 @@
 // record of a walk's A/D writes. Expectations typed by hand from the SDM and the APM.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -366,6 +367,59 @@ TEST(NptHost, FormatFromHostRegistersIsChecked) {
   EXPECT_EQ(*paging::with_npt_walker(x86::hpa{0x10000}, cr0, {}, {}, {},
                                      [](const auto& w) { return unsigned{std::decay_t<decltype(w)>::format_type::levels}; }),
             2u);
+}
+
+// Every consistent host register set: the format chosen at run time (with_npt_walker) and the
+// checked construction (make_npt_walker) against the paging modes of SDM 4.1.1 (CR0.PG = 0: no
+// paging; CR4.PAE = 0: 32-bit; EFER.LMA = 0: PAE; CR4.LA57 = 0: 4-level, else 5-level), XD
+// only under EFER.NXE and never for a 32-bit host (32-bit paging has no XD bit), and the root
+// taken from nCR3 as the host's CR3 would give it (32-bit: bits 31:12; PAE: 31:5; long mode:
+// MAXPHYADDR-1:12, SDM 4.3, 4.4, 4.5).
+TEST(NptHost, EveryHostModeSelectsItsFormat) {
+  const x86::hpa ncr3{0x00ff'ffff'ffff'ffffu};
+  const paging::cpu_properties props{.maxphyaddr = 40};
+  unsigned seen[5] = {};
+  for (unsigned c = 0; c < 64; ++c) {
+    const bool pg = c & 1, pae = c & 2, lma = c & 4, la57 = c & 8, nxe = c & 16, pse = c & 32;
+    if (lma && (!pg || !pae)) continue;  // EFER.LMA = 1 only with CR0.PG = 1 and CR4.PAE = 1
+    const x86::cr0 cr0{x86::cr0::pe.raw() | (pg ? x86::cr0::pg.raw() : 0)};
+    const x86::cr4 cr4{(pae ? x86::cr4::pae.raw() : 0) | (la57 ? x86::cr4::la57.raw() : 0) | (pse ? x86::cr4::pse.raw() : 0)};
+    const x86::efer efer{(lma ? (x86::efer::lme | x86::efer::lma).raw() : 0) | (nxe ? x86::efer::nxe.raw() : 0)};
+    const unsigned want = !pg ? 0 : !pae ? 2 : !lma ? 3 : !la57 ? 4 : 5;  // 0: paging off, 3: PAE
+    ++seen[want == 0 ? 0 : want - 1];
+    const auto got = paging::with_npt_walker(ncr3, cr0, cr4, efer, props, [](const auto& w) {
+      using F = typename std::decay_t<decltype(w)>::format_type;
+      const unsigned kind = F::mode == x86::paging_mode::pae ? 3u : unsigned{F::levels};
+      return std::array<std::uint64_t, 3>{kind, w.nx() ? 1u : 0u, w.root().value()};
+    });
+    if (want == 0) {
+      ASSERT_FALSE(got) << c;
+      EXPECT_EQ(got.error(), paging::npt_host_error::host_paging_off);
+      EXPECT_EQ(paging::make_npt_walker<paging::format::ia32>(ncr3, cr0, cr4, efer, props).error(),
+                paging::npt_host_error::host_paging_off);
+      continue;
+    }
+    ASSERT_TRUE(got) << c;
+    EXPECT_EQ((*got)[0], want) << c;
+    EXPECT_EQ((*got)[1], nxe && want != 2 ? 1u : 0u) << c;
+    const std::uint64_t root = want == 2 ? 0xffff'f000u : want == 3 ? 0xffff'ffe0u : 0xff'ffff'f000u;
+    EXPECT_EQ((*got)[2], root) << c;
+    EXPECT_EQ(paging::make_npt_walker<paging::format::ia32>(ncr3, cr0, cr4, efer, props).has_value(), want == 2);
+    EXPECT_EQ(paging::make_npt_walker<paging::format::pae>(ncr3, cr0, cr4, efer, props).has_value(), want == 3);
+    EXPECT_EQ(paging::make_npt_walker<paging::format::ia32e<4>>(ncr3, cr0, cr4, efer, props).has_value(), want == 4);
+    EXPECT_EQ(paging::make_npt_walker<paging::format::ia32e<5>>(ncr3, cr0, cr4, efer, props).has_value(), want == 5);
+    if (want == 3) {
+      EXPECT_EQ(paging::make_npt_walker<paging::format::ia32e<4>>(ncr3, cr0, cr4, efer, props).error(),
+                paging::npt_host_error::format_mismatch);
+    }
+  }
+  // Paging off with PAE, LA57, NXE and PSE free; 32-bit and PAE with LA57, NXE, PSE free;
+  // 4- and 5-level with NXE and PSE free.
+  EXPECT_EQ(seen[0], 16u);
+  EXPECT_EQ(seen[1], 8u);
+  EXPECT_EQ(seen[2], 8u);
+  EXPECT_EQ(seen[3], 4u);
+  EXPECT_EQ(seen[4], 4u);
 }
 
 }  // namespace
