@@ -490,4 +490,48 @@ TEST(AdRecord, NestedWalkRecordsEveryAdWrite) {
   EXPECT_EQ(rec.log().count, 0u);
 }
 
+// 32-bit paging (SDM 4.3): 4-byte entries, so each A/D write is a 4-byte compare-exchange;
+// A in the PDE and the PTE, D in the PTE for a write (SDM 4.8).
+TEST(AdRecord, ThirtyTwoBitWalkRecordsFourByteWrites) {
+  image m;
+  m.put32(0x1000 + 1 * 4, 0x2000 | P | RW);  // PDE 1: A clear
+  m.put32(0x2000 + 1 * 4, 0x9000 | P | RW);  // PTE 1: A and D clear
+  auto mem = m.mem();
+  paging::ad_recorder rec(mem);
+  const auto mmu = mmu_32bit(0x1000);
+  const auto r = paging::walker_32bit(mmu, {}).walk(rec, mmu, {x86::gva{0x0040'1abc}, x86::pfec::write});
+  ASSERT_TRUE(r);
+  const auto& log = rec.log();
+  ASSERT_EQ(log.count, 2u);
+  EXPECT_FALSE(log.overflow);
+  EXPECT_EQ(log.items[0].address.value(), 0x1004u);
+  EXPECT_EQ(log.items[0].width, 4);
+  EXPECT_EQ(log.items[0].old_value, 0x2000 | P | RW);
+  EXPECT_EQ(log.items[0].new_value, 0x2000 | P | RW | A);
+  EXPECT_EQ(log.items[1].address.value(), 0x2004u);
+  EXPECT_EQ(log.items[1].width, 4);
+  EXPECT_EQ(log.items[1].old_value, 0x9000 | P | RW);
+  EXPECT_EQ(log.items[1].new_value, 0x9000 | P | RW | A | D);
+  EXPECT_EQ(m.view().read32(x86::gpa{0x2004}).value(), 0x9000 | P | RW | A | D);
+  // A compare-exchange that loses (the entry is not what the caller expected) is not recorded.
+  rec.clear();
+  const auto lost = rec.cmpxchg32(x86::gpa{0x2004}, 0x9000 | P | RW, 0x9000 | P | RW | A);
+  ASSERT_TRUE(lost);
+  EXPECT_FALSE(*lost);
+  EXPECT_EQ(rec.log().count, 0u);
+}
+
+// The log holds 40 writes (a walk makes at most 5 guest + 5 x 6 second-stage ones); more are
+// dropped and flagged, the first 40 kept.
+TEST(AdRecord, LogOverflowKeepsTheFirstWrites) {
+  paging::ad_log log;
+  for (unsigned i = 0; i < 41; ++i) log.add({x86::gpa{0x1000u + 8 * i}, 8, i, i | A});
+  EXPECT_EQ(log.count, 40u);
+  EXPECT_TRUE(log.overflow);
+  EXPECT_EQ(log.items[39].address.value(), 0x1000u + 8 * 39);
+  log.clear();
+  EXPECT_EQ(log.count, 0u);
+  EXPECT_FALSE(log.overflow);
+}
+
 }  // namespace
