@@ -11,6 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <hvkit/paging/cr_write.hpp>
+#include <hvkit/paging/shadow/invalidate.hpp>
+
 #include "shadow_harness.hpp"
 
 namespace {
@@ -274,6 +277,51 @@ TEST(shadow_random, paging_off_every_access_kind) {
       EXPECT_EQ(s.host, host_ram + va);
     }
   EXPECT_TRUE(mc.memories_equal());
+}
+
+// A leaf built by make_leaf() for rights r gives r back (SDM 4.6.1: the entry's R/W is write
+// permission, U/S user access, XD (with EFER.NXE) no instruction fetch), and the bits are the
+// SDM's: R/W bit 1, U/S bit 2, XD bit 63.
+TEST(shadow_random, leaf_rights_round_trip) {
+  for (unsigned r = 0; r < 8; ++r) {
+    const paging::pte_access acc{static_cast<std::uint8_t>(r)};
+    const std::uint64_t e = shadow::make_leaf(x86::hpa{0x1234'5000}, acc, 6, 0);
+    EXPECT_EQ(shadow::leaf_rights(e), acc) << r;
+    EXPECT_EQ((e >> 1) & 1, acc.test(paging::pte_access::write) ? 1u : 0u);
+    EXPECT_EQ((e >> 2) & 1, acc.test(paging::pte_access::user) ? 1u : 0u);
+    EXPECT_EQ(e >> 63, acc.test(paging::pte_access::exec) ? 0u : 1u);
+  }
+}
+
+// INVPCID of every type after an emulated PTE write (SDM Vol. 2A INVPCID): the shadow tables
+// never keep a translation the guest's tables do not give, so no host work, and the next
+// access uses the new PTE.
+TEST(shadow_random, invpcid_of_every_type_needs_no_shadow_work) {
+  crowded_guest g;
+  EXPECT_EQ(g.access(5).host, host_ram + 0x8000);
+  for (unsigned t = 0; t < 4; ++t) {
+    const std::uint64_t frame = 9 + t;
+    g.mc.guest_store((11ull << 12) + 8, 8, P | RW | US | (frame << 12));
+    EXPECT_EQ(shadow::invpcid(static_cast<shadow::invpcid_type>(t), 1, x86::gva{(5ull << 21) + 0x1000}),
+              shadow::host_flush::none);
+    EXPECT_EQ(g.access(5).host, host_ram + (frame << 12));
+  }
+}
+
+// A control-register write that changes nothing the MMU depends on (no reset, no PDPTE
+// reload, no permission refresh): the same root, no flush.
+TEST(shadow_random, control_register_write_without_mmu_actions) {
+  crowded_guest g;
+  g.access(3);
+  paging::cr_write_outcome o{};
+  o.cr = 4;
+  o.after = paging::cr_state{x86::cr0{CR0_PE | CR0_PG | CR0_WP}, x86::cr4{CR4_PAE | (1ull << 9)},
+                             x86::efer{EFER_LME | EFER_LMA | EFER_NXE}};  // CR4.OSFXSR
+  const auto root = g.mc.mmu.root();
+  const auto a = shadow::control_registers_written(g.mc.mmu, o, x86::cr3{0x1000}, 52);
+  EXPECT_EQ(a.root, root);
+  EXPECT_EQ(a.flush, shadow::host_flush::none);
+  EXPECT_TRUE(g.access(3).ok);
 }
 
 }  // namespace

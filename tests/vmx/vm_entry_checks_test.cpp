@@ -1222,3 +1222,12 @@ TEST(VmEntryChecks, HostAndControlVariants) {
     EXPECT_EQ(static_cast<unsigned>(v.error), 8u);  // "VM entry with invalid host-state field(s)"
   }
 }
+
+// The three outcomes by the SDM's names (31.2 "VMfailValid"; 27.8 "VM-entry failure"); a
+// value outside the enumeration has no name.
+TEST(VmEntryChecks, OutcomeNames) {
+  EXPECT_STREQ(vmx::outcome_name(vmx::vm_entry_outcome::success), "success");
+  EXPECT_STREQ(vmx::outcome_name(vmx::vm_entry_outcome::vm_fail_valid), "VMfailValid");
+  EXPECT_STREQ(vmx::outcome_name(vmx::vm_entry_outcome::entry_failure), "VM-entry failure");
+  EXPECT_STREQ(vmx::outcome_name(static_cast<vmx::vm_entry_outcome>(7)), "?");
+}
