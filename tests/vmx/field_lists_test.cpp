@@ -231,3 +231,36 @@ TEST(vmx_field_lists, copy_and_diff_stop_at_the_first_failure) {
   EXPECT_EQ(w.error().field_encoding, rip);
   EXPECT_EQ(wdst.writes, at + 1);
 }
+
+namespace {
+std::string read_all(std::FILE* f) {
+  std::rewind(f);
+  std::string text;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, f)) text += buf;
+  std::fclose(f);
+  return text;
+}
+}  // namespace
+
+// A failed VMREAD is printed as such (SDM 31.2: VMfailInvalid carries no error number, it is
+// 0 here); the other fields are printed as before. print(vm_fail) names both kinds.
+TEST(vmx_field_lists, hosted_dump_of_a_failed_vmread_and_print) {
+  hvkit::test::probe_vmcs v;
+  v.inner.store(f::guest_rip, std::uint64_t{0xfff0});
+  v.failing = decltype(f::guest_rip)::encoding;
+  std::FILE* tmp = std::tmpfile();
+  ASSERT_NE(tmp, nullptr);
+  EXPECT_EQ(vmx::hosted::dump(tmp, lists::guest_state, v), 78u);
+  const std::string text = read_all(tmp);
+  EXPECT_NE(text.find("(0x681e) : VMREAD failed (VMfailInvalid, error 0)"), std::string::npos) << text;
+  EXPECT_NE(text.find("(0x0802) = 0x0000"), std::string::npos);
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  vmx::hosted::print(out, vmx::vm_fail::fail_valid(vmx::vmx_instruction::vmwrite,
+                                                   vmx::vm_instruction_error::unsupported_vmcs_component, 0x681e));
+  vmx::hosted::print(out, vmx::vm_fail::fail_invalid(vmx::vmx_instruction::vmread, 0x4402));
+  EXPECT_EQ(read_all(out),
+            "VMfailValid, VM-instruction error 12, field 0x681e\n"
+            "VMfailInvalid, VM-instruction error 0, field 0x4402\n");
+}
