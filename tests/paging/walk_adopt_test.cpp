@@ -535,3 +535,125 @@ TEST(AdRecord, LogOverflowKeepsTheFirstWrites) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- A/D updates of the nested tables and of the guest's tables through NPT, when the
+// compare-exchange does not succeed ---------------------------------------------------------
+// APM 15.25.5: the processor sets A in the nested entries used and D in the nested leaf of a
+// write; SDM 4.8 / APM 5.4.2 the same for the guest's own entries. The walkers' contract
+// (paging/walker.hpp): the A/D writes are compare-exchanges; when an entry changed in between
+// the walk is redone, at most max_ad_retries times, then retry_exhausted; memory that refuses
+// the write is an unbacked fault; nothing is written by a walk that faults.
+struct racing_memory {
+  paging::flat_memory inner;
+  enum class how { refuse, lose, other_agent, vanish } mode = how::refuse;
+  unsigned cas = 0;
+  [[nodiscard]] hvkit::result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const { return inner.read32(a); }
+  [[nodiscard]] hvkit::result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const { return inner.read64(a); }
+  hvkit::result<bool, paging::memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) {
+    return cmpxchg64(a, e, d);
+  }
+  hvkit::result<bool, paging::memory_error> cmpxchg64(x86::gpa a, std::uint64_t e, std::uint64_t d) {
+    ++cas;
+    switch (mode) {
+      case how::refuse: return hvkit::unexpected(paging::memory_error::unbacked);
+      case how::lose: return false;  // the entry keeps changing under us
+      case how::other_agent: static_cast<void>(inner.cmpxchg64(a, e, d)); return false;  // another CPU set it
+      case how::vanish:  // another CPU made the entry not present
+        static_cast<void>(inner.cmpxchg64(a, e, e & ~P));
+        return false;
+    }
+    return false;
+  }
+};
+static_assert(paging::writable_guest_memory<racing_memory>);
+
+// NPT 4-level at 0x10000 (PML4) .. 0x13000 (PT): gpa 0x5000 -> 0x25000, no A/D anywhere.
+void npt_tables(image& m) {
+  m.put64(0x10000, 0x11000 | P | RW | US);
+  m.put64(0x11000, 0x12000 | P | RW | US);
+  m.put64(0x12000, 0x13000 | P | RW | US);
+  m.put64(0x13000 + 8 * 5, 0x25000 | P | RW | US);
+}
+
+TEST(NptAdUpdate, RefusedRacedExhaustedOrVanished) {
+  const paging::npt_walker_4level npt(x86::hpa{0x10000}, {}, {});
+  for (auto mode : {racing_memory::how::refuse, racing_memory::how::lose, racing_memory::how::other_agent,
+                    racing_memory::how::vanish}) {
+    image m;
+    npt_tables(m);
+    racing_memory mem{m.mem(), mode};
+    paging::ept_request req{};
+    req.address = x86::gpa{0x5abc};
+    req.access = paging::ept_access::write;
+    const auto r = npt.walk(mem, req);
+    switch (mode) {
+      case racing_memory::how::refuse:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::unbacked);
+        EXPECT_EQ(r.error().stage, paging::walk_stage::npt);
+        EXPECT_EQ(mem.cas, 1u);
+        break;
+      case racing_memory::how::lose:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
+        EXPECT_EQ(r.error().stage, paging::walk_stage::npt);
+        EXPECT_EQ(mem.cas, paging::max_ad_retries);
+        break;
+      case racing_memory::how::other_agent:
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->address.value(), 0x25abcu);
+        EXPECT_EQ(m.get64(0x10000) & (A | D), A);
+        EXPECT_EQ(m.get64(0x13000 + 8 * 5) & (A | D), A | D);
+        break;
+      case racing_memory::how::vanish:
+        // The re-walk finds the PML4E not present: a #NPF on it (APM 15.25.6: P = 0).
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::not_present);
+        EXPECT_EQ(r.error().level, 4);
+        EXPECT_EQ(mem.cas, 1u);
+        break;
+    }
+    if (mode != racing_memory::how::other_agent && mode != racing_memory::how::vanish) {
+      for (uint64_t at : {0x10000u, 0x11000u, 0x12000u, 0x13000u + 8 * 5})
+        EXPECT_EQ(m.get64(at) & (A | D), 0u) << std::hex << at;
+    }
+  }
+}
+
+// The guest's own A/D through NPT (the nested entries already have A and D, so only guest
+// entries are written): the same three answers from the nested walk.
+TEST(NestedAdUpdate, GuestEntriesRefusedRacedOrExhausted) {
+  for (auto mode : {racing_memory::how::refuse, racing_memory::how::lose, racing_memory::how::other_agent}) {
+    npt_setup s;
+    for (uint64_t at : {0x10000u, 0x11000u, 0x12000u}) s.m.put64(at, s.m.get64(at) | A | D);
+    s.m.put64(0x21000, 0x2000 | P | RW | US);  // guest PML4E without A
+    const auto mmu = mmu_4level(0x1000);
+    const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(
+        paging::walker_4level(mmu, {}), paging::npt_walker_4level(x86::hpa{0x10000}, {}, {}));
+    racing_memory mem{s.m.mem(), mode};
+    const auto r = n.walk(mem, mmu, {x86::gva{0x123}, {}});
+    switch (mode) {
+      case racing_memory::how::refuse:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::unbacked);
+        EXPECT_EQ(mem.cas, 1u);
+        EXPECT_EQ(s.m.get64(0x21000) & A, 0u);
+        break;
+      case racing_memory::how::lose:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
+        EXPECT_EQ(mem.cas, paging::max_ad_retries);
+        EXPECT_EQ(s.m.get64(0x21000) & A, 0u);
+        break;
+      default:
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->l1_address().value(), 0x27123u);
+        EXPECT_EQ(s.m.get64(0x21000) & A, A);
+        break;
+    }
+  }
+}
+
+}  // namespace
