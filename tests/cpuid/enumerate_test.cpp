@@ -127,7 +127,7 @@ TEST(cpuid_enumerate, processor_a_table_full_at_every_kind_of_leaf) {
   const std::vector<key> want = list_a();
   // The places where the list moves to another rule of the enumeration: each capacity below
   // fills the table at the first entry of one rule.
-  EXPECT_EQ(index_of(want, {0x1, 0}), 1u);
+  EXPECT_EQ(index_of(want, {0x2, 0}), 2u);
   EXPECT_EQ(index_of(want, {0x4, 1}), 5u);
   EXPECT_EQ(index_of(want, {0x7, 1}), 10u);
   EXPECT_EQ(index_of(want, {0xd, 1}), 18u);
@@ -137,7 +137,7 @@ TEST(cpuid_enumerate, processor_a_table_full_at_every_kind_of_leaf) {
   EXPECT_EQ(index_of(want, {0x40000000, 0}), 110u);
   EXPECT_EQ(index_of(want, {0x80000000, 0}), 112u);
   EXPECT_EQ(index_of(want, {0x8000001d, 1}), 142u);
-  expect_full_at<1>(src, want);    // leaf 1, subleaf 0
+  expect_full_at<2>(src, want);    // leaf 2, subleaf 0
   expect_full_at<5>(src, want);    // leaf 4's cache list
   expect_full_at<10>(src, want);   // leaf 7's subleaves
   expect_full_at<18>(src, want);   // leaf 0DH subleaf 1
