@@ -17,10 +17,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${HVKIT_JOBS:-$(nproc)}
 dir=build/asan
-# The gate: just below the last run (96.35% of lines, 91.84% of branches); the targets
-# are 97% and 93% (docs/testing.md, "Targets and the gate"). Raise these as tests raise the total.
-min_lines=96.2
-min_branches=91.7
+# The gate: just below the last run (97.82% of lines, 93.37% of branches), above the targets
+# of 97% and 93% (docs/testing.md, "Targets and the gate"). Raise these as tests raise the total.
+min_lines=97.5
+min_branches=93.1
 target_lines=97
 target_branches=93
 # The headers left out of the gated total (reported in the table, not held to the targets),

@@ -110,8 +110,10 @@ constexpr void clear_bit(shadow_bitmap& b, std::uint32_t enc) noexcept {
 
 /// The VMREAD bitmap that lets a guest hypervisor read every field of `list` from the shadow
 /// VMCS without a VM exit (HIGH halves of 64-bit fields included); everything else exits.
+/// constexpr: a constant initialiser builds it at compile time, a call at run time builds it
+/// into a caller's page.
 template <class List>
-[[nodiscard]] consteval shadow_bitmap make_vmread_bitmap(const List& list) {
+[[nodiscard]] constexpr shadow_bitmap make_vmread_bitmap(const List& list) noexcept {
   shadow_bitmap b{};
   for (auto& x : b) x = 0xff;
   boost::hana::for_each(list, [&](auto f) {
@@ -125,7 +127,7 @@ template <class List>
 /// The VMWRITE bitmap for `list`: like make_vmread_bitmap(), but read-only fields keep
 /// exiting (shadow VMWRITE to them needs IA32_VMX_MISC bit 29; the hypervisor decides).
 template <class List>
-[[nodiscard]] consteval shadow_bitmap make_vmwrite_bitmap(const List& list) {
+[[nodiscard]] constexpr shadow_bitmap make_vmwrite_bitmap(const List& list) noexcept {
   shadow_bitmap b{};
   for (auto& x : b) x = 0xff;
   boost::hana::for_each(list, [&](auto f) {

@@ -156,3 +156,17 @@ TEST(cpuid_features, set_reset_mutate_with_without_copy) {
   };
   HVKIT_BOTH(check());
 }
+
+// At run time: none() and the symmetric difference, word by word (CPUID.1:ECX VMX bit 5,
+// X2APIC bit 21; CPUID.7.0:EBX AVX512F bit 16).
+TEST(cpuid_features, none_and_xor_at_run_time) {
+  cpuid::feature_set empty;
+  EXPECT_TRUE(empty.none());
+  const cpuid::feature_set a{feat::vmx, feat::x2apic}, b{feat::x2apic, feat::avx512f};
+  const cpuid::feature_set x = a ^ b;
+  EXPECT_FALSE(x.none());
+  EXPECT_EQ(x.get(cpuid::word::leaf1_ecx), 0x20u);
+  EXPECT_EQ(x.get(cpuid::word::leaf7_0_ebx), 1u << 16);
+  EXPECT_TRUE((a ^ a).none());
+  EXPECT_FALSE(cpuid::feature_set{feat::avx512f}.none()) << "a bit in a word other than the first";
+}

@@ -70,3 +70,28 @@ TEST(cpuid_table, full_is_an_error) {
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error(), cpuid::table_error::full);
 }
+
+namespace {
+// erase(leaf, subleaf): removes exactly that entry (keys as the table stores them: the subleaf
+// of a leaf that is not indexed is 0, SDM Vol. 2A CPUID: ECX is ignored for such a leaf).
+TEST(cpuid_table, erase_one_entry) {
+  cpuid::table<8> t;
+  ASSERT_TRUE(t.set(0x7, 0, regs{1, 0, 0, 0}));
+  ASSERT_TRUE(t.set(0x7, 1, regs{2, 0, 0, 0}));
+  ASSERT_TRUE(t.set(0x1, 0, regs{3, 0, 0, 0}));
+  EXPECT_FALSE(t.erase(0x7, 2));   // absent subleaf
+  EXPECT_FALSE(t.erase(0x9));      // absent leaf
+  EXPECT_FALSE(t.erase(0x8000'0000u));  // past the last entry
+  EXPECT_EQ(t.size(), 3u);
+  EXPECT_TRUE(t.erase(0x7, 0));
+  EXPECT_EQ(t.size(), 2u);
+  EXPECT_EQ(t.find(0x7, 0), nullptr);
+  ASSERT_NE(t.find(0x7, 1), nullptr);
+  EXPECT_EQ(t.find(0x7, 1)->eax, 2u);
+  EXPECT_TRUE(t.erase(0x1, 5));    // leaf 1 is not indexed: subleaf 5 names the one entry
+  EXPECT_FALSE(t.has_leaf(0x1));
+  EXPECT_FALSE(t.erase(0x7, 0));
+  EXPECT_TRUE(t.erase(rt(0x7u), rt(1u)));
+  EXPECT_TRUE(t.empty());
+}
+}  // namespace

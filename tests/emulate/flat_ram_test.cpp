@@ -75,4 +75,44 @@ TEST(flat_ram, read_write_cmpxchg_against_the_model) {
   EXPECT_GT(n, 1000u);
 }
 
+// The walker's view of flat_ram (paging::writable_guest_memory): 4- and 8-byte reads and
+// compare-exchanges of paging entries, little-endian like the bytes (SDM Vol. 1, 1.3.1), and
+// unbacked outside the buffer.
+TEST(flat_ram, paging_entry_accesses) {
+  std::vector<std::uint8_t> mem(size);
+  for (std::size_t i = 0; i < size; ++i) mem[i] = static_cast<std::uint8_t>(0x10 + i);
+  emulate::flat_ram ram(mem.data(), mem.size(), x86::gpa{base});
+  EXPECT_EQ(ram.read32(x86::gpa{base + 4}).value(), 0x17161514u);
+  EXPECT_EQ(ram.read64(x86::gpa{base + 8}).value(), 0x1f1e1d1c1b1a1918u);
+  EXPECT_FALSE(ram.read32(x86::gpa{base + size - 2}));
+  EXPECT_FALSE(ram.read32(x86::gpa{base - 4}));
+  const auto lost = ram.cmpxchg32(x86::gpa{base + 4}, 0x17161515u, 0xa5a5a5a5u);
+  ASSERT_TRUE(lost);
+  EXPECT_FALSE(*lost);
+  EXPECT_EQ(le(mem, 4, 4), 0x17161514u);
+  const auto won = ram.cmpxchg32(x86::gpa{base + 4}, 0x17161514u, 0x17161534u);  // A set (bit 5)
+  ASSERT_TRUE(won);
+  EXPECT_TRUE(*won);
+  EXPECT_EQ(le(mem, 4, 4), 0x17161534u);
+  EXPECT_EQ(mem[8], 0x18) << "nothing written past the 4 bytes";
+  EXPECT_FALSE(ram.cmpxchg32(x86::gpa{base + size}, 0, 1));
+}
+
+// null_platform has no device, port, CPUID source or MSR: every access is refused and leaves
+// the output as it was.
+TEST(null_platform, refuses_everything) {
+  emulate::null_platform p;
+  std::uint64_t v = 0x5a;
+  emulate::cpuid_regs r{1, 2, 3, 4};
+  EXPECT_FALSE(p.mmio_read(x86::gpa{0xfee0'0000}, 4, v));
+  EXPECT_FALSE(p.mmio_write(x86::gpa{0xfee0'0000}, 4, v));
+  EXPECT_FALSE(p.pio_in(0x3f8, 1, v));
+  EXPECT_FALSE(p.pio_out(0x3f8, 1, v));
+  EXPECT_FALSE(p.cpuid(0, 0, r));
+  EXPECT_FALSE(p.rdmsr(0x10, v));
+  EXPECT_FALSE(p.wrmsr(0x10, v));
+  EXPECT_EQ(v, 0x5au);
+  EXPECT_EQ(r.eax + r.ebx + r.ecx + r.edx, 10u);
+}
+
 }  // namespace

@@ -238,6 +238,157 @@ TEST(ElfCore, EachMalformedFileHasItsOwnError) {
   EXPECT_EQ(x->regions, 3u);
 }
 
+// A note with a raw name (`namesz` bytes of `name`, no NUL added) and `descsz` bytes of
+// descriptor, padded to 4 bytes (gABI "Note Section").
+bytes raw_note(const std::string& name, std::uint32_t descsz, bool pad = true) {
+  bytes n;
+  put(n, 0, name.size(), 4);
+  put(n, 4, descsz, 4);
+  put(n, 8, 0, 4);
+  for (char ch : name) n.push_back(static_cast<std::uint8_t>(ch));
+  while (n.size() % 4) n.push_back(0);
+  n.resize(n.size() + descsz, 0);
+  if (pad)
+    while (n.size() % 4) n.push_back(0);
+  return n;
+}
+
+TEST(ElfCore, IdentificationBytesEachChecked) {
+  memory_region r[8];
+  auto parse = [&](const bytes& f) { return paging::parse_elf_core(f.data(), f.size(), r, 8); };
+  const bytes good = elf_core(typical());
+  // e_ident[EI_MAG0..3] = 0x7f 'E' 'L' 'F': a file that differs in any one of them is no ELF
+  // file, whatever its length; a file with the magic but shorter than the 64-byte ELF-64
+  // header is a truncated one.
+  for (unsigned i = 0; i < 4; ++i) {
+    bytes f = good;
+    f[i] ^= 0x20;
+    EXPECT_EQ(parse(f).error(), elf_core_error::not_elf) << i;
+    f.resize(63);
+    EXPECT_EQ(parse(f).error(), elf_core_error::not_elf) << i;
+  }
+  EXPECT_EQ(parse(bytes(good.begin(), good.begin() + 4)).error(), elf_core_error::truncated);
+  EXPECT_EQ(parse(bytes(good.begin(), good.begin() + 3)).error(), elf_core_error::not_elf) << "no room for the magic";
+  EXPECT_EQ(parse(bytes{}).error(), elf_core_error::not_elf);
+  // EI_CLASS: 0 is ELFCLASSNONE ("Invalid class"), 3 is none; EI_DATA: 0 is ELFDATANONE
+  // ("Invalid data encoding"), 3 is none.
+  for (unsigned c : {0u, 3u, 0xffu}) EXPECT_EQ(parse(elf_core(typical(), c)).error(), elf_core_error::not_elf) << c;
+  for (unsigned d : {0u, 3u, 0xffu}) EXPECT_EQ(parse(elf_core(typical(), 2, d)).error(), elf_core_error::not_elf) << d;
+}
+
+TEST(ElfCore, ProgramHeaderTablePlacement) {
+  memory_region r[8];
+  auto parse = [&](const bytes& f) { return paging::parse_elf_core(f.data(), f.size(), r, 8); };
+  const bytes good = elf_core(typical());
+  // No program header table (e_phnum 0, gABI: "If a file has no program header table,
+  // e_phnum holds the value zero"): a core with no region and no vCPU, e_phentsize unread.
+  bytes f = good;
+  put(f, 56, 0, 2);
+  put(f, 54, 0, 2);
+  auto none = parse(f);
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->regions, 0u);
+  EXPECT_EQ(none->cpus, 0u);
+  EXPECT_FALSE(none->has_cpu_state);
+  // The table's count fits the file but its offset puts its end past the file.
+  f = good;
+  put(f, 32, f.size() - 4 * 56 + 1, 8);
+  EXPECT_EQ(parse(f).error(), elf_core_error::bad_program_headers);
+  f = good;
+  put(f, 32, ~uint64_t{0} - 8, 8);  // e_phoff near 2^64: no wrap-around
+  EXPECT_EQ(parse(f).error(), elf_core_error::bad_program_headers);
+  // PN_XNUM with section header 0 (64 bytes) not inside the file.
+  f = good;
+  put(f, 56, 0xffff, 2);
+  put(f, 40, f.size() - 63, 8);
+  EXPECT_EQ(parse(f).error(), elf_core_error::bad_program_headers);
+  f = good;
+  put(f, 56, 0xffff, 2);
+  put(f, 40, ~uint64_t{0} - 16, 8);
+  EXPECT_EQ(parse(f).error(), elf_core_error::bad_program_headers);
+}
+
+TEST(ElfCore, SegmentsWithoutFileBytesAndOtherTypesAreSkipped) {
+  memory_region r[8];
+  // PT_LOAD with p_filesz 0 (all of it past the file: p_memsz only), PT_DYNAMIC (2) and
+  // PT_PHDR (6) with bytes: no region; PT_LOAD with bytes: one.
+  const bytes f = elf_core({{1, 0x1000, bytes{}, 0x1000}, {2, 0x2000, bytes(16, 1), 0},
+                            {6, 0x3000, bytes(16, 2), 0}, {1, 0x4000, bytes(32, 3), 0}});
+  const auto c = paging::parse_elf_core(f.data(), f.size(), r, 1);
+  ASSERT_TRUE(c) << to_string(c.error());
+  ASSERT_EQ(c->regions, 1u);
+  EXPECT_EQ(r[0].base.value(), 0x4000u);
+  EXPECT_EQ(r[0].size, 32u);
+  EXPECT_EQ(r[0].data[0], 3u);
+}
+
+TEST(ElfCore, NotesAndWhichOnesAreQemuCpuStates) {
+  memory_region r[8];
+  const bytes state = qemu_state(crs, 0, 0x1234);
+  struct one {
+    bytes note;
+    bool counted;
+  };
+  // QEMU names its note "QEMU" with the NUL (namesz 5); a namesz of 4 without the NUL names
+  // it as well. Any other name, a longer name that starts with "QEMU", or a descriptor shorter
+  // than version 1 of the state (432 bytes) is some other note, skipped.
+  auto with_desc = [&](const std::string& name, const bytes& d) {
+    bytes n = raw_note(name, static_cast<std::uint32_t>(d.size()));
+    std::copy(d.begin(), d.end(), n.end() - static_cast<std::ptrdiff_t>((d.size() + 3) & ~std::size_t{3}));
+    return n;
+  };
+  const one cases[] = {
+      {with_desc(std::string("QEMU", 5), state), true},
+      {with_desc("QEMU", state), true},
+      {with_desc("QEM", state), false},
+      {with_desc(std::string("QEMUX", 5), state), false},
+      {with_desc(std::string("QEMU\0X", 6), state), true},  // name ends at its NUL
+      {with_desc(std::string("xEMU", 5), state), false},
+      {with_desc(std::string("QxMU", 5), state), false},
+      {with_desc(std::string("QExU", 5), state), false},
+      {with_desc(std::string("QEMx", 5), state), false},
+      {with_desc(std::string("QEMU", 5), bytes(state.begin(), state.end() - 1)), false},
+      {with_desc(std::string("QEMU", 5), bytes(state.begin(), state.end() - 8)), false},
+  };
+  for (std::size_t i = 0; i < std::size(cases); ++i) {
+    const bytes f = elf_core({{4, 0, cases[i].note, 0}});
+    const auto c = paging::parse_elf_core(f.data(), f.size(), r, 8);
+    ASSERT_TRUE(c) << i;
+    EXPECT_EQ(c->cpus, cases[i].counted ? 1u : 0u) << i;
+    EXPECT_EQ(c->has_cpu_state, cases[i].counted) << i;
+    if (cases[i].counted) {
+      EXPECT_EQ(c->cpu0.rip, 0x1234u) << i;
+    }
+  }
+  // Fewer than 12 bytes left after the last note: no further note header, not an error.
+  bytes tail = with_desc(std::string("QEMU", 5), state);
+  tail.resize(tail.size() + 11, 0xee);
+  const bytes f = elf_core({{4, 0, tail, 0}});
+  const auto c = paging::parse_elf_core(f.data(), f.size(), r, 8);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->cpus, 1u);
+}
+
+TEST(ElfCore, NotesThatRunPastTheirSegment) {
+  memory_region r[8];
+  auto parse = [&](const bytes& f) { return paging::parse_elf_core(f.data(), f.size(), r, 8); };
+  // The name runs past the segment.
+  bytes n = raw_note("QEMU", 0);
+  put(n, 0, 64, 4);
+  EXPECT_EQ(parse(elf_core({{4, 0, n, 0}})).error(), elf_core_error::bad_note);
+  put(n, 0, 0xffffffff, 4);
+  EXPECT_EQ(parse(elf_core({{4, 0, n, 0}})).error(), elf_core_error::bad_note);
+  // The descriptor fits, its padding to 4 bytes does not (descsz 5, segment cut after it).
+  n = raw_note("CORE", 5, false);
+  EXPECT_EQ(parse(elf_core({{4, 0, n, 0}})).error(), elf_core_error::bad_note);
+  n.resize(n.size() + 3, 0);
+  EXPECT_TRUE(parse(elf_core({{4, 0, n, 0}})));
+  // The PT_NOTE segment itself is not inside the file.
+  bytes f = elf_core({{4, 0, raw_note("CORE", 8), 0}});
+  put(f, 64 + 8, f.size() - 4, 8);  // p_offset: 4 bytes before the end, p_filesz 20
+  EXPECT_EQ(parse(f).error(), elf_core_error::bad_note);
+}
+
 // ---- a walk and a read through a core with a hole -----------------------------------------
 
 TEST(ElfCore, WalkAndReadThroughTheRegionsStopAtTheHole) {

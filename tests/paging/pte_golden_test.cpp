@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include <hvkit/paging/ept_entry.hpp>
 #include <hvkit/paging/pte.hpp>
 
 namespace paging = hvkit::paging;
@@ -90,6 +91,29 @@ TEST(pte_golden, builders) {
   EXPECT_EQ(e.with_address(x86::gpa{rt(0x000f'ffff'ffff'f000ull)}).raw(), 0xf80f'ffff'ffff'ffffull);
   EXPECT_EQ(pte{rt(0x000a'bcde'f012'3007ull)}.with_address(x86::gpa{0x5000}).raw(), 0x0000'0000'0000'5007ull);
   EXPECT_EQ(pte::address_bits, 0x000f'ffff'ffff'f000ull);
+}
+
+// The EPTP (SDM 25.6.11, Table 25-9): bits 2:0 memory type (0 UC, 6 WB), 5:3 page-walk length
+// minus 1, 6 EPT A/D enable, 7 supervisor shadow-stack control, MAXPHYADDR-1:12 the PML4
+// (PML5) address. Every field alone and all together, at run time.
+TEST(EptPointerGolden, EveryFieldAtItsBit) {
+  volatile std::uint64_t raw = 0x0000'0012'3456'7000u | 6u | (3u << 3) | (1u << 6) | (1u << 7);
+  const paging::ept_pointer p{raw};
+  EXPECT_EQ(p.memory_type(), paging::ept_memory_type::wb);
+  EXPECT_EQ(p.walk_length(), 3u);
+  EXPECT_EQ(p.levels(), 4u);
+  EXPECT_TRUE(p.accessed_dirty());
+  EXPECT_TRUE(p.supervisor_shadow_stack_control());
+  EXPECT_EQ(p.root(40).value(), 0x12'3456'7000u);
+  EXPECT_EQ(p.root(36).value(), 0x2'3456'7000u);
+  raw = 4u << 3;  // UC, 5 levels, no A/D, no SSS
+  const paging::ept_pointer q{raw};
+  EXPECT_EQ(q.memory_type(), paging::ept_memory_type::uc);
+  EXPECT_EQ(q.walk_length(), 4u);
+  EXPECT_EQ(q.levels(), 5u);
+  EXPECT_FALSE(q.accessed_dirty());
+  EXPECT_FALSE(q.supervisor_shadow_stack_control());
+  EXPECT_EQ(q.root(52).value(), 0u);
 }
 
 }  // namespace

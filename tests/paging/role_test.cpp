@@ -146,4 +146,72 @@ TEST(PageRole, FromCpuRole) {
   EXPECT_NE(pr_rt, pr_wp);
 }
 
+// Every combination of the inputs of make_page_role, at run time: each accessor and each bit of
+// raw() against the layout documented in role.hpp (3:0 level, 4 has_4byte_gpte, 6:5 quadrant,
+// 7 direct, 10:8 access, 11 cr0_wp, 12 smep_andnot_wp, 13 smap_andnot_wp, 14 efer_nx,
+// 15 ad_disabled, 16 guest_mode, 17 passthrough, 18 smm) and the cpu_role it comes from.
+TEST(PageRole, EveryInputAtItsBit) {
+  using paging::pte_access;
+  unsigned checked = 0;
+  for (unsigned c = 0; c < 64 * 3; ++c) {
+    const unsigned mode = c / 64;  // 32-bit, PAE, 4-level
+    const bool wp = c & 1, smep = c & 2, smap = c & 4, nx = c & 8, smm = c & 16, guest = c & 32;
+    const std::uint64_t cr4 = (mode ? PAE : 0) | (smep ? SMEP : 0) | (smap ? SMAP : 0);
+    const std::uint64_t efer = (mode == 2 ? LME | LMA : 0) | (nx ? NXE : 0);
+    const cpu_role cr = role_rt(PE | PG | (wp ? WP : 0), cr4, efer, smm, guest);
+    ASSERT_EQ(cr.has_4byte_gpte(), mode == 0);
+    ASSERT_EQ(cr.cr0_wp(), wp);
+    for (unsigned level = 1; level <= 5; ++level)
+      for (unsigned k = 0; k < 8 * 4 * 8; ++k) {
+        const unsigned access = k & 7, quadrant = (k >> 3) & 3;
+        const bool direct = k & 32, ad_off = k & 64, pass = k & 128;
+        const auto pr = paging::make_page_role(
+            cr, {.level = level, .direct = direct, .access = pte_access{static_cast<std::uint8_t>(access)},
+                 .quadrant = quadrant, .ad_disabled = ad_off, .passthrough = pass});
+        const bool smep_nwp = cr.smep() && !wp, smap_nwp = cr.smap() && !wp;
+        const std::uint32_t want = level | (std::uint32_t{mode == 0} << 4) | (quadrant << 5) |
+                                   (std::uint32_t{direct} << 7) | (access << 8) | (std::uint32_t{wp} << 11) |
+                                   (std::uint32_t{smep_nwp} << 12) | (std::uint32_t{smap_nwp} << 13) |
+                                   (std::uint32_t{cr.efer_nx()} << 14) | (std::uint32_t{ad_off} << 15) |
+                                   (std::uint32_t{guest} << 16) | (std::uint32_t{pass} << 17) |
+                                   (std::uint32_t{smm} << 18);
+        ASSERT_EQ(pr.raw(), want) << c << " " << level << " " << k;
+        ASSERT_EQ(pr.level(), level);
+        ASSERT_EQ(pr.has_4byte_gpte(), mode == 0);
+        ASSERT_EQ(pr.quadrant(), quadrant);
+        ASSERT_EQ(pr.direct(), direct);
+        ASSERT_EQ(pr.access(), pte_access{static_cast<std::uint8_t>(access)});
+        ASSERT_EQ(pr.cr0_wp(), wp);
+        ASSERT_EQ(pr.smep_andnot_wp(), smep_nwp);
+        ASSERT_EQ(pr.smap_andnot_wp(), smap_nwp);
+        ASSERT_EQ(pr.efer_nx(), cr.efer_nx());
+        ASSERT_EQ(pr.ad_disabled(), ad_off);
+        ASSERT_EQ(pr.guest_mode(), guest);
+        ASSERT_EQ(pr.passthrough(), pass);
+        ASSERT_EQ(pr.smm(), smm);
+        ++checked;
+      }
+    // The *_andnot_wp bits exist only without WP, and SMEP/SMAP set one of them each.
+    if (!wp) {
+      const auto pr = paging::make_page_role(cr, {});
+      EXPECT_EQ(pr.smep_andnot_wp(), smep);
+      EXPECT_EQ(pr.smap_andnot_wp(), smap);
+    }
+  }
+  EXPECT_EQ(checked, 64u * 3 * 5 * 256);
+}
+
+TEST(EptRole, EveryCombinationAtRunTime) {
+  // ept_role: bit 0 execute-only allowed, bit 1 MBEC, bit 2 EPT A/D; the permission index is
+  // bits 1:0.
+  for (unsigned b = 0; b < 8; ++b) {
+    const paging::ept_role r{hvkit::test::rt((b & 1) != 0), hvkit::test::rt((b & 2) != 0), hvkit::test::rt((b & 4) != 0)};
+    EXPECT_EQ(r.raw(), b);
+    EXPECT_EQ(r.execute_only_allowed(), (b & 1) != 0);
+    EXPECT_EQ(r.mbec(), (b & 2) != 0);
+    EXPECT_EQ(r.ad_enabled(), (b & 4) != 0);
+    EXPECT_EQ(r.permission_index(), b & 3);
+  }
+}
+
 }  // namespace

@@ -6,6 +6,7 @@
 // record of a walk's A/D writes. Expectations typed by hand from the SDM and the APM.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -368,6 +369,59 @@ TEST(NptHost, FormatFromHostRegistersIsChecked) {
             2u);
 }
 
+// Every consistent host register set: the format chosen at run time (with_npt_walker) and the
+// checked construction (make_npt_walker) against the paging modes of SDM 4.1.1 (CR0.PG = 0: no
+// paging; CR4.PAE = 0: 32-bit; EFER.LMA = 0: PAE; CR4.LA57 = 0: 4-level, else 5-level), XD
+// only under EFER.NXE and never for a 32-bit host (32-bit paging has no XD bit), and the root
+// taken from nCR3 as the host's CR3 would give it (32-bit: bits 31:12; PAE: 31:5; long mode:
+// MAXPHYADDR-1:12, SDM 4.3, 4.4, 4.5).
+TEST(NptHost, EveryHostModeSelectsItsFormat) {
+  const x86::hpa ncr3{0x00ff'ffff'ffff'ffffu};
+  const paging::cpu_properties props{.maxphyaddr = 40};
+  unsigned seen[5] = {};
+  for (unsigned c = 0; c < 64; ++c) {
+    const bool pg = c & 1, pae = c & 2, lma = c & 4, la57 = c & 8, nxe = c & 16, pse = c & 32;
+    if (lma && (!pg || !pae)) continue;  // EFER.LMA = 1 only with CR0.PG = 1 and CR4.PAE = 1
+    const x86::cr0 cr0{x86::cr0::pe.raw() | (pg ? x86::cr0::pg.raw() : 0)};
+    const x86::cr4 cr4{(pae ? x86::cr4::pae.raw() : 0) | (la57 ? x86::cr4::la57.raw() : 0) | (pse ? x86::cr4::pse.raw() : 0)};
+    const x86::efer efer{(lma ? (x86::efer::lme | x86::efer::lma).raw() : 0) | (nxe ? x86::efer::nxe.raw() : 0)};
+    const unsigned want = !pg ? 0 : !pae ? 2 : !lma ? 3 : !la57 ? 4 : 5;  // 0: paging off, 3: PAE
+    ++seen[want == 0 ? 0 : want - 1];
+    const auto got = paging::with_npt_walker(ncr3, cr0, cr4, efer, props, [](const auto& w) {
+      using F = typename std::decay_t<decltype(w)>::format_type;
+      const unsigned kind = F::mode == x86::paging_mode::pae ? 3u : unsigned{F::levels};
+      return std::array<std::uint64_t, 3>{kind, w.nx() ? 1u : 0u, w.root().value()};
+    });
+    if (want == 0) {
+      ASSERT_FALSE(got) << c;
+      EXPECT_EQ(got.error(), paging::npt_host_error::host_paging_off);
+      EXPECT_EQ(paging::make_npt_walker<paging::format::ia32>(ncr3, cr0, cr4, efer, props).error(),
+                paging::npt_host_error::host_paging_off);
+      continue;
+    }
+    ASSERT_TRUE(got) << c;
+    EXPECT_EQ((*got)[0], want) << c;
+    EXPECT_EQ((*got)[1], nxe && want != 2 ? 1u : 0u) << c;
+    const std::uint64_t root = want == 2 ? 0xffff'f000u : want == 3 ? 0xffff'ffe0u : 0xff'ffff'f000u;
+    EXPECT_EQ((*got)[2], root) << c;
+    EXPECT_EQ(paging::make_npt_walker<paging::format::ia32>(ncr3, cr0, cr4, efer, props).has_value(), want == 2);
+    EXPECT_EQ(paging::make_npt_walker<paging::format::pae>(ncr3, cr0, cr4, efer, props).has_value(), want == 3);
+    EXPECT_EQ(paging::make_npt_walker<paging::format::ia32e<4>>(ncr3, cr0, cr4, efer, props).has_value(), want == 4);
+    EXPECT_EQ(paging::make_npt_walker<paging::format::ia32e<5>>(ncr3, cr0, cr4, efer, props).has_value(), want == 5);
+    if (want == 3) {
+      EXPECT_EQ(paging::make_npt_walker<paging::format::ia32e<4>>(ncr3, cr0, cr4, efer, props).error(),
+                paging::npt_host_error::format_mismatch);
+    }
+  }
+  // Paging off with PAE, LA57, NXE and PSE free; 32-bit and PAE with LA57, NXE, PSE free;
+  // 4- and 5-level with NXE and PSE free.
+  EXPECT_EQ(seen[0], 16u);
+  EXPECT_EQ(seen[1], 8u);
+  EXPECT_EQ(seen[2], 8u);
+  EXPECT_EQ(seen[3], 4u);
+  EXPECT_EQ(seen[4], 4u);
+}
+
 }  // namespace
 
 namespace {
@@ -434,6 +488,172 @@ TEST(AdRecord, NestedWalkRecordsEveryAdWrite) {
   rec.clear();
   ASSERT_TRUE(n.walk(rec, mmu, {x86::gva{0x123}, x86::pfec::write}));
   EXPECT_EQ(rec.log().count, 0u);
+}
+
+// 32-bit paging (SDM 4.3): 4-byte entries, so each A/D write is a 4-byte compare-exchange;
+// A in the PDE and the PTE, D in the PTE for a write (SDM 4.8).
+TEST(AdRecord, ThirtyTwoBitWalkRecordsFourByteWrites) {
+  image m;
+  m.put32(0x1000 + 1 * 4, 0x2000 | P | RW);  // PDE 1: A clear
+  m.put32(0x2000 + 1 * 4, 0x9000 | P | RW);  // PTE 1: A and D clear
+  auto mem = m.mem();
+  paging::ad_recorder rec(mem);
+  const auto mmu = mmu_32bit(0x1000);
+  const auto r = paging::walker_32bit(mmu, {}).walk(rec, mmu, {x86::gva{0x0040'1abc}, x86::pfec::write});
+  ASSERT_TRUE(r);
+  const auto& log = rec.log();
+  ASSERT_EQ(log.count, 2u);
+  EXPECT_FALSE(log.overflow);
+  EXPECT_EQ(log.items[0].address.value(), 0x1004u);
+  EXPECT_EQ(log.items[0].width, 4);
+  EXPECT_EQ(log.items[0].old_value, 0x2000 | P | RW);
+  EXPECT_EQ(log.items[0].new_value, 0x2000 | P | RW | A);
+  EXPECT_EQ(log.items[1].address.value(), 0x2004u);
+  EXPECT_EQ(log.items[1].width, 4);
+  EXPECT_EQ(log.items[1].old_value, 0x9000 | P | RW);
+  EXPECT_EQ(log.items[1].new_value, 0x9000 | P | RW | A | D);
+  EXPECT_EQ(m.view().read32(x86::gpa{0x2004}).value(), 0x9000 | P | RW | A | D);
+  // A compare-exchange that loses (the entry is not what the caller expected) is not recorded.
+  rec.clear();
+  const auto lost = rec.cmpxchg32(x86::gpa{0x2004}, 0x9000 | P | RW, 0x9000 | P | RW | A);
+  ASSERT_TRUE(lost);
+  EXPECT_FALSE(*lost);
+  EXPECT_EQ(rec.log().count, 0u);
+}
+
+// The log holds 40 writes (a walk makes at most 5 guest + 5 x 6 second-stage ones); more are
+// dropped and flagged, the first 40 kept.
+TEST(AdRecord, LogOverflowKeepsTheFirstWrites) {
+  paging::ad_log log;
+  for (unsigned i = 0; i < 41; ++i) log.add({x86::gpa{0x1000u + 8 * i}, 8, i, i | A});
+  EXPECT_EQ(log.count, 40u);
+  EXPECT_TRUE(log.overflow);
+  EXPECT_EQ(log.items[39].address.value(), 0x1000u + 8 * 39);
+  log.clear();
+  EXPECT_EQ(log.count, 0u);
+  EXPECT_FALSE(log.overflow);
+}
+
+}  // namespace
+
+namespace {
+
+// ---- A/D updates of the nested tables and of the guest's tables through NPT, when the
+// compare-exchange does not succeed ---------------------------------------------------------
+// APM 15.25.5: the processor sets A in the nested entries used and D in the nested leaf of a
+// write; SDM 4.8 / APM 5.4.2 the same for the guest's own entries. The walkers' contract
+// (paging/walker.hpp): the A/D writes are compare-exchanges; when an entry changed in between
+// the walk is redone, at most max_ad_retries times, then retry_exhausted; memory that refuses
+// the write is an unbacked fault; nothing is written by a walk that faults.
+struct racing_memory {
+  paging::flat_memory inner;
+  enum class how { refuse, lose, other_agent, vanish } mode = how::refuse;
+  unsigned cas = 0;
+  [[nodiscard]] hvkit::result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const { return inner.read32(a); }
+  [[nodiscard]] hvkit::result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const { return inner.read64(a); }
+  hvkit::result<bool, paging::memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) {
+    return cmpxchg64(a, e, d);
+  }
+  hvkit::result<bool, paging::memory_error> cmpxchg64(x86::gpa a, std::uint64_t e, std::uint64_t d) {
+    ++cas;
+    switch (mode) {
+      case how::refuse: return hvkit::unexpected(paging::memory_error::unbacked);
+      case how::lose: return false;  // the entry keeps changing under us
+      case how::other_agent: static_cast<void>(inner.cmpxchg64(a, e, d)); return false;  // another CPU set it
+      case how::vanish:  // another CPU made the entry not present
+        static_cast<void>(inner.cmpxchg64(a, e, e & ~P));
+        return false;
+    }
+    return false;
+  }
+};
+static_assert(paging::writable_guest_memory<racing_memory>);
+
+// NPT 4-level at 0x10000 (PML4) .. 0x13000 (PT): gpa 0x5000 -> 0x25000, no A/D anywhere.
+void npt_tables(image& m) {
+  m.put64(0x10000, 0x11000 | P | RW | US);
+  m.put64(0x11000, 0x12000 | P | RW | US);
+  m.put64(0x12000, 0x13000 | P | RW | US);
+  m.put64(0x13000 + 8 * 5, 0x25000 | P | RW | US);
+}
+
+TEST(NptAdUpdate, RefusedRacedExhaustedOrVanished) {
+  const paging::npt_walker_4level npt(x86::hpa{0x10000}, {}, {});
+  for (auto mode : {racing_memory::how::refuse, racing_memory::how::lose, racing_memory::how::other_agent,
+                    racing_memory::how::vanish}) {
+    image m;
+    npt_tables(m);
+    racing_memory mem{m.mem(), mode};
+    paging::ept_request req{};
+    req.address = x86::gpa{0x5abc};
+    req.access = paging::ept_access::write;
+    const auto r = npt.walk(mem, req);
+    switch (mode) {
+      case racing_memory::how::refuse:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::unbacked);
+        EXPECT_EQ(r.error().stage, paging::walk_stage::npt);
+        EXPECT_EQ(mem.cas, 1u);
+        break;
+      case racing_memory::how::lose:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
+        EXPECT_EQ(r.error().stage, paging::walk_stage::npt);
+        EXPECT_EQ(mem.cas, paging::max_ad_retries);
+        break;
+      case racing_memory::how::other_agent:
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->address.value(), 0x25abcu);
+        EXPECT_EQ(m.get64(0x10000) & (A | D), A);
+        EXPECT_EQ(m.get64(0x13000 + 8 * 5) & (A | D), A | D);
+        break;
+      case racing_memory::how::vanish:
+        // The re-walk finds the PML4E not present: a #NPF on it (APM 15.25.6: P = 0).
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::not_present);
+        EXPECT_EQ(r.error().level, 4);
+        EXPECT_EQ(mem.cas, 1u);
+        break;
+    }
+    if (mode != racing_memory::how::other_agent && mode != racing_memory::how::vanish) {
+      for (uint64_t at : {0x10000u, 0x11000u, 0x12000u, 0x13000u + 8 * 5})
+        EXPECT_EQ(m.get64(at) & (A | D), 0u) << std::hex << at;
+    }
+  }
+}
+
+// The guest's own A/D through NPT (the nested entries already have A and D, so only guest
+// entries are written): the same three answers from the nested walk.
+TEST(NestedAdUpdate, GuestEntriesRefusedRacedOrExhausted) {
+  for (auto mode : {racing_memory::how::refuse, racing_memory::how::lose, racing_memory::how::other_agent}) {
+    npt_setup s;
+    for (uint64_t at : {0x10000u, 0x11000u, 0x12000u}) s.m.put64(at, s.m.get64(at) | A | D);
+    s.m.put64(0x21000, 0x2000 | P | RW | US);  // guest PML4E without A
+    const auto mmu = mmu_4level(0x1000);
+    const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(
+        paging::walker_4level(mmu, {}), paging::npt_walker_4level(x86::hpa{0x10000}, {}, {}));
+    racing_memory mem{s.m.mem(), mode};
+    const auto r = n.walk(mem, mmu, {x86::gva{0x123}, {}});
+    switch (mode) {
+      case racing_memory::how::refuse:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::unbacked);
+        EXPECT_EQ(mem.cas, 1u);
+        EXPECT_EQ(s.m.get64(0x21000) & A, 0u);
+        break;
+      case racing_memory::how::lose:
+        ASSERT_FALSE(r);
+        EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
+        EXPECT_EQ(mem.cas, paging::max_ad_retries);
+        EXPECT_EQ(s.m.get64(0x21000) & A, 0u);
+        break;
+      default:
+        ASSERT_TRUE(r);
+        EXPECT_EQ(r->l1_address().value(), 0x27123u);
+        EXPECT_EQ(s.m.get64(0x21000) & A, A);
+        break;
+    }
+  }
 }
 
 }  // namespace

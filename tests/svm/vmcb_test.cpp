@@ -223,3 +223,33 @@ TEST(vmcb_narrow, narrow_and_truncate) {
   EXPECT_FALSE(hvkit::svm::narrow(f::guest_asid, narrow_rt(-1)));
   EXPECT_EQ(hvkit::svm::truncate(f::guest_asid, narrow_rt(std::uint64_t{0x1'2345'6789})), 0x2345'6789u);
 }
+
+namespace {
+
+// find_field against APM Vol. 2 Appendix B, Table B-1 (control area) and B-2 (state-save
+// area at 400h): the row that starts at an offset, none in the middle of a field or in a
+// reserved range.
+TEST(VmcbFieldTable, FindFieldByOffset) {
+  struct want {
+    std::uint16_t offset;
+    const char* name;
+    unsigned bytes;
+  };
+  const want rows[] = {{0x058, "guest_asid", 4}, {0x05c, "tlb_control", 1}, {0x070, "exit_code", 8},
+                       {0x090, "nested_control", 8}, {0x0b0, "n_cr3", 8}, {0x410, "cs_selector", 2},
+                       {0x412, "cs_attrib", 2}, {0x418, "cs_base", 8}};
+  for (const auto& w : rows) {
+    const auto* r = svm::find_field(w.offset);
+    ASSERT_NE(r, nullptr) << std::hex << w.offset;
+    EXPECT_STREQ(r->name, w.name);
+    EXPECT_EQ(r->bytes, w.bytes);
+    EXPECT_EQ(r->offset, w.offset);
+  }
+  EXPECT_EQ(svm::find_field(0x05a), nullptr);  // inside guest_asid
+  EXPECT_EQ(svm::find_field(0x018), nullptr);  // reserved (Table B-1: 018h-03Bh)
+  EXPECT_EQ(svm::find_field(0xfff), nullptr);
+  // Every row is found at its own offset.
+  for (const auto& r : svm::field_table) EXPECT_EQ(svm::find_field(r.offset), &r) << r.name;
+}
+
+}  // namespace

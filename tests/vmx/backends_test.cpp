@@ -350,3 +350,36 @@ TEST(cached_vmcs, failed_typed_read_is_reported_and_not_cached) {
   EXPECT_FALSE(vmx::vmwrite(c, vmx::high_half(f::guest_ia32_efer), std::uint32_t{1}));
   EXPECT_FALSE(c.any_dirty());
 }
+
+namespace {
+// By encoding (run-time values): a HIGH access (bit 0 = 1) of a 64-bit field reads and writes
+// bits 63:32 and leaves bits 31:0 (SDM 25.11.2: "the high 32 bits of a 64-bit field"); an
+// encoding that names no field goes to the backend, which fails it with error 12 (SDM 31.4:
+// "VMREAD/VMWRITE from/to unsupported VMCS component").
+TEST(cached_vmcs, high_access_and_unknown_encoding_by_run_time_encoding) {
+  failing_read_backend b;
+  b.inner.store(f::guest_ia32_efer, std::uint64_t{0xd01});
+  vmx::cached_vmcs c(b);
+  const std::uint32_t efer_high = hvkit::test::rt(0x2807u);
+  ASSERT_TRUE(c.write(efer_high, 0x1234'5678u));
+  EXPECT_EQ(c.read(hvkit::test::rt(0x2806u)).value(), 0x1234'5678'0000'0d01u);
+  EXPECT_EQ(c.read(efer_high).value(), 0x1234'5678u);
+  ASSERT_TRUE(c.flush());
+  EXPECT_EQ(b.inner.peek(f::guest_ia32_efer), 0x1234'5678'0000'0d01u);
+  // The full field cannot be read: the HIGH write fails with that VMREAD's error.
+  c.invalidate();
+  b.fail_on = 0x2806;
+  const auto w = c.write(efer_high, 1);
+  ASSERT_FALSE(w);
+  EXPECT_EQ(w.error().field_encoding, 0x2806u);
+  EXPECT_FALSE(c.any_dirty());
+  // 0x6801: a HIGH access of GUEST_CR0 (0x6800), a natural-width field: HIGH accesses exist
+  // only for 64-bit fields, so no such field.
+  const auto r = c.read(hvkit::test::rt(0x6801u));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().error, vmx::vm_instruction_error::unsupported_vmcs_component);
+  const auto u = c.write(hvkit::test::rt(0x6801u), 0);
+  ASSERT_FALSE(u);
+  EXPECT_EQ(u.error().instruction, vmx::vmx_instruction::vmwrite);
+}
+}  // namespace

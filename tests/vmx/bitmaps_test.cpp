@@ -3,6 +3,8 @@
 // (29.3.3.1, 25.6.11) against rule models written in this file.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -31,6 +33,29 @@ TEST(vmx_msr_bitmap, quadrant_layout) {
   ASSERT_TRUE(b.set_intercept(0xc000'0082, vmx::msr_access::write, true));
   EXPECT_EQ(b.bytes()[3088], 0x04);
   EXPECT_FALSE(b.set_intercept(0x4000'0000, vmx::msr_access::read, true));  // Hyper-V range: not describable
+}
+
+// pass_through(msr) clears both the read and the write bit (SDM 25.6.9: read bitmap for low
+// MSRs at bytes 0-1023, for high MSRs at 1024-2047; write bitmaps at 2048-3071 and 3072-4095)
+// and nothing else; an MSR outside both ranges is refused and changes nothing.
+TEST(vmx_msr_bitmap, pass_through_clears_read_and_write) {
+  auto b = vmx::msr_bitmap::all_exit();
+  ASSERT_TRUE(b.pass_through(0x10));             // IA32_TIME_STAMP_COUNTER
+  ASSERT_TRUE(b.pass_through(0xc000'0082));      // IA32_LSTAR
+  EXPECT_EQ(b.bytes()[2], 0xfe);                 // read, low: 0x10 -> byte 2 bit 0
+  EXPECT_EQ(b.bytes()[2050], 0xfe);              // write, low
+  EXPECT_EQ(b.bytes()[1040], 0xfb);              // read, high: 0x82 -> byte 1024 + 16 bit 2
+  EXPECT_EQ(b.bytes()[3088], 0xfb);              // write, high
+  std::size_t cleared = 0;
+  for (std::size_t i = 0; i < vmx::msr_bitmap::size; ++i) cleared += 8 - static_cast<unsigned>(std::popcount(unsigned{b.bytes()[i]}));
+  EXPECT_EQ(cleared, 4u);
+  EXPECT_FALSE(b.exits(0x10, vmx::msr_access::read));
+  EXPECT_FALSE(b.exits(0xc000'0082, vmx::msr_access::write));
+  const auto before = b;
+  const auto r = b.pass_through(0x4000'0000);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().msr, 0x4000'0000u);
+  EXPECT_TRUE(b.bytes() == before.bytes());
 }
 
 TEST(vmx_msr_bitmap, boundaries_against_rule_model) {

@@ -172,6 +172,68 @@ TEST(skip, single_step_trap) {
   EXPECT_EQ(no.v.peek(vmx::fields::guest_pending_debug_exceptions), 0u);
 }
 
+// A VMREAD or VMWRITE that fails on the way: skip_instruction returns that failure (SDM 31.2:
+// the instruction's VMfail), whatever field it was. The guest has TF = 1 (a single-step trap
+// to record) and blocking by STI (to clear), so every field is touched.
+namespace {
+struct failing_vmcs {
+  vmx::soft_vmcs inner;
+  std::uint32_t failing_read = ~0u, failing_write = ~0u;
+  hvkit::result<std::uint64_t, vmx::vm_fail> read(std::uint32_t enc) {
+    if (enc == failing_read) return hvkit::unexpected(vmx::vm_fail::fail_invalid(vmx::vmx_instruction::vmread, enc));
+    return inner.read(enc);
+  }
+  hvkit::result<void, vmx::vm_fail> write(std::uint32_t enc, std::uint64_t v) {
+    if (enc == failing_write) return hvkit::unexpected(vmx::vm_fail::fail_invalid(vmx::vmx_instruction::vmwrite, enc));
+    return inner.write(enc, v);
+  }
+};
+static_assert(vmx::vmcs_backend<failing_vmcs>);
+}  // namespace
+
+TEST(skip, a_failed_vmread_or_vmwrite_is_the_result) {
+  namespace fl = vmx::fields;
+  const std::uint32_t reads[] = {decltype(fl::vm_exit_instruction_length)::encoding, decltype(fl::guest_rip)::encoding,
+                                 decltype(fl::guest_cs_access_rights)::encoding,
+                                 decltype(fl::guest_interruptibility_state)::encoding,
+                                 decltype(fl::guest_rflags)::encoding, decltype(fl::guest_ia32_debugctl)::encoding,
+                                 decltype(fl::guest_pending_debug_exceptions)::encoding};
+  const std::uint32_t writes[] = {decltype(fl::guest_interruptibility_state)::encoding,
+                                  decltype(fl::guest_pending_debug_exceptions)::encoding};
+  for (int pass = 0; pass < 2; ++pass)
+    for (std::size_t k = 0; k < (pass == 0 ? std::size(reads) : std::size(writes)); ++k) {
+      failing_vmcs v;
+      v.inner.store(fl::guest_rip, std::uint64_t{0x1000});
+      v.inner.store(fl::vm_exit_instruction_length, std::uint32_t{1});
+      v.inner.store(fl::guest_cs_access_rights, cs64);
+      v.inner.store(fl::vm_entry_controls, std::uint32_t{1u << 9});
+      v.inner.store(fl::guest_rflags, std::uint64_t{0x302});            // TF
+      v.inner.store(fl::guest_interruptibility_state, std::uint32_t{1});  // blocking by STI
+      const std::uint32_t enc = pass == 0 ? reads[k] : writes[k];
+      (pass == 0 ? v.failing_read : v.failing_write) = enc;
+      vmx::gpr_block g;
+      vmx::register_file<failing_vmcs> regs(v, g);
+      const auto r = vmx::skip_instruction(regs);
+      ASSERT_FALSE(r) << std::hex << enc;
+      EXPECT_EQ(r.error().field_encoding, enc);
+      EXPECT_EQ(r.error().instruction, pass == 0 ? vmx::vmx_instruction::vmread : vmx::vmx_instruction::vmwrite);
+    }
+  // Without a failure the same guest gets its trap recorded and its STI blocking cleared.
+  failing_vmcs ok;
+  ok.inner.store(fl::guest_rip, std::uint64_t{0x1000});
+  ok.inner.store(fl::vm_exit_instruction_length, std::uint32_t{1});
+  ok.inner.store(fl::guest_cs_access_rights, cs64);
+  ok.inner.store(fl::vm_entry_controls, std::uint32_t{1u << 9});
+  ok.inner.store(fl::guest_rflags, std::uint64_t{0x302});
+  ok.inner.store(fl::guest_interruptibility_state, std::uint32_t{1});
+  vmx::gpr_block g;
+  vmx::register_file<failing_vmcs> regs(ok, g);
+  const auto r = vmx::skip_instruction(regs);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->shadow_cleared && r->single_step);
+  EXPECT_EQ(r->new_rip, 0x1001u);
+}
+
 // ---- CR context ---------------------------------------------------------------------
 TEST(guest_context, cr_context_from_the_vmcs) {
   vmx::soft_vmcs v;

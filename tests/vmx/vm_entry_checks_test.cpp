@@ -1222,3 +1222,41 @@ TEST(VmEntryChecks, HostAndControlVariants) {
     EXPECT_EQ(static_cast<unsigned>(v.error), 8u);  // "VM entry with invalid host-state field(s)"
   }
 }
+
+// The three outcomes by the SDM's names (31.2 "VMfailValid"; 27.8 "VM-entry failure"); a
+// value outside the enumeration has no name.
+TEST(VmEntryChecks, OutcomeNames) {
+  EXPECT_STREQ(vmx::outcome_name(vmx::vm_entry_outcome::success), "success");
+  EXPECT_STREQ(vmx::outcome_name(vmx::vm_entry_outcome::vm_fail_valid), "VMfailValid");
+  EXPECT_STREQ(vmx::outcome_name(vmx::vm_entry_outcome::entry_failure), "VM-entry failure");
+  EXPECT_STREQ(vmx::outcome_name(static_cast<vmx::vm_entry_outcome>(7)), "?");
+}
+
+// A VM-entry failure's exit reason has bit 31 set and the basic reason (33: invalid guest
+// state, 34: MSR loading) in bits 15:0 (SDM 27.8, 25.9.1); same_outcome compares what the
+// processor reports (outcome, error, exit reason, qualification), not which rule a checker
+// named.
+TEST(VmEntryChecks, VerdictBasicReasonAndSameOutcome) {
+  vmx::vm_entry_verdict a;
+  a.outcome = vmx::vm_entry_outcome::entry_failure;
+  a.exit_reason = 0x8000'0000u | vmx::exit_reason_msr_loading;
+  a.exit_qualification = 3;
+  EXPECT_EQ(a.basic_exit_reason(), 34u);
+  EXPECT_FALSE(a.ok());
+  vmx::vm_entry_verdict b = a;
+  b.rule = nullptr;
+  b.msr.index = 0x10;
+  EXPECT_TRUE(same_outcome(a, b));
+  b.exit_qualification = 4;
+  EXPECT_FALSE(same_outcome(a, b));
+  b = a;
+  b.exit_reason = 0x8000'0000u | vmx::exit_reason_invalid_guest_state;
+  EXPECT_EQ(b.basic_exit_reason(), 33u);
+  EXPECT_FALSE(same_outcome(a, b));
+  b = a;
+  b.outcome = vmx::vm_entry_outcome::vm_fail_valid;
+  EXPECT_FALSE(same_outcome(a, b));
+  b = a;
+  b.error = vmx::vm_instruction_error::unsupported_vmcs_component;
+  EXPECT_FALSE(same_outcome(a, b));
+}

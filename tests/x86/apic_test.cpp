@@ -448,3 +448,48 @@ TEST(LapicTimer, Periodic) {
 }
 
 }  // namespace
+
+namespace {
+
+// IRR, ISR and TMR as eight 32-bit registers (SDM 11.8.4, Figure 11-20: vector v is bit v % 32
+// of register v / 32), the TMR after an edge and a level interrupt (11.8.4: "the TMR bit is
+// set ... for level-triggered interrupts and cleared for edge-triggered"), TPR read back.
+TEST(LapicRegisters, VectorSetWordsTmrAndTpr) {
+  a::vector_set s;
+  EXPECT_TRUE(s.empty());
+  s.set(0x31);
+  s.set(0xff);
+  EXPECT_FALSE(s.empty());
+  EXPECT_EQ(s.word(1), 1u << 17);
+  EXPECT_EQ(s.word(7), 1u << 31);
+  for (unsigned i : {0u, 2u, 3u, 4u, 5u, 6u}) EXPECT_EQ(s.word(i), 0u) << i;
+  s.reset(0x31);
+  s.reset(0xff);
+  EXPECT_TRUE(s.empty());
+
+  a::local_apic apic;
+  EXPECT_EQ(apic.accept_fixed(0x41, a::trigger_mode::level), a::accept_result::accepted);
+  EXPECT_EQ(apic.accept_fixed(0x42, a::trigger_mode::edge), a::accept_result::accepted);
+  EXPECT_EQ(apic.tmr().word(2), 1u << 1);
+  EXPECT_TRUE(apic.irr().test(0x41) && apic.irr().test(0x42));
+  apic.set_tpr(0x50);
+  EXPECT_EQ(apic.tpr(), 0x50);
+  EXPECT_EQ(apic.pending(), -1);  // class 4 <= TPR class 5 (11.8.3.1)
+  apic.set_tpr(0x3f);
+  EXPECT_EQ(apic.pending(), 0x42);
+}
+
+// The LVT timer register reads back what was written; timer mode 11b is reserved (Figure
+// 11-8): an armed reserved-mode timer never fires.
+TEST(LapicTimer, ReservedModeNeverFires) {
+  a::local_apic apic;
+  apic.write_lvt_timer(0x30);           // one-shot, vector 30H
+  apic.write_initial_count(10, 0);
+  apic.write_lvt_timer((3u << 17) | 0x30);  // mode 11b
+  EXPECT_EQ(apic.lvt_timer(), (3u << 17) | 0x30u);
+  EXPECT_EQ(apic.mode(), a::timer_mode::reserved);
+  EXPECT_FALSE(apic.poll(1'000'000, 1'000'000));
+  EXPECT_EQ(apic.pending(), -1);
+}
+
+}  // namespace

@@ -76,11 +76,17 @@ class shadow_mmu {
   /// switching back to a known address space or role rebuilds nothing.
   context_answer load(cpu_role role, x86::gpa root, const pdpte_snapshot& pdptes = {}) noexcept {
     const std::uint16_t before = root_;
+    // A zap empties every shadow page, the root's included: the host's cached translations
+    // are stale even if the new root lands in the cache page of the old one.
+    bool zapped = false;
     // CR4.PSE (32-bit guests), CR4.PKE and CR4.PKS change what shadow entries mean but are
     // not in page_role: pages built under other values are thrown away (SDM 4.3, 4.6.2).
     const std::uint8_t ext = static_cast<std::uint8_t>((role.pse() ? 1u : 0u) | (role.pke() ? 2u : 0u) |
                                                        (role.pks() ? 4u : 0u));
-    if (ext != ext_ && root_ != page_cache::npos) cache_->zap_all();
+    if (ext != ext_ && root_ != page_cache::npos) {
+      cache_->zap_all();
+      zapped = true;
+    }
     ext_ = ext;
     const bool same_role = role == guest_.role() && root_ != page_cache::npos;
     guest_ = mmu_context(role, root);
@@ -104,9 +110,10 @@ class shadow_mmu {
     if (root_ == page_cache::npos) {  // full: start over (one page always fits)
       ++rebuilds_;
       cache_->zap_all();
+      zapped = true;
       root_ = find_or_make_root();
     }
-    return {this->root(), root_ == before ? host_flush::none : host_flush::all, true};
+    return {this->root(), root_ == before && !zapped ? host_flush::none : host_flush::all, true};
   }
 
   /// The answer to a host #PF at `req.linear` for the access `req.access` (with the guest's
