@@ -319,6 +319,7 @@ class ept_walker {
     const unsigned n = fill.count;
     const std::uint64_t* const above = fill.vals + (4u - n);  // the top entry (see table_walk())
     for (unsigned i = 0; i < max_levels - 1; ++i) t.path.values[i] = above[i];
+    t.path.values[max_levels - 1] = 0;  // every entry is written (a 4-level walk's fifth holds 0)
     t.path.values[n] = e;
     t.path.start(ga, 9, 8);
     t.path.first = fill.first;
@@ -448,6 +449,9 @@ class ept_walker {
     regs w{};
     w.table = root_.value();
     w.vals = t.path.values.data();
+    // Every entry of the path is written on success: the fifth of a 4-level walk (a 5-level
+    // walk's PTE overwrites it) and those below a large page (step()) hold 0.
+    t.path.values[max_levels - 1] = 0;
     const unsigned top = levels_ == 5 ? 5u : 4u;
     unsigned level = 5;
     int st = 0;
@@ -648,7 +652,10 @@ class ept_walker {
       return -1;
     }
     w.all &= e;  // the rights are a bit permutation of the entry: ANDed once at the end
-    if (leaf) return 1;
+    if (leaf) {
+      for (unsigned j = i + 1; j < Top; ++j) w.vals[j] = 0;  // below a large page
+      return 1;
+    }
     w.table = e;
     return 0;
   }

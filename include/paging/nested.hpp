@@ -67,6 +67,7 @@ struct identity_stage {
   template <guest_memory M>
   constexpr bool walk_checked(const M&, const ept_request& req, host_translation& t, walk_fault&,
                               std::uint64_t& all) const noexcept {
+    t = host_translation{};  // every member is written (the nested walk does not clear `t`)
     t.address = x86::hpa{req.address.value()};
     t.page_shift = 12;
     t.rights = pte_access::ept_rights;
@@ -406,7 +407,7 @@ class nested_walker {
     // (one named result, NRVO; no copies); the final translation reuses the second stage's
     // upper entries of the table reads when it lies in the same 2 MiB region
     // (walk_checked_final).
-    nested_result r{};
+    nested_result r{hvkit::detail::default_init};
     translation& g = r.value().guest;
     host_translation& second = r.value().second;
     detail::nested_tables<Stage, M> tables(&stage_, &mem, req.linear);

@@ -272,6 +272,7 @@ class npt_walker {
       constexpr unsigned n = HostFormat::levels - 1;
       for (unsigned i = 0; i < n; ++i) t.path.values[i] = c.vals[i];
       t.path.values[n] = e;
+      for (unsigned i = n + 1; i < max_levels; ++i) t.path.values[i] = 0;  // every member is written
       t.path.start(ga, HostFormat::index_bits, HostFormat::entry_bytes);
       t.path.first = c.first;
       t.path.top = static_cast<std::uint8_t>(HostFormat::levels);

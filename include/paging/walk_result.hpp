@@ -39,13 +39,15 @@ using host_walked_entry = basic_walked_entry<x86::hpa>;  ///< an EPT or NPT entr
 /// each entry below the first follows from the entry above it and the input address (SDM
 /// 4.3-4.5, 29.3.2), which keeps a result small enough to return by value cheaply.
 /// `operator[]` gives one entry with its address (in `Address`'s space) and level.
+/// Value-initialized (`walk_path p{}`) every member but `index_bits` and `entry_bytes` is 0;
+/// the others have no default member initializer (see basic_translation).
 template <class Address>
 struct basic_walk_path {
-  std::array<std::uint64_t, max_levels> values{};  ///< what each entry held, top level first
-  std::uint64_t first = 0;       ///< address of the first (top-level) entry
-  std::uint64_t input = 0;       ///< the address translated (linear, or guest-physical for EPT)
-  std::uint8_t count = 0;        ///< entries read
-  std::uint8_t top = 0;          ///< level of the first entry
+  std::array<std::uint64_t, max_levels> values;  ///< what each entry held, top level first
+  std::uint64_t first;           ///< address of the first (top-level) entry
+  std::uint64_t input;           ///< the address translated (linear, or guest-physical for EPT)
+  std::uint8_t count;            ///< entries read
+  std::uint8_t top;              ///< level of the first entry
   std::uint8_t index_bits = 9;   ///< bits of index per level (10 for 32-bit paging)
   std::uint8_t entry_bytes = 8;  ///< 4 for 32-bit paging
 
@@ -238,20 +240,25 @@ struct walk_fault {
 };
 
 /// A successful walk. Kept at 80 bytes so that building and returning one stays cheap.
+/// `translation t{}` is all zero (the path's `index_bits` and `entry_bytes` aside), as it
+/// always was; the members have no default member initializers, so that a walk can build its
+/// result in place without clearing it first: a successful walk writes every member (the
+/// path's entries below its leaf, and beyond its levels, as 0). A default-initialized
+/// `translation t;` is indeterminate until written, as any aggregate of integers.
 /// `Address` is the output's space: x86::gpa for a walk of the guest's own tables
 /// (translation: linear -> guest-physical), x86::hpa for a second-stage walk (host_translation:
 /// guest-physical -> host-physical through EPT or NPT, whose tables are host-physical too;
 /// SDM 29.3, APM 15.25). The two never convert into each other implicitly.
 template <class Address>
 struct basic_translation {
-  Address address{};                 ///< the byte-exact output address
-  basic_walk_path<Address> path{};   ///< the entries used, top level first
-  pte_access rights{};          ///< the rights accumulated over every level
-  std::uint8_t pkey = 0;        ///< protection key of the leaf (4/5-level paging; else 0)
+  Address address;                 ///< the byte-exact output address
+  basic_walk_path<Address> path;   ///< the entries used, top level first
+  pte_access rights;          ///< the rights accumulated over every level
+  std::uint8_t pkey;          ///< protection key of the leaf (4/5-level paging; else 0)
   /// Guest paging: the leaf's PAT/PCD/PWT bits as an index 0-7 (SDM 11.12.3).
   /// EPT: the leaf's memory type (bits 5:3), with bit 3 = ignore-PAT (bit 6).
-  std::uint8_t memory_type = 0;
-  std::uint8_t page_shift = 0;  ///< log2 of the page size: 12, 21, 22 or 30
+  std::uint8_t memory_type;
+  std::uint8_t page_shift;  ///< log2 of the page size: 12, 21, 22 or 30
 
   /// The page size in bytes: 4 KiB, 2 MiB, 4 MiB or 1 GiB.
   [[nodiscard]] constexpr std::uint64_t page_size() const noexcept { return std::uint64_t{1} << page_shift; }

@@ -336,7 +336,9 @@ class basic_walker {
   /// Stage-1 table walk only: fills `t` (address, size, rights, pkey, path) or `f`
   /// (not_present / reserved_bit / unbacked, level, entry; error_code holds P/RSVD only).
   /// `t` is a translation (a walk of the guest's tables) or, for an NPT walk (paging/npt.hpp:
-  /// the nested tables in the host's format), a host_translation.
+  /// the nested tables in the host's format), a host_translation. On success every member of
+  /// `t` is written (the path's entries below the leaf and beyond the format's levels as 0),
+  /// so `t` need not be cleared first (nested_walker builds its result in place).
   template <class Tables, class Address>
   [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, basic_translation<Address>& t,
                                                     walk_fault& f) const noexcept {
@@ -377,6 +379,7 @@ class basic_walker {
     } else {
       st = run<Format::levels>(tables, va, w, f, level, first);
     }
+    for (unsigned i = top_level; i < max_levels; ++i) t.path.values[i] = 0;  // below the format's levels
     t.path.start(va, Format::index_bits, Format::entry_bytes);
     t.path.first = first.value();
     t.path.top = static_cast<std::uint8_t>(top_level);
@@ -385,19 +388,32 @@ class basic_walker {
     all = (w.all & ~std::uint64_t{1}) | ((w.e >> 6) & 1u);
     if (st < 0) [[unlikely]] return false;
     const std::uint64_t e = w.e;
-    const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
-    const std::uint64_t base = level == 1 ? (e & Format::address_mask) : Format::large_base(e, level);
-    t.address = Address{base | (va & (size - 1))};
-    t.page_shift = static_cast<std::uint8_t>(std::countr_zero(size));
+    // The leaf's level is 1 on the common path: its fields from constants there, and only a
+    // large page computes them from the level.
+    // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
+    std::uint64_t pat = (e >> 7) & 1u;
+    if (level == 1) [[likely]] {
+      t.address = Address{(e & Format::address_mask) | (va & 0xfffu)};
+      t.page_shift = 12;
+    } else {
+      // Every entry of the path is written on success: those below a large page hold 0.
+      for (unsigned i = top_level - level + 1; i < top_level; ++i) t.path.values[i] = 0;
+      const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
+      t.address = Address{Format::large_base(e, level) | (va & (size - 1))};
+      t.page_shift = static_cast<std::uint8_t>(Format::shift(level));
+      pat = (e >> 12) & 1u;
+    }
     // exec (bit 0): no XD anywhere (with NXE); write and user (bits 1, 2): R/W and U/S everywhere.
     const std::uint64_t exec = s_.nx ? (~w.any >> 63) : 1u;
     // shadow_stack (bit 5, CET, SDM 4.6.1): R/W=1 in every entry above the leaf (PAE
     // PDPTEs have no R/W bit and do not count), R/W=0 and D=1 in the leaf.
     const std::uint64_t ss = (w.upper >> 1) & (~e >> 1) & (e >> 6) & 1u;
     t.rights = pte_access{static_cast<std::uint8_t>((w.all & 6u) | exec | (ss << 5))};
-    if constexpr (detail::has_ia32e<Format>) t.pkey = pte{e}.pkey();
-    // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
-    const std::uint64_t pat = level == 1 ? (e >> 7) & 1u : (e >> 12) & 1u;
+    if constexpr (detail::has_ia32e<Format>) {
+      t.pkey = pte{e}.pkey();
+    } else {
+      t.pkey = 0;
+    }
     t.memory_type = static_cast<std::uint8_t>((pat << 2) | ((e >> 3) & 3u));
     return true;
   }
@@ -622,7 +638,9 @@ class basic_walker {
   /// a shadow-stack write, U/S for a user-mode access, XD for a fetch); when no single entry
   /// lacks one (SMEP, SMAP, keys, a shadow-stack access to a page that is not a shadow-stack
   /// page), the leaf.
-  constexpr void permission_report(const translation& t, x86::pfec access, x86::pfec pf, walk_fault& f) const noexcept {
+  /// Cold and out of line: inlined (GCC -O3) it was about 600 bytes of every walk.
+  [[gnu::cold, gnu::noinline]] constexpr void permission_report(const translation& t, x86::pfec access, x86::pfec pf,
+                                                               walk_fault& f) const noexcept {
     f.kind = pf.test(x86::pfec::pk) ? fault_kind::protection_key : fault_kind::permission;
     f.stage = walk_stage::guest;
     f.vector = x86::vector::pf;

@@ -29,12 +29,37 @@ class unexpected {
 template <class E>
 unexpected(E) -> unexpected<E>;
 
-/// A T or an E. T and E must be trivially destructible (every architectural value is), so
-/// the type stays a literal type usable in constant evaluation without a union.
+namespace detail {
+/// Tag of result's constructor that default-initializes the value instead of
+/// value-initializing it (see result(detail::default_init_t)).
+struct default_init_t {
+  explicit constexpr default_init_t() noexcept = default;
+};
+inline constexpr default_init_t default_init{};
+
+/// The value member of result's union: a wrapper only so that the value can start its
+/// lifetime default-initialized (a mem-initializer can only value-initialize).
+template <class T>
+struct result_value {
+  T v;
+  constexpr result_value() noexcept(std::is_nothrow_default_constructible_v<T>) : v() {}
+  constexpr explicit result_value(default_init_t) noexcept {}
+  constexpr explicit result_value(const T& x) noexcept : v(x) {}
+  constexpr explicit result_value(T&& x) noexcept : v(std::move(x)) {}
+};
+}  // namespace detail
+
+/// A T or an E, in one discriminated union: `has_` says which member is active, and only
+/// that member is ever read (no type punning). T and E must be trivially copyable and
+/// trivially destructible (every architectural value is), so the union and the result are
+/// too: a copy is a plain copy of the bytes, and the type stays a literal type usable in
+/// constant evaluation (each constructor's mem-initializer starts the active member).
 template <class T, class E>
 class [[nodiscard]] result {
   static_assert(std::is_trivially_destructible_v<T> && std::is_trivially_destructible_v<E>,
                 "hvkit::result holds trivially destructible values only");
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_copyable_v<E>,
+                "hvkit::result holds trivially copyable values only");
   static_assert(std::is_default_constructible_v<T> && std::is_default_constructible_v<E>,
                 "hvkit::result holds default-constructible values only");
 
@@ -42,7 +67,13 @@ class [[nodiscard]] result {
   using value_type = T;
   using error_type = E;
 
-  constexpr result() noexcept(std::is_nothrow_default_constructible_v<T>) : has_(true) {}
+  /// A value-initialized T (as `T{}`).
+  constexpr result() noexcept(std::is_nothrow_default_constructible_v<T>) : value_(), has_(true) {}
+  /// A default-initialized T (as `T t;`: members without a default member initializer are
+  /// indeterminate until written): for a producer that writes every member of the value
+  /// before anything reads it and would otherwise pay for clearing it first (the nested
+  /// page walk builds its translation in place this way).
+  constexpr explicit result(detail::default_init_t d) noexcept : value_(d), has_(true) {}
   constexpr result(const T& v) noexcept : value_(v), has_(true) {}  // NOLINT(google-explicit-constructor)
   constexpr result(T&& v) noexcept : value_(std::move(v)), has_(true) {}  // NOLINT(google-explicit-constructor)
   template <class G>
@@ -54,11 +85,11 @@ class [[nodiscard]] result {
 
   [[nodiscard, gnu::always_inline]] constexpr const T& value() const& noexcept {
     HVKIT_EXPECTS(has_);
-    return value_;
+    return value_.v;
   }
   [[nodiscard, gnu::always_inline]] constexpr T& value() & noexcept {
     HVKIT_EXPECTS(has_);
-    return value_;
+    return value_.v;
   }
   [[nodiscard, gnu::always_inline]] constexpr const E& error() const& noexcept {
     HVKIT_EXPECTS(!has_);
@@ -70,11 +101,13 @@ class [[nodiscard]] result {
   [[nodiscard, gnu::always_inline]] constexpr T* operator->() noexcept { return &value(); }
 
   /// The value, or `fallback` on error.
-  [[nodiscard]] constexpr T value_or(T fallback) const noexcept { return has_ ? value_ : fallback; }
+  [[nodiscard]] constexpr T value_or(T fallback) const noexcept { return has_ ? value_.v : fallback; }
 
  private:
-  T value_{};
-  E error_{};
+  union {
+    detail::result_value<T> value_;  ///< active when has_
+    E error_;                        ///< active when !has_
+  };
   bool has_;
 };
 
