@@ -98,7 +98,10 @@ static void run(int intercept, unsigned long *done, unsigned long *exits, unsign
 			bad++;
 	}
 	t1 = rdtsc_ordered();
-	raw_write_cr0(cr0);  /* WP as it was (toggles is even: no change, no exit) */
+	/* WP as it was: toggles is even, so CR0 is unchanged and not written (a write that
+	 * changes nothing still exits where every CR0 write is intercepted: SVM shadow paging). */
+	if (raw_read_cr0() != cr0)
+		raw_write_cr0(cr0);
 	*exits = hypercall(HC_WP_END, toggles, bad, t1 - t0);
 	local_irq_restore(flags);
 	*done = toggles;
