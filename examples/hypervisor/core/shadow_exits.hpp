@@ -117,7 +117,9 @@ bool handle_shadow_page_fault(B& b, context& c) {
               ++s.unprotected;
               s.unprotect_rip = before.rip;
               s.unprotect_exit = exit_no;
-              b.load_shadow_root(shadow::mmu().root(), shadow::mmu().unprotect(x86::gpa_to_gfn(e.gpa)));
+              // unprotect() first: it rebuilds the root if that frame held the root's table.
+              const hvkit::paging::shadow::host_flush f = shadow::mmu().unprotect(x86::gpa_to_gfn(e.gpa));
+              b.load_shadow_root(shadow::mmu().root(), f);
               return c.vcpu.status == run_status::running;
             }
           }
