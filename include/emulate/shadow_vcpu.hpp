@@ -64,6 +64,7 @@ struct shadow_exit {
   bool gp = false;           ///< inject from shadow_cr_write(): #GP(0) (a PAE PDPTE with a reserved bit)
   outcome emulated{};        ///< emulated: the emulator's outcome
   paging::shadow::fault_action answer = paging::shadow::fault_action::fixed;  ///< the MMU's #PF answer
+  x86::gpa gpa{};            ///< emulated: the guest-physical address of the faulting access
 };
 
 /// The guest access behind a host #PF: the hardware error code's W/R, U/S, I/D and SS bits,
@@ -96,6 +97,7 @@ template <paging::shadow::frame_map Map, class Ram, platform P>
   shadow_exit e;
   const paging::shadow::fault_answer a = mmu.page_fault(ram, shadow_fault_request(ctx, cr2, error_code));
   e.answer = a.action;
+  e.gpa = a.gpa;
   e.flush = a.flush;
   e.root = a.root;
   switch (a.action) {

@@ -118,6 +118,40 @@ TEST(shadow_mmu, guest_page_tables_are_write_protected) {
   EXPECT_EQ(o.fault.error_code.hardware_bits().raw(), 0x7u);
 }
 
+TEST(shadow_mmu, an_unprotected_table_frame_is_written_natively_and_mirrored_again) {
+  // shadow_mmu::unprotect(): for a write the emulator cannot carry out, the frame stops being
+  // mirrored and the CPU writes it itself. Nothing mirrors it then, so a native write needs
+  // no report; the next walk through it mirrors the new entries and protects it again.
+  four_level g;
+  g.pte(0, P | RW | US | (8ull << 12));
+  constexpr std::uint64_t alias = 0x60'0000;  // PD entry 3 -> PT at frame 6 -> frame 4 (va0's PT)
+  g.mc.write(0x3000 + 8 * 3, 8, P | RW | US | A | 0x6000);
+  g.mc.write(0x6000, 8, P | RW | (4ull << 12));
+  g.load();
+  EXPECT_TRUE(g.access(alias, 2).ok);                    // frame 4 not mirrored yet: writable
+  EXPECT_EQ(g.access(va0, 4).host, host_ram + 0x8000);  // mirrors frame 4: the alias loses R/W
+  EXPECT_FALSE(g.mc.hardware(four_level::req(alias, 2)).has_value());
+  paging::flat_memory m(g.mc.sut.data(), g.mc.sut.size());
+  EXPECT_EQ(g.mc.mmu.page_fault(m, four_level::req(alias, 2)).action, shadow::fault_action::emulate_protected);
+  EXPECT_EQ(g.mc.mmu.unprotect(x86::gfn{4}), shadow::host_flush::all);
+  EXPECT_EQ(g.mc.mmu.unprotect(x86::gfn{4}), shadow::host_flush::none);  // nothing mirrors it now
+  EXPECT_EQ(g.mc.mmu.page_fault(m, four_level::req(alias, 2)).action, shadow::fault_action::fixed);
+  EXPECT_TRUE(g.mc.hardware(four_level::req(alias, 2)).has_value());  // the CPU writes it
+  g.mc.write(0x4000, 8, P | RW | US | (9ull << 12));                 // natively: no report
+  EXPECT_EQ(g.access(va0, 4).host, host_ram + 0x9000);                // the new PTE, mirrored again
+  EXPECT_FALSE(g.mc.hardware(four_level::req(alias, 2)).has_value()) << "frame 4 is a table again: protected";
+}
+
+TEST(shadow_mmu, unprotecting_the_root_frame_rebuilds_the_root) {
+  four_level g;
+  g.pte(0, P | RW | US | (8ull << 12));
+  g.load();
+  EXPECT_EQ(g.access(va0, 4).host, host_ram + 0x8000);
+  EXPECT_EQ(g.mc.mmu.unprotect(x86::gfn{1}), shadow::host_flush::all);  // the PML4's frame
+  EXPECT_TRUE(g.mc.mmu.cache().page(g.mc.mmu.cache().index_of(g.mc.mmu.root())).used);
+  EXPECT_EQ(g.access(va0, 4).host, host_ram + 0x8000);
+}
+
 TEST(shadow_mmu, invlpg_after_a_pte_change_sees_the_new_entry) {
   // SDM 4.10.4.1: "INVLPG ... invalidates any TLB entries for the page number of the
   // source operand". After the guest rewrites a PTE and executes INVLPG, the next access

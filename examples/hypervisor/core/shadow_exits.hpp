@@ -28,6 +28,7 @@ bool handle_shadow_page_fault(B& b, context& c) {
     ++s.faults;
     const em::shadow_exit e = em::shadow_page_fault(shadow::mmu(), ctx, ram, plat, x86::gva{b.page_fault_address()},
                                                     x86::pfec{b.page_fault_error()});
+    if (shadow::mmu().cache().used() > s.peak_pages) s.peak_pages = shadow::mmu().cache().used();
     const std::uint64_t cr2 = b.page_fault_address();
     const std::uint32_t error = b.page_fault_error();
     switch (e.action) {
@@ -103,7 +104,25 @@ bool handle_shadow_page_fault(B& b, context& c) {
           case applied::done:
           case applied::injected: return c.vcpu.status == run_status::running;
           case applied::shutdown: c.vcpu.status = run_status::triple_fault; return false;
-          case applied::not_applied:
+          case applied::not_applied: {
+            // A write to a write-protected guest table frame with an instruction the emulator
+            // does not have (Linux: LOCK XADD on a freed page-table page reused for data):
+            // the frame stops being mirrored and the CPU executes the instruction itself. Once
+            // per instruction: the same RIP unprotecting again at once (the write's own walk
+            // protects the frame again) falls through to #UD.
+            const std::uint64_t exit_no = c.vcpu.exits.total;
+            if (e.answer == hvkit::paging::shadow::fault_action::emulate_protected &&
+                e.emulated.kind == em::outcome_kind::unsupported && e.emulated.why == em::unsupported_reason::instruction &&
+                !(s.unprotect_rip == before.rip && exit_no - s.unprotect_exit <= 2)) {
+              ++s.unprotected;
+              s.unprotect_rip = before.rip;
+              s.unprotect_exit = exit_no;
+              // unprotect() first: it rebuilds the root if that frame held the root's table.
+              const hvkit::paging::shadow::host_flush f = shadow::mmu().unprotect(x86::gpa_to_gfn(e.gpa));
+              b.load_shadow_root(shadow::mmu().root(), f);
+              return c.vcpu.status == run_status::running;
+            }
+          }
             ++c.checks.not_emulable;
             kprintf("HVKIT INFO run=%s shadow: not emulable rip=0x%llx outcome=%u: #UD\n", c.cfg().name,
                     (unsigned long long)before.rip, static_cast<unsigned>(e.emulated.kind));

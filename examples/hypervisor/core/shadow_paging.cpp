@@ -20,6 +20,17 @@ namespace pg = hvkit::paging;
 constexpr unsigned shadow_pages = 256;
 alignas(4096) constinit sp::static_cache_storage<shadow_pages, 8> storage{};
 constinit identity_window window{layout::guest_mem_base, layout::guest_mem_size};
+#ifdef HVKIT_HV_SHADOW
+/// Shadow pages for the Linux guest (run --linux --shadow): the kernel's direct map (its
+/// 2 MiB pages are mapped by 4 KiB host pages: one direct shadow page per guest large page
+/// touched), its page tables and those of every process, roots for the processes' CR3 and
+/// both CR0.WP values (the Debian kernel to its shell, the checks and the module: 178 at
+/// most). 4 MiB in the image's .bss, which must stay below 16 MiB (linker.ld).
+/// A full cache is zapped and rebuilt (counted: print_cache_report()).
+constexpr unsigned linux_shadow_pages = 1024;
+alignas(4096) constinit sp::static_cache_storage<linux_shadow_pages, 16> linux_storage{};
+#endif
+bool linux_guest = false;
 sp::page_cache cache;
 alignas(mmu_type) unsigned char mmu_bytes[sizeof(mmu_type)];
 mmu_type* the_mmu = nullptr;
@@ -56,8 +67,31 @@ std::uint32_t guest_pkru(x86::cr4 guest_cr4) noexcept {
   return pkru;
 }
 
+void use_linux_guest(std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept {
+  window = identity_window{base, end - base, low_end};
+  linux_guest = true;
+}
+
+void print_cache_report(const char* run_name) noexcept {
+  if (!the_mmu) return;
+  const sp::page_cache& c = the_mmu->cache();
+  kprintf("HVKIT SHADOW run=%s pages_used=%u pages_peak=%llu capacity=%u rebuilds=%u faults=%llu fixed=%llu "
+          "injected=%llu emulated=%llu unprotected=%llu cr_writes=%llu invlpg=%llu refused=%llu\n",
+          run_name, c.used(), (unsigned long long)the_stats.peak_pages, static_cast<unsigned>(c.capacity()),
+          the_mmu->rebuilds(), (unsigned long long)the_stats.faults, (unsigned long long)the_stats.fixed,
+          (unsigned long long)the_stats.injected, (unsigned long long)the_stats.emulated,
+          (unsigned long long)the_stats.unprotected,
+          (unsigned long long)the_stats.cr_writes, (unsigned long long)the_stats.invlpg,
+          (unsigned long long)the_stats.refused);
+}
+
 x86::hpa begin(const pg::cr_state& crs, x86::cr3 cr3) noexcept {
-  cache = sp::page_cache{storage.view(x86::hpa{reinterpret_cast<std::uint64_t>(storage.tables.data())})};
+#ifdef HVKIT_HV_SHADOW
+  if (linux_guest)
+    cache = sp::page_cache{linux_storage.view(x86::hpa{reinterpret_cast<std::uint64_t>(linux_storage.tables.data())})};
+  else
+#endif
+    cache = sp::page_cache{storage.view(x86::hpa{reinterpret_cast<std::uint64_t>(storage.tables.data())})};
   the_mmu = new (mmu_bytes) mmu_type(cache, window, guest_cpu_properties());
   the_stats = {};
   guest_cr3_value = cr3;

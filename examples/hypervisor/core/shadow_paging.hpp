@@ -24,19 +24,23 @@ namespace hv::core::shadow {
 namespace sp = hvkit::paging::shadow;
 
 /// Guest-physical frames of the guest's memory window map to the same host frames (the
-/// hypervisor gives the guest [guest_mem_base, +guest_mem_size) identity-mapped); every
-/// other frame (the MMIO device, unassigned space) is unbacked: its accesses are emulated.
+/// hypervisor gives the guest [guest_mem_base, +guest_mem_size) identity-mapped, and the
+/// Linux guest also the frames below `low_end`, as its EPT/NPT does); every other frame (the
+/// MMIO test device, the hypervisor's own memory, unassigned space) is unbacked: its
+/// accesses are emulated.
 class identity_window {
  public:
-  constexpr identity_window(std::uint64_t base, std::uint64_t size) noexcept : first_(base >> 12), count_(size >> 12) {}
+  constexpr identity_window(std::uint64_t base, std::uint64_t size, std::uint64_t low_end = 0) noexcept
+      : first_(base >> 12), count_(size >> 12), low_(low_end >> 12) {}
   [[nodiscard]] constexpr hvkit::result<hvkit::x86::hpa, hvkit::paging::memory_error> host_frame(
       hvkit::x86::gfn f) const noexcept {
-    if (f.value() < first_ || f.value() - first_ >= count_) return hvkit::unexpected(hvkit::paging::memory_error::unbacked);
+    if (f.value() >= low_ && (f.value() < first_ || f.value() - first_ >= count_))
+      return hvkit::unexpected(hvkit::paging::memory_error::unbacked);
     return hvkit::x86::hpa{f.value() << 12};
   }
 
  private:
-  std::uint64_t first_, count_;
+  std::uint64_t first_, count_, low_;
 };
 static_assert(sp::frame_map<identity_window>);
 
@@ -49,6 +53,13 @@ using mmu_type = sp::shadow_mmu<identity_window>;
 /// A fresh run: the cache emptied, the guest's paging state (CR0/CR4/EFER, CR3) loaded;
 /// returns the host root to run the guest on.
 [[nodiscard]] hvkit::x86::hpa begin(const hvkit::paging::cr_state& crs, hvkit::x86::cr3 cr3) noexcept;
+/// The Linux guest (run --linux --shadow), before begin(): its memory window (frames below
+/// `low_end` and [base, end) identity-mapped, as its EPT/NPT maps them) and the larger page
+/// cache a Linux kernel needs.
+void use_linux_guest(std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept;
+/// The shadow MMU's totals for the run's report: pages in use and the capacity, cache
+/// rebuilds (a full cache zapped), cached roots.
+void print_cache_report(const char* run_name) noexcept;
 /// The guest's CR3 (the real one is the shadow root).
 [[nodiscard]] hvkit::x86::cr3 guest_cr3() noexcept;
 /// The guest's CR0 (the real CR0.WP is 1: paging::shadow::host_role(); VMX keeps it in the
@@ -77,6 +88,10 @@ struct stats {
   /// very next exit was the same #PF again.
   std::uint64_t last_exit, last_rip, last_cr2;
   std::uint64_t refused;  ///< fixes the CPU refused (the instruction emulated instead)
+  std::uint64_t peak_pages;  ///< the most shadow pages in use after a #PF
+  /// Protected frames given up for an instruction the emulator does not have (re-executed by
+  /// the CPU), and the exit and RIP of the last one (a second one at once is #UD).
+  std::uint64_t unprotected, unprotect_exit, unprotect_rip;
   std::uint32_t last_error;
 };
 [[nodiscard]] stats& counters() noexcept;

@@ -535,7 +535,7 @@ bool has_word(const char* word) {
     vmx_ud += st.virt_ud_injected;
     cr_gp += st.cr_gp_injected;
     const bool wp = d.wp_seen[0] && d.wp_seen[1] && d.wp_toggles[0] == 10000 && d.wp_toggles[1] == 10000 &&
-                    d.wp_exits[0] == 0 && d.wp_exits[1] == d.wp_toggles[1] && d.wp_mismatch[0] == 0 &&
+                    d.wp_exits[0] == (core::shadow::enabled() ? d.wp_toggles[0] : 0) && d.wp_exits[1] == d.wp_toggles[1] && d.wp_mismatch[0] == 0 &&
                     d.wp_mismatch[1] == 0;
     if (wp) ++wp_ok_cpus;
     if (!ls.m) {
@@ -565,6 +565,7 @@ bool has_word(const char* word) {
           (unsigned long long)cr_gp, (unsigned long long)st0.guest_xcr0);
   if (held) kprintf("HVKIT ERRATUM bochs_init_after_sipi count=%llu\n", (unsigned long long)held);
   if (smi) kprintf("HVKIT ERRATUM bochs_smi_blocking_after_sipi exits=%llu\n", (unsigned long long)smi);
+  if (core::shadow::enabled()) core::shadow::print_cache_report("linux");
   result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
   if (count > 1)
     result("linux_smp_vcpus_started", started == count, "vcpus=%u started_by_guest_sipi=%u", count, started - 1);

@@ -171,10 +171,12 @@ core::hook linux_hypercall(B& b) {
   vcpu_data& d = this_vcpu();
   switch (b.gpr(x86::gpr::rax)) {
     case hc_wp_begin:
+      // Shadow paging: CR0.WP is in the shadow pages' role and the real CR0.WP is 1, so WP
+      // stays intercepted (x86::guest_ownable_cr0(paging_kind::shadow)); RAX = 1 says so.
       d.wp_intercepted = b.gpr(x86::gpr::rbx) != 0;
-      b.set_cr0_wp_intercept(d.wp_intercepted);
+      if (!core::shadow::enabled()) b.set_cr0_wp_intercept(d.wp_intercepted);
       d.wp_mark = cr_exits_now();
-      b.set_gpr(x86::gpr::rax, 0);
+      b.set_gpr(x86::gpr::rax, core::shadow::enabled() ? 1 : 0);
       break;
     case hc_wp_end: {
       const unsigned k = d.wp_intercepted ? 1 : 0;
@@ -182,12 +184,15 @@ core::hook linux_hypercall(B& b) {
       d.wp_mismatch[k] = b.gpr(x86::gpr::rcx);
       d.wp_exits[k] = cr_exits_now() - d.wp_mark;
       d.wp_seen[k] = true;
-      kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n", this_index(),
-              k ? "intercepted" : "guest_owned", (unsigned long long)d.wp_toggles[k],
-              (unsigned long long)d.wp_exits[k], (unsigned long long)d.wp_mismatch[k]);
+      const std::uint64_t tsc = b.gpr(x86::gpr::rdx), n = d.wp_toggles[k] ? d.wp_toggles[k] : 1;
+      kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu tsc=%llu "
+              "tsc_per_toggle=%llu.%llu\n",
+              this_index(), k ? "intercepted" : "guest_owned", (unsigned long long)d.wp_toggles[k],
+              (unsigned long long)d.wp_exits[k], (unsigned long long)d.wp_mismatch[k], (unsigned long long)tsc,
+              (unsigned long long)(tsc / n), (unsigned long long)(tsc % n * 10 / n));
       b.set_gpr(x86::gpr::rax, d.wp_exits[k]);
       d.wp_intercepted = false;
-      b.set_cr0_wp_intercept(false);
+      if (!core::shadow::enabled()) b.set_cr0_wp_intercept(false);
       break;
     }
     default:
@@ -220,6 +225,8 @@ struct linux_profile {
       case K::io: return linux_io(b);
       case K::hypercall: return linux_hypercall(b);
       case K::cpuid: case K::msr_read: case K::msr_write: case K::xsetbv: case K::virt_instruction:
+        return core::hook::pass;
+      case K::page_fault: case K::invlpg: case K::cr_read:  // shadow paging (run --linux --shadow)
         return core::hook::pass;
       case K::cr_access:
         if (b.cr_access()) return core::hook::resume;

@@ -6,6 +6,7 @@
 #
 #   run --linux [--bochs | --amd | --kvm | --qemu-tcg] [--build-dir DIR] [--timeout SECONDS] [--cpu MODEL]
 #               [--ips N] [--megs N] [--no-build] [--quiet] [--triple-fault] [--smp N]
+#               [--shadow | --shadow-no-root-cache]
 #
 # Builds the hypervisor and the guest image (linux/build-image.sh: kernel, busybox and
 # headers fetched from Debian into DIR/../debian-cache or $HVKIT_DEBIAN_CACHE, shared with
@@ -19,6 +20,10 @@
 # is decoded from guest memory to be skipped.
 # --triple-fault: the hostile run: the guest kernel triple-faults on purpose after its shell
 # prompt; passes when the hypervisor reports it and ends the run itself.
+# --shadow: the hypervisor built with HVKIT_HV_SHADOW (build dir DIR-shadow): no EPT/NPT, the
+# guest's memory virtualized by hvkit's shadow MMU (docs/shadow-mmu.md); one vCPU.
+# --shadow-no-root-cache: the same without cached roots across role changes (every CR0.WP
+# toggle rebuilds; build dir DIR-shadow-nocache), the baseline of the CR0.WP table.
 # --smp N: N processors (Bochs `cpu: count=N`): the hypervisor runs a vCPU on each, the guest
 # starts its application processors with INIT/SIPI (docs/smp.md).
 # Exit status: 0 every check passed; 1 a check failed or the run died; 77 skipped.
@@ -40,6 +45,8 @@ quiet=0
 cmdline=${HVKIT_LINUX_CMDLINE:-"console=ttyS0 quiet nokaslr panic=-1 mitigations=off"}
 amd=0
 cpu_given=0
+shadow=OFF
+shadow_nocache=OFF
 while [ $# -gt 0 ]; do
   case "$1" in
     --linux) ;;
@@ -59,6 +66,8 @@ while [ $# -gt 0 ]; do
     --smp) cpus=$2; shift ;;
     --smp=*) cpus=${1#*=} ;;
     --triple-fault) cmdline="$cmdline hvkit.triple_fault" ;;
+    --shadow) shadow=ON ;;
+    --shadow-no-root-cache) shadow=ON; shadow_nocache=ON ;;
     --quiet) quiet=1 ;;
     --verbose|--dump-cpuid) ;;  # options of the conformance run (scripts/hypervisor.sh passes them to both)
     --nested-kvm-in-bochs) echo "HVKIT-RUN SKIP: the Linux guest run has no nested-KVM mode"; exit 77 ;;
@@ -68,6 +77,9 @@ while [ $# -gt 0 ]; do
   shift
 done
 case "$build_dir" in /*) ;; *) build_dir=$PWD/$build_dir ;; esac
+[ "$shadow" = ON ] && build_dir=$build_dir-shadow
+[ "$shadow_nocache" = ON ] && build_dir=$build_dir-nocache
+[ "$shadow" = ON ] && [ "$cpus" != 1 ] && { echo "run --linux: --shadow runs one vCPU (one shadow MMU)" >&2; exit 2; }
 [ "$amd" = 1 ] && [ "$cpu_given" = 0 ] && cpu_model=zambezi
 skip() { echo "HVKIT-RUN SKIP: $*"; exit 77; }
 die() { echo "HVKIT-RUN ERROR: $*" >&2; exit 1; }
@@ -93,7 +105,8 @@ if [ "$do_build" = 1 ]; then
   command -v ninja >/dev/null && [ ! -f "$build_dir/CMakeCache.txt" ] && gen=(-G Ninja)
   mkdir -p "$build_dir" || die "cannot create $build_dir"
   note "building the hypervisor in $build_dir"
-  cmake -S "$hvdir" -B "$build_dir" "${gen[@]}" >"$build_dir/configure.log" 2>&1 ||
+  cmake -S "$hvdir" -B "$build_dir" "${gen[@]}" -DHVKIT_HV_SHADOW=$shadow -DHVKIT_HV_SHADOW_NO_ROOT_CACHE=$shadow_nocache \
+    >"$build_dir/configure.log" 2>&1 ||
     { cat "$build_dir/configure.log" >&2; die "cmake configure failed"; }
   cmake --build "$build_dir" -j 2 >"$build_dir/build.log" 2>&1 ||
     { tail -50 "$build_dir/build.log" >&2; die "build failed (log: $build_dir/build.log)"; }
@@ -253,7 +266,8 @@ FILENAME == serial { next }
 }
 /^HVKIT LINUX mark shell / { mark_tsc = kv($0, "tsc"); mark_exits = kv($0, "exits"); next }
 /^HVKIT LINUX end / { end_reason = kv($0, "reason"); end_tsc = kv($0, "tsc"); next }
-/^HVKIT LINUX wp / { m = kv($0, "mode"); wpt[m] = kv($0, "toggles"); wpe[m] = kv($0, "cr_exits"); wpm[m] = kv($0, "guest_mismatches"); next }
+/^HVKIT LINUX wp / { m = kv($0, "mode"); wpt[m] = kv($0, "toggles"); wpe[m] = kv($0, "cr_exits"); wpm[m] = kv($0, "guest_mismatches"); wptsc[m] = kv($0, "tsc_per_toggle"); next }
+/^HVKIT SHADOW / { shadow_line = substr($0, 14); next }
 /^HVKIT LINUX counts / { counts = $0; next }
 /^HVKIT LINUX msr_gp / { msr_gp_list = msr_gp_list " " $5 ":" $4; next }
 /^HVKIT EXITS / { if (!(($4 " " $5) in rs)) { rs[$4 " " $5] = 1; reasons[++nr] = $4 " " $5 } ex[$3, $4 " " $5] = $6; exn[$3, $4] = $6; next }
@@ -350,15 +364,18 @@ END {
     if (ipicost != "") print "    IPI cost: " ipicost
     print ""
   }
+  if (shadow_line != "") print "  shadow MMU: " shadow_line
   if (counts != "") print "  MSR #GP injected " kv(counts, "msr_gp") ", MSRs emulated " kv(counts, "msr_emulated") ", XSETBV ok " kv(counts, "xsetbv_ok") " / #GP " kv(counts, "xsetbv_gp") ", VMX instructions #UD " kv(counts, "vmx_ud") ", guest XCR0 " kv(counts, "guest_xcr0")
   if (msr_gp_list != "") print "  MSRs that #GP (first ones):" substr(msr_gp_list, 1, 300)
   print ""
   if (("guest_owned" in wpt) || ("intercepted" in wpt)) {
     print "  CR0.WP toggles in the guest kernel (hvkit_wp.ko, raw MOV to CR0)"
-    print "    " pad("CR0.WP", 14) pad("toggles", 10) pad("CR exits", 10) pad("exits/toggle", 14) "guest mismatches"
+    print "    " pad("CR0.WP", 14) pad("toggles", 10) pad("CR exits", 10) pad("exits/toggle", 14) pad("TSC/toggle", 12) "guest mismatches"
     split("guest_owned intercepted", ms, " ")
     for (i = 1; i <= 2; i++) if (ms[i] in wpt)
-      print "    " pad(ms[i], 14) pad(wpt[ms[i]], 10) pad(wpe[ms[i]], 10) pad(sprintf("%.3f", wpt[ms[i]] ? wpe[ms[i]] / wpt[ms[i]] : 0), 14) wpm[ms[i]]
+      print "    " pad(ms[i], 14) pad(wpt[ms[i]], 10) pad(wpe[ms[i]], 10) pad(sprintf("%.3f", wpt[ms[i]] ? wpe[ms[i]] / wpt[ms[i]] : 0), 14) pad(wptsc[ms[i]], 12) wpm[ms[i]]
+    if (shadow_line != "") print "    (shadow paging: CR0.WP is in the shadow role and stays intercepted in both runs)"
+
     print ""
   } else if (image ~ /module=skipped/) print "  CR0.WP module: " image "\n"
   print "  checks"

@@ -191,6 +191,7 @@ struct unmap_state {
   unsigned seen_length;
   std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
   std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
+  std::uint64_t stale_on_interrupt;      // Bochs erratum: EXITINTINFO of an interrupt's delivery was another event
 };
 constinit unmap_state unmap{};
 
@@ -246,6 +247,37 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->name,
             (unsigned long long)ii.raw(), code[1], code[1]);
     ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
+  }
+  // Bochs 2.7 erratum, the same for other events (docs/shadow-mmu.md): a #PF (shadow paging)
+  // on the IDT gate while delivering an event reports, in EXITINTINFO, the last exception
+  // delivered (0x80000303, an INT3 of Linux's text patching) instead of that event (APM
+  // 15.7.2). The gate the CPU read tells the event's vector: 32-255 that is not an INT n at
+  // RIP (above) is a physical interrupt, re-injected with type 0; 2 is the NMI; any other is
+  // an exception of the instruction at RIP, which raises it again when it is executed again
+  // (nothing is injected). Counted, the first case printed, each kind in the log.
+  if (ii.valid() && core::shadow::enabled() && sv::read(vmcb, fld::exit_code) == sv::raw(sv::exception_exit(14))) {
+    const std::uint64_t cr2 = sv::read(vmcb, fld::exit_info_2), idt = sv::read(vmcb, fld::idtr_base);
+    const std::uint64_t limit = sv::read(vmcb, fld::idtr_limit);
+    const unsigned gate = (sv::read(vmcb, fld::efer) & x86::efer::lma.raw()) ? 16 : 8;
+    if (cr2 >= idt && cr2 - idt <= limit) {
+      const std::uint64_t v = (cr2 - idt) / gate;
+      if (v != ii.vector() && ii.type() != sv::event_type::soft_int) {
+        if (unmap.stale_on_interrupt++ == 0) ++results_errata;
+        if (unmap.stale_on_interrupt <= 8)
+          kprintf("HVKIT ERRATUM exitintinfo_stale_on_event_delivery.%s exitintinfo=0x%llx rip=0x%llx cr2=0x%llx "
+                  "idtr_base=0x%llx gate_vector=0x%llx count=%llu\n",
+                  run.cfg->name, (unsigned long long)ii.raw(), (unsigned long long)rip, (unsigned long long)cr2,
+                  (unsigned long long)idt, (unsigned long long)v, (unsigned long long)unmap.stale_on_interrupt);
+        if (v >= 32) {
+          ii = sv::event_info::make(static_cast<std::uint8_t>(v), sv::event_type::intr, false);
+        } else if (v == 2) {
+          ii = sv::event_info::make(2, sv::event_type::nmi, false);
+        } else {
+          sv::write(vmcb, fld::event_injection, 0);
+          return {};
+        }
+      }
+    }
   }
   // QEMU 7.2 TCG erratum (docs/hypervisor.md): EXITINTINFO of an INT3 or INTO delivery has
   // TYPE 4 (software interrupt) instead of 3 (APM 15.7.2 / 15.20: TYPE 4 is INTn only; #BP and

@@ -78,16 +78,29 @@ void build_maps() {
 /// policy's XCR0). No INTR intercept and V_INTR_MASKING clear: physical interrupts go to the
 /// guest through its own IDT and RFLAGS.IF (15.21.1), as the devices are the guest's. No HLT
 /// intercept: the guest's idle HLT waits for its own interrupts.
+/// Shadow paging (run --linux --shadow --amd): no nested paging, the intercepts of
+/// svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
+/// is 1) and MOV to/from CR3, INVLPG and #PF, as for the conformance guest (svm_setup.cpp).
 void setup_linux_vmcb() {
-  constexpr sv::cr_intercepts cr = sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
+  const bool shadow = core::shadow::enabled();
+  const sv::cr_intercepts cr = shadow ? sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false})
+                                      : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
   sv::intercept_set icpt;
   cr.apply(icpt);
   icpt.set(sv::intercept::xsetbv);
-  svm::start_vmcb(icpt, linux_iopm, linux_msrpm, svm::pa(npt_l4));
+  if (shadow)
+    for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), sv::intercept::invlpg, sv::exception(x86::vector::pf)})
+      icpt.set(i);
+  svm::start_vmcb(icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
-  svm::write_flat_state(this_state(), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200,
-                         x86::efer::lme | x86::efer::lma},
+  const x86::efer efer = x86::efer::lme | x86::efer::lma;
+  svm::write_flat_state(this_state(), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
                         cr0, x86::cr4::pae, page_tables_gpa);
+  if (shadow) {  // the real EFER.NXE is 1 (paging::shadow::host_role()), CR3 the shadow root
+    core::shadow::use_linux_guest(hidden_base, hidden_end, second_stage_end);
+    sv::write(vmcb, fld::efer, efer | x86::efer::svme | x86::efer::nxe);
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin({cr0, x86::cr4::pae, efer}, x86::cr3{page_tables_gpa}).value()});
+  }
 }
 
 /// QEMU 7.2 TCG erratum (docs/linux-guest.md): with the XSETBV intercept set (VMCB offset
@@ -125,7 +138,8 @@ bool prepare_svm() {
 bool enter_svm() {
   build_maps();
   setup_linux_vmcb();
-  kprintf("HVKIT LINUX svm cr0_write_intercept=none cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
+  kprintf("HVKIT LINUX svm cr0_write_intercept=%s cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
+          core::shadow::enabled() ? "all(shadow)" : "none",
           svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
           svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
   const bool xsave = (cpuid(1).ecx >> 26) & 1;  // boot() set CR4.OSXSAVE on the host then

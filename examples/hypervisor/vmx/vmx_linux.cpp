@@ -102,13 +102,19 @@ void report_entry_failure(const smp::cpu& c, int rc) {
 bool setup_linux_vmcs(smp::cpu& c) {
   namespace v = hvkit::vmx;
   const bool ap = c.index != 0;
+  // Shadow paging (run --linux --shadow, one vCPU): no EPT; every #PF, CR3 access and INVLPG
+  // exits (docs/shadow-mmu.md, "Integration"), as for the conformance guest (vmx_setup.cpp).
+  const bool shadow = core::shadow::enabled();
   const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
-  const auto proc = v::adjust_controls(vcaps.primary_caps(), v::primary_proc_based::use_msr_bitmaps |
-                                                                 v::primary_proc_based::use_io_bitmaps |
-                                                                 v::primary_proc_based::activate_secondary_controls);
-  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(), ap ? v::secondary_proc_based::enable_ept |
-                                                                          v::secondary_proc_based::unrestricted_guest
-                                                                    : v::secondary_proc_based::enable_ept);
+  const auto proc = v::adjust_controls(
+      vcaps.primary_caps(), v::primary_proc_based::use_msr_bitmaps | v::primary_proc_based::use_io_bitmaps |
+                                v::primary_proc_based::activate_secondary_controls |
+                                (shadow ? v::primary_proc_based::cr3_load_exiting | v::primary_proc_based::cr3_store_exiting |
+                                              v::primary_proc_based::invlpg_exiting
+                                        : v::primary_proc_based{}));
+  const auto ept = shadow ? v::secondary_proc_based{} : v::secondary_proc_based::enable_ept;
+  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(),
+                                        ap ? ept | v::secondary_proc_based::unrestricted_guest : ept);
   const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
                                                                v::exit_controls::save_ia32_efer |
                                                                v::exit_controls::load_ia32_efer |
@@ -121,10 +127,12 @@ bool setup_linux_vmcs(smp::cpu& c) {
   vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(msr_bits.bytes().data()));
   vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(io_bits.a().data()));
   vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(io_bits.b().data()));
+  // With shadow paging every #PF exits (PFEC mask = match = 0, SDM Vol. 3C 26.2).
+  if (shadow) vmwrite(fields::exception_bitmap, 1u << 14);
 
   // CR0/CR4: the guest-owned policy (CR0.TS, CR0.WP, and the CR4 bits that never affect
   // translation, CET among them, as far as the guest may set them).
-  const v::cr_mask_features features{true, guest_cr4_allowed()};
+  const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
@@ -161,6 +169,15 @@ bool setup_linux_vmcs(smp::cpu& c) {
   c.st.guest_efer = (x86::efer::lme | x86::efer::lma).raw();
   c.st.mmu = hvkit::paging::mmu_context::make(guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma,
                                               x86::gpa{page_tables_gpa});
+  if (shadow) {
+    // The guest runs on the shadow root built from the boot tables; the real EFER.NXE is 1
+    // (paging::shadow::host_role()), the guest's EFER is the shadow MMU's.
+    core::shadow::use_linux_guest(hidden_base, hidden_end, second_stage_end);
+    vmwrite(fields::guest_ia32_efer, (x86::efer::lme | x86::efer::lma | x86::efer::nxe).raw());
+    vmwrite(fields::guest_cr3, core::shadow::begin({guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma},
+                                                   x86::cr3{page_tables_gpa})
+                                   .value());
+  }
   return true;
 }
 
@@ -216,6 +233,10 @@ bool prepare_vmx() {
   kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
   bool ok = build_cpuid_policy(true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
   if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
+  if (ok && m.count > 1 && core::shadow::enabled()) {  // one shadow MMU: one vCPU (core/shadow_paging.hpp)
+    kprintf("HVKIT ERROR linux: shadow paging runs one vCPU, not %u\n", m.count);
+    ok = false;
+  }
   if (ok && m.count > 1 && !wfs) {
     kprintf("HVKIT ERROR linux: SMP needs the wait-for-SIPI activity state (IA32_VMX_MISC[8])\n");
     ok = false;

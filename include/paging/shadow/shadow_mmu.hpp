@@ -150,6 +150,26 @@ class shadow_mmu {
     return a;
   }
 
+  /// Stops mirroring guest frame `g`: every shadow page of it is zapped, so the frame is no
+  /// longer write-protected (the next write fault on it maps it writable) and the guest may
+  /// write it natively. For a write the emulator cannot carry out to a frame that held a guest
+  /// paging structure (most often one the guest freed and reuses as data): the processor then
+  /// executes the instruction itself, and a table in that frame is mirrored and protected
+  /// again the next time a walk uses it. The current root is rebuilt if it was zapped.
+  host_flush unprotect(x86::gfn g) noexcept {
+    if (!cache_->mirrors(g)) return host_flush::none;
+    cache_->zap_frame(g);
+    if (root_ == page_cache::npos || !cache_->page(root_).used) {
+      root_ = find_or_make_root();
+      if (root_ == page_cache::npos) {  // cannot happen right after a zap; kept total
+        ++rebuilds_;
+        cache_->zap_all();
+        root_ = find_or_make_root();
+      }
+    }
+    return host_flush::all;
+  }
+
   /// Reports `bytes` bytes written by the guest (an emulated write) at `a`: every shadow
   /// entry that mirrors a guest entry in that range is zapped (rebuilt from the new guest
   /// entry on the next fault). Returns the host TLB work.

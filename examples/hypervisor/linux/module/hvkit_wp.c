@@ -31,6 +31,12 @@ module_param(owned_mismatches, ulong, 0444);
 module_param(intercepted_toggles, ulong, 0444);
 module_param(intercepted_exits, ulong, 0444);
 module_param(intercepted_mismatches, ulong, 0444);
+/* Guest TSC over each run's toggle loop (reads back included), and 1 when the hypervisor
+ * cannot make CR0.WP guest-owned (shadow paging encodes WP in its tables: every toggle exits). */
+static unsigned long owned_tsc, intercepted_tsc, wp_always_intercepted;
+module_param(owned_tsc, ulong, 0444);
+module_param(intercepted_tsc, ulong, 0444);
+module_param(wp_always_intercepted, ulong, 0444);
 /* 1 when the instruction faulted (and the exception table let the module go on). */
 static unsigned long vmxon_faulted, xsetbv_invalid_faulted;
 module_param(vmxon_faulted, ulong, 0444);
@@ -47,15 +53,15 @@ module_param(ipi_tsc_all, ulong, 0444);
 static unsigned int toggles = 10000;
 module_param(toggles, uint, 0444);
 
-static unsigned long hypercall(unsigned long nr, unsigned long a, unsigned long b)
+static unsigned long hypercall(unsigned long nr, unsigned long a, unsigned long b, unsigned long c)
 {
 	unsigned long ret;
 
 	/* VMCALL on Intel, VMMCALL on AMD (Linux sets X86_FEATURE_VMMCALL there). */
 	if (boot_cpu_has(X86_FEATURE_VMMCALL))
-		asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+		asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
 	else
-		asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+		asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(c) : "memory");
 	return ret;
 }
 
@@ -73,25 +79,34 @@ static inline void raw_write_cr0(unsigned long v)
 }
 
 /* One run: `toggles` MOVs to CR0, each flipping WP; every write is read back. */
-static void run(int intercept, unsigned long *done, unsigned long *exits, unsigned long *mismatches)
+static void run(int intercept, unsigned long *done, unsigned long *exits, unsigned long *mismatches,
+		unsigned long *tsc)
 {
 	unsigned long flags, cr0, want, bad = 0;
 	unsigned int i;
+	u64 t0, t1;
 
 	local_irq_save(flags);
 	cr0 = raw_read_cr0();
-	hypercall(HC_WP_BEGIN, intercept, 0);
+	/* Returns 1 when WP stays intercepted whatever the module asks (shadow paging). */
+	wp_always_intercepted = hypercall(HC_WP_BEGIN, intercept, 0, 0) == 1;
+	t0 = rdtsc_ordered();
 	for (i = 0; i < toggles; i++) {
 		want = (i & 1) ? (cr0 | CR0_WP) : (cr0 & ~CR0_WP);
 		raw_write_cr0(want);
 		if (raw_read_cr0() != want)
 			bad++;
 	}
-	raw_write_cr0(cr0);  /* WP as it was (toggles is even: no change, no exit) */
-	*exits = hypercall(HC_WP_END, toggles, bad);
+	t1 = rdtsc_ordered();
+	/* WP as it was: toggles is even, so CR0 is unchanged and not written (a write that
+	 * changes nothing still exits where every CR0 write is intercepted: SVM shadow paging). */
+	if (raw_read_cr0() != cr0)
+		raw_write_cr0(cr0);
+	*exits = hypercall(HC_WP_END, toggles, bad, t1 - t0);
 	local_irq_restore(flags);
 	*done = toggles;
 	*mismatches = bad;
+	*tsc = t1 - t0;
 }
 
 /* VMXON in the guest: VMX is not offered, the hypervisor answers #UD (on AMD the CPU does). */
@@ -143,8 +158,8 @@ static void measure_ipis(void)
 
 static void run_both(void *unused)
 {
-	run(0, &owned_toggles, &owned_exits, &owned_mismatches);
-	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches);
+	run(0, &owned_toggles, &owned_exits, &owned_mismatches, &owned_tsc);
+	run(1, &intercepted_toggles, &intercepted_exits, &intercepted_mismatches, &intercepted_tsc);
 }
 
 static int __init hvkit_wp_init(void)
