@@ -266,7 +266,7 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
         if (unmap.stale_on_interrupt <= 8)
           kprintf("HVKIT ERRATUM exitintinfo_stale_on_event_delivery.%s exitintinfo=0x%llx rip=0x%llx cr2=0x%llx "
                   "idtr_base=0x%llx gate_vector=0x%llx count=%llu\n",
-                  run.cfg->name, (unsigned long long)ii.raw(), (unsigned long long)rip, (unsigned long long)cr2,
+                  st.cfg->name, (unsigned long long)ii.raw(), (unsigned long long)rip, (unsigned long long)cr2,
                   (unsigned long long)idt, (unsigned long long)v, (unsigned long long)unmap.stale_on_interrupt);
         if (v >= 32) {
           ii = sv::event_info::make(static_cast<std::uint8_t>(v), sv::event_type::intr, false);
