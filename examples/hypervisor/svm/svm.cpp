@@ -57,7 +57,7 @@ void set_tlb_control(sv::tlb_control c) { sv::write(vmcb, fld::tlb_control, stat
 void inject(x86::vector vec, std::uint32_t error_code) {
   const bool protected_mode = sv::read_typed(vmcb, fld::cr0).test(x86::cr0::pe);
   if (sv::inject_exception(vmcb, {vec, error_code}, protected_mode) == x86::merge_verdict::shutdown)
-    run.status = run_status::triple_fault;
+    vcpu_run().status = run_status::triple_fault;
 }
 
 /// NRIP save (CPUID Fn8000_000A EDX[3]): the #VMEXIT writes the next instruction's address
@@ -90,12 +90,12 @@ void skip_instruction(guest_regs& regs) {
               in ? 0u : static_cast<unsigned>(in.error().vector), in ? 0u : static_cast<unsigned>(in.error().why),
               (unsigned long long)sv::read(vmcb, fld::cr0), (unsigned long long)sv::read(vmcb, fld::cr4),
               (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr3));
-      run.status = run_status::fatal_exit;
+      vcpu_run().status = run_status::fatal_exit;
       return;
     }
     fx = sv::skip_instruction(vmcb, len, 0);
   }
-  if (fx.single_step && fx.verdict == x86::merge_verdict::shutdown) run.status = run_status::triple_fault;
+  if (fx.single_step && fx.verdict == x86::merge_verdict::shutdown) vcpu_run().status = run_status::triple_fault;
 }
 
 // ---- the emulator on a VMCB ----------------------------------------------------------------
@@ -125,7 +125,7 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
   em::context ctx = read_context(regs);
   const pg::cpu_properties props = guest_cpu_properties();
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
-  pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, run.mmu.root());
+  pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, vcpu_run().mmu.root());
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
   pg::flat_memory tables = guest_ram_view();
   em::flat_ram ram = core::guest_ram_data();
@@ -414,7 +414,7 @@ struct svm_backend {
   /// Nested paging: no PDPTE registers, no shadow roots; the MMU role follows the registers.
   bool apply_mmu_actions(pg::mmu_actions actions, const pg::cr_state& after, x86::cr3) {
     if (!actions.any(pg::mmu_actions::refresh_permissions | pg::mmu_actions::reset_mmu)) return false;
-    run.mmu = pg::mmu_context::make(after.cr0, after.cr4, after.efer, run.mmu.root());
+    vcpu_run().mmu = pg::mmu_context::make(after.cr0, after.cr4, after.efer, vcpu_run().mmu.root());
     return true;
   }
 
@@ -424,7 +424,7 @@ struct svm_backend {
   }
   bool cr_access() { return core::emulate_instruction(*this, c, sv::name(code)); }
   bool entry_failed() {
-    if (qemu_mov_cr3_invalid_erratum(regs, run.exits.total - 1)) return true;
+    if (qemu_mov_cr3_invalid_erratum(regs, vcpu_run().exits.total - 1)) return true;
     svm::report_exit("vmrun_consistency_check_failed");
     return false;
   }
@@ -446,7 +446,7 @@ struct svm_backend {
       case em::outcome_kind::exception:
         if (o.vector == x86::vector::pf) sv::write(vmcb, fld::cr2, o.cr2);
         svm::inject(o.vector, o.error_code);
-        return run.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
+        return vcpu_run().status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
       case em::outcome_kind::needs_io:
       case em::outcome_kind::needs_mmio:
       case em::outcome_kind::unsupported: return core::applied::not_applied;
@@ -522,7 +522,8 @@ bool handle_exit(guest_regs& regs) {
   // again, corrected and with its RIP advance, as for the NPT differential's unmapped page.
   if (intinfo.valid() && core::shadow::enabled() && read_exit_code() == sv::exception_exit(14))
     reinject_interrupted_event(regs);
-  core::context c{run, run, guest_policy, guest_msrs};
+  run_state& st = vcpu_run();
+  core::context c{st, st, guest_policy, guest_msrs};
   svm_backend b{regs, c};
   if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)
   return core::handle_exit(b, c, core::image_profile{run.cfg ? run.cfg->profile : nullptr});
@@ -536,12 +537,15 @@ const vmcb_slot* last_vmcb_run = nullptr;
 /// One VMRUN of the current VMCB: RAX from the register block into the VMCB (VMRUN loads it
 /// from there, 15.5.1), VMCB_CLEAN from the tracker, and RAX back into the block afterwards.
 void vmrun(guest_regs& regs) {
-  vmcb_slot& s = *vmcb.slot;
+  vmrun(regs, *vmcb.slot, host_save_page, last_vmcb_run);
+}
+
+void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last) {
   sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
-  if (last_vmcb_run != &s) s.tracked.invalidate();
+  if (last != &s) s.tracked.invalidate();
   s.tracked.prepare_vmrun();
-  last_vmcb_run = &s;
-  svm_vmrun(&regs, pa(s.page), pa(host_save_page));
+  last = &s;
+  svm_vmrun(&regs, pa(s.page), pa(host_save));
   regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
 }
 
