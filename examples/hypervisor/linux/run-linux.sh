@@ -248,7 +248,7 @@ FILENAME == serial { next }
 /^HVKIT GUEST HVKIT-GUEST IPI / { ipi[++nipi] = sprintf("%-6s %-8s %-8s %-6s %-16s %-8s %s", kv($0, "cpu"), kv($0, "rounds"), kv($0, "wakeups"), kv($0, "lost"), kv($0, "tsc_per_wakeup"), kv($0, "res"), kv($0, "cal")); next }
 /^HVKIT LINUX vcpu / { vc[++nvc] = $0; pv_calls += kv($0, "pv_send_ipi_calls"); next }
 /^HVKIT GUEST HVKIT-GUEST DMESG .*PV IPIs/ { pv_msg = substr($0, index($0, "DMESG ") + 6); next }
-/^HVKIT GUEST HVKIT-GUEST IPICOST / { ipicost = sprintf("%s calls each: one target %s TSC, all but self %s TSC (guest TSC per smp_call_function with wait); sender only: send_IPI %s, send_IPI_mask (one CPU) %s, send_IPI_allbutself %s TSC", kv($0, "calls"), kv($0, "tsc_one_target"), kv($0, "tsc_all_but_self"), kv($0, "send_ipi"), kv($0, "send_ipi_mask_one"), kv($0, "send_ipi_allbutself")); next }
+/^HVKIT GUEST HVKIT-GUEST IPICOST / { ipicost = sprintf("%s calls each: one target %s TSC, all but self %s TSC (guest TSC per smp_call_function with wait); sender only: send_IPI %s, send_IPI_mask (one CPU) %s, send_IPI_mask_allbutself %s, send_IPI_allbutself %s TSC", kv($0, "calls"), kv($0, "tsc_one_target"), kv($0, "tsc_all_but_self"), kv($0, "send_ipi"), kv($0, "send_ipi_mask_one"), kv($0, "send_ipi_mask_allbutself"), kv($0, "send_ipi_allbutself")); next }
 /^HVKIT ERRATUM / { errata = errata "\n  erratum: " substr($0, 15); next }
 /^HVKIT GUEST HVKIT-GUEST INIT / { init_uptime = kv($0, "uptime"); next }
 /^HVKIT GUEST HVKIT-GUEST MARK shell/ { shell_uptime = kv($0, "uptime"); next }

@@ -46,15 +46,17 @@ static unsigned long ipi_calls = 1000, ipi_tsc_one, ipi_tsc_all;
 module_param(ipi_calls, ulong, 0444);
 module_param(ipi_tsc_one, ulong, 0444);
 module_param(ipi_tsc_all, ulong, 0444);
-/* The sender's side alone: guest TSC per call of the APIC driver's three send functions,
- * the ones Linux's IPIs end in (no waiting for the handler): send_IPI (one CPU: an ICR
- * write), send_IPI_mask with that one CPU and send_IPI_allbutself. With KVM_FEATURE_PV_SEND_IPI
- * Linux's KVM guest code replaces the last two by KVM_HC_SEND_IPI (arch/x86/kernel/kvm.c,
- * "setup PV IPIs"); without it they are ICR writes too. The vector is a function-call IPI
- * with an empty queue: its handler finds nothing to do. */
-static unsigned long ipi_tsc_send_one, ipi_tsc_send_mask, ipi_tsc_send_allbutself;
+/* The sender's side alone: guest TSC per call of the APIC driver's send functions, the
+ * ones Linux's IPIs end in (no waiting for the handler): send_IPI (one CPU), send_IPI_mask
+ * with that one CPU, send_IPI_mask_allbutself (every online CPU but this one) and
+ * send_IPI_allbutself (the all-but-self shorthand). With KVM_FEATURE_PV_SEND_IPI Linux's KVM
+ * guest code replaces the two mask functions by KVM_HC_SEND_IPI (arch/x86/kernel/kvm.c,
+ * "setup PV IPIs"); the other two stay ICR writes. The vector is a function-call IPI with an
+ * empty queue: its handler finds nothing to do. */
+static unsigned long ipi_tsc_send_one, ipi_tsc_send_mask, ipi_tsc_send_mask_allbutself, ipi_tsc_send_allbutself;
 module_param(ipi_tsc_send_one, ulong, 0444);
 module_param(ipi_tsc_send_mask, ulong, 0444);
+module_param(ipi_tsc_send_mask_allbutself, ulong, 0444);
 module_param(ipi_tsc_send_allbutself, ulong, 0444);
 static unsigned int toggles = 10000;
 module_param(toggles, uint, 0444);
@@ -157,6 +159,10 @@ static void measure_ipis(void)
 		for (i = 0; i < ipi_calls; i++)
 			apic->send_IPI_mask(cpumask_of(target), CALL_FUNCTION_SINGLE_VECTOR);
 		ipi_tsc_send_mask = (rdtsc_ordered() - t0) / ipi_calls;
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			apic->send_IPI_mask_allbutself(cpu_online_mask, CALL_FUNCTION_VECTOR);
+		ipi_tsc_send_mask_allbutself = (rdtsc_ordered() - t0) / ipi_calls;
 		t0 = rdtsc_ordered();
 		for (i = 0; i < ipi_calls; i++)
 			apic->send_IPI_allbutself(CALL_FUNCTION_VECTOR);
