@@ -23,7 +23,8 @@
 # starts its application processors with INIT/SIPI (docs/smp.md); with --amd as well (SVM).
 # --pv-send-ipi: the hypervisor offers KVM_FEATURE_PV_SEND_IPI and implements KVM_HC_SEND_IPI
 # ("hvkit.pv_send_ipi" on the kernel command line); the runner then expects Linux's "setup PV
-# IPIs" and hypercalls with --smp N > 1, and neither without the option.
+# IPIs" and hypercalls with --smp N > 1, and neither without the option. Both this and
+# --triple-fault change the image's kernel command line: not with --no-build.
 # Exit status: 0 every check passed; 1 a check failed or the run died; 77 skipped.
 # Artifacts in DIR: linux-e9.log (the hypervisor's channel), linux-serial.log (the guest's
 # console), bochs-linux.log, bochsrc-linux.
