@@ -156,9 +156,10 @@ bool handle_msr(B& b, context& c, bool write, P&& p = P{}) {
 /// step with the live CR0 first (paging::sync_cr0_role: CR0.WP may be guest-owned; not in the
 /// negative control, which keeps the stale role on purpose), the context and the outcome's
 /// write-back are the vendor's. An instruction not emulated (or needing a device access no
-/// platform handler took) gets #UD, the architectural default.
-template <backend B>
-bool emulate_instruction(B& b, context& c, const char* why) {
+/// platform handler took) gets #UD, the architectural default. `plat` takes the instruction's
+/// device accesses (the core's platform below; a guest profile may bring its own).
+template <backend B, hvkit::emulate::platform P>
+bool emulate_instruction(B& b, context& c, const char* why, P& plat) {
   namespace em = hvkit::emulate;
   namespace pg = hvkit::paging;
   em::context ctx{};
@@ -176,7 +177,6 @@ bool emulate_instruction(B& b, context& c, const char* why) {
   v.mmu.set_root(x86::cr3_root(ctx.cr3, v.mmu.role().mode(), props.maxphyaddr));
   guest_memory mem = b.memory();
   translator tr{em::walker_translator<pg::flat_memory>{v.mmu, mem.tables, props}, &c};
-  platform plat{{}, &c};
   const em::outcome o = em::emulate(ctx, tr, mem.data, plat);
   ++c.checks.emulated;
   if (o.is_done() && (o.what == em::event::dr_write || o.what == em::event::halt)) {
@@ -221,6 +221,12 @@ bool emulate_instruction(B& b, context& c, const char* why) {
       return v.status == run_status::running;
   }
   return true;
+}
+
+template <backend B>
+bool emulate_instruction(B& b, context& c, const char* why) {
+  platform plat{{}, &c};
+  return emulate_instruction(b, c, why, plat);
 }
 
 /// The second stage faulted (EPT violation, #NPF). Guest RAM is all mapped: this is a case of

@@ -107,6 +107,22 @@ static unsigned long irq_row(const char *tag, int only_cpu)
 	return sum;
 }
 
+/* A numeric parameter of the hvkit_wp module, 0 if it cannot be read. */
+static unsigned long module_ulong(const char *name)
+{
+	char path[128];
+	unsigned long v = 0;
+	FILE *f;
+
+	snprintf(path, sizeof path, "/sys/module/hvkit_wp/parameters/%s", name);
+	if ((f = fopen(path, "r"))) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v;
+}
+
 static char *slurp(const char *path)
 {
 	static char buf[1 << 20];
@@ -184,7 +200,7 @@ void smp_checks(void)
 	}
 	pin(0);
 	if (online > 1) {
-		unsigned long one = 0, all = 0, calls = 0;
+		unsigned long one = 0, all = 0, calls = 0, send_one = 0, send_mask = 0, send_mask_abs = 0, send_abs = 0;
 		FILE *f;
 
 		if ((f = fopen("/sys/module/hvkit_wp/parameters/ipi_tsc_one", "r"))) {
@@ -202,7 +218,13 @@ void smp_checks(void)
 				calls = 0;
 			fclose(f);
 		}
-		emit("HVKIT-GUEST IPICOST cpus=%ld calls=%lu tsc_one_target=%lu tsc_all_but_self=%lu", online, calls, one, all);
+		send_one = module_ulong("ipi_tsc_send_one");
+		send_mask = module_ulong("ipi_tsc_send_mask");
+		send_mask_abs = module_ulong("ipi_tsc_send_mask_allbutself");
+		send_abs = module_ulong("ipi_tsc_send_allbutself");
+		emit("HVKIT-GUEST IPICOST cpus=%ld calls=%lu tsc_one_target=%lu tsc_all_but_self=%lu send_ipi=%lu "
+		     "send_ipi_mask_one=%lu send_ipi_mask_allbutself=%lu send_ipi_allbutself=%lu", online, calls, one, all,
+		     send_one, send_mask, send_mask_abs, send_abs);
 	}
 	if (online > 1)
 		result("smp_wakeups", total_lost == 0 && total_wakeups == (unsigned long)(2 * rounds * (online - 1)),

@@ -22,7 +22,7 @@ insmod /lib/modules/msr.ko && /bin/hvtest e9 "HVKIT-GUEST INFO msr module loaded
 insmod /lib/modules/hvkit_wp.ko && /bin/hvtest e9 "HVKIT-GUEST INFO hvkit_wp module loaded"
 dmesg >/tmp/dmesg.txt
 /bin/hvtest e9 "HVKIT-GUEST INFO dmesg_lines=$(wc -l </tmp/dmesg.txt)"
-grep -E 'Hypervisor detected|x86/fpu|XSAVE|xstate|x2apic|unchecked MSR|clearcpuid|Kernel panic|segfault|general protection|traps:|Mitigation|Vulnerab|isolation' /tmp/dmesg.txt |
+grep -E 'Hypervisor detected|PV IPIs|x86/fpu|XSAVE|xstate|x2apic|unchecked MSR|clearcpuid|Kernel panic|segfault|general protection|traps:|Mitigation|Vulnerab|isolation' /tmp/dmesg.txt |
   while read -r line; do /bin/hvtest e9 "HVKIT-GUEST DMESG $line"; done
 /bin/hvtest checks
 /bin/hvtest e9 "HVKIT-GUEST END uptime=$(cut -d' ' -f1 /proc/uptime)"

@@ -461,6 +461,12 @@ bool has_word(const char* word) {
 }
 }  // namespace
 
+hvkit::cpuid::feature_set emulated_features() {
+  hvkit::cpuid::feature_set f{};
+  if (has_word("hvkit.pv_send_ipi")) f.set(hvkit::cpuid::kvm::features::pv_send_ipi);
+  return f;
+}
+
 [[noreturn]] void boot() {
   console_use_port_e9();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor, Linux guest (log on port 0xE9; COM1 is the guest's)\n");
@@ -481,6 +487,7 @@ bool has_word(const char* word) {
   const cpuid_regs v0 = cpuid(0);
   ls.intel = v0.ebx == 0x756E6547 && v0.edx == 0x49656E69 && v0.ecx == 0x6C65746E;  // "GenuineIntel"
   ls.vmx = vmx;
+  ls.pv_send_ipi = emulated_features().test(hvkit::cpuid::kvm::features::pv_send_ipi);
   ls.solo.misc_enable = misc_enable_value;
   solo_st.guest_xcr0 = 1;
   ls.end_reason = "running";
@@ -521,7 +528,7 @@ bool has_word(const char* word) {
   const char* (*name)(unsigned) = ls.vmx ? vmx_name : svm::exit_slot_name;
   if (ls.marked) print_exits("boot", ls.at_mark, code, name);
   print_exits("total", total, code, name);
-  // Every vCPU: its state and its profile data (one on SVM: ls.solo_st and ls.solo).
+  // Every vCPU: its state and its profile data (ls.m: a vCPU per processor, both backends).
   const unsigned count = ls.m ? ls.m->count : 1;
   std::uint64_t msr_gp = 0, msr_emulated = 0, xsetbv_ok = 0, xsetbv_gp = 0, vmx_ud = 0, cr_gp = 0, held = 0, smi = 0;
   unsigned started = 0, wp_ok_cpus = 0;
@@ -543,20 +550,31 @@ bool has_word(const char* word) {
       continue;
     }
     const smp::cpu& c = ls.m->cpus[i];
-    if (c.index == 0 || c.sipi_exits > 0) ++started;
+    if (c.index == 0 || c.sipi_exits > 0 || c.sipis_applied > 0) ++started;
     held += c.held_inits;
     smi += c.smi_blocking_cleared;
     kprintf("HVKIT LINUX vcpu %u apic_id=%u exits=%llu init_exits=%llu held_inits=%llu sipi_exits=%llu sipi_vector=0x%llx "
             "wp_guest_owned=%llu/%llu wp_intercepted=%llu/%llu cr_exits=%llu msr_exits=%llu icr_writes=%llu sipis_sent=%llu "
-            "virtual_inits=%llu\n",
+            "virtual_inits=%llu virtual_sipis=%llu xapic_icr_writes=%llu pv_send_ipi_calls=%llu pv_send_ipi_targets=%llu\n",
             c.index, c.apic_id, (unsigned long long)c.st.exits.total, (unsigned long long)c.init_exits,
             (unsigned long long)c.held_inits,
             (unsigned long long)c.sipi_exits, (unsigned long long)c.sipi_vector, (unsigned long long)d.wp_exits[0],
             (unsigned long long)d.wp_toggles[0], (unsigned long long)d.wp_exits[1], (unsigned long long)d.wp_toggles[1],
             (unsigned long long)c.st.exits.of(core::exit_kind::cr_access),
             (unsigned long long)(c.st.exits.of(core::exit_kind::msr_read) + c.st.exits.of(core::exit_kind::msr_write)),
-            (unsigned long long)c.icr_writes, (unsigned long long)c.sipis_sent, (unsigned long long)c.virtual_inits);
+            (unsigned long long)c.icr_writes, (unsigned long long)c.sipis_sent, (unsigned long long)c.virtual_inits,
+            (unsigned long long)c.sipis_applied, (unsigned long long)c.xapic_writes, (unsigned long long)c.pv_ipi_calls,
+            (unsigned long long)c.pv_ipi_targets);
   }
+  // SVM: each processor's IBPB tracker (svm::physical_cpu, skip_same_guest) against the VMCB
+  // switches it saw (docs/smp.md, "IBPB per processor").
+  if (ls.m && !ls.vmx)
+    for (unsigned i = 0; i < count; ++i) {
+      const smp::cpu& c = ls.m->cpus[i];
+      kprintf("HVKIT LINUX ibpb cpu=%u barriers=%llu switches_same_guest=%llu switches_cross_guest=%llu\n", i,
+              (unsigned long long)c.ibpb_barriers, (unsigned long long)c.switches_same_guest,
+              (unsigned long long)c.switches_cross_guest);
+    }
   const run_state& st0 = ls.m ? ls.m->cpus[0].st : *ls.solo_st;
   kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
           "cr_gp=%llu guest_xcr0=0x%llx\n",

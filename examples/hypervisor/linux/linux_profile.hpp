@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include <hvkit/x86/pv_send_ipi.hpp>
+
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
 #include "linux.hpp"
@@ -62,12 +64,13 @@ struct linux_state {
   bool shutdown, reset;
   bool intel;  // the CPU vendor (the platform MSRs differ)
   bool vmx;    // the backend that runs the guest
+  bool pv_send_ipi;  // KVM_FEATURE_PV_SEND_IPI offered (emulated_features())
   const char* end_reason;
   // The CR0.WP toggles, the MTRRs the guest sees (a copy of the host's, the guest's writes
   // kept; with EPT the EPT memory type, not the MTRRs, decides: SDM Vol. 3C 29.3.7.2) and
-  // IA32_MISC_ENABLE are per vCPU (lx::vcpu_data): each processor's smp::cpu on VMX (a vCPU
-  // per processor, smp/smp.hpp; m set), `solo` on SVM (one vCPU, its state `solo_st`, owned
-  // by boot()).
+  // IA32_MISC_ENABLE are per vCPU (lx::vcpu_data): each processor's smp::cpu (a vCPU per
+  // processor on either backend, smp/smp.hpp; m set), `solo` before m is set (its state
+  // `solo_st`, owned by boot()).
   smp::machine* m;
   vcpu_data solo;
   run_state* solo_st;
@@ -195,6 +198,17 @@ core::hook linux_hypercall(B& b) {
       if (!core::shadow::enabled()) b.set_cr0_wp_intercept(false);
       break;
     }
+    case hvkit::x86::pv_ipi::kvm_hc_send_ipi:
+      // KVM_HC_SEND_IPI, only when KVM_FEATURE_PV_SEND_IPI is offered (smp/smp_ipi.cpp).
+      if (ls.m && ls.pv_send_ipi) {
+        // 64-bit mode: Linux's kernel calls it from 64-bit code, where EFER.LMA is 1 (the
+        // core's backend does not expose CS.L; compatibility-mode kernel code never calls).
+        using enum x86::gpr;
+        b.set_gpr(rax, smp::send_ipi_hypercall(smp::this_cpu(), b.gpr(rbx), b.gpr(rcx), b.gpr(rdx), b.gpr(rsi),
+                                               b.crs().crs.efer.test(x86::efer::lma)));
+        break;
+      }
+      [[fallthrough]];
     default:
       b.set_gpr(x86::gpr::rax, static_cast<std::uint64_t>(-1000));  // unknown hypercall: -KVM_ENOSYS, as KVM answers
   }
@@ -241,6 +255,13 @@ struct linux_profile {
         c.vcpu.status = core::run_status::triple_fault;
         return core::hook::stop;
       case K::memory:
+        // The guest's write to its read-only xAPIC page (smp/smp_ipi.cpp): emulated.
+        if (ls.m && ls.m->xapic_write_protected) {
+          smp::xapic_platform plat{{}, &smp::this_cpu()};
+          const bool resume = core::emulate_instruction(b, c, e.name, plat);
+          if (!plat.foreign) return resume ? core::hook::resume : core::hook::stop;
+        }
+        [[fallthrough]];
       case K::misconfig:
         report(b, e.name);
         ls.end_reason = "second_stage_fault";

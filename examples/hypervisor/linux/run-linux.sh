@@ -5,7 +5,7 @@
 # from inside the guest.
 #
 #   run --linux [--bochs | --amd | --kvm | --qemu-tcg] [--build-dir DIR] [--timeout SECONDS] [--cpu MODEL]
-#               [--ips N] [--megs N] [--no-build] [--quiet] [--triple-fault] [--smp N]
+#               [--ips N] [--megs N] [--no-build] [--quiet] [--triple-fault] [--smp N] [--pv-send-ipi]
 #               [--shadow | --shadow-no-root-cache]
 #
 # Builds the hypervisor and the guest image (linux/build-image.sh: kernel, busybox and
@@ -25,7 +25,11 @@
 # --shadow-no-root-cache: the same without cached roots across role changes (every CR0.WP
 # toggle rebuilds; build dir DIR-shadow-nocache), the baseline of the CR0.WP table.
 # --smp N: N processors (Bochs `cpu: count=N`): the hypervisor runs a vCPU on each, the guest
-# starts its application processors with INIT/SIPI (docs/smp.md).
+# starts its application processors with INIT/SIPI (docs/smp.md); with --amd as well (SVM).
+# --pv-send-ipi: the hypervisor offers KVM_FEATURE_PV_SEND_IPI and implements KVM_HC_SEND_IPI
+# ("hvkit.pv_send_ipi" on the kernel command line); the runner then expects Linux's "setup PV
+# IPIs" and hypercalls with --smp N > 1, and neither without the option. Both this and
+# --triple-fault change the image's kernel command line: not with --no-build.
 # Exit status: 0 every check passed; 1 a check failed or the run died; 77 skipped.
 # Artifacts in DIR: linux-e9.log (the hypervisor's channel), linux-serial.log (the guest's
 # console), bochs-linux.log, bochsrc-linux.
@@ -47,6 +51,7 @@ amd=0
 cpu_given=0
 shadow=OFF
 shadow_nocache=OFF
+pv_send_ipi=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --linux) ;;
@@ -68,6 +73,7 @@ while [ $# -gt 0 ]; do
     --triple-fault) cmdline="$cmdline hvkit.triple_fault" ;;
     --shadow) shadow=ON ;;
     --shadow-no-root-cache) shadow=ON; shadow_nocache=ON ;;
+    --pv-send-ipi) cmdline="$cmdline hvkit.pv_send_ipi"; pv_send_ipi=1 ;;
     --quiet) quiet=1 ;;
     --verbose|--dump-cpuid) ;;  # options of the conformance run (scripts/hypervisor.sh passes them to both)
     --nested-kvm-in-bochs) echo "HVKIT-RUN SKIP: the Linux guest run has no nested-KVM mode"; exit 77 ;;
@@ -179,7 +185,7 @@ wall_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
 [ -f "$e9" ] || die "no hypervisor output (emulator exit $emu_rc)"
 tr -d '\r' <"$e9" | grep -a '^HVKIT' >"$e9.txt"
 tr -d '\r' <"$serial" 2>/dev/null >"$serial.txt" || : >"$serial.txt"
-awk -v mode="$mode" -v cpus="$cpus" -v cpu="$cpu_model" -v ips="$ips" -v wall_ms="$wall_ms" -v shell_ms="${shell_ms:-}" \
+awk -v mode="$mode" -v cpus="$cpus" -v pv_send_ipi="$pv_send_ipi" -v cpu="$cpu_model" -v ips="$ips" -v wall_ms="$wall_ms" -v shell_ms="${shell_ms:-}" \
     -v first_ms="${first_line_ms:-}" -v emu_rc="$emu_rc" -v image="$image_info" -v e9="$e9" -v serial="$serial" '
 function pad(s, n) { s = s ""; while (length(s) < n) s = s " "; return s }
 function kv(line, key,    m) {
@@ -254,8 +260,9 @@ FILENAME == serial { next }
 /^HVKIT GUEST HVKIT-GUEST DMESG .*Hypervisor detected: / { hv_detected = substr($0, index($0, "detected: ") + 10); next }
 /^HVKIT GUEST HVKIT-GUEST SMP / { smp_online = kv($0, "online"); smp_procs = kv($0, "cpuinfo_processors"); smp_same = kv($0, "flags_identical"); next }
 /^HVKIT GUEST HVKIT-GUEST IPI / { ipi[++nipi] = sprintf("%-6s %-8s %-8s %-6s %-16s %-8s %s", kv($0, "cpu"), kv($0, "rounds"), kv($0, "wakeups"), kv($0, "lost"), kv($0, "tsc_per_wakeup"), kv($0, "res"), kv($0, "cal")); next }
-/^HVKIT LINUX vcpu / { vc[++nvc] = $0; next }
-/^HVKIT GUEST HVKIT-GUEST IPICOST / { ipicost = sprintf("%s calls each: one target %s TSC, all but self %s TSC (guest TSC per smp_call_function with wait; each IPI one ICR-write exit)", kv($0, "calls"), kv($0, "tsc_one_target"), kv($0, "tsc_all_but_self")); next }
+/^HVKIT LINUX vcpu / { vc[++nvc] = $0; pv_calls += kv($0, "pv_send_ipi_calls"); next }
+/^HVKIT GUEST HVKIT-GUEST DMESG .*PV IPIs/ { pv_msg = substr($0, index($0, "DMESG ") + 6); next }
+/^HVKIT GUEST HVKIT-GUEST IPICOST / { ipicost = sprintf("%s calls each: one target %s TSC, all but self %s TSC (guest TSC per smp_call_function with wait); sender only: send_IPI %s, send_IPI_mask (one CPU) %s, send_IPI_mask_allbutself %s, send_IPI_allbutself %s TSC", kv($0, "calls"), kv($0, "tsc_one_target"), kv($0, "tsc_all_but_self"), kv($0, "send_ipi"), kv($0, "send_ipi_mask_one"), kv($0, "send_ipi_mask_allbutself"), kv($0, "send_ipi_allbutself")); next }
 /^HVKIT ERRATUM / { errata = errata "\n  erratum: " substr($0, 15); next }
 /^HVKIT GUEST HVKIT-GUEST INIT / { init_uptime = kv($0, "uptime"); next }
 /^HVKIT GUEST HVKIT-GUEST MARK shell/ { shell_uptime = kv($0, "uptime"); next }
@@ -285,6 +292,12 @@ END {
   if (smp_online != "")
     check("runner.smp_cpus_online", smp_online == cpus && smp_procs == cpus && smp_same == 1,
           "expected=" cpus " online=" smp_online " cpuinfo_processors=" smp_procs " flags_identical=" smp_same)
+  # 1c. PV_SEND_IPI: offered, Linux says "setup PV IPIs" and calls KVM_HC_SEND_IPI; not offered,
+  #     neither (Linux needs more than one possible CPU for it: arch/x86/kernel/kvm.c).
+  if (cpus > 1 && nvc > 0) {
+    if (pv_send_ipi) check("runner.pv_send_ipi_used", pv_msg != "" && pv_calls > 0, "linux=[" pv_msg "] hypercalls=" (pv_calls + 0))
+    else check("runner.pv_send_ipi_unused", pv_msg == "" && pv_calls == 0, "linux=[" pv_msg "] hypercalls=" (pv_calls + 0))
+  }
   # 2. /proc/cpuinfo flags == the flags the policy implies (the table above).
   if (flags_seen) {
     nf = split(flags_acc, fl, " "); for (i = 1; i <= nf; i++) have[fl[i]] = 1
@@ -315,7 +328,8 @@ END {
     split(pol["40000000/0"], s, " ")
     check("runner.hypervisor_signature", sig == "KVMKVMKVM" && hv_detected == "KVM",
           "cpuid=" sig " linux_detected=" hv_detected)
-    check("runner.pv_features_implemented", hex(pvf) == 0, "pv_features=" pvf " implemented=0x0 hints=" hints)
+    pv_impl = pv_send_ipi ? 2048 : 0  # KVM_FEATURE_PV_SEND_IPI, bit 11 (the only one implemented, on request)
+    check("runner.pv_features_implemented", hex(pvf) == pv_impl, "pv_features=" pvf " implemented=" sprintf("0x%x", pv_impl) " hints=" hints)
   }
   # 4. XSAVE: Linux enabled exactly the policy XCR0 with the policy size for its format.
   if (linux_xsize > 0 || linux_xsave_off) {

@@ -4,8 +4,9 @@
 /// reference hypervisor"): the processors the firmware's ACPI MADT lists, each started by the
 /// hypervisor's bootstrap processor with INIT and SIPI into a real-mode trampoline below
 /// 1 MiB (smp/smp_boot.cpp), each in VMX root operation with its own VMXON region, VMCS,
-/// stack and vCPU. One vCPU per physical processor; the guest starts its own application
-/// processors with INIT and SIPI, virtualized (vmx/vmx_smp.cpp).
+/// stack and vCPU (VMX), or with EFER.SVME, its own host save area and VMCB (SVM). One vCPU
+/// per physical processor; the guest starts its own application processors with INIT and
+/// SIPI, virtualized (vmx/vmx_smp.cpp; svm/svm_smp.cpp).
 ///
 /// Per-CPU data is reached without a global: a processor's GS base (IA32_GS_BASE, and the
 /// VMCS host GS base, which VM exit loads, SDM Vol. 3C 28.5.2) points to its `cpu`, whose
@@ -15,11 +16,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <hvkit/emulate/platform.hpp>
 #include <hvkit/x86/init_sipi.hpp>
 
 #include "../core/exit_loop.hpp"
 #include "../hv.hpp"
 #include "../linux/linux.hpp"
+
+namespace hv::svm {
+struct cpu_state;  // an SVM processor's VMCB, host save areas, ASIDs (svm/svm_smp.cpp)
+}
 
 namespace hv::smp {
 
@@ -40,7 +46,7 @@ struct spinlock {
 struct machine;
 
 /// Where a processor is in its bring-up.
-enum class cpu_phase : std::uint32_t { off, long_mode, vmx_root, guest, failed, stopped };
+enum class cpu_phase : std::uint32_t { off, long_mode, virt_on, guest, failed, stopped };
 
 /// One physical processor and the vCPU it runs.
 struct cpu {
@@ -50,7 +56,12 @@ struct cpu {
   std::uint32_t apic_id;
   volatile cpu_phase phase;
   /// The vCPU's MP state (x86/init_sipi.hpp): the guest's BSP runs, its APs wait for a SIPI.
-  hvkit::x86::mp_state mp;
+  volatile hvkit::x86::mp_state mp;
+  /// SVM (machine::virtual_sipi): the start-up IPI another vCPU sent this one while it
+  /// waited, 100H | vector, 0 none; the processor, outside its guest until then, starts the
+  /// vCPU with it (svm/svm_smp.cpp). Start-up IPIs the hypervisor applied so.
+  volatile std::uint32_t pending_sipi;
+  std::uint64_t sipis_applied;
   std::uint64_t init_exits, sipi_exits, sipi_vector;
   /// The SIPI exit was this vCPU's last exit: it has not left its start-up state yet.
   bool just_started;
@@ -60,6 +71,13 @@ struct cpu {
   /// The guest's ICR writes on this vCPU, the start-up IPIs among them, and the INITs
   /// other vCPUs sent to this one (smp/smp_ipi.cpp).
   std::uint64_t icr_writes, sipis_sent, virtual_inits;
+  /// ICR writes through the write-protected xAPIC page (xapic_platform).
+  std::uint64_t xapic_writes;
+  /// KVM_HC_SEND_IPI hypercalls of this vCPU and the IPIs they delivered.
+  std::uint64_t pv_ipi_calls, pv_ipi_targets;
+  /// SVM: this processor's IBPB tracker (the library's svm::physical_cpu): the barriers it
+  /// decided, and the VMCB switches it saw, within one guest and between guests.
+  std::uint64_t ibpb_barriers, switches_same_guest, switches_cross_guest;
   /// Exits whose saved interruptibility state said "blocking by SMI" outside SMM (Bochs,
   /// after the wait-for-SIPI state; erratum bochs_smi_blocking_after_sipi): cleared.
   std::uint64_t smi_blocking_cleared;
@@ -68,6 +86,8 @@ struct cpu {
   run_state st;
   /// What the Linux guest profile keeps per vCPU.
   lx::vcpu_data lx;
+  /// SVM: this processor's VMCB, host save areas and ASID allocator.
+  svm::cpu_state* svm;
   alignas(4096) std::uint8_t vmxon[4096];
   alignas(4096) std::uint8_t vmcs[4096];
   alignas(16) std::uint8_t stack[32768];
@@ -77,9 +97,17 @@ struct cpu {
 struct machine {
   cpu* cpus;
   unsigned count;
-  /// What every AP runs once in VMX root operation; set (before `go`) by the BSP once the
-  /// shared state (EPT, policies, bitmaps) is built.
+  /// What every AP runs once in VMX root operation (SVM enabled); set (before `go`) by the
+  /// BSP once the shared state (EPT or NPT, policies, bitmaps) is built.
   void (*ap_run)(cpu&);  ///< does not return
+  /// What every AP runs first: VMX root operation or SVM enabled on it (start_processors).
+  bool (*ap_enable)(cpu&);
+  /// SVM: no guest wait-for-SIPI state, so the guest's start-up IPI is not sent on the
+  /// physical APIC but given to the target's `cpu` (smp/smp_ipi.cpp).
+  bool virtual_sipi;
+  /// The guest's xAPIC page is mapped read-only by the second stage: its writes are #NPF exits
+  /// for xapic_platform (a processor without x2APIC, where the ICR is a memory register).
+  bool xapic_write_protected;
   volatile std::uint32_t go;
   volatile std::uint32_t finished;  ///< the first processor whose vCPU stopped reports
   spinlock lock;              ///< the shared parts of a guest profile (its log line)
@@ -94,10 +122,10 @@ struct machine {
 
 /// The bootstrap processor: finds the processors in the ACPI MADT (enabled local APICs),
 /// sets up its own `cpu` (index 0, GS base) and starts every other processor with
-/// INIT-SIPI-SIPI (SDM Vol. 3A 9.4.4.1); each runs `ap_main` up to VMX root operation and
-/// then waits for `go`. Returns the machine (count >= 1).
-machine& start_processors();
-/// An AP's work after its start: VMX root, wait for go, then its vCPU (vmx/vmx_smp.cpp).
+/// INIT-SIPI-SIPI (SDM Vol. 3A 9.4.4.1); each runs `ap_main`, `enable` (VMX root operation,
+/// or SVM enabled) and then waits for `go`. Returns the machine (count >= 1).
+machine& start_processors(bool (*enable)(cpu&));
+/// An AP's work after its start: `enable`, wait for go, then its vCPU (smp/smp_boot.cpp).
 [[noreturn]] void ap_main(cpu& c);
 
 // ---- VMX (vmx/vmx_smp.cpp) ------------------------------------------------------------------
@@ -117,8 +145,27 @@ bool handle_init_sipi(cpu& c, hvkit::vmx::exit_reason r);
 void fix_smi_blocking(cpu& c);
 
 /// A guest WRMSR to the x2APIC ICR (830H) on vCPU `from` (smp/smp_ipi.cpp): INIT applied to
-/// the target vCPUs, every other IPI sent on the physical x2APIC; #GP for reserved bits.
+/// the target vCPUs, with machine::virtual_sipi the start-up IPI too, every other IPI sent
+/// on the physical x2APIC; #GP for reserved bits.
 core::msr_hook icr_write(cpu& from, std::uint64_t v);
+
+/// The guest's writes to its xAPIC page (machine::xapic_write_protected: the second stage maps
+/// it read-only), executed by hvkit::emulate with this platform: an ICR write as icr_write()
+/// does it, every other register written on the processor's own xAPIC (smp/smp_ipi.cpp).
+/// `foreign`: the instruction touched another device address (not emulated).
+struct xapic_platform : hvkit::emulate::null_platform {
+  cpu* from;
+  bool foreign = false;
+  bool mmio_read(hvkit::x86::gpa a, unsigned size, std::uint64_t& out);
+  bool mmio_write(hvkit::x86::gpa a, unsigned size, std::uint64_t v);
+};
+
+/// KVM_HC_SEND_IPI (a0..a3 = RBX, RCX, RDX, RSI) of vCPU `from`: decoded by
+/// x86::pv_ipi::decode_send_ipi, each destination delivered as the ICR write of the same IPI
+/// would be; RAX's value (the count delivered, or -KVM_EINVAL). `long_mode`: the caller's
+/// 64-bit mode (its bitmap words are 64 bits wide).
+std::uint64_t send_ipi_hypercall(cpu& from, std::uint64_t a0, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3,
+                                 bool long_mode);
 
 /// The core::context of this processor's vCPU.
 [[nodiscard]] inline core::context context_of(cpu& c) { return {c.st, c.st, guest_policy, guest_msrs}; }

@@ -168,9 +168,10 @@ void set_gs_base(cpu& c) { wrmsr(0xC0000101, reinterpret_cast<std::uint64_t>(&c)
 
 }  // namespace
 
-machine& start_processors() {
+machine& start_processors(bool (*enable)(cpu&)) {
   machine& m = the_machine;
   m.cpus = cpu_storage;
+  m.ap_enable = enable;
   const std::uint32_t bsp_id = cpuid(1).ebx >> 24;
   std::uint32_t ids[max_cpus] = {};
   unsigned found = madt_apic_ids(ids, max_cpus);
@@ -224,6 +225,18 @@ machine& start_processors() {
     }
   }
   return m;
+}
+
+void ap_main(cpu& c) {
+  if (!c.m->ap_enable(c)) {
+    kprintf("HVKIT ERROR smp cpu=%u: VMXON or SVM enable failed\n", c.index);
+    c.phase = cpu_phase::failed;
+    for (;;) asm volatile("cli; hlt");
+  }
+  c.phase = cpu_phase::virt_on;
+  while (!c.m->go) asm volatile("pause");
+  c.m->ap_run(c);
+  for (;;) asm volatile("cli; hlt");
 }
 
 }  // namespace hv::smp

@@ -580,12 +580,15 @@ const vmcb_slot* last_vmcb_run = nullptr;
 /// One VMRUN of the current VMCB: RAX from the register block into the VMCB (VMRUN loads it
 /// from there, 15.5.1), VMCB_CLEAN from the tracker, and RAX back into the block afterwards.
 void vmrun(guest_regs& regs) {
-  vmcb_slot& s = *vmcb.slot;
+  vmrun(regs, *vmcb.slot, host_save_page, last_vmcb_run);
+}
+
+void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last) {
   sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
-  if (last_vmcb_run != &s) s.tracked.invalidate();
+  if (last != &s) s.tracked.invalidate();
   s.tracked.prepare_vmrun();
-  last_vmcb_run = &s;
-  svm_vmrun(&regs, pa(s.page), pa(host_save_page));
+  last = &s;
+  svm_vmrun(&regs, pa(s.page), pa(host_save));
   regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
 }
 

@@ -40,14 +40,20 @@ struct vmcb_slot {
 };
 
 
+/// This processor's VMCB when every processor runs a vCPU (svm/svm_smp.cpp: the smp::cpu
+/// that GS:[0] points to).
+vmcb_slot& this_cpu_slot() noexcept;
+
 /// The VMCB the exit handlers work on (the scheduled runs switch it): an svm::vmcb_memory
-/// whose every store goes through the current slot's clean-bit tracker.
+/// whose every store goes through the current slot's clean-bit tracker. `slot` null: the
+/// vCPU of this processor (a vCPU per processor, svm/svm_smp.cpp).
 struct current_vmcb {
   vmcb_slot* slot;
+  [[nodiscard]] vmcb_slot& cur() const noexcept { return slot ? *slot : this_cpu_slot(); }
   [[nodiscard]] std::uint64_t load(std::uint16_t offset, unsigned bytes) const noexcept {
-    return slot->tracked.load(offset, bytes);
+    return cur().tracked.load(offset, bytes);
   }
-  void store(std::uint16_t offset, unsigned bytes, std::uint64_t v) noexcept { slot->tracked.store(offset, bytes, v); }
+  void store(std::uint16_t offset, unsigned bytes, std::uint64_t v) noexcept { cur().tracked.store(offset, bytes, v); }
 };
 static_assert(sv::vmcb_memory<current_vmcb>);
 extern current_vmcb vmcb;
@@ -89,8 +95,9 @@ extern std::uint64_t npt_b_pml4[512], npt_b_pdpt[512], npt_b_pd[512];  ///< gues
 extern cpuid_ns::svm_info host_svm;          ///< CPUID Fn8000_000A of the host
 extern sv::asid_allocator asids;
 /// The guest's CPUID policy (SVM and VMX hidden) and the MSR policy derived from it;
-/// for_linux: with the Linux guest's deny list (lx::denied_features).
-bool build_policy(bool for_linux = false);
+/// for_linux: with the Linux guest's deny list (lx::denied_features); `cpus` cores in the
+/// topology (a vCPU per processor).
+bool build_policy(bool for_linux = false, unsigned cpus = 1);
 /// APM 15.4 "Enabling SVM".
 bool enable();
 /// The nested page table: guest RAM identity-mapped, nothing else.
@@ -115,6 +122,12 @@ void report_exit(const char* what, bool expected = false);
 bool handle_exit(guest_regs& regs, run_state& st);
 /// One VMRUN of the current VMCB.
 void vmrun(guest_regs& regs);
+/// One VMRUN of `s` (the current VMCB) with the host's VMSAVE area `host_save`; `last` is
+/// the VMCB this processor ran last (its clean bits count only if it is `s`, APM 15.15).
+void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last);
+/// The state of the vCPU this processor runs: hv::run, or with a vCPU per processor its
+/// smp::cpu's (svm/svm_smp.cpp).
+run_state& vcpu_run() noexcept;
 /// A new run: the re-injection check's page mapped, its counts zero.
 void unmap_reset();
 /// Bochs erratum: #NPF during INT n delivery reported another event (this run's count).

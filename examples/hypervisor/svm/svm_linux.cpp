@@ -8,12 +8,15 @@
 
 #include <hvkit/paging/pte.hpp>
 #include <hvkit/svm/cr_intercepts.hpp>
+#include <hvkit/svm/init_sipi.hpp>
 #include <hvkit/svm/intercepts.hpp>
 #include <hvkit/svm/io_permission_map.hpp>
 #include <hvkit/svm/msr_permission_map.hpp>
 #include <hvkit/svm/vmcb.hpp>
 
 #include "../linux/linux_profile.hpp"
+#include "../smp/smp.hpp"
+#include "svm_smp.hpp"
 
 namespace hv::svm {
 
@@ -37,8 +40,12 @@ alignas(4096) std::uint64_t npt_l4[512];
 alignas(4096) std::uint64_t npt_l3[512];
 alignas(4096) std::uint64_t npt_l2[4][512];
 alignas(4096) std::uint64_t npt_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
+alignas(4096) std::uint64_t npt_l1_apic[512];  // the 2 MiB around the xAPIC page, in 4 KiB pages
 
-void build_linux_npt() {
+/// The identity nested page table; `xapic_read_only`: the local APIC's page (FEE00000H, its
+/// default base, SDM Vol. 3A 11.4.4) readable but not writable, so that each guest write to
+/// an xAPIC register is a #NPF (APM 15.25.6) the hypervisor emulates (smp/smp_ipi.cpp).
+void build_linux_npt(bool xapic_read_only) {
   using pg::pte;
   const pte urw = pte::present | pte::writable | pte::user;
   auto table = [&](const void* next) { return pte::make(x86::gpa{svm::pa(next)}, urw).raw(); };
@@ -53,6 +60,13 @@ void build_linux_npt() {
     npt_l1_low[a >> 12] = a < hidden_base ? pte::make(x86::gpa{a}, urw).raw() : 0;
   for (std::uint64_t a = hidden_end; a < second_stage_end; a += 2 * mib)
     npt_l2[a >> 30][(a >> 21) & 511] = pte::make_large(x86::gpa{a}, x86::page_size_2m, urw).raw();
+  if (!xapic_read_only) return;
+  constexpr std::uint64_t xapic = 0xFEE00000, region = xapic & ~(2 * mib - 1);
+  for (std::uint64_t i = 0; i < 512; ++i) {
+    const std::uint64_t a = region + (i << 12);
+    npt_l1_apic[i] = pte::make(x86::gpa{a}, a == xapic ? pte::present | pte::user : urw).raw();
+  }
+  npt_l2[region >> 30][(region >> 21) & 511] = table(npt_l1_apic);
 }
 
 // ---- the permission maps -------------------------------------------------------------------
@@ -68,6 +82,8 @@ void build_maps() {
   static_cast<void>(linux_msrpm.set_intercept(0x10, sv::msr_access::read, false));  // TSC reads
   if (guest_policy.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t m = 0x800; m <= 0x8FF; ++m) static_cast<void>(linux_msrpm.pass_through(m));
+  // ... except writes of the x2APIC ICR: the guest's IPIs (smp/smp_ipi.cpp).
+  static_cast<void>(linux_msrpm.set_intercept(0x830, sv::msr_access::write, true));
   for (std::uint16_t port : io_intercepts) linux_iopm.set_intercept(port, true);
 }
 
@@ -77,21 +93,24 @@ void build_maps() {
 /// 15.9.1, svm::make_cr_intercepts), CR4 writes emulated; XSETBV exits (checked against the
 /// policy's XCR0). No INTR intercept and V_INTR_MASKING clear: physical interrupts go to the
 /// guest through its own IDT and RFLAGS.IF (15.21.1), as the devices are the guest's. No HLT
-/// intercept: the guest's idle HLT waits for its own interrupts.
-/// Shadow paging (run --linux --shadow --amd): no nested paging, the intercepts of
-/// svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
+/// intercept: the guest's idle HLT waits for its own interrupts. INIT intercepted (svm/svm_smp.cpp).
+/// An application processor's VMCB gets its guest state from the guest's start-up IPI.
+/// Shadow paging (run --linux --shadow --amd, one processor): no nested paging, the intercepts
+/// of svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
 /// is 1) and MOV to/from CR3, INVLPG and #PF, as for the conformance guest (svm_setup.cpp).
-void setup_linux_vmcb() {
+void setup_linux_vmcb(bool ap) {
   const bool shadow = core::shadow::enabled();
   const sv::cr_intercepts cr = shadow ? sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false})
                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
   sv::intercept_set icpt;
   cr.apply(icpt);
   icpt.set(sv::intercept::xsetbv);
+  icpt.set(sv::init_intercept);
   if (shadow)
     for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), sv::intercept::invlpg, sv::exception(x86::vector::pf)})
       icpt.set(i);
   svm::start_vmcb(icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
+  if (ap) return;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::efer efer = x86::efer::lme | x86::efer::lma;
   svm::write_flat_state(this_state(), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
@@ -111,10 +130,9 @@ void setup_linux_vmcb() {
 /// answered CPUID with. The hypervisor then takes the real one (the guest's CPUID 0Dh and
 /// OSXSAVE answers follow it); the first case is printed, every case counted.
 std::uint64_t xsetbv_not_intercepted = 0;
-void notice_xcr0_change() {
+void notice_xcr0_change(run_state& st) {
   std::uint32_t lo, hi;
   asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
-  run_state& st = this_state();
   const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
   if (real == seen) return;
   if (xsetbv_not_intercepted++ == 0) {
@@ -128,34 +146,107 @@ void notice_xcr0_change() {
   st.guest_xcr0 = real;
 }
 
-}  // namespace
-
-bool prepare_svm() {
-  vmcb.slot = &svm::vmcb_a1;
-  return svm::build_policy(true) && svm::enable() && (build_linux_npt(), true);
-}
-
-bool enter_svm() {
-  build_maps();
-  setup_linux_vmcb();
-  kprintf("HVKIT LINUX svm cr0_write_intercept=%s cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
-          core::shadow::enabled() ? "all(shadow)" : "none",
-          svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
-          svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
-  const bool xsave = (cpuid(1).ecx >> 26) & 1;  // boot() set CR4.OSXSAVE on the host then
-  run_state& st = this_state();
-  while (st.status == run_status::running) {
+/// The vCPU of processor `c` until it stops: VMRUN, #VMEXIT through the core's exit loop.
+void vmrun_loop(smp::cpu& c) {
+  run_state& run = c.st;
+  const bool xsave = (cpuid(1).ecx >> 26) & 1;  // every processor set CR4.OSXSAVE then
+  while (run.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1); Bochs 2.7 does not (the
     // conformance runs report it as an erratum): the real CR2 is the guest's.
     write_cr2(sv::read(vmcb, fld::cr2));
-    svm::vmrun(st.regs);
-    if (xsave) notice_xcr0_change();
-    const bool resume = svm::handle_exit(st.regs, st);
+    svm::prepare_vmrun(c);
+    svm::vmrun_on(c);
+    if (xsave) notice_xcr0_change(run);
+    if (c.index != 0 && run.exits.total < 24)  // an AP's way from its SIPI to long mode, for the log
+      kprintf("HVKIT SMP vcpu=%u exit code=0x%llx info1=0x%llx rip=0x%llx cs=0x%llx efer=0x%llx cr0=0x%llx "
+              "icpt=0x%llx rax=0x%llx rcx=0x%llx\n",
+              c.index, (unsigned long long)sv::read(vmcb, fld::exit_code), (unsigned long long)sv::read(vmcb, fld::exit_info_1),
+              (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)vmcb.load(0x400, 2),
+              (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr0),
+              (unsigned long long)vmcb.load(0x10, 4), (unsigned long long)sv::read(vmcb, fld::rax),
+              (unsigned long long)run.regs[x86::gpr::rcx]);
+    const bool resume = svm::handle_exit(run.regs, run);
     // RAX lives in the VMCB (a handler may have written it there); vmrun() copies the
     // register block's into the VMCB.
-    st.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
+    run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
   }
+}
+
+void start_vcpu_state(smp::cpu& c) {
+  c.lx.misc_enable = misc_enable_value;
+  c.st.cfg = &linux_run;
+  c.st.status = run_status::running;
+  c.st.guest_xcr0 = 1;
+  c.st.x2apic_id = c.apic_id;
+}
+
+/// An application processor's vCPU (svm/svm_smp.cpp): its VMCB, then outside the guest until
+/// the guest's start-up IPI, then the post-INIT state with the SIPI applied and the guest.
+[[noreturn]] void run_ap(smp::cpu& c) {
+  start_vcpu_state(c);
+  svm::start_cpu(c);
+  c.st.status = run_status::running;
+  ls.m->lock.lock();  // start_vmcb takes an ASID from the shared allocator (replaced per processor)
+  setup_linux_vmcb(true);
+  ls.m->lock.unlock();
+  c.phase = smp::cpu_phase::guest;
+  c.sipi_vector = svm::wait_for_sipi(c);
+  ++c.sipis_applied;
+  c.tsc_started = rdtsc();
+  // Power-on state (Table 10-1 RESET column: CR0 60000010H), then INIT, then the SIPI.
+  const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+  const x86::reset_state power_on = x86::state_after_reset(signature);
+  x86::reset_state s = x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value);
+  x86::apply_sipi(s, static_cast<std::uint8_t>(c.sipi_vector));
+  // TR: a busy 32-bit TSS (type 11) instead of the busy 16-bit one (type 3) of the post-INIT
+  // state. The guest's trampoline sets CR0.PG with EFER.LME before any LTR, and Bochs 2.7
+  // refuses to activate long mode with a 16-bit TSS in TR on its AMD model too (the SDM's rule
+  // for MOV to CR0, Vol. 2B: #GP "if ... the TR register references a 16-bit TSS"; measured:
+  // "SetCR0: attempt to enter x86-64 long mode with TSS286 in TR", the AP's MOV CR0 at
+  // 9A052H faulted and the vCPU triple-faulted). The processor looks at TR's type only there
+  // and at the guest's LTR; the VMX AP gets the same type at its CR0.PG exit (vmx/vmx.cpp).
+  s.tr.access_rights = 0x8B;
+  svm::write_reset_state(c, s);
+  kprintf("HVKIT SMP vcpu=%u sipi vector=0x%llx (virtual: applied to the VMCB)\n", c.index,
+          (unsigned long long)c.sipi_vector);
+  vmrun_loop(c);
+  finish(c.index);
+}
+
+}  // namespace
+
+bool prepare_svm() {
+  // Every processor: started now, each enables SVM and waits for `go`.
+  smp::machine& m = smp::start_processors(svm::enable_ap);
+  m.virtual_sipi = true;
+  ls.m = &m;
+  smp::cpu& bsp = m.cpus[0];
+  svm::attach(bsp);
+  start_vcpu_state(bsp);
+  vmcb.slot = nullptr;  // every processor's own VMCB (svm::this_cpu_slot)
+  // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
+  m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
+  const bool ok = svm::build_policy(true, m.count) && svm::enable() && (build_linux_npt(m.xapic_write_protected), true);
+  if (ok) svm::start_cpu(bsp);
+  return ok;
+}
+
+bool enter_svm() {
+  smp::machine& m = *ls.m;
+  smp::cpu& bsp = m.cpus[0];
+  build_maps();
+  setup_linux_vmcb(false);
+  kprintf("HVKIT LINUX svm cr0_write_intercept=%s cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
+          core::shadow::enabled() ? "all(shadow)" : "none", svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
+          svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
+  // The APs: their VMCBs, each processor waiting for its vCPU's start-up IPI.
+  m.ap_run = run_ap;
+  __atomic_store_n(&m.go, 1u, __ATOMIC_RELEASE);
+  for (unsigned i = 1; i < m.count; ++i)
+    while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
+  bsp.phase = smp::cpu_phase::guest;
+  vmrun_loop(bsp);
   if (xsetbv_not_intercepted)
     kprintf("HVKIT INFO linux xcr0_changes_without_xsetbv_exit=%llu\n", (unsigned long long)xsetbv_not_intercepted);
   return true;

@@ -64,7 +64,7 @@ cpuid_ns::guest_cpu_model guest_model() { return core::guest_cpu_model(guest_pol
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
 /// signature with the "realtime" hint, as on VMX.
-bool build_policy(bool for_linux) {
+bool build_policy(bool for_linux, unsigned cpus) {
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
     result("cpuid_policy", false, "reason=host_table_full");
@@ -75,7 +75,9 @@ bool build_policy(bool for_linux) {
   for (const cpuid_ns::feature f : {feat::svm, feat::vmx, feat::xsaves, feat::waitpkg}) hvc.passthrough.reset(f);
   cpuid_ns::policy_config cfg{};
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
+  cfg.topo.cores_per_package = cpus;  // a vCPU per processor: N cores in one package
   if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization
+  if (for_linux) hvc.emulated |= lx::emulated_features();  // PV_SEND_IPI on request (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
@@ -176,9 +178,9 @@ void build_npt() {
 /// VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...
 void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
                 std::uint64_t ncr3) {
-  std::uint8_t* const bytes = vmcb.slot->view.data();
+  std::uint8_t* const bytes = vmcb.cur().view.data();
   for (std::size_t i = 0; i < sv::vmcb_size; ++i) bytes[i] = 0;
-  vmcb.slot->tracked.invalidate();  // a new VMCB: nothing may come from the processor's cache (15.15)
+  vmcb.cur().tracked.invalidate();  // a new VMCB: nothing may come from the processor's cache (15.15)
   using I = sv::intercept;
   for (I i : {I::cpuid, I::ioio_prot, I::msr_prot, I::shutdown, I::invlpga, I::vmrun, I::vmmcall, I::vmload,
               I::vmsave, I::stgi, I::clgi, I::skinit})
@@ -186,8 +188,8 @@ void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const s
   icpt.store(vmcb);
   sv::write(vmcb, fld::iopm_base_pa, pa(&io));
   sv::write(vmcb, fld::msrpm_base_pa, pa(&msr));
-  asids.assign(vmcb.slot->asid);
-  sv::set_asid(vmcb, vmcb.slot->asid.asid, sv::tlb_control::flush_all);
+  asids.assign(vmcb.cur().asid);
+  sv::set_asid(vmcb, vmcb.cur().asid.asid, sv::tlb_control::flush_all);
   if (ncr3 == 0) return;  // no nested paging (run --shadow): the guest's CR3 is a shadow root
   sv::write(vmcb, fld::nested_control, sv::nested_control::np_enable::set(std::uint64_t{0}, true));
   sv::write(vmcb, fld::n_cr3, ncr3);

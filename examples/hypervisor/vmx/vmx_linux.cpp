@@ -221,7 +221,7 @@ bool handle_exit(vmx_backend& b) {
 bool prepare_vmx() {
   read_capabilities();
   // Every processor: started now, each waits in VMX root operation for `go`.
-  smp::machine& m = smp::start_processors();
+  smp::machine& m = smp::start_processors(smp::vmx_on);
   smp::cpu& bsp = m.cpus[0];
   ls.m = &m;
   bsp.lx.misc_enable = misc_enable_value;

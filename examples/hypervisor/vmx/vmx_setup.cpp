@@ -125,6 +125,7 @@ bool build_cpuid_policy(bool for_linux, unsigned cpus) {
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
   cfg.topo.cores_per_package = cpus;
   if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization (linux/)
+  if (for_linux) hvc.emulated |= lx::emulated_features();  // PV_SEND_IPI on request (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));

@@ -167,16 +167,4 @@ void fix_smi_blocking(cpu& c) {
   }
 }
 
-void ap_main(cpu& c) {
-  if (!vmx_on(c)) {
-    kprintf("HVKIT ERROR smp cpu=%u: VMXON failed\n", c.index);
-    c.phase = cpu_phase::failed;
-    for (;;) asm volatile("cli; hlt");
-  }
-  c.phase = cpu_phase::vmx_root;
-  while (!c.m->go) asm volatile("pause");
-  c.m->ap_run(c);
-  for (;;) asm volatile("cli; hlt");
-}
-
 }  // namespace hv::smp

@@ -18,6 +18,8 @@
 #include <asm/asm.h>
 #include <asm/msr.h>
 #include <asm/cpufeature.h>
+#include <asm/apic.h>
+#include <asm/irq_vectors.h>
 
 #define HC_WP_BEGIN 0x68760001UL
 #define HC_WP_END 0x68760002UL
@@ -50,6 +52,18 @@ static unsigned long ipi_calls = 1000, ipi_tsc_one, ipi_tsc_all;
 module_param(ipi_calls, ulong, 0444);
 module_param(ipi_tsc_one, ulong, 0444);
 module_param(ipi_tsc_all, ulong, 0444);
+/* The sender's side alone: guest TSC per call of the APIC driver's send functions, the
+ * ones Linux's IPIs end in (no waiting for the handler): send_IPI (one CPU), send_IPI_mask
+ * with that one CPU, send_IPI_mask_allbutself (every online CPU but this one) and
+ * send_IPI_allbutself (the all-but-self shorthand). With KVM_FEATURE_PV_SEND_IPI Linux's KVM
+ * guest code replaces the two mask functions by KVM_HC_SEND_IPI (arch/x86/kernel/kvm.c,
+ * "setup PV IPIs"); the other two stay ICR writes. The vector is a function-call IPI with an
+ * empty queue: its handler finds nothing to do. */
+static unsigned long ipi_tsc_send_one, ipi_tsc_send_mask, ipi_tsc_send_mask_allbutself, ipi_tsc_send_allbutself;
+module_param(ipi_tsc_send_one, ulong, 0444);
+module_param(ipi_tsc_send_mask, ulong, 0444);
+module_param(ipi_tsc_send_mask_allbutself, ulong, 0444);
+module_param(ipi_tsc_send_allbutself, ulong, 0444);
 static unsigned int toggles = 10000;
 module_param(toggles, uint, 0444);
 
@@ -152,6 +166,22 @@ static void measure_ipis(void)
 		for (i = 0; i < ipi_calls; i++)
 			smp_call_function(ipi_nop, NULL, 1);
 		ipi_tsc_all = (rdtsc_ordered() - t0) / ipi_calls;
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			apic->send_IPI(target, CALL_FUNCTION_SINGLE_VECTOR);
+		ipi_tsc_send_one = (rdtsc_ordered() - t0) / ipi_calls;
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			apic->send_IPI_mask(cpumask_of(target), CALL_FUNCTION_SINGLE_VECTOR);
+		ipi_tsc_send_mask = (rdtsc_ordered() - t0) / ipi_calls;
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			apic->send_IPI_mask_allbutself(cpu_online_mask, CALL_FUNCTION_VECTOR);
+		ipi_tsc_send_mask_allbutself = (rdtsc_ordered() - t0) / ipi_calls;
+		t0 = rdtsc_ordered();
+		for (i = 0; i < ipi_calls; i++)
+			apic->send_IPI_allbutself(CALL_FUNCTION_VECTOR);
+		ipi_tsc_send_allbutself = (rdtsc_ordered() - t0) / ipi_calls;
 	}
 	put_cpu();
 }

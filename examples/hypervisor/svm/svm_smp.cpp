@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+// hvkit reference hypervisor, SVM on every processor (smp/smp.hpp): each processor enables
+// SVM with its own host save area, runs its own VMCB with an ASID of its own allocator, and
+// an application processor's vCPU is started by the guest's start-up IPI.
+//
+// SVM has no guest wait-for-SIPI state (AMD APM Vol. 2 15.17 and the INIT intercept, Table
+// B-1; svm/init_sipi.hpp): an AP's processor stays outside its guest, in the hypervisor,
+// until the guest's BSP sends the AP's vCPU a start-up IPI. That ICR write is intercepted
+// (smp/smp_ipi.cpp, machine::virtual_sipi), the target's `pending_sipi` set; the target's
+// processor then loads the state x86/init_sipi.hpp gives after INIT and SIPI (real mode,
+// CS = vector << 8, base vector << 12, IP 0) into its VMCB and enters the guest there. Real
+// mode is a legal guest state under nested paging (APM 15.25.3: with nested paging the guest
+// may run with paging disabled, CR0.PG = 0, including real mode).
+//
+// Every VMCB has the INIT intercept (APM 15.17: a physical INIT in a guest with the intercept
+// set is #VMEXIT(INIT), exit code 63h, instead of the processor's INIT under the hypervisor);
+// the guest's INITs never reach a physical APIC here, so none is expected.
+#include "svm_internal.hpp"
+
+#include <hvkit/svm/init_sipi.hpp>
+#include <hvkit/svm/segment.hpp>
+#include <hvkit/svm/vcpu_asid.hpp>
+
+#include "../linux/linux_profile.hpp"
+#include "../smp/smp.hpp"
+#include "svm_smp.hpp"
+
+namespace hv::svm {
+
+namespace {
+constinit cpu_state svm_cpus[smp::max_cpus]{};
+}  // namespace
+
+vmcb_slot& this_cpu_slot() noexcept { return smp::this_cpu().svm->slot; }
+run_state& vcpu_run() noexcept { return lx::this_state(); }
+
+cpu_state& attach(smp::cpu& c) {
+  c.svm = &svm_cpus[c.index];
+  return *c.svm;
+}
+
+bool enable_ap(smp::cpu& c) {
+  // APM 15.4 "Enabling SVM", on this processor: EFER.SVME (and NXE: nested entries use the
+  // host's paging mode, 15.25.5), its own VM_HSAVE_PA (15.30.4: per processor).
+  cpu_state& s = attach(c);
+  const auto e81 = cpuid(0x80000001);
+  if (((e81.ecx >> 2) & 1) == 0) return false;
+  x86::efer efer{rdmsr(x86::msr::ia32_efer)};
+  efer |= x86::efer::svme;
+  if ((e81.edx >> 20) & 1) efer |= x86::efer::nxe;
+  wrmsr(x86::msr::ia32_efer, efer.raw());
+  wrmsr(x86::msr::amd_vm_hsave_pa, pa(s.hsave));
+  // The guest's XSETBV is executed on the host: CR4.OSXSAVE here too.
+  if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
+  return true;
+}
+
+void start_cpu(smp::cpu& c) {
+  cpu_state& s = *c.svm;
+  const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
+  s.slot.tracked = sv::clean_tracker<sv::vmcb_view>{s.slot.view, clean};
+  s.pcpu = sv::physical_cpu<counted_ibpb>{c.index, host_svm.nasid,
+                                          host_svm.features.test(cpuid_ns::svm_features::flush_by_asid),
+                                          sv::ibpb_policy::skip_same_guest, counted_ibpb{&c.ibpb_barriers}};
+  s.last_id = {};
+  s.asid = {};
+  s.last = nullptr;
+}
+
+void write_reset_state(smp::cpu& c, const x86::reset_state& s) {
+  // Attributes: the VMX access-rights layout of x86::reset_state compressed into the VMCB's
+  // 12 bits (APM 15.5.1 "segment state"; svm/segment.hpp).
+  auto seg = [](sv::segment sg, const x86::segment_value& v) {
+    sv::store_segment(vmcb, sg, {x86::selector{v.selector}, sv::from_access_rights_layout(v.access_rights), v.limit,
+                                 v.base});
+  };
+  seg(sv::segment::cs, s.cs);
+  seg(sv::segment::ss, s.ss);
+  seg(sv::segment::ds, s.ds);
+  seg(sv::segment::es, s.es);
+  seg(sv::segment::fs, s.fs);
+  seg(sv::segment::gs, s.gs);
+  seg(sv::segment::ldtr, s.ldtr);
+  seg(sv::segment::tr, s.tr);
+  sv::write(vmcb, fld::gdtr_base, s.gdtr.base);
+  sv::write(vmcb, fld::gdtr_limit, static_cast<std::uint32_t>(s.gdtr.limit));
+  sv::write(vmcb, fld::idtr_base, s.idtr.base);
+  sv::write(vmcb, fld::idtr_limit, static_cast<std::uint32_t>(s.idtr.limit));
+  sv::write(vmcb, fld::cpl, 0);
+  // The VMCB's CR0 is the guest's own (no fixed bits under SVM); EFER with SVME, which
+  // VMRUN requires (15.5.1) and the guest never sees (guest_efer()).
+  sv::write(vmcb, fld::cr0, s.cr0_value);
+  sv::write(vmcb, fld::cr3, x86::cr3{s.cr3});
+  sv::write(vmcb, fld::cr4, s.cr4_value);
+  sv::write(vmcb, fld::cr2, s.cr2);
+  sv::write(vmcb, fld::efer, s.efer_value | x86::efer::svme);
+  sv::write(vmcb, fld::dr6, s.dr6);
+  sv::write(vmcb, fld::dr7, s.dr7);
+  sv::write(vmcb, fld::rflags, x86::rflags{s.rflags});
+  sv::write(vmcb, fld::rip, s.rip);
+  sv::write(vmcb, fld::rsp, 0);
+  sv::write(vmcb, fld::rax, 0);
+  sv::write(vmcb, fld::g_pat, 0x0007040600070406ull);  // the power-on PAT (APM Vol. 2, 7.8.2)
+  // Table 10-1: the general-purpose registers are 0 but EDX (the processor signature).
+  c.st.regs = guest_regs{};
+  c.st.regs[x86::gpr::rdx] = s.rdx;
+  c.st.guest_efer = s.efer_value.raw();
+  c.st.mmu = pg::mmu_context::make(s.cr0_value, s.cr4_value, s.efer_value, x86::gpa{s.cr3});
+}
+
+std::uint32_t wait_for_sipi(smp::cpu& c) {
+  std::uint32_t v;
+  while ((v = __atomic_load_n(&c.pending_sipi, __ATOMIC_ACQUIRE)) == 0) asm volatile("pause");
+  return v & 0xFF;
+}
+
+void prepare_vmrun(smp::cpu& c) {
+  cpu_state& s = *c.svm;
+  // The library's per-processor ASID allocator and IBPB tracker (svm/vcpu_asid.hpp): one
+  // VMCB per processor, so the ASID stays and no barrier is due after the first VMRUN.
+  const sv::vmcb_identity id{pa(s.slot.page), 1, c.index};  // guest 1, vCPU c.index
+  if (s.last_id.vmcb != 0 && !(s.last_id == id)) ++(s.last_id.vm == id.vm ? c.switches_same_guest : c.switches_cross_guest);
+  s.last_id = id;
+  const sv::vmrun_setup su = s.pcpu.prepare_vmrun(s.asid, id);
+  const auto pending = static_cast<sv::tlb_control>(sv::read(vmcb, fld::tlb_control));
+  sv::set_asid(vmcb, su.asid, su.control == sv::tlb_control::do_nothing ? pending : su.control);
+  if (su.clear_clean_bits) s.slot.tracked.invalidate();
+}
+
+void vmrun_on(smp::cpu& c) {
+  cpu_state& s = *c.svm;
+  vmrun(c.st.regs, s.slot, s.host_save, s.last);
+}
+
+}  // namespace hv::svm

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// @brief The SVM backend on every processor (svm/svm_smp.cpp): what one processor owns
+/// (its VMCB, VM_HSAVE_PA area, the host's VMSAVE area, its ASID allocator and IBPB
+/// tracker) and the start of an application processor's vCPU by the guest's start-up IPI.
+/// Internal to examples/hypervisor/svm.
+#pragma once
+
+#include <cstdint>
+
+#include <hvkit/svm/vcpu_asid.hpp>
+#include <hvkit/x86/init_sipi.hpp>
+
+#include "svm_internal.hpp"
+
+namespace hv::smp {
+struct cpu;
+}
+
+namespace hv::svm {
+
+/// The IBPB barrier of a processor's tracker: counted (svm::physical_cpu decides when).
+struct counted_ibpb {
+  std::uint64_t* count = nullptr;
+  void operator()() const noexcept {
+    if (count) ++*count;
+  }
+};
+
+/// One processor under SVM.
+struct cpu_state {
+  sv::vmcb_page page{};
+  alignas(4096) std::uint8_t hsave[4096]{};      ///< VM_HSAVE_PA: what VMRUN saves of the host
+  alignas(4096) std::uint8_t host_save[4096]{};  ///< VMSAVE/VMLOAD of the host's own state
+  vmcb_slot slot;
+  sv::physical_cpu<counted_ibpb> pcpu{0, 2, false, sv::ibpb_policy::skip_same_guest};
+  sv::vcpu_asid asid{};
+  const vmcb_slot* last = nullptr;  ///< the VMCB this processor ran last
+  sv::vmcb_identity last_id{};      ///< ... and its identity (none before the first VMRUN)
+  constexpr cpu_state() noexcept : slot(page) {}
+  cpu_state(const cpu_state&) = delete;
+  cpu_state& operator=(const cpu_state&) = delete;
+};
+
+/// `c`'s cpu_state (by its index), set in c.svm.
+cpu_state& attach(smp::cpu& c);
+/// An application processor: SVM enabled with its own host save area (APM 15.4, 15.30.4).
+bool enable_ap(smp::cpu& c);
+/// After the BSP's svm::enable() (host_svm known): the processor's clean-bit tracker, ASID
+/// allocator and IBPB tracker.
+void start_cpu(smp::cpu& c);
+/// The register state `s` (x86::reset_state, e.g. after INIT and SIPI) in the current VMCB
+/// and the vCPU's core state.
+void write_reset_state(smp::cpu& c, const x86::reset_state& s);
+/// Waits outside the guest until another vCPU's start-up IPI arrives; its vector.
+std::uint32_t wait_for_sipi(smp::cpu& c);
+/// Before each VMRUN: the ASID and TLB_CONTROL from this processor's allocator, the IBPB
+/// decision of its tracker (svm/vcpu_asid.hpp).
+void prepare_vmrun(smp::cpu& c);
+/// One VMRUN of the processor's VMCB.
+void vmrun_on(smp::cpu& c);
+
+}  // namespace hv::svm
