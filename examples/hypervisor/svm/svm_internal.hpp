@@ -125,9 +125,6 @@ void vmrun(guest_regs& regs);
 /// One VMRUN of `s` (the current VMCB) with the host's VMSAVE area `host_save`; `last` is
 /// the VMCB this processor ran last (its clean bits count only if it is `s`, APM 15.15).
 void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last);
-/// The state of the vCPU this processor runs: hv::run, or with a vCPU per processor its
-/// smp::cpu's (svm/svm_smp.cpp).
-run_state& vcpu_run() noexcept;
 /// A new run: the re-injection check's page mapped, its counts zero.
 void unmap_reset();
 /// Bochs erratum: #NPF during INT n delivery reported another event (this run's count).

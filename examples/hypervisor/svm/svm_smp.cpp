@@ -32,7 +32,6 @@ constinit cpu_state svm_cpus[smp::max_cpus]{};
 }  // namespace
 
 vmcb_slot& this_cpu_slot() noexcept { return smp::this_cpu().svm->slot; }
-run_state& vcpu_run() noexcept { return lx::this_state(); }
 
 cpu_state& attach(smp::cpu& c) {
   c.svm = &svm_cpus[c.index];
