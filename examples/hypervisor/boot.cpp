@@ -306,6 +306,9 @@ vmx_exit_stub:
 #include <hvkit/x86/cr.hpp>
 #include <hvkit/x86/efer.hpp>
 #include <hvkit/x86/msr.hpp>
+#include <hvkit/paging/pte.hpp>
+
+#include "guest32/arch_bits.hpp"
 
 // The numbers the assembly above writes (the 32-bit entry runs before any C++; vmx_enter
 // writes HOST_RSP by its encoding), checked against the library's typed values.
@@ -315,6 +318,17 @@ static_assert(hvkit::x86::efer::lme.raw() == 0x100);
 static_assert((hvkit::x86::cr0::cd | hvkit::x86::cr0::nw).raw() == (~0x9FFFFFFFull & 0xFFFFFFFFull));
 static_assert((hvkit::x86::cr0::pg | hvkit::x86::cr0::wp | hvkit::x86::cr0::pe).raw() == 0x80010001);
 static_assert(hvkit::vmx::fields::host_rsp.encoding == 0x6C14);
+
+// The 32-bit guest's bits (guest32/arch_bits.hpp) and the AP trampoline's (smp/smp_boot.cpp:
+// CR0.PE, CR4.PAE, IA32_EFER.LME, CR0.CD/NW cleared, CR0.PG/WP/PE), the same way.
+namespace g32 = hv::guest32_bits;
+static_assert(g32::cr0_wp == hvkit::x86::cr0::wp.raw());
+static_assert(g32::cr4_pse == hvkit::x86::cr4::pse.raw() && g32::cr4_pae == hvkit::x86::cr4::pae.raw());
+static_assert(g32::cr4_smep == hvkit::x86::cr4::smep.raw() && g32::cr4_smap == hvkit::x86::cr4::smap.raw());
+static_assert(g32::msr_efer == hvkit::x86::msr::ia32_efer && g32::efer_nxe == hvkit::x86::efer::nxe.raw());
+static_assert(g32::p_bit == hvkit::paging::pte::present.raw() && g32::rw_bit == hvkit::paging::pte::writable.raw());
+static_assert(g32::us_bit == hvkit::paging::pte::user.raw() && g32::ps_bit == hvkit::paging::pte::page_size.raw());
+static_assert(hvkit::x86::cr0::pe.raw() == 1);
 
 extern "C" {
 // Filled by the 32-bit entry (in .bss, so after the clear).

@@ -11,6 +11,7 @@
 #include "../guest_stubs.hpp"
 #include "../hypercall.hpp"
 #include "../layout.hpp"
+#include "arch_bits.hpp"
 
 namespace hc = hv::hc;
 using u8 = std::uint8_t;
@@ -272,11 +273,7 @@ inline cpuid_regs cpuid(u32 leaf, u32 sub = 0) {
   return r;
 }
 
-constexpr u32 cr0_wp = 1u << 16;
-constexpr u32 cr4_pse = 1u << 4, cr4_pae = 1u << 5, cr4_smep = 1u << 20, cr4_smap = 1u << 21;
-constexpr u32 msr_efer = 0xC0000080;
-constexpr u64 efer_nxe = 1u << 11;
-constexpr u64 p_bit = 1, rw_bit = 2, us_bit = 4, ps_bit = 0x80;
+using namespace hv::guest32_bits;  // the bits, checked against hvkit::x86 in boot.cpp
 
 // ---- memory ------------------------------------------------------------------------------
 // Identity map of guest RAM [16 MiB, 32 MiB) only (all the guest touches), supervisor,

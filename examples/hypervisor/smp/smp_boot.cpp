@@ -12,6 +12,8 @@
 // has reported itself in long mode (the trampoline's data are per start).
 #include "smp.hpp"
 
+// The CR0, CR4 and EFER numbers the trampoline writes are checked against the library's typed
+// values in boot.cpp (static_assert), as the bootstrap processor's 32-bit entry's are.
 asm(R"(
   .set TB, 0x10000                   /* smp::trampoline_base */
   .section .rodata.ap_trampoline, "a"
