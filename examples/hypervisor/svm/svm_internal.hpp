@@ -9,6 +9,7 @@
 
 #include <hvkit/cpuid/svm.hpp>
 #include <hvkit/svm/clean_bits.hpp>
+#include <hvkit/x86/event.hpp>
 #include <hvkit/svm/cr_intercepts.hpp>
 #include <hvkit/svm/exit_code.hpp>
 #include <hvkit/svm/intercepts.hpp>
@@ -125,6 +126,22 @@ void vmrun(guest_regs& regs);
 /// One VMRUN of `s` (the current VMCB) with the host's VMSAVE area `host_save`; `last` is
 /// the VMCB this processor ran last (its clean bits count only if it is `s`, APM 15.15).
 void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last);
+// ---- re-injection and the re-injection check's unmapped page (svm_reinject.cpp) ----------------
+/// The event whose delivery the exit interrupted, as re-injected (kind none: nothing was).
+struct reinjected {
+  x86::event e{};
+  unsigned rip_advance = 0;
+  bool valid = false;
+};
+/// EXITINTINFO corrected for the errata and written into EVENTINJ with the RIP advance a
+/// software event needs (APM 15.7.1, 15.7.2).
+reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st);
+/// Unmaps the 4 KiB guest page at `gpa` from the nested page table (once).
+bool npt_unmap_once(std::uint64_t gpa);
+/// An #NPF on the unmapped page: mapped back, the interrupted event re-injected; false: not it.
+bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st);
+/// The re-injection check's report (hits, instruction length, the event in the VMX layout).
+std::uint64_t npt_unmap_report(core::check_counters& k);
 /// A new run: the re-injection check's page mapped, its counts zero.
 void unmap_reset();
 /// Bochs erratum: #NPF during INT n delivery reported another event (this run's count).

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+// hvkit reference hypervisor, SVM backend: the event whose delivery an exit interrupted
+// (EXITINTINFO, APM 15.7.2) re-injected through EVENTINJ, with the Bochs and QEMU errata of
+// that field corrected, and the re-injection check's one guest page unmapped from the nested
+// page table (hc::ept_unmap_once).
+#include "svm_internal.hpp"
+
+#include <hvkit/emulate/vmcb_context.hpp>
+#include <hvkit/svm/event_injection.hpp>
+#include <hvkit/vmx/event_injection.hpp>
+
+#include "../core/report.hpp"
+#include "../core/shadow_paging.hpp"
+
+namespace hv::svm {
+
+// svm.cpp: the instruction at the guest RIP and its length (nRIP - RIP, or decoded).
+unsigned instruction_length(guest_regs& regs);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
+
+// ---- one guest page unmapped from the nested page table (hc::ept_unmap_once) ---------------
+// The re-injection check: the guest puts an exception handler's stack (IST) on that page, so
+// the #NPF happens while the processor delivers the event (EXITINTINFO valid, APM 15.7.2).
+// The 2 MiB nested page around it is split into 4 KiB pages meanwhile.
+alignas(4096) std::uint64_t npt_unmap_pt[512];
+struct unmap_state {
+  bool armed;
+  std::uint64_t gpa, saved_pde, hits;
+  std::uint64_t seen_info;  // the re-injected event, in the VMX layout the guest's check reads
+  unsigned seen_length;
+  std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
+  std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
+  std::uint64_t stale_on_interrupt;      // Bochs erratum: EXITINTINFO of an interrupt's delivery was another event
+};
+constinit unmap_state unmap{};
+
+void npt_unmap_restore() {
+  npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
+  unmap.armed = false;
+  set_tlb_control(sv::tlb_control::flush_all);
+}
+
+bool npt_unmap_once(std::uint64_t gpa) {
+  if (unmap.armed) npt_unmap_restore();
+  if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
+  const std::uint64_t region2m = gpa & ~0x1FFFFFull;
+  for (std::uint64_t i = 0; i < 512; ++i) npt_unmap_pt[i] = (region2m + (i << 12)) | 7;
+  npt_unmap_pt[(gpa >> 12) & 511] = 0;
+  unmap.armed = true;
+  unmap.gpa = gpa & ~0xFFFull;
+  unmap.saved_pde = npt_pd[gpa >> 21];
+  npt_pd[gpa >> 21] = pa(npt_unmap_pt) | 7;
+  set_tlb_control(sv::tlb_control::flush_all);
+  return true;
+}
+
+/// The unmapped page was touched while an event was delivered: map it back and re-inject
+/// the event (handle_exit copied EXITINTINFO into EVENTINJ; it is written again here, with
+/// the Bochs correction below). A software interrupt
+/// (type 4) or a software exception (INT3, INTO: type 3, vectors 3 and 4) returns after its
+/// instruction: the guest's RIP becomes NRIP (15.7.1) before the injection, since the
+/// processor pushes the VMCB's RIP. The report gives the event in the VMX layout (SDM Vol. 3C
+/// 25.8.3: type 6 software exception, 4 software interrupt, 3 hardware exception) with the
+/// instruction length NRIP - RIP for software events, so one guest check serves both vendors.
+/// The event whose delivery the exit interrupted (EXITINTINFO), corrected for the errata
+/// below and written into EVENTINJ with the RIP advance a software event needs (a software
+/// interrupt, type 4, or INT3/INTO, type 3 vectors 3 and 4, returns after its instruction:
+/// the guest's RIP becomes NRIP, 15.7.1, since the processor pushes the VMCB's RIP). Returns
+/// the event (kind none when nothing was interrupted) and the RIP advance.
+reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st) {
+  sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
+  const std::uint64_t rip = sv::read(vmcb, fld::rip);
+  // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF (or, under shadow paging, a #PF) while
+  // delivering INT n reports, in EXITINTINFO, the last exception it delivered instead of the
+  // INT n (APM 15.7.2: vector n, type 4). The instruction at the guest RIP tells (the
+  // guest's code is identity-mapped): CD ib is INT n; the event is re-injected as what the
+  // guest executed, and counted.
+  if (const std::uint8_t* code = guest_ram(rip, 2); code && code[0] == 0xCD && ii.valid() &&
+                                                    !(ii.type() == sv::event_type::soft_int && ii.vector() == code[1])) {
+    ++unmap.stale_intn;
+    kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->name,
+            (unsigned long long)ii.raw(), code[1], code[1]);
+    ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
+  }
+  // Bochs 2.7 erratum, the same for other events (docs/shadow-mmu.md): a #PF (shadow paging)
+  // on the IDT gate while delivering an event reports, in EXITINTINFO, the last exception
+  // delivered (0x80000303, an INT3 of Linux's text patching) instead of that event (APM
+  // 15.7.2). The gate the CPU read tells the event's vector: 32-255 that is not an INT n at
+  // RIP (above) is a physical interrupt, re-injected with type 0; 2 is the NMI; any other is
+  // an exception of the instruction at RIP, which raises it again when it is executed again
+  // (nothing is injected). Counted, the first case printed, each kind in the log.
+  if (ii.valid() && core::shadow::enabled() && sv::read(vmcb, fld::exit_code) == sv::raw(sv::exception_exit(14))) {
+    const std::uint64_t cr2 = sv::read(vmcb, fld::exit_info_2), idt = sv::read(vmcb, fld::idtr_base);
+    const std::uint64_t limit = sv::read(vmcb, fld::idtr_limit);
+    const unsigned gate = (sv::read(vmcb, fld::efer) & x86::efer::lma.raw()) ? 16 : 8;
+    if (cr2 >= idt && cr2 - idt <= limit) {
+      const std::uint64_t v = (cr2 - idt) / gate;
+      if (v != ii.vector() && ii.type() != sv::event_type::soft_int) {
+        if (unmap.stale_on_interrupt++ == 0) ++results_errata;
+        if (unmap.stale_on_interrupt <= 8)
+          kprintf("HVKIT ERRATUM exitintinfo_stale_on_event_delivery.%s exitintinfo=0x%llx rip=0x%llx cr2=0x%llx "
+                  "idtr_base=0x%llx gate_vector=0x%llx count=%llu\n",
+                  st.cfg->name, (unsigned long long)ii.raw(), (unsigned long long)rip, (unsigned long long)cr2,
+                  (unsigned long long)idt, (unsigned long long)v, (unsigned long long)unmap.stale_on_interrupt);
+        if (v >= 32) {
+          ii = sv::event_info::make(static_cast<std::uint8_t>(v), sv::event_type::intr, false);
+        } else if (v == 2) {
+          ii = sv::event_info::make(2, sv::event_type::nmi, false);
+        } else {
+          sv::write(vmcb, fld::event_injection, 0);
+          return {};
+        }
+      }
+    }
+  }
+  // QEMU 7.2 TCG erratum (docs/hypervisor.md): EXITINTINFO of an INT3 or INTO delivery has
+  // TYPE 4 (software interrupt) instead of 3 (APM 15.7.2 / 15.20: TYPE 4 is INTn only; #BP and
+  // #OF are exceptions, TYPE 3). Recognized by the instruction at RIP (CC or CE, decoded),
+  // re-injected as the exception, counted.
+  if (ii.valid() && ii.type() == sv::event_type::soft_int && (ii.vector() == 3 || ii.vector() == 4)) {
+    if (const auto in = instruction_at_rip(regs);
+        in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
+      if (unmap.soft_int_type_for_int3++ == 0) {
+        ++results_errata;
+        kprintf("HVKIT ERRATUM exitintinfo_int3_into_as_soft_int.%s exitintinfo=0x%llx rip=0x%llx\n", st.cfg->name,
+                (unsigned long long)ii.raw(), (unsigned long long)rip);
+      }
+      ii = sv::event_info::make(ii.vector(), sv::event_type::exception, false);
+    }
+  }
+  if (!ii.valid()) return {};
+  // The event as the vendor-neutral x86::event (svm::to_event: TYPE 3 #BP/#OF are INT3/INTO),
+  // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
+  // RIP advance that makes it return past its instruction, write_injection applies both.
+  x86::event e = sv::to_event(ii);
+  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs));
+  const sv::injection inj = sv::to_eventinj(e);
+  sv::write_injection(vmcb, inj);
+  return {e, inj.rip_advance, true};
+}
+
+/// The unmapped page was touched while an event was delivered: map it back and re-inject
+/// the event (handle_exit copied EXITINTINFO into EVENTINJ; it is written again here, with
+/// the Bochs correction, by reinject_interrupted_event). The report gives the event in the
+/// VMX layout (SDM Vol. 3C 25.8.3: type 6 software exception, 4 software interrupt, 3
+/// hardware exception) with the instruction length NRIP - RIP for software events, so one
+/// guest check serves both vendors.
+bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st) {
+  if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
+  npt_unmap_restore();
+  ++unmap.hits;
+  const reinjected r = reinject_interrupted_event(regs, st);
+  if (!r.valid) return true;
+  unmap.seen_length = r.rip_advance;
+  unmap.seen_info = hvkit::vmx::from_event(r.e).info.raw();
+  return true;
+}
+
+void unmap_reset() { unmap = unmap_state{}; }
+std::uint64_t unmap_stale_intn() { return unmap.stale_intn; }
+
+std::uint64_t npt_unmap_report(core::check_counters& k) {
+  const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
+  k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
+  if (unmap.armed) npt_unmap_restore();
+  unmap.hits = 0;
+  unmap.seen_info = 0;
+  unmap.seen_length = 0;
+  return r;
+}
+
+}  // namespace hv::svm
