@@ -37,8 +37,8 @@ struct default_init_t {
 };
 inline constexpr default_init_t default_init{};
 
-/// result's value member: a wrapper only so that the value can start its lifetime
-/// default-initialized (a mem-initializer can only value-initialize).
+/// The value member of result's union: a wrapper only so that the value can start its
+/// lifetime default-initialized (a mem-initializer can only value-initialize).
 template <class T>
 struct result_value {
   T v;
@@ -49,11 +49,11 @@ struct result_value {
 };
 }  // namespace detail
 
-/// A T or an E: `has_` says which one the result holds. Both are stored side by side (no
-/// union), so every member is always a live object: even with contracts disabled
-/// (HVKIT_DISABLE_CONTRACTS), reading the value of an error result reads a value-initialized
-/// T, never an inactive union member. T and E must be trivially copyable and trivially
-/// destructible (every architectural value is): a copy is a plain copy of the bytes.
+/// A T or an E, in one discriminated union: `has_` says which member is active, and only
+/// that member is ever read (no type punning). T and E must be trivially copyable and
+/// trivially destructible (every architectural value is), so the union and the result are
+/// too: a copy is a plain copy of the bytes, and the type stays a literal type usable in
+/// constant evaluation (each constructor's mem-initializer starts the active member).
 template <class T, class E>
 class [[nodiscard]] result {
   static_assert(std::is_trivially_destructible_v<T> && std::is_trivially_destructible_v<E>,
@@ -68,17 +68,17 @@ class [[nodiscard]] result {
   using error_type = E;
 
   /// A value-initialized T (as `T{}`).
-  constexpr result() noexcept(std::is_nothrow_default_constructible_v<T>) : value_(), error_(), has_(true) {}
+  constexpr result() noexcept(std::is_nothrow_default_constructible_v<T>) : value_(), has_(true) {}
   /// A default-initialized T (as `T t;`: members without a default member initializer are
   /// indeterminate until written): for a producer that writes every member of the value
   /// before anything reads it and would otherwise pay for clearing it first (the nested
   /// page walk builds its translation in place this way).
-  constexpr explicit result(detail::default_init_t d) noexcept : value_(d), error_(), has_(true) {}
-  constexpr result(const T& v) noexcept : value_(v), error_(), has_(true) {}  // NOLINT(google-explicit-constructor)
-  constexpr result(T&& v) noexcept : value_(std::move(v)), error_(), has_(true) {}  // NOLINT(google-explicit-constructor)
+  constexpr explicit result(detail::default_init_t d) noexcept : value_(d), has_(true) {}
+  constexpr result(const T& v) noexcept : value_(v), has_(true) {}  // NOLINT(google-explicit-constructor)
+  constexpr result(T&& v) noexcept : value_(std::move(v)), has_(true) {}  // NOLINT(google-explicit-constructor)
   template <class G>
     requires std::is_convertible_v<const G&, E>
-  constexpr result(const unexpected<G>& u) noexcept : value_(), error_(u.error()), has_(false) {}  // NOLINT
+  constexpr result(const unexpected<G>& u) noexcept : error_(u.error()), has_(false) {}  // NOLINT
 
   [[nodiscard, gnu::always_inline]] constexpr bool has_value() const noexcept { return has_; }
   [[gnu::always_inline]] constexpr explicit operator bool() const noexcept { return has_; }
@@ -104,8 +104,10 @@ class [[nodiscard]] result {
   [[nodiscard]] constexpr T value_or(T fallback) const noexcept { return has_ ? value_.v : fallback; }
 
  private:
-  detail::result_value<T> value_;  ///< meaningful when has_
-  E error_;                        ///< meaningful when !has_
+  union {
+    detail::result_value<T> value_;  ///< active when has_
+    E error_;                        ///< active when !has_
+  };
   bool has_;
 };
 
