@@ -105,14 +105,6 @@ constexpr svm_run runs[] = {
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
-/// Exit-code counters: codes 0x00-0x9D as themselves, #NPF (0x400) in slot 0x9F, anything
-/// else in 0x9E.
-/// The run's SVM configuration (CR intercepts, scheduling); its state is run_guest()'s.
-struct svm_state {
-  const svm_run* cfg;
-};
-constinit svm_state st{};
-
 struct wp_summary {
   bool ok;
   std::uint64_t toggles, cr_exits, mismatch, tsc;
@@ -325,7 +317,6 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
   vs.status = run_status::running;
   npt_diff_reset();
   unmap_reset();
-  st.cfg = &cfg;
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
