@@ -183,10 +183,10 @@ guest_paging_regs live_paging_regs() {
 }
 
 /// The guest's paging registers as hvkit sees them: role and root.
-pg::mmu_context live_guest_mmu() {
+pg::mmu_context live_guest_mmu(const pg::cpu_properties& props) {
   const guest_paging_regs g = live_paging_regs();
   const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
-  return {role, x86::cr3_root(g.cr3, role.mode(), guest_cpu_properties().maxphyaddr)};
+  return {role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
 }
 
 /// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
@@ -202,8 +202,9 @@ std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
   c.result = static_cast<std::uint32_t>(r[x86::gpr::rdx]);
   c.error = static_cast<std::uint32_t>(r[x86::gpr::rdx] >> 32);
   c.cr2 = r[x86::gpr::rsi];
-  const pg::mmu_context mmu = live_guest_mmu();
-  return compare_paging_case(x, c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu, live_paging_regs().rflags);
+  const pg::cpu_properties props = guest_cpu_properties(x.vcpu.cpu->model);
+  const pg::mmu_context mmu = live_guest_mmu(props);
+  return compare_paging_case(x, c, pg::guest_walker{mmu, props}, mmu, live_paging_regs().rflags);
 }
 
 /// hc::paging_case32 (the 32-bit guest: 32-bit or PAE paging): the case in a
@@ -217,8 +218,8 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
   if (!p) return ~0ull;
   hc::paging_case_block b;
   __builtin_memcpy(&b, p, sizeof b);
-  const pg::mmu_context mmu = live_guest_mmu();
-  const pg::cpu_properties props = guest_cpu_properties();
+  const pg::cpu_properties props = guest_cpu_properties(x.vcpu.cpu->model);
+  const pg::mmu_context mmu = live_guest_mmu(props);
   pg::pdpte_snapshot pdptes{};
   if (mmu.role().mode() == x86::paging_mode::pae) {
     pg::flat_memory mem = guest_ram_view();
@@ -480,7 +481,7 @@ void handle_ept_arm(core::check_counters& k, guest_regs& r) {
   const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
   // The walker's capabilities from IA32_VMX_EPT_VPID_CAP (one decoder:
   // vmx::ept_capabilities_from); MBEC off.
-  const pg::ept_capabilities ecap = hvkit::vmx::ept_capabilities_from(vcaps.ept_vpid_cap, props.maxphyaddr, false);
+  const pg::ept_capabilities ecap = hvkit::vmx::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr(), false);
   auto ew = pg::ept_walker::make(pg::ept_pointer{eptp_value}, ecap);
   pg::walk_request req{};
   req.linear = x86::gva{la};

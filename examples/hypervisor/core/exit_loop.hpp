@@ -165,8 +165,8 @@ bool emulate_instruction(B& b, context& c, const char* why, P& plat) {
   em::context ctx{};
   if (!b.read_context(ctx)) return false;
   const em::context before = ctx;
-  const pg::cpu_properties props = guest_cpu_properties();
   vcpu_state& v = c.vcpu;
+  const pg::cpu_properties props = guest_cpu_properties(v.cpu->model);
   if (!c.cfg().stale_role) {
     switch (pg::sync_cr0_role(v.mmu, ctx.cr0, ctx.cr4, ctx.efer, v.mmu.root())) {
       case pg::role_sync::unchanged: break;

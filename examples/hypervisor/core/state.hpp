@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include <hvkit/cpuid/guest_cpu_model.hpp>
 #include <hvkit/cpuid/msr_policy.hpp>
 #include <hvkit/cpuid/policy.hpp>
 #include <hvkit/paging/mmu.hpp>
@@ -80,12 +81,23 @@ struct mmio_device {
   std::uint64_t regs[4];
 };
 
+/// The guest CPU every vCPU of a boot runs on, built once at boot (vmx_setup.cpp
+/// build_cpuid_policy, svm_setup.cpp build_policy) and handed by reference: the CPUID policy,
+/// the MSR policy derived from it, and the guest CPU model of that policy (MAXPHYADDR, the CR4
+/// and EFER bits the guest may set, the features the rules need: core::guest_cpu_model).
+struct guest_cpu {
+  hvkit::cpuid::policy cpuid;
+  hvkit::cpuid::msr_policy msrs;
+  hvkit::cpuid::guest_cpu_model model;
+};
+
 /// The guest's GPR block as the entry/exit stubs save it (both vendors use the same block).
 using guest_regs = hvkit::vmx::gpr_block;
 
 /// The vCPU: what the hypervisor keeps for its guest between exits.
 struct vcpu_state {
   const run_config* cfg;
+  const guest_cpu* cpu;  ///< the boot's guest CPU (set with `cfg`)
   guest_regs regs;
   run_status status;
   std::uint64_t guest_efer;

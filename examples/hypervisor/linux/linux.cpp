@@ -359,7 +359,7 @@ core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
     std::uint64_t& slot = ls.amd_platform[m == 0xC0010010 ? 0 : m == 0xC0010015 ? 1 : m == 0xC001001F ? 2 : 3];
     if (write) slot = v;
     out = slot;
-  } else if (guest_policy.has(cpuid_ns::feat::mtrr) &&
+  } else if (ls.cpu->cpuid.has(cpuid_ns::feat::mtrr) &&
              (m == 0xFE || m == 0x2FF || mtrr_fixed_index(m) >= 0 || (m >= 0x200 && m < 0x220))) {
     const std::uint64_t cap = rdmsr(0xFE);
     const unsigned vcnt = cap & 0xFF;
@@ -421,18 +421,18 @@ namespace {
 void print_policy() {
   cpuid_ns::vcpu_state vs{};
   // The dynamic bits as Linux leaves them: CR4.OSXSAVE set, CR4.PKE set when PKU is offered.
-  vs.cr4 = guest_policy.has(cpuid_ns::feat::pku) ? x86::cr4::osxsave | x86::cr4::pke : x86::cr4::osxsave;
-  vs.xcr0 = guest_policy.xcr0_components();
-  const std::uint32_t kb = guest_policy.kvm_base();
+  vs.cr4 = ls.cpu->cpuid.has(cpuid_ns::feat::pku) ? x86::cr4::osxsave | x86::cr4::pke : x86::cr4::osxsave;
+  vs.xcr0 = ls.cpu->cpuid.xcr0_components();
+  const std::uint32_t kb = ls.cpu->cpuid.kvm_base();
   const std::uint32_t leaves[][2] = {{0, 0},       {1, 0},          {6, 0},          {7, 0},          {7, 1},
                                      {0xd, 0},     {0xd, 1},        {0xd, 2},        {0x14, 0},       {0x80000001, 0},
                                      {0x80000007, 0}, {0x80000008, 0}, {kb, 0},       {kb + 1, 0}};
   for (const auto& l : leaves) {
-    const cpuid_ns::regs a = guest_policy.answer(l[0], l[1], vs);
+    const cpuid_ns::regs a = ls.cpu->cpuid.answer(l[0], l[1], vs);
     kprintf("HVKIT POLICY CPUID 0x%08x 0x%x 0x%08x 0x%08x 0x%08x 0x%08x\n", l[0], l[1], a.eax, a.ebx, a.ecx, a.edx);
   }
-  kprintf("HVKIT POLICY XCR0 0x%llx pred_cmd_bits=0x%llx ibpb=%d\n", (unsigned long long)guest_policy.xcr0_components().raw(),
-          (unsigned long long)guest_msrs.pred_cmd_bits, guest_msrs.pred_cmd_bits != 0 ? 1 : 0);
+  kprintf("HVKIT POLICY XCR0 0x%llx pred_cmd_bits=0x%llx ibpb=%d\n", (unsigned long long)ls.cpu->cpuid.xcr0_components().raw(),
+          (unsigned long long)ls.cpu->msrs.pred_cmd_bits, ls.cpu->msrs.pred_cmd_bits != 0 ? 1 : 0);
 }
 
 
@@ -467,7 +467,7 @@ hvkit::cpuid::feature_set emulated_features() {
   return f;
 }
 
-[[noreturn]] void boot() {
+[[noreturn]] void boot(core::guest_cpu& cpu) {
   console_use_port_e9();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor, Linux guest (log on port 0xE9; COM1 is the guest's)\n");
   kprintf("HVKIT LINUX hypervisor_cmdline \"%s\" modules=%u\n", hv_cmdline, module_count);
@@ -481,8 +481,10 @@ hvkit::cpuid::feature_set emulated_features() {
   kprintf("HVKIT INFO backend=%s\n", vmx ? "vmx" : "svm");
   run_state solo_st{};  // the vCPU without SMP (SVM): boot()'s, which never returns
   solo_st.cfg = &linux_run;
+  solo_st.cpu = &cpu;
   solo_st.status = run_status::running;
   ls = linux_state{};
+  ls.cpu = &cpu;
   ls.solo_st = &solo_st;
   const cpuid_regs v0 = cpuid(0);
   ls.intel = v0.ebx == 0x756E6547 && v0.edx == 0x49656E69 && v0.ecx == 0x6C65746E;  // "GenuineIntel"
@@ -492,7 +494,7 @@ hvkit::cpuid::feature_set emulated_features() {
   solo_st.guest_xcr0 = 1;
   ls.end_reason = "running";
   // VMX: every processor started, the vCPU state per processor (ls.m, this_state()).
-  bool ok = (vmx ? prepare_vmx() : prepare_svm()) && load_kernel();
+  bool ok = (vmx ? prepare_vmx(cpu) : prepare_svm(cpu)) && load_kernel();
   if (ok) {
     // The emulator's and the walkers' view of guest RAM: the whole identity map from the
     // first page to the end of RAM (instructions the SVM backend decodes, the page tables

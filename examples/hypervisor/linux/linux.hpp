@@ -26,7 +26,7 @@ namespace hv::lx {
 /// hypervisor touches COM1, which then belongs to the guest).
 bool requested();
 /// Boots the Linux guest and reports; never returns (ends the machine).
-[[noreturn]] void boot();
+[[noreturn]] void boot(core::guest_cpu& cpu);
 /// True once the Linux guest runs: hv_handle_exit() hands every exit to handle_exit().
 extern bool active;
 /// The Linux guest's VM exits on VMX: the core's exit loop with the Linux guest profile

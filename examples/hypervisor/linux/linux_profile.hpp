@@ -72,6 +72,7 @@ struct linux_state {
   // processor on either backend, smp/smp.hpp; m set), `solo` before m is set (its state
   // `solo_st`, owned by boot()).
   smp::machine* m;
+  const core::guest_cpu* cpu;  // the boot's guest CPU (boot()'s argument), every vCPU's
   vcpu_data solo;
   run_state* solo_st;
   std::uint64_t amd_platform[4];  // AMD SYSCFG, HWCR, NB_CFG, INT_PENDING_MSG (platform_msr)
@@ -285,11 +286,11 @@ struct linux_profile {
 /// VMXON, the guest's EPT (before the kernel is loaded); then the bitmaps, each vCPU's VMCS
 /// (the APs' waiting for the guest's SIPI) and the BSP's VM entries until the run ends
 /// (false: the entry failed, ls.end_reason says why).
-bool prepare_vmx();
+bool prepare_vmx(core::guest_cpu& cpu);
 bool enter_vmx();
 /// SVM (svm/svm_linux.cpp): the same with EFER.SVME, the nested page table, the permission
 /// maps and the VMCB.
-bool prepare_svm();
+bool prepare_svm(core::guest_cpu& cpu);
 bool enter_svm();
 /// The exits by the vendor's slot, "HVKIT EXITS <phase> <code> <name> <count>" lines.
 void print_exits(const char* phase, const core::exit_counters& c, unsigned (*code)(unsigned),

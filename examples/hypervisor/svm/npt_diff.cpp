@@ -55,7 +55,7 @@ constinit npt_diff_state nd{};
 pg::cpu_properties npt_diff_properties() { return guest_cpu_properties(); }
 
 
-unsigned host_maxphyaddr() { return guest_cpu_properties().maxphyaddr; }
+unsigned host_maxphyaddr() { return core::host_maxphyaddr(); }
 
 void npt_alias_reset() {
   for (std::uint64_t i = 0; i < 512; ++i) npt_alias_pt[i] = (region + (i << 12)) | np_p | np_rw | np_us;

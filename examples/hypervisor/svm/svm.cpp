@@ -70,8 +70,8 @@ bool nrip_save() { return host_svm.features.test(cpuid_ns::svm_features::nrip_sa
 /// The length of the instruction at the guest RIP (at an intercept that reports none):
 /// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
 /// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
-unsigned instruction_length(guest_regs& regs);
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
+unsigned instruction_length(guest_regs& regs, const core::vcpu_state& st);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs, const core::vcpu_state& st);
 
 /// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP with NRIP save
 /// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
@@ -82,9 +82,9 @@ void skip_instruction(guest_regs& regs, core::vcpu_state& st) {
   if (nrip_save()) {
     fx = sv::skip_to_next_rip(vmcb, 0);
   } else {
-    const unsigned len = instruction_length(regs);
+    const unsigned len = instruction_length(regs, st);
     if (len == 0) {
-      const auto in = instruction_at_rip(regs);
+      const auto in = instruction_at_rip(regs, st);
       kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx: outcome=%u vector=%u why=%u cr0=0x%llx "
               "cr4=0x%llx efer=0x%llx cr3=0x%llx\n",
               (unsigned long long)sv::read(vmcb, fld::rip), in ? 0u : static_cast<unsigned>(in.error().kind),
@@ -107,11 +107,11 @@ using vcpu = sv::register_file<current_vmcb>;
 /// The guest's EFER: the VMCB's without SVME, which is the host's (APM 15.5.1).
 x86::efer guest_efer() { return sv::read_typed(vmcb, fld::efer).without(x86::efer::svme); }
 
-/// The emulator's context from the VMCB (emulate/vmcb_context.hpp) with the guest CPU
+/// The emulator's context from the VMCB (emulate/vmcb_context.hpp) with the vCPU's guest CPU
 /// model's MAXPHYADDR, LAM and CR4 bits.
-em::context read_context(guest_regs& regs) {
+em::context read_context(guest_regs& regs, const core::vcpu_state& st) {
   const vcpu rf{vmcb, regs};
-  return em::read_emulation_context(vmcb, rf, guest_model());
+  return em::read_emulation_context(vmcb, rf, st.cpu->model);
 }
 
 void report_exit(const char* what, bool expected) {
@@ -121,9 +121,9 @@ void report_exit(const char* what, bool expected) {
           (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)sv::read(vmcb, fld::exit_int_info));
 }
 
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs) {
-  em::context ctx = read_context(regs);
-  const pg::cpu_properties props = guest_cpu_properties();
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs, const core::vcpu_state& st) {
+  em::context ctx = read_context(regs, st);
+  const pg::cpu_properties props = guest_cpu_properties(st.cpu->model);
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
@@ -147,9 +147,9 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
   return em::fetch_instruction(ctx, tr, ram);
 }
 
-unsigned instruction_length(guest_regs& regs) {
+unsigned instruction_length(guest_regs& regs, const core::vcpu_state& st) {
   if (nrip_save()) return static_cast<unsigned>(sv::read(vmcb, fld::next_rip) - sv::read(vmcb, fld::rip));
-  const auto in = instruction_at_rip(regs);
+  const auto in = instruction_at_rip(regs, st);
   return in ? in->length : 0;
 }
 
@@ -163,10 +163,10 @@ unsigned instruction_length(guest_regs& regs) {
 std::uint64_t qemu_cr3_errata = 0;
 bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, core::vcpu_state& st, std::uint64_t exits_before) {
   if (exits_before == 0 || !guest_efer().test(x86::efer::lma)) return false;
-  const auto in = instruction_at_rip(regs);
+  const auto in = instruction_at_rip(regs, st);
   if (!in || in->op != em::mnemonic::mov_to_cr || in->dst.reg != 3) return false;
   const std::uint64_t value = vcpu{vmcb, regs}.read(in->src.reg);
-  const unsigned maxpa = guest_cpu_properties().maxphyaddr;
+  const unsigned maxpa = st.cpu->model.maxphyaddr;
   if (maxpa >= 64 || (value >> maxpa) == 0) return false;
   if (qemu_cr3_errata++ == 0)
     kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid rip=0x%llx cr3_source=0x%llx maxphyaddr=%u "
@@ -291,7 +291,7 @@ struct svm_backend {
   /// no PDPTE registers, the walk reads the PDPTEs from memory (APM 15.25.10), so no reload.
   bool apply_mmu_actions(pg::mmu_actions actions, const pg::cr_state& after, x86::cr3 cr3) {
     const auto applied = sv::apply_cr_write_actions(c.vcpu.mmu, actions.without(pg::mmu_actions::reload_pdptrs), after,
-                                                    cr3, memory().tables, guest_cpu_properties().maxphyaddr,
+                                                    cr3, memory().tables, c.vcpu.cpu->model.maxphyaddr,
                                                     flush_by_asid());
     return applied && applied.value().mmu_rebuilt;
   }
@@ -319,7 +319,7 @@ struct svm_backend {
   }
 
   bool read_context(em::context& ctx) {
-    ctx = svm::read_context(regs);
+    ctx = svm::read_context(regs, c.vcpu);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real CR0.WP and EFER.NXE 1
       ctx.cr0 = shadow_guest_cr0();
       ctx.cr3 = core::shadow::guest_cr3();

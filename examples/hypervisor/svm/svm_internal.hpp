@@ -95,10 +95,10 @@ extern std::uint64_t npt_pd[512];            ///< guest RAM's 2 MiB nested pages
 extern std::uint64_t npt_b_pml4[512], npt_b_pdpt[512], npt_b_pd[512];  ///< guest B's NPT
 extern cpuid_ns::svm_info host_svm;          ///< CPUID Fn8000_000A of the host
 extern sv::asid_allocator asids;
-/// The guest's CPUID policy (SVM and VMX hidden) and the MSR policy derived from it;
-/// for_linux: with the Linux guest's deny list (lx::denied_features); `cpus` cores in the
-/// topology (a vCPU per processor).
-bool build_policy(bool for_linux = false, unsigned cpus = 1);
+/// The guest CPU `g` of this boot: the CPUID policy (SVM and VMX hidden), the MSR policy derived
+/// from it and its model; for_linux: with the Linux guest's deny list (lx::denied_features);
+/// `cpus` cores in the topology (a vCPU per processor).
+bool build_policy(core::guest_cpu& g, bool for_linux = false, unsigned cpus = 1);
 /// APM 15.4 "Enabling SVM".
 bool enable();
 /// The nested page table: guest RAM identity-mapped, nothing else.
@@ -111,8 +111,6 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& s
 void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
                 std::uint64_t ncr3);
 void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
-/// The guest CPU model (MAXPHYADDR, LAM, the CR4 bits the guest may set) of the guest's policy.
-cpuid_ns::guest_cpu_model guest_model();
 
 // ---- the backend (svm.cpp) --------------------------------------------------------------------
 /// An exception into the guest through EVENTINJ, merged with a pending event.

@@ -80,7 +80,7 @@ constinit sv::io_permission_map linux_iopm = sv::io_permission_map::intercept_no
 void build_maps() {
   for (std::uint32_t m : msrs_passed_through) static_cast<void>(linux_msrpm.pass_through(m));
   static_cast<void>(linux_msrpm.set_intercept(0x10, sv::msr_access::read, false));  // TSC reads
-  if (guest_policy.has(cpuid_ns::feat::x2apic))
+  if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t m = 0x800; m <= 0x8FF; ++m) static_cast<void>(linux_msrpm.pass_through(m));
   // ... except writes of the x2APIC ICR: the guest's IPIs (smp/smp_ipi.cpp).
   static_cast<void>(linux_msrpm.set_intercept(0x830, sv::msr_access::write, true));
@@ -176,6 +176,7 @@ void vmrun_loop(smp::cpu& c) {
 void start_vcpu_state(smp::cpu& c) {
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
+  c.st.cpu = ls.cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
   c.st.x2apic_id = c.apic_id;
@@ -195,7 +196,7 @@ void start_vcpu_state(smp::cpu& c) {
   ++c.sipis_applied;
   c.tsc_started = rdtsc();
   // Power-on state (Table 10-1 RESET column: CR0 60000010H), then INIT, then the SIPI.
-  const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+  const std::uint32_t signature = ls.cpu->cpuid.answer(1, 0, {}).eax;
   const x86::reset_state power_on = x86::state_after_reset(signature);
   x86::reset_state s = x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value);
   x86::apply_sipi(s, static_cast<std::uint8_t>(c.sipi_vector));
@@ -216,7 +217,7 @@ void start_vcpu_state(smp::cpu& c) {
 
 }  // namespace
 
-bool prepare_svm() {
+bool prepare_svm(core::guest_cpu& cpu) {
   // Every processor: started now, each enables SVM and waits for `go`.
   smp::machine& m = smp::start_processors(svm::enable_ap);
   m.virtual_sipi = true;
@@ -227,7 +228,7 @@ bool prepare_svm() {
   vmcb.slot = nullptr;  // every processor's own VMCB (svm::this_cpu_slot)
   // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
   m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
-  const bool ok = svm::build_policy(true, m.count) && svm::enable() && (build_linux_npt(m.xapic_write_protected), true);
+  const bool ok = svm::build_policy(cpu, true, m.count) && svm::enable() && (build_linux_npt(m.xapic_write_protected), true);
   if (ok) svm::start_cpu(bsp);
   return ok;
 }

@@ -15,8 +15,8 @@
 namespace hv::svm {
 
 // svm.cpp: the instruction at the guest RIP and its length (nRIP - RIP, or decoded).
-unsigned instruction_length(guest_regs& regs);
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
+unsigned instruction_length(guest_regs& regs, const core::vcpu_state& st);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs, const core::vcpu_state& st);
 
 // ---- one guest page unmapped from the nested page table (hc::ept_unmap_once) ---------------
 // The re-injection check: the guest puts an exception handler's stack (IST) on that page, so
@@ -118,7 +118,7 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
   // #OF are exceptions, TYPE 3). Recognized by the instruction at RIP (CC or CE, decoded),
   // re-injected as the exception, counted.
   if (ii.valid() && ii.type() == sv::event_type::soft_int && (ii.vector() == 3 || ii.vector() == 4)) {
-    if (const auto in = instruction_at_rip(regs);
+    if (const auto in = instruction_at_rip(regs, st);
         in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
       if (unmap.soft_int_type_for_int3++ == 0) {
         ++results_errata;
@@ -133,7 +133,7 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
   // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
   // RIP advance that makes it return past its instruction, write_injection applies both.
   x86::event e = sv::to_event(ii);
-  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs));
+  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs, st));
   const sv::injection inj = sv::to_eventinj(e);
   sv::write_injection(vmcb, inj);
   return {e, inj.rip_advance, true};

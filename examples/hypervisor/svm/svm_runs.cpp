@@ -309,11 +309,12 @@ void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs)
 
 using core::status_name;
 
-bool run_guest(const svm_run& cfg, wp_summary& summary) {
+bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summary) {
   // The run's vCPU and its checks: this function's, handed on (handle_exit, the scheduler,
   // the reports), never a global.
   run_state vs{};
   vs.cfg = &cfg.base;
+  vs.cpu = &cpu;
   vs.status = run_status::running;
   npt_diff_reset();
   unmap_reset();
@@ -403,10 +404,10 @@ bool available() {
   return ((cpuid(0x80000001).ecx >> 2) & 1) && (cpuid(0x8000000A).edx & 1);
 }
 
-bool run_all() {
+bool run_all(core::guest_cpu& cpu) {
   g_active = true;
   vmcb.slot = &vmcb_a1;
-  if (!build_policy() || !enable()) return false;
+  if (!build_policy(cpu) || !enable()) return false;
   build_npt();
   bool ok = true;
   if (exit_cost::requested()) {
@@ -414,8 +415,8 @@ bool run_all() {
     // guest-owned (no CR0 write intercept), then intercepted (the selective CR0 write
     // intercept, which CR0.TS changes do not trigger: APM Vol. 2 15.9.1).
     wp_summary unused{};
-    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, unused);
-    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, unused) && ok;
+    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, cpu, unused);
+    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, cpu, unused) && ok;
     return ok;
   }
   for (int i = 0; i < run_count; ++i) {
@@ -423,7 +424,7 @@ bool run_all() {
       kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].base.name, why);
       continue;
     }
-    ok = run_guest(runs[i], summaries[i]) && ok;
+    ok = run_guest(runs[i], cpu, summaries[i]) && ok;
   }
   ok = vmrun_diff_run() && ok;
   if (exitcode_32bit_errata)

@@ -57,14 +57,12 @@ cpuid_ns::svm_info host_svm{};
 sv::asid_allocator asids{2};
 
 // ---- CPUID policy ---------------------------------------------------------------------
-/// The guest CPU model of the guest's CPUID policy (core::guest_cpu_model): the CPU's own CR4
-/// has no fixed bits under SVM, every defined bit the policy allows may be set.
-cpuid_ns::guest_cpu_model guest_model() { return core::guest_cpu_model(guest_policy, x86::cr4::defined); }
 
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
 /// signature with the "realtime" hint, as on VMX.
-bool build_policy(bool for_linux, unsigned cpus) {
+bool build_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
+  cpuid_ns::table<128> host_cpuid{};
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
     result("cpuid_policy", false, "reason=host_table_full");
@@ -83,12 +81,15 @@ bool build_policy(bool for_linux, unsigned cpus) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
     return false;
   }
-  guest_policy = p.value();
-  guest_msrs = cpuid_ns::derive_msr_policy(guest_policy.features(), guest_policy.xss_components());
-  const bool consistent = cpuid_ns::check_consistency(guest_policy.features(), guest_msrs).has_value();
-  const cpuid_ns::regs e1 = guest_policy.answer(0x80000001, 0, {});
-  result("cpuid_policy", consistent && !guest_policy.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
-         "kvm_base=0x%x svm_hidden=%d msr_policy_consistent=%d", guest_policy.kvm_base(),
+  g.cpuid = p.value();
+  g.msrs = cpuid_ns::derive_msr_policy(g.cpuid.features(), g.cpuid.xss_components());
+  // The guest CPU model (core::guest_cpu_model): the CPU's own CR4 has no fixed bits under SVM,
+  // every defined bit the policy allows may be set.
+  g.model = core::guest_cpu_model(g.cpuid, x86::cr4::defined);
+  const bool consistent = cpuid_ns::check_consistency(g.cpuid.features(), g.msrs).has_value();
+  const cpuid_ns::regs e1 = g.cpuid.answer(0x80000001, 0, {});
+  result("cpuid_policy", consistent && !g.cpuid.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
+         "kvm_base=0x%x svm_hidden=%d msr_policy_consistent=%d", g.cpuid.kvm_base(),
          ((e1.ecx >> 2) & 1) == 0 ? 1 : 0, consistent ? 1 : 0);
   return true;
 }

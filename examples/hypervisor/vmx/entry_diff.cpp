@@ -173,7 +173,7 @@ bool msr_write_faults(std::uint32_t index, std::uint64_t value) {
 v::vm_entry_env make_env() {
   v::vm_entry_env e{};
   e.caps = vcaps;
-  e.maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xff) : 36;
+  e.maxphyaddr = core::host_maxphyaddr();  // the processor's: VM entry checks host-physical addresses
   const cpuid_regs l7 = cpuid(7, 0);
   e.linear = ((l7.ecx >> 16) & 1) ? x86::linear_width::la57 : x86::linear_width::la48;
   e.sgx = (l7.ebx >> 2) & 1;
@@ -269,10 +269,11 @@ bool running_under_kvm() {
   return r.ebx == 0x4b4d564bu && r.ecx == 0x564b4d56u && r.edx == 0x4du;
 }
 
-bool entry_diff_run() {
+bool entry_diff_run(const core::guest_cpu& cpu) {
   static const run_config cfg{"entry_diff", false, false, 0, run_status::done};
   core::vcpu_state vs{};  // the VMCS set-up's vCPU; no guest runs (every case is a failed entry)
   vs.cfg = &cfg;
+  vs.cpu = &cpu;
   vs.status = run_status::running;
   kprintf("HVKIT RUN entry_diff begin cases=%u seed=0x%llx\n", case_count, (unsigned long long)seed);
   const hc::guest_header* g = load_guest(false);

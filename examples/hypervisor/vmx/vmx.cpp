@@ -22,19 +22,6 @@ void must(hvkit::result<void, hvkit::vmx::vm_fail> r, core::vcpu_state& st) {
   if (!r) vmx_failed(r.error(), st);
 }
 
-/// What the VMCS does not hold about the guest: the properties its CPUID policy decides.
-/// The guest's CPUID-derived properties: constant once the policy is built (before the first
-/// guest entry), so computed at the first exit and kept (every CR-context read on the exit
-/// path, e.g. CPUID's CR4, needs them; recomputing cost about 100 instructions per exit).
-const hvkit::vmx::guest_cpu_config& guest_config() {
-  static hvkit::vmx::guest_cpu_config cfg;
-  static bool done = false;
-  if (!done) {
-    cfg = core::guest_cpu_model(guest_policy, x86::cr4{caps.cr4_fixed1});
-    done = true;
-  }
-  return cfg;
-}
 
 /// #GP(0) (or another hardware exception) into the guest, merged with what is pending.
 void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code) {
@@ -97,7 +84,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
   namespace v = hvkit::vmx;
   using acc = v::cr_access_qualification::access;
   auto& vmcs = regs.backend();
-  v::cr_context c = must(v::read_cr_context(vmcs, guest_config()), st);
+  v::cr_context c = must(v::read_cr_context(vmcs, st.cpu->model), st);
   const bool shadow = core::shadow::enabled();
   if (shadow) {
     c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
@@ -127,7 +114,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
     inject(regs, st, x86::vector::gp);
     return true;
   }
-  const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
+  const unsigned maxphyaddr = st.cpu->model.maxphyaddr;
   if (out.cr == 3) {
     // MOV to CR3 under PAE paging loads the PDPTEs (SDM 4.4.1).
     const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);

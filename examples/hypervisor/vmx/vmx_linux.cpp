@@ -32,8 +32,7 @@ hvkit::paging::ept_memory_type frame_type(std::uint64_t a, std::uint64_t size) {
 
 bool build_linux_ept() {
   namespace v = hvkit::vmx;
-  const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, maxphyaddr);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   auto table = [&](const void* next) {
     return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec);
@@ -79,8 +78,8 @@ void build_bitmaps() {
   for (std::uint32_t msr : msrs_passed_through) static_cast<void>(msr_bits.pass_through(msr));
   static_cast<void>(msr_bits.pass_through(m::ia32_pat));
   static_cast<void>(msr_bits.set_intercept(0x10, hvkit::vmx::msr_access::read, false));  // IA32_TSC reads
-  if (guest_msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
-  if (guest_policy.has(cpuid_ns::feat::x2apic))
+  if (ls.cpu->msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
+  if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t msr = 0x800; msr <= 0x8FF; ++msr) static_cast<void>(msr_bits.pass_through(msr));
   // ... except writes of the x2APIC ICR: the guest's IPIs (smp/smp_ipi.cpp).
   static_cast<void>(msr_bits.set_intercept(0x830, hvkit::vmx::msr_access::write, true));
@@ -132,7 +131,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
 
   // CR0/CR4: the guest-owned policy (CR0.TS, CR0.WP, and the CR4 bits that never affect
   // translation, CET among them, as far as the guest may set them).
-  const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
+  const v::cr_mask_features features{!shadow, c.st.cpu->model.cr4_allowed};
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
@@ -150,7 +149,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
   if (ap) {
     // Power-on state (Table 10-1 RESET column: CR0 60000010H), then as after INIT: the
     // vCPU waits for the guest's SIPI (IA32_VMX_MISC[8]: the activity state is enterable).
-    const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+    const std::uint32_t signature = ls.cpu->cpuid.answer(1, 0, {}).eax;
     const x86::reset_state power_on = x86::state_after_reset(signature);
     smp::write_reset_state(c, x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value),
                            hvkit::vmx::activity_state::wait_for_sipi);
@@ -185,6 +184,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
 [[noreturn]] void run_ap(smp::cpu& c) {
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
+  c.st.cpu = ls.cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
   c.st.x2apic_id = c.apic_id;
@@ -218,7 +218,7 @@ bool handle_exit(vmx_backend& b) {
   return resume;
 }
 
-bool prepare_vmx() {
+bool prepare_vmx(core::guest_cpu& cpu) {
   read_capabilities();
   // Every processor: started now, each waits in VMX root operation for `go`.
   smp::machine& m = smp::start_processors(smp::vmx_on);
@@ -226,12 +226,13 @@ bool prepare_vmx() {
   ls.m = &m;
   bsp.lx.misc_enable = misc_enable_value;
   bsp.st.cfg = &linux_run;
+  bsp.st.cpu = &cpu;
   bsp.st.status = run_status::running;
   bsp.st.guest_xcr0 = 1;
   bsp.st.x2apic_id = bsp.apic_id;
   const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
   kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
-  bool ok = build_cpuid_policy(true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
+  bool ok = build_cpuid_policy(cpu, true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
   if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
   if (ok && m.count > 1 && core::shadow::enabled()) {  // one shadow MMU: one vCPU (core/shadow_paging.hpp)
     kprintf("HVKIT ERROR linux: shadow paging runs one vCPU, not %u\n", m.count);
