@@ -379,7 +379,7 @@ std::uint64_t ept_perm_bits(unsigned p) { return p & 7; }  // bit 0 R, 1 W, 2 X
 /// With `on` false the alias is removed.
 void ept_alias_reset(bool on) {
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   if (on) {
     for (std::uint64_t i = 0; i < 512; ++i)
@@ -422,7 +422,7 @@ hvkit::paging::flat_memory host_memory_view() {
 /// deliberately broken bits are patched in here.
 void ept_apply_case(std::uint64_t d) {
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   ept_alias_reset(true);
   ept_set_page(hc::ept_test_data_gpa, d & 7);
   ept_set_page(hc::ept_test_pt_gpa, (d >> 8) & 7);

@@ -164,7 +164,7 @@ bool ept_unmap_once(std::uint64_t gpa) {
   namespace v = hvkit::vmx;
   if (unmap.armed) ept_unmap_restore();
   if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   const std::uint64_t region = gpa & ~0x1FFFFFull;
   for (std::uint64_t i = 0; i < 512; ++i) {
