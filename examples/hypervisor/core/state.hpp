@@ -159,6 +159,17 @@ struct check_counters {
   // unmapped, never touched through an exit, so the event delivery the guest saw was the
   // CPU's alone and the guest's next result may report a deviation as the CPU's erratum.
   bool unmap_untouched_at_report;
+  /// The re-injection check's page (either vendor's second stage): unmapped (armed) at `gpa`,
+  /// the 2 MiB entry it replaced, the hits and the event re-injected at the last one (its
+  /// VM-entry interruption information and instruction length), and the SVM errata of
+  /// EXITINTINFO met on the way (svm/svm_reinject.cpp).
+  struct unmap_check {
+    bool armed;
+    std::uint64_t gpa, saved_pde, hits;
+    std::uint64_t seen_info;
+    unsigned seen_length;
+    std::uint64_t stale_intn, soft_int_type_for_int3, stale_on_interrupt;
+  } unmap;
 };
 
 /// Where one vCPU's state and its checks' counters are kept: by the run that owns the vCPU (a

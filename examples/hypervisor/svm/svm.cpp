@@ -353,7 +353,7 @@ struct svm_backend {
     return core::applied::done;
   }
 
-  bool memory_case() { return npt_case_npf() || npt_unmapped_page_hit(regs, c.vcpu); }
+  bool memory_case() { return npt_case_npf() || npt_unmapped_page_hit(regs, c.vcpu, c.checks); }
   bool during_delivery() const { return sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid(); }
   bool fetch_fault() const {
     return sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2)).error.is_fetch();
@@ -364,7 +364,7 @@ struct svm_backend {
     return 0;
   }
   std::uint64_t second_stage_check(guest_regs& r) { return npt_check(r); }
-  bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(gpa); }
+  bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(c.checks, gpa); }
   std::uint64_t unmap_report() { return npt_unmap_report(c.checks); }
   bool spin_more() { return svm::spin_more(); }
 
@@ -409,7 +409,7 @@ bool handle_exit(guest_regs& regs, run_state& st) {
   // Shadow paging: a #PF taken while an event was delivered (the IDT, the stack): the event
   // again, corrected and with its RIP advance, as for the NPT differential's unmapped page.
   if (intinfo.valid() && core::shadow::enabled() && read_exit_code() == sv::exception_exit(14))
-    reinject_interrupted_event(regs, st);
+    reinject_interrupted_event(regs, st, st);
   core::context c = context_of(st);
   svm_backend b{regs, c};
   if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)

@@ -1,3 +1,7 @@
+// ---- the runs (svm_runs.cpp) -------------------------------------------------------------
+/// hc::spin_more: guest A keeps spinning until the two-guest run saw what it needs.
+bool spin_more();
+
 // SPDX-License-Identifier: MIT
 /// @file
 /// @brief What the SVM backend's files share: svm.cpp (the core::backend over the VMCB, the
@@ -133,24 +137,16 @@ struct reinjected {
 };
 /// EXITINTINFO corrected for the errata and written into EVENTINJ with the RIP advance a
 /// software event needs (APM 15.7.1, 15.7.2).
-reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st);
+reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st, core::check_counters& k);
 /// Unmaps the 4 KiB guest page at `gpa` from the nested page table (once).
-bool npt_unmap_once(std::uint64_t gpa);
+bool npt_unmap_once(core::check_counters& k, std::uint64_t gpa);
 /// An #NPF on the unmapped page: mapped back, the interrupted event re-injected; false: not it.
-bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st);
+bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st, core::check_counters& k);
 /// The re-injection check's report (hits, instruction length, the event in the VMX layout).
 std::uint64_t npt_unmap_report(core::check_counters& k);
-/// A new run: the re-injection check's page mapped, its counts zero.
-void unmap_reset();
-/// Bochs erratum: #NPF during INT n delivery reported another event (this run's count).
-std::uint64_t unmap_stale_intn();
 extern std::uint64_t exitcode_32bit_errata, qemu_cr3_errata;
 /// The guest's EFER: the VMCB's without SVME.
 x86::efer guest_efer();
-
-// ---- the runs (svm_runs.cpp) -------------------------------------------------------------
-/// hc::spin_more: guest A keeps spinning until the two-guest run saw what it needs.
-bool spin_more();
 
 // ---- the NPT differential (npt_diff.cpp) ----------------------------------------------------
 /// A new run: nothing armed, the counters zero.

@@ -23,25 +23,21 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs,
 // the #NPF happens while the processor delivers the event (EXITINTINFO valid, APM 15.7.2).
 // The 2 MiB nested page around it is split into 4 KiB pages meanwhile.
 alignas(4096) std::uint64_t npt_unmap_pt[512];
-struct unmap_state {
-  bool armed;
-  std::uint64_t gpa, saved_pde, hits;
-  std::uint64_t seen_info;  // the re-injected event, in the VMX layout the guest's check reads
-  unsigned seen_length;
-  std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
-  std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
-  std::uint64_t stale_on_interrupt;      // Bochs erratum: EXITINTINFO of an interrupt's delivery was another event
-};
-constinit unmap_state unmap{};
+// Its state is the run's (core::check_counters::unmap): seen_info the re-injected event in the
+// VMX layout the guest's check reads; stale_intn the Bochs erratum (EXITINTINFO of an INT n
+// delivery was another event), soft_int_type_for_int3 the QEMU one (INT3/INTO reported as TYPE
+// 4), stale_on_interrupt the Bochs one (EXITINTINFO of an interrupt's delivery was another event).
+using unmap_state = core::check_counters::unmap_check;
 
-void npt_unmap_restore() {
+void npt_unmap_restore(unmap_state& unmap) {
   npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
   unmap.armed = false;
   set_tlb_control(sv::tlb_control::flush_all);
 }
 
-bool npt_unmap_once(std::uint64_t gpa) {
-  if (unmap.armed) npt_unmap_restore();
+bool npt_unmap_once(core::check_counters& k, std::uint64_t gpa) {
+  unmap_state& unmap = k.unmap;
+  if (unmap.armed) npt_unmap_restore(unmap);
   if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
   const std::uint64_t region2m = gpa & ~0x1FFFFFull;
   for (std::uint64_t i = 0; i < 512; ++i) npt_unmap_pt[i] = (region2m + (i << 12)) | 7;
@@ -67,7 +63,8 @@ bool npt_unmap_once(std::uint64_t gpa) {
 /// interrupt, type 4, or INT3/INTO, type 3 vectors 3 and 4, returns after its instruction:
 /// the guest's RIP becomes NRIP, 15.7.1, since the processor pushes the VMCB's RIP). Returns
 /// the event (kind none when nothing was interrupted) and the RIP advance.
-reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st) {
+reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st, core::check_counters& k) {
+  unmap_state& unmap = k.unmap;
   sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
   const std::uint64_t rip = sv::read(vmcb, fld::rip);
   // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF (or, under shadow paging, a #PF) while
@@ -145,24 +142,23 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
 /// VMX layout (SDM Vol. 3C 25.8.3: type 6 software exception, 4 software interrupt, 3
 /// hardware exception) with the instruction length NRIP - RIP for software events, so one
 /// guest check serves both vendors.
-bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st) {
+bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st, core::check_counters& k) {
+  unmap_state& unmap = k.unmap;
   if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
-  npt_unmap_restore();
+  npt_unmap_restore(unmap);
   ++unmap.hits;
-  const reinjected r = reinject_interrupted_event(regs, st);
+  const reinjected r = reinject_interrupted_event(regs, st, k);
   if (!r.valid) return true;
   unmap.seen_length = r.rip_advance;
   unmap.seen_info = hvkit::vmx::from_event(r.e).info.raw();
   return true;
 }
 
-void unmap_reset() { unmap = unmap_state{}; }
-std::uint64_t unmap_stale_intn() { return unmap.stale_intn; }
-
 std::uint64_t npt_unmap_report(core::check_counters& k) {
+  unmap_state& unmap = k.unmap;
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
   k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
-  if (unmap.armed) npt_unmap_restore();
+  if (unmap.armed) npt_unmap_restore(unmap);
   unmap.hits = 0;
   unmap.seen_info = 0;
   unmap.seen_length = 0;

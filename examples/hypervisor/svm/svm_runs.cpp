@@ -317,7 +317,6 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
   vs.cpu = &cpu;
   vs.status = run_status::running;
   npt_diff_reset();
-  unmap_reset();
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
@@ -363,7 +362,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
   core::context c = context_of(vs);
   core::report_run(c, true);
   if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report();
-  if (const std::uint64_t stale = unmap_stale_intn()) {
+  if (const std::uint64_t stale = vs.unmap.stale_intn) {
     ++results_errata;
     kprintf("HVKIT ERRATUM exitintinfo_stale_on_intn_delivery.%s cases=%llu\n", cfg.base.name,
             (unsigned long long)stale);

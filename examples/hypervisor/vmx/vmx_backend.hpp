@@ -25,8 +25,8 @@ void must(hvkit::result<void, hvkit::vmx::vm_fail> r, core::vcpu_state& st);
 void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0);
 void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st);
 bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st);
-bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events);
-bool ept_unmap_once(std::uint64_t gpa);
+bool ept_unmapped_page_hit(core::check_counters& k, const hvkit::vmx::exit_event_actions& events);
+bool ept_unmap_once(core::check_counters& k, std::uint64_t gpa);
 std::uint64_t ept_unmap_report(core::check_counters& k);
 bool is_vmx_instruction(hvkit::vmx::exit_reason r);
 
@@ -196,7 +196,7 @@ struct vmx_backend {
     return core::applied::not_applied;
   }
 
-  bool memory_case() { return ept_case_violation(st) || ept_unmapped_page_hit(events); }
+  bool memory_case() { return ept_case_violation(st) || ept_unmapped_page_hit(st, events); }
   bool during_delivery() const { return events.reinject.valid(); }
   bool fetch_fault() const {
     return hvkit::vmx::ept_violation_qualification{vmread(fields::exit_qualification)}.fetch();
@@ -207,7 +207,7 @@ struct vmx_backend {
     return 0;
   }
   std::uint64_t second_stage_check(guest_regs& r) { return handle_ept_check(st, r); }
-  bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(gpa); }
+  bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(st, gpa); }
   std::uint64_t unmap_report() { return ept_unmap_report(st); }
   bool spin_more() { return false; }  // the VMX two-guest runs: the fixed spins are enough
 
