@@ -105,6 +105,7 @@ struct vcpu_state {
   hvkit::paging::mmu_context mmu;
   mmio_device device;
   bool preempted;  ///< the last exit ended a time slice: switch, then resume
+  bool spin_more;  ///< hc::spin_more's answer, set by a two-guest run's vendor before each slice
   std::uint64_t guest_xcr0;  ///< the guest's XCR0 (0: never set, the reset value 1 applies)
   std::uint32_t x2apic_id;   ///< the vCPU's APIC ID (CPUID leaves 1, 0xB, 0x1F)
   exit_counters exits;

@@ -366,7 +366,7 @@ struct svm_backend {
   std::uint64_t second_stage_check(guest_regs& r) { return npt_check(r); }
   bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(c.checks, gpa); }
   std::uint64_t unmap_report() { return npt_unmap_report(c.checks); }
-  bool spin_more() { return svm::spin_more(); }
+  bool spin_more() { return c.vcpu.spin_more; }
 
   // ---- shadow paging (core::shadow::shadow_backend) ----
   /// The guest's CR0: the VMCB's (TS/MP may change without an exit under the selective

@@ -1,7 +1,3 @@
-// ---- the runs (svm_runs.cpp) -------------------------------------------------------------
-/// hc::spin_more: guest A keeps spinning until the two-guest run saw what it needs.
-bool spin_more();
-
 // SPDX-License-Identifier: MIT
 /// @file
 /// @brief What the SVM backend's files share: svm.cpp (the core::backend over the VMCB, the

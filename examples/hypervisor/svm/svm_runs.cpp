@@ -123,19 +123,11 @@ constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divid
 constexpr std::uint32_t timer_max_count = 1u << 26;
 std::uint32_t timer_count = timer_initial_count;
 
-/// What the running two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
-/// (hc::spin_more) until A2 and B have each spun (run instructions in a slice) and both kinds
-/// of switch happened.
-struct sched_progress {
-  bool active;
-  std::uint64_t a2_spins, b_spins, same_guest, cross_guest;
-  bool b_dead;
-};
-constinit sched_progress sched{};
-bool spin_more_now() {
-  if (!sched.active) return false;
-  return sched.a2_spins == 0 || (sched.b_spins == 0 && !sched.b_dead) || sched.same_guest == 0 ||
-         sched.cross_guest == 0;
+/// What the two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
+/// (hc::spin_more, the vCPU's spin_more) until A2 and B have each spun (run instructions in a
+/// slice) and both kinds of switch happened.
+bool spin_more_now(const core::sched_progress& p) {
+  return p.a2_spins == 0 || (p.b_spins == 0 && !p.b_dead) || p.same_guest == 0 || p.cross_guest == 0;
 }
 volatile std::uint32_t* lapic(unsigned reg) { return reinterpret_cast<volatile std::uint32_t*>(0xFEE00000ull + reg); }
 
@@ -280,7 +272,7 @@ struct svm_two_guests {
     auto* const spins = reinterpret_cast<volatile std::uint64_t*>(s.counter_hpa);
     const std::uint64_t spins_before = i != 0 ? *spins : 0;
     vmrun(s.regs);
-    sched = {true, p.a2_spins, p.b_spins, p.same_guest, p.cross_guest, p.b_dead};
+    vs.spin_more = spin_more_now(p);
     const bool resume = handle_exit(s.regs, vs);  // every exit of a spinner is the timer
     s.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (vs.preempted && i != 0 && *spins == spins_before && timer_count < timer_max_count) {
@@ -291,7 +283,7 @@ struct svm_two_guests {
   }
   void finish() {
     timer_stop();
-    sched = {};
+    vs.spin_more = false;
     svm_host_if = 0;
     vmcb.slot = &vmcb_a1;
     kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
@@ -373,8 +365,6 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
 }
 
 }  // namespace
-
-bool spin_more() { return spin_more_now(); }
 
 bool g_active = false;
 
