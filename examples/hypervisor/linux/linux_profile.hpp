@@ -61,6 +61,7 @@ struct linux_state {
   std::uint64_t tsc_start, tsc_mark;
   std::uint64_t msr_gp_logged;
   std::uint64_t io_exits;
+  std::uint64_t xsetbv_not_intercepted;  // SVM: XCR0 changes found without an XSETBV exit (svm/svm_linux.cpp)
   bool shutdown, reset;
   bool intel;  // the CPU vendor (the platform MSRs differ)
   bool vmx;    // the backend that runs the guest

@@ -128,14 +128,15 @@ void setup_linux_vmcb(bool ap) {
 /// exits as the APM says. Seen at the next exit: the real XCR0 (the host runs with the
 /// guest's, it never uses extended state itself) differs from the one the hypervisor
 /// answered CPUID with. The hypervisor then takes the real one (the guest's CPUID 0Dh and
-/// OSXSAVE answers follow it); the first case is printed, every case counted.
-std::uint64_t xsetbv_not_intercepted = 0;
+/// OSXSAVE answers follow it); the first case is printed, every case counted (in the run's
+/// state, ls). Only a CPUID exit answers from that view: the XGETBV is done there (and once
+/// when the run ends), not at every exit.
 void notice_xcr0_change(run_state& st) {
   std::uint32_t lo, hi;
   asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
   const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
   if (real == seen) return;
-  if (xsetbv_not_intercepted++ == 0) {
+  if (ls.xsetbv_not_intercepted++ == 0) {
     ++results_errata;
     kprintf("HVKIT ERRATUM xsetbv_intercept_not_taken xcr0=0x%llx hypervisor_view=0x%llx xsetbv_exits=%llu "
             "exitcode=0x%llx rip=0x%llx (expected: #VMEXIT 0x8d at the XSETBV)\n",
@@ -156,7 +157,7 @@ void vmrun_loop(smp::cpu& c) {
     write_cr2(sv::read(vmcb, fld::cr2));
     svm::prepare_vmrun(c);
     svm::vmrun_on(c);
-    if (xsave) notice_xcr0_change(run);
+    if (xsave && sv::read(vmcb, fld::exit_code) == sv::raw(svm::exit_code::cpuid)) notice_xcr0_change(run);
     if (c.index != 0 && run.exits.total < 24)  // an AP's way from its SIPI to long mode, for the log
       kprintf("HVKIT SMP vcpu=%u exit code=0x%llx info1=0x%llx rip=0x%llx cs=0x%llx efer=0x%llx cr0=0x%llx "
               "icpt=0x%llx rax=0x%llx rcx=0x%llx\n",
@@ -171,6 +172,7 @@ void vmrun_loop(smp::cpu& c) {
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
   }
+  if (xsave) notice_xcr0_change(run);
 }
 
 void start_vcpu_state(smp::cpu& c) {
@@ -248,8 +250,8 @@ bool enter_svm() {
     while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
   bsp.phase = smp::cpu_phase::guest;
   vmrun_loop(bsp);
-  if (xsetbv_not_intercepted)
-    kprintf("HVKIT INFO linux xcr0_changes_without_xsetbv_exit=%llu\n", (unsigned long long)xsetbv_not_intercepted);
+  if (ls.xsetbv_not_intercepted)
+    kprintf("HVKIT INFO linux xcr0_changes_without_xsetbv_exit=%llu\n", (unsigned long long)ls.xsetbv_not_intercepted);
   return true;
 }
 
