@@ -65,11 +65,20 @@ bool build_linux_ept() {
 }
 
 // ---- MSR and I/O bitmaps ----------------------------------------------------------------
-constinit hvkit::vmx::msr_bitmap msr_bits = hvkit::vmx::msr_bitmap::all_exit();
-constinit hvkit::vmx::io_bitmaps io_bits{};
-
+/// The Linux guest's MSR and I/O bitmaps: page-aligned storage reserved here once, handed out
+/// by reference (every vCPU's VMCS points at the same bitmaps).
+struct linux_bitmaps {
+  hvkit::vmx::msr_bitmap& msr;
+  hvkit::vmx::io_bitmaps& io;
+};
+linux_bitmaps bitmaps() {
+  static constinit hvkit::vmx::msr_bitmap msr = hvkit::vmx::msr_bitmap::all_exit();
+  static constinit hvkit::vmx::io_bitmaps io{};
+  return {msr, io};
+}
 
 void build_bitmaps() {
+  auto [msr_bits, io_bits] = bitmaps();
   namespace m = x86::msr;
   // No exit: state the VMCS switches (FS/GS base, SYSENTER, PAT with the load/save PAT
   // controls) or the host never uses (the SYSCALL MSRs, KERNEL_GS_BASE); the local APIC,
@@ -123,9 +132,10 @@ bool setup_linux_vmcs(smp::cpu& c) {
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
   if (!write_controls(pin, proc, proc2, exitc, entry, linux_eptp)) return false;
-  vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(msr_bits.bytes().data()));
-  vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(io_bits.a().data()));
-  vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(io_bits.b().data()));
+  const linux_bitmaps maps = bitmaps();
+  vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(maps.msr.bytes().data()));
+  vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(maps.io.a().data()));
+  vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(maps.io.b().data()));
   // With shadow paging every #PF exits (PFEC mask = match = 0, SDM Vol. 3C 26.2).
   if (shadow) vmwrite(fields::exception_bitmap, 1u << 14);
 
