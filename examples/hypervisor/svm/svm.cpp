@@ -227,6 +227,7 @@ namespace {  // internal: the exit path below is its only user, so the core inli
 struct svm_backend {
   guest_regs& regs;
   core::context& c;
+  npt_diff_state* nd;  ///< the run's NPT differential, if it has one
   exit_code code = exit_code::invalid;
 
   core::exit_info decode() {
@@ -353,17 +354,17 @@ struct svm_backend {
     return core::applied::done;
   }
 
-  bool memory_case() { return npt_case_npf() || npt_unmapped_page_hit(regs, c.vcpu, c.checks); }
+  bool memory_case() { return (nd && npt_case_npf(*nd)) || npt_unmapped_page_hit(regs, c.vcpu, c.checks); }
   bool during_delivery() const { return sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid(); }
   bool fetch_fault() const {
     return sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2)).error.is_fetch();
   }
   bool misconfig_case() { return false; }
   std::uint64_t second_stage_arm(guest_regs& r) {
-    npt_arm(r);
+    if (nd) npt_arm(*nd, c.vcpu.cpu->model, r);
     return 0;
   }
-  std::uint64_t second_stage_check(guest_regs& r) { return npt_check(r); }
+  std::uint64_t second_stage_check(guest_regs& r) { return nd ? npt_check(*nd, r) : 0; }
   bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(c.checks, gpa); }
   std::uint64_t unmap_report() { return npt_unmap_report(c.checks); }
   bool spin_more() { return c.vcpu.spin_more; }
@@ -402,7 +403,7 @@ static_assert(core::shadow::shadow_backend<svm_backend>);
 /// One #VMEXIT: TLB_CONTROL back to nothing, the event whose delivery the exit interrupted
 /// re-injected (APM 15.7.2; EXITINTINFO has the EVENTINJ layout) unless a handler replaces or
 /// merges it, then the core's exit loop. True: run the guest again.
-bool handle_exit(guest_regs& regs, run_state& st) {
+bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd) {
   set_tlb_control(sv::tlb_control::do_nothing);
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
@@ -411,7 +412,7 @@ bool handle_exit(guest_regs& regs, run_state& st) {
   if (intinfo.valid() && core::shadow::enabled() && read_exit_code() == sv::exception_exit(14))
     reinject_interrupted_event(regs, st, st);
   core::context c = context_of(st);
-  svm_backend b{regs, c};
+  svm_backend b{regs, c, nd};
   if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)
   return core::handle_exit(b, c, core::image_profile{st.cfg ? st.cfg->profile : nullptr});
 }

@@ -118,7 +118,9 @@ void inject(core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0)
 void report_exit(const char* what, bool expected = false);
 /// One #VMEXIT of the vCPU `st` (its registers `regs`: its own, or a second VMCB's) through
 /// the core's exit loop; true: run the guest again.
-bool handle_exit(guest_regs& regs, run_state& st);
+/// `nd`: the run's NPT differential (nullptr: a guest without it, the Linux guest).
+struct npt_diff_state;
+bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd = nullptr);
 /// One VMRUN of the current VMCB.
 void vmrun(guest_regs& regs);
 /// One VMRUN of `s` (the current VMCB) with the host's VMSAVE area `host_save`; `last` is
@@ -145,15 +147,35 @@ extern std::uint64_t exitcode_32bit_errata, qemu_cr3_errata;
 x86::efer guest_efer();
 
 // ---- the NPT differential (npt_diff.cpp) ----------------------------------------------------
-/// A new run: nothing armed, the counters zero.
-void npt_diff_reset();
-/// hc::ept_arm: apply the case's nested layout and predict its outcome.
-void npt_arm(guest_regs& r);
+/// The NPT differential's state: the armed case, hvkit's prediction and what the CPU did, and
+/// the run's counts. The run's (svm_runs.cpp run_guest), passed to the backend and down.
+struct npt_diff_state {
+  bool armed;
+  bool pred_npf;
+  std::uint64_t pred_info, pred_gpa;
+  std::uint32_t pred_result, pred_error;
+  bool seen;
+  std::uint64_t seen_info, seen_gpa;
+  std::uint64_t cases, mismatches, npfs, table_npfs, rsv_npfs, guest_faults, large_cases, errata_ad, errata_q1;
+  // ---- issue 25 items 7-8: two processor properties measured against the CPU ----
+  // Some cases run with the host's EFER.NXE cleared (VMRUN keeps the host's EFER, so the
+  // nested walk sees NXE = 0; the nested entries then carry no NX), some with bit 8 set in
+  // the alias's nested PML4E. Each such case is also predicted with the property flipped;
+  // where the two predictions differ, the CPU's outcome counts for one or the other.
+  bool host_nxe_off, pml4e_bit8;
+  std::uint64_t alt_pred_info, alt_pred_gpa;
+  bool alt_pred_npf, alt_differs;
+  std::uint32_t alt_pred_result, alt_pred_error;
+  std::uint64_t nonxe_cases, nonxe_fetch_npfs, id_split, id_set, id_clear;
+  std::uint64_t bit8_cases, bit8_split, bit8_reserved, bit8_ignored;
+};
+/// hc::ept_arm: apply the case's nested layout and predict its outcome (guest CPU `model`).
+void npt_arm(npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
 /// A #NPF while a case is armed inside the alias: recorded (true), else false.
-bool npt_case_npf();
+bool npt_case_npf(npt_diff_state& nd);
 /// hc::ept_check: compare the CPU's outcome with the prediction (0 same, 1 mismatch).
-std::uint64_t npt_check(guest_regs& r);
+std::uint64_t npt_check(npt_diff_state& nd, guest_regs& r);
 /// The run's npt_differential result; the alias removed.
-void npt_diff_report();
+void npt_diff_report(const npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model);
 
 }  // namespace hv::svm

@@ -235,6 +235,7 @@ void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
 struct svm_two_guests {
   run_state& vs;
   const svm_run& cfg;
+  npt_diff_state& nd;
   vmcb_slot* const blocks[3] = {&vmcb_a1, &vmcb_a2, &vmcb_b};
 
   std::uint64_t block(unsigned i) const { return pa(blocks[i]->page); }
@@ -273,7 +274,7 @@ struct svm_two_guests {
     const std::uint64_t spins_before = i != 0 ? *spins : 0;
     vmrun(s.regs);
     vs.spin_more = spin_more_now(p);
-    const bool resume = handle_exit(s.regs, vs);  // every exit of a spinner is the timer
+    const bool resume = handle_exit(s.regs, vs, &nd);  // every exit of a spinner is the timer
     s.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (vs.preempted && i != 0 && *spins == spins_before && timer_count < timer_max_count) {
       timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
@@ -294,8 +295,8 @@ struct svm_two_guests {
 static_assert(core::two_guest_vendor<svm_two_guests>);
 
 /// The two-guest run of `vs` (core::run_two_guests) with the run's IBPB policy.
-void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs) {
-  svm_two_guests v{vs, cfg};
+void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs, npt_diff_state& nd) {
+  svm_two_guests v{vs, cfg, nd};
   static_cast<void>(core::run_two_guests(v, vs, g, cfg.ibpb));
 }
 
@@ -308,7 +309,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
   vs.cfg = &cfg.base;
   vs.cpu = &cpu;
   vs.status = run_status::running;
-  npt_diff_reset();
+  npt_diff_state nd{};  // the run's NPT differential: this function's, handed to handle_exit
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
@@ -319,7 +320,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
   vs.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
-  if (cfg.scheduled) run_scheduled(*g, cfg, vs);
+  if (cfg.scheduled) run_scheduled(*g, cfg, vs, nd);
   while (vs.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
     // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
@@ -341,7 +342,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
         result("vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
       }
     }
-    if (!handle_exit(vs.regs, vs) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
+    if (!handle_exit(vs.regs, vs, &nd) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
     vs.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
   }
   const std::uint64_t t1 = rdtsc();
@@ -353,7 +354,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
           (unsigned long long)vs.exits.total, (unsigned long long)(t1 - t0));
   core::context c = context_of(vs);
   core::report_run(c, true);
-  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report();
+  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report(nd, cpu.model);
   if (const std::uint64_t stale = vs.unmap.stale_intn) {
     ++results_errata;
     kprintf("HVKIT ERRATUM exitintinfo_stale_on_intn_delivery.%s cases=%llu\n", cfg.base.name,
