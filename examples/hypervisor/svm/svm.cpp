@@ -403,7 +403,7 @@ static_assert(core::shadow::shadow_backend<svm_backend>);
 /// One #VMEXIT: TLB_CONTROL back to nothing, the event whose delivery the exit interrupted
 /// re-injected (APM 15.7.2; EXITINTINFO has the EVENTINJ layout) unless a handler replaces or
 /// merges it, then the core's exit loop. True: run the guest again.
-bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd) {
+bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd, lx::linux_state* linux) {
   set_tlb_control(sv::tlb_control::do_nothing);
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
@@ -413,7 +413,7 @@ bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd) {
     reinject_interrupted_event(regs, st, st);
   core::context c = context_of(st);
   svm_backend b{regs, c, nd};
-  if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)
+  if (linux) return core::handle_exit(b, c, lx::linux_profile{*linux});  // the Linux guest (linux/)
   return core::handle_exit(b, c, core::image_profile{st.cfg ? st.cfg->profile : nullptr});
 }
 

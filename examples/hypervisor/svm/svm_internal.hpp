@@ -22,6 +22,10 @@
 #include "../hv.hpp"
 #include "../core/state.hpp"
 
+namespace hv::lx {
+struct linux_state;
+}
+
 namespace hv::svm {
 
 namespace sv = hvkit::svm;
@@ -118,9 +122,10 @@ void inject(core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0)
 void report_exit(const char* what, bool expected = false);
 /// One #VMEXIT of the vCPU `st` (its registers `regs`: its own, or a second VMCB's) through
 /// the core's exit loop; true: run the guest again.
-/// `nd`: the run's NPT differential (nullptr: a guest without it, the Linux guest).
+/// `nd`: the run's NPT differential (nullptr: a guest without it); `linux`: the Linux guest's
+/// run, whose profile then handles the exit (linux/linux_profile.hpp).
 struct npt_diff_state;
-bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd = nullptr);
+bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd = nullptr, lx::linux_state* linux = nullptr);
 /// One VMRUN of the current VMCB.
 void vmrun(guest_regs& regs);
 /// One VMRUN of `s` (the current VMCB) with the host's VMSAVE area `host_save`; `last` is

@@ -77,7 +77,7 @@ constinit sv::io_permission_map linux_iopm = sv::io_permission_map::intercept_no
 /// APM 15.5.2), TSC reads and the x2APIC registers when the policy offers x2APIC (the local
 /// APIC is passed through). PAT exits: the core reads and writes the VMCB's G_PAT, which is
 /// the guest's PAT under nested paging (15.25.8). Only lx::io_intercepts of the ports exit.
-void build_maps() {
+void build_maps(const linux_state& ls) {
   for (std::uint32_t m : msrs_passed_through) static_cast<void>(linux_msrpm.pass_through(m));
   static_cast<void>(linux_msrpm.set_intercept(0x10, sv::msr_access::read, false));  // TSC reads
   if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
@@ -98,7 +98,7 @@ void build_maps() {
 /// Shadow paging (run --linux --shadow --amd, one processor): no nested paging, the intercepts
 /// of svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
 /// is 1) and MOV to/from CR3, INVLPG and #PF, as for the conformance guest (svm_setup.cpp).
-void setup_linux_vmcb(bool ap) {
+void setup_linux_vmcb(linux_state& ls, bool ap) {
   const bool shadow = core::shadow::enabled();
   const sv::cr_intercepts cr = shadow ? sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false})
                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
@@ -113,7 +113,7 @@ void setup_linux_vmcb(bool ap) {
   if (ap) return;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::efer efer = x86::efer::lme | x86::efer::lma;
-  svm::write_flat_state(this_state(), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
+  svm::write_flat_state(this_state(ls), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
                         cr0, x86::cr4::pae, page_tables_gpa);
   if (shadow) {  // the real EFER.NXE is 1 (paging::shadow::host_role()), CR3 the shadow root
     core::shadow::use_linux_guest(hidden_base, hidden_end, second_stage_end);
@@ -131,7 +131,7 @@ void setup_linux_vmcb(bool ap) {
 /// OSXSAVE answers follow it); the first case is printed, every case counted (in the run's
 /// state, ls). Only a CPUID exit answers from that view: the XGETBV is done there (and once
 /// when the run ends), not at every exit.
-void notice_xcr0_change(run_state& st) {
+void notice_xcr0_change(linux_state& ls, run_state& st) {
   std::uint32_t lo, hi;
   asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
   const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
@@ -149,6 +149,7 @@ void notice_xcr0_change(run_state& st) {
 
 /// The vCPU of processor `c` until it stops: VMRUN, #VMEXIT through the core's exit loop.
 void vmrun_loop(smp::cpu& c) {
+  linux_state& ls = *c.lx.run;
   run_state& run = c.st;
   const bool xsave = (cpuid(1).ecx >> 26) & 1;  // every processor set CR4.OSXSAVE then
   while (run.status == run_status::running) {
@@ -157,7 +158,7 @@ void vmrun_loop(smp::cpu& c) {
     write_cr2(sv::read(vmcb, fld::cr2));
     svm::prepare_vmrun(c);
     svm::vmrun_on(c);
-    if (xsave && sv::read(vmcb, fld::exit_code) == sv::raw(svm::exit_code::cpuid)) notice_xcr0_change(run);
+    if (xsave && sv::read(vmcb, fld::exit_code) == sv::raw(svm::exit_code::cpuid)) notice_xcr0_change(ls, run);
     if (c.index != 0 && run.exits.total < 24)  // an AP's way from its SIPI to long mode, for the log
       kprintf("HVKIT SMP vcpu=%u exit code=0x%llx info1=0x%llx rip=0x%llx cs=0x%llx efer=0x%llx cr0=0x%llx "
               "icpt=0x%llx rax=0x%llx rcx=0x%llx\n",
@@ -166,19 +167,19 @@ void vmrun_loop(smp::cpu& c) {
               (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr0),
               (unsigned long long)vmcb.load(0x10, 4), (unsigned long long)sv::read(vmcb, fld::rax),
               (unsigned long long)run.regs[x86::gpr::rcx]);
-    const bool resume = svm::handle_exit(run.regs, run);
+    const bool resume = svm::handle_exit(run.regs, run, nullptr, &ls);
     // RAX lives in the VMCB (a handler may have written it there); vmrun() copies the
     // register block's into the VMCB.
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
   }
-  if (xsave) notice_xcr0_change(run);
+  if (xsave) notice_xcr0_change(ls, run);
 }
 
 void start_vcpu_state(smp::cpu& c) {
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
-  c.st.cpu = ls.cpu;
+  c.st.cpu = c.lx.run->cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
   c.st.x2apic_id = c.apic_id;
@@ -187,11 +188,12 @@ void start_vcpu_state(smp::cpu& c) {
 /// An application processor's vCPU (svm/svm_smp.cpp): its VMCB, then outside the guest until
 /// the guest's start-up IPI, then the post-INIT state with the SIPI applied and the guest.
 [[noreturn]] void run_ap(smp::cpu& c) {
+  linux_state& ls = *c.lx.run;
   start_vcpu_state(c);
   svm::start_cpu(c);
   c.st.status = run_status::running;
   ls.m->lock.lock();  // start_vmcb takes an ASID from the shared allocator (replaced per processor)
-  setup_linux_vmcb(true);
+  setup_linux_vmcb(ls, true);
   ls.m->lock.unlock();
   c.phase = smp::cpu_phase::guest;
   c.sipi_vector = svm::wait_for_sipi(c);
@@ -214,16 +216,17 @@ void start_vcpu_state(smp::cpu& c) {
   kprintf("HVKIT SMP vcpu=%u sipi vector=0x%llx (virtual: applied to the VMCB)\n", c.index,
           (unsigned long long)c.sipi_vector);
   vmrun_loop(c);
-  finish(c.index);
+  finish(ls, c.index);
 }
 
 }  // namespace
 
-bool prepare_svm(core::guest_cpu& cpu) {
+bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
   // Every processor: started now, each enables SVM and waits for `go`.
   smp::machine& m = smp::start_processors(svm::enable_ap);
   m.virtual_sipi = true;
   ls.m = &m;
+  for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
   smp::cpu& bsp = m.cpus[0];
   svm::attach(bsp);
   start_vcpu_state(bsp);
@@ -235,11 +238,11 @@ bool prepare_svm(core::guest_cpu& cpu) {
   return ok;
 }
 
-bool enter_svm() {
+bool enter_svm(linux_state& ls) {
   smp::machine& m = *ls.m;
   smp::cpu& bsp = m.cpus[0];
-  build_maps();
-  setup_linux_vmcb(false);
+  build_maps(ls);
+  setup_linux_vmcb(ls, false);
   kprintf("HVKIT LINUX svm cr0_write_intercept=%s cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
           core::shadow::enabled() ? "all(shadow)" : "none", svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
           svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);

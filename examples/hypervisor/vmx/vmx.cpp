@@ -5,7 +5,7 @@
 // entry point. Every handler is the core's (core/exit_loop.hpp).
 #include "../hv.hpp"
 #include "vmx_backend.hpp"
-#include "../linux/linux.hpp"
+#include "../linux/linux_profile.hpp"
 #include "../core/shadow_paging.hpp"
 
 namespace hv {
@@ -274,7 +274,7 @@ extern "C" int hv_handle_exit(guest_regs* block, run_state* vcpu_st) {
   hvkit::vmx::exit_event_actions events{};
   if (!reason.entry_failure()) events = must(hvkit::vmx::complete_exit_events(vmcs, reason.basic()), st);
   vmx_backend b{regs, events, reason, st};
-  if (lx::active) {  // the Linux guest profile (linux/linux.cpp)
+  if (st.cfg == &lx::linux_run) {  // the Linux guest profile (linux/linux.cpp)
     const bool resume = lx::handle_exit(b);
     must(regs.flush(), st);
     return resume && injection_consistent(regs, st) ? 1 : 0;

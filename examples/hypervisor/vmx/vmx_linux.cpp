@@ -77,7 +77,7 @@ linux_bitmaps bitmaps() {
   return {msr, io};
 }
 
-void build_bitmaps() {
+void build_bitmaps(const linux_state& ls) {
   auto [msr_bits, io_bits] = bitmaps();
   namespace m = x86::msr;
   // No exit: state the VMCS switches (FS/GS base, SYSENTER, PAT with the load/save PAT
@@ -97,7 +97,7 @@ void build_bitmaps() {
 
 /// A VM entry of vCPU `c` that failed (rc 1: VMfailInvalid, 2: VMfailValid; 0: the run
 /// ended by an exit): reported, the run's end reason set.
-void report_entry_failure(const smp::cpu& c, int rc) {
+void report_entry_failure(linux_state& ls, const smp::cpu& c, int rc) {
   if (rc == 0) return;
   kprintf("HVKIT ERROR linux: VM entry failed on cpu %u (%s, VM-instruction error %llu)\n", c.index,
           rc == 1 ? "VMfailInvalid" : "VMfailValid", (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
@@ -159,7 +159,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
   if (ap) {
     // Power-on state (Table 10-1 RESET column: CR0 60000010H), then as after INIT: the
     // vCPU waits for the guest's SIPI (IA32_VMX_MISC[8]: the activity state is enterable).
-    const std::uint32_t signature = ls.cpu->cpuid.answer(1, 0, {}).eax;
+    const std::uint32_t signature = c.st.cpu->cpuid.answer(1, 0, {}).eax;
     const x86::reset_state power_on = x86::state_after_reset(signature);
     smp::write_reset_state(c, x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value),
                            hvkit::vmx::activity_state::wait_for_sipi);
@@ -192,6 +192,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
 
 /// An AP's vCPU: its VMCS (waiting for the guest's SIPI), then the guest until it stops.
 [[noreturn]] void run_ap(smp::cpu& c) {
+  linux_state& ls = *c.lx.run;
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
   c.st.cpu = ls.cpu;
@@ -205,8 +206,8 @@ bool setup_linux_vmcs(smp::cpu& c) {
   }
   c.phase = smp::cpu_phase::guest;
   const int rc = ::vmx_enter(&c.st.regs, 0, &c.st);
-  report_entry_failure(c, rc);
-  finish(c.index);
+  report_entry_failure(ls, c, rc);
+  finish(ls, c.index);
 }
 
 }  // namespace
@@ -223,17 +224,18 @@ bool handle_exit(vmx_backend& b) {
             (unsigned long long)b.regs.gprs()[x86::gpr::rcx], (unsigned long long)b.regs.gprs()[x86::gpr::rdx]);
   vmx_backend mine{b.regs, b.events, b.reason, cpu.st};
   core::context c = smp::context_of(cpu);
-  const bool resume = core::handle_exit(mine, c, linux_profile{});
+  const bool resume = core::handle_exit(mine, c, linux_profile{*cpu.lx.run});
   smp::fix_smi_blocking(cpu);
   return resume;
 }
 
-bool prepare_vmx(core::guest_cpu& cpu) {
+bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   read_capabilities();
   // Every processor: started now, each waits in VMX root operation for `go`.
   smp::machine& m = smp::start_processors(smp::vmx_on);
   smp::cpu& bsp = m.cpus[0];
   ls.m = &m;
+  for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
   bsp.lx.misc_enable = misc_enable_value;
   bsp.st.cfg = &linux_run;
   bsp.st.cpu = &cpu;
@@ -255,10 +257,10 @@ bool prepare_vmx(core::guest_cpu& cpu) {
   return ok;
 }
 
-bool enter_vmx() {
+bool enter_vmx(linux_state& ls) {
   smp::machine& m = *ls.m;
   smp::cpu& bsp = m.cpus[0];
-  build_bitmaps();
+  build_bitmaps(ls);
   if (!smp::load_vmcs(bsp) || !setup_linux_vmcs(bsp)) return false;
   if (caps.ept_vpid & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   // The APs: their VMCS and the wait-for-SIPI guest, before the guest's BSP can send INIT.
@@ -268,7 +270,7 @@ bool enter_vmx() {
     while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
   bsp.phase = smp::cpu_phase::guest;
   const int rc = ::vmx_enter(&bsp.st.regs, 0, &bsp.st);
-  report_entry_failure(bsp, rc);
+  report_entry_failure(ls, bsp, rc);
   return rc == 0;
 }
 
