@@ -48,8 +48,9 @@ unsigned mode_slot(x86::paging_mode m) {
 /// faulting walk are counted apart, not as mismatches; a D flag there is a mismatch.
 /// Bochs 2.7 errata B1-B3 are classified by narrow rules and counted apart.
 std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg::guest_walker& walker,
-                                  const pg::mmu_context& mmu, x86::rflags rflags) {
-  const x86::cr4 cr4 = live_paging_regs().cr4;
+                                  const pg::mmu_context& mmu, const guest_paging_regs& live) {
+  const x86::rflags rflags = live.rflags;
+  const x86::cr4 cr4 = live.cr4;
   pg::walk_request req{};
   req.linear = x86::gva{c.la};
   req.access = c.access;
@@ -149,8 +150,8 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
       kprintf("HVKIT MISMATCH paging mode=%u case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
               "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
               slot, (unsigned long long)x.checks.pg_cases, (unsigned long long)c.la, (unsigned long long)c.access.raw(),
-              (unsigned long long)live_paging_regs().cr0.raw(), (unsigned long long)cr4.raw(),
-              (unsigned long long)live_paging_regs().efer.raw(), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
+              (unsigned long long)live.cr0.raw(), (unsigned long long)cr4.raw(),
+              (unsigned long long)live.efer.raw(), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
               c.error, (unsigned long long)c.cr2, (unsigned long long)c.ad, hv_result, hv_error,
               (unsigned long long)hv_ad);
       const pg::walk_path* path = res.has_value() ? &res.value().path : fault_path(res.error());
@@ -163,10 +164,8 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
   return same ? 0 : 1;
 }
 
-/// The guest's paging registers at this exit: from the VMCS, or from the VMCB when the SVM
-/// backend runs.
-guest_paging_regs live_paging_regs() {
-  if (svm::active()) return svm::live_paging_regs();
+/// The guest's paging registers at this exit from the VMCS (the VMX backend's paging_regs()).
+guest_paging_regs vmcs_paging_regs() {
   if (core::shadow::enabled()) {
     // Shadow paging: the real CR0.WP is 1 and the real CR3 the shadow root; the guest's
     // values are the read shadows' host-owned bits and the CR3 it loaded.
@@ -183,14 +182,13 @@ guest_paging_regs live_paging_regs() {
 }
 
 /// The guest's paging registers as hvkit sees them: role and root.
-pg::mmu_context live_guest_mmu(const pg::cpu_properties& props) {
-  const guest_paging_regs g = live_paging_regs();
+pg::mmu_context live_guest_mmu(const guest_paging_regs& g, const pg::cpu_properties& props) {
   const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
   return {role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
 }
 
 /// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
-std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
+std::uint64_t handle_paging_case(core::context& x, guest_regs& r, const guest_paging_regs& live) {
   cpu_case c{};
   c.la = r[x86::gpr::rbx];
   // Bit 31 of the access word marks an implicit supervisor access (x86::pfec keeps that
@@ -203,8 +201,8 @@ std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
   c.error = static_cast<std::uint32_t>(r[x86::gpr::rdx] >> 32);
   c.cr2 = r[x86::gpr::rsi];
   const pg::cpu_properties props = guest_cpu_properties(x.vcpu.cpu->model);
-  const pg::mmu_context mmu = live_guest_mmu(props);
-  return compare_paging_case(x, c, pg::guest_walker{mmu, props}, mmu, live_paging_regs().rflags);
+  const pg::mmu_context mmu = live_guest_mmu(live, props);
+  return compare_paging_case(x, c, pg::guest_walker{mmu, props}, mmu, live);
 }
 
 /// hc::paging_case32 (the 32-bit guest: 32-bit or PAE paging): the case in a
@@ -213,13 +211,13 @@ std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
 /// 4.4.1); the walk then uses load_pdptrs' snapshot (walker_pae never re-reads the PDPT),
 /// which must equal the PDPTE registers the CPU saved in the VMCS at this exit (SDM Vol. 3C
 /// 28.3.4, with EPT).
-std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
+std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_paging_regs& live) {
   const std::uint8_t* p = guest_ram(r[x86::gpr::rbx] & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
   if (!p) return ~0ull;
   hc::paging_case_block b;
   __builtin_memcpy(&b, p, sizeof b);
   const pg::cpu_properties props = guest_cpu_properties(x.vcpu.cpu->model);
-  const pg::mmu_context mmu = live_guest_mmu(props);
+  const pg::mmu_context mmu = live_guest_mmu(live, props);
   pg::pdpte_snapshot pdptes{};
   if (mmu.role().mode() == x86::paging_mode::pae) {
     pg::flat_memory mem = guest_ram_view();
@@ -247,7 +245,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
       // and the access's W, U/S and I/D bits. The cases' test address uses PDPTE 3.
       ++x.checks.pdpte_loads;
       ++x.checks.pdpte_walk_rsv;
-      const guest_paging_regs g = live_paging_regs();
+      const guest_paging_regs& g = live;
       const bool implicit = (b.access >> 31) & 1, fetch = !implicit && (b.access & 0x10);
       const std::uint32_t id = fetch && (g.efer.test(x86::efer::nxe) || g.cr4.test(x86::cr4::smep)) ? 0x10u : 0u;
       const std::uint32_t err = 1u | 8u | (implicit ? 0u : (b.access & 0x6u)) | id;
@@ -327,7 +325,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
       return 1;
     }
     if (cpu_gp) return 0;  // no access was done
-    const auto now = pg::load_pdptrs(live_paging_regs().cr3, mem, props.maxphyaddr);
+    const auto now = pg::load_pdptrs(live.cr3, mem, props.maxphyaddr);
     if (!now) {
       ++x.checks.pdpte_mismatches;
       return 1;
@@ -361,7 +359,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
   c.result = b.result;
   c.error = b.error;
   c.cr2 = b.cr2;
-  return compare_paging_case(x, c, pg::guest_walker{mmu, props, pdptes}, mmu, live_paging_regs().rflags);
+  return compare_paging_case(x, c, pg::guest_walker{mmu, props, pdptes}, mmu, live);
 }
 
 // ---- nested (EPT) differential -----------------------------------------------------------

@@ -57,6 +57,7 @@
 #include "layout.hpp"
 
 #include "vmx/vmx_glue.hpp"
+#include "core/backend.hpp"
 #include "core/report.hpp"
 #include "core/state.hpp"
 
@@ -202,15 +203,10 @@ using core::guest_ram;
 using core::guest_ram_view;
 
 // ---- the CPU as the oracle (differential.cpp) -------------------------------------------
-/// The guest's paging registers at the current exit (VMCS, or VMCB with the SVM backend).
-struct guest_paging_regs {
-  x86::cr0 cr0;
-  x86::cr4 cr4;
-  x86::efer efer;
-  x86::cr3 cr3;
-  x86::rflags rflags;
-};
-guest_paging_regs live_paging_regs();
+/// The guest's paging registers at an exit (core::backend::paging_regs()).
+using guest_paging_regs = core::paging_regs;
+/// The VMX backend's: from the current VMCS.
+guest_paging_regs vmcs_paging_regs();
 void handle_ept_arm(core::check_counters& k, guest_regs& r);
 std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r);
 bool ept_case_violation(core::check_counters& k);

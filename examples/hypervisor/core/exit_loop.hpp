@@ -28,8 +28,8 @@
 namespace hv {
 // The differentials of the guest's first stage (differential.cpp): vendor-neutral, they
 // read the live paging registers through the backend that is running.
-std::uint64_t handle_paging_case(core::context& c, core::guest_regs& r);
-std::uint64_t handle_paging_case32(core::context& c, core::guest_regs& r);
+std::uint64_t handle_paging_case(core::context& c, core::guest_regs& r, const core::paging_regs& live);
+std::uint64_t handle_paging_case32(core::context& c, core::guest_regs& r, const core::paging_regs& live);
 }  // namespace hv
 
 namespace hv::core {
@@ -294,8 +294,8 @@ bool handle_hypercall(B& b, context& c) {
       break;
     }
     case hc::result: guest_result(c, r); break;
-    case hc::paging_case: ret = handle_paging_case(c, r); break;
-    case hc::paging_case32: ret = handle_paging_case32(c, r); break;
+    case hc::paging_case: ret = handle_paging_case(c, r, b.paging_regs()); break;
+    case hc::paging_case32: ret = handle_paging_case32(c, r, b.paging_regs()); break;
     case hc::ept_arm: ret = b.second_stage_arm(r); break;
     case hc::ept_check: ret = b.second_stage_check(r); break;
     case hc::ept_unmap_once: ret = b.unmap_once(r[rbx]) ? 0 : ~0ull; break;

@@ -37,14 +37,14 @@ pg::cpu_properties npt_diff_properties(const cpuid_ns::guest_cpu_model& m) { ret
 
 unsigned host_maxphyaddr() { return core::host_maxphyaddr(); }
 
-void npt_alias_reset() {
+void npt_alias_reset(current_vmcb& vmcb) {
   for (std::uint64_t i = 0; i < 512; ++i) npt_alias_pt[i] = (region + (i << 12)) | np_p | np_rw | np_us;
   for (auto& e : npt_alias_pd) e = 0;
   for (auto& e : npt_alias_pdpt) e = 0;
   npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | np_p | np_rw | np_us;
   npt_alias_pdpt[0] = pa(npt_alias_pd) | np_p | np_rw | np_us;
   npt_pml4[1] = pa(npt_alias_pdpt) | np_p | np_rw | np_us;
-  set_tlb_control(sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
+  set_tlb_control(vmcb, sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
 }
 
 std::uint64_t perm_entry(const npt_diff_state& nd, unsigned p) {
@@ -53,8 +53,8 @@ std::uint64_t perm_entry(const npt_diff_state& nd, unsigned p) {
 }
 
 /// Applies hc::ept_arm's layout (hypercall.hpp) to the alias.
-unsigned npt_apply_case(const npt_diff_state& nd, std::uint64_t d) {
-  npt_alias_reset();
+unsigned npt_apply_case(current_vmcb& vmcb, const npt_diff_state& nd, std::uint64_t d) {
+  npt_alias_reset(vmcb);
   unsigned perm[6] = {static_cast<unsigned>(d & 7),         static_cast<unsigned>((d >> 8) & 7),
                       static_cast<unsigned>((d >> 16) & 7), static_cast<unsigned>((d >> 24) & 7),
                       static_cast<unsigned>((d >> 27) & 7), static_cast<unsigned>((d >> 32) & 7)};
@@ -103,9 +103,9 @@ struct npt_prediction {
   std::uint64_t info = 0, gpa = 0;
   std::uint32_t result = 0, error = 0;
 };
-npt_prediction npt_predict(std::uint64_t la, x86::pfec access, const pg::cpu_properties& props) {
+npt_prediction npt_predict(current_vmcb& vmcb, const guest_paging_regs& g, std::uint64_t la, x86::pfec access,
+                           const pg::cpu_properties& props) {
   npt_prediction p;
-  const guest_paging_regs g = live_paging_regs();
   const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
   const pg::mmu_context mmu{role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
   // The nested tables have the host's format at VMRUN (long mode, 4 levels) and its EFER.NXE
@@ -141,7 +141,7 @@ npt_prediction npt_predict(std::uint64_t la, x86::pfec access, const pg::cpu_pro
 /// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
 /// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
 /// treats every guest page-table access as a write whether or not it sets A (15.25.5).
-void npt_arm(npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
+void npt_arm(current_vmcb& vmcb, npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
   using enum x86::gpr;
   const std::uint64_t la = r[rbx];
   const x86::pfec access{r[rcx]};
@@ -153,10 +153,11 @@ void npt_arm(npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_r
   nd.host_nxe_off = host_nx && nd.cases % 3 == 1;
   nd.pml4e_bit8 = !nd.host_nxe_off && nd.cases % 5 == 2;  // one question per case
   if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) & ~x86::efer::nxe.raw());
-  const unsigned size = npt_apply_case(nd, r[rdx]);
+  const unsigned size = npt_apply_case(vmcb, nd, r[rdx]);
   if (size) ++nd.large_cases;
   const pg::cpu_properties props = npt_diff_properties(model);
-  const npt_prediction p = npt_predict(la, access, props);
+  const guest_paging_regs live = live_paging_regs(vmcb);
+  const npt_prediction p = npt_predict(vmcb, live, la, access, props);
   nd.pred_npf = p.npf;
   nd.pred_info = p.info;
   nd.pred_gpa = p.gpa;
@@ -167,7 +168,7 @@ void npt_arm(npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_r
     pg::cpu_properties alt = props;
     if (nd.host_nxe_off) alt.npf_fetch_id_without_nxe = !alt.npf_fetch_id_without_nxe;
     if (nd.pml4e_bit8) alt.amd_nonleaf_bit8 = !alt.amd_nonleaf_bit8;
-    const npt_prediction q = npt_predict(la, access, alt);
+    const npt_prediction q = npt_predict(vmcb, live, la, access, alt);
     nd.alt_pred_npf = q.npf;
     nd.alt_pred_info = q.info;
     nd.alt_pred_gpa = q.gpa;
@@ -179,7 +180,7 @@ void npt_arm(npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_r
 
 /// A #NPF inside the alias while a case is armed: recorded, the alias made RWX again, the
 /// guest retries (and completes the access).
-bool npt_case_npf(npt_diff_state& nd) {
+bool npt_case_npf(current_vmcb& vmcb, npt_diff_state& nd) {
   const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
   const std::uint64_t gpa = npf.address.value();
   if (!nd.armed || gpa < alias_base || gpa >= alias_base + (1ull << 30)) return false;
@@ -188,13 +189,13 @@ bool npt_case_npf(npt_diff_state& nd) {
     nd.seen_info = npf.error.raw();
     nd.seen_gpa = gpa;
   }
-  npt_alias_reset();
+  npt_alias_reset(vmcb);
   return true;
 }
 
 /// hc::ept_check on SVM: compare. The error code bits P, W, U, RSV, I/D and bits 32/33 must
 /// agree, and the guest-physical address.
-std::uint64_t npt_check(npt_diff_state& nd, guest_regs& r) {
+std::uint64_t npt_check(current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r) {
   using enum x86::gpr;
   const auto cpu_result = static_cast<std::uint32_t>(r[rbx]);
   const auto cpu_error = static_cast<std::uint32_t>(r[rcx]);
@@ -276,7 +277,7 @@ std::uint64_t npt_check(npt_diff_state& nd, guest_regs& r) {
             nd.pred_error);
   nd.armed = false;
   nd.seen = false;
-  npt_alias_reset();
+  npt_alias_reset(vmcb);
   return same || property_answer ? 0 : 1;
 }
 

@@ -6,7 +6,6 @@
 #pragma once
 
 namespace hv {
-struct guest_paging_regs;
 namespace core {
 struct guest_cpu;
 }
@@ -16,8 +15,6 @@ namespace hv::svm {
 
 /// The SVM backend is the one running (set by run_all()).
 bool active();
-/// The guest's CR0/CR4/EFER (without SVME)/CR3/RFLAGS from the VMCB at the current exit.
-guest_paging_regs live_paging_regs();
 
 /// CPUID says SVM with nested paging is there (APM 15.4 "Enabling SVM").
 bool available();

@@ -49,26 +49,38 @@ struct vmcb_slot {
 /// that GS:[0] points to).
 vmcb_slot& this_cpu_slot() noexcept;
 
-/// The VMCB the exit handlers work on (the scheduled runs switch it): an svm::vmcb_memory
-/// whose every store goes through the current slot's clean-bit tracker. `slot` null: the
-/// vCPU of this processor (a vCPU per processor, svm/svm_smp.cpp).
+/// The VMCB a vCPU's exits work on: an svm::vmcb_memory whose every store goes through its
+/// slot's clean-bit tracker. Made by the run (or the processor) that owns the vCPU, bound to
+/// one slot (never null) and passed down by reference; the two-guest runs rebind `slot` when
+/// they switch VMCBs.
 struct current_vmcb {
   vmcb_slot* slot;
-  [[nodiscard]] vmcb_slot& cur() const noexcept { return slot ? *slot : this_cpu_slot(); }
+  [[nodiscard]] vmcb_slot& cur() const noexcept { return *slot; }
   [[nodiscard]] std::uint64_t load(std::uint16_t offset, unsigned bytes) const noexcept {
-    return cur().tracked.load(offset, bytes);
+    return slot->tracked.load(offset, bytes);
   }
-  void store(std::uint16_t offset, unsigned bytes, std::uint64_t v) noexcept { cur().tracked.store(offset, bytes, v); }
+  void store(std::uint16_t offset, unsigned bytes, std::uint64_t v) noexcept { slot->tracked.store(offset, bytes, v); }
 };
 static_assert(sv::vmcb_memory<current_vmcb>);
-extern current_vmcb vmcb;
+/// This processor's VMCB when every processor runs a vCPU: this_cpu_slot()'s (svm/svm_smp.cpp
+/// names it `vmcb`; the rest of the backend takes a current_vmcb).
+struct this_cpu_vmcb {
+  [[nodiscard]] std::uint64_t load(std::uint16_t offset, unsigned bytes) const noexcept {
+    return this_cpu_slot().tracked.load(offset, bytes);
+  }
+  void store(std::uint16_t offset, unsigned bytes, std::uint64_t v) noexcept {
+    this_cpu_slot().tracked.store(offset, bytes, v);
+  }
+};
+static_assert(sv::vmcb_memory<this_cpu_vmcb>);
+extern this_cpu_vmcb vmcb;
 /// The nested page table's PML4 (guest A): entry 0 maps guest RAM, entry 1 the NPT
 /// differential's alias while it runs (npt_diff.cpp).
 extern std::uint64_t npt_pml4[512];
 /// The (identity-mapped) physical address of a hypervisor object.
 std::uint64_t pa(const void* p);
 /// TLB_CONTROL for the next VMRUN (APM 15.16.1).
-void set_tlb_control(sv::tlb_control c);
+void set_tlb_control(current_vmcb& vmcb, sv::tlb_control c);
 
 using exit_code = sv::exit_code;
 
@@ -108,26 +120,28 @@ bool enable();
 /// The nested page table: guest RAM identity-mapped, nothing else.
 void build_npt();
 /// The VMCB for a fresh run of the conformance guest.
-void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& st);
+void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r, core::vcpu_state& st);
 /// The pieces of a VMCB every guest (the conformance guest, the Linux guest) fills the same
 /// way: a zeroed VMCB with the common intercepts, the permission maps, ASID and nested paging
 /// (then `icpt`'s; `ncr3` 0: no nested paging, for shadow paging), and a flat guest's first state.
-void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
-                std::uint64_t ncr3);
-void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
+void start_vmcb(current_vmcb& vmcb, sv::intercept_set icpt, const sv::io_permission_map& io,
+                const sv::msr_permission_map& msr, std::uint64_t ncr3);
+void write_flat_state(current_vmcb& vmcb, core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4,
+                      std::uint64_t cr3);
 
 // ---- the backend (svm.cpp) --------------------------------------------------------------------
 /// An exception into the guest through EVENTINJ, merged with a pending event.
-void inject(core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0);
-void report_exit(const char* what, bool expected = false);
+void inject(current_vmcb& vmcb, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0);
+void report_exit(current_vmcb& vmcb, const char* what, bool expected = false);
 /// One #VMEXIT of the vCPU `st` (its registers `regs`: its own, or a second VMCB's) through
 /// the core's exit loop; true: run the guest again.
 /// `nd`: the run's NPT differential (nullptr: a guest without it); `linux`: the Linux guest's
 /// run, whose profile then handles the exit (linux/linux_profile.hpp).
 struct npt_diff_state;
-bool handle_exit(guest_regs& regs, run_state& st, npt_diff_state* nd = nullptr, lx::linux_state* linux = nullptr);
-/// One VMRUN of the current VMCB.
-void vmrun(guest_regs& regs);
+bool handle_exit(current_vmcb& vmcb, guest_regs& regs, run_state& st, npt_diff_state* nd = nullptr,
+                 lx::linux_state* linux = nullptr);
+/// One VMRUN of `vmcb` on the conformance runs' processor.
+void vmrun(current_vmcb& vmcb, guest_regs& regs);
 /// One VMRUN of `s` (the current VMCB) with the host's VMSAVE area `host_save`; `last` is
 /// the VMCB this processor ran last (its clean bits count only if it is `s`, APM 15.15).
 void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last);
@@ -140,16 +154,19 @@ struct reinjected {
 };
 /// EXITINTINFO corrected for the errata and written into EVENTINJ with the RIP advance a
 /// software event needs (APM 15.7.1, 15.7.2).
-reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st, core::check_counters& k);
+reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st,
+                                      core::check_counters& k);
 /// Unmaps the 4 KiB guest page at `gpa` from the nested page table (once).
-bool npt_unmap_once(core::check_counters& k, std::uint64_t gpa);
+bool npt_unmap_once(current_vmcb& vmcb, core::check_counters& k, std::uint64_t gpa);
 /// An #NPF on the unmapped page: mapped back, the interrupted event re-injected; false: not it.
-bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st, core::check_counters& k);
+bool npt_unmapped_page_hit(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st, core::check_counters& k);
 /// The re-injection check's report (hits, instruction length, the event in the VMX layout).
-std::uint64_t npt_unmap_report(core::check_counters& k);
+std::uint64_t npt_unmap_report(current_vmcb& vmcb, core::check_counters& k);
 extern std::uint64_t exitcode_32bit_errata, qemu_cr3_errata;
 /// The guest's EFER: the VMCB's without SVME.
-x86::efer guest_efer();
+x86::efer guest_efer(current_vmcb& vmcb);
+/// The guest's CR0/CR4/EFER (without SVME)/CR3/RFLAGS from `vmcb` (svm_runs.cpp).
+guest_paging_regs live_paging_regs(current_vmcb& vmcb);
 
 // ---- the NPT differential (npt_diff.cpp) ----------------------------------------------------
 /// The NPT differential's state: the armed case, hvkit's prediction and what the CPU did, and
@@ -175,11 +192,11 @@ struct npt_diff_state {
   std::uint64_t bit8_cases, bit8_split, bit8_reserved, bit8_ignored;
 };
 /// hc::ept_arm: apply the case's nested layout and predict its outcome (guest CPU `model`).
-void npt_arm(npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
+void npt_arm(current_vmcb& vmcb, npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
 /// A #NPF while a case is armed inside the alias: recorded (true), else false.
-bool npt_case_npf(npt_diff_state& nd);
+bool npt_case_npf(current_vmcb& vmcb, npt_diff_state& nd);
 /// hc::ept_check: compare the CPU's outcome with the prediction (0 same, 1 mismatch).
-std::uint64_t npt_check(npt_diff_state& nd, guest_regs& r);
+std::uint64_t npt_check(current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r);
 /// The run's npt_differential result; the alias removed.
 void npt_diff_report(const npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model);
 

@@ -30,7 +30,6 @@ namespace {
 
 namespace sv = hvkit::svm;
 namespace fld = hvkit::svm::fields;
-using svm::vmcb;
 
 // ---- the nested page table: identity over guest RAM, the low megabyte and MMIO ----------
 // The host's 4-level format (APM 15.25.5); every nested access is a user access, so U/S = 1
@@ -99,6 +98,7 @@ void build_maps(const linux_state& ls) {
 /// of svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
 /// is 1) and MOV to/from CR3, INVLPG and #PF, as for the conformance guest (svm_setup.cpp).
 void setup_linux_vmcb(linux_state& ls, bool ap) {
+  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
   const bool shadow = core::shadow::enabled();
   const sv::cr_intercepts cr = shadow ? sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false})
                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
@@ -109,11 +109,11 @@ void setup_linux_vmcb(linux_state& ls, bool ap) {
   if (shadow)
     for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), sv::intercept::invlpg, sv::exception(x86::vector::pf)})
       icpt.set(i);
-  svm::start_vmcb(icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
+  svm::start_vmcb(vmcb, icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
   if (ap) return;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::efer efer = x86::efer::lme | x86::efer::lma;
-  svm::write_flat_state(this_state(ls), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
+  svm::write_flat_state(vmcb, this_state(ls), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
                         cr0, x86::cr4::pae, page_tables_gpa);
   if (shadow) {  // the real EFER.NXE is 1 (paging::shadow::host_role()), CR3 the shadow root
     core::shadow::use_linux_guest(hidden_base, hidden_end, second_stage_end);
@@ -131,7 +131,7 @@ void setup_linux_vmcb(linux_state& ls, bool ap) {
 /// OSXSAVE answers follow it); the first case is printed, every case counted (in the run's
 /// state, ls). Only a CPUID exit answers from that view: the XGETBV is done there (and once
 /// when the run ends), not at every exit.
-void notice_xcr0_change(linux_state& ls, run_state& st) {
+void notice_xcr0_change(svm::current_vmcb& vmcb, linux_state& ls, run_state& st) {
   std::uint32_t lo, hi;
   asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
   const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
@@ -150,6 +150,7 @@ void notice_xcr0_change(linux_state& ls, run_state& st) {
 /// The vCPU of processor `c` until it stops: VMRUN, #VMEXIT through the core's exit loop.
 void vmrun_loop(smp::cpu& c) {
   linux_state& ls = *c.lx.run;
+  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
   run_state& run = c.st;
   const bool xsave = (cpuid(1).ecx >> 26) & 1;  // every processor set CR4.OSXSAVE then
   while (run.status == run_status::running) {
@@ -158,7 +159,7 @@ void vmrun_loop(smp::cpu& c) {
     write_cr2(sv::read(vmcb, fld::cr2));
     svm::prepare_vmrun(c);
     svm::vmrun_on(c);
-    if (xsave && sv::read(vmcb, fld::exit_code) == sv::raw(svm::exit_code::cpuid)) notice_xcr0_change(ls, run);
+    if (xsave && sv::read(vmcb, fld::exit_code) == sv::raw(svm::exit_code::cpuid)) notice_xcr0_change(vmcb, ls, run);
     if (c.index != 0 && run.exits.total < 24)  // an AP's way from its SIPI to long mode, for the log
       kprintf("HVKIT SMP vcpu=%u exit code=0x%llx info1=0x%llx rip=0x%llx cs=0x%llx efer=0x%llx cr0=0x%llx "
               "icpt=0x%llx rax=0x%llx rcx=0x%llx\n",
@@ -167,13 +168,13 @@ void vmrun_loop(smp::cpu& c) {
               (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr0),
               (unsigned long long)vmcb.load(0x10, 4), (unsigned long long)sv::read(vmcb, fld::rax),
               (unsigned long long)run.regs[x86::gpr::rcx]);
-    const bool resume = svm::handle_exit(run.regs, run, nullptr, &ls);
+    const bool resume = svm::handle_exit(vmcb, run.regs, run, nullptr, &ls);
     // RAX lives in the VMCB (a handler may have written it there); vmrun() copies the
     // register block's into the VMCB.
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
   }
-  if (xsave) notice_xcr0_change(ls, run);
+  if (xsave) notice_xcr0_change(vmcb, ls, run);
 }
 
 void start_vcpu_state(smp::cpu& c) {
@@ -230,7 +231,6 @@ bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
   smp::cpu& bsp = m.cpus[0];
   svm::attach(bsp);
   start_vcpu_state(bsp);
-  vmcb.slot = nullptr;  // every processor's own VMCB (svm::this_cpu_slot)
   // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
   m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
   const bool ok = svm::build_policy(cpu, true, m.count) && svm::enable() && (build_linux_npt(m.xapic_write_protected), true);

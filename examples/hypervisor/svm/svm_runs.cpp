@@ -169,10 +169,10 @@ void timer_stop() {
 }
 
 /// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
-void setup_spinner(vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg, core::vcpu_state& vs,
-                   const core::spinner_start& s, std::uint64_t ncr3) {
+void setup_spinner(current_vmcb& vmcb, vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg,
+                   core::vcpu_state& vs, const core::spinner_start& s, std::uint64_t ncr3) {
   vmcb.slot = &sl;
-  setup_vmcb(g, cfg, vs);
+  setup_vmcb(vmcb, g, cfg, vs);
   sv::write(vmcb, fld::rip, s.rip);
   sv::write(vmcb, fld::rsp, s.rsp);
   sv::write(vmcb, fld::cr3, x86::cr3{s.cr3});
@@ -191,7 +191,7 @@ void setup_spinner(vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg,
 /// slice), so the exit must be INTR (60h); VMMCALL (81h) means the interrupt stayed pending
 /// through the whole loop because the guest's IF was 0: a deviation, reported as an erratum
 /// (the spinners run with IF = 1 for that reason, see setup_spinner).
-void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
+void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t code_gpa) {
   static bool probed = false;
   if (probed) return;
   probed = true;
@@ -212,13 +212,13 @@ void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
   sv::write(vmcb, fld::rflags, x86::rflags{0x2});
   guest_regs regs{};
   const std::uint64_t ticks_before = svm_timer_ticks;
-  vmrun(regs);
+  vmrun(vmcb, regs);
   const auto code_seen = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
   const std::uint64_t left = regs[x86::gpr::rcx] & 0xFFFFFFFF;
   const std::uint64_t ticks = svm_timer_ticks - ticks_before;
   sv::write(vmcb, fld::rip, rip);
   sv::write(vmcb, fld::rflags, rflags);
-  set_tlb_control(sv::tlb_control::do_nothing);
+  set_tlb_control(vmcb, sv::tlb_control::do_nothing);
   vmcb.slot = saved;
   if (code_seen == exit_code::vmmcall) {
     ++results_errata;
@@ -233,6 +233,7 @@ void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
 /// The SVM vendor of core::run_two_guests: VMCB A1 (the run's), A2 and B, a slice ended by
 /// the local APIC timer's INTR exit (the host runs the guests with RFLAGS.IF = 1).
 struct svm_two_guests {
+  current_vmcb& vmcb;  ///< the run's VMCB, switched between the three blocks
   run_state& vs;
   const svm_run& cfg;
   npt_diff_state& nd;
@@ -249,14 +250,14 @@ struct svm_two_guests {
     npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
     npt_b_pdpt[0] = pa(npt_b_pd) | 7;
     npt_b_pd[core::guest_b_gpa >> 21] = core::guest_b_hpa | 0x87;
-    setup_spinner(vmcb_a2, g, cfg, vs, a2, pa(npt_pml4));
-    setup_spinner(vmcb_b, g, cfg, vs, b, pa(npt_b_pml4));
+    setup_spinner(vmcb, vmcb_a2, g, cfg, vs, a2, pa(npt_pml4));
+    setup_spinner(vmcb, vmcb_b, g, cfg, vs, b, pa(npt_b_pml4));
     sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
     vmcb.slot = &vmcb_a1;
     svm_timer_ticks = 0;
     svm_host_if = 1;
     timer_start();
-    probe_v_intr_masking(vmcb_a2, core::spin_a2_gpa + 0x100);
+    probe_v_intr_masking(vmcb, vmcb_a2, core::spin_a2_gpa + 0x100);
     svm_timer_ticks = 0;
     return true;
   }
@@ -272,9 +273,9 @@ struct svm_two_guests {
     write_cr2(sv::read(vmcb, fld::cr2));
     auto* const spins = reinterpret_cast<volatile std::uint64_t*>(s.counter_hpa);
     const std::uint64_t spins_before = i != 0 ? *spins : 0;
-    vmrun(s.regs);
+    vmrun(vmcb, s.regs);
     vs.spin_more = spin_more_now(p);
-    const bool resume = handle_exit(s.regs, vs, &nd);  // every exit of a spinner is the timer
+    const bool resume = handle_exit(vmcb, s.regs, vs, &nd);  // every exit of a spinner is the timer
     s.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (vs.preempted && i != 0 && *spins == spins_before && timer_count < timer_max_count) {
       timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
@@ -290,13 +291,14 @@ struct svm_two_guests {
     kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
             timer_count);
   }
-  void report_exit(const char* what) { svm::report_exit(what); }
+  void report_exit(const char* what) { svm::report_exit(vmcb, what); }
 };
 static_assert(core::two_guest_vendor<svm_two_guests>);
 
 /// The two-guest run of `vs` (core::run_two_guests) with the run's IBPB policy.
-void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs, npt_diff_state& nd) {
-  svm_two_guests v{vs, cfg, nd};
+void run_scheduled(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& cfg, run_state& vs,
+                   npt_diff_state& nd) {
+  svm_two_guests v{vmcb, vs, cfg, nd};
   static_cast<void>(core::run_two_guests(v, vs, g, cfg.ibpb));
 }
 
@@ -315,12 +317,12 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
   const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32, cfg.base.profile);
   if (!g) return false;
-  vmcb.slot = &vmcb_a1;
-  setup_vmcb(*g, cfg, vs);
+  current_vmcb vmcb{&vmcb_a1};  // the run's VMCB: guest A's first, handed down
+  setup_vmcb(vmcb, *g, cfg, vs);
   vs.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
-  if (cfg.scheduled) run_scheduled(*g, cfg, vs, nd);
+  if (cfg.scheduled) run_scheduled(vmcb, *g, cfg, vs, nd);
   while (vs.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
     // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
@@ -330,7 +332,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
     constexpr std::uint64_t cr2_sentinel = 0xFFFFC2C2C2C2C000ull;
     const bool probe = !cr2_probed;
     write_cr2(probe ? cr2_sentinel : sv::read(vmcb, fld::cr2));
-    vmrun(vs.regs);
+    vmrun(vmcb, vs.regs);
     if (probe) {
       cr2_probed = true;
       const std::uint64_t seen = sv::read(vmcb, fld::cr2);
@@ -342,7 +344,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
         result("vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
       }
     }
-    if (!handle_exit(vs.regs, vs, &nd) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
+    if (!handle_exit(vmcb, vs.regs, vs, &nd) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
     vs.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
   }
   const std::uint64_t t1 = rdtsc();
@@ -379,13 +381,13 @@ unsigned long long note_exitcode_32bit(unsigned long long raw) {
 
 bool active() { return g_active; }
 
-guest_paging_regs live_paging_regs() {
+guest_paging_regs live_paging_regs(current_vmcb& vmcb) {
   if (core::shadow::enabled()) {  // the guest's CR0.WP, CR3 and EFER: the real ones are the shadow MMU's
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
     return {core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp), sv::read_typed(vmcb, fld::cr4),
             core::shadow::guest_efer(), core::shadow::guest_cr3(), sv::read_typed(vmcb, fld::rflags)};
   }
-  return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(), sv::read_typed(vmcb, fld::cr3),
+  return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb), sv::read_typed(vmcb, fld::cr3),
           sv::read_typed(vmcb, fld::rflags)};
 }
 
@@ -396,7 +398,6 @@ bool available() {
 
 bool run_all(core::guest_cpu& cpu) {
   g_active = true;
-  vmcb.slot = &vmcb_a1;
   if (!build_policy(cpu) || !enable()) return false;
   build_npt();
   bool ok = true;

@@ -177,8 +177,8 @@ void build_npt() {
 /// entries at this VMRUN (the nested page table was rebuilt or edited since the last run,
 /// 15.16.1); nested paging with `ncr3` (15.25.3). APM 15.5.1 lists the consistency checks
 /// VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...
-void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
-                std::uint64_t ncr3) {
+void start_vmcb(current_vmcb& vmcb, sv::intercept_set icpt, const sv::io_permission_map& io,
+                const sv::msr_permission_map& msr, std::uint64_t ncr3) {
   std::uint8_t* const bytes = vmcb.cur().view.data();
   for (std::size_t i = 0; i < sv::vmcb_size; ++i) bytes[i] = 0;
   vmcb.cur().tracked.invalidate();  // a new VMCB: nothing may come from the processor's cache (15.15)
@@ -201,7 +201,8 @@ void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const s
 /// no LDT, CPL 0, paging with `cr0`/`cr4`/`cr3`, the power-on PAT. Attributes: descriptor
 /// bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state"). The vCPU's EFER and MMU
 /// context follow the registers.
-void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
+void write_flat_state(current_vmcb& vmcb, core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4,
+                      std::uint64_t cr3) {
   namespace at = sv::attrib;
   constexpr std::uint16_t code_rx = 0xB, data_rw = 0x3, tss64_busy = 0xB;  // descriptor types (SDM 3.4.5.1, 3.5)
   const std::uint16_t cs_attr = g.long_mode ? at::g | at::l | at::p | at::s | code_rx    // 64-bit code, DPL 0
@@ -232,7 +233,7 @@ void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x
 
 /// The VMCB for a fresh run of the conformance guest: 64-bit mode (or the 32-bit guest),
 /// flat segments matching its GDT, nested paging, the intercepts of the run.
-void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& st) {
+void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r, core::vcpu_state& st) {
   const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
   sv::intercept_set icpt;
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
@@ -258,7 +259,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& s
     for (I i : {I::idtr_read, I::gdtr_read, I::ldtr_read, I::tr_read, I::idtr_write, I::gdtr_write, I::ldtr_write,
                 I::tr_write})
       icpt.set(i);
-  start_vmcb(icpt, iopm, msrpm, shadow ? 0 : pa(npt_pml4));
+  start_vmcb(vmcb, icpt, iopm, msrpm, shadow ? 0 : pa(npt_pml4));
   // V_INTR_MASKING (APM 15.21.1): the host's RFLAGS.IF, not the guest's, masks physical
   // interrupts; with the INTR intercept they exit.
   if (r.scheduled)
@@ -268,7 +269,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& s
                                                     : x86::efer::lme | x86::efer::lma;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::cr4 cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
-  write_flat_state(st, {hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
+  write_flat_state(vmcb, st, {hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
                     g.idt_limit, g.stack_top, g.entry, efer},
                    cr0, cr4, layout::guest_boot_pt_gpa);
   if (shadow) {

@@ -75,6 +75,7 @@ struct vmx_backend {
   void set_gpr(x86::gpr r, std::uint64_t v) { regs.write(r, v); }
   guest_regs& gprs() { return regs.gprs(); }
   unsigned cpl() { return guest_cpl(); }
+  core::paging_regs paging_regs() { return vmcs_paging_regs(); }
   core::guest_crs crs() {
     const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), st.cpu->model), st);
     if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
