@@ -105,7 +105,6 @@ constexpr unsigned slot(exit_code code) {
 static_assert(slot_count <= core::exit_slots);
 
 // ---- bring-up (svm_setup.cpp) ---------------------------------------------------------------
-extern vmcb_slot vmcb_a1, vmcb_a2, vmcb_b;   ///< guest A, its second VMCB (vmcb02 stand-in), guest B
 extern std::uint8_t host_save_page[4096];    ///< VMSAVE/VMLOAD of the host's own state
 extern std::uint64_t npt_pd[512];            ///< guest RAM's 2 MiB nested pages
 extern std::uint64_t npt_b_pml4[512], npt_b_pdpt[512], npt_b_pd[512];  ///< guest B's NPT
@@ -119,6 +118,21 @@ bool build_policy(core::guest_cpu& g, bool for_linux = false, unsigned cpus = 1)
 bool enable();
 /// The nested page table: guest RAM identity-mapped, nothing else.
 void build_npt();
+/// The conformance runs' VMCB pages: guest A, its second VMCB (vmcb02 stand-in), guest B.
+/// Page-aligned storage reserved once (svm_setup.cpp) and handed out by reference; run_all()
+/// makes their slots.
+struct conformance_vmcb_pages {
+  sv::vmcb_page& a1;
+  sv::vmcb_page& a2;
+  sv::vmcb_page& b;
+};
+conformance_vmcb_pages conformance_pages();
+/// The three slots over those pages (run_all()'s), handed to every run.
+struct conformance_vmcbs {
+  vmcb_slot& a1;
+  vmcb_slot& a2;
+  vmcb_slot& b;
+};
 /// The VMCB for a fresh run of the conformance guest.
 void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r, core::vcpu_state& st);
 /// The pieces of a VMCB every guest (the conformance guest, the Linux guest) fills the same

@@ -234,10 +234,11 @@ void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t cod
 /// the local APIC timer's INTR exit (the host runs the guests with RFLAGS.IF = 1).
 struct svm_two_guests {
   current_vmcb& vmcb;  ///< the run's VMCB, switched between the three blocks
+  const conformance_vmcbs& slots;
   run_state& vs;
   const svm_run& cfg;
   npt_diff_state& nd;
-  vmcb_slot* const blocks[3] = {&vmcb_a1, &vmcb_a2, &vmcb_b};
+  vmcb_slot* const blocks[3] = {&slots.a1, &slots.a2, &slots.b};
 
   std::uint64_t block(unsigned i) const { return pa(blocks[i]->page); }
   /// Guest B's nested page table (its 2 MiB at HPA guest_b_hpa, seen at GPA guest_b_gpa), the
@@ -250,14 +251,14 @@ struct svm_two_guests {
     npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
     npt_b_pdpt[0] = pa(npt_b_pd) | 7;
     npt_b_pd[core::guest_b_gpa >> 21] = core::guest_b_hpa | 0x87;
-    setup_spinner(vmcb, vmcb_a2, g, cfg, vs, a2, pa(npt_pml4));
-    setup_spinner(vmcb, vmcb_b, g, cfg, vs, b, pa(npt_b_pml4));
+    setup_spinner(vmcb, slots.a2, g, cfg, vs, a2, pa(npt_pml4));
+    setup_spinner(vmcb, slots.b, g, cfg, vs, b, pa(npt_b_pml4));
     sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
-    vmcb.slot = &vmcb_a1;
+    vmcb.slot = &slots.a1;
     svm_timer_ticks = 0;
     svm_host_if = 1;
     timer_start();
-    probe_v_intr_masking(vmcb, vmcb_a2, core::spin_a2_gpa + 0x100);
+    probe_v_intr_masking(vmcb, slots.a2, core::spin_a2_gpa + 0x100);
     svm_timer_ticks = 0;
     return true;
   }
@@ -287,7 +288,7 @@ struct svm_two_guests {
     timer_stop();
     vs.spin_more = false;
     svm_host_if = 0;
-    vmcb.slot = &vmcb_a1;
+    vmcb.slot = &slots.a1;
     kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
             timer_count);
   }
@@ -296,15 +297,15 @@ struct svm_two_guests {
 static_assert(core::two_guest_vendor<svm_two_guests>);
 
 /// The two-guest run of `vs` (core::run_two_guests) with the run's IBPB policy.
-void run_scheduled(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& cfg, run_state& vs,
-                   npt_diff_state& nd) {
-  svm_two_guests v{vmcb, vs, cfg, nd};
+void run_scheduled(current_vmcb& vmcb, const conformance_vmcbs& slots, const hc::guest_header& g, const svm_run& cfg,
+                   run_state& vs, npt_diff_state& nd) {
+  svm_two_guests v{vmcb, slots, vs, cfg, nd};
   static_cast<void>(core::run_two_guests(v, vs, g, cfg.ibpb));
 }
 
 using core::status_name;
 
-bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summary) {
+bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, const conformance_vmcbs& slots, wp_summary& summary) {
   // The run's vCPU and its checks: this function's, handed on (handle_exit, the scheduler,
   // the reports), never a global.
   run_state vs{};
@@ -317,12 +318,12 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, wp_summary& summa
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
   const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32, cfg.base.profile);
   if (!g) return false;
-  current_vmcb vmcb{&vmcb_a1};  // the run's VMCB: guest A's first, handed down
+  current_vmcb vmcb{&slots.a1};  // the run's VMCB: guest A's first, handed down
   setup_vmcb(vmcb, *g, cfg, vs);
   vs.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
-  if (cfg.scheduled) run_scheduled(vmcb, *g, cfg, vs, nd);
+  if (cfg.scheduled) run_scheduled(vmcb, slots, *g, cfg, vs, nd);
   while (vs.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
     // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
@@ -400,14 +401,21 @@ bool run_all(core::guest_cpu& cpu) {
   g_active = true;
   if (!build_policy(cpu) || !enable()) return false;
   build_npt();
+  // The runs' three VMCBs: this function's slots over the pages reserved for them, with the
+  // clean-bit trackers VMCB clean bits allow (APM 15.15), handed to every run.
+  const conformance_vmcb_pages pages = conformance_pages();
+  vmcb_slot a1{pages.a1}, a2{pages.a2}, b{pages.b};
+  const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
+  for (vmcb_slot* s : {&a1, &a2, &b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
+  const conformance_vmcbs slots{a1, a2, b};
   bool ok = true;
   if (exit_cost::requested()) {
     // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md): CR0.WP
     // guest-owned (no CR0 write intercept), then intercepted (the selective CR0 write
     // intercept, which CR0.TS changes do not trigger: APM Vol. 2 15.9.1).
     wp_summary unused{};
-    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, cpu, unused);
-    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, cpu, unused) && ok;
+    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, cpu, slots, unused);
+    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, cpu, slots, unused) && ok;
     return ok;
   }
   for (int i = 0; i < run_count; ++i) {
@@ -415,7 +423,7 @@ bool run_all(core::guest_cpu& cpu) {
       kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].base.name, why);
       continue;
     }
-    ok = run_guest(runs[i], cpu, summaries[i]) && ok;
+    ok = run_guest(runs[i], cpu, slots, summaries[i]) && ok;
   }
   ok = vmrun_diff_run() && ok;
   if (exitcode_32bit_errata)

@@ -36,8 +36,6 @@ extern volatile std::uint8_t svm_msr_faulted;
 
 namespace hv::svm {
 
-sv::vmcb_page a1_page, a2_page, b_page;  // guest A, guest A's second VMCB, guest B
-constinit vmcb_slot vmcb_a1{a1_page}, vmcb_a2{a2_page}, vmcb_b{b_page};
 alignas(4096) std::uint8_t host_save_page[4096];  // VMSAVE/VMLOAD of the host's own state
 alignas(4096) std::uint8_t hsave_page[4096];      // VM_HSAVE_PA: what VMRUN saves of the host
 // Every MSR access and every port access exits (APM 15.10.1, 15.11).
@@ -94,6 +92,12 @@ bool build_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
   return true;
 }
 
+// ---- the conformance runs' VMCBs --------------------------------------------------------------
+conformance_vmcb_pages conformance_pages() {
+  static constinit sv::vmcb_page a1{}, a2{}, b{};
+  return {a1, a2, b};
+}
+
 // ---- bring-up ------------------------------------------------------------------------------
 /// RDMSR that survives #GP (svm_gp_skip in the host IDT for the time): false if it faulted.
 static bool rdmsr_safe(std::uint32_t m, std::uint64_t& v) {
@@ -142,7 +146,6 @@ bool enable() {
   wrmsr(x86::msr::amd_vm_hsave_pa, pa(hsave_page));
   asids = sv::asid_allocator{host_svm.nasid};
   const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
-  for (vmcb_slot* s : {&vmcb_a1, &vmcb_a2, &vmcb_b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
   using F = cpuid_ns::svm_features;
   result("svm_enable", true, "nrips=%u npt=%u decode_assists=%u vmcb_clean=%u flush_by_asid=%u",
          host_svm.features.test(F::nrip_save) ? 1 : 0, host_svm.features.test(F::np) ? 1 : 0,
