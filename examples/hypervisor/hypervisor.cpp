@@ -79,8 +79,6 @@ constexpr run_config runs[] = {
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
-run_summary summaries[run_count];
-
 /// Under shadow paging (run --shadow), the runs that need what only EPT or a second VM gives;
 /// nullptr: the run applies.
 const char* shadow_not_applicable(const run_config& cfg) { return core::shadow::not_applicable(cfg, cfg.ibpb >= 0); }
@@ -205,6 +203,7 @@ extern "C" void hv_main() {
     run_summary unused{};
     for (const run_config& cfg : exit_cost::runs) ok = run_guest(cfg, boot_cpu, unused) && ok;
   } else if (ok) {
+    run_summary summaries[run_count]{};  // the runs' numbers for the comparison below
     for (int i = 0; i < run_count; ++i) {
       if (const char* why = shadow_not_applicable(runs[i])) {
         kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].name, why);

@@ -109,7 +109,6 @@ struct wp_summary {
   bool ok;
   std::uint64_t toggles, cr_exits, mismatch, tsc;
 };
-wp_summary summaries[run_count];
 
 // ---- two guests, one CPU: VMCB switches (the SVM vendor of core::run_two_guests) -----------
 constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divide by 1
@@ -418,6 +417,7 @@ bool run_all(core::guest_cpu& cpu) {
     ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, cpu, slots, unused) && ok;
     return ok;
   }
+  wp_summary summaries[run_count]{};  // the runs' numbers for the comparison below
   for (int i = 0; i < run_count; ++i) {
     if (const char* why = core::shadow::not_applicable(runs[i].base, runs[i].scheduled)) {
       kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].base.name, why);
