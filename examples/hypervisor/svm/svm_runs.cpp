@@ -120,7 +120,16 @@ constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divid
 // to run its first instruction in its first slice); on Bochs alone every slice makes
 // progress and the count stays 10000.
 constexpr std::uint32_t timer_max_count = 1u << 26;
-std::uint32_t timer_count = timer_initial_count;
+
+/// What the conformance runs of one boot share beyond their own vCPU (run_all()'s, handed to
+/// every run): the three VMCB slots, the two-guest runs' slice length in timer ticks (learned,
+/// the later scheduled runs start with it) and the once-per-boot probes done.
+struct boot_runs {
+  const conformance_vmcbs& slots;
+  std::uint32_t timer_count = timer_initial_count;
+  bool cr2_probed = false;
+  bool v_intr_masking_probed = false;
+};
 
 /// What the two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
 /// (hc::spin_more, the vCPU's spin_more) until A2 and B have each spun (run instructions in a
@@ -144,7 +153,7 @@ void load_idt(const void* base, std::uint16_t limit) {
   asm volatile("lidt %0" ::"m"(idtr) : "memory");
 }
 
-void timer_start() {
+void timer_start(std::uint32_t timer_count) {
   for (unsigned i = 0; i < 2 * 64; ++i) sched_idt[i] = i < 64 ? host_idt[i] : 0;
   auto gate = [](unsigned v, void (*h)()) {
     const auto a = reinterpret_cast<std::uint64_t>(h);
@@ -190,8 +199,7 @@ void setup_spinner(current_vmcb& vmcb, vmcb_slot& sl, const hc::guest_header& g,
 /// slice), so the exit must be INTR (60h); VMMCALL (81h) means the interrupt stayed pending
 /// through the whole loop because the guest's IF was 0: a deviation, reported as an erratum
 /// (the spinners run with IF = 1 for that reason, see setup_spinner).
-void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t code_gpa) {
-  static bool probed = false;
+void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t code_gpa, bool& probed) {
   if (probed) return;
   probed = true;
   constexpr std::uint32_t iterations = 1000000;
@@ -233,7 +241,8 @@ void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t cod
 /// the local APIC timer's INTR exit (the host runs the guests with RFLAGS.IF = 1).
 struct svm_two_guests {
   current_vmcb& vmcb;  ///< the run's VMCB, switched between the three blocks
-  const conformance_vmcbs& slots;
+  boot_runs& br;
+  const conformance_vmcbs& slots = br.slots;
   run_state& vs;
   const svm_run& cfg;
   npt_diff_state& nd;
@@ -256,8 +265,8 @@ struct svm_two_guests {
     vmcb.slot = &slots.a1;
     svm_timer_ticks = 0;
     svm_host_if = 1;
-    timer_start();
-    probe_v_intr_masking(vmcb, slots.a2, core::spin_a2_gpa + 0x100);
+    timer_start(br.timer_count);
+    probe_v_intr_masking(vmcb, slots.a2, core::spin_a2_gpa + 0x100, br.v_intr_masking_probed);
     svm_timer_ticks = 0;
     return true;
   }
@@ -268,7 +277,7 @@ struct svm_two_guests {
     return true;
   }
   /// One VMRUN and its exit through the core; a spinner slice that ran none of its
-  /// instructions lengthens the slices (timer_count).
+  /// instructions lengthens the slices (boot_runs::timer_count).
   core::slice_end run_slice(unsigned i, core::sched_slot& s, const core::sched_progress& p) {
     write_cr2(sv::read(vmcb, fld::cr2));
     auto* const spins = reinterpret_cast<volatile std::uint64_t*>(s.counter_hpa);
@@ -277,9 +286,9 @@ struct svm_two_guests {
     vs.spin_more = spin_more_now(p);
     const bool resume = handle_exit(vmcb, s.regs, vs, &nd);  // every exit of a spinner is the timer
     s.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
-    if (vs.preempted && i != 0 && *spins == spins_before && timer_count < timer_max_count) {
-      timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
-      *lapic(0x380) = timer_count;
+    if (vs.preempted && i != 0 && *spins == spins_before && br.timer_count < timer_max_count) {
+      br.timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
+      *lapic(0x380) = br.timer_count;
     }
     return resume ? core::slice_end::again : core::slice_end::stopped;
   }
@@ -289,22 +298,22 @@ struct svm_two_guests {
     svm_host_if = 0;
     vmcb.slot = &slots.a1;
     kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
-            timer_count);
+            br.timer_count);
   }
   void report_exit(const char* what) { svm::report_exit(vmcb, what); }
 };
 static_assert(core::two_guest_vendor<svm_two_guests>);
 
 /// The two-guest run of `vs` (core::run_two_guests) with the run's IBPB policy.
-void run_scheduled(current_vmcb& vmcb, const conformance_vmcbs& slots, const hc::guest_header& g, const svm_run& cfg,
-                   run_state& vs, npt_diff_state& nd) {
-  svm_two_guests v{vmcb, slots, vs, cfg, nd};
+void run_scheduled(current_vmcb& vmcb, boot_runs& br, const hc::guest_header& g, const svm_run& cfg, run_state& vs,
+                   npt_diff_state& nd) {
+  svm_two_guests v{vmcb, br, br.slots, vs, cfg, nd};
   static_cast<void>(core::run_two_guests(v, vs, g, cfg.ibpb));
 }
 
 using core::status_name;
 
-bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, const conformance_vmcbs& slots, wp_summary& summary) {
+bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp_summary& summary) {
   // The run's vCPU and its checks: this function's, handed on (handle_exit, the scheduler,
   // the reports), never a global.
   run_state vs{};
@@ -317,18 +326,18 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, const conformance
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
   const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32, cfg.base.profile);
   if (!g) return false;
-  current_vmcb vmcb{&slots.a1};  // the run's VMCB: guest A's first, handed down
+  current_vmcb vmcb{&br.slots.a1};  // the run's VMCB: guest A's first, handed down
   setup_vmcb(vmcb, *g, cfg, vs);
   vs.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
-  if (cfg.scheduled) run_scheduled(vmcb, slots, *g, cfg, vs, nd);
+  if (cfg.scheduled) run_scheduled(vmcb, br, *g, cfg, vs, nd);
   while (vs.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
     // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
     // exit, a CPUID, comes before any fault of its own); every later one also writes the
     // VMCB's CR2 into the real CR2, which is harmless where VMRUN loads it.
-    static bool cr2_probed = false;
+    bool& cr2_probed = br.cr2_probed;
     constexpr std::uint64_t cr2_sentinel = 0xFFFFC2C2C2C2C000ull;
     const bool probe = !cr2_probed;
     write_cr2(probe ? cr2_sentinel : sv::read(vmcb, fld::cr2));
@@ -407,14 +416,15 @@ bool run_all(core::guest_cpu& cpu) {
   const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
   for (vmcb_slot* s : {&a1, &a2, &b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
   const conformance_vmcbs slots{a1, a2, b};
+  boot_runs br{slots};
   bool ok = true;
   if (exit_cost::requested()) {
     // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md): CR0.WP
     // guest-owned (no CR0 write intercept), then intercepted (the selective CR0 write
     // intercept, which CR0.TS changes do not trigger: APM Vol. 2 15.9.1).
     wp_summary unused{};
-    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, cpu, slots, unused);
-    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, cpu, slots, unused) && ok;
+    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, cpu, br, unused);
+    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, cpu, br, unused) && ok;
     return ok;
   }
   wp_summary summaries[run_count]{};  // the runs' numbers for the comparison below
@@ -423,7 +433,7 @@ bool run_all(core::guest_cpu& cpu) {
       kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].base.name, why);
       continue;
     }
-    ok = run_guest(runs[i], cpu, slots, summaries[i]) && ok;
+    ok = run_guest(runs[i], cpu, br, summaries[i]) && ok;
   }
   ok = vmrun_diff_run() && ok;
   if (exitcode_32bit_errata)
