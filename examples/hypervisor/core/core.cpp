@@ -74,6 +74,11 @@ hvkit::cpuid::guest_cpu_model guest_cpu_model(const hvkit::cpuid::policy& policy
   m.cr4_allowed = m.cr4_allowed & cpu;
   return m;
 }
+bool complete_guest_cpu(guest_cpu& g, x86::cr4 cpu) {
+  g.msrs = hvkit::cpuid::derive_msr_policy(g.cpuid.features(), g.cpuid.xss_components());
+  g.model = guest_cpu_model(g.cpuid, cpu);
+  return hvkit::cpuid::check_consistency(g.cpuid.features(), g.msrs).has_value();
+}
 
 // ---- the MMIO test device -----------------------------------------------------------------
 std::uint64_t device_read(context& c, std::uint64_t offset, unsigned size) {

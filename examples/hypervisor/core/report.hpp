@@ -73,6 +73,10 @@ unsigned host_maxphyaddr();
 /// of MAXPHYADDR: cpuid::make_guest_cpu_model), its CR4 bits limited to `cpu`, those the
 /// processor lets a guest have (VMX: IA32_VMX_CR4_FIXED1, SDM Vol. 3D A.8; SVM: every defined bit).
 hvkit::cpuid::guest_cpu_model guest_cpu_model(const hvkit::cpuid::policy& policy, hvkit::x86::cr4 cpu);
+/// The rest of the guest CPU `g` once its CPUID policy is built: the MSR policy derived from it
+/// and its model (CR4 bits limited to `cpu`); true if the two policies are consistent
+/// (cpuid::check_consistency).
+bool complete_guest_cpu(guest_cpu& g, hvkit::x86::cr4 cpu);
 
 // ---- the MMIO test device and unassigned guest-physical space ----------------------------
 std::uint64_t device_read(context& c, std::uint64_t offset, unsigned size);

@@ -80,11 +80,9 @@ bool build_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
     return false;
   }
   g.cpuid = p.value();
-  g.msrs = cpuid_ns::derive_msr_policy(g.cpuid.features(), g.cpuid.xss_components());
-  // The guest CPU model (core::guest_cpu_model): the CPU's own CR4 has no fixed bits under SVM,
+  // The MSR policy and the guest CPU model: the CPU's own CR4 has no fixed bits under SVM,
   // every defined bit the policy allows may be set.
-  g.model = core::guest_cpu_model(g.cpuid, x86::cr4::defined);
-  const bool consistent = cpuid_ns::check_consistency(g.cpuid.features(), g.msrs).has_value();
+  const bool consistent = core::complete_guest_cpu(g, x86::cr4::defined);
   const cpuid_ns::regs e1 = g.cpuid.answer(0x80000001, 0, {});
   result("cpuid_policy", consistent && !g.cpuid.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
          "kvm_base=0x%x svm_hidden=%d msr_policy_consistent=%d", g.cpuid.kvm_base(),

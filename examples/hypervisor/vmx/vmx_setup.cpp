@@ -159,9 +159,7 @@ bool build_cpuid_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
       g.cpuid = q.value();
     }
   }
-  g.msrs = cpuid_ns::derive_msr_policy(g.cpuid.features(), g.cpuid.xss_components());
-  g.model = core::guest_cpu_model(g.cpuid, x86::cr4{caps.cr4_fixed1});
-  const bool consistent = cpuid_ns::check_consistency(g.cpuid.features(), g.msrs).has_value();
+  const bool consistent = core::complete_guest_cpu(g, x86::cr4{caps.cr4_fixed1});  // CR4: IA32_VMX_CR4_FIXED1
   const cpuid_ns::regs sig = g.cpuid.answer(g.cpuid.kvm_base(), 0, {});
   const cpuid_ns::regs pv = g.cpuid.answer(g.cpuid.kvm_base() + 1, 0, {});
   result("cpuid_policy", consistent,
