@@ -465,13 +465,13 @@ void ept_apply_case(std::uint64_t d) {
 /// walker (the guest's 4-level tables read through EPT, SDM Vol. 3C 29.3.3), guest A/D
 /// updates included (their EPT write check is part of the prediction) and then undone so
 /// that the CPU starts from the same state.
-void handle_ept_arm(core::check_counters& k, guest_regs& r) {
+void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
   namespace pg = hvkit::paging;
   const std::uint64_t la = r[x86::gpr::rbx];
   const x86::pfec access{r[x86::gpr::rcx]};
   ept_apply_case(r[x86::gpr::rdx]);
 
-  const pg::cpu_properties props = guest_cpu_properties();
+  const pg::cpu_properties props = guest_cpu_properties(model);
   const x86::cr0 cr0{vmread(fields::guest_cr0)};
   const x86::cr4 cr4{vmread(fields::guest_cr4)};
   const x86::efer efer{vmread(fields::guest_ia32_efer)};

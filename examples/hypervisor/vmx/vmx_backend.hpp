@@ -204,7 +204,7 @@ struct vmx_backend {
   }
   bool misconfig_case() { return ept_case_misconfig(st); }
   std::uint64_t second_stage_arm(guest_regs& r) {
-    handle_ept_arm(st, r);
+    handle_ept_arm(st, st.cpu->model, r);
     return 0;
   }
   std::uint64_t second_stage_check(guest_regs& r) { return handle_ept_check(st, r); }
