@@ -93,10 +93,22 @@ struct cpu {
   alignas(16) std::uint8_t stack[32768];
 };
 
+/// The xAPIC page of an IA32_APIC_BASE value: bits MAXPHYADDR-1:12 (SDM Vol. 3A 11.4.4,
+/// Figure 11-5; the bits above MAXPHYADDR are reserved, so 51:12 is enough here).
+[[nodiscard]] constexpr std::uint64_t xapic_page_of(std::uint64_t ia32_apic_base) noexcept {
+  return ia32_apic_base & 0x000F'FFFF'FFFF'F000ull;
+}
+
 /// Every processor the hypervisor runs on.
 struct machine {
   cpu* cpus;
   unsigned count;
+  /// The local APICs' xAPIC page, from the BSP's IA32_APIC_BASE at start (the firmware's; the
+  /// MSR is passed through to the guest, so it is the guest's base too). Not the default
+  /// FEE00000H by assumption: the hypervisor's own INIT/SIPI, the guest's write-protected
+  /// xAPIC page and its emulated writes all use it. A guest that moved its APIC base later
+  /// (WRMSR 1BH is not intercepted; Linux does not move it) would leave the page behind.
+  std::uint64_t xapic_base;
   /// What every AP runs once in VMX root operation (SVM enabled); set (before `go`) by the
   /// BSP once the shared state (EPT or NPT, policies, bitmaps) is built.
   void (*ap_run)(cpu&);  ///< does not return

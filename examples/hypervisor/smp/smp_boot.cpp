@@ -142,8 +142,7 @@ unsigned madt_apic_ids(std::uint32_t* ids, unsigned max) {
 }
 
 // ---- the xAPIC's ICR (SDM Vol. 3A 11.6.1, Figure 11-12), the host's own local APIC ------
-constexpr std::uint64_t xapic_base = 0xFEE00000;
-void icr_send(std::uint32_t apic_id, std::uint32_t low) {
+void icr_send(std::uint64_t xapic_base, std::uint32_t apic_id, std::uint32_t low) {
   auto* apic = reinterpret_cast<volatile std::uint32_t*>(xapic_base);
   apic[0x310 / 4] = apic_id << 24;  // ICR[63:56]: destination
   apic[0x300 / 4] = low;            // the write of ICR[31:0] sends
@@ -181,6 +180,7 @@ machine& start_processors(bool (*enable)(cpu&)) {
   machine& m = the_machine;
   m.cpus = cpu_storage;
   m.ap_enable = enable;
+  m.xapic_base = xapic_page_of(rdmsr(x86::msr::ia32_apic_base));
   const std::uint32_t bsp_id = cpuid(1).ebx >> 24;
   std::uint32_t ids[max_cpus] = {};
   unsigned found = madt_apic_ids(ids, max_cpus);
@@ -218,12 +218,12 @@ machine& start_processors(bool (*enable)(cpu&)) {
     *slot(ap_trampoline_stack) = reinterpret_cast<std::uint64_t>(c.stack + sizeof c.stack);
     *slot(ap_trampoline_cpu) = reinterpret_cast<std::uint64_t>(&c);
     const std::uint64_t t0 = rdtsc();
-    icr_send(c.apic_id, icr_init);
+    icr_send(m.xapic_base, c.apic_id, icr_init);
     wait_tsc(1000000);
-    icr_send(c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
+    icr_send(m.xapic_base, c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
     bool up = wait_started(c, 200000000);
     if (!up) {  // the second SIPI of the protocol (ignored by a processor already started)
-      icr_send(c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
+      icr_send(m.xapic_base, c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
       up = wait_started(c, 2000000000);
     }
     kprintf("HVKIT SMP cpu=%u apic_id=%u started=%d tsc=%llu\n", i, c.apic_id, up ? 1 : 0,

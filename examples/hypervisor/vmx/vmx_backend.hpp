@@ -5,6 +5,7 @@
 #pragma once
 
 #include <hvkit/vmx/exit_qualification.hpp>
+#include <hvkit/vmx/guest_mode.hpp>
 
 #include "../core/exit_loop.hpp"
 #include "../core/shadow_paging.hpp"
@@ -76,6 +77,7 @@ struct vmx_backend {
   void set_gpr(x86::gpr r, std::uint64_t v) { regs.write(r, v); }
   guest_regs& gprs() { return regs.gprs(); }
   unsigned cpl() { return guest_cpl(); }
+  bool in_64bit_mode() { return must(hvkit::vmx::guest_in_64bit_mode(regs.backend()), st); }
   core::guest_crs crs() {
     const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), guest_config()), st);
     if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
