@@ -173,6 +173,8 @@ void vmrun_loop(smp::cpu& c) {
     // register block's into the VMCB.
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
+    // Guest 2 on this processor now and then (smp/second_guest.cpp).
+    if (ls.m->count > 1 && smp::second_guest_due(c)) svm::second_guest_excursion(c);
   }
 }
 
@@ -233,6 +235,10 @@ bool prepare_svm() {
   const bool ok = svm::build_policy(true, m.count) && svm::enable() && build_linux_npt(m.xapic_write_protected, m.xapic_base);
   if (m.xapic_write_protected) kprintf("HVKIT SMP xapic_base=0x%llx write_protected=1\n", (unsigned long long)m.xapic_base);
   if (ok) svm::start_cpu(bsp);
+  if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
+    smp::second_guest_init(m, false);
+    svm::second_guest_npt(m);
+  }
   return ok;
 }
 
