@@ -63,7 +63,8 @@ void start_cpu(smp::cpu& c) {
   s.slot.tracked = sv::clean_tracker<sv::vmcb_view>{s.slot.view, clean};
   s.pcpu = sv::physical_cpu<counted_ibpb>{c.index, host_svm.nasid,
                                           host_svm.features.test(cpuid_ns::svm_features::flush_by_asid),
-                                          sv::ibpb_policy::skip_same_guest, counted_ibpb{&c.ibpb_barriers}};
+                                          sv::ibpb_policy::skip_same_guest,
+                                          counted_ibpb{&c.ibpb_barriers, ((cpuid(0x80000008).ebx >> 12) & 1) != 0}};
   s.asid = {};
   s.last = nullptr;
 }

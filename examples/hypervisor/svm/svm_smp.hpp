@@ -19,11 +19,14 @@ struct cpu;
 
 namespace hv::svm {
 
-/// The IBPB barrier of a processor's tracker: counted (svm::physical_cpu decides when).
+/// The IBPB barrier of a processor's tracker (svm::physical_cpu decides when): counted, and a
+/// real WRMSR to IA32_PRED_CMD where CPUID Fn8000_0008:EBX[12] enumerates IBPB.
 struct counted_ibpb {
   std::uint64_t* count = nullptr;
+  bool real = false;
   void operator()() const noexcept {
     if (count) ++*count;
+    if (real) hvkit::x86::pred_cmd_barrier{}();
   }
 };
 
