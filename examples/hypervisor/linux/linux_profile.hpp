@@ -204,11 +204,11 @@ core::hook linux_hypercall(linux_state& ls, B& b) {
     case hvkit::x86::pv_ipi::kvm_hc_send_ipi:
       // KVM_HC_SEND_IPI, only when KVM_FEATURE_PV_SEND_IPI is offered (smp/smp_ipi.cpp).
       if (ls.m && ls.pv_send_ipi) {
-        // 64-bit mode: Linux's kernel calls it from 64-bit code, where EFER.LMA is 1 (the
-        // core's backend does not expose CS.L; compatibility-mode kernel code never calls).
+        // The bitmap words are 64 bits wide for a caller in 64-bit mode (EFER.LMA and CS.L),
+        // 32 bits otherwise, compatibility mode included (KVM's hypercall ABI).
         using enum x86::gpr;
         b.set_gpr(rax, smp::send_ipi_hypercall(smp::this_cpu(), b.gpr(rbx), b.gpr(rcx), b.gpr(rdx), b.gpr(rsi),
-                                               b.crs().crs.efer.test(x86::efer::lma)));
+                                               b.in_64bit_mode()));
         break;
       }
       [[fallthrough]];

@@ -276,6 +276,7 @@ struct svm_backend {
   guest_regs& gprs() { return regs; }
   unsigned cpl() const { return static_cast<unsigned>(sv::read(vmcb, fld::cpl)); }
   core::paging_regs paging_regs() { return live_paging_regs(vmcb); }
+  bool in_64bit_mode() const { return sv::ip_width_of(vmcb) == x86::ip_width::w64; }  // EFER.LMA, CS.L
   core::guest_crs crs() const {
     if (core::shadow::enabled())
       return {{shadow_guest_cr0(), sv::read_typed(vmcb, fld::cr4), core::shadow::guest_efer()}, core::shadow::guest_cr3()};
