@@ -505,4 +505,32 @@ TEST(shadow_mmu, a_32bit_guest_root_is_a_pdpt_of_four_valid_pdptes) {
   for (unsigned i = 4; i < shadow::table_entries; ++i) EXPECT_EQ(root[i], 0u);
 }
 
+
+TEST(shadow_mmu, a_stale_non_leaf_entry_is_replaced_not_written_through) {
+  // A guest PDE re-pointed from the page table at frame 4 to the one at frame 6 with the
+  // write not reported (table_written() not called: a caller's bug, or memory written behind
+  // the MMU's back). The next host fault under that PDE finds the host PD entry naming the
+  // shadow page of frame 4 where the guest walk asks for frame 6: the MMU replaces the entry
+  // (a new shadow page for frame 6) instead of writing frame 6's leaf into frame 4's shadow
+  // page, so va0 (PTE 0: present in frame 4, absent in frame 6) faults as the guest's tables
+  // say, and frame 4's shadow page keeps mirroring frame 4 only.
+  four_level g;
+  g.pte(0, P | RW | US | (8ull << 12));
+  g.load();
+  EXPECT_TRUE(g.access(va0, 4).ok);
+  g.mc.write(0x6000 + 8 * 1, 8, P | RW | US | (9ull << 12));   // PT at frame 6: PTE 1 only
+  g.mc.write(0x3000 + 8 * 2, 8, P | RW | US | A | 0x6000);     // PDE 2 -> frame 6, not reported
+  paging::flat_memory m(g.mc.sut.data(), g.mc.sut.size());
+  const auto a = g.mc.mmu.page_fault(m, four_level::req(va0 + 0x1000, 4));
+  EXPECT_EQ(a.action, shadow::fault_action::fixed);
+  EXPECT_EQ(a.flush, shadow::host_flush::all);  // a present non-leaf host entry changed
+  EXPECT_EQ(g.access(va0 + 0x1000, 4).host, host_ram + 9 * 4096);
+  const outcome s = g.access(va0, 4);  // compared with the walker: #PF, not frame 8
+  EXPECT_FALSE(s.ok);
+  EXPECT_EQ(s.fault.error_code.hardware_bits().raw(), 0x4u);
+  const auto old_pt = g.mc.cache.lookup(x86::gfn{4}, paging::make_page_role(g.mc.role, {.level = 1}));
+  ASSERT_NE(old_pt, shadow::page_cache::npos);
+  EXPECT_EQ(g.mc.cache.table(old_pt)[1], 0u) << "frame 6's leaf written into frame 4's shadow page";
+}
+
 }  // namespace
