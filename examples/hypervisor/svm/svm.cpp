@@ -123,6 +123,11 @@ void report_exit(const char* what, bool expected) {
 
 hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs) {
   em::context ctx = read_context(regs);
+  if (core::shadow::enabled()) {  // the real CR3 is the shadow root: walk the guest's own tables
+    ctx.cr0 = core::shadow::guest_cr0();
+    ctx.cr3 = core::shadow::guest_cr3();
+    ctx.efer = core::shadow::guest_efer();
+  }
   const pg::cpu_properties props = guest_cpu_properties();
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
@@ -429,6 +434,11 @@ void vmrun(guest_regs& regs) {
 
 void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last) {
   sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
+#ifdef HVKIT_HV_SHADOW
+  s.entry_eventinj = sv::read(vmcb, fld::event_injection);
+  s.entry_rip = sv::read(vmcb, fld::rip);
+  s.entry_rsp = sv::read(vmcb, fld::rsp);
+#endif
   if (last != &s) s.tracked.invalidate();
   s.tracked.prepare_vmrun();
   last = &s;
