@@ -191,11 +191,17 @@ core::hook linux_hypercall(linux_state& ls, B& b) {
       d.wp_exits[k] = cr_exits_now(ls) - d.wp_mark;
       d.wp_seen[k] = true;
       const std::uint64_t tsc = b.gpr(x86::gpr::rdx), n = d.wp_toggles[k] ? d.wp_toggles[k] : 1;
-      kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu tsc=%llu "
-              "tsc_per_toggle=%llu.%llu\n",
-              this_index(ls), k ? "intercepted" : "guest_owned", (unsigned long long)d.wp_toggles[k],
-              (unsigned long long)d.wp_exits[k], (unsigned long long)d.wp_mismatch[k], (unsigned long long)tsc,
-              (unsigned long long)(tsc / n), (unsigned long long)(tsc % n * 10 / n));
+      const char* mode = k ? "intercepted" : "guest_owned";
+      if (tsc != 0)
+        kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu tsc=%llu "
+                "tsc_per_toggle=%llu.%llu\n",
+                this_index(ls), mode, (unsigned long long)d.wp_toggles[k], (unsigned long long)d.wp_exits[k],
+                (unsigned long long)d.wp_mismatch[k], (unsigned long long)tsc, (unsigned long long)(tsc / n),
+                (unsigned long long)(tsc % n * 10 / n));
+      else  // RDX = 0: no timed loop (the ssdd module, examples/ssdd-wp): no TSC fields
+        kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n", this_index(ls),
+                mode, (unsigned long long)d.wp_toggles[k], (unsigned long long)d.wp_exits[k],
+                (unsigned long long)d.wp_mismatch[k]);
       b.set_gpr(x86::gpr::rax, d.wp_exits[k]);
       d.wp_intercepted = false;
       if (!core::shadow::enabled()) b.set_cr0_wp_intercept(false);
