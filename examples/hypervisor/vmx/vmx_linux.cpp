@@ -228,7 +228,7 @@ bool handle_exit(vmx_backend& b) {
   core::context c = smp::context_of(cpu);
   const bool resume = core::handle_exit(mine, c, linux_profile{*cpu.lx.run});
   smp::fix_smi_blocking(cpu);
-  if (resume && ls.m->count > 1 && smp::second_guest_due(cpu)) {
+  if (resume && cpu.lx.run->m->count > 1 && smp::second_guest_due(cpu)) {
     must(b.regs.flush(), cpu.st);  // the Linux VMCS's registers, before another VMCS is current
     smp::vmx_second_guest_excursion(cpu);
   }

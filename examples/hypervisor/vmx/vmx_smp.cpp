@@ -94,7 +94,7 @@ bool setup_second_guest_vmcs(cpu& c) {
   const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest | v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
   if (!write_controls(pin, proc, proc2, exitc, entry, c.m->sg.root)) return false;
-  const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(v::cr_mask_features{true, guest_cr4_allowed()});
+  const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(v::cr_mask_features{true, c.st.cpu->model.cr4_allowed});
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   if (!write_guest_crs(owned, cr0, x86::cr4::pae, 0)) return false;
   write_host_state(true);
