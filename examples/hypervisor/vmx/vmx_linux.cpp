@@ -253,6 +253,9 @@ bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   bool ok = build_cpuid_policy(cpu, true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
   if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
     smp::second_guest_init(m, true);
+    // Guest 2's exits reach the exit stub with c.sg_st: the Linux profile's handle_exit (above)
+    // tells them from the Linux vCPU's by that state.
+    for (unsigned i = 0; i < m.count; ++i) m.cpus[i].sg_st.cfg = &linux_run;
     ok = smp::vmx_second_guest_ept(m);
   }
   if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
