@@ -656,4 +656,57 @@ TEST(NestedAdUpdate, GuestEntriesRefusedRacedOrExhausted) {
   }
 }
 
+// ---- 23.13: the guest walker's A/D path returns the re-walk's translation --------------------
+// SDM 4.8: the A and D flags are set by a locked read-modify-write; hvkit's walker does it by
+// compare-exchange and, when an entry changed in between, walks again (paging/walker.hpp).
+// The walk keeps its output address in a register up to one store after the A/D path joins,
+// so the address must be the one of the re-walk: here another agent remaps the PTE (to a new
+// page, A and D set) between the first walk and its A update of the PML4E.
+struct remapping_memory {
+  paging::flat_memory inner;
+  x86::gpa pte_at{};
+  uint64_t new_pte = 0;
+  unsigned cas = 0;
+  [[nodiscard]] hvkit::result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const { return inner.read32(a); }
+  [[nodiscard]] hvkit::result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const { return inner.read64(a); }
+  hvkit::result<bool, paging::memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) {
+    return cmpxchg64(a, e, d);
+  }
+  hvkit::result<bool, paging::memory_error> cmpxchg64(x86::gpa a, std::uint64_t e, std::uint64_t d) {
+    if (++cas == 1) {  // the first A update loses: the PTE was rewritten by another CPU
+      static_cast<void>(inner.cmpxchg64(pte_at, inner.read64(pte_at).value(), new_pte));
+      return false;
+    }
+    return inner.cmpxchg64(a, e, d);
+  }
+};
+static_assert(paging::writable_guest_memory<remapping_memory>);
+
+TEST(GuestAdUpdate, ARewalkAfterARemapReturnsTheNewPage) {
+  image m;
+  m.put64(0x1000, 0x2000 | P | RW | US);      // PML4E without A: the walk must set it
+  m.put64(0x2000, 0x3000 | P | RW | US | A);  // PDPTE
+  m.put64(0x3000, 0x4000 | P | RW | US | A);  // PDE
+  m.put64(0x4000, 0x9000 | P | RW | US | A);  // PTE: linear 0x123 -> 0x9123 at first
+  const auto mmu = mmu_4level(0x1000);
+  const paging::walker_4level w(mmu, {});
+  remapping_memory mem{m.mem(), x86::gpa{0x4000}, 0xa000 | P | RW | US | A | D};
+  const auto r = w.walk(mem, mmu, {x86::gva{0x123}, {}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->address.value(), 0xa123u);  // the re-walk's page, not 0x9123
+  EXPECT_EQ(r->path.values[3], 0xa000 | P | RW | US | A | D);
+  EXPECT_EQ(mem.cas, 2u);
+  EXPECT_EQ(m.get64(0x1000) & (A | D), A);  // A set on the second try (no D: a read)
+  // Without the race the same walk returns the first page.
+  image m2;
+  m2.put64(0x1000, 0x2000 | P | RW | US);
+  m2.put64(0x2000, 0x3000 | P | RW | US | A);
+  m2.put64(0x3000, 0x4000 | P | RW | US | A);
+  m2.put64(0x4000, 0x9000 | P | RW | US | A);
+  auto mem2 = m2.mem();
+  const auto r2 = w.walk(mem2, mmu, {x86::gva{0x123}, {}});
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2->address.value(), 0x9123u);
+}
+
 }  // namespace
