@@ -13,6 +13,9 @@
 ///   4 KiB page (the emulator splits), and a 1/2/4/8-byte compare-exchange. `false` from
 ///   read/write means "not RAM here": the access goes to the platform's MMIO handlers.
 ///   RAM versus MMIO is therefore decided per 4 KiB page, the EPT granularity.
+///   Optional (`guest_ram_cmpxchg16`): `cmpxchg16(gpa, expected, desired)`, an atomic
+///   16-byte compare-exchange of two `u128` values, which makes LOCK CMPXCHG16B atomic;
+///   without it LOCK CMPXCHG16B is a 16-byte read then a 16-byte write.
 /// - `platform`: `mmio_read/mmio_write` (1, 2, 4 or 8 bytes at a byte-exact gpa),
 ///   `pio_in/pio_out`, `cpuid`, `rdmsr/wrmsr`. Returning false from an MMIO or port handler
 ///   means "not mine": the emulator then returns needs_mmio / needs_io. rdmsr/wrmsr
@@ -52,6 +55,25 @@ concept guest_ram = requires(M& m, x86::gpa a, std::uint8_t* out, const std::uin
   { m.read(a, out, n) } -> std::same_as<bool>;
   { m.write(a, in, n) } -> std::same_as<bool>;
   { m.cmpxchg(a, bytes, v, v) } -> std::same_as<result<bool, paging::memory_error>>;
+};
+
+/// A 16-byte value as two little-endian halves: `lo` is the 8 bytes at the lower address
+/// (CMPXCHG16B's m128; RDX:RAX and RCX:RBX are {RAX, RDX} and {RBX, RCX}).
+struct u128 {
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+  friend constexpr bool operator==(const u128&, const u128&) = default;
+};
+
+/// Guest RAM that can also compare-exchange 16 bytes atomically (LOCK CMPXCHG16B; SDM Vol.
+/// 2A CMPXCHG8B/CMPXCHG16B: "This instruction can be used with a LOCK prefix to allow the
+/// instruction to be executed atomically"). `a` is 16-byte aligned (the emulator raises
+/// #GP(0) before any access otherwise). Returns true if the 16 bytes at `a` were `expected`
+/// and are now `desired`, false if they held something else (nothing written); an error
+/// (e.g. memory_error::unbacked) sends the access down the emulator's non-atomic path.
+template <class M>
+concept guest_ram_cmpxchg16 = guest_ram<M> && requires(M& m, x86::gpa a, u128 v) {
+  { m.cmpxchg16(a, v, v) } -> std::same_as<result<bool, paging::memory_error>>;
 };
 
 /// CPUID output registers.
@@ -158,6 +180,34 @@ class flat_ram {
     for (unsigned i = 0; i < bytes; ++i) p[i] = static_cast<std::uint8_t>(desired >> (8 * i));
     return true;
   }
+  /// guest_ram_cmpxchg16: atomic (LOCK CMPXCHG16B on the host) when the host location is
+  /// 16-byte aligned, which it is for a 16-byte-aligned guest address whenever the buffer
+  /// is (operator new's alignment on x86-64); in constant evaluation, or on an unaligned
+  /// host location, a plain compare-and-store, as the narrower compare-exchanges above.
+  /// The host processor must have CMPXCHG16B (CPUID.01H:ECX[bit 13]), as every 64-bit
+  /// processor that runs VMX or SVM has.
+  [[nodiscard]] constexpr result<bool, paging::memory_error> cmpxchg16(x86::gpa a, u128 expected, u128 desired) noexcept {
+    if (!contains(a, 16)) return unexpected(paging::memory_error::unbacked);
+    std::uint8_t* p = data_ + (a - mem_.base());
+    if (!std::is_constant_evaluated() && reinterpret_cast<std::uintptr_t>(p) % 16 == 0) {
+      // RDX:RAX is compared with m128; on success RCX:RBX is stored, else m128 is loaded
+      // into RDX:RAX (unused here) and ZF is cleared.
+      std::uint64_t lo = expected.lo, hi = expected.hi;
+      bool equal = false;
+      asm volatile("lock cmpxchg16b %[m]"
+                   : "=@ccz"(equal), [m] "+m"(*p), "+a"(lo), "+d"(hi)
+                   : "b"(desired.lo), "c"(desired.hi)
+                   : "memory");
+      return equal;
+    }
+    const u128 cur{paging::detail::load_le<std::uint64_t>(p), paging::detail::load_le<std::uint64_t>(p + 8)};
+    if (cur != expected) return false;
+    for (unsigned i = 0; i < 8; ++i) {
+      p[i] = static_cast<std::uint8_t>(desired.lo >> (8 * i));
+      p[8 + i] = static_cast<std::uint8_t>(desired.hi >> (8 * i));
+    }
+    return true;
+  }
   // paging::writable_guest_memory, for the walker.
   [[nodiscard]] constexpr result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const noexcept { return mem_.read32(a); }
   [[nodiscard]] constexpr result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const noexcept { return mem_.read64(a); }
@@ -172,6 +222,6 @@ class flat_ram {
   paging::flat_memory mem_{};
   std::uint8_t* data_ = nullptr;
 };
-static_assert(guest_ram<flat_ram> && paging::writable_guest_memory<flat_ram>);
+static_assert(guest_ram_cmpxchg16<flat_ram> && paging::writable_guest_memory<flat_ram>);
 
 }  // namespace hvkit::emulate

@@ -20,6 +20,7 @@
 #include <hvkit/paging/pdptr.hpp>
 #include <hvkit/paging/walker.hpp>
 #include "memory_image.hpp"
+#include "racing_memory.hpp"
 
 namespace {
 
@@ -545,29 +546,30 @@ namespace {
 // (paging/walker.hpp): the A/D writes are compare-exchanges; when an entry changed in between
 // the walk is redone, at most max_ad_retries times, then retry_exhausted; memory that refuses
 // the write is an unbacked fault; nothing is written by a walk that faults.
-struct racing_memory {
-  paging::flat_memory inner;
-  enum class how { refuse, lose, other_agent, vanish } mode = how::refuse;
-  unsigned cas = 0;
-  [[nodiscard]] hvkit::result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const { return inner.read32(a); }
-  [[nodiscard]] hvkit::result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const { return inner.read64(a); }
-  hvkit::result<bool, paging::memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) {
-    return cmpxchg64(a, e, d);
+using test_support::racing_memory;  // racing_memory.hpp
+
+// What a walk over racing_memory that refuses or loses every compare-exchange returns: an
+// unbacked fault at the first one, which names the second stage (the memory of the NPT
+// tables; a nested walk's unbacked faults of its own, paging/nested.hpp), or
+// retry_exhausted after max_ad_retries attempts.
+template <class Result>
+void expect_refused_or_exhausted(const Result& r, const racing_memory& mem) {
+  ASSERT_FALSE(r);
+  const bool refused = mem.mode == racing_memory::how::refuse;
+  EXPECT_EQ(r.error().kind, refused ? fault_kind::unbacked : fault_kind::retry_exhausted);
+  if (refused) {
+    EXPECT_EQ(r.error().stage, paging::walk_stage::npt);
   }
-  hvkit::result<bool, paging::memory_error> cmpxchg64(x86::gpa a, std::uint64_t e, std::uint64_t d) {
-    ++cas;
-    switch (mode) {
-      case how::refuse: return hvkit::unexpected(paging::memory_error::unbacked);
-      case how::lose: return false;  // the entry keeps changing under us
-      case how::other_agent: static_cast<void>(inner.cmpxchg64(a, e, d)); return false;  // another CPU set it
-      case how::vanish:  // another CPU made the entry not present
-        static_cast<void>(inner.cmpxchg64(a, e, e & ~P));
-        return false;
-    }
-    return false;
-  }
-};
-static_assert(paging::writable_guest_memory<racing_memory>);
+  EXPECT_EQ(mem.cas, refused ? 1u : paging::max_ad_retries);
+}
+
+// npt_setup's nested walk of gva 0x123 (a read) over `mem`.
+paging::nested_result nested_npt_walk(racing_memory& mem) {
+  const auto mmu = mmu_4level(0x1000);
+  const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(
+      paging::walker_4level(mmu, {}), paging::npt_walker_4level(x86::hpa{0x10000}, {}, {}));
+  return n.walk(mem, mmu, {x86::gva{0x123}, {}});
+}
 
 // NPT 4-level at 0x10000 (PML4) .. 0x13000 (PT): gpa 0x5000 -> 0x25000, no A/D anywhere.
 void npt_tables(image& m) {
@@ -590,16 +592,11 @@ TEST(NptAdUpdate, RefusedRacedExhaustedOrVanished) {
     const auto r = npt.walk(mem, req);
     switch (mode) {
       case racing_memory::how::refuse:
-        ASSERT_FALSE(r);
-        EXPECT_EQ(r.error().kind, fault_kind::unbacked);
-        EXPECT_EQ(r.error().stage, paging::walk_stage::npt);
-        EXPECT_EQ(mem.cas, 1u);
-        break;
       case racing_memory::how::lose:
-        ASSERT_FALSE(r);
-        EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
-        EXPECT_EQ(r.error().stage, paging::walk_stage::npt);
-        EXPECT_EQ(mem.cas, paging::max_ad_retries);
+        expect_refused_or_exhausted(r, mem);
+        if (!r) {
+          EXPECT_EQ(r.error().stage, paging::walk_stage::npt);  // the NPT walk's own
+        }
         break;
       case racing_memory::how::other_agent:
         ASSERT_TRUE(r);
@@ -622,39 +619,35 @@ TEST(NptAdUpdate, RefusedRacedExhaustedOrVanished) {
   }
 }
 
-// The guest's own A/D through NPT (the nested entries already have A and D, so only guest
-// entries are written): the same three answers from the nested walk.
-TEST(NestedAdUpdate, GuestEntriesRefusedRacedOrExhausted) {
+// A nested walk's A/D updates over racing_memory, in the guest's entries or in the nested
+// ones: the same three answers as above, and nothing written unless the walk succeeds.
+// `guest`: the guest PML4E (0x21000) lacks A and the nested entries all have A and D (SDM
+// 4.8 / APM 5.4.2: the guest's own A/D through NPT). Otherwise npt_setup as it is: its NPT
+// PML4E, PDPTE and PDE (0x10000, 0x11000, 0x12000) lack A and translate every guest table
+// and the final address (APM 15.25.5: the nested entries' A), the guest's entries have it.
+void nested_ad_case(bool guest) {
+  const std::vector<uint64_t> without_a = guest ? std::vector<uint64_t>{0x21000} : std::vector<uint64_t>{0x10000, 0x11000, 0x12000};
   for (auto mode : {racing_memory::how::refuse, racing_memory::how::lose, racing_memory::how::other_agent}) {
     npt_setup s;
-    for (uint64_t at : {0x10000u, 0x11000u, 0x12000u}) s.m.put64(at, s.m.get64(at) | A | D);
-    s.m.put64(0x21000, 0x2000 | P | RW | US);  // guest PML4E without A
-    const auto mmu = mmu_4level(0x1000);
-    const paging::nested_walker<paging::format::ia32e<4>, paging::npt_walker_4level> n(
-        paging::walker_4level(mmu, {}), paging::npt_walker_4level(x86::hpa{0x10000}, {}, {}));
-    racing_memory mem{s.m.mem(), mode};
-    const auto r = n.walk(mem, mmu, {x86::gva{0x123}, {}});
-    switch (mode) {
-      case racing_memory::how::refuse:
-        ASSERT_FALSE(r);
-        EXPECT_EQ(r.error().kind, fault_kind::unbacked);
-        EXPECT_EQ(mem.cas, 1u);
-        EXPECT_EQ(s.m.get64(0x21000) & A, 0u);
-        break;
-      case racing_memory::how::lose:
-        ASSERT_FALSE(r);
-        EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
-        EXPECT_EQ(mem.cas, paging::max_ad_retries);
-        EXPECT_EQ(s.m.get64(0x21000) & A, 0u);
-        break;
-      default:
-        ASSERT_TRUE(r);
-        EXPECT_EQ(r->l1_address().value(), 0x27123u);
-        EXPECT_EQ(s.m.get64(0x21000) & A, A);
-        break;
+    if (guest) {
+      for (uint64_t at : {0x10000u, 0x11000u, 0x12000u}) s.m.put64(at, s.m.get64(at) | A | D);
+      s.m.put64(0x21000, 0x2000 | P | RW | US);
     }
+    racing_memory mem{s.m.mem(), mode};
+    const auto r = nested_npt_walk(mem);
+    const bool ok = mode == racing_memory::how::other_agent;
+    if (ok) {
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->l1_address().value(), 0x27123u);
+    } else {
+      expect_refused_or_exhausted(r, mem);
+    }
+    for (uint64_t at : without_a) EXPECT_EQ(s.m.get64(at) & A, ok ? A : 0u) << std::hex << at;
   }
 }
+
+TEST(NestedAdUpdate, GuestEntriesRefusedRacedOrExhausted) { nested_ad_case(true); }
+TEST(NestedAdUpdate, NestedEntriesRefusedRacedOrExhausted) { nested_ad_case(false); }
 
 // ---- 23.13: the guest walker's A/D path returns the re-walk's translation --------------------
 // SDM 4.8: the A and D flags are set by a locked read-modify-write; hvkit's walker does it by

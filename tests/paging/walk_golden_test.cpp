@@ -19,6 +19,7 @@
 
 #include "runtime.hpp"
 #include "memory_image.hpp"
+#include "racing_memory.hpp"
 
 namespace {
 
@@ -1350,37 +1351,16 @@ TEST(WalkGolden, PagingOffIsTheIdentity) {
 // max_ad_retries times)"; memory that refuses the write is an unbacked fault at that entry).
 // SDM Vol. 3C 29.3.5: with EPT A/D enabled, the processor sets the accessed flag of every
 // EPT entry used and the dirty flag of the leaf on a write.
-namespace {
-struct stubborn_memory {
-  paging::flat_memory inner;
-  enum class how { refuse, lose, other_agent } mode = how::refuse;
-  unsigned cas = 0;
-  [[nodiscard]] hvkit::result<std::uint32_t, paging::memory_error> read32(x86::gpa a) const { return inner.read32(a); }
-  [[nodiscard]] hvkit::result<std::uint64_t, paging::memory_error> read64(x86::gpa a) const { return inner.read64(a); }
-  hvkit::result<bool, paging::memory_error> cmpxchg32(x86::gpa a, std::uint32_t e, std::uint32_t d) {
-    return cmpxchg64(a, e, d);
-  }
-  hvkit::result<bool, paging::memory_error> cmpxchg64(x86::gpa a, std::uint64_t e, std::uint64_t d) {
-    ++cas;
-    switch (mode) {
-      case how::refuse: return hvkit::unexpected(paging::memory_error::unbacked);
-      case how::lose: return false;  // someone else keeps the entry changing: never ours
-      case how::other_agent: static_cast<void>(inner.cmpxchg64(a, e, d)); return false;  // set first by another CPU
-    }
-    return false;
-  }
-};
-static_assert(paging::writable_guest_memory<stubborn_memory>);
-}  // namespace
+using racing = test_support::racing_memory;  // racing_memory.hpp
 
 TEST(EptGolden, AccessedDirtyUpdateRefusedRacedOrExhausted) {
-  for (auto mode : {stubborn_memory::how::refuse, stubborn_memory::how::lose, stubborn_memory::how::other_agent}) {
+  for (auto mode : {racing::how::refuse, racing::how::lose, racing::how::other_agent}) {
     image m;
     ept_tables(m, R | W | X, R | W | X, R | W | X, R | W | X | WB);
-    stubborn_memory mem{m.mem(), mode};
+    racing mem{m.mem(), mode};
     const auto r = make_ept(true).walk(mem, {x86::gpa{gpa4}, paging::ept_access::write});
     switch (mode) {
-      case stubborn_memory::how::refuse:
+      case racing::how::refuse:
         // The first entry to update (the PML4E) is where the memory refused.
         ASSERT_FALSE(r);
         EXPECT_EQ(r.error().kind, fault_kind::unbacked);
@@ -1388,14 +1368,14 @@ TEST(EptGolden, AccessedDirtyUpdateRefusedRacedOrExhausted) {
         EXPECT_EQ(r.error().entry_address.value(), 0x10000u);
         EXPECT_EQ(mem.cas, 1u);
         break;
-      case stubborn_memory::how::lose:
+      case racing::how::lose:
         // Eight attempts, each walking again and losing its compare-exchange, then given up.
         ASSERT_FALSE(r);
         EXPECT_EQ(r.error().kind, fault_kind::retry_exhausted);
         EXPECT_EQ(mem.cas, 8u);
         EXPECT_EQ(m.get64(0x10000) & (EA | ED), 0u);
         break;
-      case stubborn_memory::how::other_agent:
+      case racing::how::other_agent:
         // Each lost race is another CPU setting the same flag: the walk succeeds with all
         // flags set, one compare-exchange per entry.
         ASSERT_TRUE(r);
@@ -1404,6 +1384,8 @@ TEST(EptGolden, AccessedDirtyUpdateRefusedRacedOrExhausted) {
         EXPECT_EQ(m.get64(0x13008) & (EA | ED), EA | ED);
         EXPECT_EQ(mem.cas, 4u);
         break;
+      case racing::how::vanish:  // (the NPT tests of walk_adopt_test.cpp)
+        FAIL() << "not a mode of this loop";
     }
   }
 }

@@ -200,8 +200,10 @@ class machine_data : protected machine_fetch<T, R, P> {
   /// ECX:EBX (RCX:RBX); otherwise ZF := 0 and EDX:EAX (RDX:RAX) := the operand, which is
   /// written back with its own value ("The destination operand is written back if the
   /// comparison fails"). Only ZF changes. A LOCKed CMPXCHG8B on RAM within one page is one
-  /// 8-byte compare-exchange; CMPXCHG16B is a read then a write (guest_ram has no 16-byte
-  /// compare-exchange: docs/emulate.md, limitations).
+  /// 8-byte compare-exchange; a LOCKed CMPXCHG16B on RAM (aligned: never across a page) is
+  /// one 16-byte compare-exchange when the guest RAM offers it (guest_ram_cmpxchg16), else
+  /// a read then a write. Either compare-exchange, lost to another agent, retries as the
+  /// other LOCKed read-modify-writes do (data_op()).
   constexpr outcome cmpxchg_pair_once(const instruction& in) noexcept {
     const bool wide = in.op == mnemonic::cmpxchg16b;
     // SDM Vol. 2A CMPXCHG8B/CMPXCHG16B, "Protected Mode Exceptions": "#UD If CPUID.01H:EDX.CX8[bit 8] = 0"
@@ -245,6 +247,16 @@ class machine_data : protected machine_fetch<T, R, P> {
         return outcome::make_done();
       }
       if (r) return finish();
+    }
+    if constexpr (guest_ram_cmpxchg16<R>) {
+      if (in.lock && wide && m.count == 1) {
+        const auto r = ram_.cmpxchg16(m.address[0], u128{old_lo, old_hi}, u128{new_lo, new_hi});
+        if (r && !*r) {
+          raced_ = true;
+          return outcome::make_done();
+        }
+        if (r) return finish();
+      }
     }
     b.set(new_lo, half);
     b.set(new_hi, half, half);
