@@ -10,7 +10,8 @@
 /// stderr (x86/hosted/contract_print.hpp; `HVKIT_NO_CONTRACT_PRINT` keeps the bare trap).
 /// Define `HVKIT_CONTRACT_VIOLATION` before including any hvkit header to route violations to
 /// your own panic handler (it must not return), identically in every translation unit.
-/// Define `HVKIT_DISABLE_CONTRACTS` to compile the checks out. In constant evaluation a
+/// Define `HVKIT_DISABLE_CONTRACTS` to compile the checks out (except result<>'s wrong-kind
+/// access, which then traps: x86/result.hpp). In constant evaluation a
 /// violation is always a compile error.
 #pragma once
 
