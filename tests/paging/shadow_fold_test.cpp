@@ -3,7 +3,9 @@
 // combination of a guest PDE and PTE (P, R/W, U/S, A, D, XD, PS), every role (CR0.WP,
 // CR4.SMEP, CR4.SMAP, EFER.NXE) and every access (read, write, fetch; user, supervisor with
 // AC=0 and AC=1, implicit supervisor), on 32-bit, PAE, 4-level and 5-level guests, an access made by
-// the "hardware" (the 4-level walker over the shadow tables, checked with the host role) and
+// the "hardware" (the walker of the host format over the shadow tables: PAE for the 32-bit
+// and PAE guests, with its PDPTEs loaded from the shadow root; 4-level; 5-level; checked
+// with the host role) and
 // the shadow MMU's #PF answers gives exactly what the guest walker gives on the guest's own
 // tables: verdict, vector, error code, CR2, host frame, and the guest's A/D flags byte for
 // byte. Each case runs its accesses in a forward and a backward order on one MMU, so entries

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
 // A guest on a shadow MMU beside the same guest on the walker alone, for the shadow tests
 // and the shadow fuzzer. `sut` memory is the guest's memory as the shadow MMU sees it; every
-// access is made by the "hardware" (the library's 4-level walker, 5-level for a 5-level guest, over the shadow tables, with
-// the host role and no A/D updates), and a host fault goes to shadow_mmu::page_fault() whose
+// access is made by the "hardware" (the library's walker in the host format over the shadow
+// tables: 4-level, 5-level for a 5-level guest, PAE for a 32-bit or PAE guest with the PDPTE
+// registers loaded from the shadow root as a VM entry loads them; the host role, no A/D
+// updates), and a host fault goes to shadow_mmu::page_fault() whose
 // answer is acted on (resume, inject, emulate with the guest walker). `oracle` memory gets the
 // same access from the guest walker directly. The two must agree on every access: verdict,
 // vector, error code, CR2, the host frame reached, and every byte of guest memory (A/D flags).
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -102,6 +105,15 @@ struct machine {
                              sizeof(storage->tables), x86::gpa{table_base});
     paging::walk_request r = req;
     if (!role.lma()) r.linear = x86::gva{req.linear.value() & 0xffff'ffffu};
+    if (hr.mode() == x86::paging_mode::pae) {
+      // The host's PDPTE registers, loaded from the shadow root at every entry into the guest
+      // (VMX without EPT: SDM 27.3.2.4), i.e. before every access here; a reserved bit in one
+      // (a VM-entry failure, #GP for a MOV to CR3) is a defect of the shadow MMU.
+      const auto p = paging::load_pdptrs(x86::cr3{mmu.root().value()}, tables, props.maxphyaddr);
+      if (!p) std::abort();
+      if ((mmu.root().value() >> 32) != 0) std::abort();  // CR3 bits 31:5 locate the PDPT
+      return paging::walker_pae(paging::make_walker_state(hr, hctx.root(), props, *p)).check(tables, hctx, r);
+    }
     if (hr.mode() == x86::paging_mode::five_level)  // a 5-level guest: the host runs with CR4.LA57
       return paging::walker_5level(paging::make_walker_state(hr, hctx.root(), props)).check(tables, hctx, r);
     const paging::walker_4level w(paging::make_walker_state(hr, hctx.root(), props));

@@ -84,6 +84,7 @@ concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64
   b.set_gpr(r, v);
   { b.gprs() } -> std::same_as<guest_regs&>;          ///< the block the stub saved (hypercall arguments)
   { b.cpl() } -> std::same_as<unsigned>;
+  { b.in_64bit_mode() } -> std::same_as<bool>;        ///< IA-32e mode with CS.L = 1 (SDM Vol. 3A 5.2.1)
   { b.crs() } -> std::same_as<guest_crs>;             ///< guest-visible CR0/CR4/EFER and CR3
   { b.paging_regs() } -> std::same_as<paging_regs>;   ///< the paging registers the CPU walks with
   // ---- acting on the guest ----

@@ -170,6 +170,7 @@ struct check_counters {
     std::uint64_t seen_info;
     unsigned seen_length;
     std::uint64_t stale_intn, soft_int_type_for_int3, stale_on_interrupt;
+    std::uint64_t stale_on_stack;  // the same, the #PF on the delivery's stack push (no gate tells the vector)
   } unmap;
 };
 

@@ -563,15 +563,10 @@ hvkit::cpuid::feature_set emulated_features() {
             (unsigned long long)c.sipis_applied, (unsigned long long)c.xapic_writes, (unsigned long long)c.pv_ipi_calls,
             (unsigned long long)c.pv_ipi_targets);
   }
-  // SVM: each processor's IBPB tracker (svm::physical_cpu, skip_same_guest) against the VMCB
-  // switches it saw (docs/smp.md, "IBPB per processor").
-  if (ls.m && !ls.vmx)
-    for (unsigned i = 0; i < count; ++i) {
-      const smp::cpu& c = ls.m->cpus[i];
-      kprintf("HVKIT LINUX ibpb cpu=%u barriers=%llu switches_same_guest=%llu switches_cross_guest=%llu\n", i,
-              (unsigned long long)c.ibpb_barriers, (unsigned long long)c.switches_same_guest,
-              (unsigned long long)c.switches_cross_guest);
-    }
+  // Each processor's IBPB tracker (svm::physical_cpu / vmx::physical_cpu, skip_same_guest)
+  // against the switches it saw, the second guest's among them (docs/smp.md, "IBPB per
+  // processor"), and its check.
+  if (ls.m && count > 1) smp::report_ibpb(*ls.m);
   const run_state& st0 = ls.m ? ls.m->cpus[0].st : *ls.solo_st;
   kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
           "cr_gp=%llu guest_xcr0=0x%llx\n",

@@ -61,7 +61,7 @@ hvkit::cpuid::feature_set emulated_features();
 /// RAX = number; KVM's numbers are small, these carry "hv" in bits 31:16.
 enum : std::uint64_t {
   hc_wp_begin = 0x68760001,  ///< RBX = 1: CR0.WP intercepted, 0: guest-owned. Snapshots the CR-exit count.
-  hc_wp_end = 0x68760002,    ///< RBX = toggles, RCX = guest-side mismatches. RAX = CR exits since begin.
+  hc_wp_end = 0x68760002,    ///< RBX = toggles, RCX = guest-side mismatches, RDX = the timed loop's TSC (0: none). RAX = CR exits since begin.
 };
 
 }  // namespace hv::lx

@@ -191,11 +191,17 @@ core::hook linux_hypercall(linux_state& ls, B& b) {
       d.wp_exits[k] = cr_exits_now(ls) - d.wp_mark;
       d.wp_seen[k] = true;
       const std::uint64_t tsc = b.gpr(x86::gpr::rdx), n = d.wp_toggles[k] ? d.wp_toggles[k] : 1;
-      kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu tsc=%llu "
-              "tsc_per_toggle=%llu.%llu\n",
-              this_index(ls), k ? "intercepted" : "guest_owned", (unsigned long long)d.wp_toggles[k],
-              (unsigned long long)d.wp_exits[k], (unsigned long long)d.wp_mismatch[k], (unsigned long long)tsc,
-              (unsigned long long)(tsc / n), (unsigned long long)(tsc % n * 10 / n));
+      const char* mode = k ? "intercepted" : "guest_owned";
+      if (tsc != 0)
+        kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu tsc=%llu "
+                "tsc_per_toggle=%llu.%llu\n",
+                this_index(ls), mode, (unsigned long long)d.wp_toggles[k], (unsigned long long)d.wp_exits[k],
+                (unsigned long long)d.wp_mismatch[k], (unsigned long long)tsc, (unsigned long long)(tsc / n),
+                (unsigned long long)(tsc % n * 10 / n));
+      else  // RDX = 0: no timed loop (the ssdd module, examples/ssdd-wp): no TSC fields
+        kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n", this_index(ls),
+                mode, (unsigned long long)d.wp_toggles[k], (unsigned long long)d.wp_exits[k],
+                (unsigned long long)d.wp_mismatch[k]);
       b.set_gpr(x86::gpr::rax, d.wp_exits[k]);
       d.wp_intercepted = false;
       if (!core::shadow::enabled()) b.set_cr0_wp_intercept(false);
@@ -204,11 +210,11 @@ core::hook linux_hypercall(linux_state& ls, B& b) {
     case hvkit::x86::pv_ipi::kvm_hc_send_ipi:
       // KVM_HC_SEND_IPI, only when KVM_FEATURE_PV_SEND_IPI is offered (smp/smp_ipi.cpp).
       if (ls.m && ls.pv_send_ipi) {
-        // 64-bit mode: Linux's kernel calls it from 64-bit code, where EFER.LMA is 1 (the
-        // core's backend does not expose CS.L; compatibility-mode kernel code never calls).
+        // The bitmap words are 64 bits wide for a caller in 64-bit mode (EFER.LMA and CS.L),
+        // 32 bits otherwise, compatibility mode included (KVM's hypercall ABI).
         using enum x86::gpr;
         b.set_gpr(rax, smp::send_ipi_hypercall(smp::this_cpu(), b.gpr(rbx), b.gpr(rcx), b.gpr(rdx), b.gpr(rsi),
-                                               b.crs().crs.efer.test(x86::efer::lma)));
+                                               b.in_64bit_mode()));
         break;
       }
       [[fallthrough]];

@@ -127,6 +127,11 @@ void report_exit(current_vmcb& vmcb, const char* what, bool expected) {
 hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmcb, guest_regs& regs,
                                                                const core::vcpu_state& st) {
   em::context ctx = read_context(vmcb, regs, st);
+  if (core::shadow::enabled()) {  // the real CR3 is the shadow root: walk the guest's own tables
+    ctx.cr0 = core::shadow::guest_cr0();
+    ctx.cr3 = core::shadow::guest_cr3();
+    ctx.efer = core::shadow::guest_efer();
+  }
   const pg::cpu_properties props = guest_cpu_properties(st.cpu->model);
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
@@ -276,6 +281,7 @@ struct svm_backend {
   guest_regs& gprs() { return regs; }
   unsigned cpl() const { return static_cast<unsigned>(sv::read(vmcb, fld::cpl)); }
   core::paging_regs paging_regs() { return live_paging_regs(vmcb); }
+  bool in_64bit_mode() const { return sv::ip_width_of(vmcb) == x86::ip_width::w64; }  // EFER.LMA, CS.L
   core::guest_crs crs() const {
     if (core::shadow::enabled())
       return {{shadow_guest_cr0(), sv::read_typed(vmcb, fld::cr4), core::shadow::guest_efer()}, core::shadow::guest_cr3()};
@@ -436,6 +442,11 @@ void vmrun(current_vmcb& vmcb, guest_regs& regs) { vmrun(regs, *vmcb.slot, host_
 void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last) {
   current_vmcb vmcb{&s};
   sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
+#ifdef HVKIT_HV_SHADOW
+  s.entry_eventinj = sv::read(vmcb, fld::event_injection);
+  s.entry_rip = sv::read(vmcb, fld::rip);
+  s.entry_rsp = sv::read(vmcb, fld::rsp);
+#endif
   if (last != &s) s.tracked.invalidate();
   s.tracked.prepare_vmrun();
   last = &s;

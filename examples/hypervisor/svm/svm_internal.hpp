@@ -39,6 +39,9 @@ struct vmcb_slot {
   sv::vmcb_view view;
   sv::clean_tracker<sv::vmcb_view> tracked;
   sv::asid_allocator::assignment asid{};
+  /// Shadow paging: EVENTINJ, RIP and RSP of the last VMRUN of this VMCB, to tell an exact
+  /// EXITINTINFO from a stale one (svm_reinject.cpp, the Bochs erratum).
+  std::uint64_t entry_eventinj = 0, entry_rip = 0, entry_rsp = 0;
   constexpr explicit vmcb_slot(sv::vmcb_page& p) noexcept : page(&p), view(p), tracked(view, false) {}
   vmcb_slot(const vmcb_slot&) = delete;
   vmcb_slot& operator=(const vmcb_slot&) = delete;

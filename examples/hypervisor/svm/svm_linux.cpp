@@ -41,10 +41,11 @@ alignas(4096) std::uint64_t npt_l2[4][512];
 alignas(4096) std::uint64_t npt_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
 alignas(4096) std::uint64_t npt_l1_apic[512];  // the 2 MiB around the xAPIC page, in 4 KiB pages
 
-/// The identity nested page table; `xapic_read_only`: the local APIC's page (FEE00000H, its
-/// default base, SDM Vol. 3A 11.4.4) readable but not writable, so that each guest write to
-/// an xAPIC register is a #NPF (APM 15.25.6) the hypervisor emulates (smp/smp_ipi.cpp).
-void build_linux_npt(bool xapic_read_only) {
+/// The identity nested page table; `xapic_read_only`: the local APIC's page (`xapic`, from
+/// IA32_APIC_BASE, SDM Vol. 3A 11.4.4) readable but not writable, so that each guest write to
+/// an xAPIC register is a #NPF (APM 15.25.6) the hypervisor emulates (smp/smp_ipi.cpp). False
+/// if that page is outside the table's 4 GiB.
+bool build_linux_npt(bool xapic_read_only, std::uint64_t xapic) {
   using pg::pte;
   const pte urw = pte::present | pte::writable | pte::user;
   auto table = [&](const void* next) { return pte::make(x86::gpa{svm::pa(next)}, urw).raw(); };
@@ -59,13 +60,15 @@ void build_linux_npt(bool xapic_read_only) {
     npt_l1_low[a >> 12] = a < hidden_base ? pte::make(x86::gpa{a}, urw).raw() : 0;
   for (std::uint64_t a = hidden_end; a < second_stage_end; a += 2 * mib)
     npt_l2[a >> 30][(a >> 21) & 511] = pte::make_large(x86::gpa{a}, x86::page_size_2m, urw).raw();
-  if (!xapic_read_only) return;
-  constexpr std::uint64_t xapic = 0xFEE00000, region = xapic & ~(2 * mib - 1);
+  if (!xapic_read_only) return true;
+  if (xapic >= 4 * 1024 * mib) return false;
+  const std::uint64_t region = xapic & ~(2 * mib - 1);
   for (std::uint64_t i = 0; i < 512; ++i) {
     const std::uint64_t a = region + (i << 12);
     npt_l1_apic[i] = pte::make(x86::gpa{a}, a == xapic ? pte::present | pte::user : urw).raw();
   }
   npt_l2[region >> 30][(region >> 21) & 511] = table(npt_l1_apic);
+  return true;
 }
 
 // ---- the permission maps -------------------------------------------------------------------
@@ -173,6 +176,8 @@ void vmrun_loop(smp::cpu& c) {
     // register block's into the VMCB.
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
+    // Guest 2 on this processor now and then (smp/second_guest.cpp).
+    if (ls.m->count > 1 && smp::second_guest_due(c)) svm::second_guest_excursion(c);
   }
   if (xsave) notice_xcr0_change(vmcb, ls, run);
 }
@@ -233,8 +238,13 @@ bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
   start_vcpu_state(bsp);
   // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
   m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
-  const bool ok = svm::build_policy(cpu, true, m.count) && svm::enable() && (build_linux_npt(m.xapic_write_protected), true);
+  const bool ok = svm::build_policy(cpu, true, m.count) && svm::enable() && build_linux_npt(m.xapic_write_protected, m.xapic_base);
+  if (m.xapic_write_protected) kprintf("HVKIT SMP xapic_base=0x%llx write_protected=1\n", (unsigned long long)m.xapic_base);
   if (ok) svm::start_cpu(bsp);
+  if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
+    smp::second_guest_init(m, false);
+    svm::second_guest_npt(m);
+  }
   return ok;
 }
 

@@ -9,6 +9,7 @@
 #include <hvkit/svm/event_injection.hpp>
 #include <hvkit/vmx/event_injection.hpp>
 
+#include "../core/cpu.hpp"
 #include "../core/report.hpp"
 #include "../core/shadow_paging.hpp"
 
@@ -51,6 +52,37 @@ bool npt_unmap_once(current_vmcb& vmcb, core::check_counters& k, std::uint64_t g
   return true;
 }
 
+/// The highest vector in service at this processor's local APIC (passed through to the
+/// guest: xAPIC at IA32_APIC_BASE, identity-mapped, or the x2APIC MSRs; ISR at 100H-170H /
+/// 810H-817H, SDM Vol. 3A 11.8.4, Table 11-1, 11.12.1.2), or -1.
+int in_service_vector() {
+  const std::uint64_t base = hv::rdmsr(0x1B);
+  const bool x2apic = (base >> 10) & 1;
+  for (int i = 7; i >= 0; --i) {
+    const std::uint32_t isr =
+        x2apic ? static_cast<std::uint32_t>(hv::rdmsr(0x810u + static_cast<unsigned>(i)))
+               : *reinterpret_cast<volatile const std::uint32_t*>((base & 0xF'FFFF'F000ull) + 0x100u + 0x10u * i);
+    if (isr != 0) return 32 * i + 31 - __builtin_clz(isr);
+  }
+  return -1;
+}
+
+/// EXITINTINFO `ii` is a software event (INT n: type 4; INT3, INTO: type 3 vectors 3 and 4,
+/// or type 4 as QEMU reports them) and that instruction is at the guest RIP.
+bool software_event_at_rip(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st, sv::event_info ii) {
+  const bool soft = ii.type() == sv::event_type::soft_int ||
+                    (ii.type() == sv::event_type::exception && (ii.vector() == 3 || ii.vector() == 4));
+  if (!soft) return false;
+  const auto in = instruction_at_rip(vmcb, regs, st);
+  if (!in) return false;
+  switch (in->op) {
+    case em::mnemonic::int_n: return ii.type() == sv::event_type::soft_int && in->imm == ii.vector();
+    case em::mnemonic::int3: return ii.vector() == 3;
+    case em::mnemonic::into: return ii.vector() == 4;
+    default: return false;
+  }
+}
+
 /// The unmapped page was touched while an event was delivered: map it back and re-inject
 /// the event (handle_exit copied EXITINTINFO into EVENTINJ; it is written again here, with
 /// the Bochs correction below). A software interrupt
@@ -80,6 +112,52 @@ reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, cons
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->name,
             (unsigned long long)ii.raw(), code[1], code[1]);
     ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
+  }
+  // Bochs 2.7 erratum, the same when the #PF (shadow paging) hits the delivery's stack push
+  // instead of the IDT gate (below), so no gate tells the vector: EXITINTINFO is the last
+  // exception Bochs delivered or injected, not the external interrupt it was delivering (APM
+  // 15.7.2). Seen with the shadow MMU's write flooding, which zaps the table mapping the
+  // kernel stack: 0x80000303 (an INT3 of Linux's text patching) at the RET after
+  // native_set_pte's MOV, CR2 = RSP - 16; re-injected as that #BP, Linux's INT3 handler,
+  // finding no INT3 at RIP - 1, moved RIP back one byte into the MOV and the kernel took #UD
+  // at native_set_pte+2. EXITINTINFO is exact when it is the event injected at that VMRUN
+  // and the guest has not run since (RIP and RSP as entered), or a software event whose
+  // instruction is at RIP. Otherwise, when the guest could take an interrupt (RFLAGS.IF = 1,
+  // no interrupt shadow) and its local APIC has one in service, that interrupt is the one
+  // being delivered: the processor acknowledged it before the delivery (IRR to ISR), and it
+  // is the highest vector in service, since an interrupt is accepted only above the
+  // processor priority (SDM Vol. 3A 11.8.3, 11.8.4). It is re-injected with type 0. A stale
+  // software event with no interrupt in service is dropped; any other event is an exception
+  // the guest raised itself, re-injected as reported. Counted, the first 8 printed.
+  const bool shadow_pf = ii.valid() && core::shadow::enabled() &&
+                         sv::read(vmcb, fld::exit_code) == sv::raw(sv::exception_exit(14));
+  const std::uint64_t idt_base = sv::read(vmcb, fld::idtr_base), fault_la = sv::read(vmcb, fld::exit_info_2);
+  if (shadow_pf && !(fault_la >= idt_base && fault_la - idt_base <= sv::read(vmcb, fld::idtr_limit))) {
+    const vmcb_slot& s = vmcb.cur();
+    const bool entered =
+        ii.raw() == s.entry_eventinj && rip == s.entry_rip && sv::read(vmcb, fld::rsp) == s.entry_rsp;
+    if (!entered && !software_event_at_rip(vmcb, regs, st, ii)) {
+      const int v = in_service_vector();
+      const bool open = (sv::read(vmcb, fld::rflags) & x86::rflags::if_.raw()) != 0 &&
+                        (sv::read(vmcb, fld::interrupt_state) & 1u) == 0;
+      const bool soft = ii.type() == sv::event_type::soft_int ||
+                        (ii.type() == sv::event_type::exception && (ii.vector() == 3 || ii.vector() == 4));
+      if ((v >= 32 && open) || soft) {
+        if (unmap.stale_on_stack++ == 0) ++results_errata;
+        if (unmap.stale_on_stack <= 8)
+          kprintf("HVKIT ERRATUM exitintinfo_stale_on_delivery_push.%s exitintinfo=0x%llx rip=0x%llx cr2=0x%llx "
+                  "rsp=0x%llx in_service=%d if=%u count=%llu: %s\n",
+                  st.cfg->name, (unsigned long long)ii.raw(), (unsigned long long)rip, (unsigned long long)fault_la,
+                  (unsigned long long)sv::read(vmcb, fld::rsp), v, open ? 1u : 0u,
+                  (unsigned long long)unmap.stale_on_stack,
+                  v >= 32 && open ? "the interrupt in service re-injected" : "nothing injected");
+        if (!(v >= 32 && open)) {
+          sv::write(vmcb, fld::event_injection, 0);
+          return {};
+        }
+        ii = sv::event_info::make(static_cast<std::uint8_t>(v), sv::event_type::intr, false);
+      }
+    }
   }
   // Bochs 2.7 erratum, the same for other events (docs/shadow-mmu.md): a #PF (shadow paging)
   // on the IDT gate while delivering an event reports, in EXITINTINFO, the last exception

@@ -170,7 +170,7 @@ bool ept_unmap_once(core::check_counters& k, std::uint64_t gpa) {
   auto table = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_unmap_pt)}, rwx, ec);
   if (!table) return false;
   unmap = {true, gpa & ~0xFFFull, ept_pd[gpa >> 21], 0, 0, 0, unmap.stale_intn, unmap.soft_int_type_for_int3,
-           unmap.stale_on_interrupt};
+           unmap.stale_on_interrupt, unmap.stale_on_stack};
   ept_pd[gpa >> 21] = table.value().raw();
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   return true;

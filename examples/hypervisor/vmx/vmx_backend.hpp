@@ -5,6 +5,7 @@
 #pragma once
 
 #include <hvkit/vmx/exit_qualification.hpp>
+#include <hvkit/vmx/guest_mode.hpp>
 
 #include "../core/exit_loop.hpp"
 #include "../core/shadow_paging.hpp"
@@ -76,6 +77,7 @@ struct vmx_backend {
   guest_regs& gprs() { return regs.gprs(); }
   unsigned cpl() { return guest_cpl(); }
   core::paging_regs paging_regs() { return vmcs_paging_regs(); }
+  bool in_64bit_mode() { return must(hvkit::vmx::guest_in_64bit_mode(regs.backend()), st); }
   core::guest_crs crs() {
     const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), st.cpu->model), st);
     if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};

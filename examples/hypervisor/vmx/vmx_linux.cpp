@@ -214,6 +214,8 @@ bool setup_linux_vmcs(smp::cpu& c) {
 
 bool handle_exit(vmx_backend& b) {
   smp::cpu& cpu = smp::this_cpu();
+  // An exit of guest 2, the second guest of this processor (smp/second_guest.cpp).
+  if (&b.st != &cpu.st) return smp::vmx_second_guest_exit(cpu, b.reason.basic_raw());
   // The guest's INIT and SIPI to this vCPU (vmx/vmx_smp.cpp).
   if (!b.reason.entry_failure() && smp::handle_init_sipi(cpu, b.reason.basic())) return true;
   cpu.just_started = false;
@@ -226,6 +228,10 @@ bool handle_exit(vmx_backend& b) {
   core::context c = smp::context_of(cpu);
   const bool resume = core::handle_exit(mine, c, linux_profile{*cpu.lx.run});
   smp::fix_smi_blocking(cpu);
+  if (resume && cpu.lx.run->m->count > 1 && smp::second_guest_due(cpu)) {
+    must(b.regs.flush(), cpu.st);  // the Linux VMCS's registers, before another VMCS is current
+    smp::vmx_second_guest_excursion(cpu);
+  }
   return resume;
 }
 
@@ -245,6 +251,13 @@ bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
   kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
   bool ok = build_cpuid_policy(cpu, true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
+  if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
+    smp::second_guest_init(m, true);
+    // Guest 2's exits reach the exit stub with c.sg_st: the Linux profile's handle_exit (above)
+    // tells them from the Linux vCPU's by that state.
+    for (unsigned i = 0; i < m.count; ++i) m.cpus[i].sg_st.cfg = &linux_run;
+    ok = smp::vmx_second_guest_ept(m);
+  }
   if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
   if (ok && m.count > 1 && core::shadow::enabled()) {  // one shadow MMU: one vCPU (core/shadow_paging.hpp)
     kprintf("HVKIT ERROR linux: shadow paging runs one vCPU, not %u\n", m.count);

@@ -13,11 +13,17 @@
 /// guest's tables do not give, which is stricter than any TLB the SDM allows (4.10.4), so
 /// INVLPG, INVPCID and MOV to CR3 need no shadow work (see invalidate.hpp).
 ///
-/// Host format: 4-level paging with 8-byte entries for every guest mode up to 4-level (paging
-/// off, 32-bit, PAE, 4-level), 5-level paging for a 5-level guest (the host then runs the
-/// guest with CR4.LA57 = 1: host_role()). A 32-bit guest's 1024-entry tables are mirrored by quadrants (a page
-/// directory by four 1 GiB host directories, a page table by two 2 MiB host tables); guest
-/// large pages are mapped by 4 KiB host pages (direct shadow pages).
+/// Host format (host_mode(), host_role()): PAE paging for a guest that runs outside IA-32e
+/// mode (32-bit and PAE paging: the processor walks CR3 in the format of the real CR4.PAE,
+/// SDM 4.1.1), 4-level paging for a 4-level guest (and paging off), 5-level paging for a
+/// 5-level guest (the host then runs the guest with CR4.LA57 = 1). A PAE-format root is a
+/// PDPT (four used entries, present + address only, SDM 4.4.1); it must lie below 4 GiB
+/// (CR3 bits 31:5 locate it), and the host loads its PDPTEs into the PDPTE registers when it
+/// enters the guest (VMX without EPT: every VM entry, SDM 27.3.2.4) or loads CR3: every change
+/// of a root PDPTE is answered with host_flush::all. A 32-bit guest's 1024-entry tables are
+/// mirrored by quadrants (a page directory by the four 1 GiB host directories, a page table
+/// by two 2 MiB host tables); guest large pages are mapped by 4 KiB host pages (direct
+/// shadow pages).
 #pragma once
 
 #include <array>
@@ -170,9 +176,28 @@ class shadow_mmu {
     return host_flush::all;
   }
 
+  /// Write flooding. A frame stays write-protected as long as a shadow page mirrors it, also
+  /// when the guest has stopped using it as a paging structure (a freed page table reused as
+  /// data or a kernel stack, a new process's table being filled): every write to it is then
+  /// an exit and an emulation. With a threshold n (1-255; 0, the default, turns the rule
+  /// off), a frame whose shadow page has seen n writes reported by table_written() since a
+  /// fix-up last went through that page (page_fault() building or checking a path through
+  /// it: the guest walks that table) is unprotected (unprotect(): its shadow pages zapped), so
+  /// the guest writes it natively; a table in it is mirrored and protected again by the next
+  /// walk that uses it. The frame of the current root is never unprotected (the root would
+  /// be rebuilt, and the frame protected again, at once). A heuristic, not an architectural
+  /// rule: what the guest sees does not change (unprotect() leaves nothing that mirrors the
+  /// frame), only which writes exit.
+  constexpr void set_write_flood_threshold(unsigned n) noexcept { flood_threshold_ = n > 255 ? 255 : n; }
+  [[nodiscard]] constexpr unsigned write_flood_threshold() const noexcept { return flood_threshold_; }
+  /// How many frames write flooding unprotected.
+  [[nodiscard]] constexpr std::uint64_t flood_unprotects() const noexcept { return flood_unprotects_; }
+
   /// Reports `bytes` bytes written by the guest (an emulated write) at `a`: every shadow
   /// entry that mirrors a guest entry in that range is zapped (rebuilt from the new guest
-  /// entry on the next fault). Returns the host TLB work.
+  /// entry on the next fault). With write flooding on, the write counts towards it (a flooded
+  /// frame is unprotected; the current root may then be rebuilt: run the guest on root()).
+  /// Returns the host TLB work.
   host_flush table_written(x86::gpa a, unsigned bytes) noexcept {
     if (bytes == 0) return host_flush::none;
     host_flush f = host_flush::none;
@@ -199,6 +224,10 @@ class shadow_mmu {
           }
         }
       });
+      if (flood_threshold_ != 0 && flooded(x86::gfn{g})) {
+        ++flood_unprotects_;
+        f = merge(f, unprotect(x86::gfn{g}));
+      }
     }
     return f;
   }
@@ -243,8 +272,8 @@ class shadow_mmu {
       case x86::paging_mode::five_level:
         return {g, derive(levels_, pte_access::paging_rights), true};
       case x86::paging_mode::pae:
-      case x86::paging_mode::two_level:
-        return {g, derive(4, pte_access::paging_rights, false, 0, true), false};
+      case x86::paging_mode::two_level:  // a PAE-format host PDPT, built from the PDPTE registers / quadrants
+        return {g, derive(3, pte_access::paging_rights, false, 0, true), false};
       default:
         return {x86::gfn{0}, derive(4, pte_access::paging_rights, true), false};
     }
@@ -287,6 +316,18 @@ class shadow_mmu {
     return any ? host_flush::all : host_flush::none;
   }
 
+  /// Write flooding: one more write to every page mirroring a table in frame `g`; true if
+  /// one of them reached the threshold and none is the current root.
+  bool flooded(x86::gfn g) noexcept {
+    bool reached = false, root = false;
+    cache_->for_each_page_of(g, [&](std::uint16_t p) {
+      if (cache_->page(p).role.direct()) return;
+      root = root || p == root_;
+      reached = cache_->note_write(p) >= flood_threshold_ || reached;
+    });
+    return reached && !root;
+  }
+
   host_flush zap_entry(std::uint16_t p, unsigned idx) noexcept {
     std::uint64_t& e = cache_->table(p)[idx];
     if (!(e & pte::present.raw())) return host_flush::none;
@@ -305,7 +346,7 @@ class shadow_mmu {
     // Outside IA-32e mode linear addresses are 32 bits (SDM 4.3, 4.4).
     const std::uint64_t va = req.linear.value() & (guest_.role().lma() ? ~std::uint64_t{0} : 0xffff'ffffu);
     const x86::paging_mode m = guest_.role().mode();
-    const bool long_mode = m == x86::paging_mode::four_level || m == x86::paging_mode::five_level;
+    const bool pae_host = levels_ == 3;
     const unsigned gt = t.path.top;
     const unsigned gl = gt - t.path.count + 1u;  // guest leaf level
     // The rights of the guest entries above the next shadow page, ANDed as the descent goes
@@ -314,6 +355,7 @@ class shadow_mmu {
     unsigned used = 0;
     std::uint16_t p = root_;
     for (unsigned hl = levels_; hl >= 2; --hl) {
+      cache_->note_use(p);  // write flooding: the guest walks this table
       const unsigned idx = static_cast<unsigned>((va >> (12 + 9 * (hl - 1))) & 511u);
       const unsigned cl = hl - 1;  // level of the child page
       child_desc d;
@@ -322,8 +364,6 @@ class shadow_mmu {
         const std::uint64_t base = t.address.value() & ~((std::uint64_t{1} << (12 + 9 * cl)) - 1);
         const pte_access da = m == x86::paging_mode::none ? pte_access::paging_rights : t.rights;
         d = {x86::gfn{base >> 12}, derive(cl, da, true), false};
-      } else if (cl == 3 && !long_mode) {
-        d = {x86::gpa_to_gfn(guest_.root()), derive(3, pte_access::paging_rights, false, 0, true), false};
       } else {
         for (; used < gt - cl; ++used)
           if (!(m == x86::paging_mode::pae && gt - used == 3)) acc = acc & entry_rights(t.path.values[used]);
@@ -347,10 +387,16 @@ class shadow_mmu {
           if (c == page_cache::npos) return -1;
           if (d.hashed && !d.role.direct()) a.flush = merge(a.flush, write_protect(d.gfn));
         }
-        cache_->table(p)[idx] = make_nonleaf(cache_->address_of(c));
+        if (pae_host && hl == 3) {  // a root PDPTE: the host must load it again (see the file comment)
+          cache_->table(p)[idx] = make_root_pdpte(cache_->address_of(c));
+          a.flush = host_flush::all;
+        } else {
+          cache_->table(p)[idx] = make_nonleaf(cache_->address_of(c));
+        }
       }
       p = c;
     }
+    cache_->note_use(p);
     // The leaf (SDM 4.6.1 folding, spte.hpp).
     const cpu_role r = guest_.role();
     const x86::gfn g = x86::gpa_to_gfn(t.address);
@@ -374,10 +420,12 @@ class shadow_mmu {
     const pte_access hr = fold_rights(r, g_rights, dirty, v, protect);
     e = make_leaf(h.value(), hr, t.memory_type, t.pkey);
     if ((old & pte::present.raw()) && old != e) a.flush = merge(a.flush, host_flush::address);
-    // The host now checks the access with host_role(); if it still faults, the access cannot
-    // be expressed (write protection, or a key's WD under CR0.WP = 0): emulate it.
-    const std::uint32_t pkr = pk_register_for(hr, req.pkru, req.pkrs);
-    const x86::pfec hf = permission_fault(host_, hr, t.pkey, req.access, req.rflags, pkr);
+    // The host now checks the access on the entry as written, with host_role(); if it still
+    // faults, the access cannot be expressed (write protection, or a key's WD under CR0.WP =
+    // 0): emulate it.
+    const pte_access written = leaf_rights(e);
+    const std::uint32_t pkr = pk_register_for(written, req.pkru, req.pkrs);
+    const x86::pfec hf = permission_fault(host_, written, t.pkey, req.access, req.rflags, pkr);
     if (hf.none()) {
       a.action = fault_action::fixed;
     } else {
@@ -395,6 +443,8 @@ class shadow_mmu {
   guest_walker walker_{};
   std::uint16_t root_ = page_cache::npos;
   std::uint32_t rebuilds_ = 0;
+  unsigned flood_threshold_ = 0;      ///< write flooding: writes before a frame is unprotected (0 off)
+  std::uint64_t flood_unprotects_ = 0;
   std::uint8_t ext_ = 0;
   cpu_role host_{};                   ///< host_role(guest role)
   unsigned levels_ = 4;               ///< host_levels(guest role)

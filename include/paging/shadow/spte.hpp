@@ -2,7 +2,7 @@
 /// @file
 /// @brief Shadow entries from guest entries: the host role a shadow MMU runs the guest under,
 /// the rights folding that makes the host's hardware check give the guest's verdict, and the
-/// host (4-level, 8-byte) entry built from them.
+/// host entries (8-byte: 4-level, 5-level or PAE format) built from them.
 ///
 /// The host walks the shadow tables with CR0.WP = 1, EFER.NXE = 1 and the guest's CR4.SMEP,
 /// CR4.SMAP, CR4.PKE and CR4.PKS (host_role()); the guest runs at its own CPL with its own
@@ -44,19 +44,38 @@
 
 namespace hvkit::paging::shadow {
 
-/// Levels of the host's shadow tables for a guest under `guest`: 4-level paging for every
-/// guest mode up to 4-level paging (32-bit, PAE and 4-level guests; paging off), 5-level
-/// paging for a 5-level guest (its 57-bit linear addresses need a PML5; SDM 4.5.1).
+/// The paging format of the host's shadow tables for a guest under `guest`. Outside IA-32e
+/// mode the processor walks CR3 in the format CR4.PAE selects (SDM 4.1.1), so a guest that
+/// runs outside it (32-bit or PAE paging) is shadowed in the PAE format, the guest seeing its
+/// own CR4.PAE through the hypervisor (VMX: the CR4 read shadow; SVM: CR4 reads intercepted);
+/// a 4-level guest (and paging off) in the 4-level format, a 5-level guest in the 5-level one
+/// (its 57-bit linear addresses need a PML5; SDM 4.5.1).
+[[nodiscard]] constexpr x86::paging_mode host_mode(cpu_role guest) noexcept {
+  switch (guest.mode()) {
+    case x86::paging_mode::two_level:
+    case x86::paging_mode::pae: return x86::paging_mode::pae;
+    case x86::paging_mode::five_level: return x86::paging_mode::five_level;
+    case x86::paging_mode::none:
+    case x86::paging_mode::four_level: break;
+  }
+  return x86::paging_mode::four_level;
+}
+/// Levels of the host's shadow tables (host_mode()): 3 for PAE (the root a PDPT of 4 used
+/// entries), 4, 5.
 [[nodiscard]] constexpr unsigned host_levels(cpu_role guest) noexcept {
-  return guest.mode() == x86::paging_mode::five_level ? 5u : 4u;
+  switch (host_mode(guest)) {
+    case x86::paging_mode::pae: return 3;
+    case x86::paging_mode::five_level: return 5;
+    default: return 4;
+  }
 }
 /// Entries per shadow table.
 inline constexpr unsigned table_entries = 512;
 
-/// The role the host processor checks shadow entries with: 4-level paging (5-level, CR4.LA57,
-/// for a 5-level guest), CR0.WP = 1, EFER.NXE = 1, and the guest's SMEP, SMAP, PKE and PKS
-/// (what the hypervisor loads into the real CR4 while the guest runs). PKE/PKS only when the
-/// guest has them (4- and 5-level guests).
+/// The role the host processor checks shadow entries with: the format of host_mode() (PAE:
+/// CR4.PAE, EFER.LME = LMA = 0; 4-level: EFER.LMA; 5-level: CR4.LA57 too), CR0.WP = 1,
+/// EFER.NXE = 1, and the guest's SMEP, SMAP, PKE and PKS (what the hypervisor loads into the
+/// real CR4 while the guest runs). PKE/PKS only when the guest has them (4- and 5-level guests).
 [[nodiscard]] constexpr cpu_role host_role(cpu_role guest) noexcept {
   using c0 = x86::cr0;
   using c4 = x86::cr4;
@@ -65,9 +84,10 @@ inline constexpr unsigned table_entries = 512;
   if (guest.smap()) cr4 = cr4 | c4::smap;
   if (guest.pke()) cr4 = cr4 | c4::pke;
   if (guest.pks()) cr4 = cr4 | c4::pks;
-  if (guest.mode() == x86::paging_mode::five_level) cr4 = cr4 | c4::la57;
-  return make_cpu_role(c0::pe | c0::pg | c0::wp, cr4, x86::efer::lme | x86::efer::lma | x86::efer::nxe,
-                       guest.smm(), guest.guest_mode());
+  const x86::paging_mode m = host_mode(guest);
+  if (m == x86::paging_mode::five_level) cr4 = cr4 | c4::la57;
+  const x86::efer efer = m == x86::paging_mode::pae ? x86::efer::nxe : x86::efer::lme | x86::efer::lma | x86::efer::nxe;
+  return make_cpu_role(c0::pe | c0::pg | c0::wp, cr4, efer, guest.smm(), guest.guest_mode());
 }
 
 /// Which of the two host entries of a CR0.WP = 0 user-mode read-only page (see the file comment).
@@ -124,6 +144,14 @@ inline constexpr std::uint64_t nonleaf_bits =
 /// A non-leaf shadow entry referencing the shadow table at `table`.
 [[nodiscard]] constexpr std::uint64_t make_nonleaf(x86::hpa table) noexcept {
   return (table.value() & pte::address_bits) | nonleaf_bits;
+}
+
+/// A PDPTE of a PAE-format shadow root referencing the shadow page directory at `table`:
+/// present and the address only. In a PDPTE bits 2:1 (R/W, U/S) and 8:5 (A among them) are
+/// reserved (SDM 4.4.1, Table 4-8: a load with one of them set is #GP, a VM entry that loads
+/// it fails), and a PDPTE carries no rights (the PDE and PTE do).
+[[nodiscard]] constexpr std::uint64_t make_root_pdpte(x86::hpa table) noexcept {
+  return (table.value() & pte::address_bits) | pte::present.raw();
 }
 
 /// A 4 KiB shadow leaf mapping `frame` with host rights `r`, the guest leaf's memory type
