@@ -4,8 +4,9 @@
 // writes, reported with table_written(), and real MOV instructions of the guest kernel run by
 // emulate::emulate_on_shadow() through an alias of the tables), CR0.WP / CR4.SMEP / CR4.SMAP / EFER.NXE writes
 // through evaluate_cr_write / cr_write_actions and control_registers_written(), MOV to CR3
-// between two address spaces, INVLPG, and accesses, on 32-bit, PAE, 4-level and 5-level guests; every access must give the walker's
-// verdict, error code, CR2 and host frame, and guest memory (A/D flags) must stay equal.
+// between two address spaces, INVLPG, and accesses, on 32-bit, PAE, 4-level and 5-level guests, with write flooding off or
+// on; every access must give the walker's verdict, error code, CR2 and host frame, and guest memory (A/D flags) must stay
+// equal.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -133,6 +134,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const unsigned mode = mb % 3;  // 0 32-bit, 1 PAE, 2 IA-32e: 4-level, or 5-level if bit 6 is set
   const bool four = mode == 2, pae = mode == 1, m32 = mode == 0;
   const bool five = four && (mb & 0x40);
+  // Write flooding (shadow_mmu::set_write_flood_threshold()) off or on with threshold 1, 2 or
+  // 4: frames the edits keep writing are unprotected; every access must still agree.
+  constexpr unsigned flood_thresholds[] = {0, 1, 2, 4};
+  mc.mmu.set_write_flood_threshold(flood_thresholds[(mb >> 3) & 3]);
   const unsigned esz = m32 ? 4 : 8;
   // Skeleton: top tables at frames 1 and 5, PDPT 2 (4-level), PD 3, PTs 4 and 6; data 8-27.
   // 5-level: frames 1 and 5 are PML5s whose entries 0 and 1 (PML5 index 0 and 1) both

@@ -48,8 +48,9 @@ unsigned mode_slot(x86::paging_mode m) {
 /// faulting walk are counted apart, not as mismatches; a D flag there is a mismatch.
 /// Bochs 2.7 errata B1-B3 are classified by narrow rules and counted apart.
 std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg::guest_walker& walker,
-                                  const pg::mmu_context& mmu, x86::rflags rflags) {
-  const x86::cr4 cr4 = live_paging_regs().cr4;
+                                  const pg::mmu_context& mmu, const guest_paging_regs& live) {
+  const x86::rflags rflags = live.rflags;
+  const x86::cr4 cr4 = live.cr4;
   pg::walk_request req{};
   req.linear = x86::gva{c.la};
   req.access = c.access;
@@ -149,8 +150,8 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
       kprintf("HVKIT MISMATCH paging mode=%u case=%llu la=0x%llx access=0x%llx cr0=0x%llx cr4=0x%llx efer=0x%llx ac=%d "
               "cpu=0x%x/err=0x%x/cr2=0x%llx/ad=0x%llx hvkit=0x%x/err=0x%x/ad=0x%llx\n",
               slot, (unsigned long long)x.checks.pg_cases, (unsigned long long)c.la, (unsigned long long)c.access.raw(),
-              (unsigned long long)live_paging_regs().cr0.raw(), (unsigned long long)cr4.raw(),
-              (unsigned long long)live_paging_regs().efer.raw(), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
+              (unsigned long long)live.cr0.raw(), (unsigned long long)cr4.raw(),
+              (unsigned long long)live.efer.raw(), req.rflags.test(x86::rflags::ac) ? 1 : 0, c.result,
               c.error, (unsigned long long)c.cr2, (unsigned long long)c.ad, hv_result, hv_error,
               (unsigned long long)hv_ad);
       const pg::walk_path* path = res.has_value() ? &res.value().path : fault_path(res.error());
@@ -163,10 +164,8 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
   return same ? 0 : 1;
 }
 
-/// The guest's paging registers at this exit: from the VMCS, or from the VMCB when the SVM
-/// backend runs.
-guest_paging_regs live_paging_regs() {
-  if (svm::active()) return svm::live_paging_regs();
+/// The guest's paging registers at this exit from the VMCS (the VMX backend's paging_regs()).
+guest_paging_regs vmcs_paging_regs() {
   if (core::shadow::enabled()) {
     // Shadow paging: the real CR0.WP is 1 and the real CR3 the shadow root; the guest's
     // values are the read shadows' host-owned bits and the CR3 it loaded.
@@ -183,14 +182,13 @@ guest_paging_regs live_paging_regs() {
 }
 
 /// The guest's paging registers as hvkit sees them: role and root.
-pg::mmu_context live_guest_mmu() {
-  const guest_paging_regs g = live_paging_regs();
+pg::mmu_context live_guest_mmu(const guest_paging_regs& g, const pg::cpu_properties& props) {
   const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
-  return {role, x86::cr3_root(g.cr3, role.mode(), guest_cpu_properties().maxphyaddr)};
+  return {role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
 }
 
 /// hc::paging_case (the 64-bit guest, 4-level paging): the case in registers.
-std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
+std::uint64_t handle_paging_case(core::context& x, guest_regs& r, const guest_paging_regs& live) {
   cpu_case c{};
   c.la = r[x86::gpr::rbx];
   // Bit 31 of the access word marks an implicit supervisor access (x86::pfec keeps that
@@ -202,8 +200,9 @@ std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
   c.result = static_cast<std::uint32_t>(r[x86::gpr::rdx]);
   c.error = static_cast<std::uint32_t>(r[x86::gpr::rdx] >> 32);
   c.cr2 = r[x86::gpr::rsi];
-  const pg::mmu_context mmu = live_guest_mmu();
-  return compare_paging_case(x, c, pg::guest_walker{mmu, guest_cpu_properties()}, mmu, live_paging_regs().rflags);
+  const pg::cpu_properties props = guest_cpu_properties(x.vcpu.cpu->model);
+  const pg::mmu_context mmu = live_guest_mmu(live, props);
+  return compare_paging_case(x, c, pg::guest_walker{mmu, props}, mmu, live);
 }
 
 /// hc::paging_case32 (the 32-bit guest: 32-bit or PAE paging): the case in a
@@ -212,13 +211,13 @@ std::uint64_t handle_paging_case(core::context& x, guest_regs& r) {
 /// 4.4.1); the walk then uses load_pdptrs' snapshot (walker_pae never re-reads the PDPT),
 /// which must equal the PDPTE registers the CPU saved in the VMCS at this exit (SDM Vol. 3C
 /// 28.3.4, with EPT).
-std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
+std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_paging_regs& live) {
   const std::uint8_t* p = guest_ram(r[x86::gpr::rbx] & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
   if (!p) return ~0ull;
   hc::paging_case_block b;
   __builtin_memcpy(&b, p, sizeof b);
-  const pg::mmu_context mmu = live_guest_mmu();
-  const pg::cpu_properties props = guest_cpu_properties();
+  const pg::cpu_properties props = guest_cpu_properties(x.vcpu.cpu->model);
+  const pg::mmu_context mmu = live_guest_mmu(live, props);
   pg::pdpte_snapshot pdptes{};
   if (mmu.role().mode() == x86::paging_mode::pae) {
     pg::flat_memory mem = guest_ram_view();
@@ -246,7 +245,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
       // and the access's W, U/S and I/D bits. The cases' test address uses PDPTE 3.
       ++x.checks.pdpte_loads;
       ++x.checks.pdpte_walk_rsv;
-      const guest_paging_regs g = live_paging_regs();
+      const guest_paging_regs& g = live;
       const bool implicit = (b.access >> 31) & 1, fetch = !implicit && (b.access & 0x10);
       const std::uint32_t id = fetch && (g.efer.test(x86::efer::nxe) || g.cr4.test(x86::cr4::smep)) ? 0x10u : 0u;
       const std::uint32_t err = 1u | 8u | (implicit ? 0u : (b.access & 0x6u)) | id;
@@ -326,7 +325,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
       return 1;
     }
     if (cpu_gp) return 0;  // no access was done
-    const auto now = pg::load_pdptrs(live_paging_regs().cr3, mem, props.maxphyaddr);
+    const auto now = pg::load_pdptrs(live.cr3, mem, props.maxphyaddr);
     if (!now) {
       ++x.checks.pdpte_mismatches;
       return 1;
@@ -362,7 +361,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r) {
   c.result = b.result;
   c.error = b.error;
   c.cr2 = b.cr2;
-  return compare_paging_case(x, c, pg::guest_walker{mmu, props, pdptes}, mmu, live_paging_regs().rflags);
+  return compare_paging_case(x, c, pg::guest_walker{mmu, props, pdptes}, mmu, live);
 }
 
 // ---- nested (EPT) differential -----------------------------------------------------------
@@ -380,7 +379,7 @@ std::uint64_t ept_perm_bits(unsigned p) { return p & 7; }  // bit 0 R, 1 W, 2 X
 /// With `on` false the alias is removed.
 void ept_alias_reset(bool on) {
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   if (on) {
     for (std::uint64_t i = 0; i < 512; ++i)
@@ -423,7 +422,7 @@ hvkit::paging::flat_memory host_memory_view() {
 /// deliberately broken bits are patched in here.
 void ept_apply_case(std::uint64_t d) {
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   ept_alias_reset(true);
   ept_set_page(hc::ept_test_data_gpa, d & 7);
   ept_set_page(hc::ept_test_pt_gpa, (d >> 8) & 7);
@@ -468,13 +467,13 @@ void ept_apply_case(std::uint64_t d) {
 /// walker (the guest's 4-level tables read through EPT, SDM Vol. 3C 29.3.3), guest A/D
 /// updates included (their EPT write check is part of the prediction) and then undone so
 /// that the CPU starts from the same state.
-void handle_ept_arm(core::check_counters& k, guest_regs& r) {
+void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
   namespace pg = hvkit::paging;
   const std::uint64_t la = r[x86::gpr::rbx];
   const x86::pfec access{r[x86::gpr::rcx]};
   ept_apply_case(r[x86::gpr::rdx]);
 
-  const pg::cpu_properties props = guest_cpu_properties();
+  const pg::cpu_properties props = guest_cpu_properties(model);
   const x86::cr0 cr0{vmread(fields::guest_cr0)};
   const x86::cr4 cr4{vmread(fields::guest_cr4)};
   const x86::efer efer{vmread(fields::guest_ia32_efer)};
@@ -482,7 +481,7 @@ void handle_ept_arm(core::check_counters& k, guest_regs& r) {
   const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
   // The walker's capabilities from IA32_VMX_EPT_VPID_CAP (one decoder:
   // vmx::ept_capabilities_from); MBEC off.
-  const pg::ept_capabilities ecap = hvkit::vmx::ept_capabilities_from(vcaps.ept_vpid_cap, props.maxphyaddr, false);
+  const pg::ept_capabilities ecap = hvkit::vmx::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr(), false);
   auto ew = pg::ept_walker::make(pg::ept_pointer{eptp_value}, ecap);
   pg::walk_request req{};
   req.linear = x86::gva{la};

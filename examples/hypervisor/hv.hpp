@@ -57,6 +57,7 @@
 #include "layout.hpp"
 
 #include "vmx/vmx_glue.hpp"
+#include "core/backend.hpp"
 #include "core/report.hpp"
 #include "core/state.hpp"
 
@@ -120,16 +121,18 @@ struct capabilities {
 };
 extern capabilities caps;
 
-// ---- CPUID and MSR policy (hvkit::cpuid), built once --------------------------------
-extern cpuid_ns::table<128> host_cpuid;
-extern cpuid_ns::policy guest_policy;
-/// The MSR policy derived from the CPUID policy: one source for both (docs/background.md §2).
-extern cpuid_ns::msr_policy guest_msrs;
+// ---- CPUID and MSR policy (hvkit::cpuid), built once ----------------------------------
+/// The boot's guest CPU (core::guest_cpu: the CPUID policy, the MSR policy derived from it, one
+/// source for both, docs/background.md §2, and the guest CPU model) is hypervisor.cpp's,
+/// handed by reference to the builders and to every vCPU (vcpu_state::cpu). These two names
+/// of its parts are for smp/ and vmx/vmx_smp.cpp until they read the vCPU's.
+extern const cpuid_ns::policy& guest_policy;
+extern const cpuid_ns::msr_policy& guest_msrs;
 
 /// One vCPU's state and its checks' counters (core/state.hpp), owned by the run that runs it.
 using core::run_state;
-/// The vCPU and the checks of a run that owns `st` (with the guest's CPUID and MSR policies).
-inline core::context context_of(run_state& st) { return {st, st, guest_policy, guest_msrs}; }
+/// The vCPU and the checks of a run that owns `st` (with its guest CPU's CPUID and MSR policies).
+inline core::context context_of(run_state& st) { return {st, st, st.cpu->cpuid, st.cpu->msrs}; }
 
 struct run_summary {
   bool ok;
@@ -161,14 +164,13 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
 void setup_host_tables();
 void load_host_tables(bool load_tr);
 void read_capabilities();
-/// for_linux: the Linux guest's policy (linux/linux.cpp), with the features that policy denies.
-/// cpus: the vCPUs (CPUID topology: that many cores in one package).
-bool build_cpuid_policy(bool for_linux = false, unsigned cpus = 1);
+/// The guest CPU `g` of this boot: for_linux the Linux guest's policy (linux/linux.cpp), with the
+/// features that policy denies; cpus: the vCPUs (CPUID topology: that many cores in one package).
+bool build_cpuid_policy(core::guest_cpu& g, bool for_linux = false, unsigned cpus = 1);
 bool enable_vmx();
 bool build_ept();
 /// The conformance guest's image (or the 32-bit guest's, or `profile`'s in its place).
 const hc::guest_header* load_guest(bool guest32 = false, const core::guest_profile* profile = nullptr);
-x86::cr4 guest_cr4_allowed();
 bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs);
 /// Pieces of a VMCS both guests (the conformance guest, the Linux guest) fill the same way.
 void write_common_controls(std::uint64_t eptp);
@@ -201,23 +203,18 @@ using core::guest_ram;
 using core::guest_ram_view;
 
 // ---- the CPU as the oracle (differential.cpp) -------------------------------------------
-/// The guest's paging registers at the current exit (VMCS, or VMCB with the SVM backend).
-struct guest_paging_regs {
-  x86::cr0 cr0;
-  x86::cr4 cr4;
-  x86::efer efer;
-  x86::cr3 cr3;
-  x86::rflags rflags;
-};
-guest_paging_regs live_paging_regs();
-void handle_ept_arm(core::check_counters& k, guest_regs& r);
+/// The guest's paging registers at an exit (core::backend::paging_regs()).
+using guest_paging_regs = core::paging_regs;
+/// The VMX backend's: from the current VMCS.
+guest_paging_regs vmcs_paging_regs();
+void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
 std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r);
 bool ept_case_violation(core::check_counters& k);
 bool ept_case_misconfig(core::check_counters& k);
 void ept_scratch_split(bool on);
 
 // ---- the CPU as the oracle for the VM-entry checks (vmx/entry_diff.cpp) ---------------------
-bool entry_diff_run();
+bool entry_diff_run(const core::guest_cpu& cpu);
 /// What hvkit::vmx::check_vm_entry says about the current VMCS: the failing check, its SDM
 /// section and the fields involved (printed when a VM entry fails).
 void print_vm_entry_diagnosis(const char* context);

@@ -37,9 +37,12 @@ alignas(4096) std::uint64_t ept_pd_alias[512];
 /// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
 hvkit::vmx::vmx_capabilities vcaps;
 capabilities caps;
-constinit cpuid_ns::table<128> host_cpuid{};
-constinit cpuid_ns::policy guest_policy{};
-constinit cpuid_ns::msr_policy guest_msrs{};
+namespace {
+/// The boot's guest CPU: hv_main hands it to the builders and the runs (and lx::boot).
+constinit core::guest_cpu boot_cpu{};
+}  // namespace
+const cpuid_ns::policy& guest_policy = boot_cpu.cpuid;
+const cpuid_ns::msr_policy& guest_msrs = boot_cpu.msrs;
 int results_pass, results_fail, results_errata;
 std::uint64_t eptp_value;
 
@@ -76,17 +79,16 @@ constexpr run_config runs[] = {
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
-run_summary summaries[run_count];
-
 /// Under shadow paging (run --shadow), the runs that need what only EPT or a second VM gives;
 /// nullptr: the run applies.
 const char* shadow_not_applicable(const run_config& cfg) { return core::shadow::not_applicable(cfg, cfg.ibpb >= 0); }
 
-bool run_guest(const run_config& cfg, run_summary& summary) {
+bool run_guest(const run_config& cfg, const core::guest_cpu& cpu, run_summary& summary) {
   // The run's vCPU and its checks: this function's, handed on (vmx_enter, the scheduler, the
   // reports), never a global.
   run_state st{};
   st.cfg = &cfg;
+  st.cpu = &cpu;
   st.status = run_status::running;
   kprintf("HVKIT RUN %s begin wp=%s\n", cfg.name, cfg.wp_intercepted ? "intercepted" : "guest_owned");
 
@@ -166,7 +168,7 @@ extern "C" void hv_host_exception(const std::uint64_t* f) {
 
 extern "C" void hv_main() {
   // "linux" on the multiboot command line: host the Linux guest instead (linux/linux.cpp).
-  if (hv::lx::requested()) hv::lx::boot();
+  if (hv::lx::requested()) hv::lx::boot(boot_cpu);
   console_init();
   std::uint64_t t_start = rdtsc();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor (multiboot magic 0x%x)\n", boot_multiboot_magic);
@@ -182,7 +184,7 @@ extern "C" void hv_main() {
   if (((cpuid(1).ecx >> 5) & 1) == 0 && svm::available()) {
     // One image for both vendors: AMD-V with nested paging (svm/).
     kprintf("HVKIT INFO backend=svm\n");
-    const bool svm_ok = svm::run_all();
+    const bool svm_ok = svm::run_all(boot_cpu);
     kprintf("HVKIT INFO tsc_total=%llu\n", (unsigned long long)(rdtsc() - t_start));
     kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
     const bool pass = svm_ok && results_fail == 0 && results_pass > 0;
@@ -195,23 +197,24 @@ extern "C" void hv_main() {
     machine_exit(true);
   }
   read_capabilities();
-  bool ok = build_cpuid_policy() && enable_vmx() && build_ept();
+  bool ok = build_cpuid_policy(boot_cpu) && enable_vmx() && build_ept();
   if (ok && exit_cost::requested()) {
     // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md).
     run_summary unused{};
-    for (const run_config& cfg : exit_cost::runs) ok = run_guest(cfg, unused) && ok;
+    for (const run_config& cfg : exit_cost::runs) ok = run_guest(cfg, boot_cpu, unused) && ok;
   } else if (ok) {
+    run_summary summaries[run_count]{};  // the runs' numbers for the comparison below
     for (int i = 0; i < run_count; ++i) {
       if (const char* why = shadow_not_applicable(runs[i])) {
         kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].name, why);
         continue;
       }
-      ok = run_guest(runs[i], summaries[i]) && ok;
+      ok = run_guest(runs[i], boot_cpu, summaries[i]) && ok;
     }
     if (core::shadow::enabled())
       kprintf("HVKIT INFO run=entry_diff not_applicable_under_shadow reason=vm_entry_checks_of_the_ept_vmcs\n");
     else
-      ok = entry_diff_run() && ok;
+      ok = entry_diff_run(boot_cpu) && ok;
     // Cross-run comparison: the numbers the CR0.WP work is about.
     const run_summary& owned = summaries[0];
     const run_summary& icpt = summaries[1];

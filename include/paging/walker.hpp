@@ -291,24 +291,26 @@ class basic_walker {
   [[nodiscard, gnu::always_inline]] constexpr walk_result walk_with(Tables& tables, const mmu_context& mmu,
                                                                     const walk_request& req,
                                                                     std::uint64_t& all) const noexcept {
-    // The translation is built in a local and returned through result's T constructor, a
-    // fault through unexpected(); A/D updates (rare in steady state) live out of line.
-    translation t{};
+    // The translation is built in place, straight into the result (walk_tables() writes
+    // every member on success, so the value is not cleared first), and its address comes
+    // back in a register, stored once at the end: a caller that feeds the address into its
+    // next walk (a loop-carried chain) reads it without a store-to-load round trip.
+    walk_result r{hvkit::detail::default_init};
     walk_fault f{};
     f.linear = req.linear;
     all = 0;
-    const bool ok = canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all);
-    // One named result for every path (NRVO), built straight from the walk's outcome.
-    walk_result r = ok ? walk_result(t) : walk_result(unexpected(f));
-    if (ok) [[likely]] {
-      // Store the address again on its own: the caller's next load of it then forwards from
-      // one store instead of waiting for the wide copy above (a large latency win).
-      r.value().address = t.address;
-      if constexpr (Tables::can_update) {
-        if (needs_ad(req, all)) [[unlikely]]
-          r = update_slow(tables, mmu, req);
+    std::uint64_t out = 0;
+    if (!canonical_ok(req.linear, req.stack, f) || !walk_once(tables, mmu, req, r.value(), f, all, out)) [[unlikely]] {
+      r = walk_result(unexpected(f));
+      return r;
+    }
+    if constexpr (Tables::can_update) {
+      if (needs_ad(req, all)) [[unlikely]] {
+        out = update_slow(tables, mmu, req, r).value();
+        if (!r) [[unlikely]] return r;
       }
     }
+    r.value().address = x86::gpa{out};
     return r;
   }
 
@@ -349,6 +351,17 @@ class basic_walker {
   template <class Tables, class Address>
   [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, basic_translation<Address>& t,
                                                     walk_fault& f, std::uint64_t& all) const noexcept {
+    std::uint64_t out = 0;
+    if (!walk_tables(tables, linear, t, f, all, out)) [[unlikely]] return false;
+    t.address = Address{out};
+    return true;
+  }
+  /// As above, with the output address in `out` instead of `t.address` (not written): a
+  /// caller that stores it itself keeps it in a register up to that store (walk_with()).
+  template <class Tables, class Address>
+  [[gnu::always_inline]] constexpr bool walk_tables(Tables& tables, x86::gva linear, basic_translation<Address>& t,
+                                                    walk_fault& f, std::uint64_t& all,
+                                                    std::uint64_t& out) const noexcept {
     // A walker_4level over a 32-bit-paging state (and any other pairing) walks nothing.
     if (s_.mode != Format::mode) [[unlikely]] return mode_mismatch(f);
     std::uint64_t va = linear.value();
@@ -379,27 +392,29 @@ class basic_walker {
     } else {
       st = run<Format::levels>(tables, va, w, f, level, first);
     }
+    // Bit 0 of `all` (P, set in every entry that got here) carries the leaf's D flag.
+    all = (w.all & ~std::uint64_t{1}) | ((w.e >> 6) & 1u);
+    // A fault leaves `t` as it is (only `f` reports it): the report below is the success
+    // path's alone, with the leaf's level known at compile time on each path.
+    if (st < 0) [[unlikely]] return false;
     for (unsigned i = top_level; i < max_levels; ++i) t.path.values[i] = 0;  // below the format's levels
     t.path.start(va, Format::index_bits, Format::entry_bytes);
     t.path.first = first.value();
     t.path.top = static_cast<std::uint8_t>(top_level);
     t.path.count = static_cast<std::uint8_t>(top_level - level + 1);
-    // Bit 0 of `all` (P, set in every entry that got here) carries the leaf's D flag.
-    all = (w.all & ~std::uint64_t{1}) | ((w.e >> 6) & 1u);
-    if (st < 0) [[unlikely]] return false;
     const std::uint64_t e = w.e;
     // The leaf's level is 1 on the common path: its fields from constants there, and only a
     // large page computes them from the level.
     // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
     std::uint64_t pat = (e >> 7) & 1u;
     if (level == 1) [[likely]] {
-      t.address = Address{(e & Format::address_mask) | (va & 0xfffu)};
+      out = (e & Format::address_mask) | (va & 0xfffu);
       t.page_shift = 12;
     } else {
       // Every entry of the path is written on success: those below a large page hold 0.
       for (unsigned i = top_level - level + 1; i < top_level; ++i) t.path.values[i] = 0;
       const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
-      t.address = Address{Format::large_base(e, level) | (va & (size - 1))};
+      out = Format::large_base(e, level) | (va & (size - 1));
       t.page_shift = static_cast<std::uint8_t>(Format::shift(level));
       pat = (e >> 12) & 1u;
     }
@@ -464,9 +479,19 @@ class basic_walker {
   template <class Tables>
   [[gnu::always_inline]] constexpr bool walk_once(Tables& tables, const mmu_context& mmu, const walk_request& req,
                                                   translation& t, walk_fault& f, std::uint64_t& all) const noexcept {
+    std::uint64_t out = 0;
+    if (!walk_once(tables, mmu, req, t, f, all, out)) [[unlikely]] return false;
+    t.address = x86::gpa{out};
+    return true;
+  }
+  /// As above, with the output address in `out` instead of `t.address` (walk_tables()).
+  template <class Tables>
+  [[gnu::always_inline]] constexpr bool walk_once(Tables& tables, const mmu_context& mmu, const walk_request& req,
+                                                  translation& t, walk_fault& f, std::uint64_t& all,
+                                                  std::uint64_t& out) const noexcept {
     // The context's paging mode must be the walker's (a typed error; docs/paging-walkers.md).
     if (mmu.role().mode() != Format::mode) [[unlikely]] return mode_mismatch(f);
-    if (!walk_tables(tables, req.linear, t, f, all)) [[unlikely]] {
+    if (!walk_tables(tables, req.linear, t, f, all, out)) [[unlikely]] {
       if ((f.kind == fault_kind::not_present || f.kind == fault_kind::reserved_bit) && f.stage == walk_stage::guest)
         f.error_code = error_code(req.access, f.error_code);
       return false;
@@ -484,8 +509,13 @@ class basic_walker {
   /// The A/D update by compare-exchange, with bounded re-walks when an entry changed. Out of
   /// line and starting from a fresh walk, so that the common path keeps its state in registers.
   template <class Tables>
-  [[gnu::noinline]] constexpr walk_result update_slow(Tables& tables, const mmu_context& mmu,
-                                                      const walk_request& req) const noexcept {
+  [[gnu::noinline]] constexpr x86::gpa update_slow(Tables& tables, const mmu_context& mmu,
+                                                   const walk_request& req, walk_result& r) const noexcept {
+    r = update_slow(tables, mmu, req);
+    return r ? r.value().address : x86::gpa{};
+  }
+  template <class Tables>
+  constexpr walk_result update_slow(Tables& tables, const mmu_context& mmu, const walk_request& req) const noexcept {
     const bool write = req.access.test(x86::pfec::write);
     translation t{};
     walk_fault f{};
@@ -555,8 +585,17 @@ class basic_walker {
     w.vals[i] = e;
     if (!(e & pte::present.raw())) [[unlikely]]
       return fail<Tables>(f, fault_kind::not_present, Level, ea, e) ? 0 : -1;
+    // PS: known at compile time where the format fixes it (SDM 4.4.2, 4.5.4): reserved in a
+    // PML5E/PML4E (bit 7 is in rsvd.table there), a 2 MiB page in a PAE or 4/5-level PDE;
+    // elsewhere (a PDPTE: 1 GiB pages; a 32-bit PDE: CR4.PSE) the role decides.
     bool large = false;
-    if constexpr (Level > 1) large = (e & pte::page_size.raw()) && s_.rsvd.large_ok[Level];
+    if constexpr (detail::has_ia32e<Format> && Level >= 4) {
+      large = false;
+    } else if constexpr (Format::entry_bytes == 8 && Level == 2) {
+      large = (e & pte::page_size.raw()) != 0;
+    } else if constexpr (Level > 1) {
+      large = (e & pte::page_size.raw()) && s_.rsvd.large_ok[Level];
+    }
     if (e & (large ? s_.rsvd.large[Level] : s_.rsvd.table[Level])) [[unlikely]]
       return fail<Tables>(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
     w.upper = w.all;  // the AND above this entry: the shadow-stack right needs it at the leaf
@@ -574,17 +613,14 @@ class basic_walker {
     return (e & 6u) | x;
   }
 
-  /// fail() from a step over `Tables`: out of line if the accessor asks for it (a nested
-  /// walk, whose fault object lives in memory anyway: the report's stores then stay out of
-  /// the success path), else inline (a direct walk keeps its fault object in registers).
+  /// fail() from a step, out of line for every table accessor: the fault report's stores
+  /// (the entry's address and value side by side) then stay off the success path. Inline,
+  /// GCC 12 built the report's vector of (address, value) after every table read of a
+  /// direct walk, three instructions per level that only a fault uses.
   template <class Tables>
   [[gnu::always_inline]] static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea,
                                                     std::uint64_t e) noexcept {
-    if constexpr (requires { requires Tables::report_out_of_line; }) {
-      return fail_out_of_line(f, k, level, ea, e);
-    } else {
-      return fail(f, k, level, ea, e);
-    }
+    return fail_out_of_line(f, k, level, ea, e);
   }
   /// The typed error of a walker used over another paging mode (its state, or the
   /// mmu_context of the walk): fault_kind::mode_mismatch, no entry, no error code.

@@ -29,8 +29,8 @@ namespace hvkit::vmx {
 /// The processor the VMCS is checked against.
 struct vm_entry_env {
   vmx_capabilities caps{};
-  /// CPUID.80000008H:EAX[7:0].
-  unsigned maxphyaddr = 36;
+  /// CPUID.80000008H:EAX[7:0] (default: x86::default_maxphyaddr, SDM 4.1.4).
+  unsigned maxphyaddr = x86::default_maxphyaddr;
   /// Linear-address width for the canonical checks: 57 if the processor supports 5-level
   /// paging (CPUID.(7,0):ECX[16]), else 48 (SDM 27.2.2 footnote, 27.3.1.2).
   x86::linear_width linear = x86::linear_width::la48;

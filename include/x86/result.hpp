@@ -3,15 +3,30 @@
 /// @brief `result<T, E>`: a freestanding value-or-error type with std::expected's names.
 ///
 /// No exceptions, no heap. Accessing value() of an error (or error() of a value) is a
-/// contract violation (HVKIT_EXPECTS), never undefined behaviour. The accessors are forced
-/// inline: in large inlined callers (a nested page walk) GCC otherwise left `*r` as an
-/// out-of-line call on the hot path, with the result spilled to memory around it.
+/// contract violation (HVKIT_EXPECTS), never undefined behaviour: the value and the error
+/// share one union, and the member that is not active is never read. That check is the one
+/// HVKIT_DISABLE_CONTRACTS does not remove: with contracts disabled, such an access executes
+/// `__builtin_trap()` instead of calling the violation handler (a read of the inactive member
+/// would be undefined behaviour). After a has_value() test (or `if (r)`) the compiler drops
+/// the repeated test, so correct code pays nothing for it in either configuration.
+/// The accessors are forced inline: in large inlined callers (a nested page walk) GCC
+/// otherwise left `*r` as an out-of-line call on the hot path, with the result spilled to
+/// memory around it.
 #pragma once
 
 #include <type_traits>
 #include <utility>
 
 #include "contract.hpp"
+
+/// The guard of result's accessors: HVKIT_EXPECTS, or with contracts disabled a bare trap
+/// (never nothing: the alternative is a read of a union's inactive member). In constant
+/// evaluation either one is a compile error. #undef'd at the end of this file.
+#ifdef HVKIT_DISABLE_CONTRACTS
+#define HVKIT_RESULT_EXPECTS(cond) ((cond) ? static_cast<void>(0) : __builtin_trap())
+#else
+#define HVKIT_RESULT_EXPECTS(cond) HVKIT_EXPECTS(cond)
+#endif
 
 namespace hvkit {
 
@@ -50,7 +65,8 @@ struct result_value {
 }  // namespace detail
 
 /// A T or an E, in one discriminated union: `has_` says which member is active, and only
-/// that member is ever read (no type punning). T and E must be trivially copyable and
+/// that member is ever read (no type punning; HVKIT_RESULT_EXPECTS guards every accessor,
+/// contracts enabled or not). T and E must be trivially copyable and
 /// trivially destructible (every architectural value is), so the union and the result are
 /// too: a copy is a plain copy of the bytes, and the type stays a literal type usable in
 /// constant evaluation (each constructor's mem-initializer starts the active member).
@@ -84,15 +100,15 @@ class [[nodiscard]] result {
   [[gnu::always_inline]] constexpr explicit operator bool() const noexcept { return has_; }
 
   [[nodiscard, gnu::always_inline]] constexpr const T& value() const& noexcept {
-    HVKIT_EXPECTS(has_);
+    HVKIT_RESULT_EXPECTS(has_);
     return value_.v;
   }
   [[nodiscard, gnu::always_inline]] constexpr T& value() & noexcept {
-    HVKIT_EXPECTS(has_);
+    HVKIT_RESULT_EXPECTS(has_);
     return value_.v;
   }
   [[nodiscard, gnu::always_inline]] constexpr const E& error() const& noexcept {
-    HVKIT_EXPECTS(!has_);
+    HVKIT_RESULT_EXPECTS(!has_);
     return error_;
   }
   [[nodiscard, gnu::always_inline]] constexpr const T& operator*() const& noexcept { return value(); }
@@ -127,9 +143,9 @@ class [[nodiscard]] result<void, E> {
 
   [[nodiscard, gnu::always_inline]] constexpr bool has_value() const noexcept { return has_; }
   [[gnu::always_inline]] constexpr explicit operator bool() const noexcept { return has_; }
-  [[gnu::always_inline]] constexpr void value() const noexcept { HVKIT_EXPECTS(has_); }
+  [[gnu::always_inline]] constexpr void value() const noexcept { HVKIT_RESULT_EXPECTS(has_); }
   [[nodiscard, gnu::always_inline]] constexpr const E& error() const& noexcept {
-    HVKIT_EXPECTS(!has_);
+    HVKIT_RESULT_EXPECTS(!has_);
     return error_;
   }
 
@@ -139,3 +155,5 @@ class [[nodiscard]] result<void, E> {
 };
 
 }  // namespace hvkit
+
+#undef HVKIT_RESULT_EXPECTS

@@ -34,7 +34,10 @@ struct random_guest {
   std::uint64_t cr3 = 0x1000;
   unsigned accesses = 0, allowed = 0, faulted = 0, emulated = 0, edits = 0, switches = 0;
 
-  random_guest(gmode m, std::uint64_t seed) : mode(m), rng(seed) {}
+  unsigned flood = 0;  // write-flooding threshold (0: off)
+
+  random_guest(gmode m, std::uint64_t seed, unsigned flood_threshold = 0)
+      : mode(m), rng(seed), flood(flood_threshold) {}
 
   unsigned below(unsigned n) { return static_cast<unsigned>(rng() % n); }
   unsigned esz() const { return mode == gmode::m32 || mode == gmode::m32_pse ? 4 : 8; }
@@ -97,6 +100,7 @@ struct random_guest {
     if (mode == gmode::pae)
       for (std::uint64_t root : {1u, 5u})
         for (unsigned i = 0; i < 4; ++i) store_entry(root, i, (std::uint64_t{2 + below(6)} << 12) | P);
+    mc.mmu.set_write_flood_threshold(flood);
     mc.load(role(), x86::gpa{cr3});
   }
 
@@ -157,26 +161,38 @@ struct random_guest {
   }
 };
 
-void run_seeds(gmode m) {
+void run_seeds(gmode m, unsigned flood = 0) {
   unsigned accesses = 0, allowed = 0, faulted = 0, emulated = 0;
+  std::uint64_t unprotects = 0;
   for (std::uint64_t seed = 1; seed <= 100 && !::testing::Test::HasFatalFailure(); ++seed) {
-    random_guest g(m, seed * 0x9e37'79b9'7f4a'7c15ull);
+    random_guest g(m, seed * 0x9e37'79b9'7f4a'7c15ull, flood);
     g.run(400);
     accesses += g.accesses;
     allowed += g.allowed;
     faulted += g.faulted;
     emulated += g.emulated;
+    unprotects += g.mc.mmu.flood_unprotects();
   }
-  // Not vacuous: both verdicts and the emulated paths occur.
+  // Not vacuous: both verdicts and the emulated paths occur; with write flooding, frames
+  // are unprotected (and the accesses after it still agree with the walker).
   EXPECT_GT(allowed, accesses / 50);
   EXPECT_GT(faulted, accesses / 20);
   EXPECT_GT(emulated, 0u);
+  if (flood != 0) EXPECT_GT(unprotects, 10u);
+  else EXPECT_EQ(unprotects, 0u);
 }
 
 TEST(shadow_random, guest_32bit) { run_seeds(gmode::m32); }
 TEST(shadow_random, guest_32bit_pse) { run_seeds(gmode::m32_pse); }
 TEST(shadow_random, guest_pae) { run_seeds(gmode::pae); }
 TEST(shadow_random, guest_4level) { run_seeds(gmode::l4); }
+// The same with write flooding (shadow_mmu::set_write_flood_threshold()): frames the guest
+// keeps writing are unprotected; what the guest sees must not change.
+TEST(shadow_random, guest_32bit_write_flooding) { run_seeds(gmode::m32, 2); }
+TEST(shadow_random, guest_32bit_pse_write_flooding) { run_seeds(gmode::m32_pse, 1); }
+TEST(shadow_random, guest_pae_write_flooding) { run_seeds(gmode::pae, 3); }
+TEST(shadow_random, guest_4level_write_flooding) { run_seeds(gmode::l4, 4); }
+TEST(shadow_random, guest_4level_write_flooding_at_every_write) { run_seeds(gmode::l4, 1); }
 
 // A 4-level guest with PML4 at frame 1 (and a second PML4 at frame 5), PDPT 2, PD 3 whose
 // entries 0..63 lead to page tables (frames 10..25, 4 per frame with different rights above

@@ -669,6 +669,16 @@ vmx::vm_entry_verdict run(fixture& x) {
 
 }  // namespace
 
+TEST(VmEntryChecks, EnvironmentDefaultMaxphyaddrIsTheSdmDefault) {
+  // An environment built without CPUID has the width of a PAE processor without leaf
+  // 80000008H (SDM Vol. 3A 4.1.4: 36), hvkit's one default; a beyond-MAXPHYADDR check then
+  // refuses bit 36 and accepts bit 35.
+  const vmx::vm_entry_env e{};
+  EXPECT_EQ(e.maxphyaddr, 36u);
+  EXPECT_TRUE(vmx::entry_rules::beyond_maxphyaddr(std::uint64_t{1} << 36, e));
+  EXPECT_FALSE(vmx::entry_rules::beyond_maxphyaddr(std::uint64_t{1} << 35, e));
+}
+
 TEST(VmEntryChecks, GoldenVmcsPasses) {
   fixture x;
   golden(x);

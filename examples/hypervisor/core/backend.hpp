@@ -18,6 +18,7 @@
 #include <hvkit/x86/cr.hpp>
 #include <hvkit/x86/efer.hpp>
 #include <hvkit/x86/cr3.hpp>
+#include <hvkit/x86/rflags.hpp>
 #include <hvkit/x86/vector.hpp>
 #include <hvkit/x86/gpr.hpp>
 
@@ -52,6 +53,16 @@ struct guest_crs {
   hvkit::x86::cr3 cr3;
 };
 
+/// The guest's paging registers at this exit as the CPU uses them (for the paging
+/// differentials, differential.cpp): the vendor reads them where it keeps them.
+struct paging_regs {
+  hvkit::x86::cr0 cr0;
+  hvkit::x86::cr4 cr4;
+  hvkit::x86::efer efer;
+  hvkit::x86::cr3 cr3;
+  hvkit::x86::rflags rflags;
+};
+
 /// Guest-physical memory as the vendor's second stage maps it (EPT, NPT: identity maps of guest
 /// RAM): the page tables the walker reads and the bytes the emulator reads and writes.
 struct guest_memory {
@@ -73,7 +84,9 @@ concept backend = requires(B& b, hvkit::x86::gpr r, std::uint64_t v, std::uint64
   b.set_gpr(r, v);
   { b.gprs() } -> std::same_as<guest_regs&>;          ///< the block the stub saved (hypercall arguments)
   { b.cpl() } -> std::same_as<unsigned>;
+  { b.in_64bit_mode() } -> std::same_as<bool>;        ///< IA-32e mode with CS.L = 1 (SDM Vol. 3A 5.2.1)
   { b.crs() } -> std::same_as<guest_crs>;             ///< guest-visible CR0/CR4/EFER and CR3
+  { b.paging_regs() } -> std::same_as<paging_regs>;   ///< the paging registers the CPU walks with
   // ---- acting on the guest ----
   b.skip();                                           ///< RIP past the exiting instruction
   b.inject(vec, code);                                ///< an exception, merged with a pending event

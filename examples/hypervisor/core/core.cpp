@@ -49,12 +49,20 @@ std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size) {
   if (gpa < ram_base || size > ram_size || gpa - ram_base > ram_size - size) return nullptr;
   return reinterpret_cast<std::uint8_t*>(gpa);
 }
+pg::cpu_properties guest_cpu_properties(const hvkit::cpuid::guest_cpu_model& m) {
+  pg::cpu_properties props{};
+  props.maxphyaddr = m.maxphyaddr;
+  props.gbpages = m.gbpages();
+  return props;
+}
+unsigned host_maxphyaddr() {
+  return cpuid(0x80000000).eax >= 0x80000008 ? (cpuid(0x80000008).eax & 0xFF) : x86::default_maxphyaddr;
+}
 pg::cpu_properties guest_cpu_properties() {
   static pg::cpu_properties props{};
   static bool done = false;
   if (!done) {
-    const bool ext8 = cpuid(0x80000000).eax >= 0x80000008;
-    props.maxphyaddr = ext8 ? (cpuid(0x80000008).eax & 0xFF) : 36;
+    props.maxphyaddr = host_maxphyaddr();
     props.gbpages = (cpuid(0x80000001).edx >> 26) & 1;
     done = true;
   }
@@ -64,8 +72,12 @@ pg::cpu_properties guest_cpu_properties() {
 hvkit::cpuid::guest_cpu_model guest_cpu_model(const hvkit::cpuid::policy& policy, x86::cr4 cpu) {
   hvkit::cpuid::guest_cpu_model m = hvkit::cpuid::make_guest_cpu_model(policy);
   m.cr4_allowed = m.cr4_allowed & cpu;
-  m.maxphyaddr = guest_cpu_properties().maxphyaddr;
   return m;
+}
+bool complete_guest_cpu(guest_cpu& g, x86::cr4 cpu) {
+  g.msrs = hvkit::cpuid::derive_msr_policy(g.cpuid.features(), g.cpuid.xss_components());
+  g.model = guest_cpu_model(g.cpuid, cpu);
+  return hvkit::cpuid::check_consistency(g.cpuid.features(), g.msrs).has_value();
 }
 
 // ---- the MMIO test device -----------------------------------------------------------------

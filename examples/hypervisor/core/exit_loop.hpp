@@ -28,8 +28,8 @@
 namespace hv {
 // The differentials of the guest's first stage (differential.cpp): vendor-neutral, they
 // read the live paging registers through the backend that is running.
-std::uint64_t handle_paging_case(core::context& c, core::guest_regs& r);
-std::uint64_t handle_paging_case32(core::context& c, core::guest_regs& r);
+std::uint64_t handle_paging_case(core::context& c, core::guest_regs& r, const core::paging_regs& live);
+std::uint64_t handle_paging_case32(core::context& c, core::guest_regs& r, const core::paging_regs& live);
 }  // namespace hv
 
 namespace hv::core {
@@ -165,8 +165,8 @@ bool emulate_instruction(B& b, context& c, const char* why, P& plat) {
   em::context ctx{};
   if (!b.read_context(ctx)) return false;
   const em::context before = ctx;
-  const pg::cpu_properties props = guest_cpu_properties();
   vcpu_state& v = c.vcpu;
+  const pg::cpu_properties props = guest_cpu_properties(v.cpu->model);
   if (!c.cfg().stale_role) {
     switch (pg::sync_cr0_role(v.mmu, ctx.cr0, ctx.cr4, ctx.efer, v.mmu.root())) {
       case pg::role_sync::unchanged: break;
@@ -297,8 +297,8 @@ bool handle_hypercall(B& b, context& c) {
       break;
     }
     case hc::result: guest_result(c, r); break;
-    case hc::paging_case: ret = handle_paging_case(c, r); break;
-    case hc::paging_case32: ret = handle_paging_case32(c, r); break;
+    case hc::paging_case: ret = handle_paging_case(c, r, b.paging_regs()); break;
+    case hc::paging_case32: ret = handle_paging_case32(c, r, b.paging_regs()); break;
     case hc::ept_arm: ret = b.second_stage_arm(r); break;
     case hc::ept_check: ret = b.second_stage_check(r); break;
     case hc::ept_unmap_once: ret = b.unmap_once(r[rbx]) ? 0 : ~0ull; break;

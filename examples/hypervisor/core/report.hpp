@@ -59,14 +59,24 @@ void set_guest_ram(std::uint64_t base, std::uint64_t size);
 hvkit::emulate::flat_ram guest_ram_data();
 /// `size` bytes of guest RAM at `gpa`, or nullptr if they are not all guest RAM.
 std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size);
-/// MAXPHYADDR and 1-GByte pages of the guest CPU (the host's, as its CPUID policy passes them).
+/// MAXPHYADDR and 1-GByte pages of the guest CPU model `m` (the walker's view of the guest).
+hvkit::paging::cpu_properties guest_cpu_properties(const hvkit::cpuid::guest_cpu_model& m);
+/// The same read from the processor's CPUID 80000008H/80000001H, for core/shadow_paging.cpp and
+/// vmx/vmx_shadow.cpp until they take the vCPU's model (equal to it: both policies pass the
+/// address widths and 1-GByte pages through).
 hvkit::paging::cpu_properties guest_cpu_properties();
+/// The host processor's MAXPHYADDR (CPUID.80000008H:EAX[7:0], 36 without the leaf: SDM 4.1.4):
+/// the width of the hypervisor's own addresses, its EPT/NPT entries and VMCS/VMCB pointers.
+unsigned host_maxphyaddr();
 
-/// The guest CPU model of the guest's CPUID policy (hvkit's one copy of the CR4/EFER gates:
-/// cpuid::make_guest_cpu_model), its CR4 bits limited to `cpu`, those the processor lets a
-/// guest have (VMX: IA32_VMX_CR4_FIXED1, SDM Vol. 3D A.8; SVM: every defined bit), and its
-/// MAXPHYADDR guest_cpu_properties()'s.
+/// The guest CPU model of the guest's CPUID policy (hvkit's one copy of the CR4/EFER gates and
+/// of MAXPHYADDR: cpuid::make_guest_cpu_model), its CR4 bits limited to `cpu`, those the
+/// processor lets a guest have (VMX: IA32_VMX_CR4_FIXED1, SDM Vol. 3D A.8; SVM: every defined bit).
 hvkit::cpuid::guest_cpu_model guest_cpu_model(const hvkit::cpuid::policy& policy, hvkit::x86::cr4 cpu);
+/// The rest of the guest CPU `g` once its CPUID policy is built: the MSR policy derived from it
+/// and its model (CR4 bits limited to `cpu`); true if the two policies are consistent
+/// (cpuid::check_consistency).
+bool complete_guest_cpu(guest_cpu& g, hvkit::x86::cr4 cpu);
 
 // ---- the MMIO test device and unassigned guest-physical space ----------------------------
 std::uint64_t device_read(context& c, std::uint64_t offset, unsigned size);

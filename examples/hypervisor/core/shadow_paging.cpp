@@ -42,6 +42,13 @@ x86::cr0 guest_cr0_value{};
 x86::cr4 guest_cr4_value{};
 x86::efer guest_efer_value{};
 constinit stats the_stats{};
+/// Write flooding (paging::shadow::shadow_mmu::set_write_flood_threshold()): a protected frame
+/// is unprotected after this many emulated writes with no fix-up through its shadow page in
+/// between (docs/shadow-mmu.md); 0 turns the rule off (CMake HVKIT_HV_SHADOW_WRITE_FLOOD).
+#ifndef HVKIT_HV_SHADOW_WRITE_FLOOD
+#define HVKIT_HV_SHADOW_WRITE_FLOOD 4
+#endif
+constexpr unsigned write_flood_threshold = HVKIT_HV_SHADOW_WRITE_FLOOD;
 }  // namespace
 
 bool enabled() noexcept {
@@ -84,11 +91,13 @@ void print_cache_report(const char* run_name) noexcept {
   if (!the_mmu) return;
   const sp::page_cache& c = the_mmu->cache();
   kprintf("HVKIT SHADOW run=%s pages_used=%u pages_peak=%llu capacity=%u rebuilds=%u faults=%llu fixed=%llu "
-          "injected=%llu emulated=%llu unprotected=%llu cr_writes=%llu invlpg=%llu refused=%llu\n",
+          "injected=%llu emulated=%llu unprotected=%llu flood_threshold=%u flood_unprotected=%llu cr_writes=%llu "
+          "invlpg=%llu refused=%llu\n",
           run_name, c.used(), (unsigned long long)the_stats.peak_pages, static_cast<unsigned>(c.capacity()),
           the_mmu->rebuilds(), (unsigned long long)the_stats.faults, (unsigned long long)the_stats.fixed,
           (unsigned long long)the_stats.injected, (unsigned long long)the_stats.emulated,
-          (unsigned long long)the_stats.unprotected,
+          (unsigned long long)the_stats.unprotected, the_mmu->write_flood_threshold(),
+          (unsigned long long)the_mmu->flood_unprotects(),
           (unsigned long long)the_stats.cr_writes, (unsigned long long)the_stats.invlpg,
           (unsigned long long)the_stats.refused);
 }
@@ -101,6 +110,7 @@ x86::hpa begin(const pg::cr_state& crs, x86::cr3 cr3) noexcept {
 #endif
     cache = sp::page_cache{storage.view(x86::hpa{reinterpret_cast<std::uint64_t>(storage.tables.data())})};
   the_mmu = new (mmu_bytes) mmu_type(cache, window, guest_cpu_properties());
+  the_mmu->set_write_flood_threshold(write_flood_threshold);
   the_stats = {};
   guest_cr3_value = cr3;
   guest_efer_value = crs.efer;

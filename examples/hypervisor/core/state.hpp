@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include <hvkit/cpuid/guest_cpu_model.hpp>
 #include <hvkit/cpuid/msr_policy.hpp>
 #include <hvkit/cpuid/policy.hpp>
 #include <hvkit/paging/mmu.hpp>
@@ -80,12 +81,23 @@ struct mmio_device {
   std::uint64_t regs[4];
 };
 
+/// The guest CPU every vCPU of a boot runs on, built once at boot (vmx_setup.cpp
+/// build_cpuid_policy, svm_setup.cpp build_policy) and handed by reference: the CPUID policy,
+/// the MSR policy derived from it, and the guest CPU model of that policy (MAXPHYADDR, the CR4
+/// and EFER bits the guest may set, the features the rules need: core::guest_cpu_model).
+struct guest_cpu {
+  hvkit::cpuid::policy cpuid;
+  hvkit::cpuid::msr_policy msrs;
+  hvkit::cpuid::guest_cpu_model model;
+};
+
 /// The guest's GPR block as the entry/exit stubs save it (both vendors use the same block).
 using guest_regs = hvkit::vmx::gpr_block;
 
 /// The vCPU: what the hypervisor keeps for its guest between exits.
 struct vcpu_state {
   const run_config* cfg;
+  const guest_cpu* cpu;  ///< the boot's guest CPU (set with `cfg`)
   guest_regs regs;
   run_status status;
   std::uint64_t guest_efer;
@@ -93,6 +105,7 @@ struct vcpu_state {
   hvkit::paging::mmu_context mmu;
   mmio_device device;
   bool preempted;  ///< the last exit ended a time slice: switch, then resume
+  bool spin_more;  ///< hc::spin_more's answer, set by a two-guest run's vendor before each slice
   std::uint64_t guest_xcr0;  ///< the guest's XCR0 (0: never set, the reset value 1 applies)
   std::uint32_t x2apic_id;   ///< the vCPU's APIC ID (CPUID leaves 1, 0xB, 0x1F)
   exit_counters exits;
@@ -147,6 +160,18 @@ struct check_counters {
   // unmapped, never touched through an exit, so the event delivery the guest saw was the
   // CPU's alone and the guest's next result may report a deviation as the CPU's erratum.
   bool unmap_untouched_at_report;
+  /// The re-injection check's page (either vendor's second stage): unmapped (armed) at `gpa`,
+  /// the 2 MiB entry it replaced, the hits and the event re-injected at the last one (its
+  /// VM-entry interruption information and instruction length), and the SVM errata of
+  /// EXITINTINFO met on the way (svm/svm_reinject.cpp).
+  struct unmap_check {
+    bool armed;
+    std::uint64_t gpa, saved_pde, hits;
+    std::uint64_t seen_info;
+    unsigned seen_length;
+    std::uint64_t stale_intn, soft_int_type_for_int3, stale_on_interrupt;
+    std::uint64_t stale_on_stack;  // the same, the #PF on the delivery's stack push (no gate tells the vector)
+  } unmap;
 };
 
 /// Where one vCPU's state and its checks' counters are kept: by the run that owns the vCPU (a

@@ -34,9 +34,6 @@ extern "C" std::uint32_t boot_multiboot_info;
 
 namespace hv::lx {
 
-bool active = false;
-linux_state ls;
-
 namespace {
 // ---- multiboot v1 information (Multiboot Specification 0.6.96, section 3.3) ----------
 constexpr std::uint32_t multiboot_loader_magic = 0x2BADB002;
@@ -310,7 +307,7 @@ hvkit::cpuid::feature_set denied_features() {
 }
 
 /// Every vCPU's exits, added up.
-core::exit_counters all_exits() {
+core::exit_counters all_exits(const linux_state& ls) {
   if (!ls.m) return ls.solo_st->exits;
   core::exit_counters t{};
   for (unsigned i = 0; i < ls.m->count; ++i) {
@@ -339,9 +336,9 @@ int mtrr_fixed_index(std::uint32_t m) {
 /// Bochs 2.7 does not implement it), IA32_BIOS_SIGN_ID (the microcode revision: writes are
 /// the architectural "load the revision" trigger, reads give 0), and the MTRRs when the
 /// policy offers MTRR (the guest profile's MSR hook: pass if the MSR is not one of them).
-core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
+core::msr_hook platform_msr(linux_state& ls, bool write, std::uint32_t m, std::uint64_t& v) {
   if (write && m == 0x830 && ls.m) return smp::icr_write(smp::this_cpu(), v);  // x2APIC ICR (smp/smp_ipi.cpp)
-  vcpu_data& d = this_vcpu();
+  vcpu_data& d = this_vcpu(ls);
   bool gp = false;
   std::uint64_t out = 0;
   if (m == 0x1A0 && ls.intel) {  // IA32_MISC_ENABLE: fast strings, no BTS, no PEBS (SDM Vol. 4 Table 2-2)
@@ -359,7 +356,7 @@ core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
     std::uint64_t& slot = ls.amd_platform[m == 0xC0010010 ? 0 : m == 0xC0010015 ? 1 : m == 0xC001001F ? 2 : 3];
     if (write) slot = v;
     out = slot;
-  } else if (guest_policy.has(cpuid_ns::feat::mtrr) &&
+  } else if (ls.cpu->cpuid.has(cpuid_ns::feat::mtrr) &&
              (m == 0xFE || m == 0x2FF || mtrr_fixed_index(m) >= 0 || (m >= 0x200 && m < 0x220))) {
     const std::uint64_t cap = rdmsr(0xFE);
     const unsigned vcnt = cap & 0xFF;
@@ -397,13 +394,13 @@ core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v) {
   return core::msr_hook::done;
 }
 
-void guest_log_char(char c) {
+void guest_log_char(linux_state& ls, char c) {
   if (c == '\n' || ls.line_len + 1 >= sizeof ls.line) {
     ls.line[ls.line_len] = '\0';
     kprintf("HVKIT GUEST %s\n", ls.line);
     if (starts_with(ls.line, "HVKIT-GUEST MARK shell") && !ls.marked) {
       ls.marked = true;
-      ls.at_mark = all_exits();
+      ls.at_mark = all_exits(ls);
       ls.tsc_mark = rdtsc();
       kprintf("HVKIT LINUX mark shell tsc=%llu exits=%llu\n", (unsigned long long)(ls.tsc_mark - ls.tsc_start),
               (unsigned long long)ls.at_mark.total);
@@ -418,21 +415,21 @@ void guest_log_char(char c) {
 namespace {
 
 /// for a guest with CR4.OSXSAVE set and XCR0 = every component the policy offers.
-void print_policy() {
+void print_policy(const linux_state& ls) {
   cpuid_ns::vcpu_state vs{};
   // The dynamic bits as Linux leaves them: CR4.OSXSAVE set, CR4.PKE set when PKU is offered.
-  vs.cr4 = guest_policy.has(cpuid_ns::feat::pku) ? x86::cr4::osxsave | x86::cr4::pke : x86::cr4::osxsave;
-  vs.xcr0 = guest_policy.xcr0_components();
-  const std::uint32_t kb = guest_policy.kvm_base();
+  vs.cr4 = ls.cpu->cpuid.has(cpuid_ns::feat::pku) ? x86::cr4::osxsave | x86::cr4::pke : x86::cr4::osxsave;
+  vs.xcr0 = ls.cpu->cpuid.xcr0_components();
+  const std::uint32_t kb = ls.cpu->cpuid.kvm_base();
   const std::uint32_t leaves[][2] = {{0, 0},       {1, 0},          {6, 0},          {7, 0},          {7, 1},
                                      {0xd, 0},     {0xd, 1},        {0xd, 2},        {0x14, 0},       {0x80000001, 0},
                                      {0x80000007, 0}, {0x80000008, 0}, {kb, 0},       {kb + 1, 0}};
   for (const auto& l : leaves) {
-    const cpuid_ns::regs a = guest_policy.answer(l[0], l[1], vs);
+    const cpuid_ns::regs a = ls.cpu->cpuid.answer(l[0], l[1], vs);
     kprintf("HVKIT POLICY CPUID 0x%08x 0x%x 0x%08x 0x%08x 0x%08x 0x%08x\n", l[0], l[1], a.eax, a.ebx, a.ecx, a.edx);
   }
-  kprintf("HVKIT POLICY XCR0 0x%llx pred_cmd_bits=0x%llx ibpb=%d\n", (unsigned long long)guest_policy.xcr0_components().raw(),
-          (unsigned long long)guest_msrs.pred_cmd_bits, guest_msrs.pred_cmd_bits != 0 ? 1 : 0);
+  kprintf("HVKIT POLICY XCR0 0x%llx pred_cmd_bits=0x%llx ibpb=%d\n", (unsigned long long)ls.cpu->cpuid.xcr0_components().raw(),
+          (unsigned long long)ls.cpu->msrs.pred_cmd_bits, ls.cpu->msrs.pred_cmd_bits != 0 ? 1 : 0);
 }
 
 
@@ -467,7 +464,7 @@ hvkit::cpuid::feature_set emulated_features() {
   return f;
 }
 
-[[noreturn]] void boot() {
+[[noreturn]] void boot(core::guest_cpu& cpu) {
   console_use_port_e9();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor, Linux guest (log on port 0xE9; COM1 is the guest's)\n");
   kprintf("HVKIT LINUX hypervisor_cmdline \"%s\" modules=%u\n", hv_cmdline, module_count);
@@ -481,8 +478,10 @@ hvkit::cpuid::feature_set emulated_features() {
   kprintf("HVKIT INFO backend=%s\n", vmx ? "vmx" : "svm");
   run_state solo_st{};  // the vCPU without SMP (SVM): boot()'s, which never returns
   solo_st.cfg = &linux_run;
+  solo_st.cpu = &cpu;
   solo_st.status = run_status::running;
-  ls = linux_state{};
+  linux_state ls{};  // the Linux run: this function's, which never returns; handed down
+  ls.cpu = &cpu;
   ls.solo_st = &solo_st;
   const cpuid_regs v0 = cpuid(0);
   ls.intel = v0.ebx == 0x756E6547 && v0.edx == 0x49656E69 && v0.ecx == 0x6C65746E;  // "GenuineIntel"
@@ -492,7 +491,7 @@ hvkit::cpuid::feature_set emulated_features() {
   solo_st.guest_xcr0 = 1;
   ls.end_reason = "running";
   // VMX: every processor started, the vCPU state per processor (ls.m, this_state()).
-  bool ok = (vmx ? prepare_vmx() : prepare_svm()) && load_kernel();
+  bool ok = (vmx ? prepare_vmx(ls, cpu) : prepare_svm(ls, cpu)) && load_kernel();
   if (ok) {
     // The emulator's and the walkers' view of guest RAM: the whole identity map from the
     // first page to the end of RAM (instructions the SVM backend decodes, the page tables
@@ -500,28 +499,26 @@ hvkit::cpuid::feature_set emulated_features() {
     // hypervisor's own [1 MiB, 16 MiB), which the second stage does not map: a guest's
     // page tables cannot reach it through the CPU's walk, only through a stale TLB entry.
     core::set_guest_ram(0x1000, ram_end() - 0x1000);
-    print_policy();
+    print_policy(ls);
     // The guest's XSETBV is executed on the host: needs CR4.OSXSAVE there.
     if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
     kprintf("HVKIT LINUX start rip=0x%llx rsi=0x%llx vcpus=%u\n", (unsigned long long)(kernel_gpa + 0x200),
             (unsigned long long)boot_params_gpa, ls.m ? ls.m->count : 1u);
-    this_state().regs[x86::gpr::rsi] = boot_params_gpa;
-    active = true;
+    this_state(ls).regs[x86::gpr::rsi] = boot_params_gpa;
     ls.tsc_start = rdtsc();
-    if (!(vmx ? enter_vmx() : enter_svm()) && str_eq(ls.end_reason, "running")) ls.end_reason = "vm_entry_failed";
+    if (!(vmx ? enter_vmx(ls) : enter_svm(ls)) && str_eq(ls.end_reason, "running")) ls.end_reason = "vm_entry_failed";
   } else {
     ls.end_reason = "setup_failed";
   }
-  finish(0);
+  finish(ls, 0);
 }
 
-[[noreturn]] void finish(unsigned cpu_index) {
+[[noreturn]] void finish(linux_state& ls, unsigned cpu_index) {
   if (ls.m && __atomic_exchange_n(&ls.m->finished, 1u, __ATOMIC_ACQ_REL) != 0)
     for (;;) asm volatile("cli; hlt");
-  active = false;
   const std::uint64_t tsc_end = rdtsc();
-  if (ls.line_len) guest_log_char('\n');
-  const core::exit_counters total = all_exits();
+  if (ls.line_len) guest_log_char(ls, '\n');
+  const core::exit_counters total = all_exits(ls);
   kprintf("HVKIT LINUX end reason=%s tsc=%llu exits=%llu cpu=%u\n", ls.end_reason,
           (unsigned long long)(tsc_end - ls.tsc_start), (unsigned long long)total.total, cpu_index);
   unsigned (*code)(unsigned) = ls.vmx ? vmx_code : svm::exit_slot_code;
@@ -566,15 +563,10 @@ hvkit::cpuid::feature_set emulated_features() {
             (unsigned long long)c.sipis_applied, (unsigned long long)c.xapic_writes, (unsigned long long)c.pv_ipi_calls,
             (unsigned long long)c.pv_ipi_targets);
   }
-  // SVM: each processor's IBPB tracker (svm::physical_cpu, skip_same_guest) against the VMCB
-  // switches it saw (docs/smp.md, "IBPB per processor").
-  if (ls.m && !ls.vmx)
-    for (unsigned i = 0; i < count; ++i) {
-      const smp::cpu& c = ls.m->cpus[i];
-      kprintf("HVKIT LINUX ibpb cpu=%u barriers=%llu switches_same_guest=%llu switches_cross_guest=%llu\n", i,
-              (unsigned long long)c.ibpb_barriers, (unsigned long long)c.switches_same_guest,
-              (unsigned long long)c.switches_cross_guest);
-    }
+  // Each processor's IBPB tracker (svm::physical_cpu / vmx::physical_cpu, skip_same_guest)
+  // against the switches it saw, the second guest's among them (docs/smp.md, "IBPB per
+  // processor"), and its check.
+  if (ls.m && count > 1) smp::report_ibpb(*ls.m);
   const run_state& st0 = ls.m ? ls.m->cpus[0].st : *ls.solo_st;
   kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
           "cr_gp=%llu guest_xcr0=0x%llx\n",

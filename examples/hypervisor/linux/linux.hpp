@@ -26,9 +26,10 @@ namespace hv::lx {
 /// hypervisor touches COM1, which then belongs to the guest).
 bool requested();
 /// Boots the Linux guest and reports; never returns (ends the machine).
-[[noreturn]] void boot();
-/// True once the Linux guest runs: hv_handle_exit() hands every exit to handle_exit().
-extern bool active;
+[[noreturn]] void boot(core::guest_cpu& cpu);
+/// The Linux guest's run (linux_profile.hpp): boot()'s, reached by every vCPU through its
+/// vcpu_data::run.
+struct linux_state;
 /// The Linux guest's VM exits on VMX: the core's exit loop with the Linux guest profile
 /// (vmx/vmx_linux.cpp; svm/svm.cpp does the same for SVM); true resumes the guest.
 bool handle_exit(vmx_backend& b);
@@ -44,6 +45,7 @@ struct vcpu_data {
   std::uint64_t mtrr_def_type, mtrr_fixed[11], mtrr_var[32];
   std::uint64_t misc_enable;
   std::uint64_t msr_emulated;
+  linux_state* run;  ///< the Linux run this vCPU belongs to (set before the vCPU starts)
 };
 
 /// The Linux guest's CPUID normalization, both vendors: the features whose MSRs or devices
@@ -59,7 +61,7 @@ hvkit::cpuid::feature_set emulated_features();
 /// RAX = number; KVM's numbers are small, these carry "hv" in bits 31:16.
 enum : std::uint64_t {
   hc_wp_begin = 0x68760001,  ///< RBX = 1: CR0.WP intercepted, 0: guest-owned. Snapshots the CR-exit count.
-  hc_wp_end = 0x68760002,    ///< RBX = toggles, RCX = guest-side mismatches. RAX = CR exits since begin.
+  hc_wp_end = 0x68760002,    ///< RBX = toggles, RCX = guest-side mismatches, RDX = the timed loop's TSC (0: none). RAX = CR exits since begin.
 };
 
 }  // namespace hv::lx

@@ -61,6 +61,8 @@ struct linux_state {
   std::uint64_t tsc_start, tsc_mark;
   std::uint64_t msr_gp_logged;
   std::uint64_t io_exits;
+  unsigned shutdown_word_matched;  // characters of "Shutdown" seen in a row on port 0x8900
+  std::uint64_t xsetbv_not_intercepted;  // SVM: XCR0 changes found without an XSETBV exit (svm/svm_linux.cpp)
   bool shutdown, reset;
   bool intel;  // the CPU vendor (the platform MSRs differ)
   bool vmx;    // the backend that runs the guest
@@ -70,39 +72,40 @@ struct linux_state {
   // kept; with EPT the EPT memory type, not the MTRRs, decides: SDM Vol. 3C 29.3.7.2) and
   // IA32_MISC_ENABLE are per vCPU (lx::vcpu_data): each processor's smp::cpu (a vCPU per
   // processor on either backend, smp/smp.hpp; m set), `solo` before m is set (its state
-  // `solo_st`, owned by boot()).
+  // `solo_st`, owned by boot()). The whole is boot()'s, handed down by reference and reached
+  // by each vCPU through vcpu_data::run.
   smp::machine* m;
+  const core::guest_cpu* cpu;  // the boot's guest CPU (boot()'s argument), every vCPU's
   vcpu_data solo;
   run_state* solo_st;
   std::uint64_t amd_platform[4];  // AMD SYSCFG, HWCR, NB_CFG, INT_PENDING_MSG (platform_msr)
   char line[1024];
   unsigned line_len;
 };
-extern linux_state ls;
 
 /// IA32_MISC_ENABLE as every vCPU reads it: fast strings, no BTS, no PEBS (SDM Vol. 4 Table 2-2).
 inline constexpr std::uint64_t misc_enable_value = 1u | (1u << 11) | (1u << 12);
 
 /// The vCPU this processor runs: its Linux profile data and its core state.
-inline vcpu_data& this_vcpu() { return ls.m ? smp::this_cpu().lx : ls.solo; }
-inline run_state& this_state() { return ls.m ? smp::this_cpu().st : *ls.solo_st; }
-inline unsigned this_index() { return ls.m ? smp::this_cpu().index : 0; }
+inline vcpu_data& this_vcpu(linux_state& ls) { return ls.m ? smp::this_cpu().lx : ls.solo; }
+inline run_state& this_state(linux_state& ls) { return ls.m ? smp::this_cpu().st : *ls.solo_st; }
+inline unsigned this_index(const linux_state& ls) { return ls.m ? smp::this_cpu().index : 0; }
 
-inline std::uint64_t cr_exits_now() { return this_state().exits.of(core::exit_kind::cr_access); }
+inline std::uint64_t cr_exits_now(linux_state& ls) { return this_state(ls).exits.of(core::exit_kind::cr_access); }
 
 /// The end of the run, on the processor whose vCPU stopped (the first one; any other that
 /// stops later halts): every vCPU's numbers, the checks, the verdict.
-[[noreturn]] void finish(unsigned cpu_index);
+[[noreturn]] void finish(linux_state& ls, unsigned cpu_index);
 
 /// The MSRs this hypervisor implements itself for the Linux guest, beyond the MSR policy.
-core::msr_hook platform_msr(bool write, std::uint32_t m, std::uint64_t& v);
+core::msr_hook platform_msr(linux_state& ls, bool write, std::uint32_t m, std::uint64_t& v);
 /// One byte of the guest's port-0xE9 channel.
-void guest_log_char(char c);
+void guest_log_char(linux_state& ls, char c);
 
 // ---- the profile's exit hooks ----------------------------------------------------------
 /// I/O exits (only the intercepted ports; the access decoded by the backend).
 template <core::backend B>
-core::hook linux_io(B& b) {
+core::hook linux_io(linux_state& ls, B& b) {
   ++ls.io_exits;
   const core::io_access io = b.io();
   const unsigned size = io.size;
@@ -126,14 +129,14 @@ core::hook linux_io(B& b) {
     }
     if (port == 0xE9) {  // one line buffer for every vCPU
       if (ls.m) ls.m->lock.lock();
-      guest_log_char(static_cast<char>(value));
+      guest_log_char(ls, static_cast<char>(value));
       if (ls.m) ls.m->lock.unlock();
       b.skip();
       return core::hook::resume;
     }
     if (port == 0x8900) {
-      static const char word[] = "Shutdown";
-      static unsigned matched = 0;
+      static constexpr char word[] = "Shutdown";
+      unsigned& matched = ls.shutdown_word_matched;
       matched = (static_cast<char>(value) == word[matched]) ? matched + 1 : (static_cast<char>(value) == 'S' ? 1 : 0);
       if (matched == 8) {
         ls.shutdown = true;
@@ -165,34 +168,40 @@ core::hook linux_io(B& b) {
 /// The Linux guest's hypercalls (hc_wp_begin/hc_wp_end of the hvkit_wp module), KVM's
 /// -KVM_ENOSYS for anything else and for CPL > 0.
 template <core::backend B>
-core::hook linux_hypercall(B& b) {
+core::hook linux_hypercall(linux_state& ls, B& b) {
   if (b.cpl() != 0) {  // hypercalls are for the guest kernel only
     b.set_gpr(x86::gpr::rax, static_cast<std::uint64_t>(-1000));  // KVM's -KVM_ENOSYS
     b.skip();
     return core::hook::resume;
   }
-  vcpu_data& d = this_vcpu();
+  vcpu_data& d = this_vcpu(ls);
   switch (b.gpr(x86::gpr::rax)) {
     case hc_wp_begin:
       // Shadow paging: CR0.WP is in the shadow pages' role and the real CR0.WP is 1, so WP
       // stays intercepted (x86::guest_ownable_cr0(paging_kind::shadow)); RAX = 1 says so.
       d.wp_intercepted = b.gpr(x86::gpr::rbx) != 0;
       if (!core::shadow::enabled()) b.set_cr0_wp_intercept(d.wp_intercepted);
-      d.wp_mark = cr_exits_now();
+      d.wp_mark = cr_exits_now(ls);
       b.set_gpr(x86::gpr::rax, core::shadow::enabled() ? 1 : 0);
       break;
     case hc_wp_end: {
       const unsigned k = d.wp_intercepted ? 1 : 0;
       d.wp_toggles[k] = b.gpr(x86::gpr::rbx);
       d.wp_mismatch[k] = b.gpr(x86::gpr::rcx);
-      d.wp_exits[k] = cr_exits_now() - d.wp_mark;
+      d.wp_exits[k] = cr_exits_now(ls) - d.wp_mark;
       d.wp_seen[k] = true;
       const std::uint64_t tsc = b.gpr(x86::gpr::rdx), n = d.wp_toggles[k] ? d.wp_toggles[k] : 1;
-      kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu tsc=%llu "
-              "tsc_per_toggle=%llu.%llu\n",
-              this_index(), k ? "intercepted" : "guest_owned", (unsigned long long)d.wp_toggles[k],
-              (unsigned long long)d.wp_exits[k], (unsigned long long)d.wp_mismatch[k], (unsigned long long)tsc,
-              (unsigned long long)(tsc / n), (unsigned long long)(tsc % n * 10 / n));
+      const char* mode = k ? "intercepted" : "guest_owned";
+      if (tsc != 0)
+        kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu tsc=%llu "
+                "tsc_per_toggle=%llu.%llu\n",
+                this_index(ls), mode, (unsigned long long)d.wp_toggles[k], (unsigned long long)d.wp_exits[k],
+                (unsigned long long)d.wp_mismatch[k], (unsigned long long)tsc, (unsigned long long)(tsc / n),
+                (unsigned long long)(tsc % n * 10 / n));
+      else  // RDX = 0: no timed loop (the ssdd module, examples/ssdd-wp): no TSC fields
+        kprintf("HVKIT LINUX wp cpu=%u mode=%s toggles=%llu cr_exits=%llu guest_mismatches=%llu\n", this_index(ls),
+                mode, (unsigned long long)d.wp_toggles[k], (unsigned long long)d.wp_exits[k],
+                (unsigned long long)d.wp_mismatch[k]);
       b.set_gpr(x86::gpr::rax, d.wp_exits[k]);
       d.wp_intercepted = false;
       if (!core::shadow::enabled()) b.set_cr0_wp_intercept(false);
@@ -201,11 +210,11 @@ core::hook linux_hypercall(B& b) {
     case hvkit::x86::pv_ipi::kvm_hc_send_ipi:
       // KVM_HC_SEND_IPI, only when KVM_FEATURE_PV_SEND_IPI is offered (smp/smp_ipi.cpp).
       if (ls.m && ls.pv_send_ipi) {
-        // 64-bit mode: Linux's kernel calls it from 64-bit code, where EFER.LMA is 1 (the
-        // core's backend does not expose CS.L; compatibility-mode kernel code never calls).
+        // The bitmap words are 64 bits wide for a caller in 64-bit mode (EFER.LMA and CS.L),
+        // 32 bits otherwise, compatibility mode included (KVM's hypercall ABI).
         using enum x86::gpr;
         b.set_gpr(rax, smp::send_ipi_hypercall(smp::this_cpu(), b.gpr(rbx), b.gpr(rcx), b.gpr(rdx), b.gpr(rsi),
-                                               b.crs().crs.efer.test(x86::efer::lma)));
+                                               b.in_64bit_mode()));
         break;
       }
       [[fallthrough]];
@@ -232,12 +241,13 @@ void report(B& b, const char* what, bool contained = false) {
 /// accesses, XSETBV and the VMX/SVM instructions (#UD: the guest's CPUID offers neither) are
 /// the core's.
 struct linux_profile {
+  linux_state& ls;  ///< the Linux run (boot()'s)
   template <core::backend B>
   core::hook exit(B& b, core::context& c, const core::exit_info& e) {
     using K = core::exit_kind;
     switch (e.kind) {
-      case K::io: return linux_io(b);
-      case K::hypercall: return linux_hypercall(b);
+      case K::io: return linux_io(ls, b);
+      case K::hypercall: return linux_hypercall(ls, b);
       case K::cpuid: case K::msr_read: case K::msr_write: case K::xsetbv: case K::virt_instruction:
         return core::hook::pass;
       case K::page_fault: case K::invlpg: case K::cr_read:  // shadow paging (run --linux --shadow)
@@ -272,7 +282,7 @@ struct linux_profile {
         return core::hook::stop;
     }
   }
-  core::msr_hook msr(core::context&, bool write, std::uint32_t m, std::uint64_t& v) { return platform_msr(write, m, v); }
+  core::msr_hook msr(core::context&, bool write, std::uint32_t m, std::uint64_t& v) { return platform_msr(ls, write, m, v); }
   void msr_refused(bool write, std::uint32_t m, std::uint64_t v, std::uint64_t rip) {
     if (ls.msr_gp_logged++ < 40)
       kprintf("HVKIT LINUX msr_gp %s 0x%x value=0x%llx rip=0x%llx\n", write ? "wrmsr" : "rdmsr", m,
@@ -285,12 +295,12 @@ struct linux_profile {
 /// VMXON, the guest's EPT (before the kernel is loaded); then the bitmaps, each vCPU's VMCS
 /// (the APs' waiting for the guest's SIPI) and the BSP's VM entries until the run ends
 /// (false: the entry failed, ls.end_reason says why).
-bool prepare_vmx();
-bool enter_vmx();
+bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu);
+bool enter_vmx(linux_state& ls);
 /// SVM (svm/svm_linux.cpp): the same with EFER.SVME, the nested page table, the permission
 /// maps and the VMCB.
-bool prepare_svm();
-bool enter_svm();
+bool prepare_svm(linux_state& ls, core::guest_cpu& cpu);
+bool enter_svm(linux_state& ls);
 /// The exits by the vendor's slot, "HVKIT EXITS <phase> <code> <name> <count>" lines.
 void print_exits(const char* phase, const core::exit_counters& c, unsigned (*code)(unsigned),
                  const char* (*name)(unsigned));

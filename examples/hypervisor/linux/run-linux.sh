@@ -261,6 +261,7 @@ FILENAME == serial { next }
 /^HVKIT GUEST HVKIT-GUEST SMP / { smp_online = kv($0, "online"); smp_procs = kv($0, "cpuinfo_processors"); smp_same = kv($0, "flags_identical"); next }
 /^HVKIT GUEST HVKIT-GUEST IPI / { ipi[++nipi] = sprintf("%-6s %-8s %-8s %-6s %-16s %-8s %s", kv($0, "cpu"), kv($0, "rounds"), kv($0, "wakeups"), kv($0, "lost"), kv($0, "tsc_per_wakeup"), kv($0, "res"), kv($0, "cal")); next }
 /^HVKIT LINUX vcpu / { vc[++nvc] = $0; pv_calls += kv($0, "pv_send_ipi_calls"); next }
+/^HVKIT LINUX ibpb cpu=/ { ib[++nib] = sprintf("%-6s %-10s %-10s %-10s %-10s %-12s %s", kv($0, "cpu"), kv($0, "switches_same_guest"), kv($0, "switches_cross_guest"), kv($0, "barriers"), kv($0, "expected"), kv($0, "guest2_slices"), kv($0, "unexpected")); next }
 /^HVKIT GUEST HVKIT-GUEST DMESG .*PV IPIs/ { pv_msg = substr($0, index($0, "DMESG ") + 6); next }
 /^HVKIT GUEST HVKIT-GUEST IPICOST / { ipicost = sprintf("%s calls each: one target %s TSC, all but self %s TSC (guest TSC per smp_call_function with wait); sender only: send_IPI %s, send_IPI_mask (one CPU) %s, send_IPI_mask_allbutself %s, send_IPI_allbutself %s TSC", kv($0, "calls"), kv($0, "tsc_one_target"), kv($0, "tsc_all_but_self"), kv($0, "send_ipi"), kv($0, "send_ipi_mask_one"), kv($0, "send_ipi_mask_allbutself"), kv($0, "send_ipi_allbutself")); next }
 /^HVKIT ERRATUM / { errata = errata "\n  erratum: " substr($0, 15); next }
@@ -368,6 +369,13 @@ END {
   if (nvc > 0) {
     print "  vCPUs (one per processor; INIT/SIPI exits of the guest'"'"'s AP start-up)"
     for (j = 1; j <= nvc; j++) { l = vc[j]; sub(/^HVKIT LINUX vcpu /, "", l); print "    vcpu " l }
+    print ""
+  }
+  if (nib > 0) {
+    print "  IBPB per processor (skip_same_guest; the Linux vCPU and guest 2'"'"'s two control blocks B1, B2:"
+    print "  expected barriers = 1 + cross-guest switches; guest 2 slices B1/B2; unexpected guest-2 exits)"
+    print "    " sprintf("%-6s %-10s %-10s %-10s %-10s %-12s %s", "cpu", "same", "cross", "barriers", "expected", "slices", "unexpected")
+    for (j = 1; j <= nib; j++) print "    " ib[j]
     print ""
   }
   if (nipi > 0) {

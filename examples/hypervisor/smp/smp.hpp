@@ -17,9 +17,11 @@
 #include <cstdint>
 
 #include <hvkit/emulate/platform.hpp>
+#include <hvkit/vmx/vmcs_lifecycle.hpp>
 #include <hvkit/x86/init_sipi.hpp>
 
 #include "../core/exit_loop.hpp"
+#include "../core/scheduler.hpp"
 #include "../hv.hpp"
 #include "../linux/linux.hpp"
 
@@ -44,6 +46,37 @@ struct spinlock {
 };
 
 struct machine;
+
+/// The second guest of every processor (smp/second_guest.cpp): another VM, with two control
+/// blocks (VMCSs or VMCBs) per processor, run for one short slice each every
+/// `second_guest_period` exits of the Linux vCPU (Linux, B1, B2, Linux: two cross-guest
+/// switches and one within guest 2), so that each processor's IBPB tracker sees switches
+/// between guests (docs/smp.md, "IBPB per processor").
+struct second_guest_state {
+  guest_regs regs[2];
+  std::uint64_t slices[2];    ///< slices B1 and B2 ran (each ends at its VMCALL/VMMCALL)
+  std::uint64_t excursions;   ///< Linux -> B1 -> B2 -> Linux rounds
+  std::uint64_t unexpected;   ///< slices that ended with another exit (reported, the check fails)
+  std::uint64_t unexpected_reason;
+  std::uint64_t countdown;    ///< Linux exits until the next excursion
+  bool ready;                 ///< the control blocks are set up
+  bool failed;                ///< an entry failed: no more excursions
+  volatile std::uint32_t seq; ///< odd while this processor changes its counts (see report)
+};
+inline constexpr std::uint64_t second_guest_period = 512;
+/// Guest 2's RAM (hypervisor memory the Linux guest's second stage does not map): its 4-level
+/// page tables (one 2 MiB page at GPA 0), its code and its counters, GPA 0 to 5 * 4 KiB; and
+/// its second stage, four tables of the same 4-level shape for EPT and NPT, mapping those
+/// five pages (built by the BSP, shared by every processor).
+inline constexpr unsigned second_guest_pages = 5;
+inline constexpr std::uint64_t second_guest_code_gpa = 0x3000, second_guest_counters_gpa = 0x4000;
+struct second_guest_memory {
+  alignas(4096) std::uint8_t ram[second_guest_pages][4096];
+  alignas(4096) std::uint64_t second_stage[4][512];
+  std::uint64_t root;  ///< the EPTP or nCR3 of guest 2
+};
+/// Guest 2's identity in the IBPB trackers (the Linux guest is guest 1).
+inline constexpr std::uint32_t second_guest_vm = 2;
 
 /// Where a processor is in its bring-up.
 enum class cpu_phase : std::uint32_t { off, long_mode, virt_on, guest, failed, stopped };
@@ -75,9 +108,19 @@ struct cpu {
   std::uint64_t xapic_writes;
   /// KVM_HC_SEND_IPI hypercalls of this vCPU and the IPIs they delivered.
   std::uint64_t pv_ipi_calls, pv_ipi_targets;
-  /// SVM: this processor's IBPB tracker (the library's svm::physical_cpu): the barriers it
-  /// decided, and the VMCB switches it saw, within one guest and between guests.
+  /// This processor's IBPB tracker (the library's svm::physical_cpu, vmx::physical_cpu): the
+  /// barriers it decided, and the VMCB/VMCS switches it saw, within one guest and between guests.
   std::uint64_t ibpb_barriers, switches_same_guest, switches_cross_guest;
+  std::uint64_t last_block;  ///< the control block loaded last on this processor (0: none yet)
+  std::uint32_t last_vm;     ///< ... and its guest
+  /// The second guest's control blocks on this processor and its counts.
+  second_guest_state sg;
+  /// VMX: the lifecycle model of this processor's VMCSs with its IBPB tracker (a real IBPB
+  /// when the host enumerates it), the Linux vCPU's VMCS and the second guest's two; the run
+  /// state vmx_enter and the exit stub carry for the second guest's entries.
+  hvkit::vmx::physical_cpu<core::counting_barrier> vmx_pcpu{0, hvkit::x86::ibpb_policy::skip_same_guest, {}};
+  hvkit::vmx::vmcs_state vmcs_linux{}, vmcs_sg[2]{};
+  run_state sg_st;
   /// Exits whose saved interruptibility state said "blocking by SMI" outside SMM (Bochs,
   /// after the wait-for-SIPI state; erratum bochs_smi_blocking_after_sipi): cleared.
   std::uint64_t smi_blocking_cleared;
@@ -90,13 +133,26 @@ struct cpu {
   svm::cpu_state* svm;
   alignas(4096) std::uint8_t vmxon[4096];
   alignas(4096) std::uint8_t vmcs[4096];
+  alignas(4096) std::uint8_t sg_vmcs[2][4096];  ///< VMX: the second guest's VMCSs
   alignas(16) std::uint8_t stack[32768];
 };
+
+/// The xAPIC page of an IA32_APIC_BASE value: bits MAXPHYADDR-1:12 (SDM Vol. 3A 11.4.4,
+/// Figure 11-5; the bits above MAXPHYADDR are reserved, so 51:12 is enough here).
+[[nodiscard]] constexpr std::uint64_t xapic_page_of(std::uint64_t ia32_apic_base) noexcept {
+  return ia32_apic_base & 0x000F'FFFF'FFFF'F000ull;
+}
 
 /// Every processor the hypervisor runs on.
 struct machine {
   cpu* cpus;
   unsigned count;
+  /// The local APICs' xAPIC page, from the BSP's IA32_APIC_BASE at start (the firmware's; the
+  /// MSR is passed through to the guest, so it is the guest's base too). Not the default
+  /// FEE00000H by assumption: the hypervisor's own INIT/SIPI, the guest's write-protected
+  /// xAPIC page and its emulated writes all use it. A guest that moved its APIC base later
+  /// (WRMSR 1BH is not intercepted; Linux does not move it) would leave the page behind.
+  std::uint64_t xapic_base;
   /// What every AP runs once in VMX root operation (SVM enabled); set (before `go`) by the
   /// BSP once the shared state (EPT or NPT, policies, bitmaps) is built.
   void (*ap_run)(cpu&);  ///< does not return
@@ -108,6 +164,7 @@ struct machine {
   /// The guest's xAPIC page is mapped read-only by the second stage: its writes are #NPF exits
   /// for xapic_platform (a processor without x2APIC, where the ICR is a memory register).
   bool xapic_write_protected;
+  second_guest_memory sg;  ///< guest 2 (smp/second_guest.cpp)
   volatile std::uint32_t go;
   volatile std::uint32_t finished;  ///< the first processor whose vCPU stopped reports
   spinlock lock;              ///< the shared parts of a guest profile (its log line)
@@ -166,6 +223,31 @@ struct xapic_platform : hvkit::emulate::null_platform {
 /// 64-bit mode (its bitmap words are 64 bits wide).
 std::uint64_t send_ipi_hypercall(cpu& from, std::uint64_t a0, std::uint64_t a1, std::uint64_t a2, std::uint64_t a3,
                                  bool long_mode);
+
+// ---- the second guest (smp/second_guest.cpp) ------------------------------------------------
+/// Writes guest 2's page tables and code: `inc qword [rbx]` then VMCALL (VMX) or VMMCALL
+/// (SVM); RBX = its counter for (processor, block). Once, by the BSP, before `go`; the
+/// vendor builds m.sg.second_stage and m.sg.root (vmx_second_guest_ept, svm's).
+void second_guest_init(machine& m, bool vmx);
+/// VMX: guest 2's EPT over its five pages, m.sg.root its EPTP (vmx/vmx_smp.cpp).
+bool vmx_second_guest_ept(machine& m);
+/// The counter guest 2 increments in block `j` of processor `c` (its GPA, and the value).
+std::uint64_t second_guest_counter_gpa(const cpu& c, unsigned j);
+std::uint64_t second_guest_counter(const cpu& c, unsigned j);
+/// Counts a Linux exit; true when an excursion is due on this processor.
+bool second_guest_due(cpu& c);
+/// The IBPB-switch bookkeeping of one control-block load on `c`: identity (block, guest).
+void note_control_block_switch(cpu& c, std::uint64_t block, std::uint32_t vm);
+/// Each processor's IBPB line and the check: barriers = 1 + cross-guest switches
+/// (skip_same_guest), every processor with same- and cross-guest switches, guest 2's counters
+/// equal to its slices, no unexpected exit.
+void report_ibpb(machine& m);
+/// VMX: one excursion on this processor from a Linux exit (vmx/vmx_smp.cpp); the Linux
+/// VMCS is current again afterwards, its registers already flushed.
+void vmx_second_guest_excursion(cpu& c);
+/// VMX: an exit of the second guest (the exit stub's run_state is c.sg_st): recorded, the
+/// entry returns (false).
+bool vmx_second_guest_exit(cpu& c, std::uint32_t basic_reason);
 
 /// The core::context of this processor's vCPU.
 [[nodiscard]] inline core::context context_of(cpu& c) { return {c.st, c.st, guest_policy, guest_msrs}; }

@@ -142,8 +142,7 @@ unsigned madt_apic_ids(std::uint32_t* ids, unsigned max) {
 }
 
 // ---- the xAPIC's ICR (SDM Vol. 3A 11.6.1, Figure 11-12), the host's own local APIC ------
-constexpr std::uint64_t xapic_base = 0xFEE00000;
-void icr_send(std::uint32_t apic_id, std::uint32_t low) {
+void icr_send(std::uint64_t xapic_base, std::uint32_t apic_id, std::uint32_t low) {
   auto* apic = reinterpret_cast<volatile std::uint32_t*>(xapic_base);
   apic[0x310 / 4] = apic_id << 24;  // ICR[63:56]: destination
   apic[0x300 / 4] = low;            // the write of ICR[31:0] sends
@@ -157,9 +156,16 @@ void wait_tsc(std::uint64_t cycles) {
   while (rdtsc() - t0 < cycles) asm volatile("pause");
 }
 
-bool wait_phase(const cpu& c, cpu_phase p, std::uint64_t cycles) {
+/// Waits until the AP has left `cpu_phase::off`: it set `long_mode` in hv_ap_entry, after its
+/// last read of the trampoline's data, and may be past it already (`virt_on` once its enable
+/// function returned). Waiting for `long_mode` itself missed an AP that ran on in parallel:
+/// under QEMU TCG (one host thread per processor) the AP reached `virt_on` between two of the
+/// BSP's reads and the BSP gave up on a processor that was up (`run --linux --qemu-tcg --smp
+/// 2`: "started=0" after 2.2e9 TSC, the AP waiting for `go` in ap_main); Bochs, which
+/// interleaves its processors in short slices, always let the BSP see `long_mode`.
+bool wait_started(const cpu& c, std::uint64_t cycles) {
   const std::uint64_t t0 = rdtsc();
-  while (c.phase != p) {
+  while (c.phase == cpu_phase::off) {
     if (rdtsc() - t0 > cycles) return false;
     asm volatile("pause");
   }
@@ -174,6 +180,7 @@ machine& start_processors(bool (*enable)(cpu&)) {
   machine& m = the_machine;
   m.cpus = cpu_storage;
   m.ap_enable = enable;
+  m.xapic_base = xapic_page_of(rdmsr(x86::msr::ia32_apic_base));
   const std::uint32_t bsp_id = cpuid(1).ebx >> 24;
   std::uint32_t ids[max_cpus] = {};
   unsigned found = madt_apic_ids(ids, max_cpus);
@@ -211,13 +218,13 @@ machine& start_processors(bool (*enable)(cpu&)) {
     *slot(ap_trampoline_stack) = reinterpret_cast<std::uint64_t>(c.stack + sizeof c.stack);
     *slot(ap_trampoline_cpu) = reinterpret_cast<std::uint64_t>(&c);
     const std::uint64_t t0 = rdtsc();
-    icr_send(c.apic_id, icr_init);
+    icr_send(m.xapic_base, c.apic_id, icr_init);
     wait_tsc(1000000);
-    icr_send(c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
-    bool up = wait_phase(c, cpu_phase::long_mode, 200000000);
+    icr_send(m.xapic_base, c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
+    bool up = wait_started(c, 200000000);
     if (!up) {  // the second SIPI of the protocol (ignored by a processor already started)
-      icr_send(c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
-      up = wait_phase(c, cpu_phase::long_mode, 2000000000);
+      icr_send(m.xapic_base, c.apic_id, icr_sipi | static_cast<std::uint32_t>(trampoline_base >> 12));
+      up = wait_started(c, 2000000000);
     }
     kprintf("HVKIT SMP cpu=%u apic_id=%u started=%d tsc=%llu\n", i, c.apic_id, up ? 1 : 0,
             (unsigned long long)(rdtsc() - t0));

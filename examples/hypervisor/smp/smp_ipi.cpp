@@ -86,9 +86,9 @@ void deliver(cpu& from, const apic::ipi_request& ipi, apic::apic_mode mode, Send
   send();
 }
 
-constexpr std::uint64_t xapic_base = 0xFEE00000;
-volatile std::uint32_t& xapic_register(std::uint64_t offset) {
-  return *reinterpret_cast<volatile std::uint32_t*>(xapic_base + offset);
+/// A register of this processor's xAPIC (the machine's xAPIC page: IA32_APIC_BASE).
+volatile std::uint32_t& xapic_register(const machine& m, std::uint64_t offset) {
+  return *reinterpret_cast<volatile std::uint32_t*>(m.xapic_base + offset);
 }
 }  // namespace
 
@@ -102,25 +102,27 @@ core::msr_hook icr_write(cpu& from, std::uint64_t v) {
 
 bool xapic_platform::mmio_read(hvkit::x86::gpa a, unsigned size, std::uint64_t& out) {
   // Reads do not exit (the page is mapped read-only); one that does is done as it is.
-  if (a.value() < xapic_base || a.value() + size > xapic_base + 0x1000 || size != 4) return foreign = true, false;
-  out = xapic_register(a.value() - xapic_base);
+  const std::uint64_t base = from->m->xapic_base;
+  if (a.value() < base || a.value() + size > base + 0x1000 || size != 4) return foreign = true, false;
+  out = xapic_register(*from->m, a.value() - base);
   return true;
 }
 
 bool xapic_platform::mmio_write(hvkit::x86::gpa a, unsigned size, std::uint64_t v) {
   // The registers are 32 bits wide at 16-byte offsets (SDM Vol. 3A 11.4.1, Table 11-1).
-  if (a.value() < xapic_base || a.value() + size > xapic_base + 0x1000 || size != 4) return foreign = true, false;
-  const std::uint64_t offset = a.value() - xapic_base;
+  const machine& m = *from->m;
+  if (a.value() < m.xapic_base || a.value() + size > m.xapic_base + 0x1000 || size != 4) return foreign = true, false;
+  const std::uint64_t offset = a.value() - m.xapic_base;
   const auto low = static_cast<std::uint32_t>(v);
   if (offset != 0x300) {
-    xapic_register(offset) = low;
+    xapic_register(m, offset) = low;
     return true;
   }
   // The ICR's high half (310H, the destination) was written before, through this platform.
-  const apic::ipi_request ipi = apic::decode_xapic_icr(low, xapic_register(0x310));
+  const apic::ipi_request ipi = apic::decode_xapic_icr(low, xapic_register(m, 0x310));
   ++from->icr_writes;
   ++from->xapic_writes;
-  deliver(*from, ipi, apic::apic_mode::xapic, [&] { xapic_register(0x300) = low; });
+  deliver(*from, ipi, apic::apic_mode::xapic, [&] { xapic_register(m, 0x300) = low; });
   return true;
 }
 static_assert(hvkit::emulate::platform<xapic_platform>);
@@ -147,10 +149,10 @@ std::uint64_t send_ipi_hypercall(cpu& from, std::uint64_t a0, std::uint64_t a1, 
         wrmsr(0x830, r.to_icr(apic::apic_mode::x2apic));
         return;
       }
-      const std::uint32_t high = xapic_register(0x310);  // the guest's own ICR high, kept
-      xapic_register(0x310) = r.destination << 24;
-      xapic_register(0x300) = static_cast<std::uint32_t>(r.to_icr(apic::apic_mode::xapic));
-      xapic_register(0x310) = high;
+      const std::uint32_t high = xapic_register(m, 0x310);  // the guest's own ICR high, kept
+      xapic_register(m, 0x310) = r.destination << 24;
+      xapic_register(m, 0x300) = static_cast<std::uint32_t>(r.to_icr(apic::apic_mode::xapic));
+      xapic_register(m, 0x310) = high;
     });
   });
   from.pv_ipi_targets += delivered;

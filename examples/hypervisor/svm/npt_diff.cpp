@@ -30,51 +30,31 @@ constexpr std::uint64_t np_p = 1, np_rw = 2, np_us = 4, np_ps = 0x80, np_nx = 1u
 constexpr std::uint64_t alias_base = hc::ept_alias_gpa;  // 512 GiB
 constexpr std::uint64_t region = 0x1C00000;               // guest [28 MiB, 30 MiB)
 
-struct npt_diff_state {
-  bool armed;
-  bool pred_npf;
-  std::uint64_t pred_info, pred_gpa;
-  std::uint32_t pred_result, pred_error;
-  bool seen;
-  std::uint64_t seen_info, seen_gpa;
-  std::uint64_t cases, mismatches, npfs, table_npfs, rsv_npfs, guest_faults, large_cases, errata_ad, errata_q1;
-  // ---- issue 25 items 7-8: two processor properties measured against the CPU ----
-  // Some cases run with the host's EFER.NXE cleared (VMRUN keeps the host's EFER, so the
-  // nested walk sees NXE = 0; the nested entries then carry no NX), some with bit 8 set in
-  // the alias's nested PML4E. Each such case is also predicted with the property flipped;
-  // where the two predictions differ, the CPU's outcome counts for one or the other.
-  bool host_nxe_off, pml4e_bit8;
-  std::uint64_t alt_pred_info, alt_pred_gpa;
-  bool alt_pred_npf, alt_differs;
-  std::uint32_t alt_pred_result, alt_pred_error;
-  std::uint64_t nonxe_cases, nonxe_fetch_npfs, id_split, id_set, id_clear;
-  std::uint64_t bit8_cases, bit8_split, bit8_reserved, bit8_ignored;
-};
-constinit npt_diff_state nd{};
-/// The properties the differential predicts with (the library's defaults for those two).
-pg::cpu_properties npt_diff_properties() { return guest_cpu_properties(); }
+/// The properties the differential predicts with: the guest CPU model's MAXPHYADDR and 1-GByte
+/// pages, the library's defaults for the two properties measured below.
+pg::cpu_properties npt_diff_properties(const cpuid_ns::guest_cpu_model& m) { return guest_cpu_properties(m); }
 
 
-unsigned host_maxphyaddr() { return guest_cpu_properties().maxphyaddr; }
+unsigned host_maxphyaddr() { return core::host_maxphyaddr(); }
 
-void npt_alias_reset() {
+void npt_alias_reset(current_vmcb& vmcb) {
   for (std::uint64_t i = 0; i < 512; ++i) npt_alias_pt[i] = (region + (i << 12)) | np_p | np_rw | np_us;
   for (auto& e : npt_alias_pd) e = 0;
   for (auto& e : npt_alias_pdpt) e = 0;
   npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | np_p | np_rw | np_us;
   npt_alias_pdpt[0] = pa(npt_alias_pd) | np_p | np_rw | np_us;
   npt_pml4[1] = pa(npt_alias_pdpt) | np_p | np_rw | np_us;
-  set_tlb_control(sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
+  set_tlb_control(vmcb, sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
 }
 
-std::uint64_t perm_entry(unsigned p) {
+std::uint64_t perm_entry(const npt_diff_state& nd, unsigned p) {
   // Without host NXE bit 63 is reserved (15.25.5): the no-NXE cases leave it clear.
   return (p & 1 ? np_p : 0) | (p & 2 ? np_rw : 0) | np_us | (p & 4 || nd.host_nxe_off ? 0 : np_nx);
 }
 
 /// Applies hc::ept_arm's layout (hypercall.hpp) to the alias.
-unsigned npt_apply_case(std::uint64_t d) {
-  npt_alias_reset();
+unsigned npt_apply_case(current_vmcb& vmcb, const npt_diff_state& nd, std::uint64_t d) {
+  npt_alias_reset(vmcb);
   unsigned perm[6] = {static_cast<unsigned>(d & 7),         static_cast<unsigned>((d >> 8) & 7),
                       static_cast<unsigned>((d >> 16) & 7), static_cast<unsigned>((d >> 24) & 7),
                       static_cast<unsigned>((d >> 27) & 7), static_cast<unsigned>((d >> 32) & 7)};
@@ -85,21 +65,21 @@ unsigned npt_apply_case(std::uint64_t d) {
   const unsigned maxpa = host_maxphyaddr();
   if (kind == 2 && maxpa < 52) bad = 1ull << maxpa;
   if (kind == 3 && maxpa < 51) bad = 1ull << 51;
-  npt_pml4[1] = pa(npt_alias_pdpt) | perm_entry(perm[5]);
+  npt_pml4[1] = pa(npt_alias_pdpt) | perm_entry(nd, perm[5]);
   std::uint64_t* leaf = &npt_alias_pt[2];
   if (size == 3) {
-    npt_alias_pdpt[0] = perm_entry(perm[4]) | np_ps;  // 1 GiB at host 0 (this one case)
+    npt_alias_pdpt[0] = perm_entry(nd, perm[4]) | np_ps;  // 1 GiB at host 0 (this one case)
     leaf = &npt_alias_pdpt[0];
   } else {
-    npt_alias_pdpt[0] = pa(npt_alias_pd) | perm_entry(perm[4]);
+    npt_alias_pdpt[0] = pa(npt_alias_pd) | perm_entry(nd, perm[4]);
     if (size == 2) {
-      npt_alias_pd[(region >> 21) & 511] = region | perm_entry(perm[3]) | np_ps;
+      npt_alias_pd[(region >> 21) & 511] = region | perm_entry(nd, perm[3]) | np_ps;
       leaf = &npt_alias_pd[(region >> 21) & 511];
     } else {
-      npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | perm_entry(perm[3]);
-      npt_alias_pt[1] = (region + 0x1000) | perm_entry(perm[1]);
-      npt_alias_pt[2] = (region + 0x2000) | perm_entry(perm[0]);
-      npt_alias_pt[3] = (region + 0x3000) | perm_entry(perm[2]);
+      npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | perm_entry(nd, perm[3]);
+      npt_alias_pt[1] = (region + 0x1000) | perm_entry(nd, perm[1]);
+      npt_alias_pt[2] = (region + 0x2000) | perm_entry(nd, perm[0]);
+      npt_alias_pt[3] = (region + 0x3000) | perm_entry(nd, perm[2]);
     }
   }
   if (bad) {
@@ -123,9 +103,9 @@ struct npt_prediction {
   std::uint64_t info = 0, gpa = 0;
   std::uint32_t result = 0, error = 0;
 };
-npt_prediction npt_predict(std::uint64_t la, x86::pfec access, const pg::cpu_properties& props) {
+npt_prediction npt_predict(current_vmcb& vmcb, const guest_paging_regs& g, std::uint64_t la, x86::pfec access,
+                           const pg::cpu_properties& props) {
   npt_prediction p;
-  const guest_paging_regs g = live_paging_regs();
   const pg::cpu_role role = pg::make_cpu_role(g.cr0, g.cr4, g.efer);
   const pg::mmu_context mmu{role, x86::cr3_root(g.cr3, role.mode(), props.maxphyaddr)};
   // The nested tables have the host's format at VMRUN (long mode, 4 levels) and its EFER.NXE
@@ -161,7 +141,7 @@ npt_prediction npt_predict(std::uint64_t la, x86::pfec access, const pg::cpu_pro
 /// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
 /// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
 /// treats every guest page-table access as a write whether or not it sets A (15.25.5).
-void npt_arm(guest_regs& r) {
+void npt_arm(current_vmcb& vmcb, npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
   using enum x86::gpr;
   const std::uint64_t la = r[rbx];
   const x86::pfec access{r[rcx]};
@@ -173,10 +153,11 @@ void npt_arm(guest_regs& r) {
   nd.host_nxe_off = host_nx && nd.cases % 3 == 1;
   nd.pml4e_bit8 = !nd.host_nxe_off && nd.cases % 5 == 2;  // one question per case
   if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) & ~x86::efer::nxe.raw());
-  const unsigned size = npt_apply_case(r[rdx]);
+  const unsigned size = npt_apply_case(vmcb, nd, r[rdx]);
   if (size) ++nd.large_cases;
-  const pg::cpu_properties props = npt_diff_properties();
-  const npt_prediction p = npt_predict(la, access, props);
+  const pg::cpu_properties props = npt_diff_properties(model);
+  const guest_paging_regs live = live_paging_regs(vmcb);
+  const npt_prediction p = npt_predict(vmcb, live, la, access, props);
   nd.pred_npf = p.npf;
   nd.pred_info = p.info;
   nd.pred_gpa = p.gpa;
@@ -187,7 +168,7 @@ void npt_arm(guest_regs& r) {
     pg::cpu_properties alt = props;
     if (nd.host_nxe_off) alt.npf_fetch_id_without_nxe = !alt.npf_fetch_id_without_nxe;
     if (nd.pml4e_bit8) alt.amd_nonleaf_bit8 = !alt.amd_nonleaf_bit8;
-    const npt_prediction q = npt_predict(la, access, alt);
+    const npt_prediction q = npt_predict(vmcb, live, la, access, alt);
     nd.alt_pred_npf = q.npf;
     nd.alt_pred_info = q.info;
     nd.alt_pred_gpa = q.gpa;
@@ -199,7 +180,7 @@ void npt_arm(guest_regs& r) {
 
 /// A #NPF inside the alias while a case is armed: recorded, the alias made RWX again, the
 /// guest retries (and completes the access).
-bool npt_case_npf() {
+bool npt_case_npf(current_vmcb& vmcb, npt_diff_state& nd) {
   const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
   const std::uint64_t gpa = npf.address.value();
   if (!nd.armed || gpa < alias_base || gpa >= alias_base + (1ull << 30)) return false;
@@ -208,13 +189,13 @@ bool npt_case_npf() {
     nd.seen_info = npf.error.raw();
     nd.seen_gpa = gpa;
   }
-  npt_alias_reset();
+  npt_alias_reset(vmcb);
   return true;
 }
 
 /// hc::ept_check on SVM: compare. The error code bits P, W, U, RSV, I/D and bits 32/33 must
 /// agree, and the guest-physical address.
-std::uint64_t npt_check(guest_regs& r) {
+std::uint64_t npt_check(current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r) {
   using enum x86::gpr;
   const auto cpu_result = static_cast<std::uint32_t>(r[rbx]);
   const auto cpu_error = static_cast<std::uint32_t>(r[rcx]);
@@ -264,7 +245,7 @@ std::uint64_t npt_check(guest_regs& r) {
     }
   }
   if (nd.alt_differs) {
-    const pg::cpu_properties props = npt_diff_properties();
+    const pg::cpu_properties props{};  // the defaults of the two measured properties (as in npt_arm)
     const bool alt = property_answer;
     if (nd.host_nxe_off && !nd.pml4e_bit8) {
       ++nd.id_split;
@@ -296,15 +277,13 @@ std::uint64_t npt_check(guest_regs& r) {
             nd.pred_error);
   nd.armed = false;
   nd.seen = false;
-  npt_alias_reset();
+  npt_alias_reset(vmcb);
   return same || property_answer ? 0 : 1;
 }
 
 
 
-void npt_diff_reset() { nd = npt_diff_state{}; }
-
-void npt_diff_report() {
+void npt_diff_report(const npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model) {
   result("npt_differential", nd.cases >= 2000 && nd.mismatches == 0 && nd.table_npfs > 0 && nd.rsv_npfs > 0,
          "cases=%llu mismatches=%llu npfs=%llu guest_table_npfs=%llu reserved_bit_npfs=%llu large_page_cases=%llu "
          "guest_faults=%llu qemu_q1_errata=%llu",
@@ -314,7 +293,7 @@ void npt_diff_report() {
   npt_pml4[1] = 0;  // the alias exists only during this run
   // Issue 25 items 7-8: the CPU's answer where the two values of a property predict
   // differently (the differential above uses the defaults).
-  const pg::cpu_properties props = npt_diff_properties();
+  const pg::cpu_properties props = npt_diff_properties(model);
   kprintf("HVKIT NPT-PROPERTY npf_fetch_id_without_nxe default=%d no_nxe_cases=%llu no_nxe_fetch_npfs=%llu "
           "split=%llu cpu_id_set=%llu cpu_id_clear=%llu\n",
           props.npf_fetch_id_without_nxe ? 1 : 0, (unsigned long long)nd.nonxe_cases,

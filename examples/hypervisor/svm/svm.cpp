@@ -44,18 +44,20 @@ void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t h
 
 namespace hv::svm {
 
-constinit current_vmcb vmcb{nullptr};  // set to &vmcb_a1 by run_all()
+constinit this_cpu_vmcb vmcb{};  // svm/svm_smp.cpp's name for this processor's VMCB
 alignas(4096) std::uint64_t npt_pml4[512];
 std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 /// TLB_CONTROL for the next VMRUN (APM 15.16.1).
-void set_tlb_control(sv::tlb_control c) { sv::write(vmcb, fld::tlb_control, static_cast<std::uint8_t>(c)); }
+void set_tlb_control(current_vmcb& vmcb, sv::tlb_control c) {
+  sv::write(vmcb, fld::tlb_control, static_cast<std::uint8_t>(c));
+}
 
 // ---- events ------------------------------------------------------------------------------
 /// An exception into the guest through EVENTINJ (APM 15.20), merged with an event whose
 /// delivery the exit interrupted (EXITINTINFO, already copied into EVENTINJ) by the double-
 /// fault rules (svm::inject_exception; SDM 6.15 / APM 8.2.9). A shutdown verdict is a triple
 /// fault of the guest.
-void inject(core::vcpu_state& st, x86::vector vec, std::uint32_t error_code) {
+void inject(current_vmcb& vmcb, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code) {
   const bool protected_mode = sv::read_typed(vmcb, fld::cr0).test(x86::cr0::pe);
   if (sv::inject_exception(vmcb, {vec, error_code}, protected_mode) == x86::merge_verdict::shutdown)
     st.status = run_status::triple_fault;
@@ -70,21 +72,22 @@ bool nrip_save() { return host_svm.features.test(cpuid_ns::svm_features::nrip_sa
 /// The length of the instruction at the guest RIP (at an intercept that reports none):
 /// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
 /// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
-unsigned instruction_length(guest_regs& regs);
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
+unsigned instruction_length(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmcb, guest_regs& regs,
+                                                               const core::vcpu_state& st);
 
 /// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP with NRIP save
 /// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
 /// shadow ends, a single-step trap is #DB (svm::skip_to_next_rip / svm::skip_instruction).
 /// IA32_DEBUGCTL is not virtualized for the guest (its accesses are #GP): BTF is 0.
-void skip_instruction(guest_regs& regs, core::vcpu_state& st) {
+void skip_instruction(current_vmcb& vmcb, guest_regs& regs, core::vcpu_state& st) {
   sv::skip_effects fx;
   if (nrip_save()) {
     fx = sv::skip_to_next_rip(vmcb, 0);
   } else {
-    const unsigned len = instruction_length(regs);
+    const unsigned len = instruction_length(vmcb, regs, st);
     if (len == 0) {
-      const auto in = instruction_at_rip(regs);
+      const auto in = instruction_at_rip(vmcb, regs, st);
       kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx: outcome=%u vector=%u why=%u cr0=0x%llx "
               "cr4=0x%llx efer=0x%llx cr3=0x%llx\n",
               (unsigned long long)sv::read(vmcb, fld::rip), in ? 0u : static_cast<unsigned>(in.error().kind),
@@ -105,35 +108,35 @@ void skip_instruction(guest_regs& regs, core::vcpu_state& st) {
 using vcpu = sv::register_file<current_vmcb>;
 
 /// The guest's EFER: the VMCB's without SVME, which is the host's (APM 15.5.1).
-x86::efer guest_efer() { return sv::read_typed(vmcb, fld::efer).without(x86::efer::svme); }
+x86::efer guest_efer(current_vmcb& vmcb) { return sv::read_typed(vmcb, fld::efer).without(x86::efer::svme); }
 
-/// The emulator's context from the VMCB (emulate/vmcb_context.hpp) with the guest CPU
+/// The emulator's context from the VMCB (emulate/vmcb_context.hpp) with the vCPU's guest CPU
 /// model's MAXPHYADDR, LAM and CR4 bits.
-em::context read_context(guest_regs& regs) {
+em::context read_context(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st) {
   const vcpu rf{vmcb, regs};
-  return em::read_emulation_context(vmcb, rf, guest_model());
+  return em::read_emulation_context(vmcb, rf, st.cpu->model);
 }
 
-void report_exit(const char* what, bool expected) {
+void report_exit(current_vmcb& vmcb, const char* what, bool expected) {
   kprintf("HVKIT %s %s: exitcode=0x%llx exitinfo1=0x%llx exitinfo2=0x%llx rip=0x%llx exitintinfo=0x%llx\n",
           expected ? "INFO expected" : "ERROR", what, (unsigned long long)sv::read(vmcb, fld::exit_code),
           (unsigned long long)sv::read(vmcb, fld::exit_info_1), (unsigned long long)sv::read(vmcb, fld::exit_info_2),
           (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)sv::read(vmcb, fld::exit_int_info));
 }
 
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs) {
-  em::context ctx = read_context(regs);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmcb, guest_regs& regs,
+                                                               const core::vcpu_state& st) {
+  em::context ctx = read_context(vmcb, regs, st);
   const bool shadow = core::shadow::enabled();
   if (shadow) {
     // Shadow paging: the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE
     // the host role's; the fetch walks the guest's own tables with its own registers.
-    const x86::cr0 real = ctx.cr0;
-    ctx.cr0 = core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp);
+    ctx.cr0 = core::shadow::guest_cr0();
     ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
     ctx.cr3 = core::shadow::guest_cr3();
     ctx.efer = core::shadow::guest_efer();
   }
-  const pg::cpu_properties props = guest_cpu_properties();
+  const pg::cpu_properties props = guest_cpu_properties(st.cpu->model);
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
@@ -159,9 +162,9 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs)
   return em::fetch_instruction(ctx, tr, ram);
 }
 
-unsigned instruction_length(guest_regs& regs) {
+unsigned instruction_length(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st) {
   if (nrip_save()) return static_cast<unsigned>(sv::read(vmcb, fld::next_rip) - sv::read(vmcb, fld::rip));
-  const auto in = instruction_at_rip(regs);
+  const auto in = instruction_at_rip(vmcb, regs, st);
   return in ? in->length : 0;
 }
 
@@ -173,19 +176,20 @@ unsigned instruction_length(guest_regs& regs) {
 /// at RIP is MOV to CR3 and its source has a bit at or above MAXPHYADDR. The guest gets the
 /// #GP(0) the architecture gives it; the first case is printed, every case counted.
 std::uint64_t qemu_cr3_errata = 0;
-bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, core::vcpu_state& st, std::uint64_t exits_before) {
-  if (exits_before == 0 || !guest_efer().test(x86::efer::lma)) return false;
-  const auto in = instruction_at_rip(regs);
+bool qemu_mov_cr3_invalid_erratum(current_vmcb& vmcb, guest_regs& regs, core::vcpu_state& st,
+                                  std::uint64_t exits_before) {
+  if (exits_before == 0 || !guest_efer(vmcb).test(x86::efer::lma)) return false;
+  const auto in = instruction_at_rip(vmcb, regs, st);
   if (!in || in->op != em::mnemonic::mov_to_cr || in->dst.reg != 3) return false;
   const std::uint64_t value = vcpu{vmcb, regs}.read(in->src.reg);
-  const unsigned maxpa = guest_cpu_properties().maxphyaddr;
+  const unsigned maxpa = st.cpu->model.maxphyaddr;
   if (maxpa >= 64 || (value >> maxpa) == 0) return false;
   if (qemu_cr3_errata++ == 0)
     kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid rip=0x%llx cr3_source=0x%llx maxphyaddr=%u "
             "exitcode=0x%llx (expected #GP(0) in the guest)\n",
             (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)value, maxpa,
             (unsigned long long)sv::read(vmcb, fld::exit_code));
-  inject(st, x86::vector::gp, 0);
+  inject(vmcb, st, x86::vector::gp, 0);
   return true;
 }
 
@@ -197,24 +201,24 @@ bool qemu_mov_cr3_invalid_erratum(guest_regs& regs, core::vcpu_state& st, std::u
 /// VMSAVE move FS/GS base, KernelGsBase, STAR/LSTAR/CSTAR/SFMASK and SYSENTER_*): read or
 /// write one. False for any other MSR.
 template <class F>
-bool vmcb_msr_field(F f, bool write, std::uint64_t& v) {
+bool vmcb_msr_field(current_vmcb& vmcb, F f, bool write, std::uint64_t& v) {
   if (write) sv::write(vmcb, f, v);
   else v = sv::read(vmcb, f);
   return true;
 }
-bool vmcb_msr(std::uint32_t m, bool write, std::uint64_t& v) {
+bool vmcb_msr(current_vmcb& vmcb, std::uint32_t m, bool write, std::uint64_t& v) {
   switch (m) {
-    case x86::msr::ia32_fs_base: return vmcb_msr_field(fld::fs_base, write, v);
-    case x86::msr::ia32_gs_base: return vmcb_msr_field(fld::gs_base, write, v);
-    case x86::msr::ia32_sysenter_cs: return vmcb_msr_field(fld::sysenter_cs, write, v);
-    case x86::msr::ia32_sysenter_esp: return vmcb_msr_field(fld::sysenter_esp, write, v);
-    case x86::msr::ia32_sysenter_eip: return vmcb_msr_field(fld::sysenter_eip, write, v);
-    case x86::msr::ia32_star: return vmcb_msr_field(fld::star, write, v);
-    case x86::msr::ia32_lstar: return vmcb_msr_field(fld::lstar, write, v);
-    case x86::msr::ia32_cstar: return vmcb_msr_field(fld::cstar, write, v);
-    case x86::msr::ia32_fmask: return vmcb_msr_field(fld::sfmask, write, v);
-    case x86::msr::ia32_kernel_gs_base: return vmcb_msr_field(fld::kernel_gs_base, write, v);
-    case x86::msr::ia32_pat: return vmcb_msr_field(fld::g_pat, write, v);
+    case x86::msr::ia32_fs_base: return vmcb_msr_field(vmcb, fld::fs_base, write, v);
+    case x86::msr::ia32_gs_base: return vmcb_msr_field(vmcb, fld::gs_base, write, v);
+    case x86::msr::ia32_sysenter_cs: return vmcb_msr_field(vmcb, fld::sysenter_cs, write, v);
+    case x86::msr::ia32_sysenter_esp: return vmcb_msr_field(vmcb, fld::sysenter_esp, write, v);
+    case x86::msr::ia32_sysenter_eip: return vmcb_msr_field(vmcb, fld::sysenter_eip, write, v);
+    case x86::msr::ia32_star: return vmcb_msr_field(vmcb, fld::star, write, v);
+    case x86::msr::ia32_lstar: return vmcb_msr_field(vmcb, fld::lstar, write, v);
+    case x86::msr::ia32_cstar: return vmcb_msr_field(vmcb, fld::cstar, write, v);
+    case x86::msr::ia32_fmask: return vmcb_msr_field(vmcb, fld::sfmask, write, v);
+    case x86::msr::ia32_kernel_gs_base: return vmcb_msr_field(vmcb, fld::kernel_gs_base, write, v);
+    case x86::msr::ia32_pat: return vmcb_msr_field(vmcb, fld::g_pat, write, v);
     default: return false;
   }
 }
@@ -224,7 +228,7 @@ bool vmcb_msr(std::uint32_t m, bool write, std::uint64_t& v) {
 /// half of EXITCODE 0 (APM Vol. 2 Appendix C: EXITCODE is 64 bits, VMEXIT_INVALID is -1).
 /// Read as -1, counted, the first case printed.
 std::uint64_t exitcode_32bit_errata = 0;
-exit_code read_exit_code() {
+exit_code read_exit_code(current_vmcb& vmcb) {
   const std::uint64_t raw = sv::read(vmcb, fld::exit_code);
   if (raw != 0xFFFF'FFFFull) return static_cast<exit_code>(raw);
   return static_cast<exit_code>(note_exitcode_32bit(raw));
@@ -237,13 +241,15 @@ namespace {  // internal: the exit path below is its only user, so the core inli
 /// none) a CR-write or descriptor-table exit names the instruction class but not its
 /// operands: the emulator decodes and executes the instruction at the guest RIP.
 struct svm_backend {
+  current_vmcb& vmcb;  ///< the vCPU's VMCB
   guest_regs& regs;
   core::context& c;
+  npt_diff_state* nd;  ///< the run's NPT differential, if it has one
   exit_code code = exit_code::invalid;
 
   core::exit_info decode() {
     using K = core::exit_kind;
-    code = read_exit_code();
+    code = read_exit_code(vmcb);
     const unsigned s = slot(code);
     const char* n = sv::name(code);
     if (sv::is_cr_write(code)) return {K::cr_access, s, n};
@@ -280,22 +286,24 @@ struct svm_backend {
   }
   guest_regs& gprs() { return regs; }
   unsigned cpl() const { return static_cast<unsigned>(sv::read(vmcb, fld::cpl)); }
+  core::paging_regs paging_regs() { return live_paging_regs(vmcb); }
+  bool in_64bit_mode() const { return sv::ip_width_of(vmcb) == x86::ip_width::w64; }  // EFER.LMA, CS.L
   core::guest_crs crs() const {
     if (core::shadow::enabled())
       return {{shadow_guest_cr0(), core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)), core::shadow::guest_efer()},
               core::shadow::guest_cr3()};
-    return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer()}, sv::read_typed(vmcb, fld::cr3)};
+    return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb)}, sv::read_typed(vmcb, fld::cr3)};
   }
-  void skip() { skip_instruction(regs, c.vcpu); }
-  void inject(x86::vector v, std::uint32_t error_code) { svm::inject(c.vcpu, v, error_code); }
-  void report_exit(const char* what, bool expected) { svm::report_exit(what, expected); }
+  void skip() { skip_instruction(vmcb, regs, c.vcpu); }
+  void inject(x86::vector v, std::uint32_t error_code) { svm::inject(vmcb, c.vcpu, v, error_code); }
+  void report_exit(const char* what, bool expected) { svm::report_exit(vmcb, what, expected); }
   /// CR0.WP intercepted: the selective CR0 write intercept (a write changing a bit other
   /// than TS or MP exits, APM 15.9.1); guest-owned: none (under nested paging).
   void set_cr0_wp_intercept(bool intercept) {
     sv::set_intercept(vmcb, sv::intercept::cr0_selective_write, intercept);
   }
 
-  bool state_msr(std::uint32_t m, bool write, std::uint64_t& v) { return vmcb_msr(m, write, v); }
+  bool state_msr(std::uint32_t m, bool write, std::uint64_t& v) { return vmcb_msr(vmcb, m, write, v); }
   void write_efer(const pg::cr_state& after) {
     // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).
     sv::write(vmcb, fld::efer, after.efer | x86::efer::svme | (core::shadow::enabled() ? x86::efer::nxe : x86::efer{}));
@@ -304,7 +312,7 @@ struct svm_backend {
   /// no PDPTE registers, the walk reads the PDPTEs from memory (APM 15.25.10), so no reload.
   bool apply_mmu_actions(pg::mmu_actions actions, const pg::cr_state& after, x86::cr3 cr3) {
     const auto applied = sv::apply_cr_write_actions(c.vcpu.mmu, actions.without(pg::mmu_actions::reload_pdptrs), after,
-                                                    cr3, memory().tables, guest_cpu_properties().maxphyaddr,
+                                                    cr3, memory().tables, c.vcpu.cpu->model.maxphyaddr,
                                                     flush_by_asid());
     return applied && applied.value().mmu_rebuilt;
   }
@@ -316,7 +324,7 @@ struct svm_backend {
   void flush_tlb(pg::tlb_flush_scope scope) {
     if (scope == pg::tlb_flush_scope::none) return;
     if (static_cast<sv::tlb_control>(sv::read(vmcb, fld::tlb_control)) == sv::tlb_control::flush_all) return;
-    set_tlb_control(sv::flush_guest(flush_by_asid()));
+    set_tlb_control(vmcb, sv::flush_guest(flush_by_asid()));
   }
   static bool flush_by_asid() { return host_svm.features.test(cpuid_ns::svm_features::flush_by_asid); }
 
@@ -326,13 +334,13 @@ struct svm_backend {
   }
   bool cr_access() { return core::emulate_instruction(*this, c, sv::name(code)); }
   bool entry_failed() {
-    if (qemu_mov_cr3_invalid_erratum(regs, c.vcpu, c.vcpu.exits.total - 1)) return true;
-    svm::report_exit("vmrun_consistency_check_failed");
+    if (qemu_mov_cr3_invalid_erratum(vmcb, regs, c.vcpu, c.vcpu.exits.total - 1)) return true;
+    svm::report_exit(vmcb, "vmrun_consistency_check_failed");
     return false;
   }
 
   bool read_context(em::context& ctx) {
-    ctx = svm::read_context(regs);
+    ctx = svm::read_context(vmcb, regs, c.vcpu);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE 1
       ctx.cr0 = shadow_guest_cr0();
       ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
@@ -348,7 +356,7 @@ struct svm_backend {
     switch (o.kind) {
       case em::outcome_kind::exception:
         if (o.vector == x86::vector::pf) sv::write(vmcb, fld::cr2, o.cr2);
-        svm::inject(c.vcpu, o.vector, o.error_code);
+        svm::inject(vmcb, c.vcpu, o.vector, o.error_code);
         return c.vcpu.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
       case em::outcome_kind::needs_io:
       case em::outcome_kind::needs_mmio:
@@ -362,7 +370,7 @@ struct svm_backend {
       // emulator does not).
       e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
       if (e.action == em::shadow_exit_action::inject) {
-        svm::inject(c.vcpu, x86::vector::gp, 0);
+        svm::inject(vmcb, c.vcpu, x86::vector::gp, 0);
         return c.vcpu.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
       }
     }
@@ -378,25 +386,25 @@ struct svm_backend {
     return core::applied::done;
   }
 
-  bool memory_case() { return npt_case_npf() || npt_unmapped_page_hit(regs, c.vcpu); }
+  bool memory_case() { return (nd && npt_case_npf(vmcb, *nd)) || npt_unmapped_page_hit(vmcb, regs, c.vcpu, c.checks); }
   bool during_delivery() const { return sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid(); }
   bool fetch_fault() const {
     return sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2)).error.is_fetch();
   }
   bool misconfig_case() { return false; }
   std::uint64_t second_stage_arm(guest_regs& r) {
-    npt_arm(r);
+    if (nd) npt_arm(vmcb, *nd, c.vcpu.cpu->model, r);
     return 0;
   }
-  std::uint64_t second_stage_check(guest_regs& r) { return npt_check(r); }
-  bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(gpa); }
-  std::uint64_t unmap_report() { return npt_unmap_report(c.checks); }
-  bool spin_more() { return svm::spin_more(); }
+  std::uint64_t second_stage_check(guest_regs& r) { return nd ? npt_check(vmcb, *nd, r) : 0; }
+  bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(vmcb, c.checks, gpa); }
+  std::uint64_t unmap_report() { return npt_unmap_report(vmcb, c.checks); }
+  bool spin_more() { return c.vcpu.spin_more; }
 
   // ---- shadow paging (core::shadow::shadow_backend) ----
   /// The guest's CR0: the VMCB's (TS/MP may change without an exit under the selective
   /// intercept) with the guest's WP (the real one is 1).
-  static x86::cr0 shadow_guest_cr0() {
+  x86::cr0 shadow_guest_cr0() const {
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
     return core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp);
   }
@@ -416,7 +424,7 @@ struct svm_backend {
   }
   void inject_page_fault(std::uint64_t cr2, std::uint32_t code) {
     sv::write(vmcb, fld::cr2, cr2);  // VMRUN loads CR2 from the VMCB (APM 15.5.1)
-    svm::inject(c.vcpu, x86::vector::pf, code);
+    svm::inject(vmcb, c.vcpu, x86::vector::pf, code);
   }
 };
 static_assert(core::backend<svm_backend>);
@@ -427,17 +435,17 @@ static_assert(core::shadow::shadow_backend<svm_backend>);
 /// One #VMEXIT: TLB_CONTROL back to nothing, the event whose delivery the exit interrupted
 /// re-injected (APM 15.7.2; EXITINTINFO has the EVENTINJ layout) unless a handler replaces or
 /// merges it, then the core's exit loop. True: run the guest again.
-bool handle_exit(guest_regs& regs, run_state& st) {
-  set_tlb_control(sv::tlb_control::do_nothing);
+bool handle_exit(current_vmcb& vmcb, guest_regs& regs, run_state& st, npt_diff_state* nd, lx::linux_state* linux) {
+  set_tlb_control(vmcb, sv::tlb_control::do_nothing);
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
   // Shadow paging: a #PF taken while an event was delivered (the IDT, the stack): the event
   // again, corrected and with its RIP advance, as for the NPT differential's unmapped page.
-  if (intinfo.valid() && core::shadow::enabled() && read_exit_code() == sv::exception_exit(14))
-    reinject_interrupted_event(regs, st);
+  if (intinfo.valid() && core::shadow::enabled() && read_exit_code(vmcb) == sv::exception_exit(14))
+    reinject_interrupted_event(vmcb, regs, st, st);
   core::context c = context_of(st);
-  svm_backend b{regs, c};
-  if (lx::active) return core::handle_exit(b, c, lx::linux_profile{});  // the Linux guest (linux/)
+  svm_backend b{vmcb, regs, c, nd};
+  if (linux) return core::handle_exit(b, c, lx::linux_profile{*linux});  // the Linux guest (linux/)
   return core::handle_exit(b, c, core::image_profile{st.cfg ? st.cfg->profile : nullptr});
 }
 
@@ -448,12 +456,16 @@ const vmcb_slot* last_vmcb_run = nullptr;
 
 /// One VMRUN of the current VMCB: RAX from the register block into the VMCB (VMRUN loads it
 /// from there, 15.5.1), VMCB_CLEAN from the tracker, and RAX back into the block afterwards.
-void vmrun(guest_regs& regs) {
-  vmrun(regs, *vmcb.slot, host_save_page, last_vmcb_run);
-}
+void vmrun(current_vmcb& vmcb, guest_regs& regs) { vmrun(regs, *vmcb.slot, host_save_page, last_vmcb_run); }
 
 void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last) {
+  current_vmcb vmcb{&s};
   sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
+#ifdef HVKIT_HV_SHADOW
+  s.entry_eventinj = sv::read(vmcb, fld::event_injection);
+  s.entry_rip = sv::read(vmcb, fld::rip);
+  s.entry_rsp = sv::read(vmcb, fld::rsp);
+#endif
   if (last != &s) s.tracked.invalidate();
   s.tracked.prepare_vmrun();
   last = &s;

@@ -6,20 +6,20 @@
 #pragma once
 
 namespace hv {
-struct guest_paging_regs;
+namespace core {
+struct guest_cpu;
+}
 }
 
 namespace hv::svm {
 
 /// The SVM backend is the one running (set by run_all()).
 bool active();
-/// The guest's CR0/CR4/EFER (without SVME)/CR3/RFLAGS from the VMCB at the current exit.
-guest_paging_regs live_paging_regs();
 
 /// CPUID says SVM with nested paging is there (APM 15.4 "Enabling SVM").
 bool available();
 /// Brings SVM up, runs every SVM run and prints their results; false if a run failed.
-bool run_all();
+bool run_all(core::guest_cpu& cpu);
 /// The VMRUN consistency-check differential (vmrun_diff.cpp): hvkit's checks against the CPU.
 bool vmrun_diff_run();
 /// The exit code counted in the core's slot `s` (svm_internal.hpp: #NPF in 0x9F) and its

@@ -30,7 +30,6 @@ namespace {
 
 namespace sv = hvkit::svm;
 namespace fld = hvkit::svm::fields;
-using svm::vmcb;
 
 // ---- the nested page table: identity over guest RAM, the low megabyte and MMIO ----------
 // The host's 4-level format (APM 15.25.5); every nested access is a user access, so U/S = 1
@@ -42,10 +41,11 @@ alignas(4096) std::uint64_t npt_l2[4][512];
 alignas(4096) std::uint64_t npt_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
 alignas(4096) std::uint64_t npt_l1_apic[512];  // the 2 MiB around the xAPIC page, in 4 KiB pages
 
-/// The identity nested page table; `xapic_read_only`: the local APIC's page (FEE00000H, its
-/// default base, SDM Vol. 3A 11.4.4) readable but not writable, so that each guest write to
-/// an xAPIC register is a #NPF (APM 15.25.6) the hypervisor emulates (smp/smp_ipi.cpp).
-void build_linux_npt(bool xapic_read_only) {
+/// The identity nested page table; `xapic_read_only`: the local APIC's page (`xapic`, from
+/// IA32_APIC_BASE, SDM Vol. 3A 11.4.4) readable but not writable, so that each guest write to
+/// an xAPIC register is a #NPF (APM 15.25.6) the hypervisor emulates (smp/smp_ipi.cpp). False
+/// if that page is outside the table's 4 GiB.
+bool build_linux_npt(bool xapic_read_only, std::uint64_t xapic) {
   using pg::pte;
   const pte urw = pte::present | pte::writable | pte::user;
   auto table = [&](const void* next) { return pte::make(x86::gpa{svm::pa(next)}, urw).raw(); };
@@ -60,13 +60,15 @@ void build_linux_npt(bool xapic_read_only) {
     npt_l1_low[a >> 12] = a < hidden_base ? pte::make(x86::gpa{a}, urw).raw() : 0;
   for (std::uint64_t a = hidden_end; a < second_stage_end; a += 2 * mib)
     npt_l2[a >> 30][(a >> 21) & 511] = pte::make_large(x86::gpa{a}, x86::page_size_2m, urw).raw();
-  if (!xapic_read_only) return;
-  constexpr std::uint64_t xapic = 0xFEE00000, region = xapic & ~(2 * mib - 1);
+  if (!xapic_read_only) return true;
+  if (xapic >= 4 * 1024 * mib) return false;
+  const std::uint64_t region = xapic & ~(2 * mib - 1);
   for (std::uint64_t i = 0; i < 512; ++i) {
     const std::uint64_t a = region + (i << 12);
     npt_l1_apic[i] = pte::make(x86::gpa{a}, a == xapic ? pte::present | pte::user : urw).raw();
   }
   npt_l2[region >> 30][(region >> 21) & 511] = table(npt_l1_apic);
+  return true;
 }
 
 // ---- the permission maps -------------------------------------------------------------------
@@ -77,10 +79,10 @@ constinit sv::io_permission_map linux_iopm = sv::io_permission_map::intercept_no
 /// APM 15.5.2), TSC reads and the x2APIC registers when the policy offers x2APIC (the local
 /// APIC is passed through). PAT exits: the core reads and writes the VMCB's G_PAT, which is
 /// the guest's PAT under nested paging (15.25.8). Only lx::io_intercepts of the ports exit.
-void build_maps() {
+void build_maps(const linux_state& ls) {
   for (std::uint32_t m : msrs_passed_through) static_cast<void>(linux_msrpm.pass_through(m));
   static_cast<void>(linux_msrpm.set_intercept(0x10, sv::msr_access::read, false));  // TSC reads
-  if (guest_policy.has(cpuid_ns::feat::x2apic))
+  if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t m = 0x800; m <= 0x8FF; ++m) static_cast<void>(linux_msrpm.pass_through(m));
   // ... except writes of the x2APIC ICR: the guest's IPIs (smp/smp_ipi.cpp).
   static_cast<void>(linux_msrpm.set_intercept(0x830, sv::msr_access::write, true));
@@ -98,7 +100,8 @@ void build_maps() {
 /// Shadow paging (run --linux --shadow --amd, one processor): no nested paging, the intercepts
 /// of svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
 /// is 1) and MOV to/from CR3, INVLPG and #PF, as for the conformance guest (svm_setup.cpp).
-void setup_linux_vmcb(bool ap) {
+void setup_linux_vmcb(linux_state& ls, bool ap) {
+  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
   const bool shadow = core::shadow::enabled();
   const sv::cr_intercepts cr = shadow ? sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false})
                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
@@ -109,11 +112,11 @@ void setup_linux_vmcb(bool ap) {
   if (shadow)
     for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), sv::intercept::invlpg, sv::exception(x86::vector::pf)})
       icpt.set(i);
-  svm::start_vmcb(icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
+  svm::start_vmcb(vmcb, icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
   if (ap) return;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::efer efer = x86::efer::lme | x86::efer::lma;
-  svm::write_flat_state(this_state(), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
+  svm::write_flat_state(vmcb, this_state(ls), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
                         cr0, x86::cr4::pae, page_tables_gpa);
   if (shadow) {  // the real EFER.NXE is 1 (paging::shadow::host_role()), CR3 the shadow root
     core::shadow::use_linux_guest(hidden_base, hidden_end, second_stage_end);
@@ -128,14 +131,15 @@ void setup_linux_vmcb(bool ap) {
 /// exits as the APM says. Seen at the next exit: the real XCR0 (the host runs with the
 /// guest's, it never uses extended state itself) differs from the one the hypervisor
 /// answered CPUID with. The hypervisor then takes the real one (the guest's CPUID 0Dh and
-/// OSXSAVE answers follow it); the first case is printed, every case counted.
-std::uint64_t xsetbv_not_intercepted = 0;
-void notice_xcr0_change(run_state& st) {
+/// OSXSAVE answers follow it); the first case is printed, every case counted (in the run's
+/// state, ls). Only a CPUID exit answers from that view: the XGETBV is done there (and once
+/// when the run ends), not at every exit.
+void notice_xcr0_change(svm::current_vmcb& vmcb, linux_state& ls, run_state& st) {
   std::uint32_t lo, hi;
   asm volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0u));
   const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
   if (real == seen) return;
-  if (xsetbv_not_intercepted++ == 0) {
+  if (ls.xsetbv_not_intercepted++ == 0) {
     ++results_errata;
     kprintf("HVKIT ERRATUM xsetbv_intercept_not_taken xcr0=0x%llx hypervisor_view=0x%llx xsetbv_exits=%llu "
             "exitcode=0x%llx rip=0x%llx (expected: #VMEXIT 0x8d at the XSETBV)\n",
@@ -148,6 +152,8 @@ void notice_xcr0_change(run_state& st) {
 
 /// The vCPU of processor `c` until it stops: VMRUN, #VMEXIT through the core's exit loop.
 void vmrun_loop(smp::cpu& c) {
+  linux_state& ls = *c.lx.run;
+  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
   run_state& run = c.st;
   const bool xsave = (cpuid(1).ecx >> 26) & 1;  // every processor set CR4.OSXSAVE then
   while (run.status == run_status::running) {
@@ -156,7 +162,7 @@ void vmrun_loop(smp::cpu& c) {
     write_cr2(sv::read(vmcb, fld::cr2));
     svm::prepare_vmrun(c);
     svm::vmrun_on(c);
-    if (xsave) notice_xcr0_change(run);
+    if (xsave && sv::read(vmcb, fld::exit_code) == sv::raw(svm::exit_code::cpuid)) notice_xcr0_change(vmcb, ls, run);
     if (c.index != 0 && run.exits.total < 24)  // an AP's way from its SIPI to long mode, for the log
       kprintf("HVKIT SMP vcpu=%u exit code=0x%llx info1=0x%llx rip=0x%llx cs=0x%llx efer=0x%llx cr0=0x%llx "
               "icpt=0x%llx rax=0x%llx rcx=0x%llx\n",
@@ -165,17 +171,21 @@ void vmrun_loop(smp::cpu& c) {
               (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr0),
               (unsigned long long)vmcb.load(0x10, 4), (unsigned long long)sv::read(vmcb, fld::rax),
               (unsigned long long)run.regs[x86::gpr::rcx]);
-    const bool resume = svm::handle_exit(run.regs, run);
+    const bool resume = svm::handle_exit(vmcb, run.regs, run, nullptr, &ls);
     // RAX lives in the VMCB (a handler may have written it there); vmrun() copies the
     // register block's into the VMCB.
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (!resume) break;
+    // Guest 2 on this processor now and then (smp/second_guest.cpp).
+    if (ls.m->count > 1 && smp::second_guest_due(c)) svm::second_guest_excursion(c);
   }
+  if (xsave) notice_xcr0_change(vmcb, ls, run);
 }
 
 void start_vcpu_state(smp::cpu& c) {
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
+  c.st.cpu = c.lx.run->cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
   c.st.x2apic_id = c.apic_id;
@@ -184,18 +194,19 @@ void start_vcpu_state(smp::cpu& c) {
 /// An application processor's vCPU (svm/svm_smp.cpp): its VMCB, then outside the guest until
 /// the guest's start-up IPI, then the post-INIT state with the SIPI applied and the guest.
 [[noreturn]] void run_ap(smp::cpu& c) {
+  linux_state& ls = *c.lx.run;
   start_vcpu_state(c);
   svm::start_cpu(c);
   c.st.status = run_status::running;
   ls.m->lock.lock();  // start_vmcb takes an ASID from the shared allocator (replaced per processor)
-  setup_linux_vmcb(true);
+  setup_linux_vmcb(ls, true);
   ls.m->lock.unlock();
   c.phase = smp::cpu_phase::guest;
   c.sipi_vector = svm::wait_for_sipi(c);
   ++c.sipis_applied;
   c.tsc_started = rdtsc();
   // Power-on state (Table 10-1 RESET column: CR0 60000010H), then INIT, then the SIPI.
-  const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+  const std::uint32_t signature = ls.cpu->cpuid.answer(1, 0, {}).eax;
   const x86::reset_state power_on = x86::state_after_reset(signature);
   x86::reset_state s = x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value);
   x86::apply_sipi(s, static_cast<std::uint8_t>(c.sipi_vector));
@@ -211,32 +222,37 @@ void start_vcpu_state(smp::cpu& c) {
   kprintf("HVKIT SMP vcpu=%u sipi vector=0x%llx (virtual: applied to the VMCB)\n", c.index,
           (unsigned long long)c.sipi_vector);
   vmrun_loop(c);
-  finish(c.index);
+  finish(ls, c.index);
 }
 
 }  // namespace
 
-bool prepare_svm() {
+bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
   // Every processor: started now, each enables SVM and waits for `go`.
   smp::machine& m = smp::start_processors(svm::enable_ap);
   m.virtual_sipi = true;
   ls.m = &m;
+  for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
   smp::cpu& bsp = m.cpus[0];
   svm::attach(bsp);
   start_vcpu_state(bsp);
-  vmcb.slot = nullptr;  // every processor's own VMCB (svm::this_cpu_slot)
   // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
   m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
-  const bool ok = svm::build_policy(true, m.count) && svm::enable() && (build_linux_npt(m.xapic_write_protected), true);
+  const bool ok = svm::build_policy(cpu, true, m.count) && svm::enable() && build_linux_npt(m.xapic_write_protected, m.xapic_base);
+  if (m.xapic_write_protected) kprintf("HVKIT SMP xapic_base=0x%llx write_protected=1\n", (unsigned long long)m.xapic_base);
   if (ok) svm::start_cpu(bsp);
+  if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
+    smp::second_guest_init(m, false);
+    svm::second_guest_npt(m);
+  }
   return ok;
 }
 
-bool enter_svm() {
+bool enter_svm(linux_state& ls) {
   smp::machine& m = *ls.m;
   smp::cpu& bsp = m.cpus[0];
-  build_maps();
-  setup_linux_vmcb(false);
+  build_maps(ls);
+  setup_linux_vmcb(ls, false);
   kprintf("HVKIT LINUX svm cr0_write_intercept=%s cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
           core::shadow::enabled() ? "all(shadow)" : "none", svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
           svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
@@ -247,8 +263,8 @@ bool enter_svm() {
     while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
   bsp.phase = smp::cpu_phase::guest;
   vmrun_loop(bsp);
-  if (xsetbv_not_intercepted)
-    kprintf("HVKIT INFO linux xcr0_changes_without_xsetbv_exit=%llu\n", (unsigned long long)xsetbv_not_intercepted);
+  if (ls.xsetbv_not_intercepted)
+    kprintf("HVKIT INFO linux xcr0_changes_without_xsetbv_exit=%llu\n", (unsigned long long)ls.xsetbv_not_intercepted);
   return true;
 }
 

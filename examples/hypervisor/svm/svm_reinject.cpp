@@ -9,39 +9,37 @@
 #include <hvkit/svm/event_injection.hpp>
 #include <hvkit/vmx/event_injection.hpp>
 
+#include "../core/cpu.hpp"
 #include "../core/report.hpp"
 #include "../core/shadow_paging.hpp"
 
 namespace hv::svm {
 
 // svm.cpp: the instruction at the guest RIP and its length (nRIP - RIP, or decoded).
-unsigned instruction_length(guest_regs& regs);
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(guest_regs& regs);
+unsigned instruction_length(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st);
+hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmcb, guest_regs& regs,
+                                                               const core::vcpu_state& st);
 
 // ---- one guest page unmapped from the nested page table (hc::ept_unmap_once) ---------------
 // The re-injection check: the guest puts an exception handler's stack (IST) on that page, so
 // the #NPF happens while the processor delivers the event (EXITINTINFO valid, APM 15.7.2).
 // The 2 MiB nested page around it is split into 4 KiB pages meanwhile.
 alignas(4096) std::uint64_t npt_unmap_pt[512];
-struct unmap_state {
-  bool armed;
-  std::uint64_t gpa, saved_pde, hits;
-  std::uint64_t seen_info;  // the re-injected event, in the VMX layout the guest's check reads
-  unsigned seen_length;
-  std::uint64_t stale_intn;  // Bochs erratum: EXITINTINFO of an INT n delivery was another event
-  std::uint64_t soft_int_type_for_int3;  // QEMU erratum: INT3/INTO reported as TYPE 4
-  std::uint64_t stale_on_interrupt;      // Bochs erratum: EXITINTINFO of an interrupt's delivery was another event
-};
-constinit unmap_state unmap{};
+// Its state is the run's (core::check_counters::unmap): seen_info the re-injected event in the
+// VMX layout the guest's check reads; stale_intn the Bochs erratum (EXITINTINFO of an INT n
+// delivery was another event), soft_int_type_for_int3 the QEMU one (INT3/INTO reported as TYPE
+// 4), stale_on_interrupt the Bochs one (EXITINTINFO of an interrupt's delivery was another event).
+using unmap_state = core::check_counters::unmap_check;
 
-void npt_unmap_restore() {
+void npt_unmap_restore(current_vmcb& vmcb, unmap_state& unmap) {
   npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
   unmap.armed = false;
-  set_tlb_control(sv::tlb_control::flush_all);
+  set_tlb_control(vmcb, sv::tlb_control::flush_all);
 }
 
-bool npt_unmap_once(std::uint64_t gpa) {
-  if (unmap.armed) npt_unmap_restore();
+bool npt_unmap_once(current_vmcb& vmcb, core::check_counters& k, std::uint64_t gpa) {
+  unmap_state& unmap = k.unmap;
+  if (unmap.armed) npt_unmap_restore(vmcb, unmap);
   if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
   const std::uint64_t region2m = gpa & ~0x1FFFFFull;
   for (std::uint64_t i = 0; i < 512; ++i) npt_unmap_pt[i] = (region2m + (i << 12)) | 7;
@@ -50,8 +48,39 @@ bool npt_unmap_once(std::uint64_t gpa) {
   unmap.gpa = gpa & ~0xFFFull;
   unmap.saved_pde = npt_pd[gpa >> 21];
   npt_pd[gpa >> 21] = pa(npt_unmap_pt) | 7;
-  set_tlb_control(sv::tlb_control::flush_all);
+  set_tlb_control(vmcb, sv::tlb_control::flush_all);
   return true;
+}
+
+/// The highest vector in service at this processor's local APIC (passed through to the
+/// guest: xAPIC at IA32_APIC_BASE, identity-mapped, or the x2APIC MSRs; ISR at 100H-170H /
+/// 810H-817H, SDM Vol. 3A 11.8.4, Table 11-1, 11.12.1.2), or -1.
+int in_service_vector() {
+  const std::uint64_t base = hv::rdmsr(0x1B);
+  const bool x2apic = (base >> 10) & 1;
+  for (int i = 7; i >= 0; --i) {
+    const std::uint32_t isr =
+        x2apic ? static_cast<std::uint32_t>(hv::rdmsr(0x810u + static_cast<unsigned>(i)))
+               : *reinterpret_cast<volatile const std::uint32_t*>((base & 0xF'FFFF'F000ull) + 0x100u + 0x10u * i);
+    if (isr != 0) return 32 * i + 31 - __builtin_clz(isr);
+  }
+  return -1;
+}
+
+/// EXITINTINFO `ii` is a software event (INT n: type 4; INT3, INTO: type 3 vectors 3 and 4,
+/// or type 4 as QEMU reports them) and that instruction is at the guest RIP.
+bool software_event_at_rip(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st, sv::event_info ii) {
+  const bool soft = ii.type() == sv::event_type::soft_int ||
+                    (ii.type() == sv::event_type::exception && (ii.vector() == 3 || ii.vector() == 4));
+  if (!soft) return false;
+  const auto in = instruction_at_rip(vmcb, regs, st);
+  if (!in) return false;
+  switch (in->op) {
+    case em::mnemonic::int_n: return ii.type() == sv::event_type::soft_int && in->imm == ii.vector();
+    case em::mnemonic::int3: return ii.vector() == 3;
+    case em::mnemonic::into: return ii.vector() == 4;
+    default: return false;
+  }
 }
 
 /// The unmapped page was touched while an event was delivered: map it back and re-inject
@@ -67,7 +96,9 @@ bool npt_unmap_once(std::uint64_t gpa) {
 /// interrupt, type 4, or INT3/INTO, type 3 vectors 3 and 4, returns after its instruction:
 /// the guest's RIP becomes NRIP, 15.7.1, since the processor pushes the VMCB's RIP). Returns
 /// the event (kind none when nothing was interrupted) and the RIP advance.
-reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& st) {
+reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st,
+                                      core::check_counters& k) {
+  unmap_state& unmap = k.unmap;
   sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
   const std::uint64_t rip = sv::read(vmcb, fld::rip);
   // Bochs 2.7 erratum (docs/hypervisor.md): a #NPF (or, under shadow paging, a #PF) while
@@ -81,6 +112,52 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->name,
             (unsigned long long)ii.raw(), code[1], code[1]);
     ii = sv::event_info::make(code[1], sv::event_type::soft_int, false);
+  }
+  // Bochs 2.7 erratum, the same when the #PF (shadow paging) hits the delivery's stack push
+  // instead of the IDT gate (below), so no gate tells the vector: EXITINTINFO is the last
+  // exception Bochs delivered or injected, not the external interrupt it was delivering (APM
+  // 15.7.2). Seen with the shadow MMU's write flooding, which zaps the table mapping the
+  // kernel stack: 0x80000303 (an INT3 of Linux's text patching) at the RET after
+  // native_set_pte's MOV, CR2 = RSP - 16; re-injected as that #BP, Linux's INT3 handler,
+  // finding no INT3 at RIP - 1, moved RIP back one byte into the MOV and the kernel took #UD
+  // at native_set_pte+2. EXITINTINFO is exact when it is the event injected at that VMRUN
+  // and the guest has not run since (RIP and RSP as entered), or a software event whose
+  // instruction is at RIP. Otherwise, when the guest could take an interrupt (RFLAGS.IF = 1,
+  // no interrupt shadow) and its local APIC has one in service, that interrupt is the one
+  // being delivered: the processor acknowledged it before the delivery (IRR to ISR), and it
+  // is the highest vector in service, since an interrupt is accepted only above the
+  // processor priority (SDM Vol. 3A 11.8.3, 11.8.4). It is re-injected with type 0. A stale
+  // software event with no interrupt in service is dropped; any other event is an exception
+  // the guest raised itself, re-injected as reported. Counted, the first 8 printed.
+  const bool shadow_pf = ii.valid() && core::shadow::enabled() &&
+                         sv::read(vmcb, fld::exit_code) == sv::raw(sv::exception_exit(14));
+  const std::uint64_t idt_base = sv::read(vmcb, fld::idtr_base), fault_la = sv::read(vmcb, fld::exit_info_2);
+  if (shadow_pf && !(fault_la >= idt_base && fault_la - idt_base <= sv::read(vmcb, fld::idtr_limit))) {
+    const vmcb_slot& s = vmcb.cur();
+    const bool entered =
+        ii.raw() == s.entry_eventinj && rip == s.entry_rip && sv::read(vmcb, fld::rsp) == s.entry_rsp;
+    if (!entered && !software_event_at_rip(vmcb, regs, st, ii)) {
+      const int v = in_service_vector();
+      const bool open = (sv::read(vmcb, fld::rflags) & x86::rflags::if_.raw()) != 0 &&
+                        (sv::read(vmcb, fld::interrupt_state) & 1u) == 0;
+      const bool soft = ii.type() == sv::event_type::soft_int ||
+                        (ii.type() == sv::event_type::exception && (ii.vector() == 3 || ii.vector() == 4));
+      if ((v >= 32 && open) || soft) {
+        if (unmap.stale_on_stack++ == 0) ++results_errata;
+        if (unmap.stale_on_stack <= 8)
+          kprintf("HVKIT ERRATUM exitintinfo_stale_on_delivery_push.%s exitintinfo=0x%llx rip=0x%llx cr2=0x%llx "
+                  "rsp=0x%llx in_service=%d if=%u count=%llu: %s\n",
+                  st.cfg->name, (unsigned long long)ii.raw(), (unsigned long long)rip, (unsigned long long)fault_la,
+                  (unsigned long long)sv::read(vmcb, fld::rsp), v, open ? 1u : 0u,
+                  (unsigned long long)unmap.stale_on_stack,
+                  v >= 32 && open ? "the interrupt in service re-injected" : "nothing injected");
+        if (!(v >= 32 && open)) {
+          sv::write(vmcb, fld::event_injection, 0);
+          return {};
+        }
+        ii = sv::event_info::make(static_cast<std::uint8_t>(v), sv::event_type::intr, false);
+      }
+    }
   }
   // Bochs 2.7 erratum, the same for other events (docs/shadow-mmu.md): a #PF (shadow paging)
   // on the IDT gate while delivering an event reports, in EXITINTINFO, the last exception
@@ -118,7 +195,7 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
   // #OF are exceptions, TYPE 3). Recognized by the instruction at RIP (CC or CE, decoded),
   // re-injected as the exception, counted.
   if (ii.valid() && ii.type() == sv::event_type::soft_int && (ii.vector() == 3 || ii.vector() == 4)) {
-    if (const auto in = instruction_at_rip(regs);
+    if (const auto in = instruction_at_rip(vmcb, regs, st);
         in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
       if (unmap.soft_int_type_for_int3++ == 0) {
         ++results_errata;
@@ -133,7 +210,7 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
   // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
   // RIP advance that makes it return past its instruction, write_injection applies both.
   x86::event e = sv::to_event(ii);
-  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(regs));
+  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(vmcb, regs, st));
   const sv::injection inj = sv::to_eventinj(e);
   sv::write_injection(vmcb, inj);
   return {e, inj.rip_advance, true};
@@ -145,24 +222,23 @@ reinjected reinject_interrupted_event(guest_regs& regs, const core::vcpu_state& 
 /// VMX layout (SDM Vol. 3C 25.8.3: type 6 software exception, 4 software interrupt, 3
 /// hardware exception) with the instruction length NRIP - RIP for software events, so one
 /// guest check serves both vendors.
-bool npt_unmapped_page_hit(guest_regs& regs, const core::vcpu_state& st) {
+bool npt_unmapped_page_hit(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st, core::check_counters& k) {
+  unmap_state& unmap = k.unmap;
   if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
-  npt_unmap_restore();
+  npt_unmap_restore(vmcb, unmap);
   ++unmap.hits;
-  const reinjected r = reinject_interrupted_event(regs, st);
+  const reinjected r = reinject_interrupted_event(vmcb, regs, st, k);
   if (!r.valid) return true;
   unmap.seen_length = r.rip_advance;
   unmap.seen_info = hvkit::vmx::from_event(r.e).info.raw();
   return true;
 }
 
-void unmap_reset() { unmap = unmap_state{}; }
-std::uint64_t unmap_stale_intn() { return unmap.stale_intn; }
-
-std::uint64_t npt_unmap_report(core::check_counters& k) {
+std::uint64_t npt_unmap_report(current_vmcb& vmcb, core::check_counters& k) {
+  unmap_state& unmap = k.unmap;
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
   k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
-  if (unmap.armed) npt_unmap_restore();
+  if (unmap.armed) npt_unmap_restore(vmcb, unmap);
   unmap.hits = 0;
   unmap.seen_info = 0;
   unmap.seen_length = 0;

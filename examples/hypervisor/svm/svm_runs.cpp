@@ -105,19 +105,10 @@ constexpr svm_run runs[] = {
 };
 constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 
-/// Exit-code counters: codes 0x00-0x9D as themselves, #NPF (0x400) in slot 0x9F, anything
-/// else in 0x9E.
-/// The run's SVM configuration (CR intercepts, scheduling); its state is run_guest()'s.
-struct svm_state {
-  const svm_run* cfg;
-};
-constinit svm_state st{};
-
 struct wp_summary {
   bool ok;
   std::uint64_t toggles, cr_exits, mismatch, tsc;
 };
-wp_summary summaries[run_count];
 
 // ---- two guests, one CPU: VMCB switches (the SVM vendor of core::run_two_guests) -----------
 constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divide by 1
@@ -129,21 +120,22 @@ constexpr std::uint32_t timer_initial_count = 10000;  // local APIC timer, divid
 // to run its first instruction in its first slice); on Bochs alone every slice makes
 // progress and the count stays 10000.
 constexpr std::uint32_t timer_max_count = 1u << 26;
-std::uint32_t timer_count = timer_initial_count;
 
-/// What the running two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
-/// (hc::spin_more) until A2 and B have each spun (run instructions in a slice) and both kinds
-/// of switch happened.
-struct sched_progress {
-  bool active;
-  std::uint64_t a2_spins, b_spins, same_guest, cross_guest;
-  bool b_dead;
+/// What the conformance runs of one boot share beyond their own vCPU (run_all()'s, handed to
+/// every run): the three VMCB slots, the two-guest runs' slice length in timer ticks (learned,
+/// the later scheduled runs start with it) and the once-per-boot probes done.
+struct boot_runs {
+  const conformance_vmcbs& slots;
+  std::uint32_t timer_count = timer_initial_count;
+  bool cr2_probed = false;
+  bool v_intr_masking_probed = false;
 };
-constinit sched_progress sched{};
-bool spin_more_now() {
-  if (!sched.active) return false;
-  return sched.a2_spins == 0 || (sched.b_spins == 0 && !sched.b_dead) || sched.same_guest == 0 ||
-         sched.cross_guest == 0;
+
+/// What the two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
+/// (hc::spin_more, the vCPU's spin_more) until A2 and B have each spun (run instructions in a
+/// slice) and both kinds of switch happened.
+bool spin_more_now(const core::sched_progress& p) {
+  return p.a2_spins == 0 || (p.b_spins == 0 && !p.b_dead) || p.same_guest == 0 || p.cross_guest == 0;
 }
 volatile std::uint32_t* lapic(unsigned reg) { return reinterpret_cast<volatile std::uint32_t*>(0xFEE00000ull + reg); }
 
@@ -161,7 +153,7 @@ void load_idt(const void* base, std::uint16_t limit) {
   asm volatile("lidt %0" ::"m"(idtr) : "memory");
 }
 
-void timer_start() {
+void timer_start(std::uint32_t timer_count) {
   for (unsigned i = 0; i < 2 * 64; ++i) sched_idt[i] = i < 64 ? host_idt[i] : 0;
   auto gate = [](unsigned v, void (*h)()) {
     const auto a = reinterpret_cast<std::uint64_t>(h);
@@ -185,10 +177,10 @@ void timer_stop() {
 }
 
 /// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
-void setup_spinner(vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg, core::vcpu_state& vs,
-                   const core::spinner_start& s, std::uint64_t ncr3) {
+void setup_spinner(current_vmcb& vmcb, vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg,
+                   core::vcpu_state& vs, const core::spinner_start& s, std::uint64_t ncr3) {
   vmcb.slot = &sl;
-  setup_vmcb(g, cfg, vs);
+  setup_vmcb(vmcb, g, cfg, vs);
   sv::write(vmcb, fld::rip, s.rip);
   sv::write(vmcb, fld::rsp, s.rsp);
   sv::write(vmcb, fld::cr3, x86::cr3{s.cr3});
@@ -207,8 +199,7 @@ void setup_spinner(vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg,
 /// slice), so the exit must be INTR (60h); VMMCALL (81h) means the interrupt stayed pending
 /// through the whole loop because the guest's IF was 0: a deviation, reported as an erratum
 /// (the spinners run with IF = 1 for that reason, see setup_spinner).
-void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
-  static bool probed = false;
+void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t code_gpa, bool& probed) {
   if (probed) return;
   probed = true;
   constexpr std::uint32_t iterations = 1000000;
@@ -228,13 +219,13 @@ void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
   sv::write(vmcb, fld::rflags, x86::rflags{0x2});
   guest_regs regs{};
   const std::uint64_t ticks_before = svm_timer_ticks;
-  vmrun(regs);
+  vmrun(vmcb, regs);
   const auto code_seen = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
   const std::uint64_t left = regs[x86::gpr::rcx] & 0xFFFFFFFF;
   const std::uint64_t ticks = svm_timer_ticks - ticks_before;
   sv::write(vmcb, fld::rip, rip);
   sv::write(vmcb, fld::rflags, rflags);
-  set_tlb_control(sv::tlb_control::do_nothing);
+  set_tlb_control(vmcb, sv::tlb_control::do_nothing);
   vmcb.slot = saved;
   if (code_seen == exit_code::vmmcall) {
     ++results_errata;
@@ -249,9 +240,13 @@ void probe_v_intr_masking(vmcb_slot& slot, std::uint64_t code_gpa) {
 /// The SVM vendor of core::run_two_guests: VMCB A1 (the run's), A2 and B, a slice ended by
 /// the local APIC timer's INTR exit (the host runs the guests with RFLAGS.IF = 1).
 struct svm_two_guests {
+  current_vmcb& vmcb;  ///< the run's VMCB, switched between the three blocks
+  boot_runs& br;
+  const conformance_vmcbs& slots = br.slots;
   run_state& vs;
   const svm_run& cfg;
-  vmcb_slot* const blocks[3] = {&vmcb_a1, &vmcb_a2, &vmcb_b};
+  npt_diff_state& nd;
+  vmcb_slot* const blocks[3] = {&slots.a1, &slots.a2, &slots.b};
 
   std::uint64_t block(unsigned i) const { return pa(blocks[i]->page); }
   /// Guest B's nested page table (its 2 MiB at HPA guest_b_hpa, seen at GPA guest_b_gpa), the
@@ -264,14 +259,14 @@ struct svm_two_guests {
     npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
     npt_b_pdpt[0] = pa(npt_b_pd) | 7;
     npt_b_pd[core::guest_b_gpa >> 21] = core::guest_b_hpa | 0x87;
-    setup_spinner(vmcb_a2, g, cfg, vs, a2, pa(npt_pml4));
-    setup_spinner(vmcb_b, g, cfg, vs, b, pa(npt_b_pml4));
+    setup_spinner(vmcb, slots.a2, g, cfg, vs, a2, pa(npt_pml4));
+    setup_spinner(vmcb, slots.b, g, cfg, vs, b, pa(npt_b_pml4));
     sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
-    vmcb.slot = &vmcb_a1;
+    vmcb.slot = &slots.a1;
     svm_timer_ticks = 0;
     svm_host_if = 1;
-    timer_start();
-    probe_v_intr_masking(vmcb_a2, core::spin_a2_gpa + 0x100);
+    timer_start(br.timer_count);
+    probe_v_intr_masking(vmcb, slots.a2, core::spin_a2_gpa + 0x100, br.v_intr_masking_probed);
     svm_timer_ticks = 0;
     return true;
   }
@@ -282,71 +277,71 @@ struct svm_two_guests {
     return true;
   }
   /// One VMRUN and its exit through the core; a spinner slice that ran none of its
-  /// instructions lengthens the slices (timer_count).
+  /// instructions lengthens the slices (boot_runs::timer_count).
   core::slice_end run_slice(unsigned i, core::sched_slot& s, const core::sched_progress& p) {
     write_cr2(sv::read(vmcb, fld::cr2));
     auto* const spins = reinterpret_cast<volatile std::uint64_t*>(s.counter_hpa);
     const std::uint64_t spins_before = i != 0 ? *spins : 0;
-    vmrun(s.regs);
-    sched = {true, p.a2_spins, p.b_spins, p.same_guest, p.cross_guest, p.b_dead};
-    const bool resume = handle_exit(s.regs, vs);  // every exit of a spinner is the timer
+    vmrun(vmcb, s.regs);
+    vs.spin_more = spin_more_now(p);
+    const bool resume = handle_exit(vmcb, s.regs, vs, &nd);  // every exit of a spinner is the timer
     s.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
-    if (vs.preempted && i != 0 && *spins == spins_before && timer_count < timer_max_count) {
-      timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
-      *lapic(0x380) = timer_count;
+    if (vs.preempted && i != 0 && *spins == spins_before && br.timer_count < timer_max_count) {
+      br.timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
+      *lapic(0x380) = br.timer_count;
     }
     return resume ? core::slice_end::again : core::slice_end::stopped;
   }
   void finish() {
     timer_stop();
-    sched = {};
+    vs.spin_more = false;
     svm_host_if = 0;
-    vmcb.slot = &vmcb_a1;
+    vmcb.slot = &slots.a1;
     kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
-            timer_count);
+            br.timer_count);
   }
-  void report_exit(const char* what) { svm::report_exit(what); }
+  void report_exit(const char* what) { svm::report_exit(vmcb, what); }
 };
 static_assert(core::two_guest_vendor<svm_two_guests>);
 
 /// The two-guest run of `vs` (core::run_two_guests) with the run's IBPB policy.
-void run_scheduled(const hc::guest_header& g, const svm_run& cfg, run_state& vs) {
-  svm_two_guests v{vs, cfg};
+void run_scheduled(current_vmcb& vmcb, boot_runs& br, const hc::guest_header& g, const svm_run& cfg, run_state& vs,
+                   npt_diff_state& nd) {
+  svm_two_guests v{vmcb, br, br.slots, vs, cfg, nd};
   static_cast<void>(core::run_two_guests(v, vs, g, cfg.ibpb));
 }
 
 using core::status_name;
 
-bool run_guest(const svm_run& cfg, wp_summary& summary) {
+bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp_summary& summary) {
   // The run's vCPU and its checks: this function's, handed on (handle_exit, the scheduler,
   // the reports), never a global.
   run_state vs{};
   vs.cfg = &cfg.base;
+  vs.cpu = &cpu;
   vs.status = run_status::running;
-  npt_diff_reset();
-  unmap_reset();
-  st.cfg = &cfg;
+  npt_diff_state nd{};  // the run's NPT differential: this function's, handed to handle_exit
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
   const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32, cfg.base.profile);
   if (!g) return false;
-  vmcb.slot = &vmcb_a1;
-  setup_vmcb(*g, cfg, vs);
+  current_vmcb vmcb{&br.slots.a1};  // the run's VMCB: guest A's first, handed down
+  setup_vmcb(vmcb, *g, cfg, vs);
   vs.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
-  if (cfg.scheduled) run_scheduled(*g, cfg, vs);
+  if (cfg.scheduled) run_scheduled(vmcb, br, *g, cfg, vs, nd);
   while (vs.status == run_status::running) {
     // VMRUN loads the guest's CR2 from the VMCB (APM 15.5.1). Bochs 2.7 does not: the guest
     // runs with the host's CR2. The first VMRUN of the boot checks which (the guest's first
     // exit, a CPUID, comes before any fault of its own); every later one also writes the
     // VMCB's CR2 into the real CR2, which is harmless where VMRUN loads it.
-    static bool cr2_probed = false;
+    bool& cr2_probed = br.cr2_probed;
     constexpr std::uint64_t cr2_sentinel = 0xFFFFC2C2C2C2C000ull;
     const bool probe = !cr2_probed;
     write_cr2(probe ? cr2_sentinel : sv::read(vmcb, fld::cr2));
-    vmrun(vs.regs);
+    vmrun(vmcb, vs.regs);
     if (probe) {
       cr2_probed = true;
       const std::uint64_t seen = sv::read(vmcb, fld::cr2);
@@ -358,7 +353,7 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
         result("vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
       }
     }
-    if (!handle_exit(vs.regs, vs) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
+    if (!handle_exit(vmcb, vs.regs, vs, &nd) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
     vs.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
   }
   const std::uint64_t t1 = rdtsc();
@@ -370,8 +365,8 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
           (unsigned long long)vs.exits.total, (unsigned long long)(t1 - t0));
   core::context c = context_of(vs);
   core::report_run(c, !core::shadow::enabled());  // nested paging loads no PDPTEs; the shadow MMU does (SDM 4.4.1)
-  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report();
-  if (const std::uint64_t stale = unmap_stale_intn()) {
+  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report(nd, cpu.model);
+  if (const std::uint64_t stale = vs.unmap.stale_intn) {
     ++results_errata;
     kprintf("HVKIT ERRATUM exitintinfo_stale_on_intn_delivery.%s cases=%llu\n", cfg.base.name,
             (unsigned long long)stale);
@@ -382,8 +377,6 @@ bool run_guest(const svm_run& cfg, wp_summary& summary) {
 }
 
 }  // namespace
-
-bool spin_more() { return spin_more_now(); }
 
 bool g_active = false;
 
@@ -397,14 +390,14 @@ unsigned long long note_exitcode_32bit(unsigned long long raw) {
 
 bool active() { return g_active; }
 
-guest_paging_regs live_paging_regs() {
+guest_paging_regs live_paging_regs(current_vmcb& vmcb) {
   if (core::shadow::enabled()) {  // the guest's CR0.WP, CR3 and EFER: the real ones are the shadow MMU's
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
     return {core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp),
             core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)),
             core::shadow::guest_efer(), core::shadow::guest_cr3(), sv::read_typed(vmcb, fld::rflags)};
   }
-  return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(), sv::read_typed(vmcb, fld::cr3),
+  return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb), sv::read_typed(vmcb, fld::cr3),
           sv::read_typed(vmcb, fld::rflags)};
 }
 
@@ -413,27 +406,35 @@ bool available() {
   return ((cpuid(0x80000001).ecx >> 2) & 1) && (cpuid(0x8000000A).edx & 1);
 }
 
-bool run_all() {
+bool run_all(core::guest_cpu& cpu) {
   g_active = true;
-  vmcb.slot = &vmcb_a1;
-  if (!build_policy() || !enable()) return false;
+  if (!build_policy(cpu) || !enable()) return false;
   build_npt();
+  // The runs' three VMCBs: this function's slots over the pages reserved for them, with the
+  // clean-bit trackers VMCB clean bits allow (APM 15.15), handed to every run.
+  const conformance_vmcb_pages pages = conformance_pages();
+  vmcb_slot a1{pages.a1}, a2{pages.a2}, b{pages.b};
+  const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
+  for (vmcb_slot* s : {&a1, &a2, &b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
+  const conformance_vmcbs slots{a1, a2, b};
+  boot_runs br{slots};
   bool ok = true;
   if (exit_cost::requested()) {
     // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md): CR0.WP
     // guest-owned (no CR0 write intercept), then intercepted (the selective CR0 write
     // intercept, which CR0.TS changes do not trigger: APM Vol. 2 15.9.1).
     wp_summary unused{};
-    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, unused);
-    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, unused) && ok;
+    ok = run_guest(svm_run{exit_cost::runs[0], cr_wp_owned}, cpu, br, unused);
+    ok = run_guest(svm_run{exit_cost::runs[1], cr_wp_selective}, cpu, br, unused) && ok;
     return ok;
   }
+  wp_summary summaries[run_count]{};  // the runs' numbers for the comparison below
   for (int i = 0; i < run_count; ++i) {
     if (const char* why = core::shadow::not_applicable(runs[i].base, runs[i].scheduled)) {
       kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].base.name, why);
       continue;
     }
-    ok = run_guest(runs[i], summaries[i]) && ok;
+    ok = run_guest(runs[i], cpu, br, summaries[i]) && ok;
   }
   ok = vmrun_diff_run() && ok;
   if (exitcode_32bit_errata)

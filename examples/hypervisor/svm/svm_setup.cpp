@@ -36,8 +36,6 @@ extern volatile std::uint8_t svm_msr_faulted;
 
 namespace hv::svm {
 
-sv::vmcb_page a1_page, a2_page, b_page;  // guest A, guest A's second VMCB, guest B
-constinit vmcb_slot vmcb_a1{a1_page}, vmcb_a2{a2_page}, vmcb_b{b_page};
 alignas(4096) std::uint8_t host_save_page[4096];  // VMSAVE/VMLOAD of the host's own state
 alignas(4096) std::uint8_t hsave_page[4096];      // VM_HSAVE_PA: what VMRUN saves of the host
 // Every MSR access and every port access exits (APM 15.10.1, 15.11).
@@ -57,14 +55,12 @@ cpuid_ns::svm_info host_svm{};
 sv::asid_allocator asids{2};
 
 // ---- CPUID policy ---------------------------------------------------------------------
-/// The guest CPU model of the guest's CPUID policy (core::guest_cpu_model): the CPU's own CR4
-/// has no fixed bits under SVM, every defined bit the policy allows may be set.
-cpuid_ns::guest_cpu_model guest_model() { return core::guest_cpu_model(guest_policy, x86::cr4::defined); }
 
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
 /// signature with the "realtime" hint, as on VMX.
-bool build_policy(bool for_linux, unsigned cpus) {
+bool build_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
+  cpuid_ns::table<128> host_cpuid{};
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
     result("cpuid_policy", false, "reason=host_table_full");
@@ -83,14 +79,21 @@ bool build_policy(bool for_linux, unsigned cpus) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
     return false;
   }
-  guest_policy = p.value();
-  guest_msrs = cpuid_ns::derive_msr_policy(guest_policy.features(), guest_policy.xss_components());
-  const bool consistent = cpuid_ns::check_consistency(guest_policy.features(), guest_msrs).has_value();
-  const cpuid_ns::regs e1 = guest_policy.answer(0x80000001, 0, {});
-  result("cpuid_policy", consistent && !guest_policy.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
-         "kvm_base=0x%x svm_hidden=%d msr_policy_consistent=%d", guest_policy.kvm_base(),
+  g.cpuid = p.value();
+  // The MSR policy and the guest CPU model: the CPU's own CR4 has no fixed bits under SVM,
+  // every defined bit the policy allows may be set.
+  const bool consistent = core::complete_guest_cpu(g, x86::cr4::defined);
+  const cpuid_ns::regs e1 = g.cpuid.answer(0x80000001, 0, {});
+  result("cpuid_policy", consistent && !g.cpuid.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
+         "kvm_base=0x%x svm_hidden=%d msr_policy_consistent=%d", g.cpuid.kvm_base(),
          ((e1.ecx >> 2) & 1) == 0 ? 1 : 0, consistent ? 1 : 0);
   return true;
+}
+
+// ---- the conformance runs' VMCBs --------------------------------------------------------------
+conformance_vmcb_pages conformance_pages() {
+  static constinit sv::vmcb_page a1{}, a2{}, b{};
+  return {a1, a2, b};
 }
 
 // ---- bring-up ------------------------------------------------------------------------------
@@ -141,7 +144,6 @@ bool enable() {
   wrmsr(x86::msr::amd_vm_hsave_pa, pa(hsave_page));
   asids = sv::asid_allocator{host_svm.nasid};
   const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
-  for (vmcb_slot* s : {&vmcb_a1, &vmcb_a2, &vmcb_b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
   using F = cpuid_ns::svm_features;
   result("svm_enable", true, "nrips=%u npt=%u decode_assists=%u vmcb_clean=%u flush_by_asid=%u",
          host_svm.features.test(F::nrip_save) ? 1 : 0, host_svm.features.test(F::np) ? 1 : 0,
@@ -176,8 +178,8 @@ void build_npt() {
 /// entries at this VMRUN (the nested page table was rebuilt or edited since the last run,
 /// 15.16.1); nested paging with `ncr3` (15.25.3). APM 15.5.1 lists the consistency checks
 /// VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...
-void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const sv::msr_permission_map& msr,
-                std::uint64_t ncr3) {
+void start_vmcb(current_vmcb& vmcb, sv::intercept_set icpt, const sv::io_permission_map& io,
+                const sv::msr_permission_map& msr, std::uint64_t ncr3) {
   std::uint8_t* const bytes = vmcb.cur().view.data();
   for (std::size_t i = 0; i < sv::vmcb_size; ++i) bytes[i] = 0;
   vmcb.cur().tracked.invalidate();  // a new VMCB: nothing may come from the processor's cache (15.15)
@@ -200,7 +202,8 @@ void start_vmcb(sv::intercept_set icpt, const sv::io_permission_map& io, const s
 /// no LDT, CPL 0, paging with `cr0`/`cr4`/`cr3`, the power-on PAT. Attributes: descriptor
 /// bits 47:40 in 7:0 and 55:52 in 11:8 (APM 15.5.1 "segment state"). The vCPU's EFER and MMU
 /// context follow the registers.
-void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
+void write_flat_state(current_vmcb& vmcb, core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x86::cr4 cr4,
+                      std::uint64_t cr3) {
   namespace at = sv::attrib;
   constexpr std::uint16_t code_rx = 0xB, data_rw = 0x3, tss64_busy = 0xB;  // descriptor types (SDM 3.4.5.1, 3.5)
   const std::uint16_t cs_attr = g.long_mode ? at::g | at::l | at::p | at::s | code_rx    // 64-bit code, DPL 0
@@ -231,7 +234,7 @@ void write_flat_state(core::vcpu_state& st, const flat_guest& g, x86::cr0 cr0, x
 
 /// The VMCB for a fresh run of the conformance guest: 64-bit mode (or the 32-bit guest),
 /// flat segments matching its GDT, nested paging, the intercepts of the run.
-void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& st) {
+void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r, core::vcpu_state& st) {
   const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
   sv::intercept_set icpt;
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
@@ -257,7 +260,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& s
     for (I i : {I::idtr_read, I::gdtr_read, I::ldtr_read, I::tr_read, I::idtr_write, I::gdtr_write, I::ldtr_write,
                 I::tr_write})
       icpt.set(i);
-  start_vmcb(icpt, iopm, msrpm, shadow ? 0 : pa(npt_pml4));
+  start_vmcb(vmcb, icpt, iopm, msrpm, shadow ? 0 : pa(npt_pml4));
   // V_INTR_MASKING (APM 15.21.1): the host's RFLAGS.IF, not the guest's, masks physical
   // interrupts; with the INTR intercept they exit.
   if (r.scheduled)
@@ -267,7 +270,7 @@ void setup_vmcb(const hc::guest_header& g, const svm_run& r, core::vcpu_state& s
                                                     : x86::efer::lme | x86::efer::lma;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::cr4 cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
-  write_flat_state(st, {hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
+  write_flat_state(vmcb, st, {hc::guest_cs, hc::guest_ds, hc::guest_tr, !guest32, g.tss_base, g.gdt_base, g.gdt_limit, g.idt_base,
                     g.idt_limit, g.stack_top, g.entry, efer},
                    cr0, cr4, layout::guest_boot_pt_gpa);
   if (shadow) {

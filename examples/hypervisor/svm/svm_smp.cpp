@@ -19,11 +19,14 @@
 
 #include <hvkit/svm/init_sipi.hpp>
 #include <hvkit/svm/segment.hpp>
+#include <hvkit/svm/skip.hpp>
 #include <hvkit/svm/vcpu_asid.hpp>
 
 #include "../linux/linux_profile.hpp"
 #include "../smp/smp.hpp"
 #include "svm_smp.hpp"
+
+extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
 
 namespace hv::svm {
 
@@ -60,8 +63,8 @@ void start_cpu(smp::cpu& c) {
   s.slot.tracked = sv::clean_tracker<sv::vmcb_view>{s.slot.view, clean};
   s.pcpu = sv::physical_cpu<counted_ibpb>{c.index, host_svm.nasid,
                                           host_svm.features.test(cpuid_ns::svm_features::flush_by_asid),
-                                          sv::ibpb_policy::skip_same_guest, counted_ibpb{&c.ibpb_barriers}};
-  s.last_id = {};
+                                          sv::ibpb_policy::skip_same_guest,
+                                          counted_ibpb{&c.ibpb_barriers, ((cpuid(0x80000008).ebx >> 12) & 1) != 0}};
   s.asid = {};
   s.last = nullptr;
 }
@@ -113,22 +116,84 @@ std::uint32_t wait_for_sipi(smp::cpu& c) {
   return v & 0xFF;
 }
 
+namespace {
+/// Before a VMRUN of `slot` (identity `id`) on processor `c`: the library's per-processor
+/// ASID allocator and IBPB tracker (svm/vcpu_asid.hpp) decide the ASID, TLB_CONTROL and the
+/// barrier; the switch is counted (same guest or another one).
+void prepare(smp::cpu& c, vmcb_slot& slot, sv::vcpu_asid& asid, const sv::vmcb_identity& id) {
+  cpu_state& s = *c.svm;
+  smp::note_control_block_switch(c, id.vmcb, id.vm);
+  const sv::vmrun_setup su = s.pcpu.prepare_vmrun(asid, id);
+  const auto pending = static_cast<sv::tlb_control>(sv::read(slot.view, fld::tlb_control));
+  sv::set_asid(slot.tracked, su.asid, su.control == sv::tlb_control::do_nothing ? pending : su.control);
+  if (su.clear_clean_bits) slot.tracked.invalidate();
+}
+}  // namespace
+
 void prepare_vmrun(smp::cpu& c) {
   cpu_state& s = *c.svm;
-  // The library's per-processor ASID allocator and IBPB tracker (svm/vcpu_asid.hpp): one
-  // VMCB per processor, so the ASID stays and no barrier is due after the first VMRUN.
-  const sv::vmcb_identity id{pa(s.slot.page), 1, c.index};  // guest 1, vCPU c.index
-  if (s.last_id.vmcb != 0 && !(s.last_id == id)) ++(s.last_id.vm == id.vm ? c.switches_same_guest : c.switches_cross_guest);
-  s.last_id = id;
-  const sv::vmrun_setup su = s.pcpu.prepare_vmrun(s.asid, id);
-  const auto pending = static_cast<sv::tlb_control>(sv::read(vmcb, fld::tlb_control));
-  sv::set_asid(vmcb, su.asid, su.control == sv::tlb_control::do_nothing ? pending : su.control);
-  if (su.clear_clean_bits) s.slot.tracked.invalidate();
+  prepare(c, s.slot, s.asid, {pa(s.slot.page), 1, c.index});  // guest 1 (Linux), vCPU c.index
 }
 
 void vmrun_on(smp::cpu& c) {
   cpu_state& s = *c.svm;
   vmrun(c.st.regs, s.slot, s.host_save, s.last);
+}
+
+void second_guest_npt(smp::machine& m) {
+  // The host's 4-level format (APM 15.25.5), every level user and writable (nested accesses
+  // are user accesses): PML4 -> PDPT -> PD -> PT, guest 2's five pages.
+  using pg::pte;
+  const pte urw = pte::present | pte::writable | pte::user;
+  auto& t = m.sg.second_stage;
+  for (auto& table : t)
+    for (auto& e : table) e = 0;
+  for (unsigned level = 0; level < 3; ++level) t[level][0] = pte::make(x86::gpa{pa(t[level + 1])}, urw).raw();
+  for (unsigned i = 0; i < smp::second_guest_pages; ++i) t[3][i] = pte::make(x86::gpa{pa(m.sg.ram[i])}, urw).raw();
+  m.sg.root = pa(t[0]);
+}
+
+void second_guest_excursion(smp::cpu& c) {
+  cpu_state& s = *c.svm;
+  smp::second_guest_state& sg = c.sg;
+  if (!sg.ready) {
+    // Guest 2's VMCBs start as a copy of this processor's Linux VMCB taken while the Linux
+    // vCPU is in 64-bit mode (its intercepts, permission maps and segment state: a valid
+    // 64-bit guest, APM 15.5.1), then guest 2's own CR3 (its page tables at GPA 0), nested
+    // CR3, RSP, RFLAGS (IF = 0) and no event or interrupt shadow.
+    if (sv::ip_width_of(s.slot.view) != x86::ip_width::w64) return;
+    for (unsigned j = 0; j < 2; ++j) {
+      s.sg_page[j] = s.page;
+      vmcb_slot& b = s.sg_slot[j];
+      sv::write(b.tracked, fld::cr3, x86::cr3{0});
+      sv::write(b.tracked, fld::n_cr3, c.m->sg.root);
+      sv::write(b.tracked, fld::rsp, 0);
+      sv::write(b.tracked, fld::rflags, x86::rflags{0x2});
+      sv::write(b.tracked, fld::event_injection, 0);
+      sv::write(b.tracked, fld::interrupt_state, 0);
+      s.sg_asid[j] = {};
+    }
+    sg.ready = true;
+  }
+  __atomic_store_n(&sg.seq, sg.seq + 1, __ATOMIC_RELEASE);  // odd: counts changing
+  for (unsigned j = 0; j < 2; ++j) {
+    vmcb_slot& b = s.sg_slot[j];
+    prepare(c, b, s.sg_asid[j], {pa(b.page), smp::second_guest_vm, c.index * 2 + j});
+    sv::write(b.tracked, fld::rip, smp::second_guest_code_gpa);  // every slice from the start
+    sg.regs[j][x86::gpr::rbx] = smp::second_guest_counter_gpa(c, j);
+    if (s.last != &b) b.tracked.invalidate();  // clean bits count only for the VMCB run last
+    b.tracked.prepare_vmrun();
+    s.last = &b;
+    svm_vmrun(&sg.regs[j], pa(b.page), pa(s.host_save));
+    const std::uint64_t code = sv::read(b.view, fld::exit_code);
+    if (code != sv::raw(exit_code::vmmcall)) {
+      ++sg.unexpected;
+      sg.unexpected_reason = code;
+    }
+    ++sg.slices[j];
+  }
+  ++sg.excursions;
+  __atomic_store_n(&sg.seq, sg.seq + 1, __ATOMIC_RELEASE);
 }
 
 }  // namespace hv::svm

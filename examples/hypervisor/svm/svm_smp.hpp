@@ -19,11 +19,14 @@ struct cpu;
 
 namespace hv::svm {
 
-/// The IBPB barrier of a processor's tracker: counted (svm::physical_cpu decides when).
+/// The IBPB barrier of a processor's tracker (svm::physical_cpu decides when): counted, and a
+/// real WRMSR to IA32_PRED_CMD where CPUID Fn8000_0008:EBX[12] enumerates IBPB.
 struct counted_ibpb {
   std::uint64_t* count = nullptr;
+  bool real = false;
   void operator()() const noexcept {
     if (count) ++*count;
+    if (real) hvkit::x86::pred_cmd_barrier{}();
   }
 };
 
@@ -36,8 +39,11 @@ struct cpu_state {
   sv::physical_cpu<counted_ibpb> pcpu{0, 2, false, sv::ibpb_policy::skip_same_guest};
   sv::vcpu_asid asid{};
   const vmcb_slot* last = nullptr;  ///< the VMCB this processor ran last
-  sv::vmcb_identity last_id{};      ///< ... and its identity (none before the first VMRUN)
-  constexpr cpu_state() noexcept : slot(page) {}
+  /// Guest 2's two VMCBs on this processor and their ASIDs (smp/second_guest.cpp).
+  sv::vmcb_page sg_page[2]{};
+  vmcb_slot sg_slot[2];
+  sv::vcpu_asid sg_asid[2]{};
+  constexpr cpu_state() noexcept : slot(page), sg_slot{vmcb_slot{sg_page[0]}, vmcb_slot{sg_page[1]}} {}
   cpu_state(const cpu_state&) = delete;
   cpu_state& operator=(const cpu_state&) = delete;
 };
@@ -59,5 +65,10 @@ std::uint32_t wait_for_sipi(smp::cpu& c);
 void prepare_vmrun(smp::cpu& c);
 /// One VMRUN of the processor's VMCB.
 void vmrun_on(smp::cpu& c);
+/// Guest 2's nested page table over its five pages (smp/second_guest.cpp), m.sg.root its nCR3.
+void second_guest_npt(smp::machine& m);
+/// One excursion of processor `c` into guest 2 (B1, B2, one slice each) after a Linux exit; the
+/// next prepare_vmrun/vmrun_on is the Linux vCPU's again.
+void second_guest_excursion(smp::cpu& c);
 
 }  // namespace hv::svm

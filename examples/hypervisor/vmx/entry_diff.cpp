@@ -173,7 +173,7 @@ bool msr_write_faults(std::uint32_t index, std::uint64_t value) {
 v::vm_entry_env make_env() {
   v::vm_entry_env e{};
   e.caps = vcaps;
-  e.maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xff) : 36;
+  e.maxphyaddr = core::host_maxphyaddr();  // the processor's: VM entry checks host-physical addresses
   const cpuid_regs l7 = cpuid(7, 0);
   e.linear = ((l7.ecx >> 16) & 1) ? x86::linear_width::la57 : x86::linear_width::la48;
   e.sgx = (l7.ebx >> 2) & 1;
@@ -197,7 +197,6 @@ struct counts {
   // The targeted cases of issue 25, per probe_kind: executed, agreeing, explained by an erratum.
   std::uint64_t probe_executed[probe_count], probe_agree[probe_count], probe_errata[probe_count];
 };
-constinit counts cnt{};
 bool under_kvm = false;
 
 /// How often each rule decided hvkit's verdict (first failing check), by rule position.
@@ -217,7 +216,7 @@ void count_decided(const v::vm_entry_rule_info* info) {
 }
 
 
-void print_mutations() {
+void print_mutations(const mutation_log& mlog) {
   for (unsigned i = 0; i < mlog.n; ++i) {
     const auto* f = v::find_field(mlog.enc[i]);
     kprintf(" %s=0x%llx", f ? f->name : "?", (unsigned long long)mlog.val[i]);
@@ -225,12 +224,13 @@ void print_mutations() {
 }
 /// Counts a case an erratum explains; its first case is printed whole (CPU, hvkit's rule,
 /// the mutations).
-void note_erratum(erratum_info& e, const char* kind, unsigned n, const cpu_outcome& o, const v::vm_entry_verdict& pred) {
+void note_erratum(erratum_info& e, const char* kind, unsigned n, const cpu_outcome& o, const v::vm_entry_verdict& pred,
+                  const mutation_log& mlog) {
   if (e.cases++ != 0) return;
   kprintf("HVKIT INFO entry_diff %s=%s first_case=%u cpu=", kind, e.name, n);
   print_outcome(o.outcome, o.error, o.exit_reason, o.qualification);
   kprintf(" hvkit=%s:", pred.rule ? pred.rule->name : "-");
-  print_mutations();
+  print_mutations(mlog);
   kprintf("\n");
 }
 
@@ -269,10 +269,11 @@ bool running_under_kvm() {
   return r.ebx == 0x4b4d564bu && r.ecx == 0x564b4d56u && r.edx == 0x4du;
 }
 
-bool entry_diff_run() {
+bool entry_diff_run(const core::guest_cpu& cpu) {
   static const run_config cfg{"entry_diff", false, false, 0, run_status::done};
   core::vcpu_state vs{};  // the VMCS set-up's vCPU; no guest runs (every case is a failed entry)
   vs.cfg = &cfg;
+  vs.cpu = &cpu;
   vs.status = run_status::running;
   kprintf("HVKIT RUN entry_diff begin cases=%u seed=0x%llx\n", case_count, (unsigned long long)seed);
   const hc::guest_header* g = load_guest(false);
@@ -319,7 +320,7 @@ bool entry_diff_run() {
   }
 
   rng_state = seed;
-  cnt = counts{};
+  counts cnt{};  // the run's counts and each case's mutations: this function's, passed down
   for (auto& d : decided) d = 0;
   unsigned printed = 0;
   for (std::uint32_t n = 0; n < case_count; ++n) {
@@ -327,9 +328,9 @@ bool entry_diff_run() {
       result("vm_entry_differential", false, "reason=vmclear_failed case=%u", n);
       return false;
     }
-    mlog = mutation_log{};
+    mutation_log mlog{};
     const unsigned k = 1 + (rnd_below(10) < 6 ? 0 : rnd_below(10) < 7 ? 1 : 2);
-    for (unsigned i = 0; i < k; ++i) mutate_once();
+    for (unsigned i = 0; i < k; ++i) mutate_once(mlog);
     ++cnt.cases;
 
     v::hw::current_vmcs c;
@@ -353,7 +354,7 @@ bool entry_diff_run() {
         ++cnt.host_unsafe;
         if (printed++ < 40) {
           kprintf("HVKIT INFO entry_diff host_unsafe case=%u hvkit=%s:", n, pred.rule ? pred.rule->name : "success");
-          print_mutations();
+          print_mutations(mlog);
           kprintf("\n");
         }
         continue;
@@ -403,7 +404,7 @@ bool entry_diff_run() {
           const v::vm_entry_verdict m = kvm_model(dc, (1u << kvm_erratum_count) - 1);
           print_outcome(m.outcome, static_cast<std::uint32_t>(m.error), m.exit_reason, m.exit_qualification);
           kprintf(":");
-          print_mutations();
+          print_mutations(mlog);
           kprintf("\n");
         }
       }
@@ -412,14 +413,14 @@ bool entry_diff_run() {
     // An erratum?
     const unsigned e = explain(dc);
     if (e < erratum_count) {
-      note_erratum(errata[e], "erratum", n, o, pred);
+      note_erratum(errata[e], "erratum", n, o, pred, mlog);
       ++cnt.errata;
       ++cnt.probe_errata[mlog.probe];
       continue;
     }
     const unsigned ke = under_kvm ? explain_kvm(dc) : kvm_erratum_count;
     if (ke < kvm_erratum_count) {
-      note_erratum(kvm_errata[ke], "kvm_erratum", n, o, pred);
+      note_erratum(kvm_errata[ke], "kvm_erratum", n, o, pred, mlog);
       ++cnt.kvm_errata;
       ++cnt.probe_errata[mlog.probe];
       continue;
@@ -431,7 +432,7 @@ bool entry_diff_run() {
       kprintf(" rule=%s cpu=%s", pred.rule ? pred.rule->name : "-", o.fail_invalid ? "VMfailInvalid " : "");
       print_outcome(o.outcome, o.error, o.exit_reason, o.qualification);
       kprintf(" violations=%u:", nviol);
-      print_mutations();
+      print_mutations(mlog);
       if (under_kvm) {
         kprintf(" rules:");
         v::for_each_vm_entry_violation(st.value(), env, [&](const v::vm_entry_rule& r, const v::vm_entry_hit&) {

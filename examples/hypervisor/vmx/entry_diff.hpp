@@ -114,15 +114,15 @@ struct mutation_log {
   bool activity_risk = false;
   unsigned probe = 0;       // a targeted case of issue 25 (probe_rtm, probe_error_code), counted apart
 };
-extern mutation_log mlog;
-void put(std::uint32_t enc, std::uint64_t val);
+/// Writes a VMCS field and logs it in `log` (the case's mutations, owned by entry_diff_run).
+void put(mutation_log& log, std::uint32_t enc, std::uint64_t val);
 constexpr std::uint32_t sel_enc(unsigned s) { return 0x0800 + 2 * s; }
 constexpr std::uint32_t base_enc(unsigned s) { return 0x6806 + 2 * s; }
 constexpr std::uint32_t limit_enc(unsigned s) { return 0x4800 + 2 * s; }
 constexpr std::uint32_t ar_enc(unsigned s) { return 0x4814 + 2 * s; }
 constexpr std::uint64_t bit(unsigned n) { return std::uint64_t{1} << n; }
-/// One to three random mutations of the current VMCS (or a targeted case).
-void mutate_once();
+/// One random mutation of the current VMCS (or a targeted case), logged in `log`.
+void mutate_once(mutation_log& log);
 
 }  // namespace entry_detail
 }  // namespace hv

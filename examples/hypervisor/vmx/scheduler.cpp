@@ -58,7 +58,7 @@ struct vmx_two_guests {
   /// interrupt the firmware left enabled, the PIT's IRQ 0).
   bool prepare(const hc::guest_header& g, const core::spinner_start& a2, const core::spinner_start& b) {
     namespace v = hvkit::vmx;
-    const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+    const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
     const v::ept_permissions rwx{true, true, true, false};
     for (auto& e : ept_b_pml4) e = 0;
     for (auto& e : ept_b_pdpt) e = 0;

@@ -5,7 +5,7 @@
 // entry point. Every handler is the core's (core/exit_loop.hpp).
 #include "../hv.hpp"
 #include "vmx_backend.hpp"
-#include "../linux/linux.hpp"
+#include "../linux/linux_profile.hpp"
 #include "../core/shadow_paging.hpp"
 
 namespace hv {
@@ -22,19 +22,6 @@ void must(hvkit::result<void, hvkit::vmx::vm_fail> r, core::vcpu_state& st) {
   if (!r) vmx_failed(r.error(), st);
 }
 
-/// What the VMCS does not hold about the guest: the properties its CPUID policy decides.
-/// The guest's CPUID-derived properties: constant once the policy is built (before the first
-/// guest entry), so computed at the first exit and kept (every CR-context read on the exit
-/// path, e.g. CPUID's CR4, needs them; recomputing cost about 100 instructions per exit).
-const hvkit::vmx::guest_cpu_config& guest_config() {
-  static hvkit::vmx::guest_cpu_config cfg;
-  static bool done = false;
-  if (!done) {
-    cfg = core::guest_cpu_model(guest_policy, x86::cr4{caps.cr4_fixed1});
-    done = true;
-  }
-  return cfg;
-}
 
 /// #GP(0) (or another hardware exception) into the guest, merged with what is pending.
 void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code) {
@@ -99,7 +86,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
   namespace v = hvkit::vmx;
   using acc = v::cr_access_qualification::access;
   auto& vmcs = regs.backend();
-  v::cr_context c = must(v::read_cr_context(vmcs, guest_config()), st);
+  v::cr_context c = must(v::read_cr_context(vmcs, st.cpu->model), st);
   const bool shadow = core::shadow::enabled();
   if (shadow) {
     c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
@@ -129,7 +116,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
     inject(regs, st, x86::vector::gp);
     return true;
   }
-  const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
+  const unsigned maxphyaddr = st.cpu->model.maxphyaddr;
   if (out.cr == 3) {
     // MOV to CR3 under PAE paging loads the PDPTEs (SDM 4.4.1).
     const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);
@@ -161,25 +148,18 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
 // so the EPT violation happens while the processor delivers the event (IDT-vectoring
 // information valid). The 2 MiB EPT page around it is split into 4 KiB pages for the time.
 alignas(4096) std::uint64_t ept_unmap_pt[512];
-struct unmap_state {
-  bool armed = false;
-  std::uint64_t gpa = 0, saved_pde = 0;
-  std::uint64_t hits = 0;
-  hvkit::vmx::injected_event seen{};  // what was re-injected at the hit
-};
-constinit unmap_state unmap{};
-
-void ept_unmap_restore() {
+void ept_unmap_restore(core::check_counters::unmap_check& unmap) {
   ept_pd[unmap.gpa >> 21] = unmap.saved_pde;
   unmap.armed = false;
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
 }
 
-bool ept_unmap_once(std::uint64_t gpa) {
+bool ept_unmap_once(core::check_counters& k, std::uint64_t gpa) {
   namespace v = hvkit::vmx;
-  if (unmap.armed) ept_unmap_restore();
+  core::check_counters::unmap_check& unmap = k.unmap;
+  if (unmap.armed) ept_unmap_restore(unmap);
   if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   const std::uint64_t region = gpa & ~0x1FFFFFull;
   for (std::uint64_t i = 0; i < 512; ++i) {
@@ -191,18 +171,21 @@ bool ept_unmap_once(std::uint64_t gpa) {
   ept_unmap_pt[(gpa >> 12) & 511] = 0;  // not present
   auto table = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_unmap_pt)}, rwx, ec);
   if (!table) return false;
-  unmap = {true, gpa & ~0xFFFull, ept_pd[gpa >> 21], 0, {}};
+  unmap = {true, gpa & ~0xFFFull, ept_pd[gpa >> 21], 0, 0, 0, unmap.stale_intn, unmap.soft_int_type_for_int3,
+           unmap.stale_on_interrupt, unmap.stale_on_stack};
   ept_pd[gpa >> 21] = table.value().raw();
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   return true;
 }
 
 /// The unmapped page was touched: map it back (the re-injection already happened).
-bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events) {
+bool ept_unmapped_page_hit(core::check_counters& k, const hvkit::vmx::exit_event_actions& events) {
+  core::check_counters::unmap_check& unmap = k.unmap;
   if (!unmap.armed || (vmread(fields::guest_physical_address) & ~0xFFFull) != unmap.gpa) return false;
-  ept_unmap_restore();
+  ept_unmap_restore(unmap);
   ++unmap.hits;
-  unmap.seen = events.reinject;
+  unmap.seen_info = events.reinject.info.raw();
+  unmap.seen_length = events.reinject.instruction_length;
   return true;
 }
 
@@ -210,12 +193,13 @@ bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events) {
 /// (15:8) and VM-entry interruption information (63:32); the error code, if any, the guest
 /// sees in its own frame. Resets the count.
 std::uint64_t ept_unmap_report(core::check_counters& k) {
-  const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen.instruction_length & 0xFF} << 8) |
-                          (std::uint64_t{unmap.seen.info.raw()} << 32);
+  core::check_counters::unmap_check& unmap = k.unmap;
+  const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
   k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
-  if (unmap.armed) ept_unmap_restore();
+  if (unmap.armed) ept_unmap_restore(unmap);
   unmap.hits = 0;
-  unmap.seen = {};
+  unmap.seen_info = 0;
+  unmap.seen_length = 0;
   return r;
 }
 
@@ -292,7 +276,7 @@ extern "C" int hv_handle_exit(guest_regs* block, run_state* vcpu_st) {
   hvkit::vmx::exit_event_actions events{};
   if (!reason.entry_failure()) events = must(hvkit::vmx::complete_exit_events(vmcs, reason.basic()), st);
   vmx_backend b{regs, events, reason, st};
-  if (lx::active) {  // the Linux guest profile (linux/linux.cpp)
+  if (st.cfg == &lx::linux_run) {  // the Linux guest profile (linux/linux.cpp)
     const bool resume = lx::handle_exit(b);
     must(regs.flush(), st);
     return resume && injection_consistent(regs, st) ? 1 : 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <hvkit/vmx/exit_qualification.hpp>
+#include <hvkit/vmx/guest_mode.hpp>
 
 #include "../core/exit_loop.hpp"
 #include "../core/shadow_paging.hpp"
@@ -22,12 +23,11 @@ T must(hvkit::result<T, hvkit::vmx::vm_fail> r, core::vcpu_state& st) {
   return T{};
 }
 void must(hvkit::result<void, hvkit::vmx::vm_fail> r, core::vcpu_state& st);
-const hvkit::vmx::guest_cpu_config& guest_config();
 void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0);
 void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st);
 bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st);
-bool ept_unmapped_page_hit(const hvkit::vmx::exit_event_actions& events);
-bool ept_unmap_once(std::uint64_t gpa);
+bool ept_unmapped_page_hit(core::check_counters& k, const hvkit::vmx::exit_event_actions& events);
+bool ept_unmap_once(core::check_counters& k, std::uint64_t gpa);
 std::uint64_t ept_unmap_report(core::check_counters& k);
 bool is_vmx_instruction(hvkit::vmx::exit_reason r);
 
@@ -76,8 +76,10 @@ struct vmx_backend {
   void set_gpr(x86::gpr r, std::uint64_t v) { regs.write(r, v); }
   guest_regs& gprs() { return regs.gprs(); }
   unsigned cpl() { return guest_cpl(); }
+  core::paging_regs paging_regs() { return vmcs_paging_regs(); }
+  bool in_64bit_mode() { return must(hvkit::vmx::guest_in_64bit_mode(regs.backend()), st); }
   core::guest_crs crs() {
-    const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), guest_config()), st);
+    const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), st.cpu->model), st);
     if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
     return {{c.cr0, c.cr4, c.efer}, x86::cr3{c.cr3}};
   }
@@ -136,7 +138,7 @@ struct vmx_backend {
   /// into GUEST_PDPTE0-3 (SDM Vol. 3C 27.3.2.4), VPIDs off.
   bool apply_mmu_actions(hvkit::paging::mmu_actions actions, const hvkit::paging::cr_state& after, x86::cr3 cr3) {
     const auto applied = hvkit::vmx::apply_cr_write_actions(regs.backend(), st.mmu, actions, after, cr3,
-                                                            memory().tables, guest_cpu_properties().maxphyaddr, false);
+                                                            memory().tables, st.cpu->model.maxphyaddr, false);
     return applied && applied.value().mmu_rebuilt;
   }
   /// EPT: the identity map of guest RAM (vmx_setup.cpp build_ept; the Linux guest's RAM range
@@ -161,7 +163,7 @@ struct vmx_backend {
   }
 
   bool read_context(em::context& ctx) {
-    ctx = must(em::read_emulation_context(regs.backend(), regs, guest_config()), st);
+    ctx = must(em::read_emulation_context(regs.backend(), regs, st.cpu->model), st);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real EFER.NXE 1
       ctx.cr3 = core::shadow::guest_cr3();
       ctx.efer = core::shadow::guest_efer();
@@ -197,18 +199,18 @@ struct vmx_backend {
     return core::applied::not_applied;
   }
 
-  bool memory_case() { return ept_case_violation(st) || ept_unmapped_page_hit(events); }
+  bool memory_case() { return ept_case_violation(st) || ept_unmapped_page_hit(st, events); }
   bool during_delivery() const { return events.reinject.valid(); }
   bool fetch_fault() const {
     return hvkit::vmx::ept_violation_qualification{vmread(fields::exit_qualification)}.fetch();
   }
   bool misconfig_case() { return ept_case_misconfig(st); }
   std::uint64_t second_stage_arm(guest_regs& r) {
-    handle_ept_arm(st, r);
+    handle_ept_arm(st, st.cpu->model, r);
     return 0;
   }
   std::uint64_t second_stage_check(guest_regs& r) { return handle_ept_check(st, r); }
-  bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(gpa); }
+  bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(st, gpa); }
   std::uint64_t unmap_report() { return ept_unmap_report(st); }
   bool spin_more() { return false; }  // the VMX two-guest runs: the fixed spins are enough
 

@@ -32,8 +32,7 @@ hvkit::paging::ept_memory_type frame_type(std::uint64_t a, std::uint64_t size) {
 
 bool build_linux_ept() {
   namespace v = hvkit::vmx;
-  const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, maxphyaddr);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   auto table = [&](const void* next) {
     return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec);
@@ -66,11 +65,20 @@ bool build_linux_ept() {
 }
 
 // ---- MSR and I/O bitmaps ----------------------------------------------------------------
-constinit hvkit::vmx::msr_bitmap msr_bits = hvkit::vmx::msr_bitmap::all_exit();
-constinit hvkit::vmx::io_bitmaps io_bits{};
+/// The Linux guest's MSR and I/O bitmaps: page-aligned storage reserved here once, handed out
+/// by reference (every vCPU's VMCS points at the same bitmaps).
+struct linux_bitmaps {
+  hvkit::vmx::msr_bitmap& msr;
+  hvkit::vmx::io_bitmaps& io;
+};
+linux_bitmaps bitmaps() {
+  static constinit hvkit::vmx::msr_bitmap msr = hvkit::vmx::msr_bitmap::all_exit();
+  static constinit hvkit::vmx::io_bitmaps io{};
+  return {msr, io};
+}
 
-
-void build_bitmaps() {
+void build_bitmaps(const linux_state& ls) {
+  auto [msr_bits, io_bits] = bitmaps();
   namespace m = x86::msr;
   // No exit: state the VMCS switches (FS/GS base, SYSENTER, PAT with the load/save PAT
   // controls) or the host never uses (the SYSCALL MSRs, KERNEL_GS_BASE); the local APIC,
@@ -79,8 +87,8 @@ void build_bitmaps() {
   for (std::uint32_t msr : msrs_passed_through) static_cast<void>(msr_bits.pass_through(msr));
   static_cast<void>(msr_bits.pass_through(m::ia32_pat));
   static_cast<void>(msr_bits.set_intercept(0x10, hvkit::vmx::msr_access::read, false));  // IA32_TSC reads
-  if (guest_msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
-  if (guest_policy.has(cpuid_ns::feat::x2apic))
+  if (ls.cpu->msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
+  if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t msr = 0x800; msr <= 0x8FF; ++msr) static_cast<void>(msr_bits.pass_through(msr));
   // ... except writes of the x2APIC ICR: the guest's IPIs (smp/smp_ipi.cpp).
   static_cast<void>(msr_bits.set_intercept(0x830, hvkit::vmx::msr_access::write, true));
@@ -89,7 +97,7 @@ void build_bitmaps() {
 
 /// A VM entry of vCPU `c` that failed (rc 1: VMfailInvalid, 2: VMfailValid; 0: the run
 /// ended by an exit): reported, the run's end reason set.
-void report_entry_failure(const smp::cpu& c, int rc) {
+void report_entry_failure(linux_state& ls, const smp::cpu& c, int rc) {
   if (rc == 0) return;
   kprintf("HVKIT ERROR linux: VM entry failed on cpu %u (%s, VM-instruction error %llu)\n", c.index,
           rc == 1 ? "VMfailInvalid" : "VMfailValid", (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
@@ -124,15 +132,16 @@ bool setup_linux_vmcs(smp::cpu& c) {
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
   if (!write_controls(pin, proc, proc2, exitc, entry, linux_eptp)) return false;
-  vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(msr_bits.bytes().data()));
-  vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(io_bits.a().data()));
-  vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(io_bits.b().data()));
+  const linux_bitmaps maps = bitmaps();
+  vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(maps.msr.bytes().data()));
+  vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(maps.io.a().data()));
+  vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(maps.io.b().data()));
   // With shadow paging every #PF exits (PFEC mask = match = 0, SDM Vol. 3C 26.2).
   if (shadow) vmwrite(fields::exception_bitmap, 1u << 14);
 
   // CR0/CR4: the guest-owned policy (CR0.TS, CR0.WP, and the CR4 bits that never affect
   // translation, CET among them, as far as the guest may set them).
-  const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
+  const v::cr_mask_features features{!shadow, c.st.cpu->model.cr4_allowed};
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
@@ -150,7 +159,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
   if (ap) {
     // Power-on state (Table 10-1 RESET column: CR0 60000010H), then as after INIT: the
     // vCPU waits for the guest's SIPI (IA32_VMX_MISC[8]: the activity state is enterable).
-    const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+    const std::uint32_t signature = c.st.cpu->cpuid.answer(1, 0, {}).eax;
     const x86::reset_state power_on = x86::state_after_reset(signature);
     smp::write_reset_state(c, x86::state_after_init(signature, power_on.cr0_value, power_on.efer_value),
                            hvkit::vmx::activity_state::wait_for_sipi);
@@ -183,8 +192,10 @@ bool setup_linux_vmcs(smp::cpu& c) {
 
 /// An AP's vCPU: its VMCS (waiting for the guest's SIPI), then the guest until it stops.
 [[noreturn]] void run_ap(smp::cpu& c) {
+  linux_state& ls = *c.lx.run;
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
+  c.st.cpu = ls.cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
   c.st.x2apic_id = c.apic_id;
@@ -195,14 +206,16 @@ bool setup_linux_vmcs(smp::cpu& c) {
   }
   c.phase = smp::cpu_phase::guest;
   const int rc = ::vmx_enter(&c.st.regs, 0, &c.st);
-  report_entry_failure(c, rc);
-  finish(c.index);
+  report_entry_failure(ls, c, rc);
+  finish(ls, c.index);
 }
 
 }  // namespace
 
 bool handle_exit(vmx_backend& b) {
   smp::cpu& cpu = smp::this_cpu();
+  // An exit of guest 2, the second guest of this processor (smp/second_guest.cpp).
+  if (&b.st != &cpu.st) return smp::vmx_second_guest_exit(cpu, b.reason.basic_raw());
   // The guest's INIT and SIPI to this vCPU (vmx/vmx_smp.cpp).
   if (!b.reason.entry_failure() && smp::handle_init_sipi(cpu, b.reason.basic())) return true;
   cpu.just_started = false;
@@ -213,25 +226,38 @@ bool handle_exit(vmx_backend& b) {
             (unsigned long long)b.regs.gprs()[x86::gpr::rcx], (unsigned long long)b.regs.gprs()[x86::gpr::rdx]);
   vmx_backend mine{b.regs, b.events, b.reason, cpu.st};
   core::context c = smp::context_of(cpu);
-  const bool resume = core::handle_exit(mine, c, linux_profile{});
+  const bool resume = core::handle_exit(mine, c, linux_profile{*cpu.lx.run});
   smp::fix_smi_blocking(cpu);
+  if (resume && cpu.lx.run->m->count > 1 && smp::second_guest_due(cpu)) {
+    must(b.regs.flush(), cpu.st);  // the Linux VMCS's registers, before another VMCS is current
+    smp::vmx_second_guest_excursion(cpu);
+  }
   return resume;
 }
 
-bool prepare_vmx() {
+bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   read_capabilities();
   // Every processor: started now, each waits in VMX root operation for `go`.
   smp::machine& m = smp::start_processors(smp::vmx_on);
   smp::cpu& bsp = m.cpus[0];
   ls.m = &m;
+  for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
   bsp.lx.misc_enable = misc_enable_value;
   bsp.st.cfg = &linux_run;
+  bsp.st.cpu = &cpu;
   bsp.st.status = run_status::running;
   bsp.st.guest_xcr0 = 1;
   bsp.st.x2apic_id = bsp.apic_id;
   const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
   kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
-  bool ok = build_cpuid_policy(true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
+  bool ok = build_cpuid_policy(cpu, true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
+  if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
+    smp::second_guest_init(m, true);
+    // Guest 2's exits reach the exit stub with c.sg_st: the Linux profile's handle_exit (above)
+    // tells them from the Linux vCPU's by that state.
+    for (unsigned i = 0; i < m.count; ++i) m.cpus[i].sg_st.cfg = &linux_run;
+    ok = smp::vmx_second_guest_ept(m);
+  }
   if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
   if (ok && m.count > 1 && core::shadow::enabled()) {  // one shadow MMU: one vCPU (core/shadow_paging.hpp)
     kprintf("HVKIT ERROR linux: shadow paging runs one vCPU, not %u\n", m.count);
@@ -244,10 +270,10 @@ bool prepare_vmx() {
   return ok;
 }
 
-bool enter_vmx() {
+bool enter_vmx(linux_state& ls) {
   smp::machine& m = *ls.m;
   smp::cpu& bsp = m.cpus[0];
-  build_bitmaps();
+  build_bitmaps(ls);
   if (!smp::load_vmcs(bsp) || !setup_linux_vmcs(bsp)) return false;
   if (caps.ept_vpid & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   // The APs: their VMCS and the wait-for-SIPI guest, before the guest's BSP can send INIT.
@@ -257,7 +283,7 @@ bool enter_vmx() {
     while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
   bsp.phase = smp::cpu_phase::guest;
   const int rc = ::vmx_enter(&bsp.st.regs, 0, &bsp.st);
-  report_entry_failure(bsp, rc);
+  report_entry_failure(ls, bsp, rc);
   return rc == 0;
 }
 

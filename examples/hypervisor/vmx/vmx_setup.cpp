@@ -80,7 +80,8 @@ void read_capabilities() {
 /// allow in the guest is hidden); VMX is not offered (no nested virtualization). No KVM
 /// paravirtual feature is implemented, so none is offered; the hints word says
 /// "realtime" (one vCPU, never preempted). Hints may change later, features may not.
-bool build_cpuid_policy(bool for_linux, unsigned cpus) {
+bool build_cpuid_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
+  cpuid_ns::table<128> host_cpuid{};
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
     result("cpuid_policy", false, "reason=host_table_full");
@@ -131,8 +132,8 @@ bool build_cpuid_policy(bool for_linux, unsigned cpus) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
     return false;
   }
-  guest_policy = p.value();
-  if (for_linux && guest_policy.has(feat::xsavec)) {
+  g.cpuid = p.value();
+  if (for_linux && g.cpuid.has(feat::xsavec)) {
     // XSAVEC only where the CPU's own XSAVE enumeration is consistent: no component the
     // library had to withhold (enumerated in CPUID.(0xD,0) without a valid sub-leaf), and
     // the standard-format size CPUID.(0xD,0):ECX reports equal to the size derived from
@@ -144,34 +145,33 @@ bool build_cpuid_policy(bool for_linux, unsigned cpus) {
     // format (docs/linux-guest.md).
     cpuid_ns::vcpu_state all{};
     all.cr4 = x86::cr4::osxsave;
-    all.xcr0 = guest_policy.xcr0_components();
-    const std::uint32_t host_max = cpuid_ns::execute(0xd, 0).ecx, derived = guest_policy.answer(0xd, 0, all).ecx;
-    if (host_max != derived || guest_policy.xsave_withheld().raw() != 0) {
+    all.xcr0 = g.cpuid.xcr0_components();
+    const std::uint32_t host_max = cpuid_ns::execute(0xd, 0).ecx, derived = g.cpuid.answer(0xd, 0, all).ecx;
+    if (host_max != derived || g.cpuid.xsave_withheld().raw() != 0) {
       kprintf("HVKIT INFO linux_policy xsavec=withheld host_xsave_max_size=%u derived=%u withheld_components=0x%llx\n",
-              host_max, derived, (unsigned long long)guest_policy.xsave_withheld().raw());
+              host_max, derived, (unsigned long long)g.cpuid.xsave_withheld().raw());
       cfg.deny.set(feat::xsavec);
       auto q = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
       if (!q) {
         result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(q.error()));
         return false;
       }
-      guest_policy = q.value();
+      g.cpuid = q.value();
     }
   }
-  guest_msrs = cpuid_ns::derive_msr_policy(guest_policy.features(), guest_policy.xss_components());
-  const bool consistent = cpuid_ns::check_consistency(guest_policy.features(), guest_msrs).has_value();
-  const cpuid_ns::regs sig = guest_policy.answer(guest_policy.kvm_base(), 0, {});
-  const cpuid_ns::regs pv = guest_policy.answer(guest_policy.kvm_base() + 1, 0, {});
+  const bool consistent = core::complete_guest_cpu(g, x86::cr4{caps.cr4_fixed1});  // CR4: IA32_VMX_CR4_FIXED1
+  const cpuid_ns::regs sig = g.cpuid.answer(g.cpuid.kvm_base(), 0, {});
+  const cpuid_ns::regs pv = g.cpuid.answer(g.cpuid.kvm_base() + 1, 0, {});
   result("cpuid_policy", consistent,
          "kvm_base=0x%x max_leaf=0x%x pv_features=0x%x hints=0x%x ibpb=%d pred_cmd_bits=0x%llx msr_policy_consistent=%d"
          " xcr0_components=0x%llx xss_components=0x%llx xsave_withheld=0x%llx",
-         guest_policy.kvm_base(), sig.eax, pv.eax, pv.edx, guest_policy.has(feat::spec_ctrl) ? 1 : 0,
-         (unsigned long long)guest_msrs.pred_cmd_bits, consistent ? 1 : 0,
-         (unsigned long long)guest_policy.xcr0_components().raw(), (unsigned long long)guest_policy.xss_components().raw(),
-         (unsigned long long)guest_policy.xsave_withheld().raw());
+         g.cpuid.kvm_base(), sig.eax, pv.eax, pv.edx, g.cpuid.has(feat::spec_ctrl) ? 1 : 0,
+         (unsigned long long)g.msrs.pred_cmd_bits, consistent ? 1 : 0,
+         (unsigned long long)g.cpuid.xcr0_components().raw(), (unsigned long long)g.cpuid.xss_components().raw(),
+         (unsigned long long)g.cpuid.xsave_withheld().raw());
   for (unsigned i = 0; i < cpuid_ns::xsave_max_components; ++i) {
     const char* why = nullptr;
-    switch (guest_policy.xsave_issue(i)) {
+    switch (g.cpuid.xsave_issue(i)) {
       case cpuid_ns::xsave_enumeration::consistent: break;
       case cpuid_ns::xsave_enumeration::no_size: why = "no_size"; break;
       case cpuid_ns::xsave_enumeration::wrong_register: why = "wrong_register"; break;
@@ -219,8 +219,7 @@ bool enable_vmx() {
 
 bool build_ept() {
   namespace v = hvkit::vmx;
-  const unsigned maxphyaddr = (cpuid(0x80000000).eax >= 0x80000008) ? (cpuid(0x80000008).eax & 0xFF) : 36;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, maxphyaddr);
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   for (auto& e : ept_pml4) e = 0;
   for (auto& e : ept_pdpt) e = 0;
@@ -310,7 +309,7 @@ const hc::guest_header* load_guest(bool guest32, const core::guest_profile* prof
 
 /// CR4 bits the guest may set: what the CPU allows in VMX non-root operation (IA32_VMX_CR4_FIXED1,
 /// SDM Vol. 3D A.8), gated by the guest's CPUID policy (the guest CPU model, core::guest_cpu_model).
-x86::cr4 guest_cr4_allowed() { return core::guest_cpu_model(guest_policy, x86::cr4{caps.cr4_fixed1}).cr4_allowed; }
+
 
 /// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
 template <class C>
@@ -484,7 +483,7 @@ bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
   // ---- CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) ----
   // Guest-owned bits from the policy under the run's features (vmx::make_guest_owned: WP
   // only with EPT, a CR4 bit only if the guest may set it).
-  const v::cr_mask_features features{!shadow, guest_cr4_allowed()};
+  const v::cr_mask_features features{!shadow, vs.cpu->model.cr4_allowed};
   const v::guest_owned_bits owned = cfg.wp_intercepted ? v::make_guest_owned<policy_wp_intercepted>(features)
                                                              : v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;

@@ -36,9 +36,131 @@ bool vmx_on(cpu& c) {
 }
 
 bool load_vmcs(cpu& c) {
+  namespace v = hvkit::vmx;
   const std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(c.vmcs);
   *reinterpret_cast<std::uint32_t*>(c.vmcs) = vcaps.revision_id();
-  return hvkit::vmx::hw::vmclear(x86::hpa{vmcs}) && hvkit::vmx::hw::vmptrld(x86::hpa{vmcs});
+  // The processor's lifecycle model and IBPB tracker (vmx/vmcs_lifecycle.hpp): a real IBPB
+  // (IA32_PRED_CMD) where CPUID.(EAX=07H,ECX=0):EDX[26] enumerates it, counted either way. The
+  // Linux vCPU's VMCS is guest 1's; its first entry (vmx_enter's VMLAUNCH) follows at once.
+  const bool ibpb = (cpuid(7, 0).edx >> 26) & 1;
+  c.vmx_pcpu = v::physical_cpu<core::counting_barrier>{c.index, v::ibpb_policy::skip_same_guest,
+                                                       core::counting_barrier{&c.ibpb_barriers, ibpb}};
+  c.vmcs_linux = v::vmcs_state{vmcs};
+  if (!c.vmx_pcpu.clear(c.vmcs_linux) || !c.vmx_pcpu.load(c.vmcs_linux, 1, c.index) || !c.vmx_pcpu.enter(c.vmcs_linux))
+    return false;
+  note_control_block_switch(c, vmcs, 1);
+  return v::hw::vmclear(x86::hpa{vmcs}) && v::hw::vmptrld(x86::hpa{vmcs});
+}
+
+bool vmx_second_guest_ept(machine& m) {
+  // 4-level EPT (SDM Vol. 3C 29.3.2): PML4 -> PDPT -> PD -> PT, guest 2's five pages RWX, WB.
+  namespace v = hvkit::vmx;
+  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const v::ept_permissions rwx{true, true, true, false};
+  constexpr auto wb = hvkit::paging::ept_memory_type::wb;
+  auto& t = m.sg.second_stage;
+  for (auto& table : t)
+    for (auto& e : table) e = 0;
+  auto addr = [](const void* p) { return x86::hpa{reinterpret_cast<std::uint64_t>(p)}; };
+  for (unsigned level = 0; level < 3; ++level) {
+    auto e = v::make_ept_table_entry(addr(t[level + 1]), rwx, ec);
+    if (!e) return false;
+    t[level][0] = e.value().raw();
+  }
+  for (unsigned i = 0; i < second_guest_pages; ++i) {
+    auto leaf = v::make_ept_leaf(addr(m.sg.ram[i]), v::ept_level::pte, rwx, wb, ec);
+    if (!leaf) return false;
+    t[3][i] = leaf.value().raw();
+  }
+  auto eptp = v::make_eptp(addr(t[0]), wb, 4, false, ec);
+  if (!eptp) return false;
+  m.sg.root = eptp.value().raw();
+  return true;
+}
+
+namespace {
+/// The current VMCS as guest 2's control block on processor `c`: 64-bit mode on its own page
+/// tables (CR3 = GPA 0) and EPT, RFLAGS.IF = 0, every I/O and MSR access exiting, the host
+/// state of this processor (GS base: its `cpu`).
+bool setup_second_guest_vmcs(cpu& c) {
+  namespace v = hvkit::vmx;
+  const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
+  const auto proc = v::adjust_controls(vcaps.primary_caps(), v::primary_proc_based::unconditional_io_exiting |
+                                                                 v::primary_proc_based::activate_secondary_controls);
+  const auto proc2 = v::adjust_controls(vcaps.secondary_caps(), v::secondary_proc_based::enable_ept);
+  const auto exitc = v::adjust_controls(vcaps.exit_caps(), v::exit_controls::host_address_space_size |
+                                                               v::exit_controls::save_ia32_efer | v::exit_controls::load_ia32_efer |
+                                                               v::exit_controls::save_ia32_pat | v::exit_controls::load_ia32_pat);
+  const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest | v::entry_controls::load_ia32_efer |
+                                                                v::entry_controls::load_ia32_pat);
+  if (!write_controls(pin, proc, proc2, exitc, entry, c.m->sg.root)) return false;
+  const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(v::cr_mask_features{true, c.st.cpu->model.cr4_allowed});
+  const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
+  if (!write_guest_crs(owned, cr0, x86::cr4::pae, 0)) return false;
+  write_host_state(true);
+  vmwrite(fields::host_gs_base, reinterpret_cast<std::uint64_t>(&c));
+  write_flat_guest_state({0x10, 0x18, 0x20, true, 0, 0, 0x2F, 0, 0, 0, second_guest_code_gpa,
+                          x86::efer::lme | x86::efer::lma});
+  vmwrite(fields::guest_ia32_pat, 0x0007040600070406ull);
+  return true;
+}
+}  // namespace
+
+void vmx_second_guest_excursion(cpu& c) {
+  namespace v = hvkit::vmx;
+  second_guest_state& sg = c.sg;
+  __atomic_store_n(&sg.seq, sg.seq + 1, __ATOMIC_RELEASE);  // odd: counts changing
+  bool ok = true;
+  for (unsigned j = 0; j < 2 && ok; ++j) {
+    v::vmcs_state& b = c.vmcs_sg[j];
+    const x86::hpa block{reinterpret_cast<std::uint64_t>(c.sg_vmcs[j])};
+    if (!sg.ready) {  // first use: a clear VMCS (SDM Vol. 3C 25.11.3)
+      *reinterpret_cast<std::uint32_t*>(c.sg_vmcs[j]) = vcaps.revision_id();
+      b = v::vmcs_state{block.value()};
+      ok = c.vmx_pcpu.clear(b).has_value() && v::hw::vmclear(block);
+    }
+    // VMPTRLD through the model: the IBPB decision of this processor's tracker.
+    ok = ok && c.vmx_pcpu.load(b, second_guest_vm, c.index * 2 + j).has_value() && v::hw::vmptrld(block);
+    if (!ok) break;
+    note_control_block_switch(c, block.value(), second_guest_vm);
+    if (!sg.ready && !setup_second_guest_vmcs(c)) {
+      ok = false;
+      break;
+    }
+    vmwrite(fields::guest_rip, second_guest_code_gpa);  // every slice from the start
+    // ... with no blocking: on an AP's processor Bochs 2.7 saves "blocking by SMI" and "by
+    // NMI" (0CH) at every exit, guest 2's as well (erratum bochs_smi_blocking_after_sipi;
+    // measured: its VMRESUMEs failed with exit reason 33, SDM Vol. 3C 27.3.1.5), counted.
+    if (vmread(fields::guest_interruptibility_state) & 4u) ++c.smi_blocking_cleared;
+    vmwrite(fields::guest_interruptibility_state, 0);
+    sg.regs[j][x86::gpr::rbx] = second_guest_counter_gpa(c, j);
+    const auto entry = c.vmx_pcpu.enter(b);
+    const int rc = entry ? ::vmx_enter(&sg.regs[j], entry.value() == v::vmx_instruction::vmresume ? 1 : 0, &c.sg_st) : 1;
+    if (rc != 0) {
+      kprintf("HVKIT ERROR smp cpu=%u: entry of guest 2's block %u failed (rc=%d, VM-instruction error %llu)\n",
+              c.index, j, rc, (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
+      ok = false;
+      break;
+    }
+    ++sg.slices[j];
+  }
+  sg.ready = true;
+  // Back to the Linux vCPU's VMCS (launched: the stub's VMRESUME continues it).
+  const x86::hpa linux_vmcs{c.vmcs_linux.id};
+  if (!c.vmx_pcpu.load(c.vmcs_linux, 1, c.index) || !v::hw::vmptrld(linux_vmcs))
+    kprintf("HVKIT ERROR smp cpu=%u: VMPTRLD of the Linux VMCS after guest 2\n", c.index);
+  note_control_block_switch(c, linux_vmcs.value(), 1);
+  if (!ok) sg.failed = true;
+  ++sg.excursions;
+  __atomic_store_n(&sg.seq, sg.seq + 1, __ATOMIC_RELEASE);
+}
+
+bool vmx_second_guest_exit(cpu& c, std::uint32_t basic_reason) {
+  if (basic_reason != static_cast<std::uint32_t>(hvkit::vmx::exit_reason::vmcall)) {
+    ++c.sg.unexpected;
+    c.sg.unexpected_reason = basic_reason;
+  }
+  return false;  // the slice is over: vmx_enter returns to the excursion
 }
 
 void write_reset_state(cpu& c, const x86::reset_state& s, hvkit::vmx::activity_state a) {

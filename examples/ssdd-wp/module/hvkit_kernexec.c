@@ -59,15 +59,19 @@ static inline void raw_write_cr0(unsigned long v)
 	asm volatile("mov %0, %%cr0" : : "r"(v) : "memory");
 }
 
+/*
+ * RDX = 0: the module has no timed loop of its own (hvkit_wp passes its toggle loop's TSC
+ * there); the ssdd run is timed by the guest's /init, and the hypervisor then logs no TSC.
+ */
 static unsigned long hypercall(unsigned long nr, unsigned long a, unsigned long b)
 {
 	unsigned long ret;
 
 	/* VMCALL on Intel, VMMCALL on AMD (Linux sets X86_FEATURE_VMMCALL there). */
 	if (boot_cpu_has(X86_FEATURE_VMMCALL))
-		asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+		asm volatile("vmmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(0UL) : "memory");
 	else
-		asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b) : "memory");
+		asm volatile("vmcall" : "=a"(ret) : "a"(nr), "b"(a), "c"(b), "d"(0UL) : "memory");
 	return ret;
 }
 

@@ -42,6 +42,9 @@ struct shadow_page {
   std::uint16_t next = 0;  ///< free-list link (unused pages)
   bool used = false;
   bool hashed = false;     ///< findable by (gfn, role); false for pass-through pages
+  /// Write flooding (shadow_mmu::set_write_flood_threshold()): emulated writes to the frame
+  /// since a fix-up last went through this page (saturates at 255).
+  std::uint8_t writes = 0;
 };
 
 /// One cached root: the shadow page that translates guest CR3 root `root` under `role`.
@@ -166,6 +169,16 @@ class page_cache {
     }
     return i;
   }
+
+  /// Write flooding: one more emulated write to page `i`'s frame; returns the count since the
+  /// page was last used by a fix-up (saturating at 255).
+  constexpr unsigned note_write(std::uint16_t i) noexcept {
+    std::uint8_t& w = s_.pages[i].writes;
+    if (w != 0xff) ++w;
+    return w;
+  }
+  /// Write flooding: page `i` was used by a fix-up (its guest table is in use): the count restarts.
+  constexpr void note_use(std::uint16_t i) noexcept { s_.pages[i].writes = 0; }
 
   /// Zaps page `i`: every non-leaf entry referencing it is cleared, cached roots naming it are
   /// dropped, its un-hashed children (pass-through pages) are zapped with it, and it is freed.

@@ -176,9 +176,28 @@ class shadow_mmu {
     return host_flush::all;
   }
 
+  /// Write flooding. A frame stays write-protected as long as a shadow page mirrors it, also
+  /// when the guest has stopped using it as a paging structure (a freed page table reused as
+  /// data or a kernel stack, a new process's table being filled): every write to it is then
+  /// an exit and an emulation. With a threshold n (1-255; 0, the default, turns the rule
+  /// off), a frame whose shadow page has seen n writes reported by table_written() since a
+  /// fix-up last went through that page (page_fault() building or checking a path through
+  /// it: the guest walks that table) is unprotected (unprotect(): its shadow pages zapped), so
+  /// the guest writes it natively; a table in it is mirrored and protected again by the next
+  /// walk that uses it. The frame of the current root is never unprotected (the root would
+  /// be rebuilt, and the frame protected again, at once). A heuristic, not an architectural
+  /// rule: what the guest sees does not change (unprotect() leaves nothing that mirrors the
+  /// frame), only which writes exit.
+  constexpr void set_write_flood_threshold(unsigned n) noexcept { flood_threshold_ = n > 255 ? 255 : n; }
+  [[nodiscard]] constexpr unsigned write_flood_threshold() const noexcept { return flood_threshold_; }
+  /// How many frames write flooding unprotected.
+  [[nodiscard]] constexpr std::uint64_t flood_unprotects() const noexcept { return flood_unprotects_; }
+
   /// Reports `bytes` bytes written by the guest (an emulated write) at `a`: every shadow
   /// entry that mirrors a guest entry in that range is zapped (rebuilt from the new guest
-  /// entry on the next fault). Returns the host TLB work.
+  /// entry on the next fault). With write flooding on, the write counts towards it (a flooded
+  /// frame is unprotected; the current root may then be rebuilt: run the guest on root()).
+  /// Returns the host TLB work.
   host_flush table_written(x86::gpa a, unsigned bytes) noexcept {
     if (bytes == 0) return host_flush::none;
     host_flush f = host_flush::none;
@@ -205,6 +224,10 @@ class shadow_mmu {
           }
         }
       });
+      if (flood_threshold_ != 0 && flooded(x86::gfn{g})) {
+        ++flood_unprotects_;
+        f = merge(f, unprotect(x86::gfn{g}));
+      }
     }
     return f;
   }
@@ -293,6 +316,18 @@ class shadow_mmu {
     return any ? host_flush::all : host_flush::none;
   }
 
+  /// Write flooding: one more write to every page mirroring a table in frame `g`; true if
+  /// one of them reached the threshold and none is the current root.
+  bool flooded(x86::gfn g) noexcept {
+    bool reached = false, root = false;
+    cache_->for_each_page_of(g, [&](std::uint16_t p) {
+      if (cache_->page(p).role.direct()) return;
+      root = root || p == root_;
+      reached = cache_->note_write(p) >= flood_threshold_ || reached;
+    });
+    return reached && !root;
+  }
+
   host_flush zap_entry(std::uint16_t p, unsigned idx) noexcept {
     std::uint64_t& e = cache_->table(p)[idx];
     if (!(e & pte::present.raw())) return host_flush::none;
@@ -320,6 +355,7 @@ class shadow_mmu {
     unsigned used = 0;
     std::uint16_t p = root_;
     for (unsigned hl = levels_; hl >= 2; --hl) {
+      cache_->note_use(p);  // write flooding: the guest walks this table
       const unsigned idx = static_cast<unsigned>((va >> (12 + 9 * (hl - 1))) & 511u);
       const unsigned cl = hl - 1;  // level of the child page
       child_desc d;
@@ -360,6 +396,7 @@ class shadow_mmu {
       }
       p = c;
     }
+    cache_->note_use(p);
     // The leaf (SDM 4.6.1 folding, spte.hpp).
     const cpu_role r = guest_.role();
     const x86::gfn g = x86::gpa_to_gfn(t.address);
@@ -406,6 +443,8 @@ class shadow_mmu {
   guest_walker walker_{};
   std::uint16_t root_ = page_cache::npos;
   std::uint32_t rebuilds_ = 0;
+  unsigned flood_threshold_ = 0;      ///< write flooding: writes before a frame is unprotected (0 off)
+  std::uint64_t flood_unprotects_ = 0;
   std::uint8_t ext_ = 0;
   cpu_role host_{};                   ///< host_role(guest role)
   unsigned levels_ = 4;               ///< host_levels(guest role)
