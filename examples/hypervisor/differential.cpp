@@ -239,7 +239,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
     const auto tried = pg::load_pdptrs(x86::cr3{b.cr3}, mem, props.maxphyaddr);
     const bool cpu_gp = (b.cr3_result & 0xFFFF) == (0x100 | 13) && (b.cr3_result >> 16) == 0;
     bool hv_gp = !tried && tried.error().kind == pg::pdptr_error::kind_type::reserved_bit;
-    if (svm::active() && hv_gp) {
+    if (svm::active() && !core::shadow::enabled() && hv_gp) {
       // AMD with nested paging (APM 15.25.10, legacy PAE mode): MOV to CR3 loads no PDPTEs;
       // the walk reads them, and a reserved bit in the one it uses is a #PF with P and RSV
       // and the access's W, U/S and I/D bits. The cases' test address uses PDPTE 3.
@@ -331,11 +331,13 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
       return 1;
     }
     pdptes = now.value();
-    // The PDPTE registers the CPU saved (VMX with EPT only: the VMCB has none).
-    const std::uint64_t regs[4] = {svm::active() ? pdptes.entries[0] : vmread(fields::guest_pdpte0),
-                                   svm::active() ? pdptes.entries[1] : vmread(fields::guest_pdpte1),
-                                   svm::active() ? pdptes.entries[2] : vmread(fields::guest_pdpte2),
-                                   svm::active() ? pdptes.entries[3] : vmread(fields::guest_pdpte3)};
+    // The PDPTE registers the CPU saved (VMX with EPT only: the VMCB has none). Under shadow
+    // paging the guest's PDPTE registers are the shadow MMU's (loaded by its MOV to CR3; the
+    // CPU's are those of the shadow root).
+    const bool own = svm::active() || core::shadow::enabled();
+    const std::uint64_t* held = core::shadow::enabled() ? core::shadow::mmu().pdptes().entries.data() : pdptes.entries.data();
+    const std::uint64_t regs[4] = {own ? held[0] : vmread(fields::guest_pdpte0), own ? held[1] : vmread(fields::guest_pdpte1),
+                                   own ? held[2] : vmread(fields::guest_pdpte2), own ? held[3] : vmread(fields::guest_pdpte3)};
     for (unsigned i = 0; i < 4; ++i)
       if (regs[i] != pdptes.entries[i]) {
         if (++x.checks.pdpte_register_mismatches <= 4)

@@ -109,12 +109,24 @@ namespace {
 bool is_device(std::uint64_t g) {
   return g >= layout::mmio_device_gpa && g < layout::mmio_device_gpa + layout::mmio_device_size;
 }
+/// The 32-bit guest's PSE-36 alias, RAM as the EPT/NPT and the shadow frame map give it:
+/// GPA 4 GiB + [28 MiB, 32 MiB) is [28 MiB, 32 MiB). An emulated access there (under shadow
+/// paging: a CR0.WP = 0 supervisor write under SMAP through a 4 MiB PSE-36 page) reaches that
+/// RAM; nullptr outside it.
+std::uint8_t* pse36_alias(std::uint64_t g, unsigned size) {
+  constexpr std::uint64_t first = hc::pse36_alias_gpa + 0x1C00000, length = 0x400000;
+  if (g < first || g - first > length - size) return nullptr;
+  return guest_ram(g - hc::pse36_alias_gpa, size);
+}
 }  // namespace
 
 bool platform::mmio_read(x86::gpa a, unsigned size, std::uint64_t& out) {
   const std::uint64_t g = a.value();
   if (is_device(g)) {
     out = device_read(*c, g - layout::mmio_device_gpa, size);
+  } else if (const std::uint8_t* p = size <= 8 ? pse36_alias(g, size) : nullptr) {
+    out = 0;
+    __builtin_memcpy(&out, p, size);
   } else {
     out = size >= 8 ? ~0ull : ((1ull << (8 * size)) - 1);
     if (++c->checks.unassigned_reads <= 4)
@@ -127,6 +139,8 @@ bool platform::mmio_write(x86::gpa a, unsigned size, std::uint64_t v) {
   const std::uint64_t g = a.value();
   if (is_device(g)) {
     device_write(*c, g - layout::mmio_device_gpa, size, v);
+  } else if (std::uint8_t* p = size <= 8 ? pse36_alias(g, size) : nullptr) {
+    __builtin_memcpy(p, &v, size);
   } else if (++c->checks.unassigned_writes <= 4) {
     kprintf("HVKIT INFO run=%s unassigned_access gpa=0x%llx write(dropped) size=%u\n", c->cfg().name,
             (unsigned long long)g, size);

@@ -176,7 +176,10 @@ bool emulate_instruction(B& b, context& c, const char* why, P& plat) {
   }
   v.mmu.set_root(x86::cr3_root(ctx.cr3, v.mmu.role().mode(), props.maxphyaddr));
   guest_memory mem = b.memory();
-  translator tr{em::walker_translator<pg::flat_memory>{v.mmu, mem.tables, props}, &c};
+  // Shadow paging: a PAE guest's PDPTE registers are the shadow MMU's (its last CR3 load).
+  translator tr{em::walker_translator<pg::flat_memory>{v.mmu, mem.tables, props,
+                                                       shadow::enabled() ? shadow::mmu().pdptes() : pg::pdpte_snapshot{}},
+                &c};
   const em::outcome o = em::emulate(ctx, tr, mem.data, plat);
   ++c.checks.emulated;
   if (o.is_done() && (o.what == em::event::dr_write || o.what == em::event::halt)) {

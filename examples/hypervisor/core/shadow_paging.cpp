@@ -19,7 +19,10 @@ namespace pg = hvkit::paging;
 /// hypervisor runs identity-mapped: an address is its host-physical address).
 constexpr unsigned shadow_pages = 256;
 alignas(4096) constinit sp::static_cache_storage<shadow_pages, 8> storage{};
-constinit identity_window window{layout::guest_mem_base, layout::guest_mem_size};
+/// The conformance guests' RAM, and the 32-bit guest's PSE-36 alias: [4 GiB + 28 MiB, +4 MiB)
+/// onto 28 MiB, as the EPT/NPT maps it (vmx_setup.cpp, svm_setup.cpp).
+constinit identity_window window{layout::guest_mem_base, layout::guest_mem_size, 0,
+                                 {hc::pse36_alias_gpa + 0x1C00000, 0x400000, 0x1C00000}};
 #ifdef HVKIT_HV_SHADOW
 /// Shadow pages for the Linux guest (run --linux --shadow): the kernel's direct map (its
 /// 2 MiB pages are mapped by 4 KiB host pages: one direct shadow page per guest large page
@@ -36,6 +39,7 @@ alignas(mmu_type) unsigned char mmu_bytes[sizeof(mmu_type)];
 mmu_type* the_mmu = nullptr;
 x86::cr3 guest_cr3_value{};
 x86::cr0 guest_cr0_value{};
+x86::cr4 guest_cr4_value{};
 x86::efer guest_efer_value{};
 constinit stats the_stats{};
 /// Write flooding (paging::shadow::shadow_mmu::set_write_flood_threshold()): a protected frame
@@ -61,6 +65,10 @@ x86::cr3 guest_cr3() noexcept { return guest_cr3_value; }
 void set_guest_cr3(x86::cr3 v) noexcept { guest_cr3_value = v; }
 x86::efer guest_efer() noexcept { return guest_efer_value; }
 x86::cr0 guest_cr0() noexcept { return guest_cr0_value; }
+x86::cr4 guest_cr4() noexcept { return guest_cr4_value; }
+x86::cr4 guest_view_cr4(x86::cr4 real) noexcept {
+  return guest_cr4_value.test(x86::cr4::pae) ? real : real.without(x86::cr4::pae);
+}
 
 std::uint32_t guest_pkru(x86::cr4 guest_cr4) noexcept {
   if (!guest_cr4.test(x86::cr4::pke)) return 0;
@@ -107,6 +115,7 @@ x86::hpa begin(const pg::cr_state& crs, x86::cr3 cr3) noexcept {
   guest_cr3_value = cr3;
   guest_efer_value = crs.efer;
   guest_cr0_value = crs.cr0;
+  guest_cr4_value = crs.cr4;
   const pg::cpu_role role = pg::make_cpu_role(crs.cr0, crs.cr4, crs.efer);
   const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
   return the_mmu->load(role, x86::cr3_root(cr3, role.mode(), maxphyaddr)).root;
@@ -114,7 +123,8 @@ x86::hpa begin(const pg::cr_state& crs, x86::cr3 cr3) noexcept {
 
 void print_walks(std::uint64_t la, x86::pfec access, std::uint32_t pkru) noexcept {
   std::uint64_t table = the_mmu->root().value();
-  for (int level = 4; level >= 1; --level) {
+  // The host format's levels: a PAE root is a PDPT (index la bits 31:30, the la 32 bits).
+  for (int level = static_cast<int>(sp::host_levels(the_mmu->role())); level >= 1; --level) {
     const std::uint64_t e = reinterpret_cast<const std::uint64_t*>(table)[(la >> (12 + 9 * (level - 1))) & 511];
     kprintf("HVKIT INFO shadow host_walk level=%d entry=0x%016llx\n", level, (unsigned long long)e);
     if (!(e & 1) || (e & 0x80)) break;
@@ -137,11 +147,7 @@ void print_walks(std::uint64_t la, x86::pfec access, std::uint32_t pkru) noexcep
 const char* not_applicable(const run_config& cfg, bool second_vm) noexcept {
   if (!enabled()) return nullptr;
   if (cfg.guest_flags & hc::cfg_ept_diff) return "second_stage_differential_needs_ept_or_npt";
-  // The shadow tables are in the 4-level host format (paging::shadow::host_role()), which the
-  // CPU walks only in IA-32e mode; the 32-bit guest runs outside it, where the real CR3 is
-  // walked in the guest's own 32-bit/PAE format: it needs a PAE host format the library does
-  // not build. A second guest needs a second shadow MMU, which the hypervisor does not keep.
-  if (cfg.guest_flags & hc::cfg_guest32) return "legacy_guest_needs_a_pae_host_format";
+  // A second guest needs a second shadow MMU, which the hypervisor does not keep.
   if (second_vm) return "second_vm_needs_its_own_shadow_mmu";
   return nullptr;
 }
@@ -164,6 +170,7 @@ hvkit::emulate::shadow_exit cr_written(const pg::cr_write_outcome& o, x86::cr3 c
     if (o.cr != 3) {  // a MOV to CR3's outcome carries no CR0/EFER
       guest_efer_value = o.after.efer;
       guest_cr0_value = o.after.cr0;
+      guest_cr4_value = o.after.cr4;
     }
   }
   return e;

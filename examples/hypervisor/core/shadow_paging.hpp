@@ -25,22 +25,32 @@ namespace sp = hvkit::paging::shadow;
 
 /// Guest-physical frames of the guest's memory window map to the same host frames (the
 /// hypervisor gives the guest [guest_mem_base, +guest_mem_size) identity-mapped, and the
-/// Linux guest also the frames below `low_end`, as its EPT/NPT does); every other frame (the
+/// Linux guest also the frames below `low_end`, as its EPT/NPT does), and the frames of an
+/// alias [alias_gpa, +alias_size) to those from `alias_target` on (the conformance guests'
+/// PSE-36 alias, hc::pse36_alias_gpa, as the EPT/NPT maps it; it holds data only, never a
+/// paging structure, whose write protection is per guest frame); every other frame (the
 /// MMIO test device, the hypervisor's own memory, unassigned space) is unbacked: its
 /// accesses are emulated.
+struct frame_alias {
+  std::uint64_t gpa = 0, size = 0, target = 0;
+};
 class identity_window {
  public:
-  constexpr identity_window(std::uint64_t base, std::uint64_t size, std::uint64_t low_end = 0) noexcept
-      : first_(base >> 12), count_(size >> 12), low_(low_end >> 12) {}
+  constexpr identity_window(std::uint64_t base, std::uint64_t size, std::uint64_t low_end = 0,
+                            frame_alias a = {}) noexcept
+      : first_(base >> 12), count_(size >> 12), low_(low_end >> 12), alias_first_(a.gpa >> 12),
+        alias_count_(a.size >> 12), alias_target_(a.target >> 12) {}
   [[nodiscard]] constexpr hvkit::result<hvkit::x86::hpa, hvkit::paging::memory_error> host_frame(
       hvkit::x86::gfn f) const noexcept {
+    if (f.value() - alias_first_ < alias_count_)
+      return hvkit::x86::hpa{(alias_target_ + (f.value() - alias_first_)) << 12};
     if (f.value() >= low_ && (f.value() < first_ || f.value() - first_ >= count_))
       return hvkit::unexpected(hvkit::paging::memory_error::unbacked);
     return hvkit::x86::hpa{f.value() << 12};
   }
 
  private:
-  std::uint64_t first_, count_, low_;
+  std::uint64_t first_, count_, low_, alias_first_, alias_count_, alias_target_;
 };
 static_assert(sp::frame_map<identity_window>);
 
@@ -65,6 +75,18 @@ void print_cache_report(const char* run_name) noexcept;
 /// The guest's CR0 (the real CR0.WP is 1: paging::shadow::host_role(); VMX keeps it in the
 /// CR0 read shadow too, SVM has no read shadow).
 [[nodiscard]] hvkit::x86::cr0 guest_cr0() noexcept;
+/// The guest's CR4 (SVM: the real CR4.PAE is 1 for a guest outside IA-32e mode, host_cr4();
+/// VMX keeps the guest's in the CR4 read shadow).
+[[nodiscard]] hvkit::x86::cr4 guest_cr4() noexcept;
+/// The real CR4 while the guest runs with CR4 `guest`: the guest's, with PAE set. A guest
+/// outside IA-32e mode (32-bit or PAE paging) runs on PAE-format shadow tables
+/// (paging::shadow::host_role()), the processor walking the real CR3 in the format of the
+/// real CR4.PAE (SDM 4.1.1); in IA-32e mode PAE is 1 already. The other bits of the host role
+/// (SMEP, SMAP, PKE, PKS, LA57) are the guest's own.
+[[nodiscard]] constexpr hvkit::x86::cr4 host_cr4(hvkit::x86::cr4 guest) noexcept { return guest | hvkit::x86::cr4::pae; }
+/// The guest's view of the real CR4 `real` (SVM: no read shadow, CR4 reads intercepted and
+/// answered from this, APM Vol. 2 15.9): the real CR4 with the guest's own PAE (host_cr4()).
+[[nodiscard]] hvkit::x86::cr4 guest_view_cr4(hvkit::x86::cr4 real) noexcept;
 /// The guest's EFER (the real EFER.NXE is 1: paging::shadow::host_role()).
 [[nodiscard]] hvkit::x86::efer guest_efer() noexcept;
 void set_guest_cr3(hvkit::x86::cr3 v) noexcept;

@@ -127,8 +127,12 @@ void report_exit(current_vmcb& vmcb, const char* what, bool expected) {
 hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmcb, guest_regs& regs,
                                                                const core::vcpu_state& st) {
   em::context ctx = read_context(vmcb, regs, st);
-  if (core::shadow::enabled()) {  // the real CR3 is the shadow root: walk the guest's own tables
+  const bool shadow = core::shadow::enabled();
+  if (shadow) {
+    // Shadow paging: the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE
+    // the host role's; the fetch walks the guest's own tables with its own registers.
     ctx.cr0 = core::shadow::guest_cr0();
+    ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
     ctx.cr3 = core::shadow::guest_cr3();
     ctx.efer = core::shadow::guest_efer();
   }
@@ -143,7 +147,9 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmc
   // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
   // walks through the other three do not.
   pg::pdpte_snapshot pdptes{};
-  if (mmu.role().mode() == x86::paging_mode::pae) {
+  if (shadow && mmu.role().mode() == x86::paging_mode::pae) {
+    pdptes = core::shadow::mmu().pdptes();  // the guest's PDPTE registers (its last CR3 load, SDM 4.4.1)
+  } else if (mmu.role().mode() == x86::paging_mode::pae) {
     pdptes.pdpt = x86::cr3_root(ctx.cr3, x86::paging_mode::pae, props.maxphyaddr);
     pdptes.loaded = true;
     for (unsigned i = 0; i < 4; ++i) {
@@ -284,7 +290,8 @@ struct svm_backend {
   bool in_64bit_mode() const { return sv::ip_width_of(vmcb) == x86::ip_width::w64; }  // EFER.LMA, CS.L
   core::guest_crs crs() const {
     if (core::shadow::enabled())
-      return {{shadow_guest_cr0(), sv::read_typed(vmcb, fld::cr4), core::shadow::guest_efer()}, core::shadow::guest_cr3()};
+      return {{shadow_guest_cr0(), core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)), core::shadow::guest_efer()},
+              core::shadow::guest_cr3()};
     return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb)}, sv::read_typed(vmcb, fld::cr3)};
   }
   void skip() { skip_instruction(vmcb, regs, c.vcpu); }
@@ -334,8 +341,9 @@ struct svm_backend {
 
   bool read_context(em::context& ctx) {
     ctx = svm::read_context(vmcb, regs, c.vcpu);
-    if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real CR0.WP and EFER.NXE 1
+    if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE 1
       ctx.cr0 = shadow_guest_cr0();
+      ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
       ctx.cr3 = core::shadow::guest_cr3();
       ctx.efer = core::shadow::guest_efer();
       ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
@@ -355,12 +363,23 @@ struct svm_backend {
       case em::outcome_kind::unsupported: return core::applied::not_applied;
       case em::outcome_kind::done: break;
     }
+    em::shadow_exit e{};
+    if (core::shadow::enabled() && o.what == em::event::cr_write) {
+      // Before anything is written: a PAE PDPTE with a reserved bit makes the CR write #GP(0)
+      // with nothing changed (SDM 4.4.1; the shadow MMU loads the guest's PDPTEs, the
+      // emulator does not).
+      e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+      if (e.action == em::shadow_exit_action::inject) {
+        svm::inject(vmcb, c.vcpu, x86::vector::gp, 0);
+        return c.vcpu.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
+      }
+    }
     vcpu rf{vmcb, regs};
     em::write_emulation_context(vmcb, rf, before, after, o);
     if (core::shadow::enabled() && o.what == em::event::cr_write) {
       // The guest's CR0/CR3/EFER went into the VMCB: the real ones are the shadow MMU's.
-      const em::shadow_exit e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
       sv::write(vmcb, fld::cr0, after.cr0 | x86::cr0::wp);
+      sv::write(vmcb, fld::cr4, core::shadow::host_cr4(after.cr4));
       sv::write(vmcb, fld::efer, after.efer | x86::efer::svme | x86::efer::nxe);
       load_shadow_root(e.root, e.flush);
     }

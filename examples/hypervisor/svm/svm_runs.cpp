@@ -364,7 +364,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
   kprintf("HVKIT RUN %s end status=%s exits=%llu host_tsc=%llu\n", cfg.base.name, status_name(vs.status),
           (unsigned long long)vs.exits.total, (unsigned long long)(t1 - t0));
   core::context c = context_of(vs);
-  core::report_run(c, true);
+  core::report_run(c, !core::shadow::enabled());  // nested paging loads no PDPTEs; the shadow MMU does (SDM 4.4.1)
   if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report(nd, cpu.model);
   if (const std::uint64_t stale = vs.unmap.stale_intn) {
     ++results_errata;
@@ -393,7 +393,8 @@ bool active() { return g_active; }
 guest_paging_regs live_paging_regs(current_vmcb& vmcb) {
   if (core::shadow::enabled()) {  // the guest's CR0.WP, CR3 and EFER: the real ones are the shadow MMU's
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
-    return {core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp), sv::read_typed(vmcb, fld::cr4),
+    return {core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp),
+            core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)),
             core::shadow::guest_efer(), core::shadow::guest_cr3(), sv::read_typed(vmcb, fld::rflags)};
   }
   return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb), sv::read_typed(vmcb, fld::cr3),

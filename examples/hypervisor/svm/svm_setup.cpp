@@ -239,8 +239,8 @@ void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r,
   sv::intercept_set icpt;
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
   // on VMX the bits that feed translation are host-owned) and is done by the emulator with
-  // the CR4 bits the CPUID policy allows. Not for the 32-bit guest: its CR4.PAE toggles stay
-  // native, the PAE check is the CPU's (a test set-up: paging::sync_cr0_role rebuilds the role
+  // the CR4 bits the CPUID policy allows. Not for the 32-bit guest under nested paging: its
+  // CR4.PAE toggles stay native, the PAE check is the CPU's (a test set-up: paging::sync_cr0_role rebuilds the role
   // at the next emulated access, since it compares the whole role with the live registers).
   // Shadow paging (run --shadow --amd, core/shadow_paging.hpp): the same policies under
   // svm::make_cr_intercepts({.npt = false}) (CR0.WP never guest-owned, CR0/CR4 reads exit:
@@ -250,7 +250,7 @@ void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r,
                                : r.base.wp_intercepted ? sv::make_cr_intercepts<policy_wp_intercepted>({.npt = false})
                                                        : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false});
   cr.apply(icpt);
-  if (guest32) icpt.clear(sv::cr_write(4));
+  if (guest32 && !shadow) icpt.clear(sv::cr_write(4));
   using I = sv::intercept;
   if (shadow)
     for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), I::invlpg, sv::exception(x86::vector::pf)}) icpt.set(i);
@@ -277,6 +277,9 @@ void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r,
     // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()) and the guest runs
     // on the shadow root built from its boot tables; run.guest_efer keeps the guest's view.
     sv::write(vmcb, fld::efer, efer | x86::efer::svme | x86::efer::nxe);
+    // The 32-bit guest runs on PAE-format shadow tables: the real CR4.PAE is 1, every CR4
+    // access exits and the guest sees its own (core::shadow::guest_view_cr4()).
+    sv::write(vmcb, fld::cr4, core::shadow::host_cr4(cr4));
     sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin({cr0, cr4, efer}, x86::cr3{layout::guest_boot_pt_gpa})
                                            .value()});
   }

@@ -50,7 +50,9 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
   if (after.cr4.raw() != before.cr4.raw()) {
     const v::cr_vmcs_values cv = v::cr_values_for(after.cr4.raw(), caps.cr4_fixed0, caps.cr4_fixed1);
     vmwrite(fields::cr4_read_shadow, cv.read_shadow);
-    vmwrite(fields::guest_cr4, cv.actual);
+    // Shadow paging: the real CR4 has PAE (PAE-format shadow tables outside IA-32e mode,
+    // paging::shadow::host_role()); the guest reads its own PAE from the read shadow.
+    vmwrite(fields::guest_cr4, core::shadow::enabled() ? core::shadow::host_cr4(x86::cr4{cv.actual}).raw() : cv.actual);
   }
   if (after.efer.raw() != before.efer.raw()) {
     // Shadow paging: the real EFER.NXE is 1 (paging::shadow::host_role()).

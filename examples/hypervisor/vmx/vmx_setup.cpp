@@ -503,11 +503,17 @@ bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
   vs.guest_efer = efer.raw();
   vs.mmu = hvkit::paging::mmu_context::make(x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)}, efer,
                                            x86::gpa{vmread(fields::guest_cr3)});
-  if (shadow)  // the guest runs on the shadow root built from its boot tables
-    vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
-                                                    efer},
+  if (shadow) {
+    // The guest runs on the shadow root built from its boot tables, with the real EFER.NXE
+    // = 1 and, for the 32-bit guest, the real CR4.PAE = 1 (PAE-format shadow tables: VM
+    // entry loads the PDPTEs from the root, SDM Vol. 3C 27.3.2.4); the guest sees its own
+    // CR4 in the read shadow (PAE is host-owned under shadow paging).
+    vmwrite(fields::guest_ia32_efer, (efer | x86::efer::nxe).raw());
+    vmwrite(fields::guest_cr4, core::shadow::host_cr4(x86::cr4{vmread(fields::guest_cr4)}).raw());
+    vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, guest_cr4, efer},
                                                    x86::cr3{layout::guest_boot_pt_gpa})
                                    .value());
+  }
   return true;
 }
 
