@@ -234,8 +234,6 @@ struct nested_tables {
   std::uint64_t table_all = ~std::uint64_t{0};
 
   static constexpr bool can_update = writable_guest_memory<M>;
-  /// The guest walker fills its fault reports out of line (see basic_walker::fail).
-  static constexpr bool report_out_of_line = true;
 
   [[nodiscard]] constexpr ept_request table_request(x86::gpa a, ept_access acc) const noexcept {
     ept_request r{};
