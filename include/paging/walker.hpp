@@ -584,7 +584,7 @@ class basic_walker {
     const std::uint64_t e = w.e;
     w.vals[i] = e;
     if (!(e & pte::present.raw())) [[unlikely]]
-      return fail<Tables>(f, fault_kind::not_present, Level, ea, e) ? 0 : -1;
+      return fail_out_of_line(f, fault_kind::not_present, Level, ea, e) ? 0 : -1;
     // PS: known at compile time where the format fixes it (SDM 4.4.2, 4.5.4): reserved in a
     // PML5E/PML4E (bit 7 is in rsvd.table there), a 2 MiB page in a PAE or 4/5-level PDE;
     // elsewhere (a PDPTE: 1 GiB pages; a 32-bit PDE: CR4.PSE) the role decides.
@@ -597,7 +597,7 @@ class basic_walker {
       large = (e & pte::page_size.raw()) && s_.rsvd.large_ok[Level];
     }
     if (e & (large ? s_.rsvd.large[Level] : s_.rsvd.table[Level])) [[unlikely]]
-      return fail<Tables>(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
+      return fail_out_of_line(f, fault_kind::reserved_bit, Level, ea, e) ? 0 : -1;
     w.upper = w.all;  // the AND above this entry: the shadow-stack right needs it at the leaf
     w.all &= e;  // R/W, U/S: ANDed; XD: ORed (SDM 4.6.1); the rights are formed at the end
     w.any |= e;
@@ -613,15 +613,6 @@ class basic_walker {
     return (e & 6u) | x;
   }
 
-  /// fail() from a step, out of line for every table accessor: the fault report's stores
-  /// (the entry's address and value side by side) then stay off the success path. Inline,
-  /// GCC 12 built the report's vector of (address, value) after every table read of a
-  /// direct walk, three instructions per level that only a fault uses.
-  template <class Tables>
-  [[gnu::always_inline]] static constexpr bool fail(walk_fault& f, fault_kind k, unsigned level, x86::gpa ea,
-                                                    std::uint64_t e) noexcept {
-    return fail_out_of_line(f, k, level, ea, e);
-  }
   /// The typed error of a walker used over another paging mode (its state, or the
   /// mmu_context of the walk): fault_kind::mode_mismatch, no entry, no error code.
   static constexpr bool mode_mismatch(walk_fault& f) noexcept {
@@ -630,6 +621,10 @@ class basic_walker {
     f.level = 0;
     return false;
   }
+  /// fail() from a step, out of line for every table accessor: the fault report's stores
+  /// (the entry's address and value side by side) then stay off the success path. Inline,
+  /// GCC 12 built the report's vector of (address, value) after every table read of a
+  /// direct walk, three instructions per level that only a fault uses.
   [[gnu::cold, gnu::noinline]] static constexpr bool fail_out_of_line(walk_fault& f, fault_kind k, unsigned level,
                                                                       x86::gpa ea, std::uint64_t e) noexcept {
     return fail(f, k, level, ea, e);
