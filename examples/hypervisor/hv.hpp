@@ -58,6 +58,7 @@
 
 #include "vmx/vmx_glue.hpp"
 #include "core/backend.hpp"
+#include "core/page_pool.hpp"
 #include "core/report.hpp"
 #include "core/state.hpp"
 

@@ -9,17 +9,31 @@ bool str_eq(const char* a, const char* b) {
   while (*a && *a == *b) ++a, ++b;
   return *a == *b;
 }
-void result(const char* name, bool pass, const char* fmt, ...) {
-  (pass ? results_pass : results_fail)++;
+namespace {
+void print_result(const char* name, bool pass, const char* fmt, va_list ap) {
   kprintf("HVKIT RESULT %s %s", name, pass ? "PASS" : "FAIL");
   if (fmt) {
     console_putc(' ');
-    va_list ap;
-    va_start(ap, fmt);
     kvprintf(fmt, ap);
-    va_end(ap);
   }
   console_putc('\n');
+}
+}  // namespace
+
+void result(core::tally& t, const char* name, bool pass, const char* fmt, ...) {
+  (pass ? t.pass : t.fail)++;
+  va_list ap;
+  va_start(ap, fmt);
+  print_result(name, pass, fmt, ap);
+  va_end(ap);
+}
+
+void result(const char* name, bool pass, const char* fmt, ...) {
+  (pass ? results_pass : results_fail)++;
+  va_list ap;
+  va_start(ap, fmt);
+  print_result(name, pass, fmt, ap);
+  va_end(ap);
 }
 
 milli ratio(std::uint64_t num, std::uint64_t den) {

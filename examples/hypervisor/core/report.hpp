@@ -22,9 +22,22 @@
 namespace hv {
 
 // ---- reporting (util.cpp) ---------------------------------------------------------------
+namespace core {
+/// The boot's results: what "HVKIT SUMMARY" and "HVKIT DONE" are computed from. One per boot,
+/// the boot entry's (hv_main, lx::boot), reached through the run's checks
+/// (check_counters::tally) or handed to the bring-up code by reference.
+struct tally {
+  int pass, fail;
+  int errata;  ///< distinct CPU errata met (each counted once, when first seen)
+};
+}  // namespace core
+/// Legacy: the boot's results before core::tally; goes when every caller passes a tally.
 extern int results_pass, results_fail, results_errata;
 bool str_eq(const char* a, const char* b);
-/// Prints one "HVKIT RESULT <name> PASS|FAIL <details>" line and counts it.
+/// Prints one "HVKIT RESULT <name> PASS|FAIL <details>" line and counts it in `t`.
+void result(core::tally& t, const char* name, bool pass, const char* fmt = nullptr, ...)
+    __attribute__((format(printf, 4, 5)));
+/// Legacy: the same, counted in results_pass/results_fail; goes with them.
 void result(const char* name, bool pass, const char* fmt = nullptr, ...) __attribute__((format(printf, 3, 4)));
 /// Prints milli-units as "<int>.<3 digits>".
 struct milli {

@@ -112,8 +112,13 @@ struct vcpu_state {
   exit_counters mark;  ///< snapshot taken at hc::mark_begin
 };
 
+struct tally;
+
 /// The checks' counters: what the runs' results are computed from.
 struct check_counters {
+  /// The boot's results (core/report.hpp), where this run's RESULT lines and errata are
+  /// counted: set with the vCPU's `cfg` by the run that owns it.
+  tally* results;
   // The measured WP-toggle section, kept for the cross-run comparison.
   std::uint64_t wp_toggles, wp_cr_exits, wp_mismatch, wp_tsc;
   bool wp_seen;
