@@ -491,7 +491,9 @@ hvkit::cpuid::feature_set emulated_features() {
   solo_st.guest_xcr0 = 1;
   ls.end_reason = "running";
   // VMX: every processor started, the vCPU state per processor (ls.m, this_state()).
-  bool ok = (vmx ? prepare_vmx(ls, cpu) : prepare_svm(ls, cpu)) && load_kernel();
+  core::page_pool pool = core::boot_page_pool();
+  core::tally results{};
+  bool ok = (vmx ? prepare_vmx(ls, cpu) : prepare_svm(ls, cpu, pool, results)) && load_kernel();
   if (ok) {
     // The emulator's and the walkers' view of guest RAM: the whole identity map from the
     // first page to the end of RAM (instructions the SVM backend decodes, the page tables

@@ -12,6 +12,7 @@
 
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
+#include "../core/page_pool.hpp"
 #include "linux.hpp"
 #include "../smp/smp.hpp"
 
@@ -298,8 +299,9 @@ struct linux_profile {
 bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu);
 bool enter_vmx(linux_state& ls);
 /// SVM (svm/svm_linux.cpp): the same with EFER.SVME, the nested page table, the permission
-/// maps and the VMCB.
-bool prepare_svm(linux_state& ls, core::guest_cpu& cpu);
+/// maps and the VMCB; the processors' SVM state in pages of the boot's `pool`, the results
+/// counted in `results` (every vCPU's check_counters::results).
+bool prepare_svm(linux_state& ls, core::guest_cpu& cpu, core::page_pool& pool, core::tally& results);
 bool enter_svm(linux_state& ls);
 /// The exits by the vendor's slot, "HVKIT EXITS <phase> <code> <name> <count>" lines.
 void print_exits(const char* phase, const core::exit_counters& c, unsigned (*code)(unsigned),

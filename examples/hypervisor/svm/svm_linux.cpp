@@ -100,8 +100,8 @@ void build_maps(const linux_state& ls) {
 /// Shadow paging (run --linux --shadow --amd, one processor): no nested paging, the intercepts
 /// of svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
 /// is 1) and MOV to/from CR3, INVLPG and #PF, as for the conformance guest (svm_setup.cpp).
-void setup_linux_vmcb(linux_state& ls, bool ap) {
-  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
+void setup_linux_vmcb(smp::cpu& c, linux_state& ls, bool ap) {
+  svm::current_vmcb vmcb{&c.svm->slot};  // this processor's vCPU
   const bool shadow = core::shadow::enabled();
   const sv::cr_intercepts cr = shadow ? sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false})
                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
@@ -112,7 +112,7 @@ void setup_linux_vmcb(linux_state& ls, bool ap) {
   if (shadow)
     for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), sv::intercept::invlpg, sv::exception(x86::vector::pf)})
       icpt.set(i);
-  svm::start_vmcb(vmcb, icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
+  svm::start_vmcb(c.svm->host->asids, vmcb, icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
   if (ap) return;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::efer efer = x86::efer::lme | x86::efer::lma;
@@ -140,7 +140,7 @@ void notice_xcr0_change(svm::current_vmcb& vmcb, linux_state& ls, run_state& st)
   const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
   if (real == seen) return;
   if (ls.xsetbv_not_intercepted++ == 0) {
-    ++results_errata;
+    ++st.results->errata;
     kprintf("HVKIT ERRATUM xsetbv_intercept_not_taken xcr0=0x%llx hypervisor_view=0x%llx xsetbv_exits=%llu "
             "exitcode=0x%llx rip=0x%llx (expected: #VMEXIT 0x8d at the XSETBV)\n",
             (unsigned long long)real, (unsigned long long)seen,
@@ -153,7 +153,7 @@ void notice_xcr0_change(svm::current_vmcb& vmcb, linux_state& ls, run_state& st)
 /// The vCPU of processor `c` until it stops: VMRUN, #VMEXIT through the core's exit loop.
 void vmrun_loop(smp::cpu& c) {
   linux_state& ls = *c.lx.run;
-  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
+  svm::current_vmcb vmcb{&c.svm->slot};  // this processor's vCPU
   run_state& run = c.st;
   const bool xsave = (cpuid(1).ecx >> 26) & 1;  // every processor set CR4.OSXSAVE then
   while (run.status == run_status::running) {
@@ -171,7 +171,7 @@ void vmrun_loop(smp::cpu& c) {
               (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr0),
               (unsigned long long)vmcb.load(0x10, 4), (unsigned long long)sv::read(vmcb, fld::rax),
               (unsigned long long)run.regs[x86::gpr::rcx]);
-    const bool resume = svm::handle_exit(vmcb, run.regs, run, nullptr, &ls);
+    const bool resume = svm::handle_exit(*c.svm->host, vmcb, run.regs, run, nullptr, nullptr, &ls);
     // RAX lives in the VMCB (a handler may have written it there); vmrun() copies the
     // register block's into the VMCB.
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
@@ -182,9 +182,11 @@ void vmrun_loop(smp::cpu& c) {
   if (xsave) notice_xcr0_change(vmcb, ls, run);
 }
 
-void start_vcpu_state(smp::cpu& c) {
+/// The vCPU of processor `c`, its results counted in `results` (the Linux boot's).
+void start_vcpu_state(smp::cpu& c, core::tally& results) {
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
+  c.st.results = &results;
   c.st.cpu = c.lx.run->cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
@@ -195,11 +197,11 @@ void start_vcpu_state(smp::cpu& c) {
 /// the guest's start-up IPI, then the post-INIT state with the SIPI applied and the guest.
 [[noreturn]] void run_ap(smp::cpu& c) {
   linux_state& ls = *c.lx.run;
-  start_vcpu_state(c);
+  start_vcpu_state(c, *ls.m->cpus[0].st.results);  // the boot's, as the bootstrap processor's vCPU
   svm::start_cpu(c);
   c.st.status = run_status::running;
   ls.m->lock.lock();  // start_vmcb takes an ASID from the shared allocator (replaced per processor)
-  setup_linux_vmcb(ls, true);
+  setup_linux_vmcb(c, ls, true);
   ls.m->lock.unlock();
   c.phase = smp::cpu_phase::guest;
   c.sipi_vector = svm::wait_for_sipi(c);
@@ -227,18 +229,25 @@ void start_vcpu_state(smp::cpu& c) {
 
 }  // namespace
 
-bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
+bool prepare_svm(linux_state& ls, core::guest_cpu& cpu, core::page_pool& pool, core::tally& results) {
   // Every processor: started now, each enables SVM and waits for `go`.
   smp::machine& m = smp::start_processors(svm::enable_ap);
   m.virtual_sipi = true;
   ls.m = &m;
-  for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
+  // The SVM host of the boot (the bootstrap processor's features, the ASIDs the VMCBs start
+  // with) and every processor's SVM state: pages of the boot's pool.
+  svm::svm_host& host = svm::make<svm::svm_host>(pool, pool);
+  for (unsigned i = 0; i < m.count; ++i) {  // before any AP runs its vCPU
+    m.cpus[i].lx.run = &ls;
+    svm::attach(m.cpus[i], pool);
+    m.cpus[i].svm->host = &host;
+  }
   smp::cpu& bsp = m.cpus[0];
-  svm::attach(bsp);
-  start_vcpu_state(bsp);
+  start_vcpu_state(bsp, results);
   // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
   m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
-  const bool ok = svm::build_policy(cpu, true, m.count) && svm::enable() && build_linux_npt(m.xapic_write_protected, m.xapic_base);
+  const bool ok = svm::build_policy(cpu, results, true, m.count) && svm::enable(host, results) &&
+                  build_linux_npt(m.xapic_write_protected, m.xapic_base);
   if (m.xapic_write_protected) kprintf("HVKIT SMP xapic_base=0x%llx write_protected=1\n", (unsigned long long)m.xapic_base);
   if (ok) svm::start_cpu(bsp);
   if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
@@ -252,10 +261,11 @@ bool enter_svm(linux_state& ls) {
   smp::machine& m = *ls.m;
   smp::cpu& bsp = m.cpus[0];
   build_maps(ls);
-  setup_linux_vmcb(ls, false);
+  setup_linux_vmcb(bsp, ls, false);
+  const svm::svm_host& host = *bsp.svm->host;
   kprintf("HVKIT LINUX svm cr0_write_intercept=%s cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
-          core::shadow::enabled() ? "all(shadow)" : "none", svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
-          svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
+          core::shadow::enabled() ? "all(shadow)" : "none", host.has(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
+          host.has(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
   // The APs: their VMCBs, each processor waiting for its vCPU's start-up IPI.
   m.ap_run = run_ap;
   __atomic_store_n(&m.go, 1u, __ATOMIC_RELEASE);
