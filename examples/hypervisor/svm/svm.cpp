@@ -39,7 +39,7 @@
 #include "../core/shadow_paging.hpp"
 
 extern "C" {
-void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
+void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa, std::uint64_t host_if);
 }
 
 namespace hv::svm {
@@ -458,9 +458,11 @@ bool handle_exit(svm_host& h, current_vmcb& vmcb, guest_regs& regs, run_state& s
 
 /// One VMRUN of the current VMCB: RAX from the register block into the VMCB (VMRUN loads it
 /// from there, 15.5.1), VMCB_CLEAN from the tracker, and RAX back into the block afterwards.
-void vmrun(svm_host& h, current_vmcb& vmcb, guest_regs& regs) { vmrun(regs, *vmcb.slot, h.host_save, h.last_run); }
+void vmrun(svm_host& h, current_vmcb& vmcb, guest_regs& regs) {
+  vmrun(regs, *vmcb.slot, h.host_save, h.last_run, h.host_interrupts);
+}
 
-void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last) {
+void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last, bool host_if) {
   current_vmcb vmcb{&s};
   sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
 #ifdef HVKIT_HV_SHADOW
@@ -471,7 +473,7 @@ void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_s
   if (last != &s) s.tracked.invalidate();
   s.tracked.prepare_vmrun();
   last = &s;
-  svm_vmrun(&regs, pa(s.page), pa(host_save));
+  svm_vmrun(&regs, pa(s.page), pa(host_save), host_if ? 1 : 0);
   regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
 }
 

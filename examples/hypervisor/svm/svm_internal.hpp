@@ -95,6 +95,9 @@ struct svm_host {
   /// QEMU 7.2 TCG errata met (svm.cpp): VMEXIT_INVALID written as 32 bits, MOV to CR3 with a
   /// reserved bit ending in VMEXIT_INVALID.
   std::uint64_t exitcode_32bit_errata = 0, qemu_cr3_errata = 0;
+  /// The host's RFLAGS.IF = 1 at VMRUN: the two-guest runs, whose slices end on the host's
+  /// timer interrupt (an INTR #VMEXIT, svm_runs.cpp).
+  bool host_interrupts = false;
   explicit svm_host(core::page_pool& pool) noexcept : hsave(pool.take_page()), host_save(pool.take_page()) {}
   svm_host(const svm_host&) = delete;
   svm_host& operator=(const svm_host&) = delete;
@@ -189,8 +192,9 @@ bool handle_exit(svm_host& h, current_vmcb& vmcb, guest_regs& regs, run_state& s
 /// One VMRUN of `vmcb` on the processor of `h` (its host save area, the VMCB it ran last).
 void vmrun(svm_host& h, current_vmcb& vmcb, guest_regs& regs);
 /// One VMRUN of `s` (the current VMCB) with the host's VMSAVE area `host_save`; `last` is
-/// the VMCB this processor ran last (its clean bits count only if it is `s`, APM 15.15).
-void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last);
+/// the VMCB this processor ran last (its clean bits count only if it is `s`, APM 15.15);
+/// `host_if`: the host's RFLAGS.IF = 1 at VMRUN (svm_entry.cpp).
+void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last, bool host_if = false);
 /// The length of the instruction at the guest RIP: nRIP - RIP with NRIP save, else decoded
 /// (0 when the fetch faults); and that instruction.
 unsigned instruction_length(const svm_host& h, current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st);

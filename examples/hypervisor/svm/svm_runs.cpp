@@ -33,8 +33,6 @@
 extern "C" {
 void svm_timer_isr();
 void svm_spurious_isr();
-extern volatile std::uint8_t svm_host_if;
-extern volatile std::uint64_t svm_timer_ticks;
 }
 
 namespace hv::svm {
@@ -132,6 +130,10 @@ struct boot_runs {
   std::uint32_t timer_count = timer_initial_count;
   bool cr2_probed = false;
   bool v_intr_masking_probed = false;
+  /// The local APIC timer's interrupts during a two-guest run: svm_timer_isr (svm_entry.cpp)
+  /// counts them at GS base, which the run points here (and gives back at its end).
+  volatile std::uint64_t timer_ticks = 0;
+  std::uint64_t saved_gs_base = 0;
 };
 
 /// What the two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
@@ -222,11 +224,11 @@ void probe_v_intr_masking(boot_runs& br, current_vmcb& vmcb, vmcb_slot& slot, st
   sv::write(vmcb, fld::rip, code_gpa);
   sv::write(vmcb, fld::rflags, x86::rflags{0x2});
   guest_regs regs{};
-  const std::uint64_t ticks_before = svm_timer_ticks;
+  const std::uint64_t ticks_before = br.timer_ticks;
   vmrun(br.host, vmcb, regs);
   const auto code_seen = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
   const std::uint64_t left = regs[x86::gpr::rcx] & 0xFFFFFFFF;
-  const std::uint64_t ticks = svm_timer_ticks - ticks_before;
+  const std::uint64_t ticks = br.timer_ticks - ticks_before;
   sv::write(vmcb, fld::rip, rip);
   sv::write(vmcb, fld::rflags, rflags);
   set_tlb_control(vmcb, sv::tlb_control::do_nothing);
@@ -266,11 +268,13 @@ struct svm_two_guests {
     setup_spinner(br, vmcb, slots.b, g, cfg, vs, b, pa(n.b_pml4));
     sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
     vmcb.slot = &slots.a1;
-    svm_timer_ticks = 0;
-    svm_host_if = 1;
+    br.timer_ticks = 0;
+    br.saved_gs_base = rdmsr(x86::msr::ia32_gs_base);
+    wrmsr(x86::msr::ia32_gs_base, reinterpret_cast<std::uint64_t>(&br.timer_ticks));  // svm_timer_isr's counter
+    br.host.host_interrupts = true;
     timer_start(br.pages.sched_idt, br.timer_count);
     probe_v_intr_masking(br, vmcb, slots.a2, core::spin_a2_gpa + 0x100);
-    svm_timer_ticks = 0;
+    br.timer_ticks = 0;
     return true;
   }
   bool host_has_ibpb() const { return (cpuid(0x80000008).ebx >> 12) & 1; }  // AMD: CPUID 8000_0008h:EBX[12] IBPB
@@ -298,9 +302,10 @@ struct svm_two_guests {
   void finish() {
     timer_stop();
     vs.spin_more = false;
-    svm_host_if = 0;
+    br.host.host_interrupts = false;
+    wrmsr(x86::msr::ia32_gs_base, br.saved_gs_base);
     vmcb.slot = &slots.a1;
-    kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
+    kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)br.timer_ticks,
             br.timer_count);
   }
   void report_exit(const char* what) { svm::report_exit(vmcb, what); }

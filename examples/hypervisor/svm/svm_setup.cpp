@@ -29,10 +29,7 @@
 #include "../linux/linux.hpp"
 #include "../core/shadow_paging.hpp"
 
-extern "C" {
-void svm_gp_skip();
-extern volatile std::uint8_t svm_msr_faulted;
-}
+extern "C" void svm_gp_skip();
 
 namespace hv::svm {
 
@@ -89,19 +86,19 @@ conformance_pages take_conformance_pages(core::page_pool& pool) {
 }
 
 // ---- bring-up ------------------------------------------------------------------------------
-/// RDMSR that survives #GP (svm_gp_skip in the host IDT for the time): false if it faulted.
+/// RDMSR that survives #GP (svm_gp_skip in the host IDT for the time, which sets ESI): false
+/// if it faulted.
 static bool rdmsr_safe(std::uint32_t m, std::uint64_t& v) {
   const std::uint64_t lo = host_idt[2 * 13], hi = host_idt[2 * 13 + 1];
   const auto h = reinterpret_cast<std::uint64_t>(&svm_gp_skip);
   host_idt[2 * 13] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
   host_idt[2 * 13 + 1] = h >> 32;
-  svm_msr_faulted = 0;
-  asm volatile("" ::: "memory");
-  v = rdmsr(m);
-  asm volatile("" ::: "memory");
+  std::uint32_t eax, edx, faulted;
+  asm volatile("xor %%esi, %%esi\n\trdmsr" : "=a"(eax), "=d"(edx), "=&S"(faulted) : "c"(m) : "memory");
+  v = (std::uint64_t{edx} << 32) | eax;
   host_idt[2 * 13] = lo;
   host_idt[2 * 13 + 1] = hi;
-  if (svm_msr_faulted == 0) return true;
+  if (faulted == 0) return true;
   v = 0;
   return false;
 }

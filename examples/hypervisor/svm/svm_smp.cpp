@@ -26,7 +26,8 @@
 #include "../smp/smp.hpp"
 #include "svm_smp.hpp"
 
-extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
+extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa,
+                          std::uint64_t host_if);
 
 namespace hv::svm {
 
@@ -177,7 +178,7 @@ void second_guest_excursion(smp::cpu& c) {
     if (s.last != &b) b.tracked.invalidate();  // clean bits count only for the VMCB run last
     b.tracked.prepare_vmrun();
     s.last = &b;
-    svm_vmrun(&sg.regs[j], pa(b.page), pa(s.host_save));
+    svm_vmrun(&sg.regs[j], pa(b.page), pa(s.host_save), 0);
     const std::uint64_t code = sv::read(b.view, fld::exit_code);
     if (code != sv::raw(exit_code::vmmcall)) {
       ++sg.unexpected;

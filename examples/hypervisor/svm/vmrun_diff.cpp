@@ -30,7 +30,8 @@
 
 #include "../hv.hpp"
 
-extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
+extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa,
+                          std::uint64_t host_if);
 
 namespace hv::svm {
 
@@ -533,7 +534,7 @@ std::uint64_t vmrun_once(const diff_pages& d, svm_host& h, core::tally& t) {
   hv::vmx::guest_regs regs{};
   hs::vmcb_view v{*d.vmcb};
   hs::processor_write(v, f::exit_code, exit_sentinel);
-  svm_vmrun(&regs, pa(d.vmcb), pa(d.host_save));
+  svm_vmrun(&regs, pa(d.vmcb), pa(d.host_save), 0);
   const std::uint64_t code = hs::read(v, f::exit_code);
   // QEMU 7.2 TCG writes VMEXIT_INVALID as the 32-bit 0xFFFF_FFFF (svm.cpp's
   // vmexit_invalid_exitcode_32bit erratum): read as the APM's -1, counted there.
