@@ -240,8 +240,8 @@ bool second_guest_due(cpu& c);
 void note_control_block_switch(cpu& c, std::uint64_t block, std::uint32_t vm);
 /// Each processor's IBPB line and the check: barriers = 1 + cross-guest switches
 /// (skip_same_guest), every processor with same- and cross-guest switches, guest 2's counters
-/// equal to its slices, no unexpected exit.
-void report_ibpb(machine& m);
+/// equal to its slices, no unexpected exit (counted in `t`, the boot's results).
+void report_ibpb(machine& m, core::tally& t);
 /// VMX: one excursion on this processor from a Linux exit (vmx/vmx_smp.cpp); the Linux
 /// VMCS is current again afterwards, its registers already flushed.
 void vmx_second_guest_excursion(cpu& c);

@@ -114,9 +114,10 @@ extern std::uint64_t npt_b_pml4[512], npt_b_pdpt[512], npt_b_pd[512];  ///< gues
 extern cpuid_ns::svm_info host_svm;          ///< CPUID Fn8000_000A of the host
 extern sv::asid_allocator asids;
 /// The guest CPU `g` of this boot: the CPUID policy (SVM and VMX hidden), the MSR policy derived
-/// from it and its model; for_linux: with the Linux guest's deny list (lx::denied_features);
-/// `cpus` cores in the topology (a vCPU per processor).
-bool build_policy(core::guest_cpu& g, bool for_linux = false, unsigned cpus = 1);
+/// from it and its model; for_linux (the Linux run): with the Linux guest's deny list
+/// (lx::denied_features) and the features the run offers; `cpus` cores in the topology (a vCPU
+/// per processor).
+bool build_policy(core::guest_cpu& g, const lx::linux_state* for_linux = nullptr, unsigned cpus = 1);
 /// APM 15.4 "Enabling SVM".
 bool enable();
 /// The nested page table: guest RAM identity-mapped, nothing else.
