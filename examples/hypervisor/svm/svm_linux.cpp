@@ -237,7 +237,7 @@ void start_vcpu_state(smp::cpu& c) {
 
 bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
   // Every processor: started now, each enables SVM and waits for `go`.
-  smp::machine& m = smp::start_processors(svm::enable_ap);
+  smp::machine& m = smp::start_processors(*ls.pool, svm::enable_ap);
   m.virtual_sipi = true;
   ls.m = &m;
   for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU

@@ -235,7 +235,7 @@ bool handle_exit(vmx_backend& b) {
 bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   read_capabilities();
   // Every processor: started now, each waits in VMX root operation for `go`.
-  smp::machine& m = smp::start_processors(smp::vmx_on);
+  smp::machine& m = smp::start_processors(*ls.pool, smp::vmx_on);
   smp::cpu& bsp = m.cpus[0];
   ls.m = &m;
   for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
