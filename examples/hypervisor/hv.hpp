@@ -162,12 +162,16 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
 }
 
 // ---- VMX bring-up and the VMCS (vmx/vmx_setup.cpp) ----------------------------------------
+namespace lx {
+struct linux_state;
+}
 void setup_host_tables();
 void load_host_tables(bool load_tr);
 void read_capabilities();
-/// The guest CPU `g` of this boot: for_linux the Linux guest's policy (linux/linux.cpp), with the
-/// features that policy denies; cpus: the vCPUs (CPUID topology: that many cores in one package).
-bool build_cpuid_policy(core::guest_cpu& g, bool for_linux = false, unsigned cpus = 1);
+/// The guest CPU `g` of this boot: for_linux (the Linux run) the Linux guest's policy
+/// (linux/linux.cpp), with the features that policy denies and those the run offers; cpus: the
+/// vCPUs (CPUID topology: that many cores in one package).
+bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux = nullptr, unsigned cpus = 1);
 bool enable_vmx();
 bool build_ept();
 /// The conformance guest's image (or the 32-bit guest's, or `profile`'s in its place).

@@ -11,6 +11,9 @@ struct guest_cpu;
 class page_pool;
 struct tally;
 }  // namespace core
+namespace lx {
+struct linux_state;
+}
 }  // namespace hv
 
 namespace hv::svm {
@@ -22,9 +25,10 @@ bool active();
 /// CPUID says SVM with nested paging is there (APM 15.4 "Enabling SVM").
 bool available();
 /// The guest CPU `g` of this boot: the CPUID policy (SVM and VMX hidden), the MSR policy derived
-/// from it and its model; for_linux: with the Linux guest's deny list (lx::denied_features);
-/// `cpus` cores in the topology (a vCPU per processor). Its result line counted in `t`.
-bool build_policy(core::guest_cpu& g, core::tally& t, bool for_linux = false, unsigned cpus = 1);
+/// from it and its model; for_linux (the Linux run): with the Linux guest's deny list
+/// (lx::denied_features) and the features the run offers; `cpus` cores in the topology (a vCPU
+/// per processor). Its result line counted in `t`.
+bool build_policy(core::guest_cpu& g, core::tally& t, const lx::linux_state* for_linux = nullptr, unsigned cpus = 1);
 /// Brings SVM up with pages of the boot's `pool`, runs every SVM run of the conformance guest
 /// `cpu` (its policy built by build_policy) and counts their results in `t`; false if a run failed.
 bool run_all(const core::guest_cpu& cpu, core::page_pool& pool, core::tally& t);

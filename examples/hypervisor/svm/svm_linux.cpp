@@ -26,60 +26,66 @@ unsigned exit_slot_code(unsigned s) { return s == 0x9F ? sv::raw(exit_code::npf)
 
 namespace hv::lx {
 
+/// The Linux guest's nested page table and its MSR and I/O permission maps, which every vCPU's
+/// VMCB points at: taken from the boot's page pool once (prepare_svm), reached through the run
+/// (linux_state::svm_part).
+struct svm_pages {
+  // ---- the nested page table: identity over guest RAM, the low megabyte and MMIO ----------
+  // The host's 4-level format (APM 15.25.5); every nested access is a user access, so U/S = 1
+  // at every level. No memory type is set: PAT index 0 (write-back) combined with the host's
+  // MTRRs, which make MMIO uncacheable (15.25.8).
+  alignas(4096) std::uint64_t npt_l4[512];
+  alignas(4096) std::uint64_t npt_l3[512];
+  alignas(4096) std::uint64_t npt_l2[4][512];
+  alignas(4096) std::uint64_t npt_l1_low[512];   // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
+  alignas(4096) std::uint64_t npt_l1_apic[512];  // the 2 MiB around the xAPIC page, in 4 KiB pages
+  hvkit::svm::msr_permission_map msrpm = hvkit::svm::msr_permission_map::intercept_all();
+  hvkit::svm::io_permission_map iopm = hvkit::svm::io_permission_map::intercept_none();
+};
+
 namespace {
 
 namespace sv = hvkit::svm;
 namespace fld = hvkit::svm::fields;
 
-// ---- the nested page table: identity over guest RAM, the low megabyte and MMIO ----------
-// The host's 4-level format (APM 15.25.5); every nested access is a user access, so U/S = 1
-// at every level. No memory type is set: PAT index 0 (write-back) combined with the host's
-// MTRRs, which make MMIO uncacheable (15.25.8).
-alignas(4096) std::uint64_t npt_l4[512];
-alignas(4096) std::uint64_t npt_l3[512];
-alignas(4096) std::uint64_t npt_l2[4][512];
-alignas(4096) std::uint64_t npt_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
-alignas(4096) std::uint64_t npt_l1_apic[512];  // the 2 MiB around the xAPIC page, in 4 KiB pages
-
 /// The identity nested page table; `xapic_read_only`: the local APIC's page (`xapic`, from
 /// IA32_APIC_BASE, SDM Vol. 3A 11.4.4) readable but not writable, so that each guest write to
 /// an xAPIC register is a #NPF (APM 15.25.6) the hypervisor emulates (smp/smp_ipi.cpp). False
 /// if that page is outside the table's 4 GiB.
-bool build_linux_npt(bool xapic_read_only, std::uint64_t xapic) {
+bool build_linux_npt(svm_pages& p, bool xapic_read_only, std::uint64_t xapic) {
   using pg::pte;
   const pte urw = pte::present | pte::writable | pte::user;
   auto table = [&](const void* next) { return pte::make(x86::gpa{svm::pa(next)}, urw).raw(); };
-  for (auto& e : npt_l4) e = 0;
-  for (auto& e : npt_l3) e = 0;
-  for (auto& t : npt_l2)
+  for (auto& e : p.npt_l4) e = 0;
+  for (auto& e : p.npt_l3) e = 0;
+  for (auto& t : p.npt_l2)
     for (auto& e : t) e = 0;
-  npt_l4[0] = table(npt_l3);
-  for (unsigned g = 0; g < 4; ++g) npt_l3[g] = table(npt_l2[g]);
-  npt_l2[0][0] = table(npt_l1_low);
+  p.npt_l4[0] = table(p.npt_l3);
+  for (unsigned g = 0; g < 4; ++g) p.npt_l3[g] = table(p.npt_l2[g]);
+  p.npt_l2[0][0] = table(p.npt_l1_low);
   for (std::uint64_t a = 0; a < 512 * 0x1000; a += 0x1000)
-    npt_l1_low[a >> 12] = a < hidden_base ? pte::make(x86::gpa{a}, urw).raw() : 0;
+    p.npt_l1_low[a >> 12] = a < hidden_base ? pte::make(x86::gpa{a}, urw).raw() : 0;
   for (std::uint64_t a = hidden_end; a < second_stage_end; a += 2 * mib)
-    npt_l2[a >> 30][(a >> 21) & 511] = pte::make_large(x86::gpa{a}, x86::page_size_2m, urw).raw();
+    p.npt_l2[a >> 30][(a >> 21) & 511] = pte::make_large(x86::gpa{a}, x86::page_size_2m, urw).raw();
   if (!xapic_read_only) return true;
   if (xapic >= 4 * 1024 * mib) return false;
   const std::uint64_t region = xapic & ~(2 * mib - 1);
   for (std::uint64_t i = 0; i < 512; ++i) {
     const std::uint64_t a = region + (i << 12);
-    npt_l1_apic[i] = pte::make(x86::gpa{a}, a == xapic ? pte::present | pte::user : urw).raw();
+    p.npt_l1_apic[i] = pte::make(x86::gpa{a}, a == xapic ? pte::present | pte::user : urw).raw();
   }
-  npt_l2[region >> 30][(region >> 21) & 511] = table(npt_l1_apic);
+  p.npt_l2[region >> 30][(region >> 21) & 511] = table(p.npt_l1_apic);
   return true;
 }
 
 // ---- the permission maps -------------------------------------------------------------------
-constinit sv::msr_permission_map linux_msrpm = sv::msr_permission_map::intercept_all();
-constinit sv::io_permission_map linux_iopm = sv::io_permission_map::intercept_none();
-
 /// Every MSR exits except lx::msrs_passed_through (VMLOAD/VMSAVE move their guest values,
 /// APM 15.5.2), TSC reads and the x2APIC registers when the policy offers x2APIC (the local
 /// APIC is passed through). PAT exits: the core reads and writes the VMCB's G_PAT, which is
 /// the guest's PAT under nested paging (15.25.8). Only lx::io_intercepts of the ports exit.
 void build_maps(const linux_state& ls) {
+  sv::msr_permission_map& linux_msrpm = ls.svm_part->msrpm;
+  sv::io_permission_map& linux_iopm = ls.svm_part->iopm;
   for (std::uint32_t m : msrs_passed_through) static_cast<void>(linux_msrpm.pass_through(m));
   static_cast<void>(linux_msrpm.set_intercept(0x10, sv::msr_access::read, false));  // TSC reads
   if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
@@ -112,7 +118,8 @@ void setup_linux_vmcb(smp::cpu& c, linux_state& ls, bool ap) {
   if (shadow)
     for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), sv::intercept::invlpg, sv::exception(x86::vector::pf)})
       icpt.set(i);
-  svm::start_vmcb(c.svm->host->asids, vmcb, icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
+  const svm_pages& maps = *ls.svm_part;
+  svm::start_vmcb(c.svm->host->asids, vmcb, icpt, maps.iopm, maps.msrpm, shadow ? 0 : svm::pa(maps.npt_l4));
   if (ap) return;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::efer efer = x86::efer::lme | x86::efer::lma;
@@ -182,11 +189,10 @@ void vmrun_loop(smp::cpu& c) {
   if (xsave) notice_xcr0_change(vmcb, ls, run);
 }
 
-/// The vCPU of processor `c`, its results counted in `results` (the Linux boot's).
-void start_vcpu_state(smp::cpu& c, core::tally& results) {
+void start_vcpu_state(smp::cpu& c) {
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
-  c.st.results = &results;
+  c.st.results = c.lx.run->results;
   c.st.cpu = c.lx.run->cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
@@ -197,7 +203,7 @@ void start_vcpu_state(smp::cpu& c, core::tally& results) {
 /// the guest's start-up IPI, then the post-INIT state with the SIPI applied and the guest.
 [[noreturn]] void run_ap(smp::cpu& c) {
   linux_state& ls = *c.lx.run;
-  start_vcpu_state(c, *ls.m->cpus[0].st.results);  // the boot's, as the bootstrap processor's vCPU
+  start_vcpu_state(c);
   svm::start_cpu(c);
   c.st.status = run_status::running;
   ls.m->lock.lock();  // start_vmcb takes an ASID from the shared allocator (replaced per processor)
@@ -229,25 +235,26 @@ void start_vcpu_state(smp::cpu& c, core::tally& results) {
 
 }  // namespace
 
-bool prepare_svm(linux_state& ls, core::guest_cpu& cpu, core::page_pool& pool, core::tally& results) {
-  // Every processor: started now, each enables SVM and waits for `go`.
-  smp::machine& m = smp::start_processors(svm::enable_ap);
+bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
+  // Every processor: started now with its SVM state from the boot's pool (svm::attach), each
+  // enables SVM and waits for `go`.
+  smp::machine& m = smp::start_processors(*ls.pool, svm::enable_ap, svm::attach);
   m.virtual_sipi = true;
   ls.m = &m;
   // The SVM host of the boot (the bootstrap processor's features, the ASIDs the VMCBs start
-  // with) and every processor's SVM state: pages of the boot's pool.
-  svm::svm_host& host = svm::make<svm::svm_host>(pool, pool);
+  // with), from the pool, which every processor's SVM state points at.
+  svm::svm_host& host = svm::make<svm::svm_host>(*ls.pool, *ls.pool);
   for (unsigned i = 0; i < m.count; ++i) {  // before any AP runs its vCPU
     m.cpus[i].lx.run = &ls;
-    svm::attach(m.cpus[i], pool);
     m.cpus[i].svm->host = &host;
   }
   smp::cpu& bsp = m.cpus[0];
-  start_vcpu_state(bsp, results);
+  start_vcpu_state(bsp);
   // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
   m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
-  const bool ok = svm::build_policy(cpu, results, true, m.count) && svm::enable(host, results) &&
-                  build_linux_npt(m.xapic_write_protected, m.xapic_base);
+  ls.svm_part = ::new (ls.pool->take_bytes(sizeof(svm_pages), alignof(svm_pages))) svm_pages{};
+  const bool ok = svm::build_policy(cpu, *ls.results, &ls, m.count) && svm::enable(host, *ls.results) &&
+                  build_linux_npt(*ls.svm_part, m.xapic_write_protected, m.xapic_base);
   if (m.xapic_write_protected) kprintf("HVKIT SMP xapic_base=0x%llx write_protected=1\n", (unsigned long long)m.xapic_base);
   if (ok) svm::start_cpu(bsp);
   if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)

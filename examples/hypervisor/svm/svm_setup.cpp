@@ -38,7 +38,7 @@ namespace hv::svm {
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
 /// signature with the "realtime" hint, as on VMX.
-bool build_policy(core::guest_cpu& g, core::tally& t, bool for_linux, unsigned cpus) {
+bool build_policy(core::guest_cpu& g, core::tally& t, const lx::linux_state* for_linux, unsigned cpus) {
   cpuid_ns::table<128> host_cpuid{};
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
@@ -52,7 +52,7 @@ bool build_policy(core::guest_cpu& g, core::tally& t, bool for_linux, unsigned c
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
   cfg.topo.cores_per_package = cpus;  // a vCPU per processor: N cores in one package
   if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization
-  if (for_linux) hvc.emulated |= lx::emulated_features();  // PV_SEND_IPI on request (linux/)
+  if (for_linux) hvc.emulated |= lx::emulated_features(*for_linux);  // PV_SEND_IPI on request (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
     result(t, "cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));

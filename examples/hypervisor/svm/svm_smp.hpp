@@ -50,8 +50,8 @@ struct cpu_state {
   cpu_state& operator=(const cpu_state&) = delete;
 };
 
-/// A cpu_state for `c` from `pool`, set in c.svm (by the bootstrap processor, for every
-/// processor, before any runs its vCPU; its `host` set then too).
+/// A cpu_state for `c` from `pool`, set in c.svm: smp::start_processors' `attach`, on the
+/// bootstrap processor before `c` starts (prepare_svm sets its `host` before `go`).
 void attach(smp::cpu& c, core::page_pool& pool);
 /// An application processor at its start: SVM enabled (APM 15.4).
 bool enable_ap(smp::cpu& c);
