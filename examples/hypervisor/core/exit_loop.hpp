@@ -103,7 +103,7 @@ bool write_efer(B& b, context& c, std::uint64_t v) {
       hvkit::paging::cr_write_outcome o{};
       o.after = after;
       o.actions = actions;
-      const hvkit::emulate::shadow_exit e = shadow::cr_written(o, g.cr3);
+      const hvkit::emulate::shadow_exit e = shadow::cr_written(c.vcpu, o, g.cr3);
       b.load_shadow_root(e.root, e.flush);
     }
   }

@@ -22,7 +22,7 @@ bool handle_shadow_page_fault(B& b, context& c) {
     em::context ctx{};
     if (!b.read_context(ctx)) return false;
     const em::context before = ctx;
-    em::flat_ram ram = guest_ram_data();
+    em::flat_ram ram = guest_ram_data(c.vcpu.ram);
     platform plat{{}, &c};
     shadow::stats& s = shadow::counters();
     ++s.faults;
@@ -60,7 +60,7 @@ bool handle_shadow_page_fault(B& b, context& c) {
                   c.cfg().name, (unsigned long long)before.rip, (unsigned long long)cr2, error,
                   (unsigned long long)before.cr0.raw(), (unsigned long long)before.cr4.raw(),
                   (unsigned long long)before.rflags.raw(), before.effective_cpl(), before.pkru);
-          shadow::print_walks(cr2, x86::pfec{error} & (x86::pfec::write | x86::pfec::user | x86::pfec::fetch), before.pkru);
+          shadow::print_walks(c.vcpu, cr2, x86::pfec{error} & (x86::pfec::write | x86::pfec::user | x86::pfec::fetch), before.pkru);
         }
         if (b.during_delivery()) {  // an access of the event delivery is not the instruction's
           kprintf("HVKIT ERROR run=%s shadow: fix refused during event delivery rip=0x%llx cr2=0x%llx error=0x%x\n",

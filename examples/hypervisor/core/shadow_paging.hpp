@@ -60,9 +60,9 @@ using mmu_type = sp::shadow_mmu<identity_window>;
 [[nodiscard]] bool enabled() noexcept;
 /// The one shadow MMU of this vCPU (cache emptied by begin()).
 [[nodiscard]] mmu_type& mmu() noexcept;
-/// A fresh run: the cache emptied, the guest's paging state (CR0/CR4/EFER, CR3) loaded;
-/// returns the host root to run the guest on.
-[[nodiscard]] hvkit::x86::hpa begin(const hvkit::paging::cr_state& crs, hvkit::x86::cr3 cr3) noexcept;
+/// A fresh run of the vCPU `v` (its guest CPU model: the walker's MAXPHYADDR and 1-GByte
+/// pages): the cache emptied, the guest's paging state (CR0/CR4/EFER, CR3) loaded; returns the host root to run the guest on.
+[[nodiscard]] hvkit::x86::hpa begin(const vcpu_state& v, const hvkit::paging::cr_state& crs, hvkit::x86::cr3 cr3) noexcept;
 /// The Linux guest (run --linux --shadow), before begin(): its memory window (frames below
 /// `low_end` and [base, end) identity-mapped, as its EPT/NPT maps them) and the larger page
 /// cache a Linux kernel needs.
@@ -101,7 +101,7 @@ void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
 
 /// Prints the host (shadow) entries the CPU walks for `la` from the current root, and the
 /// guest walk's translation (rights, key) for `access`: the evidence when the CPU refuses a fix.
-void print_walks(std::uint64_t la, hvkit::x86::pfec access, std::uint32_t pkru) noexcept;
+void print_walks(const vcpu_state& v, std::uint64_t la, hvkit::x86::pfec access, std::uint32_t pkru) noexcept;
 
 /// Counters for the run's report.
 struct stats {
@@ -118,9 +118,9 @@ struct stats {
 };
 [[nodiscard]] stats& counters() noexcept;
 
-/// A CR write the architectural checks accepted (paging_kind::shadow): the shadow context for
-/// the new state. `gp`: a PAE PDPTE with a reserved bit, #GP(0) and nothing changed.
-[[nodiscard]] hvkit::emulate::shadow_exit cr_written(const hvkit::paging::cr_write_outcome& o,
+/// A CR write of the vCPU `v` the architectural checks accepted (paging_kind::shadow): the
+/// shadow context for the new state (the guest's tables read in its RAM, v.ram). `gp`: a PAE PDPTE with a reserved bit, #GP(0) and nothing changed.
+[[nodiscard]] hvkit::emulate::shadow_exit cr_written(const vcpu_state& v, const hvkit::paging::cr_write_outcome& o,
                                                      hvkit::x86::cr3 cr3_after) noexcept;
 
 // clang-format off

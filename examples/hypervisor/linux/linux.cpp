@@ -498,7 +498,9 @@ hvkit::cpuid::feature_set emulated_features() {
     // it walks: the kernel's 32-bit trampoline runs in the low megabyte). It includes the
     // hypervisor's own [1 MiB, 16 MiB), which the second stage does not map: a guest's
     // page tables cannot reach it through the CPU's walk, only through a stale TLB entry.
-    core::set_guest_ram(0x1000, ram_end() - 0x1000);
+    const core::guest_ram_range ram{0x1000, ram_end() - 0x1000};
+    solo_st.ram = ram;
+    for (unsigned i = 0; ls.m && i < ls.m->count; ++i) ls.m->cpus[i].st.ram = ls.m->cpus[i].sg_st.ram = ram;
     print_policy(ls);
     // The guest's XSETBV is executed on the host: needs CR4.OSXSAVE there.
     if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());

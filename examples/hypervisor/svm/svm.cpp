@@ -140,8 +140,8 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmc
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
-  pg::flat_memory tables = guest_ram_view();
-  em::flat_ram ram = core::guest_ram_data();
+  pg::flat_memory tables = guest_ram_view(st.ram);
+  em::flat_ram ram = core::guest_ram_data(st.ram);
   // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
   // (APM 15.25.10): the four entries as they are now.
   // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
@@ -317,8 +317,8 @@ struct svm_backend {
     return applied && applied.value().mmu_rebuilt;
   }
   /// NPT: the identity map of guest RAM (svm_setup.cpp; the Linux guest's RAM range set by its
-  /// profile, core::set_guest_ram).
-  core::guest_memory memory() const { return {core::guest_ram_view(), core::guest_ram_data()}; }
+  /// profile, vcpu_state::ram).
+  core::guest_memory memory() const { return {core::guest_ram_view(c.vcpu.ram), core::guest_ram_data(c.vcpu.ram)}; }
   /// The guest's ASID at the next VMRUN (TLB_CONTROL 03h), or the whole TLB without
   /// FlushByAsid (01h, APM 15.16.1); a flush already asked for is not weakened.
   void flush_tlb(pg::tlb_flush_scope scope) {
@@ -368,7 +368,7 @@ struct svm_backend {
       // Before anything is written: a PAE PDPTE with a reserved bit makes the CR write #GP(0)
       // with nothing changed (SDM 4.4.1; the shadow MMU loads the guest's PDPTEs, the
       // emulator does not).
-      e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+      e = core::shadow::cr_written(c.vcpu, em::shadow_cr_outcome(o, after), after.cr3);
       if (e.action == em::shadow_exit_action::inject) {
         svm::inject(vmcb, c.vcpu, x86::vector::gp, 0);
         return c.vcpu.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;

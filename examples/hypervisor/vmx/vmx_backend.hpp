@@ -142,8 +142,8 @@ struct vmx_backend {
     return applied && applied.value().mmu_rebuilt;
   }
   /// EPT: the identity map of guest RAM (vmx_setup.cpp build_ept; the Linux guest's RAM range
-  /// set by its profile, core::set_guest_ram).
-  core::guest_memory memory() const { return {core::guest_ram_view(), core::guest_ram_data()}; }
+  /// set by its profile, vcpu_state::ram).
+  core::guest_memory memory() const { return {core::guest_ram_view(st.ram), core::guest_ram_data(st.ram)}; }
   /// VPIDs are off: every VM entry and exit invalidates the linear and combined mappings of
   /// VPID 0 (SDM Vol. 3C 29.4.3.1), so the entry after this exit is the flush.
   void flush_tlb(hvkit::paging::tlb_flush_scope) {}
@@ -181,7 +181,7 @@ struct vmx_backend {
         if (o.what == em::event::cr_write) {
           store_crs({before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer}, st);
           if (core::shadow::enabled()) {
-            const auto e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+            const auto e = core::shadow::cr_written(st, em::shadow_cr_outcome(o, after), after.cr3);
             load_shadow_root(e.root, e.flush);
           } else if (after.cr3.raw() != before.cr3.raw()) {
             vmwrite(fields::guest_cr3, after.cr3.raw());
