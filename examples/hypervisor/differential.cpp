@@ -165,7 +165,7 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
 }
 
 /// The guest's paging registers at this exit from the VMCS (the VMX backend's paging_regs()).
-guest_paging_regs vmcs_paging_regs() {
+guest_paging_regs vmcs_paging_regs(const core::vcpu_state& st) {
   if (core::shadow::enabled()) {
     // Shadow paging: the real CR0.WP is 1 and the real CR3 the shadow root; the guest's
     // values are the read shadows' host-owned bits and the CR3 it loaded.
@@ -173,7 +173,7 @@ guest_paging_regs vmcs_paging_regs() {
         x86::cr0{vmread(fields::guest_cr0)}, x86::cr0{vmread(fields::cr0_read_shadow)}, vmread(fields::cr0_guest_host_mask));
     const x86::cr4 cr4 = hvkit::vmx::guest_visible_cr4(
         x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, vmread(fields::cr4_guest_host_mask));
-    return {cr0, cr4, core::shadow::guest_efer(), core::shadow::guest_cr3(),
+    return {cr0, cr4, core::shadow::guest_efer(st), core::shadow::guest_cr3(st),
             x86::rflags{vmread(fields::guest_rflags)}};
   }
   return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
@@ -335,7 +335,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
     // paging the guest's PDPTE registers are the shadow MMU's (loaded by its MOV to CR3; the
     // CPU's are those of the shadow root).
     const bool own = svm::active() || core::shadow::enabled();
-    const std::uint64_t* held = core::shadow::enabled() ? core::shadow::mmu().pdptes().entries.data() : pdptes.entries.data();
+    const std::uint64_t* held = core::shadow::enabled() ? core::shadow::mmu(x.vcpu).pdptes().entries.data() : pdptes.entries.data();
     const std::uint64_t regs[4] = {own ? held[0] : vmread(fields::guest_pdpte0), own ? held[1] : vmread(fields::guest_pdpte1),
                                    own ? held[2] : vmread(fields::guest_pdpte2), own ? held[3] : vmread(fields::guest_pdpte3)};
     for (unsigned i = 0; i < 4; ++i)

@@ -252,11 +252,11 @@ void report_run(context& c, bool nested_pdptes) {
   kprintf("HVKIT INFO run=%s mmu_refreshes=%llu mmu_resets=%llu wp_passthrough_refreshes=%llu role_rebuilds=%llu\n",
           cfg.name, (ull)k.mmu_refreshes, (ull)k.mmu_resets, (ull)k.passthrough_refreshes, (ull)k.role_rebuilds);
   if (shadow::enabled()) {
-    const shadow::stats& st = shadow::counters();
+    const shadow::stats& st = shadow::counters(c.vcpu);
     kprintf("HVKIT INFO run=%s shadow_faults=%llu fixed=%llu injected=%llu emulated=%llu refused_fixes=%llu "
             "cr_writes=%llu invlpg=%llu cache_rebuilds=%u\n",
             cfg.name, (ull)st.faults, (ull)st.fixed, (ull)st.injected, (ull)st.emulated, (ull)st.refused,
-            (ull)st.cr_writes, (ull)st.invlpg, static_cast<unsigned>(shadow::mmu().rebuilds()));
+            (ull)st.cr_writes, (ull)st.invlpg, static_cast<unsigned>(shadow::mmu(c.vcpu).rebuilds()));
   }
   if (cfg.guest_flags & hc::cfg_paging_diff) {
     paging_kinds(c);

@@ -59,14 +59,13 @@ bool enabled() noexcept {
 #endif
 }
 
-mmu_type& mmu() noexcept { return *the_mmu; }
-stats& counters() noexcept { return the_stats; }
-x86::cr3 guest_cr3() noexcept { return guest_cr3_value; }
-void set_guest_cr3(x86::cr3 v) noexcept { guest_cr3_value = v; }
-x86::efer guest_efer() noexcept { return guest_efer_value; }
-x86::cr0 guest_cr0() noexcept { return guest_cr0_value; }
-x86::cr4 guest_cr4() noexcept { return guest_cr4_value; }
-x86::cr4 guest_view_cr4(x86::cr4 real) noexcept {
+mmu_type& mmu(const vcpu_state&) noexcept { return *the_mmu; }
+stats& counters(const vcpu_state&) noexcept { return the_stats; }
+x86::cr3 guest_cr3(const vcpu_state&) noexcept { return guest_cr3_value; }
+x86::efer guest_efer(const vcpu_state&) noexcept { return guest_efer_value; }
+x86::cr0 guest_cr0(const vcpu_state&) noexcept { return guest_cr0_value; }
+x86::cr4 guest_cr4(const vcpu_state&) noexcept { return guest_cr4_value; }
+x86::cr4 guest_view_cr4(const vcpu_state&, x86::cr4 real) noexcept {
   return guest_cr4_value.test(x86::cr4::pae) ? real : real.without(x86::cr4::pae);
 }
 
@@ -82,12 +81,12 @@ std::uint32_t guest_pkru(x86::cr4 guest_cr4) noexcept {
   return pkru;
 }
 
-void use_linux_guest(std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept {
+void use_linux_guest(const vcpu_state&, std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept {
   window = identity_window{base, end - base, low_end};
   linux_guest = true;
 }
 
-void print_cache_report(const char* run_name) noexcept {
+void print_cache_report(const vcpu_state&, const char* run_name) noexcept {
   if (!the_mmu) return;
   const sp::page_cache& c = the_mmu->cache();
   kprintf("HVKIT SHADOW run=%s pages_used=%u pages_peak=%llu capacity=%u rebuilds=%u faults=%llu fixed=%llu "

@@ -577,7 +577,7 @@ hvkit::cpuid::feature_set emulated_features() {
           (unsigned long long)cr_gp, (unsigned long long)st0.guest_xcr0);
   if (held) kprintf("HVKIT ERRATUM bochs_init_after_sipi count=%llu\n", (unsigned long long)held);
   if (smi) kprintf("HVKIT ERRATUM bochs_smi_blocking_after_sipi exits=%llu\n", (unsigned long long)smi);
-  if (core::shadow::enabled()) core::shadow::print_cache_report("linux");
+  if (core::shadow::enabled()) core::shadow::print_cache_report(st0, "linux");
   result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
   if (count > 1)
     result("linux_smp_vcpus_started", started == count, "vcpus=%u started_by_guest_sipi=%u", count, started - 1);

@@ -184,6 +184,8 @@ extern std::uint64_t exitcode_32bit_errata, qemu_cr3_errata;
 x86::efer guest_efer(current_vmcb& vmcb);
 /// The guest's CR0/CR4/EFER (without SVME)/CR3/RFLAGS from `vmcb` (svm_runs.cpp).
 guest_paging_regs live_paging_regs(current_vmcb& vmcb);
+/// The same as the vCPU `st` sees them (shadow paging: CR0.WP, CR4.PAE, EFER and CR3 the shadow MMU's).
+guest_paging_regs live_paging_regs(current_vmcb& vmcb, const core::vcpu_state& st);
 
 // ---- the NPT differential (npt_diff.cpp) ----------------------------------------------------
 /// The NPT differential's state: the armed case, hvkit's prediction and what the CPU did, and

@@ -89,8 +89,8 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
   v::cr_context c = must(v::read_cr_context(vmcs, st.cpu->model), st);
   const bool shadow = core::shadow::enabled();
   if (shadow) {
-    c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
-    c.efer = core::shadow::guest_efer();       // the real EFER.NXE is 1
+    c.cr3 = core::shadow::guest_cr3(st).raw();  // the guest's CR3, not the shadow root
+    c.efer = core::shadow::guest_efer(st);       // the real EFER.NXE is 1
   }
   if (q.type() == acc::mov_from_cr) {
     const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);

@@ -76,11 +76,11 @@ struct vmx_backend {
   void set_gpr(x86::gpr r, std::uint64_t v) { regs.write(r, v); }
   guest_regs& gprs() { return regs.gprs(); }
   unsigned cpl() { return guest_cpl(); }
-  core::paging_regs paging_regs() { return vmcs_paging_regs(); }
+  core::paging_regs paging_regs() { return vmcs_paging_regs(st); }
   bool in_64bit_mode() { return must(hvkit::vmx::guest_in_64bit_mode(regs.backend()), st); }
   core::guest_crs crs() {
     const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), st.cpu->model), st);
-    if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
+    if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer(st)}, core::shadow::guest_cr3(st)};
     return {{c.cr0, c.cr4, c.efer}, x86::cr3{c.cr3}};
   }
   void skip() { must(hvkit::vmx::skip_instruction(regs), st); }
@@ -165,8 +165,8 @@ struct vmx_backend {
   bool read_context(em::context& ctx) {
     ctx = must(em::read_emulation_context(regs.backend(), regs, st.cpu->model), st);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real EFER.NXE 1
-      ctx.cr3 = core::shadow::guest_cr3();
-      ctx.efer = core::shadow::guest_efer();
+      ctx.cr3 = core::shadow::guest_cr3(st);
+      ctx.efer = core::shadow::guest_efer(st);
       ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
     }
     return st.status == run_status::running;
