@@ -211,7 +211,7 @@ using core::guest_ram_view;
 /// The guest's paging registers at an exit (core::backend::paging_regs()).
 using guest_paging_regs = core::paging_regs;
 /// The VMX backend's: from the current VMCS.
-guest_paging_regs vmcs_paging_regs();
+guest_paging_regs vmcs_paging_regs(const core::vcpu_state& st);
 void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
 std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r);
 bool ept_case_violation(core::check_counters& k);

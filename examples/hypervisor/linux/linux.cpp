@@ -507,7 +507,9 @@ hvkit::cpuid::feature_set emulated_features(const linux_state& ls) {
     // it walks: the kernel's 32-bit trampoline runs in the low megabyte). It includes the
     // hypervisor's own [1 MiB, 16 MiB), which the second stage does not map: a guest's
     // page tables cannot reach it through the CPU's walk, only through a stale TLB entry.
-    core::set_guest_ram(0x1000, ram_end(ls.boot) - 0x1000);
+    const core::guest_ram_range ram{0x1000, ram_end(ls.boot) - 0x1000};
+    solo_st.ram = ram;
+    for (unsigned i = 0; ls.m && i < ls.m->count; ++i) ls.m->cpus[i].st.ram = ls.m->cpus[i].sg_st.ram = ram;
     print_policy(ls);
     // The guest's XSETBV is executed on the host: needs CR4.OSXSAVE there.
     if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
@@ -584,7 +586,7 @@ hvkit::cpuid::feature_set emulated_features(const linux_state& ls) {
           (unsigned long long)cr_gp, (unsigned long long)st0.guest_xcr0);
   if (held) kprintf("HVKIT ERRATUM bochs_init_after_sipi count=%llu\n", (unsigned long long)held);
   if (smi) kprintf("HVKIT ERRATUM bochs_smi_blocking_after_sipi exits=%llu\n", (unsigned long long)smi);
-  if (core::shadow::enabled()) core::shadow::print_cache_report("linux");
+  if (core::shadow::enabled()) core::shadow::print_cache_report(st0, "linux");
   core::tally& t = *ls.results;
   result(t, "linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
   if (count > 1)

@@ -121,24 +121,24 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmc
   if (shadow) {
     // Shadow paging: the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE
     // the host role's; the fetch walks the guest's own tables with its own registers.
-    ctx.cr0 = core::shadow::guest_cr0();
-    ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
-    ctx.cr3 = core::shadow::guest_cr3();
-    ctx.efer = core::shadow::guest_efer();
+    ctx.cr0 = core::shadow::guest_cr0(st);
+    ctx.cr4 = core::shadow::guest_view_cr4(st, ctx.cr4);
+    ctx.cr3 = core::shadow::guest_cr3(st);
+    ctx.efer = core::shadow::guest_efer(st);
   }
   const pg::cpu_properties props = guest_cpu_properties(st.cpu->model);
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
-  pg::flat_memory tables = guest_ram_view();
-  em::flat_ram ram = core::guest_ram_data();
+  pg::flat_memory tables = guest_ram_view(st.ram);
+  em::flat_ram ram = core::guest_ram_data(st.ram);
   // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
   // (APM 15.25.10): the four entries as they are now.
   // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
   // walks through the other three do not.
   pg::pdpte_snapshot pdptes{};
   if (shadow && mmu.role().mode() == x86::paging_mode::pae) {
-    pdptes = core::shadow::mmu().pdptes();  // the guest's PDPTE registers (its last CR3 load, SDM 4.4.1)
+    pdptes = core::shadow::mmu(st).pdptes();  // the guest's PDPTE registers (its last CR3 load, SDM 4.4.1)
   } else if (mmu.role().mode() == x86::paging_mode::pae) {
     pdptes.pdpt = x86::cr3_root(ctx.cr3, x86::paging_mode::pae, props.maxphyaddr);
     pdptes.loaded = true;
@@ -288,12 +288,13 @@ struct svm_backend {
   }
   guest_regs& gprs() { return regs; }
   unsigned cpl() const { return static_cast<unsigned>(sv::read(vmcb, fld::cpl)); }
-  core::paging_regs paging_regs() { return live_paging_regs(vmcb); }
+  core::paging_regs paging_regs() { return live_paging_regs(vmcb, c.vcpu); }
   bool in_64bit_mode() const { return sv::ip_width_of(vmcb) == x86::ip_width::w64; }  // EFER.LMA, CS.L
   core::guest_crs crs() const {
     if (core::shadow::enabled())
-      return {{shadow_guest_cr0(), core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)), core::shadow::guest_efer()},
-              core::shadow::guest_cr3()};
+      return {{shadow_guest_cr0(), core::shadow::guest_view_cr4(c.vcpu, sv::read_typed(vmcb, fld::cr4)),
+               core::shadow::guest_efer(c.vcpu)},
+              core::shadow::guest_cr3(c.vcpu)};
     return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb)}, sv::read_typed(vmcb, fld::cr3)};
   }
   void skip() { skip_instruction(host, vmcb, regs, c.vcpu); }
@@ -319,8 +320,8 @@ struct svm_backend {
     return applied && applied.value().mmu_rebuilt;
   }
   /// NPT: the identity map of guest RAM (svm_setup.cpp; the Linux guest's RAM range set by its
-  /// profile, core::set_guest_ram).
-  core::guest_memory memory() const { return {core::guest_ram_view(), core::guest_ram_data()}; }
+  /// profile, vcpu_state::ram).
+  core::guest_memory memory() const { return {core::guest_ram_view(c.vcpu.ram), core::guest_ram_data(c.vcpu.ram)}; }
   /// The guest's ASID at the next VMRUN (TLB_CONTROL 03h), or the whole TLB without
   /// FlushByAsid (01h, APM 15.16.1); a flush already asked for is not weakened.
   void flush_tlb(pg::tlb_flush_scope scope) {
@@ -345,9 +346,9 @@ struct svm_backend {
     ctx = svm::read_context(vmcb, regs, c.vcpu);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE 1
       ctx.cr0 = shadow_guest_cr0();
-      ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
-      ctx.cr3 = core::shadow::guest_cr3();
-      ctx.efer = core::shadow::guest_efer();
+      ctx.cr4 = core::shadow::guest_view_cr4(c.vcpu, ctx.cr4);
+      ctx.cr3 = core::shadow::guest_cr3(c.vcpu);
+      ctx.efer = core::shadow::guest_efer(c.vcpu);
       ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
     }
     return true;
@@ -370,7 +371,7 @@ struct svm_backend {
       // Before anything is written: a PAE PDPTE with a reserved bit makes the CR write #GP(0)
       // with nothing changed (SDM 4.4.1; the shadow MMU loads the guest's PDPTEs, the
       // emulator does not).
-      e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+      e = core::shadow::cr_written(c.vcpu, em::shadow_cr_outcome(o, after), after.cr3);
       if (e.action == em::shadow_exit_action::inject) {
         svm::inject(vmcb, c.vcpu, x86::vector::gp, 0);
         return c.vcpu.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
@@ -412,7 +413,7 @@ struct svm_backend {
   /// intercept) with the guest's WP (the real one is 1).
   x86::cr0 shadow_guest_cr0() const {
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
-    return core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp);
+    return core::shadow::guest_cr0(c.vcpu).test(x86::cr0::wp) ? real : real.without(x86::cr0::wp);
   }
   /// #PF intercept: EXITINFO1 the error code, EXITINFO2 the faulting address (APM 15.12).
   std::uint64_t page_fault_address() const { return sv::read(vmcb, fld::exit_info_2); }

@@ -225,6 +225,8 @@ std::uint64_t npt_unmap_report(conformance_npt& npt, current_vmcb& vmcb, core::c
 x86::efer guest_efer(current_vmcb& vmcb);
 /// The guest's CR0/CR4/EFER (without SVME)/CR3/RFLAGS from `vmcb` (svm_runs.cpp).
 guest_paging_regs live_paging_regs(current_vmcb& vmcb);
+/// The same as the vCPU `st` sees them (shadow paging: CR0.WP, CR4.PAE, EFER and CR3 the shadow MMU's).
+guest_paging_regs live_paging_regs(current_vmcb& vmcb, const core::vcpu_state& st);
 
 // ---- the VMRUN differential (vmrun_diff.cpp) --------------------------------------------------
 /// The VMRUN consistency-check differential: hvkit's checks against the CPU, on the processor

@@ -102,7 +102,7 @@ reinjected reinject_interrupted_event(const svm_host& h, current_vmcb& vmcb, gue
   // INT n (APM 15.7.2: vector n, type 4). The instruction at the guest RIP tells (the
   // guest's code is identity-mapped): CD ib is INT n; the event is re-injected as what the
   // guest executed, and counted.
-  if (const std::uint8_t* code = guest_ram(rip, 2); code && code[0] == 0xCD && ii.valid() &&
+  if (const std::uint8_t* code = guest_ram(st.ram, rip, 2); code && code[0] == 0xCD && ii.valid() &&
                                                     !(ii.type() == sv::event_type::soft_int && ii.vector() == code[1])) {
     ++unmap.stale_intn;
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->name,

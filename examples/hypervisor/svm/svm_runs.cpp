@@ -390,13 +390,16 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
 /// The choice hv_main makes (and lx::boot): SVM when the processor has no VMX.
 bool active() { return ((cpuid(1).ecx >> 5) & 1) == 0 && available(); }
 
-guest_paging_regs live_paging_regs(current_vmcb& vmcb) {
+guest_paging_regs live_paging_regs(current_vmcb& vmcb, const core::vcpu_state& st) {
   if (core::shadow::enabled()) {  // the guest's CR0.WP, CR3 and EFER: the real ones are the shadow MMU's
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
-    return {core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp),
-            core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)),
-            core::shadow::guest_efer(), core::shadow::guest_cr3(), sv::read_typed(vmcb, fld::rflags)};
+    return {core::shadow::guest_cr0(st).test(x86::cr0::wp) ? real : real.without(x86::cr0::wp),
+            core::shadow::guest_view_cr4(st, sv::read_typed(vmcb, fld::cr4)),
+            core::shadow::guest_efer(st), core::shadow::guest_cr3(st), sv::read_typed(vmcb, fld::rflags)};
   }
+  return live_paging_regs(vmcb);
+}
+guest_paging_regs live_paging_regs(current_vmcb& vmcb) {
   return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb), sv::read_typed(vmcb, fld::cr3),
           sv::read_typed(vmcb, fld::rflags)};
 }

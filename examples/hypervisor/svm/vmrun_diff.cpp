@@ -157,14 +157,14 @@ void build_guest_memory(const diff_pages& d) {
   for (std::uint64_t a = layout::guest_mem_base; a < layout::guest_mem_base + layout::guest_mem_size; a += 0x200000)
     diff_npt_pd[a >> 21] = a | p | rw | us | ps;
   // The guest's 4-level tables: linear [0, 1 GiB) identity, 2 MiB pages, user-accessible.
-  auto* pml4 = reinterpret_cast<std::uint64_t*>(guest_ram(g_pml4, 0x3000));
+  auto* pml4 = reinterpret_cast<std::uint64_t*>(guest_ram(core::conformance_ram, g_pml4, 0x3000));
   auto* pdpt = pml4 + 512;
   auto* pd = pml4 + 1024;
   for (unsigned i = 0; i < 512; ++i) pml4[i] = pdpt[i] = 0;
   pml4[0] = g_pdpt | p | rw | us;
   pdpt[0] = g_pd | p | rw | us;
   for (unsigned i = 0; i < 512; ++i) pd[i] = (std::uint64_t{i} << 21) | p | rw | us | ps;
-  std::uint8_t* code = guest_ram(g_code, 16);
+  std::uint8_t* code = guest_ram(core::conformance_ram, g_code, 16);
   code[0] = 0x0f, code[1] = 0x01, code[2] = 0xd9;  // VMMCALL
   code[3] = 0xf4;                                  // HLT (intercepted too)
   for (unsigned i = 0; i < 8192; ++i) d.msrpm[i] = 0xff;
@@ -469,7 +469,7 @@ bool pdptes_reserved(const case_state& c, std::uint64_t mode_bit = x86::efer::lm
     return false;
   const std::uint64_t base = hs::read(*c.v, f::cr3) & 0xffff'ffe0u;
   if (base < layout::guest_mem_base || base + 32 > layout::guest_mem_base + layout::guest_mem_size) return false;
-  const auto* pdpte = reinterpret_cast<const std::uint64_t*>(guest_ram(base, 32));
+  const auto* pdpte = reinterpret_cast<const std::uint64_t*>(guest_ram(core::conformance_ram, base, 32));
   for (unsigned i = 0; i < 4; ++i)
     if ((pdpte[i] & 1) != 0 && ((pdpte[i] & 0x1e6) != 0 || (pdpte[i] >> c.facts.env.maxphyaddr) != 0)) return true;
   return false;

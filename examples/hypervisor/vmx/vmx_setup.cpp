@@ -510,7 +510,7 @@ bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
     // CR4 in the read shadow (PAE is host-owned under shadow paging).
     vmwrite(fields::guest_ia32_efer, (efer | x86::efer::nxe).raw());
     vmwrite(fields::guest_cr4, core::shadow::host_cr4(x86::cr4{vmread(fields::guest_cr4)}).raw());
-    vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, guest_cr4, efer},
+    vmwrite(fields::guest_cr3, core::shadow::begin(vs, {x86::cr0{vmread(fields::guest_cr0)}, guest_cr4, efer},
                                                    x86::cr3{layout::guest_boot_pt_gpa})
                                    .value());
   }
