@@ -56,7 +56,7 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
   req.access = c.access;
   req.rflags = rflags;
   req.pkru = c.pkru;  // the guest's PKRU (the host cannot read it: its own CR4.PKE is 0)
-  pg::flat_memory mem = guest_ram_view();
+  pg::flat_memory mem = guest_ram_view(x.vcpu.ram);
   const pg::walk_result res = walker.walk(mem, mmu, req);
   const unsigned slot = mode_slot(walker.state().mode);
 
@@ -66,7 +66,7 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
     const pg::walk_path& path = res.value().path;
     for (unsigned i = 0; i < path.count; ++i) {
       const pg::walked_entry e = path_entry(path, i);
-      std::uint8_t* p = guest_ram(e.address.value(), 4);
+      std::uint8_t* p = guest_ram(x.vcpu.ram, e.address.value(), 4);
       std::uint32_t now = p ? *reinterpret_cast<volatile std::uint32_t*>(p) : 0;  // A/D: bits 5, 6
       if (now & 0x20) hv_ad |= 1ull << (e.level - 1);
       if (now & 0x40) hv_ad |= 1ull << (hc::ad_dirty_shift + e.level - 1);
@@ -165,7 +165,7 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
 }
 
 /// The guest's paging registers at this exit from the VMCS (the VMX backend's paging_regs()).
-guest_paging_regs vmcs_paging_regs() {
+guest_paging_regs vmcs_paging_regs(const core::vcpu_state& st) {
   if (core::shadow::enabled()) {
     // Shadow paging: the real CR0.WP is 1 and the real CR3 the shadow root; the guest's
     // values are the read shadows' host-owned bits and the CR3 it loaded.
@@ -173,7 +173,7 @@ guest_paging_regs vmcs_paging_regs() {
         x86::cr0{vmread(fields::guest_cr0)}, x86::cr0{vmread(fields::cr0_read_shadow)}, vmread(fields::cr0_guest_host_mask));
     const x86::cr4 cr4 = hvkit::vmx::guest_visible_cr4(
         x86::cr4{vmread(fields::guest_cr4)}, x86::cr4{vmread(fields::cr4_read_shadow)}, vmread(fields::cr4_guest_host_mask));
-    return {cr0, cr4, core::shadow::guest_efer(), core::shadow::guest_cr3(),
+    return {cr0, cr4, core::shadow::guest_efer(st), core::shadow::guest_cr3(st),
             x86::rflags{vmread(fields::guest_rflags)}};
   }
   return {x86::cr0{vmread(fields::guest_cr0)}, x86::cr4{vmread(fields::guest_cr4)},
@@ -212,7 +212,7 @@ std::uint64_t handle_paging_case(core::context& x, guest_regs& r, const guest_pa
 /// which must equal the PDPTE registers the CPU saved in the VMCS at this exit (SDM Vol. 3C
 /// 28.3.4, with EPT).
 std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_paging_regs& live) {
-  const std::uint8_t* p = guest_ram(r[x86::gpr::rbx] & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
+  const std::uint8_t* p = guest_ram(x.vcpu.ram, r[x86::gpr::rbx] & 0xFFFFFFFFu, sizeof(hc::paging_case_block));
   if (!p) return ~0ull;
   hc::paging_case_block b;
   __builtin_memcpy(&b, p, sizeof b);
@@ -220,7 +220,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
   const pg::mmu_context mmu = live_guest_mmu(live, props);
   pg::pdpte_snapshot pdptes{};
   if (mmu.role().mode() == x86::paging_mode::pae) {
-    pg::flat_memory mem = guest_ram_view();
+    pg::flat_memory mem = guest_ram_view(x.vcpu.ram);
     if (svm::active()) {
       // QEMU 7.2 TCG erratum Q3 (docs/hypervisor.md): under nested paging its legacy-PAE walk
       // sets bit 5 (A) in the PDPTE it uses, a reserved bit of a PAE PDPTE (APM Vol. 2 5.3.3,
@@ -232,7 +232,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
         if (x.checks.pdpte_errata_q3++ == 0 && ++results_errata)
           kprintf("HVKIT ERRATUM pae_pdpte_accessed_bit_written cr3=0x%x pdpte0=0x%016llx\n", b.cr3,
                   (unsigned long long)*e0);
-        if (std::uint8_t* w = guest_ram(p0.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(w) = *e0 & ~0x20ull;
+        if (std::uint8_t* w = guest_ram(x.vcpu.ram, p0.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(w) = *e0 & ~0x20ull;
       }
     }
     // The MOV to CR3 the guest did for this case (SDM 4.4.1: #GP(0) on a reserved bit).
@@ -320,7 +320,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
       ++x.checks.pdpte_mismatches;
       kprintf("HVKIT MISMATCH pdpte_load cr3=0x%x cpu=0x%x hvkit=%s pdpte3=0x%016llx access=0x%x result=0x%x error=0x%x\n",
               b.cr3, b.cr3_result, hv_gp ? "#GP" : "ok",
-              (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(guest_ram((b.cr3 & ~31u) + 24, 8)),
+              (unsigned long long)*reinterpret_cast<const volatile std::uint64_t*>(guest_ram(x.vcpu.ram, (b.cr3 & ~31u) + 24, 8)),
               b.access, b.result, b.error);
       return 1;
     }
@@ -335,7 +335,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
     // paging the guest's PDPTE registers are the shadow MMU's (loaded by its MOV to CR3; the
     // CPU's are those of the shadow root).
     const bool own = svm::active() || core::shadow::enabled();
-    const std::uint64_t* held = core::shadow::enabled() ? core::shadow::mmu().pdptes().entries.data() : pdptes.entries.data();
+    const std::uint64_t* held = core::shadow::enabled() ? core::shadow::mmu(x.vcpu).pdptes().entries.data() : pdptes.entries.data();
     const std::uint64_t regs[4] = {own ? held[0] : vmread(fields::guest_pdpte0), own ? held[1] : vmread(fields::guest_pdpte1),
                                    own ? held[2] : vmread(fields::guest_pdpte2), own ? held[3] : vmread(fields::guest_pdpte3)};
     for (unsigned i = 0; i < 4; ++i)
@@ -500,7 +500,7 @@ void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& mo
       const pg::walk_path& path = res.value().guest.path;
       for (unsigned i = 0; i < path.count; ++i) {  // undo the guest A/D updates
         const pg::walked_entry e = path_entry(path, i);
-        if (std::uint8_t* p = guest_ram(e.address.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(p) = e.value;
+        if (std::uint8_t* p = guest_ram(core::conformance_ram, e.address.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(p) = e.value;
       }
     } else {
       const pg::walk_fault& f = res.error();

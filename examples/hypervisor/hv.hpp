@@ -162,12 +162,16 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
 }
 
 // ---- VMX bring-up and the VMCS (vmx/vmx_setup.cpp) ----------------------------------------
+namespace lx {
+struct linux_state;
+}
 void setup_host_tables();
 void load_host_tables(bool load_tr);
 void read_capabilities();
-/// The guest CPU `g` of this boot: for_linux the Linux guest's policy (linux/linux.cpp), with the
-/// features that policy denies; cpus: the vCPUs (CPUID topology: that many cores in one package).
-bool build_cpuid_policy(core::guest_cpu& g, bool for_linux = false, unsigned cpus = 1);
+/// The guest CPU `g` of this boot: for_linux (the Linux run) the Linux guest's policy
+/// (linux/linux.cpp), with the features that policy denies and those the run offers; cpus: the
+/// vCPUs (CPUID topology: that many cores in one package).
+bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux = nullptr, unsigned cpus = 1);
 bool enable_vmx();
 bool build_ept();
 /// The conformance guest's image (or the 32-bit guest's, or `profile`'s in its place).
@@ -207,7 +211,7 @@ using core::guest_ram_view;
 /// The guest's paging registers at an exit (core::backend::paging_regs()).
 using guest_paging_regs = core::paging_regs;
 /// The VMX backend's: from the current VMCS.
-guest_paging_regs vmcs_paging_regs();
+guest_paging_regs vmcs_paging_regs(const core::vcpu_state& st);
 void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
 std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r);
 bool ept_case_violation(core::check_counters& k);

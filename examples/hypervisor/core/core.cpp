@@ -30,23 +30,14 @@ const char* status_name(run_status s) {
 }
 
 // ---- guest memory ---------------------------------------------------------------------------
-namespace {
-// The guest RAM the emulator and the walkers may touch: the conformance guest's by default,
-// a guest profile's own (set_guest_ram) while it runs.
-std::uint64_t ram_base = layout::guest_mem_base, ram_size = layout::guest_mem_size;
-}  // namespace
-void set_guest_ram(std::uint64_t base, std::uint64_t size) {
-  ram_base = base;
-  ram_size = size;
+pg::flat_memory guest_ram_view(const guest_ram_range& r) {
+  return {reinterpret_cast<std::uint8_t*>(r.base), r.size, x86::gpa{r.base}};
 }
-pg::flat_memory guest_ram_view() {
-  return {reinterpret_cast<std::uint8_t*>(ram_base), ram_size, x86::gpa{ram_base}};
+hvkit::emulate::flat_ram guest_ram_data(const guest_ram_range& r) {
+  return {reinterpret_cast<std::uint8_t*>(r.base), r.size, x86::gpa{r.base}};
 }
-hvkit::emulate::flat_ram guest_ram_data() {
-  return {reinterpret_cast<std::uint8_t*>(ram_base), ram_size, x86::gpa{ram_base}};
-}
-std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size) {
-  if (gpa < ram_base || size > ram_size || gpa - ram_base > ram_size - size) return nullptr;
+std::uint8_t* guest_ram(const guest_ram_range& r, std::uint64_t gpa, std::uint64_t size) {
+  if (gpa < r.base || size > r.size || gpa - r.base > r.size - size) return nullptr;
   return reinterpret_cast<std::uint8_t*>(gpa);
 }
 pg::cpu_properties guest_cpu_properties(const hvkit::cpuid::guest_cpu_model& m) {
@@ -58,17 +49,6 @@ pg::cpu_properties guest_cpu_properties(const hvkit::cpuid::guest_cpu_model& m) 
 unsigned host_maxphyaddr() {
   return cpuid(0x80000000).eax >= 0x80000008 ? (cpuid(0x80000008).eax & 0xFF) : x86::default_maxphyaddr;
 }
-pg::cpu_properties guest_cpu_properties() {
-  static pg::cpu_properties props{};
-  static bool done = false;
-  if (!done) {
-    props.maxphyaddr = host_maxphyaddr();
-    props.gbpages = (cpuid(0x80000001).edx >> 26) & 1;
-    done = true;
-  }
-  return props;
-}
-
 hvkit::cpuid::guest_cpu_model guest_cpu_model(const hvkit::cpuid::policy& policy, x86::cr4 cpu) {
   hvkit::cpuid::guest_cpu_model m = hvkit::cpuid::make_guest_cpu_model(policy);
   m.cr4_allowed = m.cr4_allowed & cpu;
@@ -113,10 +93,10 @@ bool is_device(std::uint64_t g) {
 /// GPA 4 GiB + [28 MiB, 32 MiB) is [28 MiB, 32 MiB). An emulated access there (under shadow
 /// paging: a CR0.WP = 0 supervisor write under SMAP through a 4 MiB PSE-36 page) reaches that
 /// RAM; nullptr outside it.
-std::uint8_t* pse36_alias(std::uint64_t g, unsigned size) {
+std::uint8_t* pse36_alias(const guest_ram_range& ram, std::uint64_t g, unsigned size) {
   constexpr std::uint64_t first = hc::pse36_alias_gpa + 0x1C00000, length = 0x400000;
   if (g < first || g - first > length - size) return nullptr;
-  return guest_ram(g - hc::pse36_alias_gpa, size);
+  return guest_ram(ram, g - hc::pse36_alias_gpa, size);
 }
 }  // namespace
 
@@ -124,7 +104,7 @@ bool platform::mmio_read(x86::gpa a, unsigned size, std::uint64_t& out) {
   const std::uint64_t g = a.value();
   if (is_device(g)) {
     out = device_read(*c, g - layout::mmio_device_gpa, size);
-  } else if (const std::uint8_t* p = size <= 8 ? pse36_alias(g, size) : nullptr) {
+  } else if (const std::uint8_t* p = size <= 8 ? pse36_alias(c->vcpu.ram, g, size) : nullptr) {
     out = 0;
     __builtin_memcpy(&out, p, size);
   } else {
@@ -139,7 +119,7 @@ bool platform::mmio_write(x86::gpa a, unsigned size, std::uint64_t v) {
   const std::uint64_t g = a.value();
   if (is_device(g)) {
     device_write(*c, g - layout::mmio_device_gpa, size, v);
-  } else if (std::uint8_t* p = size <= 8 ? pse36_alias(g, size) : nullptr) {
+  } else if (std::uint8_t* p = size <= 8 ? pse36_alias(c->vcpu.ram, g, size) : nullptr) {
     __builtin_memcpy(p, &v, size);
   } else if (++c->checks.unassigned_writes <= 4) {
     kprintf("HVKIT INFO run=%s unassigned_access gpa=0x%llx write(dropped) size=%u\n", c->cfg().name,
@@ -272,11 +252,11 @@ void report_run(context& c, bool nested_pdptes) {
   kprintf("HVKIT INFO run=%s mmu_refreshes=%llu mmu_resets=%llu wp_passthrough_refreshes=%llu role_rebuilds=%llu\n",
           cfg.name, (ull)k.mmu_refreshes, (ull)k.mmu_resets, (ull)k.passthrough_refreshes, (ull)k.role_rebuilds);
   if (shadow::enabled()) {
-    const shadow::stats& st = shadow::counters();
+    const shadow::stats& st = shadow::counters(c.vcpu);
     kprintf("HVKIT INFO run=%s shadow_faults=%llu fixed=%llu injected=%llu emulated=%llu refused_fixes=%llu "
             "cr_writes=%llu invlpg=%llu cache_rebuilds=%u\n",
             cfg.name, (ull)st.faults, (ull)st.fixed, (ull)st.injected, (ull)st.emulated, (ull)st.refused,
-            (ull)st.cr_writes, (ull)st.invlpg, static_cast<unsigned>(shadow::mmu().rebuilds()));
+            (ull)st.cr_writes, (ull)st.invlpg, static_cast<unsigned>(shadow::mmu(c.vcpu).rebuilds()));
   }
   if (cfg.guest_flags & hc::cfg_paging_diff) {
     paging_kinds(c);

@@ -103,7 +103,7 @@ bool write_efer(B& b, context& c, std::uint64_t v) {
       hvkit::paging::cr_write_outcome o{};
       o.after = after;
       o.actions = actions;
-      const hvkit::emulate::shadow_exit e = shadow::cr_written(o, g.cr3);
+      const hvkit::emulate::shadow_exit e = shadow::cr_written(c.vcpu, o, g.cr3);
       b.load_shadow_root(e.root, e.flush);
     }
   }
@@ -178,7 +178,7 @@ bool emulate_instruction(B& b, context& c, const char* why, P& plat) {
   guest_memory mem = b.memory();
   // Shadow paging: a PAE guest's PDPTE registers are the shadow MMU's (its last CR3 load).
   translator tr{em::walker_translator<pg::flat_memory>{v.mmu, mem.tables, props,
-                                                       shadow::enabled() ? shadow::mmu().pdptes() : pg::pdpte_snapshot{}},
+                                                       shadow::enabled() ? shadow::mmu(v).pdptes() : pg::pdpte_snapshot{}},
                 &c};
   const em::outcome o = em::emulate(ctx, tr, mem.data, plat);
   ++c.checks.emulated;

@@ -61,23 +61,15 @@ void join(char (&out)[N], const char* a, const char* b, const char* c = "") {
 }
 
 // ---- guest memory ---------------------------------------------------------------------------
-/// Guest RAM as hvkit::paging sees it: both second stages (EPT, NPT) are identity maps of
-/// [guest_mem_base, +guest_mem_size); anything outside is "unbacked" for the walker. A guest
-/// profile with RAM of its own (the Linux guest) sets its range with set_guest_ram().
-hvkit::paging::flat_memory guest_ram_view();
-/// Sets the guest RAM of guest_ram_view(), guest_ram_data() and guest_ram(): [base, base +
-/// size), identity-mapped by the second stage.
-void set_guest_ram(std::uint64_t base, std::uint64_t size);
-/// Guest RAM for the emulator's data accesses.
-hvkit::emulate::flat_ram guest_ram_data();
-/// `size` bytes of guest RAM at `gpa`, or nullptr if they are not all guest RAM.
-std::uint8_t* guest_ram(std::uint64_t gpa, std::uint64_t size);
+/// Guest RAM `r` (the vCPU's, vcpu_state::ram) as hvkit::paging sees it: both second stages
+/// (EPT, NPT) are identity maps of it; anything outside is "unbacked" for the walker.
+hvkit::paging::flat_memory guest_ram_view(const guest_ram_range& r);
+/// Guest RAM `r` for the emulator's data accesses.
+hvkit::emulate::flat_ram guest_ram_data(const guest_ram_range& r);
+/// `size` bytes of guest RAM `r` at `gpa`, or nullptr if they are not all inside it.
+std::uint8_t* guest_ram(const guest_ram_range& r, std::uint64_t gpa, std::uint64_t size);
 /// MAXPHYADDR and 1-GByte pages of the guest CPU model `m` (the walker's view of the guest).
 hvkit::paging::cpu_properties guest_cpu_properties(const hvkit::cpuid::guest_cpu_model& m);
-/// The same read from the processor's CPUID 80000008H/80000001H, for core/shadow_paging.cpp and
-/// vmx/vmx_shadow.cpp until they take the vCPU's model (equal to it: both policies pass the
-/// address widths and 1-GByte pages through).
-hvkit::paging::cpu_properties guest_cpu_properties();
 /// The host processor's MAXPHYADDR (CPUID.80000008H:EAX[7:0], 36 without the leaf: SDM 4.1.4):
 /// the width of the hypervisor's own addresses, its EPT/NPT entries and VMCS/VMCB pointers.
 unsigned host_maxphyaddr();

@@ -22,13 +22,13 @@ bool handle_shadow_page_fault(B& b, context& c) {
     em::context ctx{};
     if (!b.read_context(ctx)) return false;
     const em::context before = ctx;
-    em::flat_ram ram = guest_ram_data();
+    em::flat_ram ram = guest_ram_data(c.vcpu.ram);
     platform plat{{}, &c};
-    shadow::stats& s = shadow::counters();
+    shadow::stats& s = shadow::counters(c.vcpu);
     ++s.faults;
-    const em::shadow_exit e = em::shadow_page_fault(shadow::mmu(), ctx, ram, plat, x86::gva{b.page_fault_address()},
+    const em::shadow_exit e = em::shadow_page_fault(shadow::mmu(c.vcpu), ctx, ram, plat, x86::gva{b.page_fault_address()},
                                                     x86::pfec{b.page_fault_error()});
-    if (shadow::mmu().cache().used() > s.peak_pages) s.peak_pages = shadow::mmu().cache().used();
+    if (shadow::mmu(c.vcpu).cache().used() > s.peak_pages) s.peak_pages = shadow::mmu(c.vcpu).cache().used();
     const std::uint64_t cr2 = b.page_fault_address();
     const std::uint32_t error = b.page_fault_error();
     switch (e.action) {
@@ -60,7 +60,7 @@ bool handle_shadow_page_fault(B& b, context& c) {
                   c.cfg().name, (unsigned long long)before.rip, (unsigned long long)cr2, error,
                   (unsigned long long)before.cr0.raw(), (unsigned long long)before.cr4.raw(),
                   (unsigned long long)before.rflags.raw(), before.effective_cpl(), before.pkru);
-          shadow::print_walks(cr2, x86::pfec{error} & (x86::pfec::write | x86::pfec::user | x86::pfec::fetch), before.pkru);
+          shadow::print_walks(c.vcpu, cr2, x86::pfec{error} & (x86::pfec::write | x86::pfec::user | x86::pfec::fetch), before.pkru);
         }
         if (b.during_delivery()) {  // an access of the event delivery is not the instruction's
           kprintf("HVKIT ERROR run=%s shadow: fix refused during event delivery rip=0x%llx cr2=0x%llx error=0x%x\n",
@@ -68,8 +68,8 @@ bool handle_shadow_page_fault(B& b, context& c) {
           c.vcpu.status = run_status::fatal_exit;
           return false;
         }
-        const em::shadow_emulation m = em::emulate_on_shadow(shadow::mmu(), ctx, ram, plat);
-        b.load_shadow_root(shadow::mmu().root(), m.flush);
+        const em::shadow_emulation m = em::emulate_on_shadow(shadow::mmu(c.vcpu), ctx, ram, plat);
+        b.load_shadow_root(shadow::mmu(c.vcpu).root(), m.flush);
         ++c.checks.emulated;
         switch (b.apply(before, ctx, m.emulated)) {
           case applied::done:
@@ -118,8 +118,8 @@ bool handle_shadow_page_fault(B& b, context& c) {
               s.unprotect_rip = before.rip;
               s.unprotect_exit = exit_no;
               // unprotect() first: it rebuilds the root if that frame held the root's table.
-              const hvkit::paging::shadow::host_flush f = shadow::mmu().unprotect(x86::gpa_to_gfn(e.gpa));
-              b.load_shadow_root(shadow::mmu().root(), f);
+              const hvkit::paging::shadow::host_flush f = shadow::mmu(c.vcpu).unprotect(x86::gpa_to_gfn(e.gpa));
+              b.load_shadow_root(shadow::mmu(c.vcpu).root(), f);
               return c.vcpu.status == run_status::running;
             }
           }
@@ -141,8 +141,8 @@ bool handle_shadow_page_fault(B& b, context& c) {
 template <backend B>
 bool handle_shadow_invlpg(B& b, context& c) {
   if constexpr (shadow::shadow_backend<B>) {
-    ++shadow::counters().invlpg;
-    b.load_shadow_root(shadow::mmu().root(),
+    ++shadow::counters(c.vcpu).invlpg;
+    b.load_shadow_root(shadow::mmu(c.vcpu).root(),
                        hvkit::paging::shadow::invlpg(x86::gva{b.invlpg_address()}));
     b.skip();
     return true;

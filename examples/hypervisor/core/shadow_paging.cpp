@@ -59,14 +59,13 @@ bool enabled() noexcept {
 #endif
 }
 
-mmu_type& mmu() noexcept { return *the_mmu; }
-stats& counters() noexcept { return the_stats; }
-x86::cr3 guest_cr3() noexcept { return guest_cr3_value; }
-void set_guest_cr3(x86::cr3 v) noexcept { guest_cr3_value = v; }
-x86::efer guest_efer() noexcept { return guest_efer_value; }
-x86::cr0 guest_cr0() noexcept { return guest_cr0_value; }
-x86::cr4 guest_cr4() noexcept { return guest_cr4_value; }
-x86::cr4 guest_view_cr4(x86::cr4 real) noexcept {
+mmu_type& mmu(const vcpu_state&) noexcept { return *the_mmu; }
+stats& counters(const vcpu_state&) noexcept { return the_stats; }
+x86::cr3 guest_cr3(const vcpu_state&) noexcept { return guest_cr3_value; }
+x86::efer guest_efer(const vcpu_state&) noexcept { return guest_efer_value; }
+x86::cr0 guest_cr0(const vcpu_state&) noexcept { return guest_cr0_value; }
+x86::cr4 guest_cr4(const vcpu_state&) noexcept { return guest_cr4_value; }
+x86::cr4 guest_view_cr4(const vcpu_state&, x86::cr4 real) noexcept {
   return guest_cr4_value.test(x86::cr4::pae) ? real : real.without(x86::cr4::pae);
 }
 
@@ -82,12 +81,12 @@ std::uint32_t guest_pkru(x86::cr4 guest_cr4) noexcept {
   return pkru;
 }
 
-void use_linux_guest(std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept {
+void use_linux_guest(const vcpu_state&, std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept {
   window = identity_window{base, end - base, low_end};
   linux_guest = true;
 }
 
-void print_cache_report(const char* run_name) noexcept {
+void print_cache_report(const vcpu_state&, const char* run_name) noexcept {
   if (!the_mmu) return;
   const sp::page_cache& c = the_mmu->cache();
   kprintf("HVKIT SHADOW run=%s pages_used=%u pages_peak=%llu capacity=%u rebuilds=%u faults=%llu fixed=%llu "
@@ -102,14 +101,14 @@ void print_cache_report(const char* run_name) noexcept {
           (unsigned long long)the_stats.refused);
 }
 
-x86::hpa begin(const pg::cr_state& crs, x86::cr3 cr3) noexcept {
+x86::hpa begin(const vcpu_state& v, const pg::cr_state& crs, x86::cr3 cr3) noexcept {
 #ifdef HVKIT_HV_SHADOW
   if (linux_guest)
     cache = sp::page_cache{linux_storage.view(x86::hpa{reinterpret_cast<std::uint64_t>(linux_storage.tables.data())})};
   else
 #endif
     cache = sp::page_cache{storage.view(x86::hpa{reinterpret_cast<std::uint64_t>(storage.tables.data())})};
-  the_mmu = new (mmu_bytes) mmu_type(cache, window, guest_cpu_properties());
+  the_mmu = new (mmu_bytes) mmu_type(cache, window, guest_cpu_properties(v.cpu->model));
   the_mmu->set_write_flood_threshold(write_flood_threshold);
   the_stats = {};
   guest_cr3_value = cr3;
@@ -117,11 +116,11 @@ x86::hpa begin(const pg::cr_state& crs, x86::cr3 cr3) noexcept {
   guest_cr0_value = crs.cr0;
   guest_cr4_value = crs.cr4;
   const pg::cpu_role role = pg::make_cpu_role(crs.cr0, crs.cr4, crs.efer);
-  const unsigned maxphyaddr = guest_cpu_properties().maxphyaddr;
+  const unsigned maxphyaddr = v.cpu->model.maxphyaddr;
   return the_mmu->load(role, x86::cr3_root(cr3, role.mode(), maxphyaddr)).root;
 }
 
-void print_walks(std::uint64_t la, x86::pfec access, std::uint32_t pkru) noexcept {
+void print_walks(const vcpu_state& v, std::uint64_t la, x86::pfec access, std::uint32_t pkru) noexcept {
   std::uint64_t table = the_mmu->root().value();
   // The host format's levels: a PAE root is a PDPT (index la bits 31:30, the la 32 bits).
   for (int level = static_cast<int>(sp::host_levels(the_mmu->role())); level >= 1; --level) {
@@ -130,7 +129,7 @@ void print_walks(std::uint64_t la, x86::pfec access, std::uint32_t pkru) noexcep
     if (!(e & 1) || (e & 0x80)) break;
     table = e & 0x000f'ffff'ffff'f000ull;
   }
-  hvkit::paging::flat_memory mem = guest_ram_view();
+  hvkit::paging::flat_memory mem = guest_ram_view(v.ram);
   hvkit::paging::walk_request r{};
   r.linear = x86::gva{la};
   r.access = access;
@@ -152,7 +151,7 @@ const char* not_applicable(const run_config& cfg, bool second_vm) noexcept {
   return nullptr;
 }
 
-hvkit::emulate::shadow_exit cr_written(const pg::cr_write_outcome& o, x86::cr3 cr3_after) noexcept {
+hvkit::emulate::shadow_exit cr_written(const vcpu_state& v, const pg::cr_write_outcome& o, x86::cr3 cr3_after) noexcept {
   ++the_stats.cr_writes;
 #ifdef HVKIT_HV_SHADOW_NO_ROOT_CACHE
   // The CR0.WP table's baseline (run --shadow-no-root-cache): a role change starts from an
@@ -161,7 +160,7 @@ hvkit::emulate::shadow_exit cr_written(const pg::cr_write_outcome& o, x86::cr3 c
   if (zap) the_mmu->cache().zap_all();
 #endif
   hvkit::emulate::shadow_exit e =
-      hvkit::emulate::shadow_cr_write(*the_mmu, o, cr3_after, guest_ram_view(), guest_cpu_properties().maxphyaddr);
+      hvkit::emulate::shadow_cr_write(*the_mmu, o, cr3_after, guest_ram_view(v.ram), v.cpu->model.maxphyaddr);
 #ifdef HVKIT_HV_SHADOW_NO_ROOT_CACHE
   if (zap) e.flush = sp::host_flush::all;
 #endif

@@ -58,26 +58,27 @@ using mmu_type = sp::shadow_mmu<identity_window>;
 
 /// True in an image built with HVKIT_HV_SHADOW (run --shadow).
 [[nodiscard]] bool enabled() noexcept;
-/// The one shadow MMU of this vCPU (cache emptied by begin()).
-[[nodiscard]] mmu_type& mmu() noexcept;
-/// A fresh run: the cache emptied, the guest's paging state (CR0/CR4/EFER, CR3) loaded;
-/// returns the host root to run the guest on.
-[[nodiscard]] hvkit::x86::hpa begin(const hvkit::paging::cr_state& crs, hvkit::x86::cr3 cr3) noexcept;
+/// The shadow MMU of the vCPU `v` (cache emptied by begin()).
+[[nodiscard]] mmu_type& mmu(const vcpu_state& v) noexcept;
+/// A fresh run of the vCPU `v` (its guest CPU model: the walker's MAXPHYADDR and 1-GByte
+/// pages): the cache emptied, the guest's paging state (CR0/CR4/EFER, CR3) loaded; returns
+/// the host root to run the guest on.
+[[nodiscard]] hvkit::x86::hpa begin(const vcpu_state& v, const hvkit::paging::cr_state& crs,
+                                    hvkit::x86::cr3 cr3) noexcept;
 /// The Linux guest (run --linux --shadow), before begin(): its memory window (frames below
-/// `low_end` and [base, end) identity-mapped, as its EPT/NPT maps them) and the larger page
-/// cache a Linux kernel needs.
-void use_linux_guest(std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept;
+/// `low_end` and [base, end) identity-mapped, as its EPT/NPT maps them).
+void use_linux_guest(const vcpu_state& v, std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept;
 /// The shadow MMU's totals for the run's report: pages in use and the capacity, cache
 /// rebuilds (a full cache zapped), cached roots.
-void print_cache_report(const char* run_name) noexcept;
+void print_cache_report(const vcpu_state& v, const char* run_name) noexcept;
 /// The guest's CR3 (the real one is the shadow root).
-[[nodiscard]] hvkit::x86::cr3 guest_cr3() noexcept;
+[[nodiscard]] hvkit::x86::cr3 guest_cr3(const vcpu_state& v) noexcept;
 /// The guest's CR0 (the real CR0.WP is 1: paging::shadow::host_role(); VMX keeps it in the
 /// CR0 read shadow too, SVM has no read shadow).
-[[nodiscard]] hvkit::x86::cr0 guest_cr0() noexcept;
+[[nodiscard]] hvkit::x86::cr0 guest_cr0(const vcpu_state& v) noexcept;
 /// The guest's CR4 (SVM: the real CR4.PAE is 1 for a guest outside IA-32e mode, host_cr4();
 /// VMX keeps the guest's in the CR4 read shadow).
-[[nodiscard]] hvkit::x86::cr4 guest_cr4() noexcept;
+[[nodiscard]] hvkit::x86::cr4 guest_cr4(const vcpu_state& v) noexcept;
 /// The real CR4 while the guest runs with CR4 `guest`: the guest's, with PAE set. A guest
 /// outside IA-32e mode (32-bit or PAE paging) runs on PAE-format shadow tables
 /// (paging::shadow::host_role()), the processor walking the real CR3 in the format of the
@@ -86,10 +87,9 @@ void print_cache_report(const char* run_name) noexcept;
 [[nodiscard]] constexpr hvkit::x86::cr4 host_cr4(hvkit::x86::cr4 guest) noexcept { return guest | hvkit::x86::cr4::pae; }
 /// The guest's view of the real CR4 `real` (SVM: no read shadow, CR4 reads intercepted and
 /// answered from this, APM Vol. 2 15.9): the real CR4 with the guest's own PAE (host_cr4()).
-[[nodiscard]] hvkit::x86::cr4 guest_view_cr4(hvkit::x86::cr4 real) noexcept;
+[[nodiscard]] hvkit::x86::cr4 guest_view_cr4(const vcpu_state& v, hvkit::x86::cr4 real) noexcept;
 /// The guest's EFER (the real EFER.NXE is 1: paging::shadow::host_role()).
-[[nodiscard]] hvkit::x86::efer guest_efer() noexcept;
-void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
+[[nodiscard]] hvkit::x86::efer guest_efer(const vcpu_state& v) noexcept;
 /// The guest's PKRU when its CR4.PKE is set (the real PKRU: the host never writes it; RDPKRU
 /// needs CR4.PKE, which the host sets only around the read), else 0.
 [[nodiscard]] std::uint32_t guest_pkru(hvkit::x86::cr4 guest_cr4) noexcept;
@@ -101,7 +101,7 @@ void set_guest_cr3(hvkit::x86::cr3 v) noexcept;
 
 /// Prints the host (shadow) entries the CPU walks for `la` from the current root, and the
 /// guest walk's translation (rights, key) for `access`: the evidence when the CPU refuses a fix.
-void print_walks(std::uint64_t la, hvkit::x86::pfec access, std::uint32_t pkru) noexcept;
+void print_walks(const vcpu_state& v, std::uint64_t la, hvkit::x86::pfec access, std::uint32_t pkru) noexcept;
 
 /// Counters for the run's report.
 struct stats {
@@ -116,11 +116,12 @@ struct stats {
   std::uint64_t unprotected, unprotect_exit, unprotect_rip;
   std::uint32_t last_error;
 };
-[[nodiscard]] stats& counters() noexcept;
+/// The counters of the vCPU `v`'s shadow MMU (reset by begin()).
+[[nodiscard]] stats& counters(const vcpu_state& v) noexcept;
 
-/// A CR write the architectural checks accepted (paging_kind::shadow): the shadow context for
-/// the new state. `gp`: a PAE PDPTE with a reserved bit, #GP(0) and nothing changed.
-[[nodiscard]] hvkit::emulate::shadow_exit cr_written(const hvkit::paging::cr_write_outcome& o,
+/// A CR write of the vCPU `v` the architectural checks accepted (paging_kind::shadow): the
+/// shadow context for the new state (the guest's tables read in its RAM, v.ram). `gp`: a PAE PDPTE with a reserved bit, #GP(0) and nothing changed.
+[[nodiscard]] hvkit::emulate::shadow_exit cr_written(const vcpu_state& v, const hvkit::paging::cr_write_outcome& o,
                                                      hvkit::x86::cr3 cr3_after) noexcept;
 
 // clang-format off

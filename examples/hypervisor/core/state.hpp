@@ -14,6 +14,8 @@
 #include <hvkit/paging/mmu.hpp>
 #include <hvkit/vmx/register_file.hpp>
 
+#include "../layout.hpp"
+
 namespace hv::core {
 
 enum class run_status { running, done, halted, triple_fault, entry_failed, vm_fail, fatal_exit };
@@ -91,6 +93,16 @@ struct guest_cpu {
   hvkit::cpuid::guest_cpu_model model;
 };
 
+/// The guest RAM of a run: [base, base + size), identity-mapped by the second stage (EPT, NPT)
+/// and the shadow MMU's frame map; the emulator and the walkers touch guest memory only there
+/// (core::guest_ram_view(), guest_ram_data(), guest_ram()).
+struct guest_ram_range {
+  std::uint64_t base, size;
+};
+/// The conformance guest's RAM (layout.hpp), every vCPU's unless its profile gives it its own
+/// (the Linux guest: its whole identity map, linux/linux.cpp).
+inline constexpr guest_ram_range conformance_ram{layout::guest_mem_base, layout::guest_mem_size};
+
 /// The guest's GPR block as the entry/exit stubs save it (both vendors use the same block).
 using guest_regs = hvkit::vmx::gpr_block;
 
@@ -98,6 +110,7 @@ using guest_regs = hvkit::vmx::gpr_block;
 struct vcpu_state {
   const run_config* cfg;
   const guest_cpu* cpu;  ///< the boot's guest CPU (set with `cfg`)
+  guest_ram_range ram = conformance_ram;  ///< the guest's RAM (a profile with RAM of its own sets it)
   guest_regs regs;
   run_status status;
   std::uint64_t guest_efer;

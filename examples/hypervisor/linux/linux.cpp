@@ -37,46 +37,34 @@ namespace hv::lx {
 namespace {
 // ---- multiboot v1 information (Multiboot Specification 0.6.96, section 3.3) ----------
 constexpr std::uint32_t multiboot_loader_magic = 0x2BADB002;
-struct module_info {
-  std::uint64_t start, end;
-};
-struct memory_range {
-  std::uint64_t base, length;
-  std::uint32_t type;  // e820 types: 1 RAM, 2 reserved, 3 ACPI, 4 NVS, 5 unusable
-};
-char hv_cmdline[1024];
-module_info modules[4];
-unsigned module_count;
-memory_range host_map[64];
-unsigned host_map_count;
 
 std::uint32_t rd32(std::uint64_t a) { return *reinterpret_cast<const volatile std::uint32_t*>(a); }
 std::uint64_t rd64(std::uint64_t a) { return *reinterpret_cast<const volatile std::uint64_t*>(a); }
 
-/// Copies what the hypervisor needs out of GRUB's structures (they may lie anywhere in low
-/// memory, which becomes the guest's).
-bool read_multiboot() {
+/// Copies what the hypervisor needs out of GRUB's structures into `b` (they may lie anywhere
+/// in low memory, which becomes the guest's).
+bool read_multiboot(boot_info& b) {
   const std::uint64_t mbi = boot_multiboot_info;
   if (::boot_multiboot_magic != multiboot_loader_magic || mbi == 0) return false;
   const std::uint32_t flags = rd32(mbi);
-  hv_cmdline[0] = '\0';
+  b.cmdline[0] = '\0';
   if (flags & (1u << 2)) {
     const char* s = reinterpret_cast<const char*>(static_cast<std::uint64_t>(rd32(mbi + 16)));
     std::size_t i = 0;
-    for (; s[i] && i + 1 < sizeof hv_cmdline; ++i) hv_cmdline[i] = s[i];
-    hv_cmdline[i] = '\0';
+    for (; s[i] && i + 1 < sizeof b.cmdline; ++i) b.cmdline[i] = s[i];
+    b.cmdline[i] = '\0';
   }
-  module_count = 0;
+  b.module_count = 0;
   if (flags & (1u << 3)) {
     const std::uint32_t n = rd32(mbi + 20), addr = rd32(mbi + 24);
-    for (std::uint32_t i = 0; i < n && module_count < 4; ++i)
-      modules[module_count++] = {rd32(addr + 16 * i), rd32(addr + 16 * i + 4)};
+    for (std::uint32_t i = 0; i < n && b.module_count < 4; ++i)
+      b.modules[b.module_count++] = {rd32(addr + 16 * i), rd32(addr + 16 * i + 4)};
   }
-  host_map_count = 0;
+  b.host_map_count = 0;
   if (flags & (1u << 6)) {
     const std::uint64_t first = rd32(mbi + 48), end = first + rd32(mbi + 44);
-    for (std::uint64_t e = first; e < end && host_map_count < 64; e += rd32(e) + 4)
-      host_map[host_map_count++] = {rd64(e + 4), rd64(e + 12), rd32(e + 20)};
+    for (std::uint64_t e = first; e < end && b.host_map_count < 64; e += rd32(e) + 4)
+      b.host_map[b.host_map_count++] = {rd64(e + 4), rd64(e + 12), rd32(e + 20)};
   }
   return true;
 }
@@ -89,8 +77,8 @@ bool starts_with(const char* s, const char* prefix) {
 
 /// The kernel command line: what follows the word "linux" on the hypervisor's command line
 /// (GRUB passes "linux ..." or "<image path> linux ..."); nullptr if there is no such word.
-const char* linux_args() {
-  const char* c = hv_cmdline;
+const char* linux_args(const boot_info& b) {
+  const char* c = b.cmdline;
   for (int word = 0; word < 2; ++word) {
     while (*c == ' ') ++c;
     if (starts_with(c, "linux") && (c[5] == '\0' || c[5] == ' ')) {
@@ -118,13 +106,12 @@ struct placement {
   std::uint64_t kernel_src, kernel_size, initrd_src, initrd_size;
   std::uint64_t initrd_gpa, init_size, setup_size;
 };
-placement place;
 
 /// Is [a, a+n) inside a RAM range of the firmware's map and outside the hypervisor's?
-bool guest_ram_range(std::uint64_t a, std::uint64_t n) {
+bool guest_ram_range(const boot_info& b, std::uint64_t a, std::uint64_t n) {
   if (a < hidden_end && a + n > hidden_base) return false;
-  for (unsigned i = 0; i < host_map_count; ++i)
-    if (host_map[i].type == 1 && a >= host_map[i].base && a + n <= host_map[i].base + host_map[i].length)
+  for (unsigned i = 0; i < b.host_map_count; ++i)
+    if (b.host_map[i].type == 1 && a >= b.host_map[i].base && a + n <= b.host_map[i].base + b.host_map[i].length)
       return true;
   return false;
 }
@@ -134,12 +121,13 @@ T& at(std::uint64_t gpa) {
   return *reinterpret_cast<T*>(gpa);
 }
 
-bool load_kernel() {
-  if (module_count < 2) {
-    kprintf("HVKIT ERROR linux: need two multiboot modules (bzImage, initramfs), got %u\n", module_count);
+bool load_kernel(const boot_info& b) {
+  if (b.module_count < 2) {
+    kprintf("HVKIT ERROR linux: need two multiboot modules (bzImage, initramfs), got %u\n", b.module_count);
     return false;
   }
-  const std::uint64_t k = modules[0].start, ksize = modules[0].end - modules[0].start;
+  placement place{};
+  const std::uint64_t k = b.modules[0].start, ksize = b.modules[0].end - b.modules[0].start;
   if (ksize < 0x1000 || rd32(k + bp::header) != bp::header_magic) {
     kprintf("HVKIT ERROR linux: module 0 is not a bzImage (no HdrS)\n");
     return false;
@@ -167,13 +155,13 @@ bool load_kernel() {
   place.kernel_src = k + place.setup_size;
   place.kernel_size = ksize - place.setup_size;
   place.init_size = rd32(k + bp::init_size);
-  place.initrd_src = modules[1].start;
-  place.initrd_size = modules[1].end - modules[1].start;
+  place.initrd_src = b.modules[1].start;
+  place.initrd_size = b.modules[1].end - b.modules[1].start;
   // The kernel decompresses itself in [kernel_gpa, kernel_gpa + init_size); the initramfs
   // goes above that (2 MiB aligned), copied first so that moving the kernel cannot
   // overwrite it.
   place.initrd_gpa = (kernel_gpa + place.init_size + 2 * mib - 1) & ~(2 * mib - 1);
-  if (!guest_ram_range(kernel_gpa, place.init_size) || !guest_ram_range(place.initrd_gpa, place.initrd_size)) {
+  if (!guest_ram_range(b, kernel_gpa, place.init_size) || !guest_ram_range(b, place.initrd_gpa, place.initrd_size)) {
     kprintf("HVKIT ERROR linux: not enough guest RAM for kernel (init_size 0x%llx) and initramfs (0x%llx)\n",
             (unsigned long long)place.init_size, (unsigned long long)place.initrd_size);
     return false;
@@ -200,7 +188,7 @@ bool load_kernel() {
   at<std::uint32_t>(boot_params_gpa + bp::cmd_line_ptr) = static_cast<std::uint32_t>(cmdline_gpa);
 
   // Command line: everything after "linux " on the hypervisor's own command line.
-  const char* c = linux_args();
+  const char* c = linux_args(b);
   const std::uint32_t max_cmdline = *reinterpret_cast<const std::uint32_t*>(k + bp::cmdline_size);
   std::size_t n = 0;
   for (; c[n] && n + 1 < 4096 && n < max_cmdline; ++n) at<char>(cmdline_gpa + n) = c[n];
@@ -218,8 +206,8 @@ bool load_kernel() {
   auto add = [&](std::uint64_t a, std::uint64_t s, std::uint32_t t) {
     if (s != 0 && count < 128) table[count++] = {a, s, t};
   };
-  for (unsigned i = 0; i < host_map_count; ++i) {
-    const memory_range& m = host_map[i];
+  for (unsigned i = 0; i < b.host_map_count; ++i) {
+    const memory_range& m = b.host_map[i];
     const std::uint64_t end = m.base + m.length;
     if (m.type != 1 || end <= hidden_base || m.base >= hidden_end) {
       add(m.base, m.length, m.type);
@@ -263,18 +251,18 @@ bool load_kernel() {
 
 }  // namespace
 
-bool ram_like(std::uint64_t a, std::uint64_t size) {
-  for (unsigned i = 0; i < host_map_count; ++i) {
-    const memory_range& m = host_map[i];
+bool ram_like(const boot_info& b, std::uint64_t a, std::uint64_t size) {
+  for (unsigned i = 0; i < b.host_map_count; ++i) {
+    const memory_range& m = b.host_map[i];
     if ((m.type == 1 || m.type == 3 || m.type == 4) && a < m.base + m.length && a + size > m.base) return true;
   }
   return false;
 }
 
-std::uint64_t ram_end() {
+std::uint64_t ram_end(const boot_info& b) {
   std::uint64_t end = 0;
-  for (unsigned i = 0; i < host_map_count; ++i) {
-    const memory_range& m = host_map[i];
+  for (unsigned i = 0; i < b.host_map_count; ++i) {
+    const memory_range& m = b.host_map[i];
     if (m.type == 1 && m.base < second_stage_end) {
       const std::uint64_t e = m.base + m.length < second_stage_end ? m.base + m.length : second_stage_end;
       if (e > end) end = e;
@@ -442,32 +430,53 @@ void print_exits(const char* phase, const core::exit_counters& c, unsigned (*cod
       kprintf("HVKIT EXITS %s %u %s %llu\n", phase, code(i), name(i), (unsigned long long)c.by_slot[i]);
 }
 
-bool requested() { return read_multiboot() && linux_args() != nullptr; }
+bool requested() {
+  boot_info b;  // the copy boot() makes again (nothing writes low memory in between)
+  return read_multiboot(b) && linux_args(b) != nullptr;
+}
 
 namespace {
+/// The boot's verdict from its results; ends the machine.
+[[noreturn]] void summary(const core::tally& t) {
+  // Transitional: results of callers not yet handed the tally (the legacy counters).
+  const int pass = t.pass + results_pass, fail = t.fail + results_fail, errata = t.errata + results_errata;
+  kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", pass, fail, errata);
+  const bool ok = fail == 0 && pass > 0;
+  kprintf("HVKIT DONE %s\n", ok ? "PASS" : "FAIL");
+  machine_exit(ok);
+}
+
 /// The exit names of the vendor that ran (for the HVKIT EXITS lines).
 unsigned vmx_code(unsigned s) { return s; }
 const char* vmx_name(unsigned s) { return reason_name(s); }
 }  // namespace
 
 namespace {
-bool has_word(const char* word) {
-  for (const char* c = linux_args(); c && *c; ++c)
+bool has_word(const linux_state& ls, const char* word) {
+  for (const char* c = linux_args(ls.boot); c && *c; ++c)
     if (starts_with(c, word)) return true;
   return false;
 }
 }  // namespace
 
-hvkit::cpuid::feature_set emulated_features() {
+hvkit::cpuid::feature_set emulated_features(const linux_state& ls) {
   hvkit::cpuid::feature_set f{};
-  if (has_word("hvkit.pv_send_ipi")) f.set(hvkit::cpuid::kvm::features::pv_send_ipi);
+  if (has_word(ls, "hvkit.pv_send_ipi")) f.set(hvkit::cpuid::kvm::features::pv_send_ipi);
   return f;
 }
 
 [[noreturn]] void boot(core::guest_cpu& cpu) {
+  // The Linux boot's own: its pages (what the processor reads by physical address), its
+  // results, the run; handed down by reference (this function never returns).
+  core::page_pool pool = core::boot_page_pool();
+  core::tally results{};
+  linux_state ls{};
+  ls.pool = &pool;
+  ls.results = &results;
+  static_cast<void>(read_multiboot(ls.boot));  // requested() read it already
   console_use_port_e9();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor, Linux guest (log on port 0xE9; COM1 is the guest's)\n");
-  kprintf("HVKIT LINUX hypervisor_cmdline \"%s\" modules=%u\n", hv_cmdline, module_count);
+  kprintf("HVKIT LINUX hypervisor_cmdline \"%s\" modules=%u\n", ls.boot.cmdline, ls.boot.module_count);
   setup_host_tables();
   const bool vmx = (cpuid(1).ecx >> 5) & 1;
   const bool svm = !vmx && svm::available();
@@ -478,27 +487,29 @@ hvkit::cpuid::feature_set emulated_features() {
   kprintf("HVKIT INFO backend=%s\n", vmx ? "vmx" : "svm");
   run_state solo_st{};  // the vCPU without SMP (SVM): boot()'s, which never returns
   solo_st.cfg = &linux_run;
+  solo_st.results = &results;
   solo_st.cpu = &cpu;
   solo_st.status = run_status::running;
-  linux_state ls{};  // the Linux run: this function's, which never returns; handed down
   ls.cpu = &cpu;
   ls.solo_st = &solo_st;
   const cpuid_regs v0 = cpuid(0);
   ls.intel = v0.ebx == 0x756E6547 && v0.edx == 0x49656E69 && v0.ecx == 0x6C65746E;  // "GenuineIntel"
   ls.vmx = vmx;
-  ls.pv_send_ipi = emulated_features().test(hvkit::cpuid::kvm::features::pv_send_ipi);
+  ls.pv_send_ipi = emulated_features(ls).test(hvkit::cpuid::kvm::features::pv_send_ipi);
   ls.solo.misc_enable = misc_enable_value;
   solo_st.guest_xcr0 = 1;
   ls.end_reason = "running";
   // VMX: every processor started, the vCPU state per processor (ls.m, this_state()).
-  bool ok = (vmx ? prepare_vmx(ls, cpu) : prepare_svm(ls, cpu)) && load_kernel();
+  bool ok = (vmx ? prepare_vmx(ls, cpu) : prepare_svm(ls, cpu)) && load_kernel(ls.boot);
   if (ok) {
     // The emulator's and the walkers' view of guest RAM: the whole identity map from the
     // first page to the end of RAM (instructions the SVM backend decodes, the page tables
     // it walks: the kernel's 32-bit trampoline runs in the low megabyte). It includes the
     // hypervisor's own [1 MiB, 16 MiB), which the second stage does not map: a guest's
     // page tables cannot reach it through the CPU's walk, only through a stale TLB entry.
-    core::set_guest_ram(0x1000, ram_end() - 0x1000);
+    const core::guest_ram_range ram{0x1000, ram_end(ls.boot) - 0x1000};
+    solo_st.ram = ram;
+    for (unsigned i = 0; ls.m && i < ls.m->count; ++i) ls.m->cpus[i].st.ram = ls.m->cpus[i].sg_st.ram = ram;
     print_policy(ls);
     // The guest's XSETBV is executed on the host: needs CR4.OSXSAVE there.
     if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
@@ -566,7 +577,7 @@ hvkit::cpuid::feature_set emulated_features() {
   // Each processor's IBPB tracker (svm::physical_cpu / vmx::physical_cpu, skip_same_guest)
   // against the switches it saw, the second guest's among them (docs/smp.md, "IBPB per
   // processor"), and its check.
-  if (ls.m && count > 1) smp::report_ibpb(*ls.m);
+  if (ls.m && count > 1) smp::report_ibpb(*ls.m, *ls.results);
   const run_state& st0 = ls.m ? ls.m->cpus[0].st : *ls.solo_st;
   kprintf("HVKIT LINUX counts msr_gp=%llu msr_emulated=%llu xsetbv_ok=%llu xsetbv_gp=%llu io_exits=%llu vmx_ud=%llu "
           "cr_gp=%llu guest_xcr0=0x%llx\n",
@@ -575,31 +586,26 @@ hvkit::cpuid::feature_set emulated_features() {
           (unsigned long long)cr_gp, (unsigned long long)st0.guest_xcr0);
   if (held) kprintf("HVKIT ERRATUM bochs_init_after_sipi count=%llu\n", (unsigned long long)held);
   if (smi) kprintf("HVKIT ERRATUM bochs_smi_blocking_after_sipi exits=%llu\n", (unsigned long long)smi);
-  if (core::shadow::enabled()) core::shadow::print_cache_report("linux");
-  result("linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
+  if (core::shadow::enabled()) core::shadow::print_cache_report(st0, "linux");
+  core::tally& t = *ls.results;
+  result(t, "linux_shell_reached", ls.marked, "tsc=%llu", (unsigned long long)(ls.tsc_mark - ls.tsc_start));
   if (count > 1)
-    result("linux_smp_vcpus_started", started == count, "vcpus=%u started_by_guest_sipi=%u", count, started - 1);
+    result(t, "linux_smp_vcpus_started", started == count, "vcpus=%u started_by_guest_sipi=%u", count, started - 1);
   // The hostile run ("hvkit.triple_fault" on the guest's command line): the guest's triple
   // fault must end in a report, with the hypervisor (and the machine) still running.
-  if (has_word("hvkit.triple_fault")) {
-    result("linux_triple_fault_contained", str_eq(ls.end_reason, "guest_triple_fault"),
+  if (has_word(ls, "hvkit.triple_fault")) {
+    result(t, "linux_triple_fault_contained", str_eq(ls.end_reason, "guest_triple_fault"),
            "end=%s", ls.end_reason);
-    kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
-    const bool ok = results_fail == 0 && results_pass > 0;
-    kprintf("HVKIT DONE %s\n", ok ? "PASS" : "FAIL");
-    machine_exit(ok);
+    summary(t);
   }
-  result("linux_clean_shutdown", ls.shutdown, "end=%s", ls.end_reason);
+  result(t, "linux_clean_shutdown", ls.shutdown, "end=%s", ls.end_reason);
   const vcpu_data& d0 = ls.m ? ls.m->cpus[0].lx : ls.solo;
-  result("linux_wp_exits_per_toggle", wp_ok_cpus == count,
+  result(t, "linux_wp_exits_per_toggle", wp_ok_cpus == count,
          "vcpus=%u vcpus_ok=%u guest_owned_toggles=%llu guest_owned_cr_exits=%llu intercepted_toggles=%llu "
          "intercepted_cr_exits=%llu",
          count, wp_ok_cpus, (unsigned long long)d0.wp_toggles[0], (unsigned long long)d0.wp_exits[0],
          (unsigned long long)d0.wp_toggles[1], (unsigned long long)d0.wp_exits[1]);
-  kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
-  const bool pass = results_fail == 0 && results_pass > 0;
-  kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");
-  machine_exit(pass);
+  summary(t);
 }
 
 }  // namespace hv::lx

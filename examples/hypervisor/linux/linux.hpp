@@ -52,10 +52,10 @@ struct vcpu_data {
 /// this hypervisor does not virtualize (docs/linux-guest.md has each reason).
 hvkit::cpuid::feature_set denied_features();
 
-/// The KVM paravirtual features this hypervisor implements for the Linux guest, both vendors:
-/// KVM_FEATURE_PV_SEND_IPI when "hvkit.pv_send_ipi" is on the kernel command line (run --linux
-/// --pv-send-ipi; KVM_HC_SEND_IPI, smp/smp_ipi.cpp), else none.
-hvkit::cpuid::feature_set emulated_features();
+/// The KVM paravirtual features this hypervisor implements for the Linux run `ls`, both
+/// vendors: KVM_FEATURE_PV_SEND_IPI when "hvkit.pv_send_ipi" is on the kernel command line
+/// (run --linux --pv-send-ipi; KVM_HC_SEND_IPI, smp/smp_ipi.cpp), else none.
+hvkit::cpuid::feature_set emulated_features(const linux_state& ls);
 
 /// Hypercalls of the Linux guest (VMCALL or VMMCALL, CPL 0 only: the hvkit_wp kernel module).
 /// RAX = number; KVM's numbers are small, these carry "hv" in bits 31:16.

@@ -12,6 +12,7 @@
 
 #include "../hv.hpp"
 #include "../core/exit_loop.hpp"
+#include "../core/page_pool.hpp"
 #include "linux.hpp"
 #include "../smp/smp.hpp"
 
@@ -46,16 +47,47 @@ inline constexpr std::uint32_t msrs_passed_through[] = {
     x86::msr::ia32_lstar,        x86::msr::ia32_cstar,        x86::msr::ia32_fmask,          x86::msr::ia32_sysenter_cs,
     x86::msr::ia32_sysenter_esp, x86::msr::ia32_sysenter_eip, std::uint32_t{0x1B}};
 
+// ---- what GRUB handed over (multiboot v1 information, Multiboot Specification 0.6.96, 3.3) --
+struct module_info {
+  std::uint64_t start, end;
+};
+struct memory_range {
+  std::uint64_t base, length;
+  std::uint32_t type;  // e820 types: 1 RAM, 2 reserved, 3 ACPI, 4 NVS, 5 unusable
+};
+/// The hypervisor's copy of GRUB's structures, which may lie anywhere in low memory (the
+/// guest's): its command line, the modules (bzImage, initramfs), the firmware's memory map.
+struct boot_info {
+  char cmdline[1024];
+  module_info modules[4];
+  unsigned module_count;
+  memory_range host_map[64];
+  unsigned host_map_count;
+};
+
 /// True if the frame [a, a + size) overlaps RAM, ACPI or NVS in the firmware's map
 /// (write-back); false for everything else (MMIO, holes: uncacheable).
-bool ram_like(std::uint64_t a, std::uint64_t size);
+bool ram_like(const boot_info& b, std::uint64_t a, std::uint64_t size);
 /// The end of the highest RAM range below second_stage_end in the firmware's map.
-std::uint64_t ram_end();
+std::uint64_t ram_end(const boot_info& b);
 /// The guest's run (CR0.WP guest-owned until the hvkit_wp module asks otherwise).
 inline constexpr run_config linux_run{"linux", false, false, 0, run_status::done};
 
 // ---- the run's state --------------------------------------------------------------------
+/// Each vendor's pages of the Linux guest that every vCPU's VMCS or VMCB points at (the second
+/// stage, the MSR and I/O permission maps), taken from the boot's page pool by its prepare_*().
+struct vmx_pages;  // vmx/vmx_linux.cpp
+struct svm_pages;  // svm/svm_linux.cpp
+
 struct linux_state {
+  // The boot's, created by boot() and handed down with the run: its page pool (the vendor's
+  // second stage and permission maps, the processors' blocks: smp::start_processors), its
+  // results (every vCPU's check_counters::results; the SUMMARY line), what GRUB handed over.
+  core::page_pool* pool;
+  core::tally* results;
+  boot_info boot;
+  vmx_pages* vmx_part;
+  svm_pages* svm_part;
   core::exit_counters at_mark;  // exits when the guest reached its shell prompt
   bool marked;
   std::uint64_t tsc_start, tsc_mark;

@@ -63,7 +63,7 @@ void note_control_block_switch(cpu& c, std::uint64_t block, std::uint32_t vm) {
   c.last_vm = vm;
 }
 
-void report_ibpb(machine& m) {
+void report_ibpb(machine& m, core::tally& t) {
   unsigned ok_cpus = 0;
   std::uint64_t total_cross = 0;
   for (unsigned i = 0; i < m.count; ++i) {
@@ -96,7 +96,7 @@ void report_ibpb(machine& m) {
             (unsigned long long)slices[1], (unsigned long long)counters[0], (unsigned long long)counters[1],
             (unsigned long long)unexpected, (unsigned long long)c.sg.unexpected_reason, ok ? 1 : 0);
   }
-  result("linux_smp_ibpb_per_cpu", ok_cpus == m.count,
+  result(t, "linux_smp_ibpb_per_cpu", ok_cpus == m.count,
          "cpus=%u cpus_ok=%u policy=skip_same_guest cross_guest_switches=%llu", m.count, ok_cpus,
          (unsigned long long)total_cross);
 }

@@ -8,9 +8,14 @@
 /// per physical processor; the guest starts its own application processors with INIT and
 /// SIPI, virtualized (vmx/vmx_smp.cpp; svm/svm_smp.cpp).
 ///
-/// Per-CPU data is reached without a global: a processor's GS base (IA32_GS_BASE, and the
-/// VMCS host GS base, which VM exit loads, SDM Vol. 3C 28.5.2) points to its `cpu`, whose
-/// first member points to itself (`this_cpu`); the `machine` is reached from there.
+/// Per-CPU data is reached without a global: the `machine` and every processor's `cpu` are
+/// taken from the boot's page pool (core/page_pool.hpp) by start_processors(); an AP gets its
+/// `cpu` from its start block in low memory (the trampoline's data: its stack and the `cpu`,
+/// passed to hv_ap_entry in RDI), and every processor then keeps it in its GS base
+/// (IA32_GS_BASE, and the VMCS host GS base, which VM exit loads, SDM Vol. 3C 28.5.2): GS:[0]
+/// is the `cpu` (its first member points to itself, `this_cpu`), the `machine` is reached from
+/// there. What a vendor keeps per processor beyond `cpu` (SVM: svm::cpu_state) it takes from
+/// the pool in start_processors()'s `attach`, before the processor starts.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +26,7 @@
 #include <hvkit/x86/init_sipi.hpp>
 
 #include "../core/exit_loop.hpp"
+#include "../core/page_pool.hpp"
 #include "../core/scheduler.hpp"
 #include "../hv.hpp"
 #include "../linux/linux.hpp"
@@ -129,7 +135,8 @@ struct cpu {
   run_state st;
   /// What the Linux guest profile keeps per vCPU.
   lx::vcpu_data lx;
-  /// SVM: this processor's VMCB, host save areas and ASID allocator.
+  /// SVM: this processor's VMCB, host save areas and ASID allocator (pages of the boot's pool:
+  /// set by the vendor's `attach` of start_processors, before the processor starts).
   svm::cpu_state* svm;
   alignas(4096) std::uint8_t vmxon[4096];
   alignas(4096) std::uint8_t vmcs[4096];
@@ -178,10 +185,13 @@ struct machine {
 }
 
 /// The bootstrap processor: finds the processors in the ACPI MADT (enabled local APICs),
-/// sets up its own `cpu` (index 0, GS base) and starts every other processor with
-/// INIT-SIPI-SIPI (SDM Vol. 3A 9.4.4.1); each runs `ap_main`, `enable` (VMX root operation,
-/// or SVM enabled) and then waits for `go`. Returns the machine (count >= 1).
-machine& start_processors(bool (*enable)(cpu&));
+/// takes the `machine` and a `cpu` per processor from `pool`, gives each processor what
+/// `attach` takes for it from `pool` (a vendor's per-processor pages; null: nothing), sets up
+/// its own `cpu` (index 0, GS base) and starts every other processor with INIT-SIPI-SIPI (SDM
+/// Vol. 3A 9.4.4.1); each runs `ap_main`, `enable` (VMX root operation, or SVM enabled) and
+/// then waits for `go`. Returns the machine (count >= 1). Once per boot.
+machine& start_processors(core::page_pool& pool, bool (*enable)(cpu&),
+                          void (*attach)(cpu&, core::page_pool&) = nullptr);
 /// An AP's work after its start: `enable`, wait for go, then its vCPU (smp/smp_boot.cpp).
 [[noreturn]] void ap_main(cpu& c);
 
@@ -240,8 +250,8 @@ bool second_guest_due(cpu& c);
 void note_control_block_switch(cpu& c, std::uint64_t block, std::uint32_t vm);
 /// Each processor's IBPB line and the check: barriers = 1 + cross-guest switches
 /// (skip_same_guest), every processor with same- and cross-guest switches, guest 2's counters
-/// equal to its slices, no unexpected exit.
-void report_ibpb(machine& m);
+/// equal to its slices, no unexpected exit (counted in `t`, the boot's results).
+void report_ibpb(machine& m, core::tally& t);
 /// VMX: one excursion on this processor from a Linux exit (vmx/vmx_smp.cpp); the Linux
 /// VMCS is current again afterwards, its registers already flushed.
 void vmx_second_guest_excursion(cpu& c);
@@ -249,7 +259,7 @@ void vmx_second_guest_excursion(cpu& c);
 /// entry returns (false).
 bool vmx_second_guest_exit(cpu& c, std::uint32_t basic_reason);
 
-/// The core::context of this processor's vCPU.
-[[nodiscard]] inline core::context context_of(cpu& c) { return {c.st, c.st, guest_policy, guest_msrs}; }
+/// The core::context of this processor's vCPU (its CPUID and MSR policies: the vCPU's guest CPU).
+[[nodiscard]] inline core::context context_of(cpu& c) { return {c.st, c.st, c.st.cpu->cpuid, c.st.cpu->msrs}; }
 
 }  // namespace hv::smp

@@ -12,6 +12,8 @@
 // has reported itself in long mode (the trampoline's data are per start).
 #include "smp.hpp"
 
+#include <new>
+
 // The CR0, CR4 and EFER numbers the trampoline writes are checked against the library's typed
 // values in boot.cpp (static_assert), as the bootstrap processor's 32-bit entry's are.
 asm(R"(
@@ -88,11 +90,6 @@ extern const unsigned char ap_trampoline_start[], ap_trampoline_end[], ap_trampo
 
 namespace hv::smp {
 namespace {
-
-// The processors' storage: reached by the code only through a processor's GS base or the
-// `machine` that start_processors() returns.
-constinit cpu cpu_storage[max_cpus]{};
-constinit machine the_machine{};
 
 std::uint8_t rd8(std::uint64_t a) { return *reinterpret_cast<const volatile std::uint8_t*>(a); }
 std::uint32_t rd32(std::uint64_t a) { return *reinterpret_cast<const volatile std::uint32_t*>(a); }
@@ -174,13 +171,18 @@ bool wait_started(const cpu& c, std::uint64_t cycles) {
 
 void set_gs_base(cpu& c) { wrmsr(0xC0000101, reinterpret_cast<std::uint64_t>(&c)); }  // IA32_GS_BASE
 
+/// A value-initialized `T` in zeroed pages of `pool` (its default member initializers
+/// applied: page_pool::take is for types valid as all-zero bytes).
+template <class T>
+T* make_in(core::page_pool& pool, std::size_t n = 1) {
+  T* p = static_cast<T*>(pool.take_bytes(sizeof(T) * n, alignof(T)));
+  for (std::size_t i = 0; i < n; ++i) ::new (p + i) T{};
+  return p;
+}
+
 }  // namespace
 
-machine& start_processors(bool (*enable)(cpu&)) {
-  machine& m = the_machine;
-  m.cpus = cpu_storage;
-  m.ap_enable = enable;
-  m.xapic_base = xapic_page_of(rdmsr(x86::msr::ia32_apic_base));
+machine& start_processors(core::page_pool& pool, bool (*enable)(cpu&), void (*attach)(cpu&, core::page_pool&)) {
   const std::uint32_t bsp_id = cpuid(1).ebx >> 24;
   std::uint32_t ids[max_cpus] = {};
   unsigned found = madt_apic_ids(ids, max_cpus);
@@ -188,20 +190,27 @@ machine& start_processors(bool (*enable)(cpu&)) {
     ids[0] = bsp_id;
     found = 1;
   }
+  unsigned n = 1;  // the BSP and the MADT's others
+  for (unsigned i = 0; i < found; ++i) n += ids[i] != bsp_id && n < max_cpus;
+  machine& m = *make_in<machine>(pool);
+  m.cpus = make_in<cpu>(pool, n);
+  m.ap_enable = enable;
+  m.xapic_base = xapic_page_of(rdmsr(x86::msr::ia32_apic_base));
   // Index 0 is the BSP; the others in MADT order.
   m.count = 1;
-  cpu_storage[0].apic_id = bsp_id;
+  m.cpus[0].apic_id = bsp_id;
   for (unsigned i = 0; i < found; ++i)
-    if (ids[i] != bsp_id && m.count < max_cpus) cpu_storage[m.count++].apic_id = ids[i];
+    if (ids[i] != bsp_id && m.count < n) m.cpus[m.count++].apic_id = ids[i];
   for (unsigned i = 0; i < m.count; ++i) {
-    cpu& c = cpu_storage[i];
+    cpu& c = m.cpus[i];
     c.self = &c;
     c.m = &m;
     c.index = i;
     c.mp = i == 0 ? hvkit::x86::mp_state::running : hvkit::x86::mp_state::wait_for_sipi;
+    if (attach) attach(c, pool);  // before the processor runs: its `enable` may use it
   }
-  cpu_storage[0].phase = cpu_phase::long_mode;
-  set_gs_base(cpu_storage[0]);
+  m.cpus[0].phase = cpu_phase::long_mode;
+  set_gs_base(m.cpus[0]);
   kprintf("HVKIT SMP processors=%u (MADT local APICs: %u) bsp_apic_id=%u\n", m.count, found, bsp_id);
   if (m.count == 1) return m;
 
@@ -214,7 +223,7 @@ machine& start_processors(bool (*enable)(cpu&)) {
   *slot(ap_trampoline_cr3) = read_cr3();
   *slot(ap_trampoline_entry) = reinterpret_cast<std::uint64_t>(&hv_ap_entry);
   for (unsigned i = 1; i < m.count; ++i) {
-    cpu& c = cpu_storage[i];
+    cpu& c = m.cpus[i];
     *slot(ap_trampoline_stack) = reinterpret_cast<std::uint64_t>(c.stack + sizeof c.stack);
     *slot(ap_trampoline_cpu) = reinterpret_cast<std::uint64_t>(&c);
     const std::uint64_t t0 = rdtsc();

@@ -23,9 +23,6 @@ namespace {
 // nested access a user access, guest page-table accesses writes, NX under the host's
 // EFER.NXE, the host's reserved bits), the #NPF exit information from its fault by
 // svm::npf_from_fault (15.25.6). The CPU is the oracle.
-alignas(4096) std::uint64_t npt_alias_pdpt[512];
-alignas(4096) std::uint64_t npt_alias_pd[512];
-alignas(4096) std::uint64_t npt_alias_pt[512];
 constexpr std::uint64_t np_p = 1, np_rw = 2, np_us = 4, np_ps = 0x80, np_nx = 1ull << 63;
 constexpr std::uint64_t alias_base = hc::ept_alias_gpa;  // 512 GiB
 constexpr std::uint64_t region = 0x1C00000;               // guest [28 MiB, 30 MiB)
@@ -37,13 +34,16 @@ pg::cpu_properties npt_diff_properties(const cpuid_ns::guest_cpu_model& m) { ret
 
 unsigned host_maxphyaddr() { return core::host_maxphyaddr(); }
 
-void npt_alias_reset(current_vmcb& vmcb) {
+/// The alias (conformance_npt::alias_*, entry 1 of guest A's nested PML4) mapping [28 MiB,
+/// 30 MiB) read-write in 4 KiB pages.
+void npt_alias_reset(conformance_npt& npt, current_vmcb& vmcb) {
+  std::uint64_t *const npt_alias_pt = npt.alias_pt, *const npt_alias_pd = npt.alias_pd;
+  std::uint64_t *const npt_alias_pdpt = npt.alias_pdpt;
   for (std::uint64_t i = 0; i < 512; ++i) npt_alias_pt[i] = (region + (i << 12)) | np_p | np_rw | np_us;
-  for (auto& e : npt_alias_pd) e = 0;
-  for (auto& e : npt_alias_pdpt) e = 0;
+  for (unsigned i = 0; i < 512; ++i) npt_alias_pd[i] = npt_alias_pdpt[i] = 0;
   npt_alias_pd[(region >> 21) & 511] = pa(npt_alias_pt) | np_p | np_rw | np_us;
   npt_alias_pdpt[0] = pa(npt_alias_pd) | np_p | np_rw | np_us;
-  npt_pml4[1] = pa(npt_alias_pdpt) | np_p | np_rw | np_us;
+  npt.pml4[1] = pa(npt_alias_pdpt) | np_p | np_rw | np_us;
   set_tlb_control(vmcb, sv::tlb_control::flush_all);  // the nested entries changed: flush (15.16.1)
 }
 
@@ -53,8 +53,10 @@ std::uint64_t perm_entry(const npt_diff_state& nd, unsigned p) {
 }
 
 /// Applies hc::ept_arm's layout (hypercall.hpp) to the alias.
-unsigned npt_apply_case(current_vmcb& vmcb, const npt_diff_state& nd, std::uint64_t d) {
-  npt_alias_reset(vmcb);
+unsigned npt_apply_case(conformance_npt& npt, current_vmcb& vmcb, const npt_diff_state& nd, std::uint64_t d) {
+  npt_alias_reset(npt, vmcb);
+  std::uint64_t *const npt_pml4 = npt.pml4, *const npt_alias_pt = npt.alias_pt, *const npt_alias_pd = npt.alias_pd;
+  std::uint64_t *const npt_alias_pdpt = npt.alias_pdpt;
   unsigned perm[6] = {static_cast<unsigned>(d & 7),         static_cast<unsigned>((d >> 8) & 7),
                       static_cast<unsigned>((d >> 16) & 7), static_cast<unsigned>((d >> 24) & 7),
                       static_cast<unsigned>((d >> 27) & 7), static_cast<unsigned>((d >> 32) & 7)};
@@ -141,7 +143,8 @@ npt_prediction npt_predict(current_vmcb& vmcb, const guest_paging_regs& g, std::
 /// hc::ept_arm on SVM: apply the layout, predict with the library's nested walk over NPT. The
 /// walk only checks (no A/D writes): the guest's entries have A clear, and the NPT stage
 /// treats every guest page-table access as a write whether or not it sets A (15.25.5).
-void npt_arm(current_vmcb& vmcb, npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
+void npt_arm(conformance_npt& npt, current_vmcb& vmcb, npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model,
+             guest_regs& r) {
   using enum x86::gpr;
   const std::uint64_t la = r[rbx];
   const x86::pfec access{r[rcx]};
@@ -153,7 +156,7 @@ void npt_arm(current_vmcb& vmcb, npt_diff_state& nd, const cpuid_ns::guest_cpu_m
   nd.host_nxe_off = host_nx && nd.cases % 3 == 1;
   nd.pml4e_bit8 = !nd.host_nxe_off && nd.cases % 5 == 2;  // one question per case
   if (nd.host_nxe_off) wrmsr(x86::msr::ia32_efer, rdmsr(x86::msr::ia32_efer) & ~x86::efer::nxe.raw());
-  const unsigned size = npt_apply_case(vmcb, nd, r[rdx]);
+  const unsigned size = npt_apply_case(npt, vmcb, nd, r[rdx]);
   if (size) ++nd.large_cases;
   const pg::cpu_properties props = npt_diff_properties(model);
   const guest_paging_regs live = live_paging_regs(vmcb);
@@ -180,7 +183,7 @@ void npt_arm(current_vmcb& vmcb, npt_diff_state& nd, const cpuid_ns::guest_cpu_m
 
 /// A #NPF inside the alias while a case is armed: recorded, the alias made RWX again, the
 /// guest retries (and completes the access).
-bool npt_case_npf(current_vmcb& vmcb, npt_diff_state& nd) {
+bool npt_case_npf(conformance_npt& npt, current_vmcb& vmcb, npt_diff_state& nd) {
   const sv::npf_info npf = sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2));
   const std::uint64_t gpa = npf.address.value();
   if (!nd.armed || gpa < alias_base || gpa >= alias_base + (1ull << 30)) return false;
@@ -189,13 +192,13 @@ bool npt_case_npf(current_vmcb& vmcb, npt_diff_state& nd) {
     nd.seen_info = npf.error.raw();
     nd.seen_gpa = gpa;
   }
-  npt_alias_reset(vmcb);
+  npt_alias_reset(npt, vmcb);
   return true;
 }
 
 /// hc::ept_check on SVM: compare. The error code bits P, W, U, RSV, I/D and bits 32/33 must
 /// agree, and the guest-physical address.
-std::uint64_t npt_check(current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r) {
+std::uint64_t npt_check(conformance_npt& npt, current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r, core::tally& t) {
   using enum x86::gpr;
   const auto cpu_result = static_cast<std::uint32_t>(r[rbx]);
   const auto cpu_error = static_cast<std::uint32_t>(r[rcx]);
@@ -215,7 +218,7 @@ std::uint64_t npt_check(current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r) {
     if (!same && nd.seen && nd.seen_gpa == nd.pred_gpa && (nd.pred_info & (E::present::mask | E::reserved::mask)) ==
                                                            (E::present::mask | E::reserved::mask) &&
         (nd.seen_info & mask) == (nd.pred_info & mask & ~E::present::mask)) {
-      if (nd.errata_q1++ == 0 && ++results_errata)
+      if (nd.errata_q1++ == 0 && ++t.errata)
         kprintf("HVKIT ERRATUM rsvd_npf_without_p case_info=0x%llx gpa=0x%llx cpu_exitinfo1=0x%llx apm_exitinfo1=0x%llx\n",
                 (unsigned long long)r[rsi], (unsigned long long)nd.seen_gpa, (unsigned long long)nd.seen_info,
                 (unsigned long long)nd.pred_info);
@@ -241,7 +244,7 @@ std::uint64_t npt_check(current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r) {
         (nd.alt_pred_info & (E::present::mask | E::reserved::mask)) == (E::present::mask | E::reserved::mask) &&
         (nd.seen_info & mask) == (nd.alt_pred_info & mask & ~E::present::mask)) {
       property_answer = true;
-      if (nd.errata_q1++ == 0) ++results_errata;
+      if (nd.errata_q1++ == 0) ++t.errata;
     }
   }
   if (nd.alt_differs) {
@@ -277,20 +280,21 @@ std::uint64_t npt_check(current_vmcb& vmcb, npt_diff_state& nd, guest_regs& r) {
             nd.pred_error);
   nd.armed = false;
   nd.seen = false;
-  npt_alias_reset(vmcb);
+  npt_alias_reset(npt, vmcb);
   return same || property_answer ? 0 : 1;
 }
 
 
 
-void npt_diff_report(const npt_diff_state& nd, const cpuid_ns::guest_cpu_model& model) {
-  result("npt_differential", nd.cases >= 2000 && nd.mismatches == 0 && nd.table_npfs > 0 && nd.rsv_npfs > 0,
+void npt_diff_report(core::tally& t, conformance_npt& npt, const npt_diff_state& nd,
+                     const cpuid_ns::guest_cpu_model& model) {
+  result(t, "npt_differential", nd.cases >= 2000 && nd.mismatches == 0 && nd.table_npfs > 0 && nd.rsv_npfs > 0,
          "cases=%llu mismatches=%llu npfs=%llu guest_table_npfs=%llu reserved_bit_npfs=%llu large_page_cases=%llu "
          "guest_faults=%llu qemu_q1_errata=%llu",
          (unsigned long long)nd.cases, (unsigned long long)nd.mismatches, (unsigned long long)nd.npfs,
          (unsigned long long)nd.table_npfs, (unsigned long long)nd.rsv_npfs, (unsigned long long)nd.large_cases,
          (unsigned long long)nd.guest_faults, (unsigned long long)nd.errata_q1);
-  npt_pml4[1] = 0;  // the alias exists only during this run
+  npt.pml4[1] = 0;  // the alias exists only during this run
   // Issue 25 items 7-8: the CPU's answer where the two values of a property predict
   // differently (the differential above uses the defaults).
   const pg::cpu_properties props = npt_diff_properties(model);
@@ -307,7 +311,7 @@ void npt_diff_report(const npt_diff_state& nd, const cpuid_ns::guest_cpu_model& 
   const bool id_ok = nd.id_split > 0 && (nd.id_set == 0 || nd.id_clear == 0) && nd.id_set + nd.id_clear == nd.id_split;
   const bool bit8_ok = nd.bit8_split > 0 && (nd.bit8_reserved == 0 || nd.bit8_ignored == 0) &&
                        nd.bit8_reserved + nd.bit8_ignored == nd.bit8_split;
-  result("npt_properties", id_ok && bit8_ok,
+  result(t, "npt_properties", id_ok && bit8_ok,
          "npf_fetch_id_without_nxe=%s (%llu/%llu, default %d) amd_nonleaf_bit8=%s (%llu/%llu, default %d)",
          nd.id_set ? "1" : "0", (unsigned long long)(nd.id_set ? nd.id_set : nd.id_clear),
          (unsigned long long)nd.id_split, props.npf_fetch_id_without_nxe ? 1 : 0, nd.bit8_reserved ? "1" : "0",

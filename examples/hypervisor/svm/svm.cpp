@@ -39,13 +39,11 @@
 #include "../core/shadow_paging.hpp"
 
 extern "C" {
-void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
+void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa, std::uint64_t host_if);
 }
 
 namespace hv::svm {
 
-constinit this_cpu_vmcb vmcb{};  // svm/svm_smp.cpp's name for this processor's VMCB
-alignas(4096) std::uint64_t npt_pml4[512];
 std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 /// TLB_CONTROL for the next VMRUN (APM 15.16.1).
 void set_tlb_control(current_vmcb& vmcb, sv::tlb_control c) {
@@ -66,26 +64,18 @@ void inject(current_vmcb& vmcb, core::vcpu_state& st, x86::vector vec, std::uint
 /// NRIP save (CPUID Fn8000_000A EDX[3]): the #VMEXIT writes the next instruction's address
 /// into nRIP (VMCB 0C8h) for the intercepts of APM 15.7.1. Without it the field is never
 /// written and must never be read: the length comes from emulate's decoder instead.
-bool nrip_save() { return host_svm.features.test(cpuid_ns::svm_features::nrip_save); }
-
-
-/// The length of the instruction at the guest RIP (at an intercept that reports none):
-/// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
-/// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
-unsigned instruction_length(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st);
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmcb, guest_regs& regs,
-                                                               const core::vcpu_state& st);
+bool nrip_save(const svm_host& h) { return h.has(cpuid_ns::svm_features::nrip_save); }
 
 /// Past an instruction that exited (CPUID, RDMSR/WRMSR, VMMCALL): RIP = nRIP with NRIP save
 /// (APM 15.7.1), else RIP + the decoded length in the code segment's width; the interrupt
 /// shadow ends, a single-step trap is #DB (svm::skip_to_next_rip / svm::skip_instruction).
 /// IA32_DEBUGCTL is not virtualized for the guest (its accesses are #GP): BTF is 0.
-void skip_instruction(current_vmcb& vmcb, guest_regs& regs, core::vcpu_state& st) {
+void skip_instruction(const svm_host& h, current_vmcb& vmcb, guest_regs& regs, core::vcpu_state& st) {
   sv::skip_effects fx;
-  if (nrip_save()) {
+  if (nrip_save(h)) {
     fx = sv::skip_to_next_rip(vmcb, 0);
   } else {
-    const unsigned len = instruction_length(vmcb, regs, st);
+    const unsigned len = instruction_length(h, vmcb, regs, st);
     if (len == 0) {
       const auto in = instruction_at_rip(vmcb, regs, st);
       kprintf("HVKIT ERROR cannot decode the exiting instruction at rip=0x%llx: outcome=%u vector=%u why=%u cr0=0x%llx "
@@ -131,24 +121,24 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmc
   if (shadow) {
     // Shadow paging: the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE
     // the host role's; the fetch walks the guest's own tables with its own registers.
-    ctx.cr0 = core::shadow::guest_cr0();
-    ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
-    ctx.cr3 = core::shadow::guest_cr3();
-    ctx.efer = core::shadow::guest_efer();
+    ctx.cr0 = core::shadow::guest_cr0(st);
+    ctx.cr4 = core::shadow::guest_view_cr4(st, ctx.cr4);
+    ctx.cr3 = core::shadow::guest_cr3(st);
+    ctx.efer = core::shadow::guest_efer(st);
   }
   const pg::cpu_properties props = guest_cpu_properties(st.cpu->model);
   // The live paging mode (the run's MMU context may lag behind a guest-owned CR0.WP/PG).
   pg::mmu_context mmu = pg::mmu_context::make(ctx.cr0, ctx.cr4, ctx.efer, x86::gpa{});
   mmu.set_root(x86::cr3_root(ctx.cr3, mmu.role().mode(), props.maxphyaddr));
-  pg::flat_memory tables = guest_ram_view();
-  em::flat_ram ram = core::guest_ram_data();
+  pg::flat_memory tables = guest_ram_view(st.ram);
+  em::flat_ram ram = core::guest_ram_data(st.ram);
   // PAE under nested paging: no PDPTE registers, the walk reads the PDPTEs from memory
   // (APM 15.25.10): the four entries as they are now.
   // A PDPTE with a reserved bit is taken as it is: the walk through it faults (#PF RSVD),
   // walks through the other three do not.
   pg::pdpte_snapshot pdptes{};
   if (shadow && mmu.role().mode() == x86::paging_mode::pae) {
-    pdptes = core::shadow::mmu().pdptes();  // the guest's PDPTE registers (its last CR3 load, SDM 4.4.1)
+    pdptes = core::shadow::mmu(st).pdptes();  // the guest's PDPTE registers (its last CR3 load, SDM 4.4.1)
   } else if (mmu.role().mode() == x86::paging_mode::pae) {
     pdptes.pdpt = x86::cr3_root(ctx.cr3, x86::paging_mode::pae, props.maxphyaddr);
     pdptes.loaded = true;
@@ -162,8 +152,11 @@ hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmc
   return em::fetch_instruction(ctx, tr, ram);
 }
 
-unsigned instruction_length(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st) {
-  if (nrip_save()) return static_cast<unsigned>(sv::read(vmcb, fld::next_rip) - sv::read(vmcb, fld::rip));
+/// The length of the instruction at the guest RIP (at an intercept that reports none):
+/// nRIP - RIP with NRIP save, else fetched and decoded through the guest's paging by
+/// emulate::fetch_instruction (0 when the fetch faults: a host-side problem, fatal).
+unsigned instruction_length(const svm_host& h, current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st) {
+  if (nrip_save(h)) return static_cast<unsigned>(sv::read(vmcb, fld::next_rip) - sv::read(vmcb, fld::rip));
   const auto in = instruction_at_rip(vmcb, regs, st);
   return in ? in->length : 0;
 }
@@ -174,9 +167,9 @@ unsigned instruction_length(current_vmcb& vmcb, guest_regs& regs, const core::vc
 /// #GP(0); VMEXIT_INVALID is only VMRUN's consistency-check failure, 15.5.1). Recognized
 /// narrowly: the guest had run (not the first exit of the VMCB), long mode, the instruction
 /// at RIP is MOV to CR3 and its source has a bit at or above MAXPHYADDR. The guest gets the
-/// #GP(0) the architecture gives it; the first case is printed, every case counted.
-std::uint64_t qemu_cr3_errata = 0;
-bool qemu_mov_cr3_invalid_erratum(current_vmcb& vmcb, guest_regs& regs, core::vcpu_state& st,
+/// #GP(0) the architecture gives it; the first case is printed, every case counted (in `h`,
+/// for the boot: run_all reports the erratum once for all runs).
+bool qemu_mov_cr3_invalid_erratum(svm_host& h, current_vmcb& vmcb, guest_regs& regs, core::vcpu_state& st,
                                   std::uint64_t exits_before) {
   if (exits_before == 0 || !guest_efer(vmcb).test(x86::efer::lma)) return false;
   const auto in = instruction_at_rip(vmcb, regs, st);
@@ -184,7 +177,7 @@ bool qemu_mov_cr3_invalid_erratum(current_vmcb& vmcb, guest_regs& regs, core::vc
   const std::uint64_t value = vcpu{vmcb, regs}.read(in->src.reg);
   const unsigned maxpa = st.cpu->model.maxphyaddr;
   if (maxpa >= 64 || (value >> maxpa) == 0) return false;
-  if (qemu_cr3_errata++ == 0)
+  if (h.qemu_cr3_errata++ == 0)
     kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid rip=0x%llx cr3_source=0x%llx maxphyaddr=%u "
             "exitcode=0x%llx (expected #GP(0) in the guest)\n",
             (unsigned long long)sv::read(vmcb, fld::rip), (unsigned long long)value, maxpa,
@@ -226,12 +219,19 @@ bool vmcb_msr(current_vmcb& vmcb, std::uint32_t m, bool write, std::uint64_t& v)
 
 /// QEMU 7.2 TCG erratum: it writes VMEXIT_INVALID (-1) as the 32-bit 0xFFFF_FFFF, its upper
 /// half of EXITCODE 0 (APM Vol. 2 Appendix C: EXITCODE is 64 bits, VMEXIT_INVALID is -1).
-/// Read as -1, counted, the first case printed.
-std::uint64_t exitcode_32bit_errata = 0;
-exit_code read_exit_code(current_vmcb& vmcb) {
+/// Read as -1, counted (in `h`; the erratum once in `t`), the first case printed.
+std::uint64_t note_exitcode_32bit(svm_host& h, core::tally& t, std::uint64_t raw) {
+  if (h.exitcode_32bit_errata++ == 0) {
+    ++t.errata;
+    kprintf("HVKIT ERRATUM vmexit_invalid_exitcode_32bit exitcode=0x%llx (APM Appendix C: -1, 64 bits)\n",
+            (unsigned long long)raw);
+  }
+  return sv::raw(exit_code::invalid);
+}
+exit_code read_exit_code(svm_host& h, core::tally& t, current_vmcb& vmcb) {
   const std::uint64_t raw = sv::read(vmcb, fld::exit_code);
   if (raw != 0xFFFF'FFFFull) return static_cast<exit_code>(raw);
-  return static_cast<exit_code>(note_exitcode_32bit(raw));
+  return static_cast<exit_code>(note_exitcode_32bit(h, t, raw));
 }
 
 namespace {  // internal: the exit path below is its only user, so the core inlines into it
@@ -241,15 +241,17 @@ namespace {  // internal: the exit path below is its only user, so the core inli
 /// none) a CR-write or descriptor-table exit names the instruction class but not its
 /// operands: the emulator decodes and executes the instruction at the guest RIP.
 struct svm_backend {
+  svm_host& host;      ///< the processor's SVM features and counts
   current_vmcb& vmcb;  ///< the vCPU's VMCB
   guest_regs& regs;
   core::context& c;
-  npt_diff_state* nd;  ///< the run's NPT differential, if it has one
+  conformance_npt* npt;  ///< the conformance guest's nested tables, if it is that guest
+  npt_diff_state* nd;    ///< the run's NPT differential, if it has one
   exit_code code = exit_code::invalid;
 
   core::exit_info decode() {
     using K = core::exit_kind;
-    code = read_exit_code(vmcb);
+    code = read_exit_code(host, *c.checks.results, vmcb);
     const unsigned s = slot(code);
     const char* n = sv::name(code);
     if (sv::is_cr_write(code)) return {K::cr_access, s, n};
@@ -286,15 +288,16 @@ struct svm_backend {
   }
   guest_regs& gprs() { return regs; }
   unsigned cpl() const { return static_cast<unsigned>(sv::read(vmcb, fld::cpl)); }
-  core::paging_regs paging_regs() { return live_paging_regs(vmcb); }
+  core::paging_regs paging_regs() { return live_paging_regs(vmcb, c.vcpu); }
   bool in_64bit_mode() const { return sv::ip_width_of(vmcb) == x86::ip_width::w64; }  // EFER.LMA, CS.L
   core::guest_crs crs() const {
     if (core::shadow::enabled())
-      return {{shadow_guest_cr0(), core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)), core::shadow::guest_efer()},
-              core::shadow::guest_cr3()};
+      return {{shadow_guest_cr0(), core::shadow::guest_view_cr4(c.vcpu, sv::read_typed(vmcb, fld::cr4)),
+               core::shadow::guest_efer(c.vcpu)},
+              core::shadow::guest_cr3(c.vcpu)};
     return {{sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb)}, sv::read_typed(vmcb, fld::cr3)};
   }
-  void skip() { skip_instruction(vmcb, regs, c.vcpu); }
+  void skip() { skip_instruction(host, vmcb, regs, c.vcpu); }
   void inject(x86::vector v, std::uint32_t error_code) { svm::inject(vmcb, c.vcpu, v, error_code); }
   void report_exit(const char* what, bool expected) { svm::report_exit(vmcb, what, expected); }
   /// CR0.WP intercepted: the selective CR0 write intercept (a write changing a bit other
@@ -317,8 +320,8 @@ struct svm_backend {
     return applied && applied.value().mmu_rebuilt;
   }
   /// NPT: the identity map of guest RAM (svm_setup.cpp; the Linux guest's RAM range set by its
-  /// profile, core::set_guest_ram).
-  core::guest_memory memory() const { return {core::guest_ram_view(), core::guest_ram_data()}; }
+  /// profile, vcpu_state::ram).
+  core::guest_memory memory() const { return {core::guest_ram_view(c.vcpu.ram), core::guest_ram_data(c.vcpu.ram)}; }
   /// The guest's ASID at the next VMRUN (TLB_CONTROL 03h), or the whole TLB without
   /// FlushByAsid (01h, APM 15.16.1); a flush already asked for is not weakened.
   void flush_tlb(pg::tlb_flush_scope scope) {
@@ -326,7 +329,7 @@ struct svm_backend {
     if (static_cast<sv::tlb_control>(sv::read(vmcb, fld::tlb_control)) == sv::tlb_control::flush_all) return;
     set_tlb_control(vmcb, sv::flush_guest(flush_by_asid()));
   }
-  static bool flush_by_asid() { return host_svm.features.test(cpuid_ns::svm_features::flush_by_asid); }
+  bool flush_by_asid() const { return host.has(cpuid_ns::svm_features::flush_by_asid); }
 
   core::io_access io() const {
     const sv::ioio_info q{sv::read(vmcb, fld::exit_info_1)};
@@ -334,7 +337,7 @@ struct svm_backend {
   }
   bool cr_access() { return core::emulate_instruction(*this, c, sv::name(code)); }
   bool entry_failed() {
-    if (qemu_mov_cr3_invalid_erratum(vmcb, regs, c.vcpu, c.vcpu.exits.total - 1)) return true;
+    if (qemu_mov_cr3_invalid_erratum(host, vmcb, regs, c.vcpu, c.vcpu.exits.total - 1)) return true;
     svm::report_exit(vmcb, "vmrun_consistency_check_failed");
     return false;
   }
@@ -343,9 +346,9 @@ struct svm_backend {
     ctx = svm::read_context(vmcb, regs, c.vcpu);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real CR0.WP, CR4.PAE and EFER.NXE 1
       ctx.cr0 = shadow_guest_cr0();
-      ctx.cr4 = core::shadow::guest_view_cr4(ctx.cr4);
-      ctx.cr3 = core::shadow::guest_cr3();
-      ctx.efer = core::shadow::guest_efer();
+      ctx.cr4 = core::shadow::guest_view_cr4(c.vcpu, ctx.cr4);
+      ctx.cr3 = core::shadow::guest_cr3(c.vcpu);
+      ctx.efer = core::shadow::guest_efer(c.vcpu);
       ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
     }
     return true;
@@ -368,7 +371,7 @@ struct svm_backend {
       // Before anything is written: a PAE PDPTE with a reserved bit makes the CR write #GP(0)
       // with nothing changed (SDM 4.4.1; the shadow MMU loads the guest's PDPTEs, the
       // emulator does not).
-      e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+      e = core::shadow::cr_written(c.vcpu, em::shadow_cr_outcome(o, after), after.cr3);
       if (e.action == em::shadow_exit_action::inject) {
         svm::inject(vmcb, c.vcpu, x86::vector::gp, 0);
         return c.vcpu.status == run_status::triple_fault ? core::applied::shutdown : core::applied::injected;
@@ -386,19 +389,23 @@ struct svm_backend {
     return core::applied::done;
   }
 
-  bool memory_case() { return (nd && npt_case_npf(vmcb, *nd)) || npt_unmapped_page_hit(vmcb, regs, c.vcpu, c.checks); }
+  bool memory_case() {
+    return npt && ((nd && npt_case_npf(*npt, vmcb, *nd)) || npt_unmapped_page_hit(host, *npt, vmcb, regs, c.vcpu, c.checks));
+  }
   bool during_delivery() const { return sv::event_info{sv::read(vmcb, fld::exit_int_info)}.valid(); }
   bool fetch_fault() const {
     return sv::decode_npf(sv::read(vmcb, fld::exit_info_1), sv::read(vmcb, fld::exit_info_2)).error.is_fetch();
   }
   bool misconfig_case() { return false; }
   std::uint64_t second_stage_arm(guest_regs& r) {
-    if (nd) npt_arm(vmcb, *nd, c.vcpu.cpu->model, r);
+    if (npt && nd) npt_arm(*npt, vmcb, *nd, c.vcpu.cpu->model, r);
     return 0;
   }
-  std::uint64_t second_stage_check(guest_regs& r) { return nd ? npt_check(vmcb, *nd, r) : 0; }
-  bool unmap_once(std::uint64_t gpa) { return npt_unmap_once(vmcb, c.checks, gpa); }
-  std::uint64_t unmap_report() { return npt_unmap_report(vmcb, c.checks); }
+  std::uint64_t second_stage_check(guest_regs& r) {
+    return npt && nd ? npt_check(*npt, vmcb, *nd, r, *c.checks.results) : 0;
+  }
+  bool unmap_once(std::uint64_t gpa) { return npt && npt_unmap_once(*npt, vmcb, c.checks, gpa); }
+  std::uint64_t unmap_report() { return npt ? npt_unmap_report(*npt, vmcb, c.checks) : 0; }
   bool spin_more() { return c.vcpu.spin_more; }
 
   // ---- shadow paging (core::shadow::shadow_backend) ----
@@ -406,7 +413,7 @@ struct svm_backend {
   /// intercept) with the guest's WP (the real one is 1).
   x86::cr0 shadow_guest_cr0() const {
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
-    return core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp);
+    return core::shadow::guest_cr0(c.vcpu).test(x86::cr0::wp) ? real : real.without(x86::cr0::wp);
   }
   /// #PF intercept: EXITINFO1 the error code, EXITINFO2 the faulting address (APM 15.12).
   std::uint64_t page_fault_address() const { return sv::read(vmcb, fld::exit_info_2); }
@@ -414,7 +421,7 @@ struct svm_backend {
   /// INVLPG intercept: the linear address is in EXITINFO1 only with decode assists (APM
   /// 15.33.1; Bochs 2.7 has none). The shadow MMU needs none (paging::shadow::invlpg()).
   std::uint64_t invlpg_address() const {
-    return host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? sv::read(vmcb, fld::exit_info_1) : 0;
+    return host.has(cpuid_ns::svm_features::decode_assists) ? sv::read(vmcb, fld::exit_info_1) : 0;
   }
   /// The real CR3 = the shadow root; a flush of the guest's ASID (or the whole TLB without
   /// FlushByAsid) at the next VMRUN when the shadow tables changed (svm::flush_guest, APM 15.16).
@@ -435,30 +442,28 @@ static_assert(core::shadow::shadow_backend<svm_backend>);
 /// One #VMEXIT: TLB_CONTROL back to nothing, the event whose delivery the exit interrupted
 /// re-injected (APM 15.7.2; EXITINTINFO has the EVENTINJ layout) unless a handler replaces or
 /// merges it, then the core's exit loop. True: run the guest again.
-bool handle_exit(current_vmcb& vmcb, guest_regs& regs, run_state& st, npt_diff_state* nd, lx::linux_state* linux) {
+bool handle_exit(svm_host& h, current_vmcb& vmcb, guest_regs& regs, run_state& st, conformance_npt* npt,
+                 npt_diff_state* nd, lx::linux_state* linux) {
   set_tlb_control(vmcb, sv::tlb_control::do_nothing);
   const sv::event_info intinfo{sv::read(vmcb, fld::exit_int_info)};
   sv::write(vmcb, fld::event_injection, intinfo.valid() ? intinfo.raw() : std::uint64_t{0});
   // Shadow paging: a #PF taken while an event was delivered (the IDT, the stack): the event
   // again, corrected and with its RIP advance, as for the NPT differential's unmapped page.
-  if (intinfo.valid() && core::shadow::enabled() && read_exit_code(vmcb) == sv::exception_exit(14))
-    reinject_interrupted_event(vmcb, regs, st, st);
+  if (intinfo.valid() && core::shadow::enabled() && read_exit_code(h, *st.results, vmcb) == sv::exception_exit(14))
+    reinject_interrupted_event(h, vmcb, regs, st, st);
   core::context c = context_of(st);
-  svm_backend b{vmcb, regs, c, nd};
+  svm_backend b{h, vmcb, regs, c, npt, nd};
   if (linux) return core::handle_exit(b, c, lx::linux_profile{*linux});  // the Linux guest (linux/)
   return core::handle_exit(b, c, core::image_profile{st.cfg ? st.cfg->profile : nullptr});
 }
 
-
-/// The last VMCB run on this CPU: another one ran in between, nothing of the next one's may
-/// come from the processor's VMCB cache (APM 15.15).
-const vmcb_slot* last_vmcb_run = nullptr;
-
 /// One VMRUN of the current VMCB: RAX from the register block into the VMCB (VMRUN loads it
 /// from there, 15.5.1), VMCB_CLEAN from the tracker, and RAX back into the block afterwards.
-void vmrun(current_vmcb& vmcb, guest_regs& regs) { vmrun(regs, *vmcb.slot, host_save_page, last_vmcb_run); }
+void vmrun(svm_host& h, current_vmcb& vmcb, guest_regs& regs) {
+  vmrun(regs, *vmcb.slot, h.host_save, h.last_run, h.host_interrupts);
+}
 
-void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last) {
+void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_slot*& last, bool host_if) {
   current_vmcb vmcb{&s};
   sv::write(vmcb, fld::rax, regs[x86::gpr::rax]);
 #ifdef HVKIT_HV_SHADOW
@@ -469,7 +474,7 @@ void vmrun(guest_regs& regs, vmcb_slot& s, std::uint8_t* host_save, const vmcb_s
   if (last != &s) s.tracked.invalidate();
   s.tracked.prepare_vmrun();
   last = &s;
-  svm_vmrun(&regs, pa(s.page), pa(host_save));
+  svm_vmrun(&regs, pa(s.page), pa(host_save), host_if ? 1 : 0);
   regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
 }
 

@@ -2,12 +2,14 @@
 // hvkit reference hypervisor, SVM backend: one VMRUN (AMD APM Vol. 2, 15.5 "VMRUN
 // Instruction", 15.17 "Global Interrupt Flag", 15.5.2 "#VMEXIT").
 //
-// void svm_vmrun(gpr_block* regs, uint64_t vmcb_pa, uint64_t host_save_pa)
+// void svm_vmrun(gpr_block* regs, uint64_t vmcb_pa, uint64_t host_save_pa, uint64_t host_if)
 //   CLGI; VMSAVE the host's FS/GS/TR/LDTR/KernelGSBase/STAR/... into host_save_pa (VMRUN
 //   saves only part of the host state, into VM_HSAVE_PA); VMLOAD the guest's from the VMCB;
 //   the guest GPRs except RAX and RSP (those are in the VMCB) from `regs`; VMRUN. After
 //   #VMEXIT (GIF = 0, host RSP/RAX/RIP back from VM_HSAVE_PA): the guest GPRs into `regs`,
-//   VMSAVE the guest's state into the VMCB, VMLOAD the host's, STGI.
+//   VMSAVE the guest's state into the VMCB, VMLOAD the host's, STGI. host_if != 0: the host's
+//   RFLAGS.IF is 1 at VMRUN (the scheduled runs: a physical interrupt in the guest is then an
+//   INTR #VMEXIT, V_INTR_MASKING; GIF = 0 holds it until VMRUN, and it is taken at STGI).
 // regs layout: hvkit::vmx::gpr_block, register n at 8 * n (slot 0 RAX and 4 RSP unused here).
 
 asm(R"(
@@ -20,6 +22,7 @@ svm_vmrun:
   push %r13
   push %r14
   push %r15
+  push %rcx                          /* host_if: at 0x10(%rsp) */
   push %rdi                          /* regs: found again at 8(%rsp) on exit */
   push %rdx                          /* host save area: at (%rsp) on exit */
   clgi
@@ -41,9 +44,9 @@ svm_vmrun:
   mov 0x70(%rdi), %r14
   mov 0x78(%rdi), %r15
   mov 0x38(%rdi), %rdi
-  cmpb $0, svm_host_if(%rip)         /* the scheduled runs: host RFLAGS.IF = 1 at VMRUN, so a */
-  je 1f                              /* physical interrupt in the guest is an INTR #VMEXIT */
-  sti                                /* (V_INTR_MASKING; GIF = 0 holds it until VMRUN) */
+  cmpq $0, 0x10(%rsp)                /* host_if: the scheduled runs' host RFLAGS.IF = 1 at VMRUN */
+  je 1f
+  sti
 1:
   vmrun %rax
   vmsave %rax                        /* RAX is the host's again: the VMCB address */
@@ -68,7 +71,7 @@ svm_vmrun:
   vmload %rax
   stgi                               /* an interrupt that caused the exit is taken here */
   cli
-  add $8, %rsp
+  add $16, %rsp                      /* regs, host_if */
   pop %r15
   pop %r14
   pop %r13
@@ -78,30 +81,29 @@ svm_vmrun:
   ret
 )");
 
-// #GP handler for svm_rdmsr_safe (installed in the host IDT only around the RDMSR): skips
-// the two-byte RDMSR and reports the fault. Frame: error code, RIP, CS, RFLAGS, RSP, SS.
+// #GP handler for rdmsr_safe (svm_setup.cpp; installed in the host IDT only around the
+// RDMSR): skips the two-byte RDMSR and reports the fault in the interrupted code's ESI, which
+// rdmsr_safe clears before the RDMSR and reads after it. Frame: error code, RIP, CS, RFLAGS,
+// RSP, SS.
 asm(R"(
   .text
   .globl svm_gp_skip
 svm_gp_skip:
   add $8, %rsp
   addq $2, (%rsp)
-  movb $1, svm_msr_faulted(%rip)
+  mov $1, %esi
   iretq
-
-  .bss
-  .globl svm_msr_faulted
-svm_msr_faulted: .byte 0
 )");
 
-// Host handlers of the scheduled runs: the local APIC timer (EOI, counted) and the spurious
-// vector (no EOI, SDM Vol. 3A 11.9).
+// Host handlers of the scheduled runs: the local APIC timer (EOI, counted in the 64-bit word
+// at GS base, which the scheduled run points at its tick counter: svm_runs.cpp) and the
+// spurious vector (no EOI, SDM Vol. 3A 11.9).
 asm(R"(
   .text
   .globl svm_timer_isr
 svm_timer_isr:
   push %rax
-  incq svm_timer_ticks(%rip)
+  incq %gs:0
   mov $0xFEE000B0, %eax              /* EOI register (zero-extended address) */
   movl $0, (%rax)
   pop %rax
@@ -109,11 +111,4 @@ svm_timer_isr:
   .globl svm_spurious_isr
 svm_spurious_isr:
   iretq
-
-  .bss
-  .globl svm_host_if
-svm_host_if: .byte 0
-  .balign 8
-  .globl svm_timer_ticks
-svm_timer_ticks: .quad 0
 )");

@@ -26,60 +26,66 @@ unsigned exit_slot_code(unsigned s) { return s == 0x9F ? sv::raw(exit_code::npf)
 
 namespace hv::lx {
 
+/// The Linux guest's nested page table and its MSR and I/O permission maps, which every vCPU's
+/// VMCB points at: taken from the boot's page pool once (prepare_svm), reached through the run
+/// (linux_state::svm_part).
+struct svm_pages {
+  // ---- the nested page table: identity over guest RAM, the low megabyte and MMIO ----------
+  // The host's 4-level format (APM 15.25.5); every nested access is a user access, so U/S = 1
+  // at every level. No memory type is set: PAT index 0 (write-back) combined with the host's
+  // MTRRs, which make MMIO uncacheable (15.25.8).
+  alignas(4096) std::uint64_t npt_l4[512];
+  alignas(4096) std::uint64_t npt_l3[512];
+  alignas(4096) std::uint64_t npt_l2[4][512];
+  alignas(4096) std::uint64_t npt_l1_low[512];   // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
+  alignas(4096) std::uint64_t npt_l1_apic[512];  // the 2 MiB around the xAPIC page, in 4 KiB pages
+  hvkit::svm::msr_permission_map msrpm = hvkit::svm::msr_permission_map::intercept_all();
+  hvkit::svm::io_permission_map iopm = hvkit::svm::io_permission_map::intercept_none();
+};
+
 namespace {
 
 namespace sv = hvkit::svm;
 namespace fld = hvkit::svm::fields;
 
-// ---- the nested page table: identity over guest RAM, the low megabyte and MMIO ----------
-// The host's 4-level format (APM 15.25.5); every nested access is a user access, so U/S = 1
-// at every level. No memory type is set: PAT index 0 (write-back) combined with the host's
-// MTRRs, which make MMIO uncacheable (15.25.8).
-alignas(4096) std::uint64_t npt_l4[512];
-alignas(4096) std::uint64_t npt_l3[512];
-alignas(4096) std::uint64_t npt_l2[4][512];
-alignas(4096) std::uint64_t npt_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
-alignas(4096) std::uint64_t npt_l1_apic[512];  // the 2 MiB around the xAPIC page, in 4 KiB pages
-
 /// The identity nested page table; `xapic_read_only`: the local APIC's page (`xapic`, from
 /// IA32_APIC_BASE, SDM Vol. 3A 11.4.4) readable but not writable, so that each guest write to
 /// an xAPIC register is a #NPF (APM 15.25.6) the hypervisor emulates (smp/smp_ipi.cpp). False
 /// if that page is outside the table's 4 GiB.
-bool build_linux_npt(bool xapic_read_only, std::uint64_t xapic) {
+bool build_linux_npt(svm_pages& p, bool xapic_read_only, std::uint64_t xapic) {
   using pg::pte;
   const pte urw = pte::present | pte::writable | pte::user;
   auto table = [&](const void* next) { return pte::make(x86::gpa{svm::pa(next)}, urw).raw(); };
-  for (auto& e : npt_l4) e = 0;
-  for (auto& e : npt_l3) e = 0;
-  for (auto& t : npt_l2)
+  for (auto& e : p.npt_l4) e = 0;
+  for (auto& e : p.npt_l3) e = 0;
+  for (auto& t : p.npt_l2)
     for (auto& e : t) e = 0;
-  npt_l4[0] = table(npt_l3);
-  for (unsigned g = 0; g < 4; ++g) npt_l3[g] = table(npt_l2[g]);
-  npt_l2[0][0] = table(npt_l1_low);
+  p.npt_l4[0] = table(p.npt_l3);
+  for (unsigned g = 0; g < 4; ++g) p.npt_l3[g] = table(p.npt_l2[g]);
+  p.npt_l2[0][0] = table(p.npt_l1_low);
   for (std::uint64_t a = 0; a < 512 * 0x1000; a += 0x1000)
-    npt_l1_low[a >> 12] = a < hidden_base ? pte::make(x86::gpa{a}, urw).raw() : 0;
+    p.npt_l1_low[a >> 12] = a < hidden_base ? pte::make(x86::gpa{a}, urw).raw() : 0;
   for (std::uint64_t a = hidden_end; a < second_stage_end; a += 2 * mib)
-    npt_l2[a >> 30][(a >> 21) & 511] = pte::make_large(x86::gpa{a}, x86::page_size_2m, urw).raw();
+    p.npt_l2[a >> 30][(a >> 21) & 511] = pte::make_large(x86::gpa{a}, x86::page_size_2m, urw).raw();
   if (!xapic_read_only) return true;
   if (xapic >= 4 * 1024 * mib) return false;
   const std::uint64_t region = xapic & ~(2 * mib - 1);
   for (std::uint64_t i = 0; i < 512; ++i) {
     const std::uint64_t a = region + (i << 12);
-    npt_l1_apic[i] = pte::make(x86::gpa{a}, a == xapic ? pte::present | pte::user : urw).raw();
+    p.npt_l1_apic[i] = pte::make(x86::gpa{a}, a == xapic ? pte::present | pte::user : urw).raw();
   }
-  npt_l2[region >> 30][(region >> 21) & 511] = table(npt_l1_apic);
+  p.npt_l2[region >> 30][(region >> 21) & 511] = table(p.npt_l1_apic);
   return true;
 }
 
 // ---- the permission maps -------------------------------------------------------------------
-constinit sv::msr_permission_map linux_msrpm = sv::msr_permission_map::intercept_all();
-constinit sv::io_permission_map linux_iopm = sv::io_permission_map::intercept_none();
-
 /// Every MSR exits except lx::msrs_passed_through (VMLOAD/VMSAVE move their guest values,
 /// APM 15.5.2), TSC reads and the x2APIC registers when the policy offers x2APIC (the local
 /// APIC is passed through). PAT exits: the core reads and writes the VMCB's G_PAT, which is
 /// the guest's PAT under nested paging (15.25.8). Only lx::io_intercepts of the ports exit.
 void build_maps(const linux_state& ls) {
+  sv::msr_permission_map& linux_msrpm = ls.svm_part->msrpm;
+  sv::io_permission_map& linux_iopm = ls.svm_part->iopm;
   for (std::uint32_t m : msrs_passed_through) static_cast<void>(linux_msrpm.pass_through(m));
   static_cast<void>(linux_msrpm.set_intercept(0x10, sv::msr_access::read, false));  // TSC reads
   if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
@@ -100,8 +106,8 @@ void build_maps(const linux_state& ls) {
 /// Shadow paging (run --linux --shadow --amd, one processor): no nested paging, the intercepts
 /// of svm::make_cr_intercepts({.npt = false}) (every CR0 write, CR0/CR4 reads: the real CR0.WP
 /// is 1) and MOV to/from CR3, INVLPG and #PF, as for the conformance guest (svm_setup.cpp).
-void setup_linux_vmcb(linux_state& ls, bool ap) {
-  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
+void setup_linux_vmcb(smp::cpu& c, linux_state& ls, bool ap) {
+  svm::current_vmcb vmcb{&c.svm->slot};  // this processor's vCPU
   const bool shadow = core::shadow::enabled();
   const sv::cr_intercepts cr = shadow ? sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = false})
                                       : sv::make_cr_intercepts<policy_wp_guest_owned>({.npt = true});
@@ -112,16 +118,17 @@ void setup_linux_vmcb(linux_state& ls, bool ap) {
   if (shadow)
     for (sv::intercept i : {sv::cr_read(3), sv::cr_write(3), sv::intercept::invlpg, sv::exception(x86::vector::pf)})
       icpt.set(i);
-  svm::start_vmcb(vmcb, icpt, linux_iopm, linux_msrpm, shadow ? 0 : svm::pa(npt_l4));
+  const svm_pages& maps = *ls.svm_part;
+  svm::start_vmcb(c.svm->host->asids, vmcb, icpt, maps.iopm, maps.msrpm, shadow ? 0 : svm::pa(maps.npt_l4));
   if (ap) return;
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::efer efer = x86::efer::lme | x86::efer::lma;
   svm::write_flat_state(vmcb, this_state(ls), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
                         cr0, x86::cr4::pae, page_tables_gpa);
   if (shadow) {  // the real EFER.NXE is 1 (paging::shadow::host_role()), CR3 the shadow root
-    core::shadow::use_linux_guest(hidden_base, hidden_end, second_stage_end);
+    core::shadow::use_linux_guest(this_state(ls), hidden_base, hidden_end, second_stage_end);
     sv::write(vmcb, fld::efer, efer | x86::efer::svme | x86::efer::nxe);
-    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin({cr0, x86::cr4::pae, efer}, x86::cr3{page_tables_gpa}).value()});
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin(this_state(ls), {cr0, x86::cr4::pae, efer}, x86::cr3{page_tables_gpa}).value()});
   }
 }
 
@@ -140,7 +147,7 @@ void notice_xcr0_change(svm::current_vmcb& vmcb, linux_state& ls, run_state& st)
   const std::uint64_t real = (std::uint64_t{hi} << 32) | lo, seen = st.guest_xcr0 ? st.guest_xcr0 : 1;
   if (real == seen) return;
   if (ls.xsetbv_not_intercepted++ == 0) {
-    ++results_errata;
+    ++st.results->errata;
     kprintf("HVKIT ERRATUM xsetbv_intercept_not_taken xcr0=0x%llx hypervisor_view=0x%llx xsetbv_exits=%llu "
             "exitcode=0x%llx rip=0x%llx (expected: #VMEXIT 0x8d at the XSETBV)\n",
             (unsigned long long)real, (unsigned long long)seen,
@@ -153,7 +160,7 @@ void notice_xcr0_change(svm::current_vmcb& vmcb, linux_state& ls, run_state& st)
 /// The vCPU of processor `c` until it stops: VMRUN, #VMEXIT through the core's exit loop.
 void vmrun_loop(smp::cpu& c) {
   linux_state& ls = *c.lx.run;
-  svm::current_vmcb vmcb{&svm::this_cpu_slot()};  // this processor's vCPU
+  svm::current_vmcb vmcb{&c.svm->slot};  // this processor's vCPU
   run_state& run = c.st;
   const bool xsave = (cpuid(1).ecx >> 26) & 1;  // every processor set CR4.OSXSAVE then
   while (run.status == run_status::running) {
@@ -171,7 +178,7 @@ void vmrun_loop(smp::cpu& c) {
               (unsigned long long)sv::read(vmcb, fld::efer), (unsigned long long)sv::read(vmcb, fld::cr0),
               (unsigned long long)vmcb.load(0x10, 4), (unsigned long long)sv::read(vmcb, fld::rax),
               (unsigned long long)run.regs[x86::gpr::rcx]);
-    const bool resume = svm::handle_exit(vmcb, run.regs, run, nullptr, &ls);
+    const bool resume = svm::handle_exit(*c.svm->host, vmcb, run.regs, run, nullptr, nullptr, &ls);
     // RAX lives in the VMCB (a handler may have written it there); vmrun() copies the
     // register block's into the VMCB.
     run.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
@@ -185,6 +192,7 @@ void vmrun_loop(smp::cpu& c) {
 void start_vcpu_state(smp::cpu& c) {
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
+  c.st.results = c.lx.run->results;
   c.st.cpu = c.lx.run->cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
@@ -199,7 +207,7 @@ void start_vcpu_state(smp::cpu& c) {
   svm::start_cpu(c);
   c.st.status = run_status::running;
   ls.m->lock.lock();  // start_vmcb takes an ASID from the shared allocator (replaced per processor)
-  setup_linux_vmcb(ls, true);
+  setup_linux_vmcb(c, ls, true);
   ls.m->lock.unlock();
   c.phase = smp::cpu_phase::guest;
   c.sipi_vector = svm::wait_for_sipi(c);
@@ -228,17 +236,25 @@ void start_vcpu_state(smp::cpu& c) {
 }  // namespace
 
 bool prepare_svm(linux_state& ls, core::guest_cpu& cpu) {
-  // Every processor: started now, each enables SVM and waits for `go`.
-  smp::machine& m = smp::start_processors(svm::enable_ap);
+  // Every processor: started now with its SVM state from the boot's pool (svm::attach), each
+  // enables SVM and waits for `go`.
+  smp::machine& m = smp::start_processors(*ls.pool, svm::enable_ap, svm::attach);
   m.virtual_sipi = true;
   ls.m = &m;
-  for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
+  // The SVM host of the boot (the bootstrap processor's features, the ASIDs the VMCBs start
+  // with), from the pool, which every processor's SVM state points at.
+  svm::svm_host& host = svm::make<svm::svm_host>(*ls.pool, *ls.pool);
+  for (unsigned i = 0; i < m.count; ++i) {  // before any AP runs its vCPU
+    m.cpus[i].lx.run = &ls;
+    m.cpus[i].svm->host = &host;
+  }
   smp::cpu& bsp = m.cpus[0];
-  svm::attach(bsp);
   start_vcpu_state(bsp);
   // More than one vCPU on a processor without x2APIC: the ICR is an xAPIC register.
   m.xapic_write_protected = m.count > 1 && ((cpuid(1).ecx >> 21) & 1) == 0;
-  const bool ok = svm::build_policy(cpu, true, m.count) && svm::enable() && build_linux_npt(m.xapic_write_protected, m.xapic_base);
+  ls.svm_part = ::new (ls.pool->take_bytes(sizeof(svm_pages), alignof(svm_pages))) svm_pages{};
+  const bool ok = svm::build_policy(cpu, *ls.results, &ls, m.count) && svm::enable(host, *ls.results) &&
+                  build_linux_npt(*ls.svm_part, m.xapic_write_protected, m.xapic_base);
   if (m.xapic_write_protected) kprintf("HVKIT SMP xapic_base=0x%llx write_protected=1\n", (unsigned long long)m.xapic_base);
   if (ok) svm::start_cpu(bsp);
   if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
@@ -252,10 +268,11 @@ bool enter_svm(linux_state& ls) {
   smp::machine& m = *ls.m;
   smp::cpu& bsp = m.cpus[0];
   build_maps(ls);
-  setup_linux_vmcb(ls, false);
+  setup_linux_vmcb(bsp, ls, false);
+  const svm::svm_host& host = *bsp.svm->host;
   kprintf("HVKIT LINUX svm cr0_write_intercept=%s cr4_write_intercept=1 decode_assists=%u nrip_save=%u\n",
-          core::shadow::enabled() ? "all(shadow)" : "none", svm::host_svm.features.test(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
-          svm::host_svm.features.test(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
+          core::shadow::enabled() ? "all(shadow)" : "none", host.has(cpuid_ns::svm_features::decode_assists) ? 1 : 0,
+          host.has(cpuid_ns::svm_features::nrip_save) ? 1 : 0);
   // The APs: their VMCBs, each processor waiting for its vCPU's start-up IPI.
   m.ap_run = run_ap;
   __atomic_store_n(&m.go, 1u, __ATOMIC_RELEASE);

@@ -15,39 +15,34 @@
 
 namespace hv::svm {
 
-// svm.cpp: the instruction at the guest RIP and its length (nRIP - RIP, or decoded).
-unsigned instruction_length(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st);
-hvkit::result<em::instruction, em::outcome> instruction_at_rip(current_vmcb& vmcb, guest_regs& regs,
-                                                               const core::vcpu_state& st);
-
 // ---- one guest page unmapped from the nested page table (hc::ept_unmap_once) ---------------
 // The re-injection check: the guest puts an exception handler's stack (IST) on that page, so
 // the #NPF happens while the processor delivers the event (EXITINTINFO valid, APM 15.7.2).
-// The 2 MiB nested page around it is split into 4 KiB pages meanwhile.
-alignas(4096) std::uint64_t npt_unmap_pt[512];
+// The 2 MiB nested page around it is split into 4 KiB pages meanwhile (conformance_npt::unmap_pt).
 // Its state is the run's (core::check_counters::unmap): seen_info the re-injected event in the
 // VMX layout the guest's check reads; stale_intn the Bochs erratum (EXITINTINFO of an INT n
 // delivery was another event), soft_int_type_for_int3 the QEMU one (INT3/INTO reported as TYPE
 // 4), stale_on_interrupt the Bochs one (EXITINTINFO of an interrupt's delivery was another event).
 using unmap_state = core::check_counters::unmap_check;
 
-void npt_unmap_restore(current_vmcb& vmcb, unmap_state& unmap) {
-  npt_pd[unmap.gpa >> 21] = unmap.saved_pde;
+void npt_unmap_restore(conformance_npt& npt, current_vmcb& vmcb, unmap_state& unmap) {
+  npt.pd[unmap.gpa >> 21] = unmap.saved_pde;
   unmap.armed = false;
   set_tlb_control(vmcb, sv::tlb_control::flush_all);
 }
 
-bool npt_unmap_once(current_vmcb& vmcb, core::check_counters& k, std::uint64_t gpa) {
+bool npt_unmap_once(conformance_npt& npt, current_vmcb& vmcb, core::check_counters& k, std::uint64_t gpa) {
   unmap_state& unmap = k.unmap;
-  if (unmap.armed) npt_unmap_restore(vmcb, unmap);
+  if (unmap.armed) npt_unmap_restore(npt, vmcb, unmap);
+  std::uint64_t* const npt_unmap_pt = npt.unmap_pt;
   if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
   const std::uint64_t region2m = gpa & ~0x1FFFFFull;
   for (std::uint64_t i = 0; i < 512; ++i) npt_unmap_pt[i] = (region2m + (i << 12)) | 7;
   npt_unmap_pt[(gpa >> 12) & 511] = 0;
   unmap.armed = true;
   unmap.gpa = gpa & ~0xFFFull;
-  unmap.saved_pde = npt_pd[gpa >> 21];
-  npt_pd[gpa >> 21] = pa(npt_unmap_pt) | 7;
+  unmap.saved_pde = npt.pd[gpa >> 21];
+  npt.pd[gpa >> 21] = pa(npt_unmap_pt) | 7;
   set_tlb_control(vmcb, sv::tlb_control::flush_all);
   return true;
 }
@@ -96,8 +91,9 @@ bool software_event_at_rip(current_vmcb& vmcb, guest_regs& regs, const core::vcp
 /// interrupt, type 4, or INT3/INTO, type 3 vectors 3 and 4, returns after its instruction:
 /// the guest's RIP becomes NRIP, 15.7.1, since the processor pushes the VMCB's RIP). Returns
 /// the event (kind none when nothing was interrupted) and the RIP advance.
-reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st,
-                                      core::check_counters& k) {
+reinjected reinject_interrupted_event(const svm_host& h, current_vmcb& vmcb, guest_regs& regs,
+                                      const core::vcpu_state& st, core::check_counters& k) {
+  core::tally& t = *k.results;
   unmap_state& unmap = k.unmap;
   sv::event_info ii{sv::read(vmcb, fld::exit_int_info)};
   const std::uint64_t rip = sv::read(vmcb, fld::rip);
@@ -106,7 +102,7 @@ reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, cons
   // INT n (APM 15.7.2: vector n, type 4). The instruction at the guest RIP tells (the
   // guest's code is identity-mapped): CD ib is INT n; the event is re-injected as what the
   // guest executed, and counted.
-  if (const std::uint8_t* code = guest_ram(rip, 2); code && code[0] == 0xCD && ii.valid() &&
+  if (const std::uint8_t* code = guest_ram(st.ram, rip, 2); code && code[0] == 0xCD && ii.valid() &&
                                                     !(ii.type() == sv::event_type::soft_int && ii.vector() == code[1])) {
     ++unmap.stale_intn;
     kprintf("HVKIT INFO run=%s exitintinfo=0x%llx at INT 0x%x: re-injected as INT 0x%x\n", st.cfg->name,
@@ -143,7 +139,7 @@ reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, cons
       const bool soft = ii.type() == sv::event_type::soft_int ||
                         (ii.type() == sv::event_type::exception && (ii.vector() == 3 || ii.vector() == 4));
       if ((v >= 32 && open) || soft) {
-        if (unmap.stale_on_stack++ == 0) ++results_errata;
+        if (unmap.stale_on_stack++ == 0) ++t.errata;
         if (unmap.stale_on_stack <= 8)
           kprintf("HVKIT ERRATUM exitintinfo_stale_on_delivery_push.%s exitintinfo=0x%llx rip=0x%llx cr2=0x%llx "
                   "rsp=0x%llx in_service=%d if=%u count=%llu: %s\n",
@@ -173,7 +169,7 @@ reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, cons
     if (cr2 >= idt && cr2 - idt <= limit) {
       const std::uint64_t v = (cr2 - idt) / gate;
       if (v != ii.vector() && ii.type() != sv::event_type::soft_int) {
-        if (unmap.stale_on_interrupt++ == 0) ++results_errata;
+        if (unmap.stale_on_interrupt++ == 0) ++t.errata;
         if (unmap.stale_on_interrupt <= 8)
           kprintf("HVKIT ERRATUM exitintinfo_stale_on_event_delivery.%s exitintinfo=0x%llx rip=0x%llx cr2=0x%llx "
                   "idtr_base=0x%llx gate_vector=0x%llx count=%llu\n",
@@ -198,7 +194,7 @@ reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, cons
     if (const auto in = instruction_at_rip(vmcb, regs, st);
         in && (in->op == em::mnemonic::int3 || in->op == em::mnemonic::into)) {
       if (unmap.soft_int_type_for_int3++ == 0) {
-        ++results_errata;
+        ++t.errata;
         kprintf("HVKIT ERRATUM exitintinfo_int3_into_as_soft_int.%s exitintinfo=0x%llx rip=0x%llx\n", st.cfg->name,
                 (unsigned long long)ii.raw(), (unsigned long long)rip);
       }
@@ -210,7 +206,7 @@ reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, cons
   // an instruction event with its length nRIP - RIP; svm::to_eventinj gives it back with the
   // RIP advance that makes it return past its instruction, write_injection applies both.
   x86::event e = sv::to_event(ii);
-  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(vmcb, regs, st));
+  if (x86::is_instruction_event(e.kind)) e.instruction_length = static_cast<std::uint8_t>(instruction_length(h, vmcb, regs, st));
   const sv::injection inj = sv::to_eventinj(e);
   sv::write_injection(vmcb, inj);
   return {e, inj.rip_advance, true};
@@ -222,23 +218,24 @@ reinjected reinject_interrupted_event(current_vmcb& vmcb, guest_regs& regs, cons
 /// VMX layout (SDM Vol. 3C 25.8.3: type 6 software exception, 4 software interrupt, 3
 /// hardware exception) with the instruction length NRIP - RIP for software events, so one
 /// guest check serves both vendors.
-bool npt_unmapped_page_hit(current_vmcb& vmcb, guest_regs& regs, const core::vcpu_state& st, core::check_counters& k) {
+bool npt_unmapped_page_hit(const svm_host& h, conformance_npt& npt, current_vmcb& vmcb, guest_regs& regs,
+                           const core::vcpu_state& st, core::check_counters& k) {
   unmap_state& unmap = k.unmap;
   if (!unmap.armed || (sv::read(vmcb, fld::exit_info_2) & ~0xFFFull) != unmap.gpa) return false;
-  npt_unmap_restore(vmcb, unmap);
+  npt_unmap_restore(npt, vmcb, unmap);
   ++unmap.hits;
-  const reinjected r = reinject_interrupted_event(vmcb, regs, st, k);
+  const reinjected r = reinject_interrupted_event(h, vmcb, regs, st, k);
   if (!r.valid) return true;
   unmap.seen_length = r.rip_advance;
   unmap.seen_info = hvkit::vmx::from_event(r.e).info.raw();
   return true;
 }
 
-std::uint64_t npt_unmap_report(current_vmcb& vmcb, core::check_counters& k) {
+std::uint64_t npt_unmap_report(conformance_npt& npt, current_vmcb& vmcb, core::check_counters& k) {
   unmap_state& unmap = k.unmap;
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
   k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
-  if (unmap.armed) npt_unmap_restore(vmcb, unmap);
+  if (unmap.armed) npt_unmap_restore(npt, vmcb, unmap);
   unmap.hits = 0;
   unmap.seen_info = 0;
   unmap.seen_length = 0;

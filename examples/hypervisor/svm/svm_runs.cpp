@@ -33,8 +33,6 @@
 extern "C" {
 void svm_timer_isr();
 void svm_spurious_isr();
-extern volatile std::uint8_t svm_host_if;
-extern volatile std::uint64_t svm_timer_ticks;
 }
 
 namespace hv::svm {
@@ -125,10 +123,17 @@ constexpr std::uint32_t timer_max_count = 1u << 26;
 /// every run): the three VMCB slots, the two-guest runs' slice length in timer ticks (learned,
 /// the later scheduled runs start with it) and the once-per-boot probes done.
 struct boot_runs {
+  svm_host& host;
+  conformance_pages& pages;
   const conformance_vmcbs& slots;
+  core::tally& results;  ///< the boot's
   std::uint32_t timer_count = timer_initial_count;
   bool cr2_probed = false;
   bool v_intr_masking_probed = false;
+  /// The local APIC timer's interrupts during a two-guest run: svm_timer_isr (svm_entry.cpp)
+  /// counts them at GS base, which the run points here (and gives back at its end).
+  volatile std::uint64_t timer_ticks = 0;
+  std::uint64_t saved_gs_base = 0;
 };
 
 /// What the two-guest run has seen so far (core::run_two_guests): guest A keeps spinning
@@ -141,9 +146,10 @@ volatile std::uint32_t* lapic(unsigned reg) { return reinterpret_cast<volatile s
 
 /// The local APIC timer, periodic, on vector 0x30 (SDM Vol. 3A 11.5.4), and the host's
 /// handlers for it and the spurious vector 0x3F.
-/// The host IDT of the scheduled runs: the 32 exception gates of the host's own IDT plus
-/// vectors 0x30 and 0x3F (the host's IDT has only the exceptions).
-alignas(16) std::uint64_t sched_idt[2 * 64];
+/// The host IDT of the scheduled runs (conformance_pages::sched_idt, 64 gates): the 32
+/// exception gates of the host's own IDT plus vectors 0x30 and 0x3F (the host's IDT has only
+/// the exceptions).
+constexpr unsigned sched_idt_entries = 2 * 64;
 
 void load_idt(const void* base, std::uint16_t limit) {
   struct __attribute__((packed)) {
@@ -153,16 +159,16 @@ void load_idt(const void* base, std::uint16_t limit) {
   asm volatile("lidt %0" ::"m"(idtr) : "memory");
 }
 
-void timer_start(std::uint32_t timer_count) {
-  for (unsigned i = 0; i < 2 * 64; ++i) sched_idt[i] = i < 64 ? host_idt[i] : 0;
-  auto gate = [](unsigned v, void (*h)()) {
+void timer_start(std::uint64_t* sched_idt, std::uint32_t timer_count) {
+  for (unsigned i = 0; i < sched_idt_entries; ++i) sched_idt[i] = i < 64 ? host_idt[i] : 0;
+  auto gate = [sched_idt](unsigned v, void (*h)()) {
     const auto a = reinterpret_cast<std::uint64_t>(h);
     sched_idt[2 * v] = (a & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((a >> 16) & 0xFFFF) << 48);
     sched_idt[2 * v + 1] = a >> 32;
   };
   gate(0x30, &svm_timer_isr);
   gate(0x3F, &svm_spurious_isr);
-  load_idt(sched_idt, sizeof sched_idt - 1);
+  load_idt(sched_idt, sched_idt_entries * sizeof(std::uint64_t) - 1);
   outb(0x21, 0xFF);  // 8259 PICs: every line masked (OCW1)
   outb(0xA1, 0xFF);
   *lapic(0xF0) = 0x100 | 0x3F;        // spurious-interrupt vector register: APIC enabled
@@ -177,10 +183,10 @@ void timer_stop() {
 }
 
 /// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
-void setup_spinner(current_vmcb& vmcb, vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg,
+void setup_spinner(boot_runs& br, current_vmcb& vmcb, vmcb_slot& sl, const hc::guest_header& g, const svm_run& cfg,
                    core::vcpu_state& vs, const core::spinner_start& s, std::uint64_t ncr3) {
   vmcb.slot = &sl;
-  setup_vmcb(vmcb, g, cfg, vs);
+  setup_vmcb(br.host, br.pages, vmcb, g, cfg, vs);
   sv::write(vmcb, fld::rip, s.rip);
   sv::write(vmcb, fld::rsp, s.rsp);
   sv::write(vmcb, fld::cr3, x86::cr3{s.cr3});
@@ -199,9 +205,9 @@ void setup_spinner(current_vmcb& vmcb, vmcb_slot& sl, const hc::guest_header& g,
 /// slice), so the exit must be INTR (60h); VMMCALL (81h) means the interrupt stayed pending
 /// through the whole loop because the guest's IF was 0: a deviation, reported as an erratum
 /// (the spinners run with IF = 1 for that reason, see setup_spinner).
-void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t code_gpa, bool& probed) {
-  if (probed) return;
-  probed = true;
+void probe_v_intr_masking(boot_runs& br, current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t code_gpa) {
+  if (br.v_intr_masking_probed) return;
+  br.v_intr_masking_probed = true;
   constexpr std::uint32_t iterations = 1000000;
   const std::uint8_t code[] = {0xB9, static_cast<std::uint8_t>(iterations), static_cast<std::uint8_t>(iterations >> 8),
                                static_cast<std::uint8_t>(iterations >> 16), static_cast<std::uint8_t>(iterations >> 24),
@@ -218,21 +224,21 @@ void probe_v_intr_masking(current_vmcb& vmcb, vmcb_slot& slot, std::uint64_t cod
   sv::write(vmcb, fld::rip, code_gpa);
   sv::write(vmcb, fld::rflags, x86::rflags{0x2});
   guest_regs regs{};
-  const std::uint64_t ticks_before = svm_timer_ticks;
-  vmrun(vmcb, regs);
+  const std::uint64_t ticks_before = br.timer_ticks;
+  vmrun(br.host, vmcb, regs);
   const auto code_seen = static_cast<exit_code>(sv::read(vmcb, fld::exit_code));
   const std::uint64_t left = regs[x86::gpr::rcx] & 0xFFFFFFFF;
-  const std::uint64_t ticks = svm_timer_ticks - ticks_before;
+  const std::uint64_t ticks = br.timer_ticks - ticks_before;
   sv::write(vmcb, fld::rip, rip);
   sv::write(vmcb, fld::rflags, rflags);
   set_tlb_control(vmcb, sv::tlb_control::do_nothing);
   vmcb.slot = saved;
   if (code_seen == exit_code::vmmcall) {
-    ++results_errata;
+    ++br.results.errata;
     kprintf("HVKIT ERRATUM v_intr_masking_guest_if0 exit=0x81 loop_iterations=%u host_timer_ticks_after_exit=%llu\n",
             iterations, (unsigned long long)ticks);
   } else {
-    result("v_intr_masking_guest_if0", code_seen == exit_code::intr, "exit=0x%llx loop_iterations_left=%llu",
+    result(br.results, "v_intr_masking_guest_if0", code_seen == exit_code::intr, "exit=0x%llx loop_iterations_left=%llu",
            (unsigned long long)sv::raw(code_seen), (unsigned long long)left);
   }
 }
@@ -253,21 +259,22 @@ struct svm_two_guests {
   /// two spinners' VMCBs (A2 on guest A's), A1 current; the timer started and V_INTR_MASKING
   /// probed once per boot.
   bool prepare(const hc::guest_header& g, const core::spinner_start& a2, const core::spinner_start& b) {
-    for (auto& e : npt_b_pml4) e = 0;
-    for (auto& e : npt_b_pdpt) e = 0;
-    for (auto& e : npt_b_pd) e = 0;
-    npt_b_pml4[0] = pa(npt_b_pdpt) | 7;
-    npt_b_pdpt[0] = pa(npt_b_pd) | 7;
-    npt_b_pd[core::guest_b_gpa >> 21] = core::guest_b_hpa | 0x87;
-    setup_spinner(vmcb, slots.a2, g, cfg, vs, a2, pa(npt_pml4));
-    setup_spinner(vmcb, slots.b, g, cfg, vs, b, pa(npt_b_pml4));
+    const conformance_npt& n = br.pages.npt;
+    for (unsigned i = 0; i < 512; ++i) n.b_pml4[i] = n.b_pdpt[i] = n.b_pd[i] = 0;
+    n.b_pml4[0] = pa(n.b_pdpt) | 7;
+    n.b_pdpt[0] = pa(n.b_pd) | 7;
+    n.b_pd[core::guest_b_gpa >> 21] = core::guest_b_hpa | 0x87;
+    setup_spinner(br, vmcb, slots.a2, g, cfg, vs, a2, pa(n.pml4));
+    setup_spinner(br, vmcb, slots.b, g, cfg, vs, b, pa(n.b_pml4));
     sv::write(vmcb, fld::idtr_limit, std::uint32_t{0});  // guest B has no IDT
     vmcb.slot = &slots.a1;
-    svm_timer_ticks = 0;
-    svm_host_if = 1;
-    timer_start(br.timer_count);
-    probe_v_intr_masking(vmcb, slots.a2, core::spin_a2_gpa + 0x100, br.v_intr_masking_probed);
-    svm_timer_ticks = 0;
+    br.timer_ticks = 0;
+    br.saved_gs_base = rdmsr(x86::msr::ia32_gs_base);
+    wrmsr(x86::msr::ia32_gs_base, reinterpret_cast<std::uint64_t>(&br.timer_ticks));  // svm_timer_isr's counter
+    br.host.host_interrupts = true;
+    timer_start(br.pages.sched_idt, br.timer_count);
+    probe_v_intr_masking(br, vmcb, slots.a2, core::spin_a2_gpa + 0x100);
+    br.timer_ticks = 0;
     return true;
   }
   bool host_has_ibpb() const { return (cpuid(0x80000008).ebx >> 12) & 1; }  // AMD: CPUID 8000_0008h:EBX[12] IBPB
@@ -282,9 +289,9 @@ struct svm_two_guests {
     write_cr2(sv::read(vmcb, fld::cr2));
     auto* const spins = reinterpret_cast<volatile std::uint64_t*>(s.counter_hpa);
     const std::uint64_t spins_before = i != 0 ? *spins : 0;
-    vmrun(vmcb, s.regs);
+    vmrun(br.host, vmcb, s.regs);
     vs.spin_more = spin_more_now(p);
-    const bool resume = handle_exit(vmcb, s.regs, vs, &nd);  // every exit of a spinner is the timer
+    const bool resume = handle_exit(br.host, vmcb, s.regs, vs, &br.pages.npt, &nd);  // every exit of a spinner is the timer
     s.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
     if (vs.preempted && i != 0 && *spins == spins_before && br.timer_count < timer_max_count) {
       br.timer_count *= 2;  // a slice shorter than an exit: longer slices (timer_initial_count)
@@ -295,9 +302,10 @@ struct svm_two_guests {
   void finish() {
     timer_stop();
     vs.spin_more = false;
-    svm_host_if = 0;
+    br.host.host_interrupts = false;
+    wrmsr(x86::msr::ia32_gs_base, br.saved_gs_base);
     vmcb.slot = &slots.a1;
-    kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)svm_timer_ticks,
+    kprintf("HVKIT INFO run=%s timer_ticks=%llu timer_count=%u\n", cfg.base.name, (unsigned long long)br.timer_ticks,
             br.timer_count);
   }
   void report_exit(const char* what) { svm::report_exit(vmcb, what); }
@@ -319,6 +327,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
   run_state vs{};
   vs.cfg = &cfg.base;
   vs.cpu = &cpu;
+  vs.results = &br.results;
   vs.status = run_status::running;
   npt_diff_state nd{};  // the run's NPT differential: this function's, handed to handle_exit
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
@@ -327,7 +336,7 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
   const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32, cfg.base.profile);
   if (!g) return false;
   current_vmcb vmcb{&br.slots.a1};  // the run's VMCB: guest A's first, handed down
-  setup_vmcb(vmcb, *g, cfg, vs);
+  setup_vmcb(br.host, br.pages, vmcb, *g, cfg, vs);
   vs.regs[x86::gpr::rdi] = (cfg.base.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                             (cfg.base.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) | cfg.base.guest_flags;
   const std::uint64_t t0 = rdtsc();
@@ -341,19 +350,19 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
     constexpr std::uint64_t cr2_sentinel = 0xFFFFC2C2C2C2C000ull;
     const bool probe = !cr2_probed;
     write_cr2(probe ? cr2_sentinel : sv::read(vmcb, fld::cr2));
-    vmrun(vmcb, vs.regs);
+    vmrun(br.host, vmcb, vs.regs);
     if (probe) {
       cr2_probed = true;
       const std::uint64_t seen = sv::read(vmcb, fld::cr2);
       if (seen == cr2_sentinel) {
-        ++results_errata;
+        ++br.results.errata;
         kprintf("HVKIT ERRATUM vmrun_does_not_load_cr2 vmcb_cr2=0x0 guest_cr2_at_first_exit=0x%llx\n",
                 (unsigned long long)seen);
       } else {
-        result("vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
+        result(br.results, "vmrun_loads_cr2", seen == 0, "guest_cr2_at_first_exit=0x%llx", (unsigned long long)seen);
       }
     }
-    if (!handle_exit(vmcb, vs.regs, vs, &nd) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
+    if (!handle_exit(br.host, vmcb, vs.regs, vs, &br.pages.npt, &nd) && vs.status == run_status::running) vs.status = run_status::fatal_exit;
     vs.regs[x86::gpr::rax] = sv::read(vmcb, fld::rax);
   }
   const std::uint64_t t1 = rdtsc();
@@ -365,9 +374,9 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
           (unsigned long long)vs.exits.total, (unsigned long long)(t1 - t0));
   core::context c = context_of(vs);
   core::report_run(c, !core::shadow::enabled());  // nested paging loads no PDPTEs; the shadow MMU does (SDM 4.4.1)
-  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report(nd, cpu.model);
+  if (cfg.base.guest_flags & hc::cfg_ept_diff) npt_diff_report(br.results, br.pages.npt, nd, cpu.model);
   if (const std::uint64_t stale = vs.unmap.stale_intn) {
-    ++results_errata;
+    ++br.results.errata;
     kprintf("HVKIT ERRATUM exitintinfo_stale_on_intn_delivery.%s cases=%llu\n", cfg.base.name,
             (unsigned long long)stale);
   }
@@ -378,25 +387,19 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
 
 }  // namespace
 
-bool g_active = false;
+/// The choice hv_main makes (and lx::boot): SVM when the processor has no VMX.
+bool active() { return ((cpuid(1).ecx >> 5) & 1) == 0 && available(); }
 
-unsigned long long note_exitcode_32bit(unsigned long long raw) {
-  if (exitcode_32bit_errata++ == 0) {
-    ++results_errata;
-    kprintf("HVKIT ERRATUM vmexit_invalid_exitcode_32bit exitcode=0x%llx (APM Appendix C: -1, 64 bits)\n", raw);
-  }
-  return sv::raw(exit_code::invalid);
-}
-
-bool active() { return g_active; }
-
-guest_paging_regs live_paging_regs(current_vmcb& vmcb) {
+guest_paging_regs live_paging_regs(current_vmcb& vmcb, const core::vcpu_state& st) {
   if (core::shadow::enabled()) {  // the guest's CR0.WP, CR3 and EFER: the real ones are the shadow MMU's
     const x86::cr0 real = sv::read_typed(vmcb, fld::cr0);
-    return {core::shadow::guest_cr0().test(x86::cr0::wp) ? real : real.without(x86::cr0::wp),
-            core::shadow::guest_view_cr4(sv::read_typed(vmcb, fld::cr4)),
-            core::shadow::guest_efer(), core::shadow::guest_cr3(), sv::read_typed(vmcb, fld::rflags)};
+    return {core::shadow::guest_cr0(st).test(x86::cr0::wp) ? real : real.without(x86::cr0::wp),
+            core::shadow::guest_view_cr4(st, sv::read_typed(vmcb, fld::cr4)),
+            core::shadow::guest_efer(st), core::shadow::guest_cr3(st), sv::read_typed(vmcb, fld::rflags)};
   }
+  return live_paging_regs(vmcb);
+}
+guest_paging_regs live_paging_regs(current_vmcb& vmcb) {
   return {sv::read_typed(vmcb, fld::cr0), sv::read_typed(vmcb, fld::cr4), guest_efer(vmcb), sv::read_typed(vmcb, fld::cr3),
           sv::read_typed(vmcb, fld::rflags)};
 }
@@ -406,18 +409,20 @@ bool available() {
   return ((cpuid(0x80000001).ecx >> 2) & 1) && (cpuid(0x8000000A).edx & 1);
 }
 
-bool run_all(core::guest_cpu& cpu) {
-  g_active = true;
-  if (!build_policy(cpu) || !enable()) return false;
-  build_npt();
-  // The runs' three VMCBs: this function's slots over the pages reserved for them, with the
-  // clean-bit trackers VMCB clean bits allow (APM 15.15), handed to every run.
-  const conformance_vmcb_pages pages = conformance_pages();
-  vmcb_slot a1{pages.a1}, a2{pages.a2}, b{pages.b};
-  const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
+bool run_all(const core::guest_cpu& cpu, core::page_pool& pool, core::tally& t) {
+  // The processor's SVM state and the runs' pages: this function's, from the boot's pool,
+  // handed to every run.
+  svm_host host{pool};
+  if (!enable(host, t)) return false;
+  conformance_pages pages = take_conformance_pages(pool);
+  build_npt(pages.npt);
+  // The runs' three VMCBs: this function's slots over those pages, with the clean-bit
+  // trackers VMCB clean bits allow (APM 15.15), handed to every run.
+  vmcb_slot a1{*pages.a1}, a2{*pages.a2}, b{*pages.b};
+  const bool clean = host.has(cpuid_ns::svm_features::vmcb_clean);
   for (vmcb_slot* s : {&a1, &a2, &b}) s->tracked = sv::clean_tracker<sv::vmcb_view>{s->view, clean};
   const conformance_vmcbs slots{a1, a2, b};
-  boot_runs br{slots};
+  boot_runs br{host, pages, slots, t};
   bool ok = true;
   if (exit_cost::requested()) {
     // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md): CR0.WP
@@ -436,12 +441,12 @@ bool run_all(core::guest_cpu& cpu) {
     }
     ok = run_guest(runs[i], cpu, br, summaries[i]) && ok;
   }
-  ok = vmrun_diff_run() && ok;
-  if (exitcode_32bit_errata)
-    kprintf("HVKIT INFO vmexit_invalid_exitcode_32bit cases=%llu\n", (unsigned long long)exitcode_32bit_errata);
-  if (qemu_cr3_errata) {
-    ++results_errata;
-    kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid.all cases=%llu\n", (unsigned long long)qemu_cr3_errata);
+  ok = vmrun_diff_run(host, pool, t) && ok;
+  if (host.exitcode_32bit_errata)
+    kprintf("HVKIT INFO vmexit_invalid_exitcode_32bit cases=%llu\n", (unsigned long long)host.exitcode_32bit_errata);
+  if (host.qemu_cr3_errata) {
+    ++t.errata;
+    kprintf("HVKIT ERRATUM mov_cr3_reserved_bit_vmexit_invalid.all cases=%llu\n", (unsigned long long)host.qemu_cr3_errata);
   }  // VMRUN's consistency checks, the CPU as the oracle (vmrun_diff.cpp)
   // The numbers the CR0.WP work is about: 0 exits per toggle guest-owned, 1 intercepted
   // (selective CR0 write intercept and plain CR0 write intercept alike).
@@ -454,7 +459,7 @@ bool run_all(core::guest_cpu& cpu) {
                    all.toggles == 10000 && owned.cr_exits == (core::shadow::enabled() ? owned.toggles : 0) &&
                    sel.cr_exits == sel.toggles &&
                    all.cr_exits == all.toggles && owned.mismatch == 0 && sel.mismatch == 0 && all.mismatch == 0;
-  result("wp_exits_per_toggle", cmp, "guest_owned=%llu.%03llu intercepted=%llu.%03llu intercepted_cr0_all=%llu.%03llu",
+  result(t, "wp_exits_per_toggle", cmp, "guest_owned=%llu.%03llu intercepted=%llu.%03llu intercepted_cr0_all=%llu.%03llu",
          po.whole, po.frac, ps.whole, ps.frac, pa_.whole, pa_.frac);
   return ok;
 }

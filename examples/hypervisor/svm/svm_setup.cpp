@@ -29,41 +29,20 @@
 #include "../linux/linux.hpp"
 #include "../core/shadow_paging.hpp"
 
-extern "C" {
-void svm_gp_skip();
-extern volatile std::uint8_t svm_msr_faulted;
-}
+extern "C" void svm_gp_skip();
 
 namespace hv::svm {
-
-alignas(4096) std::uint8_t host_save_page[4096];  // VMSAVE/VMLOAD of the host's own state
-alignas(4096) std::uint8_t hsave_page[4096];      // VM_HSAVE_PA: what VMRUN saves of the host
-// Every MSR access and every port access exits (APM 15.10.1, 15.11).
-constinit sv::msr_permission_map msrpm = sv::msr_permission_map::intercept_all();
-constinit sv::io_permission_map iopm = sv::io_permission_map::intercept_all();
-alignas(4096) std::uint64_t npt_pdpt[512];
-alignas(4096) std::uint64_t npt_pd[512];
-alignas(4096) std::uint64_t npt_pd_alias[512];
-
-alignas(4096) std::uint64_t npt_b_pml4[512];    // guest B: GPA 16 MiB (2 MiB) -> HPA 48 MiB
-alignas(4096) std::uint64_t npt_b_pdpt[512];
-alignas(4096) std::uint64_t npt_b_pd[512];
-
-/// CPUID Fn8000_000A of the host (APM Vol. 3, Appendix E), read at enable().
-cpuid_ns::svm_info host_svm{};
-/// The host's ASIDs (1 .. NASID-1), handed to the VMCBs by generation (15.16).
-sv::asid_allocator asids{2};
 
 // ---- CPUID policy ---------------------------------------------------------------------
 
 /// The guest's CPUID policy: host features pass through except SVM and VMX (no nested
 /// virtualization offered), XSAVES (IA32_XSS is not virtualized here) and WAITPKG; the KVM
 /// signature with the "realtime" hint, as on VMX.
-bool build_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
+bool build_policy(core::guest_cpu& g, core::tally& t, const lx::linux_state* for_linux, unsigned cpus) {
   cpuid_ns::table<128> host_cpuid{};
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
-    result("cpuid_policy", false, "reason=host_table_full");
+    result(t, "cpuid_policy", false, "reason=host_table_full");
     return false;
   }
   cpuid_ns::hypervisor_caps hvc{};
@@ -73,10 +52,10 @@ bool build_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
   cfg.topo.cores_per_package = cpus;  // a vCPU per processor: N cores in one package
   if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization
-  if (for_linux) hvc.emulated |= lx::emulated_features();  // PV_SEND_IPI on request (linux/)
+  if (for_linux) hvc.emulated |= lx::emulated_features(*for_linux);  // PV_SEND_IPI on request (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
-    result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
+    result(t, "cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
     return false;
   }
   g.cpuid = p.value();
@@ -84,55 +63,66 @@ bool build_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
   // every defined bit the policy allows may be set.
   const bool consistent = core::complete_guest_cpu(g, x86::cr4::defined);
   const cpuid_ns::regs e1 = g.cpuid.answer(0x80000001, 0, {});
-  result("cpuid_policy", consistent && !g.cpuid.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
+  result(t, "cpuid_policy", consistent && !g.cpuid.has(feat::svm) && ((e1.ecx >> 2) & 1) == 0,
          "kvm_base=0x%x svm_hidden=%d msr_policy_consistent=%d", g.cpuid.kvm_base(),
          ((e1.ecx >> 2) & 1) == 0 ? 1 : 0, consistent ? 1 : 0);
   return true;
 }
 
-// ---- the conformance runs' VMCBs --------------------------------------------------------------
-conformance_vmcb_pages conformance_pages() {
-  static constinit sv::vmcb_page a1{}, a2{}, b{};
-  return {a1, a2, b};
+// ---- the conformance runs' pages --------------------------------------------------------------
+conformance_pages take_conformance_pages(core::page_pool& pool) {
+  conformance_pages p{};
+  p.a1 = &make<sv::vmcb_page>(pool);
+  p.a2 = &make<sv::vmcb_page>(pool);
+  p.b = &make<sv::vmcb_page>(pool);
+  p.msrpm = &take_intercept_all<sv::msr_permission_map>(pool);
+  p.iopm = &take_intercept_all<sv::io_permission_map>(pool);
+  conformance_npt& n = p.npt;
+  for (std::uint64_t** t : {&n.pml4, &n.pdpt, &n.pd, &n.pd_alias, &n.unmap_pt, &n.alias_pdpt, &n.alias_pd, &n.alias_pt,
+                            &n.b_pml4, &n.b_pdpt, &n.b_pd})
+    *t = pool.take_table();
+  p.sched_idt = pool.take_table();  // 2 * 64 entries of the 512
+  return p;
 }
 
 // ---- bring-up ------------------------------------------------------------------------------
-/// RDMSR that survives #GP (svm_gp_skip in the host IDT for the time): false if it faulted.
+/// RDMSR that survives #GP (svm_gp_skip in the host IDT for the time, which sets ESI): false
+/// if it faulted.
 static bool rdmsr_safe(std::uint32_t m, std::uint64_t& v) {
   const std::uint64_t lo = host_idt[2 * 13], hi = host_idt[2 * 13 + 1];
   const auto h = reinterpret_cast<std::uint64_t>(&svm_gp_skip);
   host_idt[2 * 13] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
   host_idt[2 * 13 + 1] = h >> 32;
-  svm_msr_faulted = 0;
-  asm volatile("" ::: "memory");
-  v = rdmsr(m);
-  asm volatile("" ::: "memory");
+  std::uint32_t eax, edx, faulted;
+  asm volatile("xor %%esi, %%esi\n\trdmsr" : "=a"(eax), "=d"(edx), "=&S"(faulted) : "c"(m) : "memory");
+  v = (std::uint64_t{edx} << 32) | eax;
   host_idt[2 * 13] = lo;
   host_idt[2 * 13 + 1] = hi;
-  if (svm_msr_faulted == 0) return true;
+  if (faulted == 0) return true;
   v = 0;
   return false;
 }
 
 /// APM 15.4 "Enabling SVM": VM_CR.SVMDIS must be clear; EFER.SVME = 1; VM_HSAVE_PA.
-bool enable() {
+bool enable(svm_host& h, core::tally& t) {
   std::uint64_t vmcr = 0;
   const bool has_vmcr = rdmsr_safe(x86::msr::amd_vm_cr, vmcr);
   const auto e8a = cpuid(0x8000000A);
-  host_svm = cpuid_ns::decode_svm({e8a.eax, e8a.ebx, e8a.ecx, e8a.edx});
+  h.svm = cpuid_ns::decode_svm({e8a.eax, e8a.ebx, e8a.ecx, e8a.edx});
+  const cpuid_ns::svm_info& host_svm = h.svm;
   kprintf("HVKIT INFO svm_revision=%u asids=%u svm_features_edx=0x%x vm_cr=0x%llx\n", host_svm.revision,
           host_svm.nasid, host_svm.features.raw(), (unsigned long long)vmcr);
   if (!has_vmcr) {
     // APM 15.30.1: VM_CR exists on every CPU with SVM. Bochs 2.7 raises #GP on RDMSR of it.
-    ++results_errata;
+    ++t.errata;
     kprintf("HVKIT ERRATUM vm_cr_msr_not_implemented rdmsr_0xc0010114=#GP\n");
   }
   if (vmcr & (1u << 4)) {
-    result("svm_enable", false, "reason=vm_cr_svmdis");
+    result(t, "svm_enable", false, "reason=vm_cr_svmdis");
     return false;
   }
   if (host_svm.nasid < 2) {
-    result("svm_enable", false, "reason=no_guest_asid nasid=%u", host_svm.nasid);
+    result(t, "svm_enable", false, "reason=no_guest_asid nasid=%u", host_svm.nasid);
     return false;
   }
   // SVME, and NXE: nested entries use the host's paging mode, NX needs EFER.NXE (15.25.5).
@@ -141,11 +131,11 @@ bool enable() {
   efer |= x86::efer::svme;
   if (nx) efer |= x86::efer::nxe;
   wrmsr(x86::msr::ia32_efer, efer.raw());
-  wrmsr(x86::msr::amd_vm_hsave_pa, pa(hsave_page));
-  asids = sv::asid_allocator{host_svm.nasid};
+  wrmsr(x86::msr::amd_vm_hsave_pa, pa(h.hsave));
+  h.asids = sv::asid_allocator{host_svm.nasid};
   const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
   using F = cpuid_ns::svm_features;
-  result("svm_enable", true, "nrips=%u npt=%u decode_assists=%u vmcb_clean=%u flush_by_asid=%u",
+  result(t, "svm_enable", true, "nrips=%u npt=%u decode_assists=%u vmcb_clean=%u flush_by_asid=%u",
          host_svm.features.test(F::nrip_save) ? 1 : 0, host_svm.features.test(F::np) ? 1 : 0,
          host_svm.features.test(F::decode_assists) ? 1 : 0, clean ? 1 : 0,
          host_svm.features.test(F::flush_by_asid) ? 1 : 0);
@@ -156,20 +146,19 @@ bool enable() {
 /// identity-mapped with 2 MiB pages, nothing else (the hypervisor's memory and the MMIO
 /// device are not mapped: a guest access is a #NPF). Every nested access is checked as a
 /// user access (15.25.5), so U/S = 1 at every level.
-void build_npt() {
+void build_npt(conformance_npt& npt) {
   constexpr std::uint64_t p = 1, rw = 2, us = 4, ps = 0x80;
-  for (auto& e : npt_pml4) e = 0;
-  for (auto& e : npt_pdpt) e = 0;
-  for (auto& e : npt_pd) e = 0;
-  npt_pml4[0] = pa(npt_pdpt) | p | rw | us;
-  npt_pdpt[0] = pa(npt_pd) | p | rw | us;
+  std::uint64_t *const pml4 = npt.pml4, *const pdpt = npt.pdpt, *const pd = npt.pd, *const pd_alias = npt.pd_alias;
+  for (unsigned i = 0; i < 512; ++i) pml4[i] = pdpt[i] = pd[i] = 0;
+  pml4[0] = pa(pdpt) | p | rw | us;
+  pdpt[0] = pa(pd) | p | rw | us;
   for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size; gpa += 0x200000)
-    npt_pd[gpa >> 21] = gpa | p | rw | us | ps;
+    pd[gpa >> 21] = gpa | p | rw | us | ps;
   // The PSE-36 alias: GPA 4 GiB + [28 MiB, 32 MiB) -> host [28 MiB, 32 MiB), where the
   // 32-bit guest's 4 MiB pages with PA bit 32 land.
-  for (auto& e : npt_pd_alias) e = 0;
-  npt_pdpt[hc::pse36_alias_gpa >> 30] = pa(npt_pd_alias) | p | rw | us;
-  for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) npt_pd_alias[gpa >> 21] = gpa | p | rw | us | ps;
+  for (unsigned i = 0; i < 512; ++i) pd_alias[i] = 0;
+  pdpt[hc::pse36_alias_gpa >> 30] = pa(pd_alias) | p | rw | us;
+  for (std::uint64_t gpa = 0x1C00000; gpa < 0x2000000; gpa += 0x200000) pd_alias[gpa >> 21] = gpa | p | rw | us | ps;
 }
 
 /// A new VMCB in the current slot: zeroed, nothing of it cached (APM 15.15); the intercepts
@@ -178,7 +167,7 @@ void build_npt() {
 /// entries at this VMRUN (the nested page table was rebuilt or edited since the last run,
 /// 15.16.1); nested paging with `ncr3` (15.25.3). APM 15.5.1 lists the consistency checks
 /// VMRUN makes: EFER.SVME set, the VMRUN intercept set, ASID non-zero, ...
-void start_vmcb(current_vmcb& vmcb, sv::intercept_set icpt, const sv::io_permission_map& io,
+void start_vmcb(sv::asid_allocator& asids, current_vmcb& vmcb, sv::intercept_set icpt, const sv::io_permission_map& io,
                 const sv::msr_permission_map& msr, std::uint64_t ncr3) {
   std::uint8_t* const bytes = vmcb.cur().view.data();
   for (std::size_t i = 0; i < sv::vmcb_size; ++i) bytes[i] = 0;
@@ -234,7 +223,8 @@ void write_flat_state(current_vmcb& vmcb, core::vcpu_state& st, const flat_guest
 
 /// The VMCB for a fresh run of the conformance guest: 64-bit mode (or the 32-bit guest),
 /// flat segments matching its GDT, nested paging, the intercepts of the run.
-void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r, core::vcpu_state& st) {
+void setup_vmcb(svm_host& h, const conformance_pages& cp, current_vmcb& vmcb, const hc::guest_header& g,
+                const svm_run& r, core::vcpu_state& st) {
   const bool guest32 = r.base.guest_flags & hc::cfg_guest32;
   sv::intercept_set icpt;
   // CR0/CR4 from the run's guest-owned policy. CR4: every write exits (SVM has no CR4 mask;
@@ -260,7 +250,7 @@ void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r,
     for (I i : {I::idtr_read, I::gdtr_read, I::ldtr_read, I::tr_read, I::idtr_write, I::gdtr_write, I::ldtr_write,
                 I::tr_write})
       icpt.set(i);
-  start_vmcb(vmcb, icpt, iopm, msrpm, shadow ? 0 : pa(npt_pml4));
+  start_vmcb(h.asids, vmcb, icpt, *cp.iopm, *cp.msrpm, shadow ? 0 : pa(cp.npt.pml4));
   // V_INTR_MASKING (APM 15.21.1): the host's RFLAGS.IF, not the guest's, masks physical
   // interrupts; with the INTR intercept they exit.
   if (r.scheduled)
@@ -280,7 +270,7 @@ void setup_vmcb(current_vmcb& vmcb, const hc::guest_header& g, const svm_run& r,
     // The 32-bit guest runs on PAE-format shadow tables: the real CR4.PAE is 1, every CR4
     // access exits and the guest sees its own (core::shadow::guest_view_cr4()).
     sv::write(vmcb, fld::cr4, core::shadow::host_cr4(cr4));
-    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin({cr0, cr4, efer}, x86::cr3{layout::guest_boot_pt_gpa})
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin(st, {cr0, cr4, efer}, x86::cr3{layout::guest_boot_pt_gpa})
                                            .value()});
   }
 }

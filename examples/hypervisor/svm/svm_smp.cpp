@@ -26,32 +26,23 @@
 #include "../smp/smp.hpp"
 #include "svm_smp.hpp"
 
-extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
+extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa,
+                          std::uint64_t host_if);
 
 namespace hv::svm {
 
-namespace {
-constinit cpu_state svm_cpus[smp::max_cpus]{};
-}  // namespace
+void attach(smp::cpu& c, core::page_pool& pool) { c.svm = &make<cpu_state>(pool); }
 
-vmcb_slot& this_cpu_slot() noexcept { return smp::this_cpu().svm->slot; }
-
-cpu_state& attach(smp::cpu& c) {
-  c.svm = &svm_cpus[c.index];
-  return *c.svm;
-}
-
-bool enable_ap(smp::cpu& c) {
+bool enable_ap(smp::cpu&) {
   // APM 15.4 "Enabling SVM", on this processor: EFER.SVME (and NXE: nested entries use the
-  // host's paging mode, 15.25.5), its own VM_HSAVE_PA (15.30.4: per processor).
-  cpu_state& s = attach(c);
+  // host's paging mode, 15.25.5); its own VM_HSAVE_PA (15.30.4: per processor) when its
+  // cpu_state is there (start_cpu).
   const auto e81 = cpuid(0x80000001);
   if (((e81.ecx >> 2) & 1) == 0) return false;
   x86::efer efer{rdmsr(x86::msr::ia32_efer)};
   efer |= x86::efer::svme;
   if ((e81.edx >> 20) & 1) efer |= x86::efer::nxe;
   wrmsr(x86::msr::ia32_efer, efer.raw());
-  wrmsr(x86::msr::amd_vm_hsave_pa, pa(s.hsave));
   // The guest's XSETBV is executed on the host: CR4.OSXSAVE here too.
   if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
   return true;
@@ -59,6 +50,8 @@ bool enable_ap(smp::cpu& c) {
 
 void start_cpu(smp::cpu& c) {
   cpu_state& s = *c.svm;
+  const cpuid_ns::svm_info& host_svm = s.host->svm;
+  wrmsr(x86::msr::amd_vm_hsave_pa, pa(s.hsave));
   const bool clean = host_svm.features.test(cpuid_ns::svm_features::vmcb_clean);
   s.slot.tracked = sv::clean_tracker<sv::vmcb_view>{s.slot.view, clean};
   s.pcpu = sv::physical_cpu<counted_ibpb>{c.index, host_svm.nasid,
@@ -72,7 +65,8 @@ void start_cpu(smp::cpu& c) {
 void write_reset_state(smp::cpu& c, const x86::reset_state& s) {
   // Attributes: the VMX access-rights layout of x86::reset_state compressed into the VMCB's
   // 12 bits (APM 15.5.1 "segment state"; svm/segment.hpp).
-  auto seg = [](sv::segment sg, const x86::segment_value& v) {
+  current_vmcb vmcb{&c.svm->slot};  // this processor's vCPU
+  auto seg = [&vmcb](sv::segment sg, const x86::segment_value& v) {
     sv::store_segment(vmcb, sg, {x86::selector{v.selector}, sv::from_access_rights_layout(v.access_rights), v.limit,
                                  v.base});
   };
@@ -184,7 +178,7 @@ void second_guest_excursion(smp::cpu& c) {
     if (s.last != &b) b.tracked.invalidate();  // clean bits count only for the VMCB run last
     b.tracked.prepare_vmrun();
     s.last = &b;
-    svm_vmrun(&sg.regs[j], pa(b.page), pa(s.host_save));
+    svm_vmrun(&sg.regs[j], pa(b.page), pa(s.host_save), 0);
     const std::uint64_t code = sv::read(b.view, fld::exit_code);
     if (code != sv::raw(exit_code::vmmcall)) {
       ++sg.unexpected;

@@ -30,8 +30,10 @@ struct counted_ibpb {
   }
 };
 
-/// One processor under SVM.
+/// One processor under SVM: pages of the boot's pool, given to the processor (smp::cpu::svm)
+/// by the bootstrap processor before the processor runs its vCPU.
 struct cpu_state {
+  svm_host* host = nullptr;  ///< the boot's SVM host: the features, the ASIDs the VMCBs start with
   sv::vmcb_page page{};
   alignas(4096) std::uint8_t hsave[4096]{};      ///< VM_HSAVE_PA: what VMRUN saves of the host
   alignas(4096) std::uint8_t host_save[4096]{};  ///< VMSAVE/VMLOAD of the host's own state
@@ -48,11 +50,13 @@ struct cpu_state {
   cpu_state& operator=(const cpu_state&) = delete;
 };
 
-/// `c`'s cpu_state (by its index), set in c.svm.
-cpu_state& attach(smp::cpu& c);
-/// An application processor: SVM enabled with its own host save area (APM 15.4, 15.30.4).
+/// A cpu_state for `c` from `pool`, set in c.svm: smp::start_processors' `attach`, on the
+/// bootstrap processor before `c` starts (prepare_svm sets its `host` before `go`).
+void attach(smp::cpu& c, core::page_pool& pool);
+/// An application processor at its start: SVM enabled (APM 15.4).
 bool enable_ap(smp::cpu& c);
-/// After the BSP's svm::enable() (host_svm known): the processor's clean-bit tracker, ASID
+/// After the BSP's svm::enable() (the host's SVM features known), on processor `c`: its own
+/// host save area (VM_HSAVE_PA is per processor, APM 15.30.4), clean-bit tracker, ASID
 /// allocator and IBPB tracker.
 void start_cpu(smp::cpu& c);
 /// The register state `s` (x86::reset_state, e.g. after INIT and SIPI) in the current VMCB

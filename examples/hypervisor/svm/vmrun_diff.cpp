@@ -21,6 +21,7 @@
 // 0x40000000 "KVMKVMKVM"); under KVM no KVM model exists yet, so a KVM deviation is a mismatch
 // printed with its mutations, violations and exit code.
 #include "svm.hpp"
+#include "svm_internal.hpp"
 
 #include <hvkit/svm/intercepts.hpp>
 #include <hvkit/svm/vmcb.hpp>
@@ -29,7 +30,8 @@
 
 #include "../hv.hpp"
 
-extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa);
+extern "C" void svm_vmrun(hv::vmx::guest_regs* regs, std::uint64_t vmcb_pa, std::uint64_t host_save_pa,
+                          std::uint64_t host_if);
 
 namespace hv::svm {
 
@@ -39,22 +41,34 @@ namespace hs = hvkit::svm;
 namespace f = hvkit::svm::fields;
 using hs::vmrun_error;
 
-alignas(4096) hs::vmcb_page diff_vmcb;
-hs::vmcb_page baseline;  // the valid VMCB every case starts from
-alignas(4096) std::uint8_t diff_host_save[4096];
-alignas(4096) std::uint8_t diff_msrpm[8192];
-alignas(4096) std::uint8_t diff_iopm[12288];
-alignas(4096) std::uint64_t diff_npt_pml4[512];
-alignas(4096) std::uint64_t diff_npt_pdpt[512];
-alignas(4096) std::uint64_t diff_npt_pd[512];
+/// The differential's own pages (the boot's pool, taken when it runs): the VMCB VMRUN runs,
+/// the valid one every case starts from and the case as VMRUN got it, the host's VMSAVE area,
+/// permission maps that intercept everything and the nested page table.
+struct diff_pages {
+  hs::vmcb_page *vmcb, *baseline, *before;
+  std::uint8_t* host_save;
+  std::uint8_t *msrpm, *iopm;  ///< 8 KiB, 12 KiB
+  std::uint64_t *npt_pml4, *npt_pdpt, *npt_pd;
+};
+diff_pages take_diff_pages(core::page_pool& pool) {
+  diff_pages d{};
+  d.vmcb = &make<hs::vmcb_page>(pool);
+  d.baseline = &make<hs::vmcb_page>(pool);
+  d.before = &make<hs::vmcb_page>(pool);
+  d.host_save = pool.take_page();
+  d.msrpm = static_cast<std::uint8_t*>(pool.take_bytes(8192));
+  d.iopm = static_cast<std::uint8_t*>(pool.take_bytes(12288));
+  d.npt_pml4 = pool.take_table();
+  d.npt_pdpt = pool.take_table();
+  d.npt_pd = pool.take_table();
+  return d;
+}
 
 // The guest: its page tables and one VMMCALL in guest RAM, 2 MiB below the boot page tables
 // of the conformance guest (the diff runs after every conformance run).
 constexpr std::uint64_t g_pml4 = layout::guest_mem_base + layout::guest_mem_size - 0x200000;
 constexpr std::uint64_t g_pdpt = g_pml4 + 0x1000, g_pd = g_pml4 + 0x2000;
 constexpr std::uint64_t g_code = g_pml4 + 0x10000, g_stack = g_pml4 + 0x20000;
-
-std::uint64_t pa(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
 struct rng {
   std::uint64_t s;
@@ -74,7 +88,6 @@ struct cpu_facts {
   bool under_kvm = false;
   bool qemu_tcg = false;  ///< QEMU's TCG: the brand string (CPUID Fn8000_0002-4) starts "QEMU TCG"
 };
-cpu_facts facts;
 
 bool bit_of(std::uint32_t r, unsigned b) { return (r >> b) & 1u; }
 
@@ -134,29 +147,28 @@ cpu_facts read_facts() {
 }
 
 // ---- the baseline ----------------------------------------------------------------------------
-void build_guest_memory() {
+void build_guest_memory(const diff_pages& d) {
   constexpr std::uint64_t p = 1, rw = 2, us = 4, ps = 0x80;
+  std::uint64_t *const diff_npt_pml4 = d.npt_pml4, *const diff_npt_pdpt = d.npt_pdpt, *const diff_npt_pd = d.npt_pd;
   // Nested page table: guest RAM identity-mapped with 2 MiB pages, nothing else.
-  for (auto& e : diff_npt_pml4) e = 0;
-  for (auto& e : diff_npt_pdpt) e = 0;
-  for (auto& e : diff_npt_pd) e = 0;
+  for (unsigned i = 0; i < 512; ++i) diff_npt_pml4[i] = diff_npt_pdpt[i] = diff_npt_pd[i] = 0;
   diff_npt_pml4[0] = pa(diff_npt_pdpt) | p | rw | us;
   diff_npt_pdpt[0] = pa(diff_npt_pd) | p | rw | us;
   for (std::uint64_t a = layout::guest_mem_base; a < layout::guest_mem_base + layout::guest_mem_size; a += 0x200000)
     diff_npt_pd[a >> 21] = a | p | rw | us | ps;
   // The guest's 4-level tables: linear [0, 1 GiB) identity, 2 MiB pages, user-accessible.
-  auto* pml4 = reinterpret_cast<std::uint64_t*>(guest_ram(g_pml4, 0x3000));
+  auto* pml4 = reinterpret_cast<std::uint64_t*>(guest_ram(core::conformance_ram, g_pml4, 0x3000));
   auto* pdpt = pml4 + 512;
   auto* pd = pml4 + 1024;
   for (unsigned i = 0; i < 512; ++i) pml4[i] = pdpt[i] = 0;
   pml4[0] = g_pdpt | p | rw | us;
   pdpt[0] = g_pd | p | rw | us;
   for (unsigned i = 0; i < 512; ++i) pd[i] = (std::uint64_t{i} << 21) | p | rw | us | ps;
-  std::uint8_t* code = guest_ram(g_code, 16);
+  std::uint8_t* code = guest_ram(core::conformance_ram, g_code, 16);
   code[0] = 0x0f, code[1] = 0x01, code[2] = 0xd9;  // VMMCALL
   code[3] = 0xf4;                                  // HLT (intercepted too)
-  for (auto& b : diff_msrpm) b = 0xff;
-  for (auto& b : diff_iopm) b = 0xff;
+  for (unsigned i = 0; i < 8192; ++i) d.msrpm[i] = 0xff;
+  for (unsigned i = 0; i < 12288; ++i) d.iopm[i] = 0xff;
 }
 
 void set_segment(hs::vmcb_view& v, hs::segment s, std::uint16_t sel, std::uint16_t attrib, std::uint32_t limit,
@@ -166,9 +178,9 @@ void set_segment(hs::vmcb_view& v, hs::segment s, std::uint16_t sel, std::uint16
 
 /// A valid 64-bit guest (APM 15.5.1): EFER.SVME, the VMRUN intercept, ASID 1, maps inside
 /// the physical-address width, nested paging with the power-on PAT.
-void build_baseline() {
-  baseline = hs::vmcb_page{};
-  hs::vmcb_view v{baseline};
+void build_baseline(const diff_pages& d, const cpu_facts& facts) {
+  *d.baseline = hs::vmcb_page{};
+  hs::vmcb_view v{*d.baseline};
   hs::intercept_set is{};
   for (auto i : {hs::intercept::vmrun, hs::intercept::vmmcall, hs::intercept::vmload, hs::intercept::vmsave,
                  hs::intercept::stgi, hs::intercept::clgi, hs::intercept::skinit, hs::intercept::hlt,
@@ -177,12 +189,12 @@ void build_baseline() {
     is.set(i);
   for (unsigned vec = 0; vec < 32; ++vec) is.set(hs::exception(vec));  // every fault exits at once
   is.store(v);
-  hs::write(v, f::iopm_base_pa, pa(diff_iopm));
-  hs::write(v, f::msrpm_base_pa, pa(diff_msrpm));
+  hs::write(v, f::iopm_base_pa, pa(d.iopm));
+  hs::write(v, f::msrpm_base_pa, pa(d.msrpm));
   hs::write(v, f::guest_asid, std::uint32_t{1});
   hs::write(v, f::tlb_control, std::uint8_t{1});  // flush this guest's TLB entries (15.16.1)
   hs::write(v, f::nested_control, std::uint64_t{1});
-  hs::write(v, f::n_cr3, pa(diff_npt_pml4));
+  hs::write(v, f::n_cr3, pa(d.npt_pml4));
   hs::write(v, f::g_pat, std::uint64_t{0x0007'0406'0007'0406});  // power-on PAT (APM Vol. 2, 7.8.2)
   set_segment(v, hs::segment::cs, 0x08, 0xa9b, 0xffffffff, 0);  // 64-bit code, L=1 D=0
   for (auto s : {hs::segment::ss, hs::segment::ds, hs::segment::es, hs::segment::fs, hs::segment::gs})
@@ -202,9 +214,18 @@ void build_baseline() {
 
 // ---- mutations -------------------------------------------------------------------------------
 using view = hs::vmcb_view;
+/// What a mutation draws from and depends on: the cases' random numbers, the processor's
+/// MAXPHYADDR and the differential's permission maps.
+struct mutation_input {
+  rng& gen;
+  unsigned maxphyaddr;
+  std::uint64_t msrpm_pa, iopm_pa;
+  std::uint64_t next() { return gen.next(); }
+  unsigned below(unsigned n) { return gen.below(n); }
+};
 struct mutation {
   const char* name;
-  void (*apply)(view&, rng&);
+  void (*apply)(view&, mutation_input&);
 };
 
 std::uint64_t cr0_of(view& v) { return hs::read(v, f::cr0); }
@@ -213,108 +234,108 @@ std::uint64_t efer_of(view& v) { return hs::read(v, f::efer); }
 void set_efer(view& v, std::uint64_t e) { hs::write(v, f::efer, e); }
 std::uint64_t cr4_of(view& v) { return hs::read(v, f::cr4); }
 void set_cr4(view& v, std::uint64_t c) { hs::write(v, f::cr4, c); }
-std::uint64_t high_bit(rng& r) { return std::uint64_t{1} << (32 + r.below(32)); }
-std::uint64_t beyond_maxphyaddr(rng& r) {
-  const unsigned m = facts.env.maxphyaddr;
+std::uint64_t high_bit(mutation_input& r) { return std::uint64_t{1} << (32 + r.below(32)); }
+std::uint64_t beyond_maxphyaddr(mutation_input& r) {
+  const unsigned m = r.maxphyaddr;
   return std::uint64_t{1} << (m + r.below(64 - m));
 }
 /// A map base `pages_below` pages under 2^MAXPHYADDR (an n-page map fits iff pages_below >= n).
-std::uint64_t map_near_top(unsigned pages_below) {
-  return (std::uint64_t{1} << facts.env.maxphyaddr) - std::uint64_t{pages_below} * 0x1000;
+std::uint64_t map_near_top(const mutation_input& r, unsigned pages_below) {
+  return (std::uint64_t{1} << r.maxphyaddr) - std::uint64_t{pages_below} * 0x1000;
 }
 std::uint16_t cs_attrib(view& v) { return hs::read(v, f::cs_attrib); }
 void set_cs_attrib(view& v, std::uint16_t a) { hs::write(v, f::cs_attrib, a); }
 /// A vector: mostly 0-33 (the exceptions, the NMI, the reserved ones, the first interrupts).
-unsigned some_vector(rng& r) { return r.below(4) == 0 ? r.below(256) : r.below(34); }
+unsigned some_vector(mutation_input& r) { return r.below(4) == 0 ? r.below(256) : r.below(34); }
 
 // The APM's rules (15.5.1, 15.20, 15.25.4) one by one, a legal neighbour of each, and state
 // the APM says VMRUN canonicalizes or does not check.
 constexpr mutation mutations[] = {
-    {"efer_svme_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~x86::efer::svme.raw()); }},
-    {"cr0_nw_without_cd", [](view& v, rng&) { set_cr0(v, (cr0_of(v) | x86::cr0::nw.raw()) & ~x86::cr0::cd.raw()); }},
-    {"cr0_nw_with_cd", [](view& v, rng&) { set_cr0(v, cr0_of(v) | x86::cr0::nw.raw() | x86::cr0::cd.raw()); }},
-    {"cr0_cd", [](view& v, rng&) { set_cr0(v, cr0_of(v) | x86::cr0::cd.raw()); }},
-    {"cr0_high_bit", [](view& v, rng& r) { set_cr0(v, cr0_of(v) | high_bit(r)); }},
-    {"cr0_ts_mp_em_am", [](view& v, rng& r) { set_cr0(v, cr0_of(v) ^ (r.next() & (x86::cr0::mp | x86::cr0::em | x86::cr0::ts | x86::cr0::am).raw())); }},
-    {"cr3_beyond_maxphyaddr", [](view& v, rng& r) { hs::write(v, f::cr3, hs::read(v, f::cr3) | beyond_maxphyaddr(r)); }},
-    {"cr3_low_bits", [](view& v, rng& r) { hs::write(v, f::cr3, hs::read(v, f::cr3) | (r.next() & 0xfff)); }},
-    {"cr4_any_bit", [](view& v, rng& r) { set_cr4(v, cr4_of(v) | (std::uint64_t{1} << r.below(64))); }},
-    {"cr4_bit_below_32", [](view& v, rng& r) { set_cr4(v, cr4_of(v) | (std::uint64_t{1} << r.below(32))); }},
-    {"cr4_pae_clear", [](view& v, rng&) { set_cr4(v, cr4_of(v) & ~x86::cr4::pae.raw()); }},
-    {"dr6_high_bit", [](view& v, rng& r) { hs::write(v, f::dr6, hs::read(v, f::dr6) | high_bit(r)); }},
-    {"dr6_low_bits", [](view& v, rng& r) { hs::write(v, f::dr6, r.next() & 0xffffffff); }},
-    {"dr7_high_bit", [](view& v, rng& r) { hs::write(v, f::dr7, hs::read(v, f::dr7) | high_bit(r)); }},
-    {"dr7_low_bits", [](view& v, rng& r) { hs::write(v, f::dr7, (r.next() & 0xffff2c00) | 0x400); }},
-    {"efer_any_bit", [](view& v, rng& r) { set_efer(v, efer_of(v) | (std::uint64_t{1} << r.below(64))); }},
-    {"efer_bit_below_16", [](view& v, rng& r) { set_efer(v, efer_of(v) | (std::uint64_t{1} << r.below(16))); }},
-    {"efer_tce", [](view& v, rng&) { set_efer(v, efer_of(v) | x86::efer::tce.raw()); }},  // CPUID says (TCE)
-    {"efer_lme_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~x86::efer::lme.raw()); }},
-    {"efer_lma_clear", [](view& v, rng&) { set_efer(v, efer_of(v) & ~x86::efer::lma.raw()); }},
-    {"cr0_pe_clear", [](view& v, rng&) { set_cr0(v, cr0_of(v) & ~x86::cr0::pe.raw()); }},
-    {"cr0_pg_clear", [](view& v, rng&) { set_cr0(v, cr0_of(v) & ~x86::cr0::pg.raw()); }},
-    {"cs_d_set", [](view& v, rng&) { set_cs_attrib(v, cs_attrib(v) | hs::attrib::db); }},
-    {"cs_l_clear", [](view& v, rng&) { set_cs_attrib(v, cs_attrib(v) & ~hs::attrib::l); }},
+    {"efer_svme_clear", [](view& v, mutation_input&) { set_efer(v, efer_of(v) & ~x86::efer::svme.raw()); }},
+    {"cr0_nw_without_cd", [](view& v, mutation_input&) { set_cr0(v, (cr0_of(v) | x86::cr0::nw.raw()) & ~x86::cr0::cd.raw()); }},
+    {"cr0_nw_with_cd", [](view& v, mutation_input&) { set_cr0(v, cr0_of(v) | x86::cr0::nw.raw() | x86::cr0::cd.raw()); }},
+    {"cr0_cd", [](view& v, mutation_input&) { set_cr0(v, cr0_of(v) | x86::cr0::cd.raw()); }},
+    {"cr0_high_bit", [](view& v, mutation_input& r) { set_cr0(v, cr0_of(v) | high_bit(r)); }},
+    {"cr0_ts_mp_em_am", [](view& v, mutation_input& r) { set_cr0(v, cr0_of(v) ^ (r.next() & (x86::cr0::mp | x86::cr0::em | x86::cr0::ts | x86::cr0::am).raw())); }},
+    {"cr3_beyond_maxphyaddr", [](view& v, mutation_input& r) { hs::write(v, f::cr3, hs::read(v, f::cr3) | beyond_maxphyaddr(r)); }},
+    {"cr3_low_bits", [](view& v, mutation_input& r) { hs::write(v, f::cr3, hs::read(v, f::cr3) | (r.next() & 0xfff)); }},
+    {"cr4_any_bit", [](view& v, mutation_input& r) { set_cr4(v, cr4_of(v) | (std::uint64_t{1} << r.below(64))); }},
+    {"cr4_bit_below_32", [](view& v, mutation_input& r) { set_cr4(v, cr4_of(v) | (std::uint64_t{1} << r.below(32))); }},
+    {"cr4_pae_clear", [](view& v, mutation_input&) { set_cr4(v, cr4_of(v) & ~x86::cr4::pae.raw()); }},
+    {"dr6_high_bit", [](view& v, mutation_input& r) { hs::write(v, f::dr6, hs::read(v, f::dr6) | high_bit(r)); }},
+    {"dr6_low_bits", [](view& v, mutation_input& r) { hs::write(v, f::dr6, r.next() & 0xffffffff); }},
+    {"dr7_high_bit", [](view& v, mutation_input& r) { hs::write(v, f::dr7, hs::read(v, f::dr7) | high_bit(r)); }},
+    {"dr7_low_bits", [](view& v, mutation_input& r) { hs::write(v, f::dr7, (r.next() & 0xffff2c00) | 0x400); }},
+    {"efer_any_bit", [](view& v, mutation_input& r) { set_efer(v, efer_of(v) | (std::uint64_t{1} << r.below(64))); }},
+    {"efer_bit_below_16", [](view& v, mutation_input& r) { set_efer(v, efer_of(v) | (std::uint64_t{1} << r.below(16))); }},
+    {"efer_tce", [](view& v, mutation_input&) { set_efer(v, efer_of(v) | x86::efer::tce.raw()); }},  // CPUID says (TCE)
+    {"efer_lme_clear", [](view& v, mutation_input&) { set_efer(v, efer_of(v) & ~x86::efer::lme.raw()); }},
+    {"efer_lma_clear", [](view& v, mutation_input&) { set_efer(v, efer_of(v) & ~x86::efer::lma.raw()); }},
+    {"cr0_pe_clear", [](view& v, mutation_input&) { set_cr0(v, cr0_of(v) & ~x86::cr0::pe.raw()); }},
+    {"cr0_pg_clear", [](view& v, mutation_input&) { set_cr0(v, cr0_of(v) & ~x86::cr0::pg.raw()); }},
+    {"cs_d_set", [](view& v, mutation_input&) { set_cs_attrib(v, cs_attrib(v) | hs::attrib::db); }},
+    {"cs_l_clear", [](view& v, mutation_input&) { set_cs_attrib(v, cs_attrib(v) & ~hs::attrib::l); }},
     // A 32-bit guest with PAE paging: EFER.LME/LMA clear, CS a 32-bit code segment.
-    {"legacy_pae_guest", [](view& v, rng&) {
+    {"legacy_pae_guest", [](view& v, mutation_input&) {
        set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
        set_cs_attrib(v, 0xc9b);
      }},
     // CS.L and CS.D both set outside long mode: not one of the APM's illegal combinations.
-    {"legacy_guest_cs_l_and_d", [](view& v, rng&) {
+    {"legacy_guest_cs_l_and_d", [](view& v, mutation_input&) {
        set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
        set_cs_attrib(v, 0xe9b);
      }},
     // Legacy PAE paging without nested paging: CR3 is a host address and its four "PDPTEs"
     // are this file's PML4 entries (RW and US set: reserved bits of a PDPTE). VMRUN does not
     // load PDPTEs in the APM's list of checks.
-    {"legacy_pae_guest_no_npt", [](view& v, rng&) {
+    {"legacy_pae_guest_no_npt", [](view& v, mutation_input&) {
        set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
        set_cs_attrib(v, 0xc9b);
        hs::write(v, f::nested_control, std::uint64_t{0});
      }},
     // Paged real mode (CR0.PG = 1, CR0.PE = 0, EFER.LME = 0): not an illegal combination.
-    {"paged_real_mode", [](view& v, rng&) {
+    {"paged_real_mode", [](view& v, mutation_input&) {
        set_efer(v, efer_of(v) & ~(x86::efer::lme.raw() | x86::efer::lma.raw()));
        set_cr0(v, cr0_of(v) & ~x86::cr0::pe.raw());
        set_cs_attrib(v, 0x09b);
      }},
-    {"vmrun_intercept_clear", [](view& v, rng&) { hs::set_intercept(v, hs::intercept::vmrun, false); }},
-    {"msrpm_beyond_maxphyaddr", [](view& v, rng& r) { hs::write(v, f::msrpm_base_pa, beyond_maxphyaddr(r)); }},
-    {"msrpm_end_beyond", [](view& v, rng&) { hs::write(v, f::msrpm_base_pa, map_near_top(1)); }},
-    {"msrpm_end_at_top", [](view& v, rng&) { hs::write(v, f::msrpm_base_pa, map_near_top(2)); }},
-    {"msrpm_offset_bits", [](view& v, rng& r) { hs::write(v, f::msrpm_base_pa, pa(diff_msrpm) | (r.next() & 0xfff)); }},
-    {"iopm_beyond_maxphyaddr", [](view& v, rng& r) { hs::write(v, f::iopm_base_pa, beyond_maxphyaddr(r)); }},
-    {"iopm_end_beyond", [](view& v, rng& r) { hs::write(v, f::iopm_base_pa, map_near_top(1 + r.below(2))); }},
-    {"iopm_end_at_top", [](view& v, rng&) { hs::write(v, f::iopm_base_pa, map_near_top(3)); }},
-    {"iopm_offset_bits", [](view& v, rng& r) { hs::write(v, f::iopm_base_pa, pa(diff_iopm) | (r.next() & 0xfff)); }},
-    {"eventinj_any", [](view& v, rng& r) {
+    {"vmrun_intercept_clear", [](view& v, mutation_input&) { hs::set_intercept(v, hs::intercept::vmrun, false); }},
+    {"msrpm_beyond_maxphyaddr", [](view& v, mutation_input& r) { hs::write(v, f::msrpm_base_pa, beyond_maxphyaddr(r)); }},
+    {"msrpm_end_beyond", [](view& v, mutation_input& r) { hs::write(v, f::msrpm_base_pa, map_near_top(r, 1)); }},
+    {"msrpm_end_at_top", [](view& v, mutation_input& r) { hs::write(v, f::msrpm_base_pa, map_near_top(r, 2)); }},
+    {"msrpm_offset_bits", [](view& v, mutation_input& r) { hs::write(v, f::msrpm_base_pa, r.msrpm_pa | (r.next() & 0xfff)); }},
+    {"iopm_beyond_maxphyaddr", [](view& v, mutation_input& r) { hs::write(v, f::iopm_base_pa, beyond_maxphyaddr(r)); }},
+    {"iopm_end_beyond", [](view& v, mutation_input& r) { hs::write(v, f::iopm_base_pa, map_near_top(r, 1 + r.below(2))); }},
+    {"iopm_end_at_top", [](view& v, mutation_input& r) { hs::write(v, f::iopm_base_pa, map_near_top(r, 3)); }},
+    {"iopm_offset_bits", [](view& v, mutation_input& r) { hs::write(v, f::iopm_base_pa, r.iopm_pa | (r.next() & 0xfff)); }},
+    {"eventinj_any", [](view& v, mutation_input& r) {
        const std::uint64_t ev = some_vector(r) | (std::uint64_t{r.below(8)} << 8) | (r.below(2) ? 0x800u : 0) |
                                 0x80000000u | (r.below(8) == 0 ? (std::uint64_t{1} << (12 + r.below(19))) : 0) |
                                 (r.next() & 0xffff'0000'0000'0000ull);
        hs::write(v, f::event_injection, static_cast<std::uint64_t>(ev));
      }},
-    {"eventinj_exception", [](view& v, rng& r) {
+    {"eventinj_exception", [](view& v, mutation_input& r) {
        hs::write(v, f::event_injection, std::uint64_t{0x80000300u | r.below(34) | (r.below(2) ? 0x800u : 0)});
      }},
-    {"eventinj_br_or_of", [](view& v, rng& r) {  // impossible in a 64-bit guest
+    {"eventinj_br_or_of", [](view& v, mutation_input& r) {  // impossible in a 64-bit guest
        hs::write(v, f::event_injection, std::uint64_t{0x80000304u + r.below(2)});
      }},
-    {"eventinj_reserved_bits", [](view& v, rng& r) {
+    {"eventinj_reserved_bits", [](view& v, mutation_input& r) {
        hs::write(v, f::event_injection, std::uint64_t{0x8000030d} | (std::uint64_t{1} << (12 + r.below(19))));
      }},
-    {"eventinj_not_valid", [](view& v, rng& r) { hs::write(v, f::event_injection, r.next() & ~std::uint64_t{0x80000000}); }},
-    {"asid_zero", [](view& v, rng&) { hs::write(v, f::guest_asid, std::uint32_t{0}); }},
-    {"asid_any", [](view& v, rng& r) { hs::write(v, f::guest_asid, static_cast<std::uint32_t>(1 + r.below(0xffff))); }},
-    {"ncr3_beyond_maxphyaddr", [](view& v, rng& r) { hs::write(v, f::n_cr3, hs::read(v, f::n_cr3) | beyond_maxphyaddr(r)); }},
-    {"g_pat_any_byte", [](view& v, rng& r) {
+    {"eventinj_not_valid", [](view& v, mutation_input& r) { hs::write(v, f::event_injection, r.next() & ~std::uint64_t{0x80000000}); }},
+    {"asid_zero", [](view& v, mutation_input&) { hs::write(v, f::guest_asid, std::uint32_t{0}); }},
+    {"asid_any", [](view& v, mutation_input& r) { hs::write(v, f::guest_asid, static_cast<std::uint32_t>(1 + r.below(0xffff))); }},
+    {"ncr3_beyond_maxphyaddr", [](view& v, mutation_input& r) { hs::write(v, f::n_cr3, hs::read(v, f::n_cr3) | beyond_maxphyaddr(r)); }},
+    {"g_pat_any_byte", [](view& v, mutation_input& r) {
        const unsigned b = r.below(8);
        const std::uint64_t t = r.below(2) ? r.below(8) : r.below(256);
        hs::write(v, f::g_pat, static_cast<std::uint64_t>((hs::read(v, f::g_pat) & ~(0xffull << (8 * b))) | (t << (8 * b))));
      }},
-    {"nested_paging_off", [](view& v, rng&) { hs::write(v, f::nested_control, std::uint64_t{0}); }},
+    {"nested_paging_off", [](view& v, mutation_input&) { hs::write(v, f::nested_control, std::uint64_t{0}); }},
     // 15.5.1: VMRUN canonicalizes segment bases (no check): ES/SS/DS, GDTR and IDTR (FS, GS,
     // TR, LDTR are VMLOAD's, not VMRUN's).
-    {"segment_base_noncanonical", [](view& v, rng& r) {
+    {"segment_base_noncanonical", [](view& v, mutation_input& r) {
        const std::uint64_t b = static_cast<std::uint64_t>(0x0000'8000'0000'0000ull | (r.next() & 0x7fff'ffff'f000ull));
        switch (r.below(5)) {
          case 0: hs::write(v, f::es_base, b); break;
@@ -324,8 +345,8 @@ constexpr mutation mutations[] = {
          default: hs::write(v, f::idtr_base, b); break;
        }
      }},
-    {"rflags_bits", [](view& v, rng& r) { hs::write(v, f::rflags, (r.next() & 0x2c0cd5) | 0x2); }},  // not VM, not TF
-    {"cpl_3", [](view& v, rng&) { hs::write(v, f::cpl, std::uint8_t{3}); }},
+    {"rflags_bits", [](view& v, mutation_input& r) { hs::write(v, f::rflags, (r.next() & 0x2c0cd5) | 0x2); }},  // not VM, not TF
+    {"cpl_3", [](view& v, mutation_input&) { hs::write(v, f::cpl, std::uint8_t{3}); }},
 };
 constexpr unsigned mutation_count = sizeof(mutations) / sizeof(mutations[0]);
 
@@ -395,7 +416,7 @@ constexpr unsigned qemu_shared_errata = (1u << eventinj_reserved_bits_not_checke
 constexpr unsigned bochs_errata_kvm_checks_first = (1u << cr3_mbz_not_checked) | (1u << lme_pg_without_pe_not_checked) |
                                                    (1u << permission_map_end_not_checked) |
                                                    (1u << pae_pdptes_checked_at_vmrun);
-unsigned model_errata() {
+unsigned model_errata(const cpu_facts& facts) {
   if (facts.qemu_tcg) return qemu_errata | qemu_shared_errata;
   return facts.under_kvm ? kvm_errata | (bochs_errata & ~bochs_errata_kvm_checks_first) : bochs_errata;
 }
@@ -404,7 +425,8 @@ struct erratum {
   std::uint64_t cases = 0;
   bool printed = false;
 };
-erratum errata[erratum_count] = {
+/// The errata's names; their counts are the run's (vmrun_diff_run()'s copy of this table).
+constexpr erratum erratum_table[erratum_count] = {
     {"cr3_mbz_not_checked"},           {"lme_pg_without_pe_not_checked"},     {"permission_map_end_not_checked"},
     {"eventinj_reserved_bits_not_checked"}, {"eventinj_reserved_vector_accepted"}, {"cs_l_and_d_checked_outside_long_mode"},
     {"eventinj_impossible_in_64bit_accepted"}, {"pae_pdptes_checked_at_vmrun"},
@@ -418,6 +440,7 @@ erratum errata[erratum_count] = {
 struct case_state {
   hs::vmrun_error_set hvkit;  // every rule hvkit finds violated
   const hs::vmcb_view* v;     // the VMCB as VMRUN got it
+  const cpu_facts& facts;     // the processor's
 };
 
 /// EVENTINJ as Bochs checks it with errata `mask`: reserved bits 30:12 ignored, TYPE 3 refused
@@ -446,14 +469,15 @@ bool pdptes_reserved(const case_state& c, std::uint64_t mode_bit = x86::efer::lm
     return false;
   const std::uint64_t base = hs::read(*c.v, f::cr3) & 0xffff'ffe0u;
   if (base < layout::guest_mem_base || base + 32 > layout::guest_mem_base + layout::guest_mem_size) return false;
-  const auto* pdpte = reinterpret_cast<const std::uint64_t*>(guest_ram(base, 32));
+  const auto* pdpte = reinterpret_cast<const std::uint64_t*>(guest_ram(core::conformance_ram, base, 32));
   for (unsigned i = 0; i < 4; ++i)
-    if ((pdpte[i] & 1) != 0 && ((pdpte[i] & 0x1e6) != 0 || (pdpte[i] >> facts.env.maxphyaddr) != 0)) return true;
+    if ((pdpte[i] & 1) != 0 && ((pdpte[i] & 0x1e6) != 0 || (pdpte[i] >> c.facts.env.maxphyaddr) != 0)) return true;
   return false;
 }
 
 /// A check the CPU makes that the APM does not list refuses the case (errata `mask`).
 bool extra_check_fires(const case_state& c, unsigned mask) {
+  const cpu_facts& facts = c.facts;
   const auto on = [mask](erratum_id e) { return ((mask >> e) & 1u) != 0; };
   const auto cs = hs::read(*c.v, f::cs_attrib);
   if (on(cs_l_and_d_checked_outside_long_mode) && (cs & hs::attrib::l) != 0 && (cs & hs::attrib::db) != 0) return true;
@@ -468,6 +492,7 @@ bool extra_check_fires(const case_state& c, unsigned mask) {
 
 /// The CPU's verdict (true: VMEXIT_INVALID) predicted by hvkit's rules with errata `mask`.
 bool model_invalid(const case_state& c, unsigned mask) {
+  const cpu_facts& facts = c.facts;
   hs::vmrun_error_set v = c.hvkit;
   const auto on = [mask](erratum_id e) { return ((mask >> e) & 1u) != 0; };
   if (on(cr3_mbz_not_checked)) v &= ~hs::bit(vmrun_error::cr3_mbz);
@@ -504,16 +529,16 @@ bool model_invalid(const case_state& c, unsigned mask) {
 constexpr std::uint64_t exit_invalid = ~std::uint64_t{0};
 constexpr std::uint64_t exit_sentinel = 0x5a5a'5a5aull;
 
-/// VMRUN on diff_vmcb; the exit code (VMEXIT_INVALID = -1).
-std::uint64_t vmrun_once() {
+/// VMRUN on the differential's VMCB; the exit code (VMEXIT_INVALID = -1).
+std::uint64_t vmrun_once(const diff_pages& d, svm_host& h, core::tally& t) {
   hv::vmx::guest_regs regs{};
-  hs::vmcb_view v{diff_vmcb};
+  hs::vmcb_view v{*d.vmcb};
   hs::processor_write(v, f::exit_code, exit_sentinel);
-  svm_vmrun(&regs, pa(&diff_vmcb), pa(diff_host_save));
+  svm_vmrun(&regs, pa(d.vmcb), pa(d.host_save), 0);
   const std::uint64_t code = hs::read(v, f::exit_code);
   // QEMU 7.2 TCG writes VMEXIT_INVALID as the 32-bit 0xFFFF_FFFF (svm.cpp's
   // vmexit_invalid_exitcode_32bit erratum): read as the APM's -1, counted there.
-  return code == 0xFFFF'FFFFull ? note_exitcode_32bit(code) : code;
+  return code == 0xFFFF'FFFFull ? note_exitcode_32bit(h, t, code) : code;
 }
 
 struct counters {
@@ -542,10 +567,14 @@ void print_cpu(std::uint64_t code) {
 
 }  // namespace
 
-bool vmrun_diff_run() {
+bool vmrun_diff_run(svm_host& h, core::page_pool& pool, core::tally& t) {
   constexpr unsigned random_cases = 3000;
   constexpr std::uint64_t seed = 0x5653'4d52'554e'3139ull;  // "VSMRUN19"
-  facts = read_facts();
+  const cpu_facts facts = read_facts();
+  const diff_pages d = take_diff_pages(pool);
+  erratum errata[erratum_count];  // the run's counts
+  for (unsigned e = 0; e < erratum_count; ++e) errata[e] = erratum_table[e];
+  const unsigned model_mask = model_errata(facts);
   const char* model = facts.qemu_tcg ? "qemu_tcg" : facts.under_kvm ? "kvm_on_bochs" : "bochs";
   const auto vendor = cpuid(0);
   char vend[13];
@@ -560,22 +589,22 @@ bool vmrun_diff_run() {
           model, vend, cpuid(1).eax, facts.env.maxphyaddr, facts.env.long_mode ? 1 : 0,
           (unsigned long long)facts.env.cr4_supported.raw(), (unsigned long long)facts.env.efer_supported.raw(),
           mutation_count, hs::vmrun_error_count - 1);
-  build_guest_memory();
-  build_baseline();
+  build_guest_memory(d);
+  build_baseline(d, facts);
 
   // The baseline must enter the guest and exit on its VMMCALL (exit code 81h).
-  diff_vmcb = baseline;
+  *d.vmcb = *d.baseline;
   {
-    hs::vmcb_view bv{diff_vmcb};
+    hs::vmcb_view bv{*d.vmcb};
     const auto pre = hs::vmrun_violations(bv, facts.env);
-    const std::uint64_t code = vmrun_once();
+    const std::uint64_t code = vmrun_once(d, h, t);
     if (pre != 0 || code != 0x81) {
       kprintf("HVKIT INFO vmrun_diff baseline violations=");
       print_violations(pre);
       kprintf(" cpu=");
       print_cpu(code);
       kprintf("\n");
-      result("vmrun_differential", false, "reason=baseline model=%s", model);
+      result(t, "vmrun_differential", false, "reason=baseline model=%s", model);
       kprintf("HVKIT RUN vmrun_diff end status=done exits=0 host_tsc=0\n");
       return false;
     }
@@ -587,6 +616,7 @@ bool vmrun_diff_run() {
   std::uint64_t per_mutation_invalid[mutation_count] = {};
   std::uint64_t per_mutation_cases[mutation_count] = {};
   rng r{seed};
+  mutation_input in{r, facts.env.maxphyaddr, pa(d.msrpm), pa(d.iopm)};
   for (unsigned n = 0; n < total; ++n) {
     std::uint8_t applied[3];
     unsigned count = 1;
@@ -596,16 +626,15 @@ bool vmrun_diff_run() {
       count = 1 + r.below(3);
       for (unsigned i = 0; i < count; ++i) applied[i] = static_cast<std::uint8_t>(r.below(mutation_count));
     }
-    diff_vmcb = baseline;
-    hs::vmcb_view v{diff_vmcb};
-    for (unsigned i = 0; i < count; ++i) mutations[applied[i]].apply(v, r);
+    *d.vmcb = *d.baseline;
+    hs::vmcb_view v{*d.vmcb};
+    for (unsigned i = 0; i < count; ++i) mutations[applied[i]].apply(v, in);
     const hs::vmrun_error_set pred = hs::vmrun_violations(v, facts.env);
     // Snapshot what the classification needs before VMRUN overwrites the VMCB on #VMEXIT.
-    static hs::vmcb_page before;
-    before = diff_vmcb;
-    const std::uint64_t code = vmrun_once();
-    hs::vmcb_view bv{before};
-    const case_state c{pred, &bv};  // (bv: before)
+    *d.before = *d.vmcb;
+    const std::uint64_t code = vmrun_once(d, h, t);
+    hs::vmcb_view bv{*d.before};
+    const case_state c{pred, &bv, facts};  // (bv: before)
     const bool cpu_invalid = code == exit_invalid;
     const bool hv_invalid = pred != 0;
     ++cnt.cases;
@@ -629,13 +658,13 @@ bool vmrun_diff_run() {
         // Decided: the only rule violated, the CPU refusing, and no check of the CPU's that
         // the APM does not list (an erratum) refusing the case as well.
         if (pred == hs::bit(static_cast<vmrun_error>(e)) && cpu_invalid &&
-            !extra_check_fires(case_state{pred, &bv}, model_errata()))
+            !extra_check_fires(case_state{pred, &bv, facts}, model_mask))
           ++decided[e];
       }
     if (cpu_invalid == hv_invalid) {
       ++cnt.agree;
       // The errata model's faithfulness: on an agreeing case it must agree too.
-      if (model_invalid(c, model_errata()) != cpu_invalid && ++cnt.model_off_on_agree <= 5) {
+      if (model_invalid(c, model_mask) != cpu_invalid && ++cnt.model_off_on_agree <= 5) {
         kprintf("HVKIT INFO vmrun_diff errata_model_off case=%u mutations=", n);
         print_mutations(applied, count);
         kprintf(" hvkit=");
@@ -649,13 +678,13 @@ bool vmrun_diff_run() {
     // One erratum alone, then all of them together (attributed to each that changes the verdict).
     int which = -1;
     for (unsigned e = 0; e < erratum_count && which < 0; ++e)
-      if (((model_errata() >> e) & 1u) && model_invalid(c, 1u << e) == cpu_invalid) which = static_cast<int>(e);
+      if (((model_mask >> e) & 1u) && model_invalid(c, 1u << e) == cpu_invalid) which = static_cast<int>(e);
     unsigned attributed = 0;
     if (which >= 0) {
       attributed = 1u << which;
-    } else if (model_invalid(c, model_errata()) == cpu_invalid) {
+    } else if (model_invalid(c, model_mask) == cpu_invalid) {
       for (unsigned e = 0; e < erratum_count; ++e)
-        if (((model_errata() >> e) & 1u) && model_invalid(c, model_errata() & ~(1u << e)) != cpu_invalid)
+        if (((model_mask >> e) & 1u) && model_invalid(c, model_mask & ~(1u << e)) != cpu_invalid)
           attributed |= 1u << e;
     }
     if (attributed != 0) {
@@ -714,7 +743,7 @@ bool vmrun_diff_run() {
   // Under KVM the Bochs errata model is not expected to be faithful (KVM checks vmcb12 first).
   const bool pass = cnt.cases == total && cnt.mismatches == 0 && cnt.no_exit_code == 0 && cnt.cpu_invalid > 0 &&
                     cnt.cpu_ran > 0 && (facts.under_kvm || cnt.model_off_on_agree == 0);
-  result("vmrun_differential", pass,
+  result(t, "vmrun_differential", pass,
          "cases=%llu agree=%llu errata=%llu mismatches=%llu cpu_invalid=%llu cpu_entered=%llu hvkit_invalid=%llu "
          "multi_violation=%llu errata_model_off_on_agree=%llu exits_vmmcall=%llu exits_exception=%llu exits_npf=%llu exits_other=%llu "
          "rules_decided=%u rules_violated=%u rules=%u model=%s",
@@ -726,7 +755,7 @@ bool vmrun_diff_run() {
          (unsigned long long)cnt.by_exit[3], rules_decided, rules_possible, hs::vmrun_error_count - 1, model);
   for (unsigned e = 0; e < erratum_count; ++e)
     if (errata[e].cases) {
-      ++results_errata;
+      ++t.errata;
       kprintf("HVKIT ERRATUM vmrun_%s.vmrun_diff cases=%llu\n", errata[e].name, (unsigned long long)errata[e].cases);
     }
   kprintf("HVKIT RUN vmrun_diff end status=done exits=0 host_tsc=0\n");

@@ -89,8 +89,8 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
   v::cr_context c = must(v::read_cr_context(vmcs, st.cpu->model), st);
   const bool shadow = core::shadow::enabled();
   if (shadow) {
-    c.cr3 = core::shadow::guest_cr3().raw();  // the guest's CR3, not the shadow root
-    c.efer = core::shadow::guest_efer();       // the real EFER.NXE is 1
+    c.cr3 = core::shadow::guest_cr3(st).raw();  // the guest's CR3, not the shadow root
+    c.efer = core::shadow::guest_efer(st);       // the real EFER.NXE is 1
   }
   if (q.type() == acc::mov_from_cr) {
     const v::cr_read_outcome rd = v::evaluate_cr_read(q, c, 0);
@@ -120,7 +120,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
   if (out.cr == 3) {
     // MOV to CR3 under PAE paging loads the PDPTEs (SDM 4.4.1).
     const bool pae_paging = c.cr0.test(x86::cr0::pg) && c.cr4.test(x86::cr4::pae) && !c.efer.test(x86::efer::lma);
-    if (pae_paging && !v::load_guest_pdptes(vmcs, x86::cr3{out.value}, guest_ram_view(), maxphyaddr)) {
+    if (pae_paging && !v::load_guest_pdptes(vmcs, x86::cr3{out.value}, guest_ram_view(st.ram), maxphyaddr)) {
       ++st.cr_gp_injected;
       inject(regs, st, x86::vector::gp);
       return true;
@@ -129,7 +129,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
     must(v::skip_instruction(regs), st);
     return true;
   }
-  const auto applied = v::apply_cr_write_actions(vmcs, st.mmu, out.actions, out.after, x86::cr3{c.cr3}, guest_ram_view(),
+  const auto applied = v::apply_cr_write_actions(vmcs, st.mmu, out.actions, out.after, x86::cr3{c.cr3}, guest_ram_view(st.ram),
                                                  maxphyaddr, false);
   if (!applied) {
     ++st.cr_gp_injected;  // a PDPTE with a reserved bit: #GP(0), nothing changed

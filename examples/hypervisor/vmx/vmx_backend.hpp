@@ -76,11 +76,11 @@ struct vmx_backend {
   void set_gpr(x86::gpr r, std::uint64_t v) { regs.write(r, v); }
   guest_regs& gprs() { return regs.gprs(); }
   unsigned cpl() { return guest_cpl(); }
-  core::paging_regs paging_regs() { return vmcs_paging_regs(); }
+  core::paging_regs paging_regs() { return vmcs_paging_regs(st); }
   bool in_64bit_mode() { return must(hvkit::vmx::guest_in_64bit_mode(regs.backend()), st); }
   core::guest_crs crs() {
     const hvkit::vmx::cr_context c = must(hvkit::vmx::read_cr_context(regs.backend(), st.cpu->model), st);
-    if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer()}, core::shadow::guest_cr3()};
+    if (core::shadow::enabled()) return {{c.cr0, c.cr4, core::shadow::guest_efer(st)}, core::shadow::guest_cr3(st)};
     return {{c.cr0, c.cr4, c.efer}, x86::cr3{c.cr3}};
   }
   void skip() { must(hvkit::vmx::skip_instruction(regs), st); }
@@ -142,8 +142,8 @@ struct vmx_backend {
     return applied && applied.value().mmu_rebuilt;
   }
   /// EPT: the identity map of guest RAM (vmx_setup.cpp build_ept; the Linux guest's RAM range
-  /// set by its profile, core::set_guest_ram).
-  core::guest_memory memory() const { return {core::guest_ram_view(), core::guest_ram_data()}; }
+  /// set by its profile, vcpu_state::ram).
+  core::guest_memory memory() const { return {core::guest_ram_view(st.ram), core::guest_ram_data(st.ram)}; }
   /// VPIDs are off: every VM entry and exit invalidates the linear and combined mappings of
   /// VPID 0 (SDM Vol. 3C 29.4.3.1), so the entry after this exit is the flush.
   void flush_tlb(hvkit::paging::tlb_flush_scope) {}
@@ -165,8 +165,8 @@ struct vmx_backend {
   bool read_context(em::context& ctx) {
     ctx = must(em::read_emulation_context(regs.backend(), regs, st.cpu->model), st);
     if (core::shadow::enabled()) {  // the real CR3 is the shadow root, the real EFER.NXE 1
-      ctx.cr3 = core::shadow::guest_cr3();
-      ctx.efer = core::shadow::guest_efer();
+      ctx.cr3 = core::shadow::guest_cr3(st);
+      ctx.efer = core::shadow::guest_efer(st);
       ctx.pkru = core::shadow::guest_pkru(ctx.cr4);
     }
     return st.status == run_status::running;
@@ -181,7 +181,7 @@ struct vmx_backend {
         if (o.what == em::event::cr_write) {
           store_crs({before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer}, st);
           if (core::shadow::enabled()) {
-            const auto e = core::shadow::cr_written(em::shadow_cr_outcome(o, after), after.cr3);
+            const auto e = core::shadow::cr_written(st, em::shadow_cr_outcome(o, after), after.cr3);
             load_shadow_root(e.root, e.flush);
           } else if (after.cr3.raw() != before.cr3.raw()) {
             vmwrite(fields::guest_cr3, after.cr3.raw());

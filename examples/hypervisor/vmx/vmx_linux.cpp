@@ -14,71 +14,67 @@
 
 namespace hv::lx {
 
-namespace {
+/// The Linux guest's EPT and its MSR and I/O bitmaps, which every vCPU's VMCS points at: taken
+/// from the boot's page pool once (prepare_vmx), reached through the run (linux_state::vmx_part).
+struct vmx_pages {
+  // ---- EPT: identity over guest RAM, the low megabyte and MMIO; the hypervisor unmapped ----
+  alignas(4096) std::uint64_t ept_l4[512];
+  alignas(4096) std::uint64_t ept_l3[512];
+  alignas(4096) std::uint64_t ept_l2[4][512];
+  alignas(4096) std::uint64_t ept_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
+  hvkit::vmx::msr_bitmap msr = hvkit::vmx::msr_bitmap::all_exit();
+  hvkit::vmx::io_bitmaps io{};
+  std::uint64_t eptp;
+};
 
-// ---- EPT: identity over guest RAM, the low megabyte and MMIO; the hypervisor unmapped ----
-alignas(4096) std::uint64_t ept_l4[512];
-alignas(4096) std::uint64_t ept_l3[512];
-alignas(4096) std::uint64_t ept_l2[4][512];
-alignas(4096) std::uint64_t ept_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
-std::uint64_t linux_eptp;
+namespace {
 
 /// Memory type of the 2 MiB (or 4 KiB) frame at `a`: write-back if the firmware's map says
 /// RAM, ACPI or NVS there, uncacheable otherwise (MMIO). With EPT the EPT memory type takes
 /// the place of the MTRRs (SDM Vol. 3C 29.3.7.2).
-hvkit::paging::ept_memory_type frame_type(std::uint64_t a, std::uint64_t size) {
-  return ram_like(a, size) ? hvkit::paging::ept_memory_type::wb : hvkit::paging::ept_memory_type::uc;
+hvkit::paging::ept_memory_type frame_type(const boot_info& b, std::uint64_t a, std::uint64_t size) {
+  return ram_like(b, a, size) ? hvkit::paging::ept_memory_type::wb : hvkit::paging::ept_memory_type::uc;
 }
 
-bool build_linux_ept() {
+bool build_linux_ept(const linux_state& ls) {
   namespace v = hvkit::vmx;
+  vmx_pages& p = *ls.vmx_part;
   const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   auto table = [&](const void* next) {
     return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec);
   };
-  auto l4 = table(ept_l3);
-  auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_l4)}, hvkit::paging::ept_memory_type::wb, 4,
+  auto l4 = table(p.ept_l3);
+  auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(p.ept_l4)}, hvkit::paging::ept_memory_type::wb, 4,
                            false, ec);
   if (!l4 || !eptp) return false;
-  ept_l4[0] = l4.value().raw();
+  p.ept_l4[0] = l4.value().raw();
   for (int g = 0; g < 4; ++g) {
-    auto l3 = table(ept_l2[g]);
+    auto l3 = table(p.ept_l2[g]);
     if (!l3) return false;
-    ept_l3[g] = l3.value().raw();
+    p.ept_l3[g] = l3.value().raw();
   }
-  auto low = table(ept_l1_low);
+  auto low = table(p.ept_l1_low);
   if (!low) return false;
-  ept_l2[0][0] = low.value().raw();
+  p.ept_l2[0][0] = low.value().raw();
   for (std::uint64_t a = 0; a < hidden_base; a += 0x1000) {
-    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pte, rwx, frame_type(a, 0x1000), ec, false);
+    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pte, rwx, frame_type(ls.boot, a, 0x1000), ec, false);
     if (!leaf) return false;
-    ept_l1_low[a >> 12] = leaf.value().raw();
+    p.ept_l1_low[a >> 12] = leaf.value().raw();
   }
   for (std::uint64_t a = hidden_end; a < second_stage_end; a += 2 * mib) {
-    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pde, rwx, frame_type(a, 2 * mib), ec, false);
+    auto leaf = v::make_ept_leaf(x86::hpa{a}, v::ept_level::pde, rwx, frame_type(ls.boot, a, 2 * mib), ec, false);
     if (!leaf) return false;
-    ept_l2[a >> 30][(a >> 21) & 511] = leaf.value().raw();
+    p.ept_l2[a >> 30][(a >> 21) & 511] = leaf.value().raw();
   }
-  linux_eptp = eptp.value().raw();
+  p.eptp = eptp.value().raw();
   return true;
 }
 
 // ---- MSR and I/O bitmaps ----------------------------------------------------------------
-/// The Linux guest's MSR and I/O bitmaps: page-aligned storage reserved here once, handed out
-/// by reference (every vCPU's VMCS points at the same bitmaps).
-struct linux_bitmaps {
-  hvkit::vmx::msr_bitmap& msr;
-  hvkit::vmx::io_bitmaps& io;
-};
-linux_bitmaps bitmaps() {
-  static constinit hvkit::vmx::msr_bitmap msr = hvkit::vmx::msr_bitmap::all_exit();
-  static constinit hvkit::vmx::io_bitmaps io{};
-  return {msr, io};
-}
-
 void build_bitmaps(const linux_state& ls) {
-  auto [msr_bits, io_bits] = bitmaps();
+  hvkit::vmx::msr_bitmap& msr_bits = ls.vmx_part->msr;
+  hvkit::vmx::io_bitmaps& io_bits = ls.vmx_part->io;
   namespace m = x86::msr;
   // No exit: state the VMCS switches (FS/GS base, SYSENTER, PAT with the load/save PAT
   // controls) or the host never uses (the SYSCALL MSRs, KERNEL_GS_BASE); the local APIC,
@@ -131,8 +127,8 @@ bool setup_linux_vmcs(smp::cpu& c) {
   const auto entry = v::adjust_controls(vcaps.entry_caps(), (ap ? v::entry_controls{} : v::entry_controls::ia32e_mode_guest) |
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
-  if (!write_controls(pin, proc, proc2, exitc, entry, linux_eptp)) return false;
-  const linux_bitmaps maps = bitmaps();
+  const vmx_pages& maps = *c.lx.run->vmx_part;
+  if (!write_controls(pin, proc, proc2, exitc, entry, maps.eptp)) return false;
   vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(maps.msr.bytes().data()));
   vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(maps.io.a().data()));
   vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(maps.io.b().data()));
@@ -181,9 +177,9 @@ bool setup_linux_vmcs(smp::cpu& c) {
   if (shadow) {
     // The guest runs on the shadow root built from the boot tables; the real EFER.NXE is 1
     // (paging::shadow::host_role()), the guest's EFER is the shadow MMU's.
-    core::shadow::use_linux_guest(hidden_base, hidden_end, second_stage_end);
+    core::shadow::use_linux_guest(c.st, hidden_base, hidden_end, second_stage_end);
     vmwrite(fields::guest_ia32_efer, (x86::efer::lme | x86::efer::lma | x86::efer::nxe).raw());
-    vmwrite(fields::guest_cr3, core::shadow::begin({guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma},
+    vmwrite(fields::guest_cr3, core::shadow::begin(c.st, {guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma},
                                                    x86::cr3{page_tables_gpa})
                                    .value());
   }
@@ -195,6 +191,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
   linux_state& ls = *c.lx.run;
   c.lx.misc_enable = misc_enable_value;
   c.st.cfg = &linux_run;
+  c.st.results = ls.results;
   c.st.cpu = ls.cpu;
   c.st.status = run_status::running;
   c.st.guest_xcr0 = 1;
@@ -238,24 +235,29 @@ bool handle_exit(vmx_backend& b) {
 bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   read_capabilities();
   // Every processor: started now, each waits in VMX root operation for `go`.
-  smp::machine& m = smp::start_processors(smp::vmx_on);
+  smp::machine& m = smp::start_processors(*ls.pool, smp::vmx_on);
   smp::cpu& bsp = m.cpus[0];
   ls.m = &m;
   for (unsigned i = 0; i < m.count; ++i) m.cpus[i].lx.run = &ls;  // before any AP runs its vCPU
   bsp.lx.misc_enable = misc_enable_value;
   bsp.st.cfg = &linux_run;
+  bsp.st.results = ls.results;
   bsp.st.cpu = &cpu;
   bsp.st.status = run_status::running;
   bsp.st.guest_xcr0 = 1;
   bsp.st.x2apic_id = bsp.apic_id;
   const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
   kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
-  bool ok = build_cpuid_policy(cpu, true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
+  ls.vmx_part = ::new (ls.pool->take_bytes(sizeof(vmx_pages), alignof(vmx_pages))) vmx_pages{};
+  bool ok = build_cpuid_policy(cpu, &ls, m.count) && smp::vmx_on(bsp) && build_linux_ept(ls);
   if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
     smp::second_guest_init(m, true);
     // Guest 2's exits reach the exit stub with c.sg_st: the Linux profile's handle_exit (above)
     // tells them from the Linux vCPU's by that state.
-    for (unsigned i = 0; i < m.count; ++i) m.cpus[i].sg_st.cfg = &linux_run;
+    for (unsigned i = 0; i < m.count; ++i) {
+      m.cpus[i].sg_st.cfg = &linux_run;
+      m.cpus[i].sg_st.results = ls.results;
+    }
     ok = smp::vmx_second_guest_ept(m);
   }
   if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);

@@ -80,7 +80,7 @@ void read_capabilities() {
 /// allow in the guest is hidden); VMX is not offered (no nested virtualization). No KVM
 /// paravirtual feature is implemented, so none is offered; the hints word says
 /// "realtime" (one vCPU, never preempted). Hints may change later, features may not.
-bool build_cpuid_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
+bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux, unsigned cpus) {
   cpuid_ns::table<128> host_cpuid{};
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
@@ -126,7 +126,7 @@ bool build_cpuid_policy(core::guest_cpu& g, bool for_linux, unsigned cpus) {
   cfg.hints = cpuid_ns::feature_set{cpuid_ns::kvm::hints::realtime};
   cfg.topo.cores_per_package = cpus;
   if (for_linux) cfg.deny |= lx::denied_features();  // the Linux guest's normalization (linux/)
-  if (for_linux) hvc.emulated |= lx::emulated_features();  // PV_SEND_IPI on request (linux/)
+  if (for_linux) hvc.emulated |= lx::emulated_features(*for_linux);  // PV_SEND_IPI on request (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
     result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
@@ -510,7 +510,7 @@ bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
     // CR4 in the read shadow (PAE is host-owned under shadow paging).
     vmwrite(fields::guest_ia32_efer, (efer | x86::efer::nxe).raw());
     vmwrite(fields::guest_cr4, core::shadow::host_cr4(x86::cr4{vmread(fields::guest_cr4)}).raw());
-    vmwrite(fields::guest_cr3, core::shadow::begin({x86::cr0{vmread(fields::guest_cr0)}, guest_cr4, efer},
+    vmwrite(fields::guest_cr3, core::shadow::begin(vs, {x86::cr0{vmread(fields::guest_cr0)}, guest_cr4, efer},
                                                    x86::cr3{layout::guest_boot_pt_gpa})
                                    .value());
   }

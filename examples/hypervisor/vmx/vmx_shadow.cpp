@@ -31,7 +31,7 @@ bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q, c
     return true;
   }
   const x86::cr3 cr3_after{out.cr == 3 ? out.value : c.cr3};
-  const hvkit::emulate::shadow_exit e = core::shadow::cr_written(out, cr3_after);
+  const hvkit::emulate::shadow_exit e = core::shadow::cr_written(st, out, cr3_after);
   if (e.action == hvkit::emulate::shadow_exit_action::inject) {
     ++st.cr_gp_injected;  // a PAE PDPTE with a reserved bit: #GP(0), nothing changed (SDM 4.4.1)
     inject(regs, st, x86::vector::gp, 0);
@@ -41,7 +41,7 @@ bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q, c
     if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++st.mmu_resets;
     store_crs({c.cr0, c.cr4, c.efer}, out.after, st);
     const hvkit::paging::cpu_role role = hvkit::paging::make_cpu_role(out.after.cr0, out.after.cr4, out.after.efer);
-    st.mmu = {role, x86::cr3_root(cr3_after, role.mode(), guest_cpu_properties().maxphyaddr)};
+    st.mmu = {role, x86::cr3_root(cr3_after, role.mode(), guest_cpu_properties(st.cpu->model).maxphyaddr)};
   }
   vmwrite(fields::guest_cr3, e.root.value());
   return static_cast<bool>(v::skip_instruction(regs));
