@@ -468,7 +468,8 @@ hvkit::cpuid::feature_set emulated_features() {
   console_use_port_e9();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor, Linux guest (log on port 0xE9; COM1 is the guest's)\n");
   kprintf("HVKIT LINUX hypervisor_cmdline \"%s\" modules=%u\n", hv_cmdline, module_count);
-  setup_host_tables();
+  core::page_pool pool = core::boot_page_pool();  // the Linux boot's pages (boot() never returns)
+  setup_host_tables(pool);
   const bool vmx = (cpuid(1).ecx >> 5) & 1;
   const bool svm = !vmx && svm::available();
   if (!vmx && !svm) {

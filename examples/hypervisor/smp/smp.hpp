@@ -168,6 +168,7 @@ struct machine {
   volatile std::uint32_t go;
   volatile std::uint32_t finished;  ///< the first processor whose vCPU stopped reports
   spinlock lock;              ///< the shared parts of a guest profile (its log line)
+  const host_tables* host;    ///< the BSP's GDT, IDT and TSS, which every AP loads (hv_ap_entry)
 };
 
 /// This processor's `cpu` (GS:[0]).
@@ -250,6 +251,6 @@ void vmx_second_guest_excursion(cpu& c);
 bool vmx_second_guest_exit(cpu& c, std::uint32_t basic_reason);
 
 /// The core::context of this processor's vCPU.
-[[nodiscard]] inline core::context context_of(cpu& c) { return {c.st, c.st, guest_policy, guest_msrs}; }
+[[nodiscard]] inline core::context context_of(cpu& c) { return {c.st, c.st, c.st.cpu->cpuid, c.st.cpu->msrs}; }
 
 }  // namespace hv::smp

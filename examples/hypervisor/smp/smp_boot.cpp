@@ -181,6 +181,7 @@ machine& start_processors(bool (*enable)(cpu&)) {
   m.cpus = cpu_storage;
   m.ap_enable = enable;
   m.xapic_base = xapic_page_of(rdmsr(x86::msr::ia32_apic_base));
+  m.host = &current_host_tables();
   const std::uint32_t bsp_id = cpuid(1).ebx >> 24;
   std::uint32_t ids[max_cpus] = {};
   unsigned found = madt_apic_ids(ids, max_cpus);
@@ -253,7 +254,7 @@ void ap_main(cpu& c) {
 /// The AP's first C++: the hypervisor's GDT and IDT (its TR is loaded by the first VM exit,
 /// from the VMCS host-state area), GS base = its `cpu`, then smp::ap_main.
 extern "C" void hv_ap_entry(hv::smp::cpu* c) {
-  hv::load_host_tables(false);
+  hv::load_host_tables(*c->m->host, false);
   hv::wrmsr(0xC0000101, reinterpret_cast<std::uint64_t>(c));  // IA32_GS_BASE: this_cpu()
   c->phase = hv::smp::cpu_phase::long_mode;
   hv::smp::ap_main(*c);

@@ -22,6 +22,9 @@ alignas(4096) std::uint64_t ept_l3[512];
 alignas(4096) std::uint64_t ept_l2[4][512];
 alignas(4096) std::uint64_t ept_l1_low[512];  // [0, 2 MiB) in 4 KiB pages: only [0, 1 MiB) mapped
 std::uint64_t linux_eptp;
+/// The Linux boot's VMX capabilities (prepare_vmx). Transitional: goes into the run's pages
+/// (linux_state) with them.
+constinit vmx_host linux_host{};
 
 /// Memory type of the 2 MiB (or 4 KiB) frame at `a`: write-back if the firmware's map says
 /// RAM, ACPI or NVS there, uncacheable otherwise (MMIO). With EPT the EPT memory type takes
@@ -32,7 +35,7 @@ hvkit::paging::ept_memory_type frame_type(std::uint64_t a, std::uint64_t size) {
 
 bool build_linux_ept() {
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
+  const auto ec = v::ept_capabilities_from(linux_host.caps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   auto table = [&](const void* next) {
     return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec);
@@ -109,6 +112,8 @@ void report_entry_failure(linux_state& ls, const smp::cpu& c, int rc) {
 /// post-INIT state waiting for a SIPI (unrestricted guest: its SIPI starts it in real mode).
 bool setup_linux_vmcs(smp::cpu& c) {
   namespace v = hvkit::vmx;
+  const vmx_host& h = vmx_host_of(c);
+  const hvkit::vmx::vmx_capabilities& vcaps = h.caps;
   const bool ap = c.index != 0;
   // Shadow paging (run --linux --shadow, one vCPU): no EPT; every #PF, CR3 access and INVLPG
   // exits (docs/shadow-mmu.md, "Integration"), as for the conformance guest (vmx_setup.cpp).
@@ -131,7 +136,10 @@ bool setup_linux_vmcs(smp::cpu& c) {
   const auto entry = v::adjust_controls(vcaps.entry_caps(), (ap ? v::entry_controls{} : v::entry_controls::ia32e_mode_guest) |
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
-  if (!write_controls(pin, proc, proc2, exitc, entry, linux_eptp)) return false;
+  core::tally t{};  // transitional: the Linux boot's results are the legacy counters
+  const bool controls = write_controls(t, pin, proc, proc2, exitc, entry, linux_eptp);
+  add_to_legacy_results(t);
+  if (!controls) return false;
   const linux_bitmaps maps = bitmaps();
   vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(maps.msr.bytes().data()));
   vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(maps.io.a().data()));
@@ -144,7 +152,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
   const v::cr_mask_features features{!shadow, c.st.cpu->model.cr4_allowed};
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
-  if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
+  if (!write_guest_crs(h, owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
     kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
     return false;
   }
@@ -205,7 +213,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
     for (;;) asm volatile("cli; hlt");
   }
   c.phase = smp::cpu_phase::guest;
-  const int rc = ::vmx_enter(&c.st.regs, 0, &c.st);
+  const int rc = ::vmx_enter(&c.st.regs, 0, &c.st, &vmx_host_of(c));
   report_entry_failure(ls, c, rc);
   finish(ls, c.index);
 }
@@ -224,7 +232,7 @@ bool handle_exit(vmx_backend& b) {
             cpu.index, b.reason.basic_raw(), (unsigned long long)vmread(fields::guest_rip),
             (unsigned long long)vmread(fields::exit_qualification), (unsigned long long)b.regs.gprs()[x86::gpr::rax],
             (unsigned long long)b.regs.gprs()[x86::gpr::rcx], (unsigned long long)b.regs.gprs()[x86::gpr::rdx]);
-  vmx_backend mine{b.regs, b.events, b.reason, cpu.st};
+  vmx_backend mine{b.regs, b.events, b.reason, cpu.st, b.host};
   core::context c = smp::context_of(cpu);
   const bool resume = core::handle_exit(mine, c, linux_profile{*cpu.lx.run});
   smp::fix_smi_blocking(cpu);
@@ -235,8 +243,15 @@ bool handle_exit(vmx_backend& b) {
   return resume;
 }
 
+}  // namespace hv::lx
+
+const hv::vmx_host& hv::vmx_host_of(const smp::cpu&) { return lx::linux_host; }
+
+namespace hv::lx {
+
 bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
-  read_capabilities();
+  read_capabilities(linux_host);
+  const hvkit::vmx::vmx_capabilities& vcaps = linux_host.caps;
   // Every processor: started now, each waits in VMX root operation for `go`.
   smp::machine& m = smp::start_processors(smp::vmx_on);
   smp::cpu& bsp = m.cpus[0];
@@ -250,7 +265,10 @@ bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   bsp.st.x2apic_id = bsp.apic_id;
   const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
   kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
-  bool ok = build_cpuid_policy(cpu, true, m.count) && smp::vmx_on(bsp) && build_linux_ept();
+  core::tally t{};  // transitional: the Linux boot's results are the legacy counters
+  bool ok = build_cpuid_policy(t, linux_host, cpu, true, m.count);
+  add_to_legacy_results(t);
+  ok = ok && smp::vmx_on(bsp) && build_linux_ept();
   if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
     smp::second_guest_init(m, true);
     // Guest 2's exits reach the exit stub with c.sg_st: the Linux profile's handle_exit (above)
@@ -275,14 +293,14 @@ bool enter_vmx(linux_state& ls) {
   smp::cpu& bsp = m.cpus[0];
   build_bitmaps(ls);
   if (!smp::load_vmcs(bsp) || !setup_linux_vmcs(bsp)) return false;
-  if (caps.ept_vpid & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  if (vmx_host_of(bsp).caps.ept_vpid_cap & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   // The APs: their VMCS and the wait-for-SIPI guest, before the guest's BSP can send INIT.
   m.ap_run = run_ap;
   __atomic_store_n(&m.go, 1u, __ATOMIC_RELEASE);
   for (unsigned i = 1; i < m.count; ++i)
     while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
   bsp.phase = smp::cpu_phase::guest;
-  const int rc = ::vmx_enter(&bsp.st.regs, 0, &bsp.st);
+  const int rc = ::vmx_enter(&bsp.st.regs, 0, &bsp.st, &vmx_host_of(bsp));
   report_entry_failure(ls, bsp, rc);
   return rc == 0;
 }
