@@ -198,8 +198,8 @@ host_isr_table:
 /* ---- VM entry and exit ----------------------------------------------------------
  * guest_regs = hvkit::vmx::gpr_block: register n at 8 * n (RAX RCX RDX RBX, [RSP], RBP RSI RDI,
  * R8 ... R15; the RSP slot is unused, RSP is in the VMCS)  (vmx/vmx_glue.hpp)
- * int vmx_enter(guest_regs* regs, int launched, run_state* st)
- *   every exit calls hv_handle_exit(regs, st) (both pointers kept on the host stack);
+ * int vmx_enter(guest_regs* regs, int launched, run_state* st, const vmx_host* host)
+ *   every exit calls hv_handle_exit(regs, st, host) (the three pointers kept on the host stack);
  *   returns 0 when hv_handle_exit() asked to stop, 1 on VMfailInvalid (CF=1),
  *   2 on VMfailValid (ZF=1; read the VM-instruction error field) (SDM Vol. 3C 31.2
  *   "Conventions": VMX instructions report failure through RFLAGS). */
@@ -232,7 +232,7 @@ vmx_enter:
   push %r13
   push %r14
   push %r15
-  sub $8, %rsp                       /* keeps HOST_RSP 16-byte aligned */
+  push %rcx                          /* the VMX host: found again at 16(%rsp) on exit */
   push %rdx                          /* the vCPU's state: found again at 8(%rsp) on exit */
   push %rdi                          /* regs pointer: found again at (%rsp) on exit */
   mov $0x6C14, %eax                  /* HOST_RSP = this stack, 16-byte aligned here */
@@ -280,7 +280,8 @@ vmx_exit_stub:
   mov %r14, 0x70(%rdi)
   mov %r15, 0x78(%rdi)
   cld
-  mov 8(%rsp), %rsi                  /* hv_handle_exit(regs, st) */
+  mov 8(%rsp), %rsi                  /* hv_handle_exit(regs, st, host) */
+  mov 16(%rsp), %rdx
   call hv_handle_exit                /* rsp is 16-byte aligned (HOST_RSP) */
   test %eax, %eax
   jz 3f

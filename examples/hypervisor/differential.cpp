@@ -101,7 +101,7 @@ std::uint64_t compare_paging_case(core::context& x, const cpu_case& c, const pg:
   // first case printed.
   if (!same && c.result == (0x100 | 14) && hv_result == c.result && (hv_error & 0x9u) == 0x9u &&
       c.error == (hv_error & ~0x1u) && c.cr2 == c.la) {
-    if (x.checks.pg_errata_q1++ == 0 && ++results_errata)
+    if (x.checks.pg_errata_q1++ == 0 && ++x.checks.results->errata)
       kprintf("HVKIT ERRATUM rsvd_page_fault_without_p.%s la=0x%llx access=0x%llx cpu_error=0x%x sdm_error=0x%x\n",
               x.vcpu.cfg ? x.vcpu.cfg->name : "?", (unsigned long long)c.la, (unsigned long long)c.access.raw(), c.error,
               hv_error);
@@ -229,7 +229,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
       // guest's value restored so that the later cases test what the guest wrote.
       const x86::gpa p0 = x86::cr3_root(x86::cr3{b.cr3}, x86::paging_mode::pae, props.maxphyaddr);
       if (const auto e0 = mem.read64(p0); e0 && (*e0 & 1) && (*e0 & 0x20)) {
-        if (x.checks.pdpte_errata_q3++ == 0 && ++results_errata)
+        if (x.checks.pdpte_errata_q3++ == 0 && ++x.checks.results->errata)
           kprintf("HVKIT ERRATUM pae_pdpte_accessed_bit_written cr3=0x%x pdpte0=0x%016llx\n", b.cr3,
                   (unsigned long long)*e0);
         if (std::uint8_t* w = guest_ram(x.vcpu.ram, p0.value(), 8)) *reinterpret_cast<volatile std::uint64_t*>(w) = *e0 & ~0x20ull;
@@ -276,7 +276,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
           // restored) with erratum Q1's error code: RSVD without P.
           const bool q1 = b.result == (0x100u | 14) && b.error == (err & ~1u) && b.cr2 == b.la;
           if (q1) {
-            if (x.checks.pg_errata_q1++ == 0 && ++results_errata)
+            if (x.checks.pg_errata_q1++ == 0 && ++x.checks.results->errata)
               kprintf("HVKIT ERRATUM rsvd_page_fault_without_p.pdpte la=0x%x cpu_error=0x%x sdm_error=0x%x\n", b.la,
                       b.error, err);
             return 0;
@@ -297,7 +297,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
                     w.has_value() ? 0u : static_cast<unsigned>(w.error().error_code.raw()),
                     w.has_value() ? 0u : static_cast<unsigned>(w.error().kind));
           if (same) {
-            if (x.checks.pdpte_errata_q2++ == 0 && ++results_errata)
+            if (x.checks.pdpte_errata_q2++ == 0 && ++x.checks.results->errata)
               kprintf("HVKIT ERRATUM pae_pdpte_reserved_bits_not_checked cr3=0x%x pdpte3=0x%016llx la=0x%x cpu=0x%x/0x%x "
                       "apm: #PF error=0x%x\n",
                       b.cr3, (unsigned long long)*mem.read64(s.pdpt + 24u), b.la, b.result, b.error, err);
@@ -354,7 +354,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
   if (svm::active() && mmu.role().mode() == x86::paging_mode::pae && (c.ad & 0x4)) {
     // Erratum Q3 (above): the CPU set bit 5 of the PDPTE it used (level 3 in the guest's A/D
     // mask), which a PAE PDPTE does not have. Counted; the rest of the case is compared.
-    if (x.checks.pdpte_errata_q3++ == 0 && ++results_errata)
+    if (x.checks.pdpte_errata_q3++ == 0 && ++x.checks.results->errata)
       kprintf("HVKIT ERRATUM pae_pdpte_accessed_bit_written.case la=0x%x ad=0x%x\n", b.la, b.ad);
     c.ad &= ~0x4ull;
   }
@@ -368,8 +368,7 @@ std::uint64_t handle_paging_case32(core::context& x, guest_regs& r, const guest_
 // The guest's test tables and data page are reached through an EPT alias of the scratch
 // area at GPA 512 GiB + [28 MiB, 30 MiB) (hc::ept_alias_gpa), with its own EPT PML4E, PDPT,
 // PD and PT: every level of that subtree is randomised per case without touching the
-// guest's own mappings.
-alignas(4096) std::uint64_t ept_alias_pdpt[512], ept_alias_pd[512], ept_alias_pt[512];
+// guest's own mappings. Its tables are vmx_host's (ept_alias_pdpt, _pd, _pt).
 constexpr unsigned alias_pml4_index = hc::ept_alias_gpa >> 39;
 constexpr unsigned alias_pd_index = (0x1C00000 >> 21) & 511;
 
@@ -377,16 +376,19 @@ std::uint64_t ept_perm_bits(unsigned p) { return p & 7; }  // bit 0 R, 1 W, 2 X
 
 /// The alias subtree in its default state: RWX at every level, 4 KiB write-back pages.
 /// With `on` false the alias is removed.
-void ept_alias_reset(bool on) {
+void ept_alias_reset(const vmx_host& h, bool on) {
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
+  std::uint64_t* const ept_alias_pdpt = h.ept_alias_pdpt;
+  std::uint64_t* const ept_alias_pd = h.ept_alias_pd;
+  std::uint64_t* const ept_alias_pt = h.ept_alias_pt;
+  std::uint64_t* const ept_pml4 = h.ept_pml4;
+  const auto ec = v::ept_capabilities_from(h.caps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   if (on) {
     for (std::uint64_t i = 0; i < 512; ++i)
       ept_alias_pt[i] = v::make_ept_leaf(x86::hpa{0x1C00000 + (i << 12)}, v::ept_level::pte, rwx,
                                          hvkit::paging::ept_memory_type::wb, ec).value().raw();
-    for (auto& e : ept_alias_pd) e = 0;
-    for (auto& e : ept_alias_pdpt) e = 0;
+    for (unsigned i = 0; i < 512; ++i) ept_alias_pd[i] = ept_alias_pdpt[i] = 0;
     ept_alias_pd[alias_pd_index] =
         v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_alias_pt)}, rwx, ec).value().raw();
     ept_alias_pdpt[0] =
@@ -398,11 +400,11 @@ void ept_alias_reset(bool on) {
   }
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
 }
-void ept_scratch_split(bool on) { ept_alias_reset(on); }
+void ept_scratch_split(const vmx_host& h, bool on) { ept_alias_reset(h, on); }
 
 /// Sets the EPT permissions of one scratch page of the alias (no permission = not present).
-void ept_set_page(std::uint64_t gpa, unsigned perms) {
-  std::uint64_t& e = ept_alias_pt[(gpa - 0x1C00000) >> 12];
+void ept_set_page(const vmx_host& h, std::uint64_t gpa, unsigned perms) {
+  std::uint64_t& e = h.ept_alias_pt[(gpa - 0x1C00000) >> 12];
   e = (e & ~7ull) | ept_perm_bits(perms);
 }
 
@@ -420,13 +422,17 @@ hvkit::paging::flat_memory host_memory_view() {
 /// reserved bit above MAXPHYADDR, a reserved bit 3 in a non-leaf entry or a reserved memory
 /// type (2) in a leaf. Large pages and table entries are built by hvkit::vmx; only the
 /// deliberately broken bits are patched in here.
-void ept_apply_case(std::uint64_t d) {
+void ept_apply_case(const vmx_host& h, std::uint64_t d) {
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
-  ept_alias_reset(true);
-  ept_set_page(hc::ept_test_data_gpa, d & 7);
-  ept_set_page(hc::ept_test_pt_gpa, (d >> 8) & 7);
-  ept_set_page(hc::ept_test_pd_gpa, (d >> 16) & 7);
+  std::uint64_t* const ept_alias_pdpt = h.ept_alias_pdpt;
+  std::uint64_t* const ept_alias_pd = h.ept_alias_pd;
+  std::uint64_t* const ept_alias_pt = h.ept_alias_pt;
+  std::uint64_t* const ept_pml4 = h.ept_pml4;
+  const auto ec = v::ept_capabilities_from(h.caps.ept_vpid_cap, core::host_maxphyaddr());
+  ept_alias_reset(h, true);
+  ept_set_page(h, hc::ept_test_data_gpa, d & 7);
+  ept_set_page(h, hc::ept_test_pt_gpa, (d >> 8) & 7);
+  ept_set_page(h, hc::ept_test_pd_gpa, (d >> 16) & 7);
   const unsigned pde_perm = (d >> 24) & 7, pdpte_perm = (d >> 27) & 7, pml4e_perm = (d >> 32) & 7;
   const unsigned size = (d >> 36) & 3, mis = (d >> 40) & 3, mis_level = (d >> 42) & 3;
   auto perms = [](unsigned p) { return v::ept_permissions{(p & 1) != 0, (p & 2) != 0, (p & 4) != 0, false}; };
@@ -467,11 +473,11 @@ void ept_apply_case(std::uint64_t d) {
 /// walker (the guest's 4-level tables read through EPT, SDM Vol. 3C 29.3.3), guest A/D
 /// updates included (their EPT write check is part of the prediction) and then undone so
 /// that the CPU starts from the same state.
-void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
+void handle_ept_arm(const vmx_host& h, core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r) {
   namespace pg = hvkit::paging;
   const std::uint64_t la = r[x86::gpr::rbx];
   const x86::pfec access{r[x86::gpr::rcx]};
-  ept_apply_case(r[x86::gpr::rdx]);
+  ept_apply_case(h, r[x86::gpr::rdx]);
 
   const pg::cpu_properties props = guest_cpu_properties(model);
   const x86::cr0 cr0{vmread(fields::guest_cr0)};
@@ -481,8 +487,8 @@ void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& mo
   const pg::mmu_context mmu{role, x86::cr3_root(x86::cr3{vmread(fields::guest_cr3)}, role.mode(), props.maxphyaddr)};
   // The walker's capabilities from IA32_VMX_EPT_VPID_CAP (one decoder:
   // vmx::ept_capabilities_from); MBEC off.
-  const pg::ept_capabilities ecap = hvkit::vmx::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr(), false);
-  auto ew = pg::ept_walker::make(pg::ept_pointer{eptp_value}, ecap);
+  const pg::ept_capabilities ecap = hvkit::vmx::ept_capabilities_from(h.caps.ept_vpid_cap, core::host_maxphyaddr(), false);
+  auto ew = pg::ept_walker::make(pg::ept_pointer{h.eptp}, ecap);
   pg::walk_request req{};
   req.linear = x86::gva{la};
   req.access = access;
@@ -524,7 +530,7 @@ void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& mo
 /// An EPT violation or misconfiguration in the alias while a case is armed: record what
 /// the CPU reported, put the alias back to its default (RWX, 4 KiB pages) and let the guest
 /// retry the access.
-bool ept_case_exit(core::check_counters& k, bool misconfig) {
+bool ept_case_exit(const vmx_host& h, core::check_counters& k, bool misconfig) {
   const std::uint64_t gpa = vmread(fields::guest_physical_address);
   if (!k.ept_armed || gpa < hc::ept_alias_gpa + 0x1C00000 || gpa >= hc::ept_alias_gpa + 0x1E00000) return false;
   if (!k.ept_seen) {
@@ -534,18 +540,18 @@ bool ept_case_exit(core::check_counters& k, bool misconfig) {
     k.ept_seen_gpa = gpa;
     k.ept_seen_la = misconfig ? 0 : vmread(fields::guest_linear_address);
   }
-  ept_alias_reset(true);
+  ept_alias_reset(h, true);
   return true;
 }
-bool ept_case_violation(core::check_counters& k) { return ept_case_exit(k, false); }
-bool ept_case_misconfig(core::check_counters& k) { return ept_case_exit(k, true); }
+bool ept_case_violation(const vmx_host& h, core::check_counters& k) { return ept_case_exit(h, k, false); }
+bool ept_case_misconfig(const vmx_host& h, core::check_counters& k) { return ept_case_exit(h, k, true); }
 
 /// hc::ept_check: compare. Qualification bits 0-5 (access, EPT rights), 7 (linear address
 /// valid) and 8 (final translation vs paging-structure access) must agree; bit 6 (XU) is
 /// only defined with mode-based execute control, which is off. Then the GPA and the linear
 /// address. Without a predicted EPT violation, the CPU must not have exited and the guest
 /// must have seen the predicted outcome (success, or #PF with the same error code).
-std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r) {
+std::uint64_t handle_ept_check(const vmx_host& h, core::check_counters& k, guest_regs& r) {
   const auto cpu_result = static_cast<std::uint32_t>(r[x86::gpr::rbx]);
   const auto cpu_error = static_cast<std::uint32_t>(r[x86::gpr::rcx]);
   constexpr std::uint64_t qmask = 0x1BF;  // bits 0-5, 7, 8
@@ -587,7 +593,7 @@ std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r) {
             (unsigned long long)k.ept_pred_qual, (unsigned long long)k.ept_pred_gpa,
             (unsigned long long)k.ept_pred_la, k.ept_pred_result, k.ept_pred_error);
   k.ept_armed = false;
-  ept_alias_reset(true);
+  ept_alias_reset(h, true);
   return same ? 0 : 1;
 }
 

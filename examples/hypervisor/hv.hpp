@@ -63,17 +63,21 @@
 #include "core/state.hpp"
 
 
+namespace hv {
+struct vmx_host;
+}
+
 extern "C" {
 extern const unsigned char guest_blob_start[], guest_blob_end[];
 extern const unsigned char guest32_blob_start[], guest32_blob_end[];
 extern const std::uint64_t host_isr_table[32];
 extern std::uint32_t boot_multiboot_magic;
 /// Enters the guest of `st` with the registers `regs` (its own, or a second VMCS's); every exit
-/// is hv_handle_exit(regs, st) until it says stop.
-int vmx_enter(hv::vmx::guest_regs* regs, int launched, hv::core::run_state* st);
+/// is hv_handle_exit(regs, st, host) until it says stop.
+int vmx_enter(hv::vmx::guest_regs* regs, int launched, hv::core::run_state* st, const hv::vmx_host* host);
 void vmx_exit_stub();
 [[noreturn]] void hv_main();
-int hv_handle_exit(hv::vmx::guest_regs* regs, hv::core::run_state* st);
+int hv_handle_exit(hv::vmx::guest_regs* regs, hv::core::run_state* st, const hv::vmx_host* host);
 [[noreturn]] void hv_host_exception(const std::uint64_t* frame);
 }
 
@@ -101,46 +105,61 @@ using policy_wp_intercepted = x86::guest_owned_set<x86::cr0::ts, x86::cr4_possib
 using core::run_config;
 using core::run_status;
 
-// ---- state --------------------------------------------------------------------------------
-extern std::uint64_t host_gdt[6];
-extern std::uint8_t host_tss[104];
-extern std::uint64_t host_idt[64];
-extern std::uint8_t vmxon_region[4096];
-extern std::uint8_t vmcs_region[4096];
-extern std::uint8_t vmcs_a2_region[4096];
-extern std::uint8_t vmcs_b_region[4096];
-extern std::uint64_t ept_b_pml4[512], ept_b_pdpt[512], ept_b_pd[512];
-extern std::uint64_t ept_pml4[512], ept_pdpt[512], ept_pd[512];
-extern std::uint64_t ept_pd_alias[512];  // GPA 4 GiB + [28 MiB, 32 MiB) -> HPA 28 MiB (PSE-36 cases)
-
-/// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
-/// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
-extern hvkit::vmx::vmx_capabilities vcaps;
-struct capabilities {
-  std::uint64_t basic, ept_vpid;
-  std::uint64_t cr0_fixed0, cr0_fixed1, cr4_fixed0, cr4_fixed1;
+// ---- the host's tables and VMX pages (vmx/vmx_setup.cpp) ------------------------------
+/// The hypervisor's GDT (0x08 code, 0x10 data, 0x18 a 64-bit TSS), IDT (vectors 0-31) and TSS:
+/// taken once per boot from the boot's page pool (setup_host_tables). The GDT is first, so
+/// that a processor finds the block through its GDTR (current_host_tables()).
+struct host_tables {
+  std::uint64_t gdt[6];
+  std::uint64_t idt[64];
+  std::uint8_t tss[104];
 };
-extern capabilities caps;
+static_assert(offsetof(host_tables, idt) % 16 == 0 && offsetof(host_tables, tss) % 16 == 0);
 
-// ---- CPUID and MSR policy (hvkit::cpuid), built once ----------------------------------
-/// The boot's guest CPU (core::guest_cpu: the CPUID policy, the MSR policy derived from it, one
-/// source for both, docs/background.md §2, and the guest CPU model) is hypervisor.cpp's,
-/// handed by reference to the builders and to every vCPU (vcpu_state::cpu). These two names
-/// of its parts are for smp/ and vmx/vmx_smp.cpp until they read the vCPU's.
-extern const cpuid_ns::policy& guest_policy;
-extern const cpuid_ns::msr_policy& guest_msrs;
+/// VMX on this boot: the capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and
+/// secondary/EPT MSRs only where the architecture says they exist, SDM Vol. 3D A.1-A.10), and
+/// the conformance boot's pages, taken from its pool (take_vmx_pages; nullptr in the Linux
+/// boot, whose EPT is its own). Built by the boot entry at bring-up, handed down by reference;
+/// every VM exit gets it from vmx_enter.
+struct vmx_host {
+  hvkit::vmx::vmx_capabilities caps;
+  std::uint8_t* vmxon;
+  std::uint8_t* vmcs;     ///< guest A
+  std::uint8_t* vmcs_a2;  ///< guest A, second VMCS (vmcs02 stand-in)
+  std::uint8_t* vmcs_b;   ///< guest B
+  /// Guest RAM's identity EPT (build_ept) and the PSE-36 alias: GPA 4 GiB + [28 MiB, 32 MiB)
+  /// -> HPA 28 MiB.
+  std::uint64_t *ept_pml4, *ept_pdpt, *ept_pd, *ept_pd_alias;
+  std::uint64_t eptp;
+  /// Guest B's EPT: GPA 16 MiB (2 MiB) -> HPA 48 MiB (vmx/scheduler.cpp).
+  std::uint64_t *ept_b_pml4, *ept_b_pdpt, *ept_b_pd;
+  /// The 4-KByte split of one 2-MByte page (vmx/vmx.cpp, hc::ept_unmap_once).
+  std::uint64_t* ept_unmap_pt;
+  /// The EPT differential's alias of the scratch area (differential.cpp).
+  std::uint64_t *ept_alias_pdpt, *ept_alias_pd, *ept_alias_pt;
+};
+
+// ---- the guest CPU and the runs ------------------------------------------------------------
+// The boot's guest CPU (core::guest_cpu: the CPUID policy, the MSR policy derived from it, one
+// source for both, docs/background.md §2, and the guest CPU model) is hv_main's (or
+// lx::boot's), handed by reference to the builders and to every vCPU (vcpu_state::cpu).
 
 /// One vCPU's state and its checks' counters (core/state.hpp), owned by the run that runs it.
 using core::run_state;
 /// The vCPU and the checks of a run that owns `st` (with its guest CPU's CPUID and MSR policies).
 inline core::context context_of(run_state& st) { return {st, st, st.cpu->cpuid, st.cpu->msrs}; }
 
+/// Legacy (util.cpp): `t` plus what the legacy result() overload counted in results_pass,
+/// results_fail and results_errata (the files not yet converted to a core::tally); goes with them.
+core::tally with_legacy_results(const core::tally& t);
+/// Legacy (util.cpp): `t` counted into results_pass, results_fail and results_errata (the Linux
+/// boot's summary until it has a core::tally); goes with them.
+void add_to_legacy_results(const core::tally& t);
+
 struct run_summary {
   bool ok;
   std::uint64_t toggles, cr_exits, mismatch, tsc;
 };
-
-extern std::uint64_t eptp_value;
 
 /// The guest's registers for one exit: GPRs in the stub's save area, RSP/RIP/RFLAGS in the
 /// current VMCS (hvkit::vmx::register_file).
@@ -165,18 +184,28 @@ void vmwrite(hvkit::vmx::field<E> f, std::uint64_t v) {
 namespace lx {
 struct linux_state;
 }
-void setup_host_tables();
-void load_host_tables(bool load_tr);
-void read_capabilities();
+/// The host tables, taken from `pool` and loaded (with TR): once per boot, by its entry.
+host_tables& setup_host_tables(core::page_pool& pool);
+/// GDTR, IDTR, the segment registers and (load_tr) TR from `t`.
+void load_host_tables(const host_tables& t, bool load_tr);
+/// The host tables this processor uses (its GDTR's base: load_host_tables() loaded it, and
+/// every VM exit loads it again from the VMCS host-state area, SDM Vol. 3C 28.5.2).
+host_tables& current_host_tables();
+/// The capability MSRs into `h` (printed).
+void read_capabilities(vmx_host& h);
+/// The conformance boot's VMXON region, VMCSs and EPT tables, from `pool`.
+void take_vmx_pages(vmx_host& h, core::page_pool& pool);
 /// The guest CPU `g` of this boot: for_linux (the Linux run) the Linux guest's policy
-/// (linux/linux.cpp), with the features that policy denies and those the run offers; cpus: the
-/// vCPUs (CPUID topology: that many cores in one package).
-bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux = nullptr, unsigned cpus = 1);
-bool enable_vmx();
-bool build_ept();
-/// The conformance guest's image (or the 32-bit guest's, or `profile`'s in its place).
-const hc::guest_header* load_guest(bool guest32 = false, const core::guest_profile* profile = nullptr);
-bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs);
+/// (linux/linux.cpp), with the features that policy denies and those the run offers; cpus: the vCPUs (CPUID topology: that many cores in one package).
+bool build_cpuid_policy(core::tally& t, const vmx_host& h, core::guest_cpu& g,
+                        const lx::linux_state* for_linux = nullptr, unsigned cpus = 1);
+bool enable_vmx(core::tally& t, const vmx_host& h);
+bool build_ept(core::tally& t, vmx_host& h);
+/// The conformance guest's image (or the 32-bit guest's, or `profile`'s in its place); a
+/// profile's header is written to `profile_header`.
+const hc::guest_header* load_guest(core::tally& t, hc::guest_header& profile_header, bool guest32 = false,
+                                   const core::guest_profile* profile = nullptr);
+bool setup_vmcs(const vmx_host& h, const hc::guest_header& g, core::run_state& vs);
 /// Pieces of a VMCS both guests (the conformance guest, the Linux guest) fill the same way.
 void write_common_controls(std::uint64_t eptp);
 /// A control word adjusted to the CPU's capabilities (vmx::adjust_controls).
@@ -184,11 +213,12 @@ template <class C>
 using vmx_controls = hvkit::result<C, hvkit::vmx::control_error<C>>;
 /// The five control words, each checked (a required bit the CPU lacks is reported as a
 /// failed vmcs_controls result: false), written, then write_common_controls(eptp).
-bool write_controls(const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_controls<hvkit::vmx::primary_proc_based>& proc,
+bool write_controls(core::tally& t, const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_controls<hvkit::vmx::primary_proc_based>& proc,
                     const vmx_controls<hvkit::vmx::secondary_proc_based>& proc2,
                     const vmx_controls<hvkit::vmx::exit_controls>& exitc,
                     const vmx_controls<hvkit::vmx::entry_controls>& entry, std::uint64_t eptp);
-bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
+bool write_guest_crs(const vmx_host& h, const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3);
+/// The host state (of the processor that runs it: its host tables, CRs, EFER, PAT).
 void write_host_state(bool with_pat);
 /// A flat protected-mode or long-mode guest's first state.
 struct flat_guest {
@@ -199,6 +229,13 @@ struct flat_guest {
 };
 void write_flat_guest_state(const flat_guest& g);
 hvkit::paging::cr_state current_cr_state();
+
+// ---- the Linux guest's VMX part (vmx/vmx_linux.cpp) ---------------------------------------
+namespace smp {
+struct cpu;
+}
+/// The Linux boot's VMX capabilities, as processor `c` reaches them.
+const vmx_host& vmx_host_of(const smp::cpu& c);
 
 // ---- the VMX backend (vmx/vmx.cpp) -------------------------------------------------------------------
 void report_exit(const char* what, bool expected = false);
@@ -212,19 +249,19 @@ using core::guest_ram_view;
 using guest_paging_regs = core::paging_regs;
 /// The VMX backend's: from the current VMCS.
 guest_paging_regs vmcs_paging_regs(const core::vcpu_state& st);
-void handle_ept_arm(core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
-std::uint64_t handle_ept_check(core::check_counters& k, guest_regs& r);
-bool ept_case_violation(core::check_counters& k);
-bool ept_case_misconfig(core::check_counters& k);
-void ept_scratch_split(bool on);
+void handle_ept_arm(const vmx_host& h, core::check_counters& k, const cpuid_ns::guest_cpu_model& model, guest_regs& r);
+std::uint64_t handle_ept_check(const vmx_host& h, core::check_counters& k, guest_regs& r);
+bool ept_case_violation(const vmx_host& h, core::check_counters& k);
+bool ept_case_misconfig(const vmx_host& h, core::check_counters& k);
+void ept_scratch_split(const vmx_host& h, bool on);
 
 // ---- the CPU as the oracle for the VM-entry checks (vmx/entry_diff.cpp) ---------------------
-bool entry_diff_run(const core::guest_cpu& cpu);
+bool entry_diff_run(core::tally& t, const vmx_host& h, core::page_pool& pool, const core::guest_cpu& cpu);
 /// What hvkit::vmx::check_vm_entry says about the current VMCS: the failing check, its SDM
 /// section and the fields involved (printed when a VM entry fails).
-void print_vm_entry_diagnosis(const char* context);
+void print_vm_entry_diagnosis(const vmx_host& h, const char* context);
 
 // ---- two guests and IBPB (core/scheduler.hpp over vmx/scheduler.cpp) ---------------------
-int run_scheduled(const hc::guest_header& g, run_state& st);
+int run_scheduled(const vmx_host& h, const hc::guest_header& g, run_state& st);
 
 }  // namespace hv

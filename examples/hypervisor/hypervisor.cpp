@@ -18,35 +18,6 @@
 
 namespace hv {
 
-// ---- state (declared in hv.hpp) ----------------------------------------------------------
-alignas(16) std::uint64_t host_gdt[6];
-alignas(16) std::uint8_t host_tss[104];
-alignas(16) std::uint64_t host_idt[64];
-alignas(4096) std::uint8_t vmxon_region[4096];
-alignas(4096) std::uint8_t vmcs_region[4096];
-alignas(4096) std::uint8_t vmcs_a2_region[4096];  // guest A, second VMCS (vmcs02 stand-in)
-alignas(4096) std::uint8_t vmcs_b_region[4096];   // guest B
-alignas(4096) std::uint64_t ept_b_pml4[512];      // guest B's EPT: GPA 16 MiB (2 MiB) -> HPA 48 MiB
-alignas(4096) std::uint64_t ept_b_pdpt[512];
-alignas(4096) std::uint64_t ept_b_pd[512];
-alignas(4096) std::uint64_t ept_pml4[512];
-alignas(4096) std::uint64_t ept_pdpt[512];
-alignas(4096) std::uint64_t ept_pd[512];
-alignas(4096) std::uint64_t ept_pd_alias[512];
-
-/// Capability MSRs, read once (hvkit::vmx::vmx_capabilities: TRUE_* and secondary/EPT MSRs
-/// only where the architecture says they exist, SDM Vol. 3D A.1-A.10).
-hvkit::vmx::vmx_capabilities vcaps;
-capabilities caps;
-namespace {
-/// The boot's guest CPU: hv_main hands it to the builders and the runs (and lx::boot).
-constinit core::guest_cpu boot_cpu{};
-}  // namespace
-const cpuid_ns::policy& guest_policy = boot_cpu.cpuid;
-const cpuid_ns::msr_policy& guest_msrs = boot_cpu.msrs;
-int results_pass, results_fail, results_errata;
-std::uint64_t eptp_value;
-
 namespace {
 
 constexpr run_config runs[] = {
@@ -84,36 +55,39 @@ constexpr int run_count = sizeof(runs) / sizeof(runs[0]);
 /// nullptr: the run applies.
 const char* shadow_not_applicable(const run_config& cfg) { return core::shadow::not_applicable(cfg, cfg.ibpb >= 0); }
 
-bool run_guest(const run_config& cfg, const core::guest_cpu& cpu, run_summary& summary) {
+bool run_guest(core::tally& tally, const vmx_host& h, const run_config& cfg, const core::guest_cpu& cpu,
+               run_summary& summary) {
   // The run's vCPU and its checks: this function's, handed on (vmx_enter, the scheduler, the
   // reports), never a global.
   run_state st{};
   st.cfg = &cfg;
+  st.results = &tally;
   st.cpu = &cpu;
   st.status = run_status::running;
   kprintf("HVKIT RUN %s begin wp=%s\n", cfg.name, cfg.wp_intercepted ? "intercepted" : "guest_owned");
 
-  const hc::guest_header* g = load_guest(cfg.guest_flags & hc::cfg_guest32, cfg.profile);
+  hc::guest_header profile_header{};
+  const hc::guest_header* g = load_guest(tally, profile_header, cfg.guest_flags & hc::cfg_guest32, cfg.profile);
   if (!g) return false;
-  std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(vmcs_region);
-  *reinterpret_cast<std::uint32_t*>(vmcs_region) = static_cast<std::uint32_t>(caps.basic & 0x7FFFFFFF);
+  std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(h.vmcs);
+  *reinterpret_cast<std::uint32_t*>(h.vmcs) = static_cast<std::uint32_t>(h.caps.basic & 0x7FFFFFFF);
   if (!hvkit::vmx::hw::vmclear(x86::hpa{vmcs}) || !hvkit::vmx::hw::vmptrld(x86::hpa{vmcs})) {
-    result("vmcs_load", false, "reason=vmclear_or_vmptrld_failed");
+    result(tally, "vmcs_load", false, "reason=vmclear_or_vmptrld_failed");
     return false;
   }
-  if (!setup_vmcs(*g, st)) return false;
-  if (caps.ept_vpid & (1ull << 26))  // INVEPT all-context supported (SDM Vol. 3D A.10)
+  if (!setup_vmcs(h, *g, st)) return false;
+  if (h.caps.ept_vpid_cap & (1ull << 26))  // INVEPT all-context supported (SDM Vol. 3D A.10)
     static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   st.regs[x86::gpr::rdi] = (cfg.wp_intercepted ? std::uint64_t{hc::cfg_wp_intercepted} : 0) |
                  (cfg.dt_exiting ? 0 : std::uint64_t{hc::cfg_dt_native}) |
                  (cfg.cr3_exiting ? std::uint64_t{hc::cfg_cr3_exiting} : 0) | cfg.guest_flags;
 
   std::uint64_t t0 = rdtsc();
-  if (cfg.guest_flags & hc::cfg_ept_diff) ept_scratch_split(true);
-  int rc = cfg.ibpb >= 0 ? run_scheduled(*g, st) : vmx_enter(&st.regs, 0, &st);
+  if (cfg.guest_flags & hc::cfg_ept_diff) ept_scratch_split(h, true);
+  int rc = cfg.ibpb >= 0 ? run_scheduled(h, *g, st) : vmx_enter(&st.regs, 0, &st, &h);
   if (cfg.guest_flags & hc::cfg_ept_diff) {
-    ept_scratch_split(false);
-    result("ept_differential",
+    ept_scratch_split(h, false);
+    result(tally, "ept_differential",
            st.ept_cases >= 2000 && st.ept_mismatches == 0 && st.ept_misconfig_by_kind[0] == 0 &&
                st.ept_misconfig_by_kind[1] > 0 && st.ept_misconfig_by_kind[2] > 0 && st.ept_misconfig_by_kind[3] > 0,
            "cases=%llu mismatches=%llu ept_violations=%llu ept_misconfigs=%llu misconfig_w_without_r=%llu "
@@ -135,7 +109,7 @@ bool run_guest(const run_config& cfg, const core::guest_cpu& cpu, run_summary& s
     kprintf("HVKIT ERROR vmlaunch/vmresume failed: %s vm_instruction_error=%llu\n",
             rc == 1 ? "VMfailInvalid" : "VMfailValid",
             (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
-    if (rc == 2) print_vm_entry_diagnosis(cfg.name);
+    if (rc == 2) print_vm_entry_diagnosis(h, cfg.name);
   }
   for (unsigned i = 0; i < exit_reason_slots; ++i)
     if (st.exits.by_slot[i])
@@ -168,12 +142,16 @@ extern "C" void hv_host_exception(const std::uint64_t* f) {
 }
 
 extern "C" void hv_main() {
+  // The boot's guest CPU, results and pages: this function's (it never returns), handed down.
+  core::guest_cpu boot_cpu{};
   // "linux" on the multiboot command line: host the Linux guest instead (linux/linux.cpp).
   if (hv::lx::requested()) hv::lx::boot(boot_cpu);
+  core::tally tally{};
+  core::page_pool pool = core::boot_page_pool();
   console_init();
   std::uint64_t t_start = rdtsc();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor (multiboot magic 0x%x)\n", boot_multiboot_magic);
-  setup_host_tables();
+  setup_host_tables(pool);
 
   cpuid_regs v = cpuid(0);
   char vendor[13];
@@ -189,8 +167,7 @@ extern "C" void hv_main() {
     core::tally tally{};
     const bool svm_ok = svm::build_policy(boot_cpu, tally) && svm::run_all(boot_cpu, pool, tally);
     kprintf("HVKIT INFO tsc_total=%llu\n", (unsigned long long)(rdtsc() - t_start));
-    // Transitional: the tally and the results of callers not yet handed it (legacy counters).
-    const core::tally all{tally.pass + results_pass, tally.fail + results_fail, tally.errata + results_errata};
+    const core::tally all = with_legacy_results(tally);
     kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", all.pass, all.fail, all.errata);
     const bool pass = svm_ok && all.fail == 0 && all.pass > 0;
     kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");
@@ -201,12 +178,15 @@ extern "C" void hv_main() {
     kprintf("HVKIT DONE SKIP\n");
     machine_exit(true);
   }
-  read_capabilities();
-  bool ok = build_cpuid_policy(boot_cpu) && enable_vmx() && build_ept();
+  // VMX: the capabilities and the pages, hv_main's, handed to every run and every exit.
+  vmx_host host{};
+  read_capabilities(host);
+  take_vmx_pages(host, pool);
+  bool ok = build_cpuid_policy(tally, host, boot_cpu) && enable_vmx(tally, host) && build_ept(tally, host);
   if (ok && exit_cost::requested()) {
     // The exit-cost guest profile instead of the conformance runs (docs/exit-cost.md).
     run_summary unused{};
-    for (const run_config& cfg : exit_cost::runs) ok = run_guest(cfg, boot_cpu, unused) && ok;
+    for (const run_config& cfg : exit_cost::runs) ok = run_guest(tally, host, cfg, boot_cpu, unused) && ok;
   } else if (ok) {
     run_summary summaries[run_count]{};  // the runs' numbers for the comparison below
     for (int i = 0; i < run_count; ++i) {
@@ -214,12 +194,12 @@ extern "C" void hv_main() {
         kprintf("HVKIT INFO run=%s not_applicable_under_shadow reason=%s\n", runs[i].name, why);
         continue;
       }
-      ok = run_guest(runs[i], boot_cpu, summaries[i]) && ok;
+      ok = run_guest(tally, host, runs[i], boot_cpu, summaries[i]) && ok;
     }
     if (core::shadow::enabled())
       kprintf("HVKIT INFO run=entry_diff not_applicable_under_shadow reason=vm_entry_checks_of_the_ept_vmcs\n");
     else
-      ok = entry_diff_run(boot_cpu) && ok;
+      ok = entry_diff_run(tally, host, pool, boot_cpu) && ok;
     // Cross-run comparison: the numbers the CR0.WP work is about.
     const run_summary& owned = summaries[0];
     const run_summary& icpt = summaries[1];
@@ -229,15 +209,16 @@ extern "C" void hv_main() {
     const std::uint64_t owned_exits = core::shadow::enabled() ? owned.toggles : 0;
     bool cmp = owned.ok && icpt.ok && owned.toggles == 10000 && icpt.toggles == 10000 && owned.cr_exits == owned_exits &&
                icpt.cr_exits == icpt.toggles && owned.mismatch == 0 && icpt.mismatch == 0;
-    result("wp_exits_per_toggle", cmp,
+    result(tally, "wp_exits_per_toggle", cmp,
            "guest_owned=%llu.%03llu intercepted=%llu.%03llu tsc_per_toggle_guest_owned=%llu.%03llu "
            "tsc_per_toggle_intercepted=%llu.%03llu",
            po.whole, po.frac, pi.whole, pi.frac, to.whole, to.frac, ti.whole, ti.frac);
   }
   std::uint64_t t_end = rdtsc();
   kprintf("HVKIT INFO tsc_total=%llu\n", (unsigned long long)(t_end - t_start));
-  kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", results_pass, results_fail, results_errata);
-  bool pass = results_fail == 0 && results_pass > 0;
+  const core::tally all = with_legacy_results(tally);
+  kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", all.pass, all.fail, all.errata);
+  bool pass = all.fail == 0 && all.pass > 0;
   kprintf("HVKIT DONE %s\n", pass ? "PASS" : "FAIL");
   machine_exit(pass);
 }

@@ -477,7 +477,7 @@ hvkit::cpuid::feature_set emulated_features(const linux_state& ls) {
   console_use_port_e9();
   kprintf("\nHVKIT BOOT hvkit reference hypervisor, Linux guest (log on port 0xE9; COM1 is the guest's)\n");
   kprintf("HVKIT LINUX hypervisor_cmdline \"%s\" modules=%u\n", ls.boot.cmdline, ls.boot.module_count);
-  setup_host_tables();
+  setup_host_tables(pool);
   const bool vmx = (cpuid(1).ecx >> 5) & 1;
   const bool svm = !vmx && svm::available();
   if (!vmx && !svm) {

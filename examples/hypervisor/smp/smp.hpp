@@ -175,6 +175,7 @@ struct machine {
   volatile std::uint32_t go;
   volatile std::uint32_t finished;  ///< the first processor whose vCPU stopped reports
   spinlock lock;              ///< the shared parts of a guest profile (its log line)
+  const host_tables* host;    ///< the BSP's GDT, IDT and TSS, which every AP loads (hv_ap_entry)
 };
 
 /// This processor's `cpu` (GS:[0]).

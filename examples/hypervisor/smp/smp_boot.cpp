@@ -196,6 +196,7 @@ machine& start_processors(core::page_pool& pool, bool (*enable)(cpu&), void (*at
   m.cpus = make_in<cpu>(pool, n);
   m.ap_enable = enable;
   m.xapic_base = xapic_page_of(rdmsr(x86::msr::ia32_apic_base));
+  m.host = &current_host_tables();
   // Index 0 is the BSP; the others in MADT order.
   m.count = 1;
   m.cpus[0].apic_id = bsp_id;
@@ -262,7 +263,7 @@ void ap_main(cpu& c) {
 /// The AP's first C++: the hypervisor's GDT and IDT (its TR is loaded by the first VM exit,
 /// from the VMCS host-state area), GS base = its `cpu`, then smp::ap_main.
 extern "C" void hv_ap_entry(hv::smp::cpu* c) {
-  hv::load_host_tables(false);
+  hv::load_host_tables(*c->m->host, false);
   hv::wrmsr(0xC0000101, reinterpret_cast<std::uint64_t>(c));  // IA32_GS_BASE: this_cpu()
   c->phase = hv::smp::cpu_phase::long_mode;
   hv::smp::ap_main(*c);

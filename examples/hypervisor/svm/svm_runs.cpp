@@ -160,7 +160,7 @@ void load_idt(const void* base, std::uint16_t limit) {
 }
 
 void timer_start(std::uint64_t* sched_idt, std::uint32_t timer_count) {
-  for (unsigned i = 0; i < sched_idt_entries; ++i) sched_idt[i] = i < 64 ? host_idt[i] : 0;
+  for (unsigned i = 0; i < sched_idt_entries; ++i) sched_idt[i] = i < 64 ? current_host_tables().idt[i] : 0;
   auto gate = [sched_idt](unsigned v, void (*h)()) {
     const auto a = reinterpret_cast<std::uint64_t>(h);
     sched_idt[2 * v] = (a & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((a >> 16) & 0xFFFF) << 48);
@@ -179,7 +179,7 @@ void timer_start(std::uint64_t* sched_idt, std::uint32_t timer_count) {
 void timer_stop() {
   *lapic(0x380) = 0;
   *lapic(0x320) = 0x30 | (1u << 16);  // masked
-  load_idt(host_idt, sizeof host_idt - 1);
+  load_idt(current_host_tables().idt, sizeof current_host_tables().idt - 1);
 }
 
 /// The VMCB of a spinner: the common set-up, then its own RIP/RSP/CR3/nested CR3.
@@ -333,7 +333,11 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
   kprintf("HVKIT RUN %s begin wp=%s cr0_intercept=%s\n", cfg.base.name,
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
-  const hc::guest_header* g = load_guest(cfg.base.guest_flags & hc::cfg_guest32, cfg.base.profile);
+  hc::guest_header profile_header{};  // a guest profile's header (load_guest)
+  core::tally load_results{};          // transitional: into the legacy results until svm/ has a tally
+  const hc::guest_header* g = load_guest(load_results, profile_header, cfg.base.guest_flags & hc::cfg_guest32,
+                                         cfg.base.profile);
+  add_to_legacy_results(load_results);
   if (!g) return false;
   current_vmcb vmcb{&br.slots.a1};  // the run's VMCB: guest A's first, handed down
   setup_vmcb(br.host, br.pages, vmcb, *g, cfg, vs);

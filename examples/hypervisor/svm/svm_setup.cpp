@@ -89,6 +89,7 @@ conformance_pages take_conformance_pages(core::page_pool& pool) {
 /// RDMSR that survives #GP (svm_gp_skip in the host IDT for the time, which sets ESI): false
 /// if it faulted.
 static bool rdmsr_safe(std::uint32_t m, std::uint64_t& v) {
+  std::uint64_t* const host_idt = current_host_tables().idt;
   const std::uint64_t lo = host_idt[2 * 13], hi = host_idt[2 * 13 + 1];
   const auto h = reinterpret_cast<std::uint64_t>(&svm_gp_skip);
   host_idt[2 * 13] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);

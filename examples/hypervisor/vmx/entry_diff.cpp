@@ -72,27 +72,15 @@ namespace hv {
 
 namespace entry_detail {
 
-alignas(4096) std::uint8_t link_page[4096];      // a VMCS-shaped page for the link pointer
-alignas(4096) std::uint8_t vapic_page[4096];     // virtual-APIC page
-alignas(4096) std::uint64_t msr_page[512];       // VM-entry MSR-load area
-alignas(4096) std::uint64_t exit_msr_page[512];  // VM-exit MSR-store/load area
-
 constexpr std::uint32_t case_count = 12000;
 constexpr std::uint64_t seed = 0x1857'e47a'd1ff'0018ull;
 
-std::uint64_t rng_state;
-std::uint64_t rnd() {
-  std::uint64_t x = rng_state;
-  x ^= x << 13;
-  x ^= x >> 7;
-  x ^= x << 17;
-  return rng_state = x;
-}
-unsigned rnd_below(unsigned n) { return static_cast<unsigned>(rnd() % n); }
-
 // ---- the baseline VMCS ----------------------------------------------------------------
-std::uint64_t base_value[v::field_count];
-bool base_ok[v::field_count];
+/// The valid VMCS every case starts from: each readable field's value (entry_diff_run's).
+struct baseline {
+  std::uint64_t value[v::field_count];
+  bool ok[v::field_count];
+};
 
 std::uint64_t rd(std::uint32_t enc) {
   v::hw::current_vmcs c;
@@ -104,23 +92,23 @@ void wr(std::uint32_t enc, std::uint64_t val) {
   static_cast<void>(c.write(enc, val));
 }
 
-void capture_baseline() {
+void capture_baseline(baseline& b) {
   for (std::size_t i = 0; i < v::field_count; ++i) {
     const auto& f = v::field_table[i];
-    base_ok[i] = false;
+    b.ok[i] = false;
     if (f.declared_type == v::field_type::exit_info) continue;
     v::hw::current_vmcs c;
     auto r = c.read(f.encoding);
     if (!r) continue;
-    base_ok[i] = true;
-    base_value[i] = r.value();
+    b.ok[i] = true;
+    b.value[i] = r.value();
   }
 }
-bool fresh_vmcs() {
-  const x86::hpa vmcs{reinterpret_cast<std::uint64_t>(vmcs_region)};
+bool fresh_vmcs(const vmx_host& h, const baseline& b) {
+  const x86::hpa vmcs{reinterpret_cast<std::uint64_t>(h.vmcs)};
   if (!v::hw::vmclear(vmcs) || !v::hw::vmptrld(vmcs)) return false;
   for (std::size_t i = 0; i < v::field_count; ++i)
-    if (base_ok[i]) wr(v::field_table[i].encoding, base_value[i]);
+    if (b.ok[i]) wr(v::field_table[i].encoding, b.value[i]);
   return true;
 }
 
@@ -170,9 +158,9 @@ bool msr_write_faults(std::uint32_t index, std::uint64_t value) {
   if (index == 0x174) return false;
   return true;  // every other index this run uses is refused by an earlier rule or is unknown
 }
-v::vm_entry_env make_env() {
+v::vm_entry_env make_env(const vmx_host& h) {
   v::vm_entry_env e{};
-  e.caps = vcaps;
+  e.caps = h.caps;
   e.maxphyaddr = core::host_maxphyaddr();  // the processor's: VM entry checks host-physical addresses
   const cpuid_regs l7 = cpuid(7, 0);
   e.linear = ((l7.ecx >> 16) & 1) ? x86::linear_width::la57 : x86::linear_width::la48;
@@ -196,19 +184,19 @@ struct counts {
   std::uint64_t multi_violation;
   // The targeted cases of issue 25, per probe_kind: executed, agreeing, explained by an erratum.
   std::uint64_t probe_executed[probe_count], probe_agree[probe_count], probe_errata[probe_count];
+  /// The cases each Bochs and KVM erratum explained.
+  std::uint64_t erratum_cases[erratum_count], kvm_erratum_cases[kvm_erratum_count];
+  /// How often each rule decided hvkit's verdict (first failing check), by rule position.
+  std::uint32_t decided[static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count)];
 };
-bool under_kvm = false;
-
-/// How often each rule decided hvkit's verdict (first failing check), by rule position.
 constexpr unsigned rule_total = static_cast<unsigned>(v::vm_entry_rule_count + v::msr_load_rule_count);
-std::uint32_t decided[rule_total];
 template <class F>
 void for_each_rule_info(F&& f) {
   unsigned i = 0;
   v::for_each_vm_entry_rule([&](const v::vm_entry_rule& r) { f(i++, r.info); });
   for (const auto& r : v::entry_rules::msr_load_rules) f(i++, r.info);
 }
-void count_decided(const v::vm_entry_rule_info* info) {
+void count_decided(std::uint32_t (&decided)[rule_total], const v::vm_entry_rule_info* info) {
   if (!info) return;
   for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info& r) {
     if (&r == info) ++decided[i];
@@ -224,10 +212,10 @@ void print_mutations(const mutation_log& mlog) {
 }
 /// Counts a case an erratum explains; its first case is printed whole (CPU, hvkit's rule,
 /// the mutations).
-void note_erratum(erratum_info& e, const char* kind, unsigned n, const cpu_outcome& o, const v::vm_entry_verdict& pred,
-                  const mutation_log& mlog) {
-  if (e.cases++ != 0) return;
-  kprintf("HVKIT INFO entry_diff %s=%s first_case=%u cpu=", kind, e.name, n);
+void note_erratum(std::uint64_t& cases, const char* name, const char* kind, unsigned n, const cpu_outcome& o,
+                  const v::vm_entry_verdict& pred, const mutation_log& mlog) {
+  if (cases++ != 0) return;
+  kprintf("HVKIT INFO entry_diff %s=%s first_case=%u cpu=", kind, name, n);
   print_outcome(o.outcome, o.error, o.exit_reason, o.qualification);
   kprintf(" hvkit=%s:", pred.rule ? pred.rule->name : "-");
   print_mutations(mlog);
@@ -238,9 +226,9 @@ void note_erratum(erratum_info& e, const char* kind, unsigned n, const cpu_outco
 
 using namespace entry_detail;
 
-void print_vm_entry_diagnosis(const char* context) {
+void print_vm_entry_diagnosis(const vmx_host& h, const char* context) {
   v::hw::current_vmcs vmcs;
-  const auto r = v::check_vm_entry(vmcs, make_env(), host_memory());
+  const auto r = v::check_vm_entry(vmcs, make_env(h), host_memory());
   if (!r) {
     kprintf("HVKIT INFO vm_entry_diagnosis context=%s hvkit=vmread_failed\n", context);
     return;
@@ -269,25 +257,33 @@ bool running_under_kvm() {
   return r.ebx == 0x4b4d564bu && r.ecx == 0x564b4d56u && r.edx == 0x4du;
 }
 
-bool entry_diff_run(const core::guest_cpu& cpu) {
-  static const run_config cfg{"entry_diff", false, false, 0, run_status::done};
-  core::vcpu_state vs{};  // the VMCS set-up's vCPU; no guest runs (every case is a failed entry)
+bool entry_diff_run(core::tally& t, const vmx_host& h, core::page_pool& pool, const core::guest_cpu& cpu) {
+  static constexpr run_config cfg{"entry_diff", false, false, 0, run_status::done};
+  run_state vs{};  // the VMCS set-up's vCPU; no guest runs (every case is a failed entry)
   vs.cfg = &cfg;
+  vs.results = &t;
   vs.cpu = &cpu;
   vs.status = run_status::running;
+  // The run's pages (once per boot), random numbers, baseline and counts: this function's,
+  // handed down.
+  const diff_pages pages{pool.take_page(), pool.take_page(), pool.take_table(), pool.take_table()};
+  diff_rng rng{seed};
+  const mutation_env menv{rng, pages, h.caps};
+  baseline base{};
   kprintf("HVKIT RUN entry_diff begin cases=%u seed=0x%llx\n", case_count, (unsigned long long)seed);
-  const hc::guest_header* g = load_guest(false);
-  const x86::hpa vmcs{reinterpret_cast<std::uint64_t>(vmcs_region)};
-  *reinterpret_cast<std::uint32_t*>(vmcs_region) = vcaps.revision_id();
-  if (!g || !v::hw::vmclear(vmcs) || !v::hw::vmptrld(vmcs) || !setup_vmcs(*g, vs)) {
-    result("vm_entry_differential", false, "reason=setup_failed");
+  hc::guest_header profile_header{};
+  const hc::guest_header* g = load_guest(t, profile_header, false);
+  const x86::hpa vmcs{reinterpret_cast<std::uint64_t>(h.vmcs)};
+  *reinterpret_cast<std::uint32_t*>(h.vmcs) = h.caps.revision_id();
+  if (!g || !v::hw::vmclear(vmcs) || !v::hw::vmptrld(vmcs) || !setup_vmcs(h, *g, vs)) {
+    result(t, "vm_entry_differential", false, "reason=setup_failed");
     return false;
   }
   // Come back at once: VMX-preemption timer active with value 0.
   vmwrite(fields::pin_based_controls, vmread(fields::pin_based_controls) | v::pin_based::activate_preemption_timer.raw());
   vmwrite(fields::vmx_preemption_timer_value, 0);
   vmwrite(fields::host_rip, reinterpret_cast<std::uint64_t>(&entry_diff_exit));
-  *reinterpret_cast<std::uint32_t*>(link_page) = vcaps.revision_id();
+  *reinterpret_cast<std::uint32_t*>(pages.link_page) = h.caps.revision_id();
   // The baseline guest has RFLAGS.IF = 1 (the PICs masked, so nothing is delivered to it):
   // Linux KVM emulates the timer for a guest hypervisor; with a value of 0 it forces the
   // exit with a self-IPI right after entering the guest, and a Bochs 2.7 erratum blocks that
@@ -298,45 +294,43 @@ bool entry_diff_run(const core::guest_cpu& cpu) {
   outb(0x21, 0xFF);
   outb(0xA1, 0xFF);
   vmwrite(fields::guest_rflags, vmread(fields::guest_rflags) | x86::rflags::if_.raw());
-  capture_baseline();
-  const v::vm_entry_env env = make_env();
+  capture_baseline(base);
+  const v::vm_entry_env env = make_env(h);
   const auto mem = host_memory();
-  under_kvm = running_under_kvm();
+  const bool under_kvm = running_under_kvm();
   kprintf("HVKIT INFO entry_diff cpu_model=%s\n", under_kvm ? "kvm_on_bochs" : "bochs");
 
   // The baseline itself enters.
   {
-    static_cast<void>(fresh_vmcs());
+    static_cast<void>(fresh_vmcs(h, base));
     v::hw::current_vmcs c;
     const auto r = v::check_vm_entry(c, env, mem);
     const cpu_outcome o = launch();
     const bool ok = r && r.value().ok() && !o.fail_invalid && o.outcome == v::vm_entry_outcome::success &&
                     (o.exit_reason & 0xffff) == static_cast<std::uint32_t>(v::exit_reason::preemption_timer);
     if (!ok) {
-      result("vm_entry_differential", false, "reason=baseline_does_not_enter exit_reason=0x%x error=%u", o.exit_reason,
+      result(t, "vm_entry_differential", false, "reason=baseline_does_not_enter exit_reason=0x%x error=%u", o.exit_reason,
              o.error);
       return false;
     }
   }
 
-  rng_state = seed;
   counts cnt{};  // the run's counts and each case's mutations: this function's, passed down
-  for (auto& d : decided) d = 0;
   unsigned printed = 0;
   for (std::uint32_t n = 0; n < case_count; ++n) {
-    if (!fresh_vmcs()) {
-      result("vm_entry_differential", false, "reason=vmclear_failed case=%u", n);
+    if (!fresh_vmcs(h, base)) {
+      result(t, "vm_entry_differential", false, "reason=vmclear_failed case=%u", n);
       return false;
     }
     mutation_log mlog{};
-    const unsigned k = 1 + (rnd_below(10) < 6 ? 0 : rnd_below(10) < 7 ? 1 : 2);
-    for (unsigned i = 0; i < k; ++i) mutate_once(mlog);
+    const unsigned k = 1 + (rng.below(10) < 6 ? 0 : rng.below(10) < 7 ? 1 : 2);
+    for (unsigned i = 0; i < k; ++i) mutate_once(menv, mlog);
     ++cnt.cases;
 
     v::hw::current_vmcs c;
     const auto st = v::read_vm_entry_state(c, mem);
     if (!st) {
-      result("vm_entry_differential", false, "reason=vmread_failed case=%u", n);
+      result(t, "vm_entry_differential", false, "reason=vmread_failed case=%u", n);
       return false;
     }
     const v::vm_entry_verdict pred = v::check_vm_entry_state(st.value(), env).ok()
@@ -369,7 +363,7 @@ bool entry_diff_run(const core::guest_cpu& cpu) {
     // injects it ("VMENTER: unsupported event injection type 7"): never launch one on Bochs.
     // KVM refuses it itself (VMfailValid 7), so under KVM it is launched.
     const std::uint32_t inj = st.value().entry_interruption_info;
-    const bool mtf = vcaps.primary_caps().may_be_one & v::primary_proc_based::monitor_trap_flag.raw();
+    const bool mtf = h.caps.primary_caps().may_be_one & v::primary_proc_based::monitor_trap_flag.raw();
     const bool bochs_panics_injection = !under_kvm && !mtf && (inj & 0x8000'0000u) && ((inj >> 8) & 7) == 7;
     if (bochs_panics_injection) {
       ++cnt.not_executed;
@@ -383,7 +377,7 @@ bool entry_diff_run(const core::guest_cpu& cpu) {
     const cpu_outcome o = launch();
     ++cnt.executed;
     ++cnt.probe_executed[mlog.probe];
-    count_decided(pred.rule);
+    count_decided(cnt.decided, pred.rule);
     cnt.by_outcome[o.outcome == v::vm_entry_outcome::success         ? 0
                    : o.outcome == v::vm_entry_outcome::vm_fail_valid ? (o.error == 7 ? 1 : 2)
                                                                      : 3]++;
@@ -399,7 +393,7 @@ bool entry_diff_run(const core::guest_cpu& cpu) {
           kprintf("HVKIT INFO entry_diff kvm_model_differs case=%u hvkit=%s errata_alone:", n,
                   pred.rule ? pred.rule->name : "success");
           for (unsigned e = 0; e < kvm_erratum_count; ++e)
-            if (!same(o, kvm_model(dc, 1u << e))) kprintf(" %s", kvm_errata[e].name);
+            if (!same(o, kvm_model(dc, 1u << e))) kprintf(" %s", kvm_erratum_names[e]);
           kprintf(" model=");
           const v::vm_entry_verdict m = kvm_model(dc, (1u << kvm_erratum_count) - 1);
           print_outcome(m.outcome, static_cast<std::uint32_t>(m.error), m.exit_reason, m.exit_qualification);
@@ -413,14 +407,14 @@ bool entry_diff_run(const core::guest_cpu& cpu) {
     // An erratum?
     const unsigned e = explain(dc);
     if (e < erratum_count) {
-      note_erratum(errata[e], "erratum", n, o, pred, mlog);
+      note_erratum(cnt.erratum_cases[e], erratum_names[e], "erratum", n, o, pred, mlog);
       ++cnt.errata;
       ++cnt.probe_errata[mlog.probe];
       continue;
     }
     const unsigned ke = under_kvm ? explain_kvm(dc) : kvm_erratum_count;
     if (ke < kvm_erratum_count) {
-      note_erratum(kvm_errata[ke], "kvm_erratum", n, o, pred, mlog);
+      note_erratum(cnt.kvm_erratum_cases[ke], kvm_erratum_names[ke], "kvm_erratum", n, o, pred, mlog);
       ++cnt.kvm_errata;
       ++cnt.probe_errata[mlog.probe];
       continue;
@@ -441,14 +435,15 @@ bool entry_diff_run(const core::guest_cpu& cpu) {
         const auto& sv = st.value();
         if (sv.entry_msr_load_count)
           for (unsigned i = 0; i < sv.entry_msr_load_count && i < 3; ++i)
-            kprintf(" msr[%u]=0x%llx:0x%llx", i, (unsigned long long)msr_page[2 * i], (unsigned long long)msr_page[2 * i + 1]);
+            kprintf(" msr[%u]=0x%llx:0x%llx", i, (unsigned long long)pages.msr_page[2 * i],
+                    (unsigned long long)pages.msr_page[2 * i + 1]);
       }
       kprintf("\n");
     }
   }
 
   const bool pass = cnt.executed >= 10000 && cnt.mismatches == 0 && cnt.host_unsafe == 0;
-  result("vm_entry_differential", pass,
+  result(t, "vm_entry_differential", pass,
          "cases=%llu executed=%llu agree=%llu errata=%llu kvm_errata=%llu mismatches=%llu host_unsafe=%llu not_executed=%llu "
          "cpu_success=%llu cpu_vmfail7=%llu cpu_vmfail8=%llu cpu_entry_failure=%llu multi_violation=%llu rules=%u "
          "not_launched_type7=%llu model=%s",
@@ -464,34 +459,35 @@ bool entry_diff_run(const core::guest_cpu& cpu) {
             (unsigned long long)cnt.probe_executed[k], (unsigned long long)cnt.probe_agree[k],
             (unsigned long long)cnt.probe_errata[k]);
   unsigned covered = 0;
-  for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info&) { covered += decided[i] ? 1 : 0; });
+  for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info&) { covered += cnt.decided[i] ? 1 : 0; });
   if (under_kvm)
     kprintf("HVKIT INFO entry_diff kvm_model_check agreeing_cases=%llu full_kvm_model_differs=%llu\n",
             (unsigned long long)cnt.agree, (unsigned long long)cnt.kvm_model_off_on_agree);
   kprintf("HVKIT INFO entry_diff rules_deciding_a_case=%u of %u; never:", covered, rule_total);
   for_each_rule_info([&](unsigned i, const v::vm_entry_rule_info& r) {
-    if (!decided[i]) kprintf(" %s", r.name);
+    if (!cnt.decided[i]) kprintf(" %s", r.name);
   });
   kprintf("\n");
   for (unsigned i = 0; i < erratum_count; ++i)
-    if (errata[i].cases) kprintf("HVKIT ERRATUM vm_entry_%s.entry_diff cases=%llu\n", errata[i].name, (unsigned long long)errata[i].cases);
+    if (cnt.erratum_cases[i])
+      kprintf("HVKIT ERRATUM vm_entry_%s.entry_diff cases=%llu\n", erratum_names[i], (unsigned long long)cnt.erratum_cases[i]);
   for (unsigned i = 0; i < kvm_erratum_count; ++i)
-    if (kvm_errata[i].cases)
-      kprintf("HVKIT ERRATUM vm_entry_kvm_%s.entry_diff cases=%llu\n", kvm_errata[i].name,
-              (unsigned long long)kvm_errata[i].cases);
+    if (cnt.kvm_erratum_cases[i])
+      kprintf("HVKIT ERRATUM vm_entry_kvm_%s.entry_diff cases=%llu\n", kvm_erratum_names[i],
+              (unsigned long long)cnt.kvm_erratum_cases[i]);
 
   // A deliberately broken guest state and host state: what the hypervisor prints.
-  static_cast<void>(fresh_vmcs());
+  static_cast<void>(fresh_vmcs(h, base));
   vmwrite(fields::guest_tr_access_rights, 0x89);  // an available (not busy) TSS
   const cpu_outcome g1 = launch();
   kprintf("HVKIT INFO vm_entry_demo broken=guest_tr_type cpu_exit_reason=0x%x qualification=%llu\n", g1.exit_reason,
           (unsigned long long)g1.qualification);
-  print_vm_entry_diagnosis("demo_guest_tr_not_busy");
-  static_cast<void>(fresh_vmcs());
+  print_vm_entry_diagnosis(h, "demo_guest_tr_not_busy");
+  static_cast<void>(fresh_vmcs(h, base));
   vmwrite(fields::host_tr_selector, 0);
   const cpu_outcome h1 = launch();
   kprintf("HVKIT INFO vm_entry_demo broken=host_tr_selector cpu_error=%u\n", h1.error);
-  print_vm_entry_diagnosis("demo_host_tr_null");
+  print_vm_entry_diagnosis(h, "demo_host_tr_null");
 
   kprintf("HVKIT RUN entry_diff end status=done exits=0 host_tsc=0\n");
   return pass;

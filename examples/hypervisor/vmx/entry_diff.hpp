@@ -19,16 +19,32 @@ namespace v = hvkit::vmx;
 namespace entry_detail {
 
 // ---- entry_diff.cpp ----------------------------------------------------------------------
-extern std::uint8_t link_page[4096];      ///< a VMCS-shaped page for the link pointer
-extern std::uint8_t vapic_page[4096];     ///< virtual-APIC page
-extern std::uint64_t msr_page[512];       ///< VM-entry MSR-load area
-extern std::uint64_t exit_msr_page[512];  ///< VM-exit MSR-store/load area
-std::uint64_t rnd();
-unsigned rnd_below(unsigned n);
-template <class T, std::size_t N>
-T pick(const T (&a)[N]) {
-  return a[rnd_below(N)];
-}
+/// The pages the mutated VMCSs point at, taken from the boot's pool by entry_diff_run.
+struct diff_pages {
+  std::uint8_t* link_page;       ///< a VMCS-shaped page for the link pointer
+  std::uint8_t* vapic_page;      ///< virtual-APIC page
+  std::uint64_t* msr_page;       ///< VM-entry MSR-load area
+  std::uint64_t* exit_msr_page;  ///< VM-exit MSR-store/load area
+};
+/// The differential's random numbers (xorshift64, a fixed seed): entry_diff_run's.
+struct diff_rng {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t x = state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return state = x;
+  }
+  unsigned below(unsigned n) { return static_cast<unsigned>(next() % n); }
+};
+/// What the mutations use beyond the current VMCS: entry_diff_run's random numbers and pages,
+/// the processor's VMX capabilities.
+struct mutation_env {
+  diff_rng& rng;
+  const diff_pages& pages;
+  const hvkit::vmx::vmx_capabilities& caps;
+};
 std::uint64_t rd(std::uint32_t enc);
 void wr(std::uint32_t enc, std::uint64_t val);
 
@@ -66,11 +82,8 @@ enum erratum_id : unsigned {
   e_vm_real_mode,      // 27.3.1.4: RFLAGS.VM needs CR0.PE = 1 (unrestricted guest): not checked
   erratum_count
 };
-struct erratum_info {
-  const char* name;
-  std::uint64_t cases;
-};
-extern erratum_info errata[erratum_count];
+/// The name of each (read-only; the cases are counted by entry_diff_run).
+extern const char* const erratum_names[erratum_count];
 /// The KVM errata: where KVM's nested VM entry, composed with the processor beneath,
 /// deviates from the SDM (entry_models.cpp).
 enum kvm_erratum_id : unsigned {
@@ -84,7 +97,7 @@ enum kvm_erratum_id : unsigned {
   k_sysenter_msr_load, // 27.4: a non-canonical IA32_SYSENTER_ESP/EIP in the MSR-load list is accepted
   kvm_erratum_count
 };
-extern erratum_info kvm_errata[kvm_erratum_count];
+extern const char* const kvm_erratum_names[kvm_erratum_count];
 
 /// One case of the differential: the state, hvkit's verdict and what the CPU did.
 struct diff_case {
@@ -122,7 +135,7 @@ constexpr std::uint32_t limit_enc(unsigned s) { return 0x4800 + 2 * s; }
 constexpr std::uint32_t ar_enc(unsigned s) { return 0x4814 + 2 * s; }
 constexpr std::uint64_t bit(unsigned n) { return std::uint64_t{1} << n; }
 /// One random mutation of the current VMCS (or a targeted case), logged in `log`.
-void mutate_once(mutation_log& log);
+void mutate_once(const mutation_env& env, mutation_log& log);
 
 }  // namespace entry_detail
 }  // namespace hv

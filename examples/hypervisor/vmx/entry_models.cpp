@@ -15,17 +15,17 @@ namespace entry_detail {
 // CPU disagree on is explained when the model with the errata switched on says what the
 // CPU did: by one erratum alone if one suffices (it gets the count), else by all together
 // (the first that changes hvkit's verdict gets it).
-erratum_info errata[erratum_count] = {
-    {"guest_rip_not_checked_canonical", 0},       {"guest_debugctl_reserved_bits_not_checked", 0},
-    {"error_code_rule_older_wording", 0},
-    {"injection_error_code_bit_not_checked", 0},  {"pending_debug_bs_not_checked", 0},
-    {"injected_event_vs_activity_not_checked", 0}, {"pending_debug_bits_63_32_not_checked", 0},
-    {"cs_dpl_checked_against_cs_rpl", 0},         {"entry_to_smm_checked_as_guest_state", 0},
-    {"tsc_multiplier_zero_refused", 0},           {"vmcs_link_pointer_checked_first", 0},
-    {"nmi_injection_sti_blocking_qualification_0", 0},
-    {"ia32e_guest_without_paging_not_checked", 0},
-    {"nmi_blocking_with_virtual_nmi_injection_not_checked", 0},
-    {"rflags_vm_in_real_mode_not_checked", 0},
+const char* const erratum_names[erratum_count] = {
+    "guest_rip_not_checked_canonical",       "guest_debugctl_reserved_bits_not_checked",
+    "error_code_rule_older_wording",
+    "injection_error_code_bit_not_checked",  "pending_debug_bs_not_checked",
+    "injected_event_vs_activity_not_checked", "pending_debug_bits_63_32_not_checked",
+    "cs_dpl_checked_against_cs_rpl",         "entry_to_smm_checked_as_guest_state",
+    "tsc_multiplier_zero_refused",           "vmcs_link_pointer_checked_first",
+    "nmi_injection_sti_blocking_qualification_0",
+    "ia32e_guest_without_paging_not_checked",
+    "nmi_blocking_with_virtual_nmi_injection_not_checked",
+    "rflags_vm_in_real_mode_not_checked",
 };
 
 
@@ -165,15 +165,15 @@ unsigned explain(const diff_case& c) {
 // each erratum moves or removes exactly one check. A case is attributed as for Bochs: to the
 // one erratum whose model says what the entry did, else (all together) to the first whose
 // removal changes the verdict.
-erratum_info kvm_errata[kvm_erratum_count] = {
-    {"tpr_threshold_not_checked", 0},
-    {"vmcs_link_pointer_checked_before_guest_state", 0},
-    {"pae_pdptes_loaded_before_guest_state", 0},
-    {"msr_load_list_loaded_before_guest_state", 0},
-    {"unusable_cs_entered_with_access_rights_0x10000", 0},
-    {"guest_debugctl_valid_bits_refused", 0},
-    {"halted_guest_not_checked", 0},
-    {"msr_load_sysenter_not_canonical_accepted", 0},
+const char* const kvm_erratum_names[kvm_erratum_count] = {
+    "tpr_threshold_not_checked",
+    "vmcs_link_pointer_checked_before_guest_state",
+    "pae_pdptes_loaded_before_guest_state",
+    "msr_load_list_loaded_before_guest_state",
+    "unusable_cs_entered_with_access_rights_0x10000",
+    "guest_debugctl_valid_bits_refused",
+    "halted_guest_not_checked",
+    "msr_load_sysenter_not_canonical_accepted",
 };
 /// KVM's WRMSR for the MSR-load list: IA32_SYSENTER_ESP/EIP take any value (made canonical).
 bool kvm_msr_write_faults(std::uint32_t index, std::uint64_t value) {

@@ -31,8 +31,9 @@ constexpr std::uint64_t spin_rflags = 0x202;
 
 /// The VMX vendor of core::run_two_guests: VMCS A1 (the run's, current), A2 and B.
 struct vmx_two_guests {
+  const vmx_host& h;
   run_state& st;
-  std::uint8_t* const vmcs[3] = {vmcs_region, vmcs_a2_region, vmcs_b_region};
+  std::uint8_t* const vmcs[3] = {h.vmcs, h.vmcs_a2, h.vmcs_b};
   bool launched[3] = {};
   int rc = 0;  ///< vmx_enter's: 1 VMfailInvalid, 2 VMfailValid
 
@@ -40,9 +41,9 @@ struct vmx_two_guests {
 
   /// One extra VMCS: the common set-up, then its own RIP/RSP/CR3, EPTP and slice.
   bool setup_extra_vmcs(unsigned i, const hc::guest_header& g, const core::spinner_start& s, std::uint64_t eptp) {
-    *reinterpret_cast<std::uint32_t*>(vmcs[i]) = vcaps.revision_id();
+    *reinterpret_cast<std::uint32_t*>(vmcs[i]) = h.caps.revision_id();
     const x86::hpa pa{block(i)};
-    if (!hvkit::vmx::hw::vmclear(pa) || !hvkit::vmx::hw::vmptrld(pa) || !setup_vmcs(g, st)) return false;
+    if (!hvkit::vmx::hw::vmclear(pa) || !hvkit::vmx::hw::vmptrld(pa) || !setup_vmcs(h, g, st)) return false;
     vmwrite(fields::guest_rip, s.rip);
     vmwrite(fields::guest_rsp, s.rsp);
     vmwrite(fields::guest_cr3, s.cr3);
@@ -58,11 +59,12 @@ struct vmx_two_guests {
   /// interrupt the firmware left enabled, the PIT's IRQ 0).
   bool prepare(const hc::guest_header& g, const core::spinner_start& a2, const core::spinner_start& b) {
     namespace v = hvkit::vmx;
-    const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
+    const auto ec = v::ept_capabilities_from(h.caps.ept_vpid_cap, core::host_maxphyaddr());
     const v::ept_permissions rwx{true, true, true, false};
-    for (auto& e : ept_b_pml4) e = 0;
-    for (auto& e : ept_b_pdpt) e = 0;
-    for (auto& e : ept_b_pd) e = 0;
+    std::uint64_t* const ept_b_pml4 = h.ept_b_pml4;
+    std::uint64_t* const ept_b_pdpt = h.ept_b_pdpt;
+    std::uint64_t* const ept_b_pd = h.ept_b_pd;
+    for (unsigned e = 0; e < 512; ++e) ept_b_pml4[e] = ept_b_pdpt[e] = ept_b_pd[e] = 0;
     constexpr auto wb = hvkit::paging::ept_memory_type::wb;
     ept_b_pml4[0] = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pdpt)}, rwx, ec).value().raw();
     ept_b_pdpt[0] = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pd)}, rwx, ec).value().raw();
@@ -70,7 +72,7 @@ struct vmx_two_guests {
         v::make_ept_leaf(x86::hpa{core::guest_b_hpa}, v::ept_level::pde, rwx, wb, ec).value().raw();
     const std::uint64_t eptp_b =
         v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_b_pml4)}, wb, 4, false, ec).value().raw();
-    if (!setup_extra_vmcs(1, g, a2, eptp_value) || !setup_extra_vmcs(2, g, b, eptp_b)) return false;
+    if (!setup_extra_vmcs(1, g, a2, h.eptp) || !setup_extra_vmcs(2, g, b, eptp_b)) return false;
     vmwrite(fields::guest_idtr_limit, 0);  // guest B has no IDT (B's VMCS is still current)
     if (!v::hw::vmptrld(x86::hpa{block(0)})) return false;
     vmwrite(fields::vmx_preemption_timer_value, preemption_slice);
@@ -82,7 +84,7 @@ struct vmx_two_guests {
   bool load(unsigned i) { return static_cast<bool>(hvkit::vmx::hw::vmptrld(x86::hpa{block(i)})); }
   /// VMLAUNCH/VMRESUME; the exits go through hv_handle_exit until one stops the slice.
   core::slice_end run_slice(unsigned i, core::sched_slot& s, const core::sched_progress&) {
-    rc = vmx_enter(&s.regs, launched[i] ? 1 : 0, &st);
+    rc = vmx_enter(&s.regs, launched[i] ? 1 : 0, &st, &h);
     launched[i] = true;
     return rc == 0 ? core::slice_end::stopped : core::slice_end::vm_fail;
   }
@@ -94,8 +96,8 @@ static_assert(core::two_guest_vendor<vmx_two_guests>);
 }  // namespace
 
 /// The two-guest run of `st` (core::run_two_guests) with the run's IBPB policy.
-int run_scheduled(const hc::guest_header& g, run_state& st) {
-  vmx_two_guests v{st};
+int run_scheduled(const vmx_host& h, const hc::guest_header& g, run_state& st) {
+  vmx_two_guests v{h, st};
   return core::run_two_guests(v, st, g, static_cast<hvkit::vmx::ibpb_policy>(st.cfg->ibpb)) == 0 ? 0 : v.rc ? v.rc : 1;
 }
 

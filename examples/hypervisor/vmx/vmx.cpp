@@ -33,8 +33,10 @@ void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t err
 /// A.7, A.8 through vmx::cr_values_for), CR3 and EFER after a CR write the hypervisor carried
 /// out (a CR-access exit or an emulated instruction); EFER.LMA follows LME && PG (SDM
 /// 10.8.5), the "IA-32e mode guest" entry control with it.
-void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st) {
+void store_crs(const vmx_host& h, const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after,
+               run_state& st) {
   namespace v = hvkit::vmx;
+  const hvkit::vmx::vmx_capabilities& caps = h.caps;
   if (after.cr0.raw() != before.cr0.raw()) {
     // With unrestricted guest CR0.PE and PG are the guest's (SDM Vol. 3C 27.3.1.1).
     const bool unrestricted = v::secondary_proc_based{static_cast<std::uint32_t>(
@@ -80,9 +82,9 @@ void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_st
 /// vmx::apply_cr_write_actions (PAE PDPTEs into the VMCS, the permission table refreshed on
 /// a WP toggle, never a reset). vmx::cr_values_for gives the read shadow and the real value
 /// with the VMX fixed bits forced (SDM Vol. 3D A.7, A.8).
-bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q,
+bool handle_cr_write_shadow(const vmx_host& h, vcpu& regs, hvkit::vmx::cr_access_qualification q,
                             const hvkit::vmx::cr_context& c, run_state& st);  // vmx/vmx_shadow.cpp
-bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st) {
+bool handle_cr(const vmx_host& h, vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st) {
   namespace v = hvkit::vmx;
   using acc = v::cr_access_qualification::access;
   auto& vmcs = regs.backend();
@@ -103,7 +105,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
     must(v::skip_instruction(regs), st);
     return true;
   }
-  if (shadow) return handle_cr_write_shadow(regs, q, c, st);
+  if (shadow) return handle_cr_write_shadow(h, regs, q, c, st);
   const std::uint64_t value = must(v::cr_source_value(regs, q, c), st);
   const v::cr_write_outcome out = v::evaluate_cr_write(q, c, value, hvkit::paging::paging_kind::two_dimensional);
   if (out.cr != 0 && out.cr != 3 && out.cr != 4) {
@@ -138,7 +140,7 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
   }
   if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++st.mmu_resets;
   if (applied.value().mmu_rebuilt) ++st.mmu_refreshes;
-  store_crs({c.cr0, c.cr4, c.efer}, out.after, st);
+  store_crs(h, {c.cr0, c.cr4, c.efer}, out.after, st);
   must(v::skip_instruction(regs), st);
   return true;
 }
@@ -147,19 +149,20 @@ bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st)
 // The re-injection check: the guest puts an exception handler's stack (IST) on that page,
 // so the EPT violation happens while the processor delivers the event (IDT-vectoring
 // information valid). The 2 MiB EPT page around it is split into 4 KiB pages for the time.
-alignas(4096) std::uint64_t ept_unmap_pt[512];
-void ept_unmap_restore(core::check_counters::unmap_check& unmap) {
-  ept_pd[unmap.gpa >> 21] = unmap.saved_pde;
+void ept_unmap_restore(const vmx_host& h, core::check_counters::unmap_check& unmap) {
+  h.ept_pd[unmap.gpa >> 21] = unmap.saved_pde;
   unmap.armed = false;
   static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
 }
 
-bool ept_unmap_once(core::check_counters& k, std::uint64_t gpa) {
+bool ept_unmap_once(const vmx_host& h, core::check_counters& k, std::uint64_t gpa) {
   namespace v = hvkit::vmx;
   core::check_counters::unmap_check& unmap = k.unmap;
-  if (unmap.armed) ept_unmap_restore(unmap);
+  std::uint64_t* const ept_unmap_pt = h.ept_unmap_pt;
+  std::uint64_t* const ept_pd = h.ept_pd;
+  if (unmap.armed) ept_unmap_restore(h, unmap);
   if (gpa < layout::guest_mem_base || gpa >= layout::guest_mem_base + layout::guest_mem_size) return false;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
+  const auto ec = v::ept_capabilities_from(h.caps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   const std::uint64_t region = gpa & ~0x1FFFFFull;
   for (std::uint64_t i = 0; i < 512; ++i) {
@@ -179,10 +182,10 @@ bool ept_unmap_once(core::check_counters& k, std::uint64_t gpa) {
 }
 
 /// The unmapped page was touched: map it back (the re-injection already happened).
-bool ept_unmapped_page_hit(core::check_counters& k, const hvkit::vmx::exit_event_actions& events) {
+bool ept_unmapped_page_hit(const vmx_host& h, core::check_counters& k, const hvkit::vmx::exit_event_actions& events) {
   core::check_counters::unmap_check& unmap = k.unmap;
   if (!unmap.armed || (vmread(fields::guest_physical_address) & ~0xFFFull) != unmap.gpa) return false;
-  ept_unmap_restore(unmap);
+  ept_unmap_restore(h, unmap);
   ++unmap.hits;
   unmap.seen_info = events.reinject.info.raw();
   unmap.seen_length = events.reinject.instruction_length;
@@ -192,11 +195,11 @@ bool ept_unmapped_page_hit(core::check_counters& k, const hvkit::vmx::exit_event
 /// hc::ept_unmap_report: hits (bits 7:0), the re-injected event's instruction length
 /// (15:8) and VM-entry interruption information (63:32); the error code, if any, the guest
 /// sees in its own frame. Resets the count.
-std::uint64_t ept_unmap_report(core::check_counters& k) {
+std::uint64_t ept_unmap_report(const vmx_host& h, core::check_counters& k) {
   core::check_counters::unmap_check& unmap = k.unmap;
   const std::uint64_t r = (unmap.hits & 0xFF) | (std::uint64_t{unmap.seen_length & 0xFF} << 8) | (unmap.seen_info << 32);
   k.unmap_untouched_at_report = unmap.armed && unmap.hits == 0;
-  if (unmap.armed) ept_unmap_restore(unmap);
+  if (unmap.armed) ept_unmap_restore(h, unmap);
   unmap.hits = 0;
   unmap.seen_info = 0;
   unmap.seen_length = 0;
@@ -267,15 +270,16 @@ using namespace hv::vmx;
 /// filled), the event whose delivery the exit interrupted re-injected first
 /// (vmx::complete_exit_events, SDM Vol. 3C 28.2.3-28.2.4), the core's handler, and
 /// RSP/RIP/RFLAGS written back before the stub's VMRESUME. `st` is the vCPU's state and its
-/// checks, as its run handed them to vmx_enter (the stub keeps the pointer on the host stack).
-extern "C" int hv_handle_exit(guest_regs* block, run_state* vcpu_st) {
+/// checks, as its run handed them to vmx_enter, and `host` the boot's VMX capabilities and pages
+/// (the stub keeps the pointers on the host stack).
+extern "C" int hv_handle_exit(guest_regs* block, run_state* vcpu_st, const vmx_host* host) {
   run_state& st = *vcpu_st;
   hvkit::vmx::hw::current_vmcs vmcs;
   const hvkit::vmx::exit_reason_field reason{static_cast<std::uint32_t>(vmread(fields::exit_reason))};
   vcpu regs(vmcs, *block);
   hvkit::vmx::exit_event_actions events{};
   if (!reason.entry_failure()) events = must(hvkit::vmx::complete_exit_events(vmcs, reason.basic()), st);
-  vmx_backend b{regs, events, reason, st};
+  vmx_backend b{regs, events, reason, st, *host};
   if (st.cfg == &lx::linux_run) {  // the Linux guest profile (linux/linux.cpp)
     const bool resume = lx::handle_exit(b);
     must(regs.flush(), st);

@@ -24,11 +24,12 @@ T must(hvkit::result<T, hvkit::vmx::vm_fail> r, core::vcpu_state& st) {
 }
 void must(hvkit::result<void, hvkit::vmx::vm_fail> r, core::vcpu_state& st);
 void inject(vcpu& regs, core::vcpu_state& st, x86::vector vec, std::uint32_t error_code = 0);
-void store_crs(const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after, run_state& st);
-bool handle_cr(vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st);
-bool ept_unmapped_page_hit(core::check_counters& k, const hvkit::vmx::exit_event_actions& events);
-bool ept_unmap_once(core::check_counters& k, std::uint64_t gpa);
-std::uint64_t ept_unmap_report(core::check_counters& k);
+void store_crs(const vmx_host& h, const hvkit::paging::cr_state& before, const hvkit::paging::cr_state& after,
+               run_state& st);
+bool handle_cr(const vmx_host& h, vcpu& regs, hvkit::vmx::cr_access_qualification q, run_state& st);
+bool ept_unmapped_page_hit(const vmx_host& h, core::check_counters& k, const hvkit::vmx::exit_event_actions& events);
+bool ept_unmap_once(const vmx_host& h, core::check_counters& k, std::uint64_t gpa);
+std::uint64_t ept_unmap_report(const vmx_host& h, core::check_counters& k);
 bool is_vmx_instruction(hvkit::vmx::exit_reason r);
 
 /// The core::backend over the current VMCS: GPRs in the stub's block, RSP/RIP/RFLAGS through
@@ -40,6 +41,8 @@ struct vmx_backend {
   /// The vCPU this exit belongs to and its checks (the run's; the Linux guest: this
   /// processor's, smp/smp.hpp).
   run_state& st;
+  /// The boot's VMX capabilities and pages (vmx_enter's).
+  const vmx_host& host;
 
   core::exit_info decode() const {
     using R = hvkit::vmx::exit_reason;
@@ -153,12 +156,12 @@ struct vmx_backend {
     return {q.port(), static_cast<std::uint8_t>(q.size()), q.in(), q.string()};
   }
   bool cr_access() {
-    return handle_cr(regs, hvkit::vmx::cr_access_qualification{vmread(fields::exit_qualification)}, st);
+    return handle_cr(host, regs, hvkit::vmx::cr_access_qualification{vmread(fields::exit_qualification)}, st);
   }
   bool entry_failed() {
     // SDM Vol. 3C 27.8 "VM-Entry Failures During or After Loading Guest State".
     hv::report_exit("vm_entry_failed");
-    print_vm_entry_diagnosis(st.cfg->name);
+    print_vm_entry_diagnosis(host, st.cfg->name);
     return false;
   }
 
@@ -179,7 +182,7 @@ struct vmx_backend {
     switch (a.kind) {
       case k::done:
         if (o.what == em::event::cr_write) {
-          store_crs({before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer}, st);
+          store_crs(host, {before.cr0, before.cr4, before.efer}, {after.cr0, after.cr4, after.efer}, st);
           if (core::shadow::enabled()) {
             const auto e = core::shadow::cr_written(st, em::shadow_cr_outcome(o, after), after.cr3);
             load_shadow_root(e.root, e.flush);
@@ -199,19 +202,19 @@ struct vmx_backend {
     return core::applied::not_applied;
   }
 
-  bool memory_case() { return ept_case_violation(st) || ept_unmapped_page_hit(st, events); }
+  bool memory_case() { return ept_case_violation(host, st) || ept_unmapped_page_hit(host, st, events); }
   bool during_delivery() const { return events.reinject.valid(); }
   bool fetch_fault() const {
     return hvkit::vmx::ept_violation_qualification{vmread(fields::exit_qualification)}.fetch();
   }
-  bool misconfig_case() { return ept_case_misconfig(st); }
+  bool misconfig_case() { return ept_case_misconfig(host, st); }
   std::uint64_t second_stage_arm(guest_regs& r) {
-    handle_ept_arm(st, st.cpu->model, r);
+    handle_ept_arm(host, st, st.cpu->model, r);
     return 0;
   }
-  std::uint64_t second_stage_check(guest_regs& r) { return handle_ept_check(st, r); }
-  bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(st, gpa); }
-  std::uint64_t unmap_report() { return ept_unmap_report(st); }
+  std::uint64_t second_stage_check(guest_regs& r) { return handle_ept_check(host, st, r); }
+  bool unmap_once(std::uint64_t gpa) { return ept_unmap_once(host, st, gpa); }
+  std::uint64_t unmap_report() { return ept_unmap_report(host, st); }
   bool spin_more() { return false; }  // the VMX two-guest runs: the fixed spins are enough
 
   // ---- shadow paging (core::shadow::shadow_backend) ----

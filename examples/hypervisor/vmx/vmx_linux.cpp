@@ -25,6 +25,7 @@ struct vmx_pages {
   hvkit::vmx::msr_bitmap msr = hvkit::vmx::msr_bitmap::all_exit();
   hvkit::vmx::io_bitmaps io{};
   std::uint64_t eptp;
+  vmx_host host;  ///< the capabilities (read_capabilities; no conformance pages)
 };
 
 namespace {
@@ -39,7 +40,7 @@ hvkit::paging::ept_memory_type frame_type(const boot_info& b, std::uint64_t a, s
 bool build_linux_ept(const linux_state& ls) {
   namespace v = hvkit::vmx;
   vmx_pages& p = *ls.vmx_part;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
+  const auto ec = v::ept_capabilities_from(p.host.caps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
   auto table = [&](const void* next) {
     return v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(next)}, rwx, ec);
@@ -105,6 +106,8 @@ void report_entry_failure(linux_state& ls, const smp::cpu& c, int rc) {
 /// post-INIT state waiting for a SIPI (unrestricted guest: its SIPI starts it in real mode).
 bool setup_linux_vmcs(smp::cpu& c) {
   namespace v = hvkit::vmx;
+  const vmx_host& h = vmx_host_of(c);
+  const hvkit::vmx::vmx_capabilities& vcaps = h.caps;
   const bool ap = c.index != 0;
   // Shadow paging (run --linux --shadow, one vCPU): no EPT; every #PF, CR3 access and INVLPG
   // exits (docs/shadow-mmu.md, "Integration"), as for the conformance guest (vmx_setup.cpp).
@@ -128,7 +131,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
                                                                 v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
   const vmx_pages& maps = *c.lx.run->vmx_part;
-  if (!write_controls(pin, proc, proc2, exitc, entry, maps.eptp)) return false;
+  if (!write_controls(*c.st.results, pin, proc, proc2, exitc, entry, maps.eptp)) return false;
   vmwrite(fields::msr_bitmap, reinterpret_cast<std::uint64_t>(maps.msr.bytes().data()));
   vmwrite(fields::io_bitmap_a, reinterpret_cast<std::uint64_t>(maps.io.a().data()));
   vmwrite(fields::io_bitmap_b, reinterpret_cast<std::uint64_t>(maps.io.b().data()));
@@ -140,7 +143,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
   const v::cr_mask_features features{!shadow, c.st.cpu->model.cr4_allowed};
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
-  if (!write_guest_crs(owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
+  if (!write_guest_crs(h, owned, guest_cr0, x86::cr4::pae, page_tables_gpa)) {
     kprintf("HVKIT ERROR linux: a VMX fixed CR bit would be guest-owned\n");
     return false;
   }
@@ -202,7 +205,7 @@ bool setup_linux_vmcs(smp::cpu& c) {
     for (;;) asm volatile("cli; hlt");
   }
   c.phase = smp::cpu_phase::guest;
-  const int rc = ::vmx_enter(&c.st.regs, 0, &c.st);
+  const int rc = ::vmx_enter(&c.st.regs, 0, &c.st, &vmx_host_of(c));
   report_entry_failure(ls, c, rc);
   finish(ls, c.index);
 }
@@ -221,7 +224,7 @@ bool handle_exit(vmx_backend& b) {
             cpu.index, b.reason.basic_raw(), (unsigned long long)vmread(fields::guest_rip),
             (unsigned long long)vmread(fields::exit_qualification), (unsigned long long)b.regs.gprs()[x86::gpr::rax],
             (unsigned long long)b.regs.gprs()[x86::gpr::rcx], (unsigned long long)b.regs.gprs()[x86::gpr::rdx]);
-  vmx_backend mine{b.regs, b.events, b.reason, cpu.st};
+  vmx_backend mine{b.regs, b.events, b.reason, cpu.st, b.host};
   core::context c = smp::context_of(cpu);
   const bool resume = core::handle_exit(mine, c, linux_profile{*cpu.lx.run});
   smp::fix_smi_blocking(cpu);
@@ -232,8 +235,16 @@ bool handle_exit(vmx_backend& b) {
   return resume;
 }
 
+}  // namespace hv::lx
+
+const hv::vmx_host& hv::vmx_host_of(const smp::cpu& c) { return c.lx.run->vmx_part->host; }
+
+namespace hv::lx {
+
 bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
-  read_capabilities();
+  ls.vmx_part = ::new (ls.pool->take_bytes(sizeof(vmx_pages), alignof(vmx_pages))) vmx_pages{};
+  read_capabilities(ls.vmx_part->host);
+  const hvkit::vmx::vmx_capabilities& vcaps = ls.vmx_part->host.caps;
   // Every processor: started now, each waits in VMX root operation for `go`.
   smp::machine& m = smp::start_processors(*ls.pool, smp::vmx_on);
   smp::cpu& bsp = m.cpus[0];
@@ -248,8 +259,8 @@ bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
   bsp.st.x2apic_id = bsp.apic_id;
   const bool wfs = hvkit::vmx::activity_state_supported(vcaps.misc, hvkit::vmx::activity_state::wait_for_sipi);
   kprintf("HVKIT SMP vmx_misc=0x%llx wait_for_sipi=%d\n", (unsigned long long)vcaps.misc, wfs ? 1 : 0);
-  ls.vmx_part = ::new (ls.pool->take_bytes(sizeof(vmx_pages), alignof(vmx_pages))) vmx_pages{};
-  bool ok = build_cpuid_policy(cpu, &ls, m.count) && smp::vmx_on(bsp) && build_linux_ept(ls);
+  bool ok = build_cpuid_policy(*ls.results, ls.vmx_part->host, cpu, &ls, m.count) && smp::vmx_on(bsp) &&
+            build_linux_ept(ls);
   if (ok && m.count > 1) {  // guest 2 on every processor (smp/second_guest.cpp)
     smp::second_guest_init(m, true);
     // Guest 2's exits reach the exit stub with c.sg_st: the Linux profile's handle_exit (above)
@@ -260,7 +271,7 @@ bool prepare_vmx(linux_state& ls, core::guest_cpu& cpu) {
     }
     ok = smp::vmx_second_guest_ept(m);
   }
-  if (ok) result("vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
+  if (ok) result(*ls.results, "vmx_enable", true, "revision=0x%x cpus=%u", vcaps.revision_id(), m.count);
   if (ok && m.count > 1 && core::shadow::enabled()) {  // one shadow MMU: one vCPU (core/shadow_paging.hpp)
     kprintf("HVKIT ERROR linux: shadow paging runs one vCPU, not %u\n", m.count);
     ok = false;
@@ -277,14 +288,14 @@ bool enter_vmx(linux_state& ls) {
   smp::cpu& bsp = m.cpus[0];
   build_bitmaps(ls);
   if (!smp::load_vmcs(bsp) || !setup_linux_vmcs(bsp)) return false;
-  if (caps.ept_vpid & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
+  if (vmx_host_of(bsp).caps.ept_vpid_cap & (1ull << 26)) static_cast<void>(hvkit::vmx::hw::invept(hvkit::vmx::hw::invept_type::all_context, 0));
   // The APs: their VMCS and the wait-for-SIPI guest, before the guest's BSP can send INIT.
   m.ap_run = run_ap;
   __atomic_store_n(&m.go, 1u, __ATOMIC_RELEASE);
   for (unsigned i = 1; i < m.count; ++i)
     while (m.cpus[i].phase != smp::cpu_phase::guest && m.cpus[i].phase != smp::cpu_phase::failed) asm volatile("pause");
   bsp.phase = smp::cpu_phase::guest;
-  const int rc = ::vmx_enter(&bsp.st.regs, 0, &bsp.st);
+  const int rc = ::vmx_enter(&bsp.st.regs, 0, &bsp.st, &vmx_host_of(bsp));
   report_entry_failure(ls, bsp, rc);
   return rc == 0;
 }

@@ -8,33 +8,39 @@
 namespace hv {
 
 // ---- host descriptor tables -----------------------------------------------------------
-void setup_host_tables() {
-  auto tss = reinterpret_cast<std::uint64_t>(host_tss);
-  host_gdt[0] = 0;
-  host_gdt[1] = 0x00AF9A000000FFFF;  // 0x08 code64
-  host_gdt[2] = 0x00CF92000000FFFF;  // 0x10 data
+host_tables& setup_host_tables(core::page_pool& pool) {
+  host_tables& t = pool.take<host_tables>();
+  auto tss = reinterpret_cast<std::uint64_t>(t.tss);
+  t.gdt[0] = 0;
+  t.gdt[1] = 0x00AF9A000000FFFF;  // 0x08 code64
+  t.gdt[2] = 0x00CF92000000FFFF;  // 0x10 data
   // 0x18: 64-bit available TSS (SDM Vol. 3A 8.2.3, Figure 8-4)
-  host_gdt[3] = (sizeof(host_tss) - 1) | ((tss & 0xFFFFFF) << 16) | (0x89ull << 40) | (((tss >> 24) & 0xFF) << 56);
-  host_gdt[4] = tss >> 32;
-  host_gdt[5] = 0;
-  host_tss[102] = sizeof(host_tss);  // I/O map base beyond the limit: no I/O bitmap
+  t.gdt[3] = (sizeof(t.tss) - 1) | ((tss & 0xFFFFFF) << 16) | (0x89ull << 40) | (((tss >> 24) & 0xFF) << 56);
+  t.gdt[4] = tss >> 32;
+  t.gdt[5] = 0;
+  t.tss[102] = sizeof(t.tss);  // I/O map base beyond the limit: no I/O bitmap
   for (int v = 0; v < 32; ++v) {
     std::uint64_t h = host_isr_table[v];
-    host_idt[2 * v] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
-    host_idt[2 * v + 1] = h >> 32;
+    t.idt[2 * v] = (h & 0xFFFF) | (0x08ull << 16) | (0x8E00ull << 32) | (((h >> 16) & 0xFFFF) << 48);
+    t.idt[2 * v + 1] = h >> 32;
   }
-  load_host_tables(true);
+  load_host_tables(t, true);
+  return t;
 }
 
 /// GDTR, IDTR, the segment registers and (load_tr) TR from the hypervisor's tables. An AP
 /// (smp/smp_boot.cpp) leaves TR alone: the TSS descriptor is busy from the BSP's LTR, and
 /// the first VM exit loads TR from the VMCS host-state area.
-void load_host_tables(bool load_tr) {
-  struct __attribute__((packed)) {
-    std::uint16_t limit;
-    std::uint64_t base;
-  } gdtr{sizeof(host_gdt) - 1, reinterpret_cast<std::uint64_t>(host_gdt)},
-      idtr{sizeof(host_idt) - 1, reinterpret_cast<std::uint64_t>(host_idt)};
+namespace {
+struct __attribute__((packed)) table_register {
+  std::uint16_t limit;
+  std::uint64_t base;
+};
+}  // namespace
+
+void load_host_tables(const host_tables& t, bool load_tr) {
+  const table_register gdtr{sizeof(t.gdt) - 1, reinterpret_cast<std::uint64_t>(t.gdt)},
+      idtr{sizeof(t.idt) - 1, reinterpret_cast<std::uint64_t>(t.idt)};
   asm volatile(
       "lgdt %0\n\t"
       "pushq $0x08\n\t"
@@ -55,10 +61,16 @@ void load_host_tables(bool load_tr) {
   if (load_tr) asm volatile("ltr %w0" ::"r"(std::uint16_t{0x18}) : "memory");
 }
 
+host_tables& current_host_tables() {
+  table_register gdtr{};
+  asm volatile("sgdt %0" : "=m"(gdtr));
+  return *reinterpret_cast<host_tables*>(gdtr.base);
+}
+
 // ---- VMX bring-up ------------------------------------------------------------------------
-void read_capabilities() {
-  vcaps = hvkit::vmx::vmx_capabilities::read([](std::uint32_t m) { return rdmsr(m); });
-  caps = {vcaps.basic, vcaps.ept_vpid_cap, vcaps.cr0_fixed0, vcaps.cr0_fixed1, vcaps.cr4_fixed0, vcaps.cr4_fixed1};
+void read_capabilities(vmx_host& h) {
+  h.caps = hvkit::vmx::vmx_capabilities::read([](std::uint32_t m) { return rdmsr(m); });
+  const hvkit::vmx::vmx_capabilities& vcaps = h.caps;
   auto pair = [](hvkit::vmx::control_capability c) {
     return (static_cast<unsigned long long>(c.may_be_one) << 32) | c.must_be_one;
   };
@@ -69,8 +81,8 @@ void read_capabilities() {
   kprintf("HVKIT INFO exit=0x%016llx entry=0x%016llx ept_vpid_cap=0x%016llx\n", pair(vcaps.exit_caps()),
           pair(vcaps.entry_caps()), (unsigned long long)vcaps.ept_vpid_cap);
   kprintf("HVKIT INFO cr0_fixed0=0x%llx cr0_fixed1=0x%llx cr4_fixed0=0x%llx cr4_fixed1=0x%llx\n",
-          (unsigned long long)caps.cr0_fixed0, (unsigned long long)caps.cr0_fixed1,
-          (unsigned long long)caps.cr4_fixed0, (unsigned long long)caps.cr4_fixed1);
+          (unsigned long long)vcaps.cr0_fixed0, (unsigned long long)vcaps.cr0_fixed1,
+          (unsigned long long)vcaps.cr4_fixed0, (unsigned long long)vcaps.cr4_fixed1);
 }
 
 /// Builds the guest's CPUID policy (hvkit::cpuid::build_policy) and the MSR policy derived
@@ -80,11 +92,29 @@ void read_capabilities() {
 /// allow in the guest is hidden); VMX is not offered (no nested virtualization). No KVM
 /// paravirtual feature is implemented, so none is offered; the hints word says
 /// "realtime" (one vCPU, never preempted). Hints may change later, features may not.
-bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux, unsigned cpus) {
+void take_vmx_pages(vmx_host& h, core::page_pool& pool) {
+  h.vmxon = pool.take_page();
+  h.vmcs = pool.take_page();
+  h.vmcs_a2 = pool.take_page();
+  h.vmcs_b = pool.take_page();
+  h.ept_pml4 = pool.take_table();
+  h.ept_pdpt = pool.take_table();
+  h.ept_pd = pool.take_table();
+  h.ept_pd_alias = pool.take_table();
+  h.ept_b_pml4 = pool.take_table();
+  h.ept_b_pdpt = pool.take_table();
+  h.ept_b_pd = pool.take_table();
+  h.ept_unmap_pt = pool.take_table();
+  h.ept_alias_pdpt = pool.take_table();
+  h.ept_alias_pd = pool.take_table();
+  h.ept_alias_pt = pool.take_table();
+}
+
+bool build_cpuid_policy(core::tally& t, const vmx_host& h, core::guest_cpu& g, const lx::linux_state* for_linux, unsigned cpus) {
   cpuid_ns::table<128> host_cpuid{};
   namespace feat = cpuid_ns::feat;
   if (!cpuid_ns::read_all(cpuid_ns::host_source{}, host_cpuid)) {
-    result("cpuid_policy", false, "reason=host_table_full");
+    result(t, "cpuid_policy", false, "reason=host_table_full");
     return false;
   }
 #if defined(HVKIT_HV_DUMP_CPUID)
@@ -105,7 +135,7 @@ bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux, un
   hvc.passthrough = cpuid_ns::feature_set::all();
   for (const cpuid_ns::feature f : {feat::vmx, feat::rdtscp, feat::invpcid, feat::xsaves, feat::rdpid, feat::waitpkg})
     hvc.passthrough.reset(f);
-  const x86::cr4 vmx_cr4{caps.cr4_fixed1};
+  const x86::cr4 vmx_cr4{h.caps.cr4_fixed1};
   if (!vmx_cr4.test(x86::cr4::pke)) hvc.passthrough.reset(feat::pku);
   if (!vmx_cr4.test(x86::cr4::la57)) hvc.passthrough.reset(feat::la57);
   if (!vmx_cr4.test(x86::cr4::umip)) hvc.passthrough.reset(feat::umip);
@@ -129,7 +159,7 @@ bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux, un
   if (for_linux) hvc.emulated |= lx::emulated_features(*for_linux);  // PV_SEND_IPI on request (linux/)
   auto p = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
   if (!p) {
-    result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
+    result(t, "cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(p.error()));
     return false;
   }
   g.cpuid = p.value();
@@ -153,16 +183,16 @@ bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux, un
       cfg.deny.set(feat::xsavec);
       auto q = cpuid_ns::build_policy(host_cpuid, hvc, cfg);
       if (!q) {
-        result("cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(q.error()));
+        result(t, "cpuid_policy", false, "reason=build_policy_error_%u", static_cast<unsigned>(q.error()));
         return false;
       }
       g.cpuid = q.value();
     }
   }
-  const bool consistent = core::complete_guest_cpu(g, x86::cr4{caps.cr4_fixed1});  // CR4: IA32_VMX_CR4_FIXED1
+  const bool consistent = core::complete_guest_cpu(g, x86::cr4{h.caps.cr4_fixed1});  // CR4: IA32_VMX_CR4_FIXED1
   const cpuid_ns::regs sig = g.cpuid.answer(g.cpuid.kvm_base(), 0, {});
   const cpuid_ns::regs pv = g.cpuid.answer(g.cpuid.kvm_base() + 1, 0, {});
-  result("cpuid_policy", consistent,
+  result(t, "cpuid_policy", consistent,
          "kvm_base=0x%x max_leaf=0x%x pv_features=0x%x hints=0x%x ibpb=%d pred_cmd_bits=0x%llx msr_policy_consistent=%d"
          " xcr0_components=0x%llx xss_components=0x%llx xsave_withheld=0x%llx",
          g.cpuid.kvm_base(), sig.eax, pv.eax, pv.edx, g.cpuid.has(feat::spec_ctrl) ? 1 : 0,
@@ -183,7 +213,8 @@ bool build_cpuid_policy(core::guest_cpu& g, const lx::linux_state* for_linux, un
   return true;
 }
 
-bool enable_vmx() {
+bool enable_vmx(core::tally& t, const vmx_host& h) {
+  const hvkit::vmx::vmx_capabilities& caps = h.caps;
   // SDM Vol. 3C 24.7 "Enabling and Entering VMX Operation".
   std::uint64_t fc = rdmsr(x86::msr::ia32_feature_control);
   if ((fc & feature_control_lock) == 0) {
@@ -193,7 +224,7 @@ bool enable_vmx() {
   } else {
     kprintf("HVKIT INFO feature_control=0x%llx (locked by firmware)\n", (unsigned long long)fc);
     if ((fc & feature_control_vmxon_outside_smx) == 0) {
-      result("vmx_enable", false, "reason=feature_control_locked_without_vmx");
+      result(t, "vmx_enable", false, "reason=feature_control_locked_without_vmx");
       return false;
     }
   }
@@ -202,14 +233,14 @@ bool enable_vmx() {
   write_cr0((read_cr0() | caps.cr0_fixed0) & caps.cr0_fixed1);
   write_cr4((read_cr4() | caps.cr4_fixed0 | x86::cr4::vmxe.raw()) & caps.cr4_fixed1);
 
-  const std::uint32_t revision = vcaps.revision_id();
-  *reinterpret_cast<std::uint32_t*>(vmxon_region) = revision;
-  auto on = hvkit::vmx::hw::vmxon(x86::hpa{reinterpret_cast<std::uint64_t>(vmxon_region)});
+  const std::uint32_t revision = caps.revision_id();
+  *reinterpret_cast<std::uint32_t*>(h.vmxon) = revision;
+  auto on = hvkit::vmx::hw::vmxon(x86::hpa{reinterpret_cast<std::uint64_t>(h.vmxon)});
   if (!on) {
-    result("vmx_enable", false, "reason=vmxon_failed kind=%s", on.error().how == hvkit::vmx::vm_fail::kind::invalid ? "VMfailInvalid" : "VMfailValid");
+    result(t, "vmx_enable", false, "reason=vmxon_failed kind=%s", on.error().how == hvkit::vmx::vm_fail::kind::invalid ? "VMfailInvalid" : "VMfailValid");
     return false;
   }
-  result("vmx_enable", true, "revision=0x%x", revision);
+  result(t, "vmx_enable", true, "revision=0x%x", revision);
   return true;
 }
 
@@ -217,29 +248,32 @@ bool enable_vmx() {
 /// 2 MiB pages, RWX, write-back. Nothing else is mapped: neither the hypervisor's memory
 /// nor the MMIO test device (SDM Vol. 3C 29.3.2 "EPT Translation Mechanism").
 
-bool build_ept() {
+bool build_ept(core::tally& t, vmx_host& h) {
   namespace v = hvkit::vmx;
+  const hvkit::vmx::vmx_capabilities& vcaps = h.caps;
+  std::uint64_t* const ept_pml4 = h.ept_pml4;
+  std::uint64_t* const ept_pdpt = h.ept_pdpt;
+  std::uint64_t* const ept_pd = h.ept_pd;
+  std::uint64_t* const ept_pd_alias = h.ept_pd_alias;
   const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap, core::host_maxphyaddr());
   const v::ept_permissions rwx{true, true, true, false};
-  for (auto& e : ept_pml4) e = 0;
-  for (auto& e : ept_pdpt) e = 0;
-  for (auto& e : ept_pd) e = 0;
+  for (unsigned i = 0; i < 512; ++i) ept_pml4[i] = ept_pdpt[i] = ept_pd[i] = 0;
   auto pml4e = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pdpt)}, rwx, ec);
   auto pdpte = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd)}, rwx, ec);
   auto eptp = v::make_eptp(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pml4)}, hvkit::paging::ept_memory_type::wb, 4,
                            false, ec);
   if (!pml4e || !pdpte || !eptp) {
-    result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+    result(t, "ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
     return false;
   }
   ept_pml4[0] = pml4e.value().raw();
   ept_pdpt[0] = pdpte.value().raw();
   // The PSE-36 alias: GPA 4 GiB + [28 MiB, 32 MiB) -> HPA [28 MiB, 32 MiB), so that a 4 MiB
   // page with PA bit 32 (the 32-bit guest's differential cases) reaches the scratch area.
-  for (auto& e : ept_pd_alias) e = 0;
+  for (unsigned i = 0; i < 512; ++i) ept_pd_alias[i] = 0;
   auto alias = v::make_ept_table_entry(x86::hpa{reinterpret_cast<std::uint64_t>(ept_pd_alias)}, rwx, ec);
   if (!alias) {
-    result("ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+    result(t, "ept_setup", false, "reason=ept_entry_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
     return false;
   }
   ept_pdpt[hc::pse36_alias_gpa >> 30] = alias.value().raw();
@@ -249,7 +283,7 @@ bool build_ept() {
     if (!leaf) return false;
     ept_pd_alias[gpa >> 21] = leaf.value().raw();
   }
-  eptp_value = eptp.value().raw();
+  h.eptp = eptp.value().raw();
   static_assert(layout::guest_mem_base + layout::guest_mem_size <= (1ull << 30), "one EPT PD covers 1 GiB");
   static_assert(layout::guest_mem_base % 0x200000 == 0 && layout::guest_mem_size % 0x200000 == 0);
   for (std::uint64_t gpa = layout::guest_mem_base; gpa < layout::guest_mem_base + layout::guest_mem_size;
@@ -257,7 +291,7 @@ bool build_ept() {
     auto leaf =
         v::make_ept_leaf(x86::hpa{gpa}, v::ept_level::pde, rwx, hvkit::paging::ept_memory_type::wb, ec, false);
     if (!leaf) {
-      result("ept_setup", false, "reason=2m_leaf_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
+      result(t, "ept_setup", false, "reason=2m_leaf_refused ept_vpid_cap=0x%llx", (unsigned long long)vcaps.ept_vpid_cap);
       return false;
     }
     ept_pd[gpa >> 21] = leaf.value().raw();
@@ -267,13 +301,13 @@ bool build_ept() {
 
 /// Clears guest memory, copies the guest image in and writes the guest's boot page
 /// tables (identity map of the low 4 GiB with 2 MiB pages; the guest builds its own).
-const hc::guest_header* load_guest(bool guest32, const core::guest_profile* profile) {
+const hc::guest_header* load_guest(core::tally& t, hc::guest_header& ph, bool guest32,
+                                   const core::guest_profile* profile) {
   std::uint64_t words = layout::guest_mem_size / 8;
   void* dst = reinterpret_cast<void*>(layout::guest_mem_base);
   asm volatile("rep stosq" : "+D"(dst), "+c"(words) : "a"(0ull) : "memory");
   const unsigned char* blob = guest32 ? guest32_blob_start : guest_blob_start;
   auto size = static_cast<std::size_t>((guest32 ? guest32_blob_end : guest_blob_end) - blob);
-  static hc::guest_header ph;
   if (!profile) {
     __builtin_memcpy(reinterpret_cast<void*>(layout::guest_load_gpa), blob, size);
   } else {
@@ -289,7 +323,7 @@ const hc::guest_header* load_guest(bool guest32, const core::guest_profile* prof
   auto* hdr = profile ? &ph : reinterpret_cast<const hc::guest_header*>(layout::guest_load_gpa);
   if (hdr->magic != hc::header_magic || hdr->image_end > layout::guest_boot_pt_gpa ||
       hdr->entry < layout::guest_load_gpa || hdr->entry >= hdr->image_end) {
-    result("guest_load", false, "reason=bad_header magic=0x%x", hdr->magic);
+    result(t, "guest_load", false, "reason=bad_header magic=0x%x", hdr->magic);
     return nullptr;
   }
   if (guest32) {
@@ -313,9 +347,9 @@ const hc::guest_header* load_guest(bool guest32, const core::guest_profile* prof
 
 /// Reports a control adjustment the CPU cannot satisfy (a required bit it lacks).
 template <class C>
-bool controls_ok(const char* what, const hvkit::result<C, hvkit::vmx::control_error<C>>& r) {
+bool controls_ok(core::tally& t, const char* what, const hvkit::result<C, hvkit::vmx::control_error<C>>& r) {
   if (r.has_value()) return true;
-  result("vmcs_controls", false, "reason=%s unsupported=0x%llx cannot_clear=0x%llx", what,
+  result(t, "vmcs_controls", false, "reason=%s unsupported=0x%llx cannot_clear=0x%llx", what,
          (unsigned long long)r.error().unsupported.raw(), (unsigned long long)r.error().cannot_clear.raw());
   return false;
 }
@@ -334,12 +368,12 @@ void write_common_controls(std::uint64_t eptp) {
   vmwrite(fields::ept_pointer, eptp);
 }
 
-bool write_controls(const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_controls<hvkit::vmx::primary_proc_based>& proc,
+bool write_controls(core::tally& t, const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_controls<hvkit::vmx::primary_proc_based>& proc,
                     const vmx_controls<hvkit::vmx::secondary_proc_based>& proc2,
                     const vmx_controls<hvkit::vmx::exit_controls>& exitc,
                     const vmx_controls<hvkit::vmx::entry_controls>& entry, std::uint64_t eptp) {
-  if (!controls_ok("pin", pin) || !controls_ok("proc", proc) || !controls_ok("proc2", proc2) ||
-      !controls_ok("exit", exitc) || !controls_ok("entry", entry))
+  if (!controls_ok(t, "pin", pin) || !controls_ok(t, "proc", proc) || !controls_ok(t, "proc2", proc2) ||
+      !controls_ok(t, "exit", exitc) || !controls_ok(t, "entry", entry))
     return false;
   vmwrite(fields::pin_based_controls, pin.value().raw());
   vmwrite(fields::primary_processor_based_controls, proc.value().raw());
@@ -353,7 +387,9 @@ bool write_controls(const vmx_controls<hvkit::vmx::pin_based>& pin, const vmx_co
 /// CR0/CR4 guest/host masks and read shadows (SDM Vol. 3C 25.6.6) from the guest-owned bits,
 /// the guest's first CR0/CR4 (as it sees them) and CR3. Host-required CR bits (the VMX
 /// fixed-1 bits) must be host-owned, or the guest could see a value it never wrote: false.
-bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4, std::uint64_t cr3) {
+bool write_guest_crs(const vmx_host& h, const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x86::cr4 cr4,
+                     std::uint64_t cr3) {
+  const hvkit::vmx::vmx_capabilities& caps = h.caps;
   const std::uint64_t cr0_mask = owned.cr0_mask(), cr4_mask = owned.cr4_mask();
   if ((caps.cr0_fixed0 & ~cr0_mask) || (caps.cr4_fixed0 & ~cr4_mask)) return false;
   vmwrite(fields::cr0_guest_host_mask, cr0_mask);
@@ -371,6 +407,7 @@ bool write_guest_crs(const hvkit::vmx::guest_owned_bits& owned, x86::cr0 cr0, x8
 /// and PAT when the exit controls load it. HOST_RSP is written by vmx_enter just before
 /// VMLAUNCH/VMRESUME.
 void write_host_state(bool with_pat) {
+  const host_tables& t = current_host_tables();
   vmwrite(fields::host_cr0, read_cr0());
   vmwrite(fields::host_cr3, read_cr3());
   vmwrite(fields::host_cr4, read_cr4());
@@ -383,9 +420,9 @@ void write_host_state(bool with_pat) {
   vmwrite(fields::host_tr_selector, 0x18);
   vmwrite(fields::host_fs_base, 0);
   vmwrite(fields::host_gs_base, 0);
-  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(host_tss));
-  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(host_gdt));
-  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(host_idt));
+  vmwrite(fields::host_tr_base, reinterpret_cast<std::uint64_t>(t.tss));
+  vmwrite(fields::host_gdtr_base, reinterpret_cast<std::uint64_t>(t.gdt));
+  vmwrite(fields::host_idtr_base, reinterpret_cast<std::uint64_t>(t.idt));
   vmwrite(fields::host_ia32_sysenter_cs, 0);
   vmwrite(fields::host_ia32_sysenter_esp, 0);
   vmwrite(fields::host_ia32_sysenter_eip, 0);
@@ -443,8 +480,9 @@ void write_flat_guest_state(const flat_guest& g) {
 
 /// Fills the current VMCS for a fresh run of the conformance guest (the run of `vs`: its
 /// configuration, and its first EFER and MMU context set here).
-bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
+bool setup_vmcs(const vmx_host& h, const hc::guest_header& g, core::run_state& vs) {
   const run_config& cfg = *vs.cfg;
+  const hvkit::vmx::vmx_capabilities& vcaps = h.caps;
   namespace v = hvkit::vmx;
   // ---- controls, adjusted to the capability MSRs (hvkit::vmx::adjust_controls, SDM Vol. 3D
   // A.3-A.5; through the TRUE_* MSRs when they exist, so CR3-load/store exiting can be 0).
@@ -475,7 +513,7 @@ bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
   const auto entry = v::adjust_controls(vcaps.entry_caps(), guest32 ? v::entry_controls::load_ia32_efer
                                                                     : v::entry_controls::ia32e_mode_guest |
                                                                           v::entry_controls::load_ia32_efer);
-  if (!write_controls(pin, proc, proc2, exitc, entry, eptp_value)) return false;
+  if (!write_controls(*vs.results, pin, proc, proc2, exitc, entry, h.eptp)) return false;
   // With shadow paging every #PF exits (PFEC mask = match = 0, SDM Vol. 3C 26.2: bit 14 set
   // and the error code always "matches").
   if (shadow) vmwrite(fields::exception_bitmap, 1u << 14);
@@ -488,8 +526,8 @@ bool setup_vmcs(const hc::guest_header& g, core::vcpu_state& vs) {
                                                              : v::make_guest_owned<policy_wp_guest_owned>(features);
   const x86::cr0 guest_cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   const x86::cr4 guest_cr4 = guest32 ? x86::cr4::pse : x86::cr4::pae;  // 32-bit paging with 4 MiB pages
-  if (!write_guest_crs(owned, guest_cr0, guest_cr4, layout::guest_boot_pt_gpa)) {
-    result("cr_masks", false, "reason=fixed_bit_guest_owned");
+  if (!write_guest_crs(h, owned, guest_cr0, guest_cr4, layout::guest_boot_pt_gpa)) {
+    result(*vs.results, "cr_masks", false, "reason=fixed_bit_guest_owned");
     return false;
   }
   kprintf("HVKIT INFO run=%s cr0_guest_host_mask=0x%016llx cr4_guest_host_mask=0x%016llx dt_exiting=%d\n",

@@ -11,7 +11,7 @@ namespace hv {
 
 // A MOV to CR under shadow paging; `c` is the guest's view (its CR3 and EFER, which
 // handle_cr() put in place of the shadow root and the real EFER.NXE = 1).
-bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q, const hvkit::vmx::cr_context& c,
+bool handle_cr_write_shadow(const vmx_host& h, vcpu& regs, hvkit::vmx::cr_access_qualification q, const hvkit::vmx::cr_context& c,
                             run_state& st) {
   namespace v = hvkit::vmx;
   const auto src = v::cr_source_value(regs, q, c);
@@ -39,7 +39,7 @@ bool handle_cr_write_shadow(vcpu& regs, hvkit::vmx::cr_access_qualification q, c
   }
   if (out.cr != 3) {
     if (out.actions.any(hvkit::paging::mmu_actions::reset_mmu)) ++st.mmu_resets;
-    store_crs({c.cr0, c.cr4, c.efer}, out.after, st);
+    store_crs(h, {c.cr0, c.cr4, c.efer}, out.after, st);
     const hvkit::paging::cpu_role role = hvkit::paging::make_cpu_role(out.after.cr0, out.after.cr4, out.after.efer);
     st.mmu = {role, x86::cr3_root(cr3_after, role.mode(), guest_cpu_properties(st.cpu->model).maxphyaddr)};
   }

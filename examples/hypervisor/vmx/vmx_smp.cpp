@@ -23,7 +23,9 @@
 namespace hv::smp {
 
 bool vmx_on(cpu& c) {
-  // SDM Vol. 3C 24.7: IA32_FEATURE_CONTROL (per processor), the CR0/CR4 fixed bits, VMXON.
+  // SDM Vol. 3C 24.7: IA32_FEATURE_CONTROL (per processor), the CR0/CR4 fixed bits, VMXON:
+  // this processor's own capability MSRs (an AP runs this before it is given the run).
+  const auto caps = hvkit::vmx::vmx_capabilities::read([](std::uint32_t m) { return rdmsr(m); });
   std::uint64_t fc = rdmsr(x86::msr::ia32_feature_control);
   if ((fc & feature_control_lock) == 0) wrmsr(x86::msr::ia32_feature_control, fc | feature_control_lock | feature_control_vmxon_outside_smx);
   else if ((fc & feature_control_vmxon_outside_smx) == 0) return false;
@@ -31,14 +33,14 @@ bool vmx_on(cpu& c) {
   write_cr4((read_cr4() | caps.cr4_fixed0 | x86::cr4::vmxe.raw()) & caps.cr4_fixed1);
   // The guest's XSETBV is executed on the host: CR4.OSXSAVE there.
   if ((cpuid(1).ecx >> 26) & 1) write_cr4(read_cr4() | x86::cr4::osxsave.raw());
-  *reinterpret_cast<std::uint32_t*>(c.vmxon) = vcaps.revision_id();
+  *reinterpret_cast<std::uint32_t*>(c.vmxon) = caps.revision_id();
   return hvkit::vmx::hw::vmxon(x86::hpa{reinterpret_cast<std::uint64_t>(c.vmxon)}).has_value();
 }
 
 bool load_vmcs(cpu& c) {
   namespace v = hvkit::vmx;
   const std::uint64_t vmcs = reinterpret_cast<std::uint64_t>(c.vmcs);
-  *reinterpret_cast<std::uint32_t*>(c.vmcs) = vcaps.revision_id();
+  *reinterpret_cast<std::uint32_t*>(c.vmcs) = vmx_host_of(c).caps.revision_id();
   // The processor's lifecycle model and IBPB tracker (vmx/vmcs_lifecycle.hpp): a real IBPB
   // (IA32_PRED_CMD) where CPUID.(EAX=07H,ECX=0):EDX[26] enumerates it, counted either way. The
   // Linux vCPU's VMCS is guest 1's; its first entry (vmx_enter's VMLAUNCH) follows at once.
@@ -55,7 +57,7 @@ bool load_vmcs(cpu& c) {
 bool vmx_second_guest_ept(machine& m) {
   // 4-level EPT (SDM Vol. 3C 29.3.2): PML4 -> PDPT -> PD -> PT, guest 2's five pages RWX, WB.
   namespace v = hvkit::vmx;
-  const auto ec = v::ept_capabilities_from(vcaps.ept_vpid_cap);
+  const auto ec = v::ept_capabilities_from(vmx_host_of(m.cpus[0]).caps.ept_vpid_cap);
   const v::ept_permissions rwx{true, true, true, false};
   constexpr auto wb = hvkit::paging::ept_memory_type::wb;
   auto& t = m.sg.second_stage;
@@ -84,6 +86,8 @@ namespace {
 /// state of this processor (GS base: its `cpu`).
 bool setup_second_guest_vmcs(cpu& c) {
   namespace v = hvkit::vmx;
+  const vmx_host& h = vmx_host_of(c);
+  const hvkit::vmx::vmx_capabilities& vcaps = h.caps;
   const auto pin = v::adjust_controls(vcaps.pin_caps(), v::pin_based{});
   const auto proc = v::adjust_controls(vcaps.primary_caps(), v::primary_proc_based::unconditional_io_exiting |
                                                                  v::primary_proc_based::activate_secondary_controls);
@@ -93,10 +97,13 @@ bool setup_second_guest_vmcs(cpu& c) {
                                                                v::exit_controls::save_ia32_pat | v::exit_controls::load_ia32_pat);
   const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest | v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
-  if (!write_controls(pin, proc, proc2, exitc, entry, c.m->sg.root)) return false;
+  core::tally t{};  // transitional: the Linux boot's results are the legacy counters
+  const bool controls = write_controls(t, pin, proc, proc2, exitc, entry, c.m->sg.root);
+  add_to_legacy_results(t);
+  if (!controls) return false;
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(v::cr_mask_features{true, c.st.cpu->model.cr4_allowed});
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
-  if (!write_guest_crs(owned, cr0, x86::cr4::pae, 0)) return false;
+  if (!write_guest_crs(h, owned, cr0, x86::cr4::pae, 0)) return false;
   write_host_state(true);
   vmwrite(fields::host_gs_base, reinterpret_cast<std::uint64_t>(&c));
   write_flat_guest_state({0x10, 0x18, 0x20, true, 0, 0, 0x2F, 0, 0, 0, second_guest_code_gpa,
@@ -115,7 +122,7 @@ void vmx_second_guest_excursion(cpu& c) {
     v::vmcs_state& b = c.vmcs_sg[j];
     const x86::hpa block{reinterpret_cast<std::uint64_t>(c.sg_vmcs[j])};
     if (!sg.ready) {  // first use: a clear VMCS (SDM Vol. 3C 25.11.3)
-      *reinterpret_cast<std::uint32_t*>(c.sg_vmcs[j]) = vcaps.revision_id();
+      *reinterpret_cast<std::uint32_t*>(c.sg_vmcs[j]) = vmx_host_of(c).caps.revision_id();
       b = v::vmcs_state{block.value()};
       ok = c.vmx_pcpu.clear(b).has_value() && v::hw::vmclear(block);
     }
@@ -135,7 +142,9 @@ void vmx_second_guest_excursion(cpu& c) {
     vmwrite(fields::guest_interruptibility_state, 0);
     sg.regs[j][x86::gpr::rbx] = second_guest_counter_gpa(c, j);
     const auto entry = c.vmx_pcpu.enter(b);
-    const int rc = entry ? ::vmx_enter(&sg.regs[j], entry.value() == v::vmx_instruction::vmresume ? 1 : 0, &c.sg_st) : 1;
+    const int rc = entry ? ::vmx_enter(&sg.regs[j], entry.value() == v::vmx_instruction::vmresume ? 1 : 0, &c.sg_st,
+                                    &vmx_host_of(c))
+                        : 1;
     if (rc != 0) {
       kprintf("HVKIT ERROR smp cpu=%u: entry of guest 2's block %u failed (rc=%d, VM-instruction error %llu)\n",
               c.index, j, rc, (unsigned long long)(rc == 2 ? vmread(fields::vm_instruction_error) : 0));
@@ -165,6 +174,7 @@ bool vmx_second_guest_exit(cpu& c, std::uint32_t basic_reason) {
 
 void write_reset_state(cpu& c, const x86::reset_state& s, hvkit::vmx::activity_state a) {
   namespace v = hvkit::vmx;
+  const hvkit::vmx::vmx_capabilities& caps = vmx_host_of(c).caps;
   auto seg = [](auto sel, auto base, auto limit, auto ar, const x86::segment_value& sv) {
     vmwrite(sel, sv.selector);
     vmwrite(base, sv.base);
@@ -215,7 +225,7 @@ void write_reset_state(cpu& c, const x86::reset_state& s, hvkit::vmx::activity_s
 namespace {
 /// The state the vCPU got from its last INIT (the SIPI starts from it).
 x86::reset_state after_init_of(cpu& c) {
-  const std::uint32_t signature = guest_policy.answer(1, 0, {}).eax;
+  const std::uint32_t signature = c.st.cpu->cpuid.answer(1, 0, {}).eax;
   const std::uint64_t mask = vmread(fields::cr0_guest_host_mask);
   const x86::cr0 cr0{(vmread(fields::guest_cr0) & ~mask) | (vmread(fields::cr0_read_shadow) & mask)};
   static_cast<void>(c);
