@@ -137,6 +137,8 @@ struct vmx_host {
   std::uint64_t* ept_unmap_pt;
   /// The EPT differential's alias of the scratch area (differential.cpp).
   std::uint64_t *ept_alias_pdpt, *ept_alias_pd, *ept_alias_pt;
+  /// Shadow paging (run --shadow): the conformance vCPU's shadow MMU (core/shadow_paging.hpp).
+  core::shadow::vcpu_mmu* shadow;
 };
 
 // ---- the guest CPU and the runs ------------------------------------------------------------

@@ -7,7 +7,9 @@
 /// `shadow_backend` (the host root into the VMCS/VMCB, a #PF with its CR2 injected, the
 /// faulting address and error code, the INVLPG operand). docs/shadow-mmu.md, "Integration".
 ///
-/// Storage: a fixed array of shadow pages in the hypervisor's image (layout.hpp), no heap.
+/// Storage: one shadow MMU per vCPU (vcpu_mmu), its shadow pages taken once per boot from the
+/// boot's page pool (take(), core/page_pool.hpp), reset at the start of every run (begin()) and
+/// reached from the vCPU (vcpu_state::shadow); no heap, no file-scope state.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <hvkit/paging/shadow/shadow_mmu.hpp>
 
 #include "backend.hpp"
+#include "page_pool.hpp"
 #include "state.hpp"
 
 namespace hv::core::shadow {
@@ -56,18 +59,56 @@ static_assert(sp::frame_map<identity_window>);
 
 using mmu_type = sp::shadow_mmu<identity_window>;
 
+/// Counters for the run's report.
+struct stats {
+  std::uint64_t faults, fixed, injected, emulated, cr_writes, invlpg, flushes;
+  /// The last fixed #PF (exit number, RIP, CR2, error code) and how many times in a row the
+  /// very next exit was the same #PF again.
+  std::uint64_t last_exit, last_rip, last_cr2;
+  std::uint64_t refused;  ///< fixes the CPU refused (the instruction emulated instead)
+  std::uint64_t peak_pages;  ///< the most shadow pages in use after a #PF
+  /// Protected frames given up for an instruction the emulator does not have (re-executed by
+  /// the CPU), and the exit and RIP of the last one (a second one at once is #UD).
+  std::uint64_t unprotected, unprotect_exit, unprotect_rip;
+  std::uint32_t last_error;
+};
+
+/// One vCPU's shadow MMU and what a hypervisor keeps with it: the page cache over its shadow
+/// pages (from the boot's page pool), the frame map, the MMU (built by begin() for each run),
+/// the guest's CR0/CR3/CR4/EFER (the real ones are the host role's and the shadow root) and
+/// the run's counters. The vCPU points to it (vcpu_state::shadow) from begin() on.
+struct vcpu_mmu {
+  vcpu_mmu(sp::cache_storage s, identity_window w) noexcept : storage{s}, window{w} {}
+  sp::cache_storage storage;
+  identity_window window;
+  sp::page_cache cache{};
+  mmu_type* mmu = nullptr;  ///< in mmu_bytes, built by begin()
+  alignas(mmu_type) unsigned char mmu_bytes[sizeof(mmu_type)]{};
+  hvkit::x86::cr3 guest_cr3{};
+  hvkit::x86::cr0 guest_cr0{};
+  hvkit::x86::cr4 guest_cr4{};
+  hvkit::x86::efer guest_efer{};
+  stats counters{};
+};
+
 /// True in an image built with HVKIT_HV_SHADOW (run --shadow).
 [[nodiscard]] bool enabled() noexcept;
+/// A vCPU's shadow MMU with its shadow pages, taken from `pool` once per boot at bring-up: the
+/// conformance guest's (its boot tables, the differentials' random tables, a few cached roots)
+/// or, `linux_guest`, the larger cache a Linux kernel needs. nullptr when shadow paging is off
+/// (nothing taken).
+[[nodiscard]] vcpu_mmu* take(page_pool& pool, bool linux_guest) noexcept;
 /// The shadow MMU of the vCPU `v` (cache emptied by begin()).
 [[nodiscard]] mmu_type& mmu(const vcpu_state& v) noexcept;
-/// A fresh run of the vCPU `v` (its guest CPU model: the walker's MAXPHYADDR and 1-GByte
-/// pages): the cache emptied, the guest's paging state (CR0/CR4/EFER, CR3) loaded; returns
-/// the host root to run the guest on.
-[[nodiscard]] hvkit::x86::hpa begin(const vcpu_state& v, const hvkit::paging::cr_state& crs,
+/// A fresh run of the vCPU `v` on the shadow MMU `m` (v.shadow = &m from now on; the walker
+/// gets v's guest CPU model: MAXPHYADDR and 1-GByte pages): the cache emptied, the counters
+/// reset, the guest's paging state (CR0/CR4/EFER, CR3) loaded; returns the host root to run
+/// the guest on.
+[[nodiscard]] hvkit::x86::hpa begin(vcpu_state& v, vcpu_mmu& m, const hvkit::paging::cr_state& crs,
                                     hvkit::x86::cr3 cr3) noexcept;
-/// The Linux guest (run --linux --shadow), before begin(): its memory window (frames below
-/// `low_end` and [base, end) identity-mapped, as its EPT/NPT maps them).
-void use_linux_guest(const vcpu_state& v, std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept;
+/// The Linux guest (run --linux --shadow), before begin(): the memory window of `m` (frames
+/// below `low_end` and [base, end) identity-mapped, as its EPT/NPT maps them).
+void use_linux_guest(vcpu_mmu& m, std::uint64_t low_end, std::uint64_t base, std::uint64_t end) noexcept;
 /// The shadow MMU's totals for the run's report: pages in use and the capacity, cache
 /// rebuilds (a full cache zapped), cached roots.
 void print_cache_report(const vcpu_state& v, const char* run_name) noexcept;
@@ -103,24 +144,12 @@ void print_cache_report(const vcpu_state& v, const char* run_name) noexcept;
 /// guest walk's translation (rights, key) for `access`: the evidence when the CPU refuses a fix.
 void print_walks(const vcpu_state& v, std::uint64_t la, hvkit::x86::pfec access, std::uint32_t pkru) noexcept;
 
-/// Counters for the run's report.
-struct stats {
-  std::uint64_t faults, fixed, injected, emulated, cr_writes, invlpg, flushes;
-  /// The last fixed #PF (exit number, RIP, CR2, error code) and how many times in a row the
-  /// very next exit was the same #PF again.
-  std::uint64_t last_exit, last_rip, last_cr2;
-  std::uint64_t refused;  ///< fixes the CPU refused (the instruction emulated instead)
-  std::uint64_t peak_pages;  ///< the most shadow pages in use after a #PF
-  /// Protected frames given up for an instruction the emulator does not have (re-executed by
-  /// the CPU), and the exit and RIP of the last one (a second one at once is #UD).
-  std::uint64_t unprotected, unprotect_exit, unprotect_rip;
-  std::uint32_t last_error;
-};
 /// The counters of the vCPU `v`'s shadow MMU (reset by begin()).
 [[nodiscard]] stats& counters(const vcpu_state& v) noexcept;
 
 /// A CR write of the vCPU `v` the architectural checks accepted (paging_kind::shadow): the
-/// shadow context for the new state (the guest's tables read in its RAM, v.ram). `gp`: a PAE PDPTE with a reserved bit, #GP(0) and nothing changed.
+/// shadow context for the new state (the guest's tables read in its RAM, v.ram). `gp`: a PAE
+/// PDPTE with a reserved bit, #GP(0) and nothing changed.
 [[nodiscard]] hvkit::emulate::shadow_exit cr_written(const vcpu_state& v, const hvkit::paging::cr_write_outcome& o,
                                                      hvkit::x86::cr3 cr3_after) noexcept;
 

@@ -103,6 +103,10 @@ struct guest_ram_range {
 /// (the Linux guest: its whole identity map, linux/linux.cpp).
 inline constexpr guest_ram_range conformance_ram{layout::guest_mem_base, layout::guest_mem_size};
 
+namespace shadow {
+struct vcpu_mmu;
+}
+
 /// The guest's GPR block as the entry/exit stubs save it (both vendors use the same block).
 using guest_regs = hvkit::vmx::gpr_block;
 
@@ -117,6 +121,9 @@ struct vcpu_state {
   /// The guest MMU context the emulator checks permissions with (hvkit::paging).
   hvkit::paging::mmu_context mmu;
   mmio_device device;
+  /// Shadow paging (run --shadow): the vCPU's shadow MMU (core/shadow_paging.hpp), set by
+  /// shadow::begin(); nullptr under EPT/NPT.
+  shadow::vcpu_mmu* shadow;
   bool preempted;  ///< the last exit ended a time slice: switch, then resume
   bool spin_more;  ///< hc::spin_more's answer, set by a two-guest run's vendor before each slice
   std::uint64_t guest_xcr0;  ///< the guest's XCR0 (0: never set, the reset value 1 applies)

@@ -492,6 +492,7 @@ hvkit::cpuid::feature_set emulated_features(const linux_state& ls) {
   solo_st.status = run_status::running;
   ls.cpu = &cpu;
   ls.solo_st = &solo_st;
+  ls.shadow = core::shadow::take(pool, true);
   const cpuid_regs v0 = cpuid(0);
   ls.intel = v0.ebx == 0x756E6547 && v0.edx == 0x49656E69 && v0.ecx == 0x6C65746E;  // "GenuineIntel"
   ls.vmx = vmx;

@@ -88,6 +88,8 @@ struct linux_state {
   boot_info boot;
   vmx_pages* vmx_part;
   svm_pages* svm_part;
+  /// Shadow paging (run --linux --shadow): the vCPU's shadow MMU, from the boot's pool (boot()).
+  core::shadow::vcpu_mmu* shadow;
   core::exit_counters at_mark;  // exits when the guest reached its shell prompt
   bool marked;
   std::uint64_t tsc_start, tsc_mark;

@@ -155,6 +155,7 @@ struct conformance_pages {
   sv::io_permission_map* iopm;
   conformance_npt npt;
   std::uint64_t* sched_idt;  ///< 64 gates (svm_runs.cpp): the host's exceptions, the timer's
+  core::shadow::vcpu_mmu* shadow;  ///< shadow paging (run --shadow): the vCPU's shadow MMU
 };
 conformance_pages take_conformance_pages(core::page_pool& pool);
 /// The nested page table: guest RAM identity-mapped, nothing else.

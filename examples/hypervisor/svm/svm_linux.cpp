@@ -126,9 +126,9 @@ void setup_linux_vmcb(smp::cpu& c, linux_state& ls, bool ap) {
   svm::write_flat_state(vmcb, this_state(ls), {0x10, 0x18, 0x20, true, tss_gpa, gdt_gpa, 6 * 8 - 1, 0, 0, 0, kernel_gpa + 0x200, efer},
                         cr0, x86::cr4::pae, page_tables_gpa);
   if (shadow) {  // the real EFER.NXE is 1 (paging::shadow::host_role()), CR3 the shadow root
-    core::shadow::use_linux_guest(this_state(ls), hidden_base, hidden_end, second_stage_end);
+    core::shadow::use_linux_guest(*ls.shadow, hidden_base, hidden_end, second_stage_end);
     sv::write(vmcb, fld::efer, efer | x86::efer::svme | x86::efer::nxe);
-    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin(this_state(ls), {cr0, x86::cr4::pae, efer}, x86::cr3{page_tables_gpa}).value()});
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin(this_state(ls), *ls.shadow, {cr0, x86::cr4::pae, efer}, x86::cr3{page_tables_gpa}).value()});
   }
 }
 

@@ -82,6 +82,7 @@ conformance_pages take_conformance_pages(core::page_pool& pool) {
                             &n.b_pml4, &n.b_pdpt, &n.b_pd})
     *t = pool.take_table();
   p.sched_idt = pool.take_table();  // 2 * 64 entries of the 512
+  p.shadow = core::shadow::take(pool, false);
   return p;
 }
 
@@ -271,7 +272,7 @@ void setup_vmcb(svm_host& h, const conformance_pages& cp, current_vmcb& vmcb, co
     // The 32-bit guest runs on PAE-format shadow tables: the real CR4.PAE is 1, every CR4
     // access exits and the guest sees its own (core::shadow::guest_view_cr4()).
     sv::write(vmcb, fld::cr4, core::shadow::host_cr4(cr4));
-    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin(st, {cr0, cr4, efer}, x86::cr3{layout::guest_boot_pt_gpa})
+    sv::write(vmcb, fld::cr3, x86::cr3{core::shadow::begin(st, *cp.shadow, {cr0, cr4, efer}, x86::cr3{layout::guest_boot_pt_gpa})
                                            .value()});
   }
 }

@@ -180,9 +180,9 @@ bool setup_linux_vmcs(smp::cpu& c) {
   if (shadow) {
     // The guest runs on the shadow root built from the boot tables; the real EFER.NXE is 1
     // (paging::shadow::host_role()), the guest's EFER is the shadow MMU's.
-    core::shadow::use_linux_guest(c.st, hidden_base, hidden_end, second_stage_end);
+    core::shadow::use_linux_guest(*c.lx.run->shadow, hidden_base, hidden_end, second_stage_end);
     vmwrite(fields::guest_ia32_efer, (x86::efer::lme | x86::efer::lma | x86::efer::nxe).raw());
-    vmwrite(fields::guest_cr3, core::shadow::begin(c.st, {guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma},
+    vmwrite(fields::guest_cr3, core::shadow::begin(c.st, *c.lx.run->shadow, {guest_cr0, x86::cr4::pae, x86::efer::lme | x86::efer::lma},
                                                    x86::cr3{page_tables_gpa})
                                    .value());
   }

@@ -108,6 +108,7 @@ void take_vmx_pages(vmx_host& h, core::page_pool& pool) {
   h.ept_alias_pdpt = pool.take_table();
   h.ept_alias_pd = pool.take_table();
   h.ept_alias_pt = pool.take_table();
+  h.shadow = core::shadow::take(pool, false);
 }
 
 bool build_cpuid_policy(core::tally& t, const vmx_host& h, core::guest_cpu& g, const lx::linux_state* for_linux, unsigned cpus) {
@@ -548,7 +549,7 @@ bool setup_vmcs(const vmx_host& h, const hc::guest_header& g, core::run_state& v
     // CR4 in the read shadow (PAE is host-owned under shadow paging).
     vmwrite(fields::guest_ia32_efer, (efer | x86::efer::nxe).raw());
     vmwrite(fields::guest_cr4, core::shadow::host_cr4(x86::cr4{vmread(fields::guest_cr4)}).raw());
-    vmwrite(fields::guest_cr3, core::shadow::begin(vs, {x86::cr0{vmread(fields::guest_cr0)}, guest_cr4, efer},
+    vmwrite(fields::guest_cr3, core::shadow::begin(vs, *h.shadow, {x86::cr0{vmread(fields::guest_cr0)}, guest_cr4, efer},
                                                    x86::cr3{layout::guest_boot_pt_gpa})
                                    .value());
   }
