@@ -154,7 +154,7 @@ void print_section(context& c, const char* name, std::uint64_t ops, std::uint64_
   const milli per = ratio(cr, ops), tsc_per = ratio(guest_tsc, ops);
   char check[64];
   join(check, name, ".", c.cfg().name);
-  result(check, pass,
+  result(*c.checks.results, check, pass,
          "toggles=%llu cr_exits=%llu all_exits=%llu exits_per_toggle=%llu.%03llu expected=%llu guest_mismatches=%llu "
          "tsc_per_toggle=%llu.%03llu shadow_fills=%llu cr_read_exits=%llu",
          (unsigned long long)ops, (unsigned long long)cr, (unsigned long long)total, per.whole, per.frac,
@@ -199,10 +199,10 @@ void guest_result(context& c, const guest_regs& r) {
   } else if (r[rcx] == hc::result_erratum && (!c.cfg().dt_exiting || c.checks.unmap_untouched_at_report)) {
     // Only runs where the CPU executes the instruction itself may report an erratum, and a
     // re-injection check whose event never reached the hypervisor.
-    ++results_errata;
+    ++c.checks.results->errata;
     kprintf("HVKIT ERRATUM %s a=0x%llx b=0x%llx\n", check, (unsigned long long)r[rdx], (unsigned long long)r[rsi]);
   } else {
-    result(check, r[rcx] == hc::result_pass, "a=0x%llx b=0x%llx", (unsigned long long)r[rdx],
+    result(*c.checks.results, check, r[rcx] == hc::result_pass, "a=0x%llx b=0x%llx", (unsigned long long)r[rdx],
            (unsigned long long)r[rsi]);
   }
   c.checks.unmap_untouched_at_report = false;
@@ -245,6 +245,7 @@ void erratum_lines(const context& c, bool pkru) {
 void report_run(context& c, bool nested_pdptes) {
   const run_config& cfg = c.cfg();
   const check_counters& k = c.checks;
+  tally& t = *k.results;
   kprintf("HVKIT INFO run=%s mmio_reads=%llu mmio_writes=%llu unassigned_reads=%llu unassigned_writes=%llu "
           "not_emulable=%llu emulated=%llu\n",
           cfg.name, (ull)k.device_reads, (ull)k.device_writes, (ull)k.unassigned_reads, (ull)k.unassigned_writes,
@@ -260,7 +261,7 @@ void report_run(context& c, bool nested_pdptes) {
   }
   if (cfg.guest_flags & hc::cfg_paging_diff) {
     paging_kinds(c);
-    result("paging_differential", k.pg_cases >= 10000 && k.pg_mismatches == 0,
+    result(t, "paging_differential", k.pg_cases >= 10000 && k.pg_mismatches == 0,
            "cases=%llu mismatches=%llu cpu_faults=%llu a_set_on_faulting_walk=%llu bochs_b1_errata=%llu "
            "bochs_b2_errata=%llu bochs_b3_errata=%llu qemu_q1_errata=%llu",
            (ull)k.pg_cases, (ull)k.pg_mismatches, (ull)k.pg_cpu_faults, (ull)k.pg_a_on_fault, (ull)k.pg_errata_b1,
@@ -269,22 +270,22 @@ void report_run(context& c, bool nested_pdptes) {
   }
   if (cfg.guest_flags & hc::cfg_guest32) {
     paging_kinds(c);
-    result("paging_differential_32bit", k.pg_mode_cases[1] >= 5000 && k.pg_mode_mismatches[1] == 0,
+    result(t, "paging_differential_32bit", k.pg_mode_cases[1] >= 5000 && k.pg_mode_mismatches[1] == 0,
            "cases=%llu mismatches=%llu cpu_faults=%llu ok_4m_pages=%llu ok_pse36_above_4g=%llu bochs_b3_errata=%llu",
            (ull)k.pg_mode_cases[1], (ull)k.pg_mode_mismatches[1], (ull)k.pg_mode_faults[1], (ull)k.pg_mode_large_ok[1],
            (ull)k.pg_pse36_ok, (ull)k.pg_mode_b3[1]);
-    result("paging_differential_pae", k.pg_mode_cases[2] >= 5000 && k.pg_mode_mismatches[2] == 0,
+    result(t, "paging_differential_pae", k.pg_mode_cases[2] >= 5000 && k.pg_mode_mismatches[2] == 0,
            "cases=%llu mismatches=%llu cpu_faults=%llu ok_2m_pages=%llu bochs_b3_errata=%llu", (ull)k.pg_mode_cases[2],
            (ull)k.pg_mode_mismatches[2], (ull)k.pg_mode_faults[2], (ull)k.pg_mode_large_ok[2], (ull)k.pg_mode_b3[2]);
     if (nested_pdptes) {
       // With nested paging MOV to CR3 loads no PDPTEs (no #GP); a reserved bit is the walk's #PF.
-      result("pae_pdpte_load",
+      result(t, "pae_pdpte_load",
              k.pdpte_loads >= 5000 && k.pdpte_gp == 0 && k.pdpte_walk_rsv > 0 && k.pdpte_mismatches == 0,
              "loads=%llu gp=%llu reserved_pdpte_walk_pf=%llu mismatches=%llu qemu_q2_errata=%llu qemu_q3_errata=%llu",
              (ull)k.pdpte_loads, (ull)k.pdpte_gp, (ull)k.pdpte_walk_rsv, (ull)k.pdpte_mismatches,
              (ull)k.pdpte_errata_q2, (ull)k.pdpte_errata_q3);
     } else {
-      result("pae_pdpte_load",
+      result(t, "pae_pdpte_load",
              k.pdpte_loads >= 5000 && k.pdpte_gp > 0 && k.pdpte_mismatches == 0 && k.pdpte_register_mismatches == 0,
              "loads=%llu gp=%llu mismatches=%llu vmcs_pdpte_register_mismatches=%llu", (ull)k.pdpte_loads,
              (ull)k.pdpte_gp, (ull)k.pdpte_mismatches, (ull)k.pdpte_register_mismatches);
@@ -296,7 +297,7 @@ void report_run(context& c, bool nested_pdptes) {
   if (cfg.cr3_exiting) {
     // The guest's MOV to CR3 with a reserved bit exited and the architectural check refused it.
     join(check, "cr3_write_gp_injected.", cfg.name);
-    result(check, k.cr_gp_injected >= 1 && c.vcpu.exits.of(exit_kind::cr_access) > 0, "gp_injected=%llu",
+    result(t, check, k.cr_gp_injected >= 1 && c.vcpu.exits.of(exit_kind::cr_access) > 0, "gp_injected=%llu",
            (ull)k.cr_gp_injected);
   }
   if (cfg.stale_role && shadow::enabled()) {
@@ -305,7 +306,7 @@ void report_run(context& c, bool nested_pdptes) {
     kprintf("HVKIT INFO stale_wp_role_negative_control not_applicable=wp_always_intercepted_under_shadow "
             "guest_ltr_wp0_verdict=%s\n", k.neg_wp0_seen ? (k.neg_wp0_result == hc::result_pass ? "PASS" : "FAIL") : "missing");
   } else if (cfg.stale_role) {
-    result("stale_wp_role_negative_control", k.neg_wp0_seen && k.neg_wp0_result == hc::result_fail && k.stale_wrong_faults > 0,
+    result(t, "stale_wp_role_negative_control", k.neg_wp0_seen && k.neg_wp0_result == hc::result_fail && k.stale_wrong_faults > 0,
            "guest_ltr_wp0_verdict=%s wrong_pf_0x3_injected=%llu",
            k.neg_wp0_seen ? (k.neg_wp0_result == hc::result_pass ? "PASS" : "FAIL") : "missing",
            (ull)k.stale_wrong_faults);
@@ -319,7 +320,7 @@ void report_run(context& c, bool nested_pdptes) {
                       : k.mmu_resets == 0 && (cfg.wp_intercepted ? k.mmu_refreshes >= 11000 && k.passthrough_refreshes == 0
                                                                  : k.mmu_refreshes == 0 && k.passthrough_refreshes >= 2);
     join(check, "mmu_wp_sync.", cfg.name);
-    result(check, pass, "cr_exit_refreshes=%llu resets=%llu passthrough_refreshes=%llu", (ull)k.mmu_refreshes,
+    result(t, check, pass, "cr_exit_refreshes=%llu resets=%llu passthrough_refreshes=%llu", (ull)k.mmu_refreshes,
            (ull)k.mmu_resets, (ull)k.passthrough_refreshes);
   }
 }
@@ -329,9 +330,9 @@ bool report_status(context& c) {
   const bool ok = c.vcpu.status == cfg.expected;
   char check[48];
   join(check, "run.", cfg.name);
-  result(check, ok, "status=%s expected=%s", status_name(c.vcpu.status), status_name(cfg.expected));
+  result(*c.checks.results, check, ok, "status=%s expected=%s", status_name(c.vcpu.status), status_name(cfg.expected));
   const bool intact = *reinterpret_cast<const volatile std::uint32_t*>(layout::hypervisor_image_gpa) == 0x1BADB002;
-  if (!intact) result("hypervisor_memory_intact", false, "run=%s", cfg.name);
+  if (!intact) result(*c.checks.results, "hypervisor_memory_intact", false, "run=%s", cfg.name);
   return ok;
 }
 

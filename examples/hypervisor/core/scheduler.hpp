@@ -126,7 +126,7 @@ int run_two_guests(V& v, run_state& st, const hc::guest_header& g, hvkit::x86::i
       {"B", {v.block(2), 2, 0}, {}, 0, guest_b_hpa + 0x90000},
   };
   if (!v.prepare(g, spinner_a2, spinner_b)) {
-    result("ibpb_setup", false, "reason=extra_control_block_setup_failed");
+    result(*st.results, "ibpb_setup", false, "reason=extra_control_block_setup_failed");
     return 1;
   }
   const bool host_ibpb = v.host_has_ibpb();
@@ -186,14 +186,14 @@ int run_two_guests(V& v, run_state& st, const hc::guest_header& g, hvkit::x86::i
           cfg.name, (unsigned long long)slots[0].slices, (unsigned long long)slots[1].slices,
           (unsigned long long)slots[2].slices, (unsigned long long)a2, (unsigned long long)bc, host_ibpb ? 1 : 0);
   if (hostile_b) {
-    result("hostile_guest_b_contained",
+    result(*st.results, "hostile_guest_b_contained",
            progress.b_dead && st.status == run_status::done && slots[2].slices == b_slices_at_death && a2 > 0,
            "b_dead=%d b_slices=%llu b_slices_at_death=%llu a1_slices=%llu", progress.b_dead ? 1 : 0,
            (unsigned long long)slots[2].slices, (unsigned long long)b_slices_at_death,
            (unsigned long long)slots[0].slices);
     return rc;
   }
-  result(skip ? "ibpb_policy.skip_same_guest" : "ibpb_policy.every_vmcs_change",
+  result(*st.results, skip ? "ibpb_policy.skip_same_guest" : "ibpb_policy.every_vmcs_change",
          barriers == expected && progress.same_guest > 0 && progress.cross_guest > 0 && a2 > 0 && bc > 0,
          "switches_same_guest=%llu switches_cross_guest=%llu barriers=%llu expected=%llu",
          (unsigned long long)progress.same_guest, (unsigned long long)progress.cross_guest,

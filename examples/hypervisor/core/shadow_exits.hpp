@@ -54,7 +54,7 @@ bool handle_shadow_page_fault(B& b, context& c) {
           // supervisor-mode address (host leaf U/S = 0 under U/S = 1 non-leaf entries) whose
           // protection key has PKRU.WD = 1 faults with PK; SDM 4.6.2 applies PKRU to user-mode
           // addresses only. The guest gets the SDM's verdict: the instruction is emulated.
-          ++results_errata;
+          ++c.checks.results->errata;
           kprintf("HVKIT ERRATUM shadow_fix_refused_by_cpu.%s rip=0x%llx cr2=0x%llx error=0x%x cr0=0x%llx cr4=0x%llx "
                   "rflags=0x%llx cpl=%u pkru=0x%x\n",
                   c.cfg().name, (unsigned long long)before.rip, (unsigned long long)cr2, error,
