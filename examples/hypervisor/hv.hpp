@@ -151,12 +151,6 @@ using core::run_state;
 /// The vCPU and the checks of a run that owns `st` (with its guest CPU's CPUID and MSR policies).
 inline core::context context_of(run_state& st) { return {st, st, st.cpu->cpuid, st.cpu->msrs}; }
 
-/// Legacy (util.cpp): `t` plus what the legacy result() overload counted in results_pass,
-/// results_fail and results_errata (the files not yet converted to a core::tally); goes with them.
-core::tally with_legacy_results(const core::tally& t);
-/// Legacy (util.cpp): `t` counted into results_pass, results_fail and results_errata (the Linux
-/// boot's summary until it has a core::tally); goes with them.
-void add_to_legacy_results(const core::tally& t);
 
 struct run_summary {
   bool ok;

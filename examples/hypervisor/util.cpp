@@ -28,26 +28,6 @@ void result(core::tally& t, const char* name, bool pass, const char* fmt, ...) {
   va_end(ap);
 }
 
-// Legacy (core/report.hpp): the results of the files not yet handed a core::tally; goes with
-// the legacy result() overload.
-int results_pass, results_fail, results_errata;
-
-core::tally with_legacy_results(const core::tally& t) {
-  return {t.pass + results_pass, t.fail + results_fail, t.errata + results_errata};
-}
-void add_to_legacy_results(const core::tally& t) {
-  results_pass += t.pass;
-  results_fail += t.fail;
-  results_errata += t.errata;
-}
-
-void result(const char* name, bool pass, const char* fmt, ...) {
-  (pass ? results_pass : results_fail)++;
-  va_list ap;
-  va_start(ap, fmt);
-  print_result(name, pass, fmt, ap);
-  va_end(ap);
-}
 
 milli ratio(std::uint64_t num, std::uint64_t den) {
   if (den == 0) return {0, 0};

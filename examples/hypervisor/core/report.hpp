@@ -31,14 +31,10 @@ struct tally {
   int errata;  ///< distinct CPU errata met (each counted once, when first seen)
 };
 }  // namespace core
-/// Legacy: the boot's results before core::tally; goes when every caller passes a tally.
-extern int results_pass, results_fail, results_errata;
 bool str_eq(const char* a, const char* b);
 /// Prints one "HVKIT RESULT <name> PASS|FAIL <details>" line and counts it in `t`.
 void result(core::tally& t, const char* name, bool pass, const char* fmt = nullptr, ...)
     __attribute__((format(printf, 4, 5)));
-/// Legacy: the same, counted in results_pass/results_fail; goes with them.
-void result(const char* name, bool pass, const char* fmt = nullptr, ...) __attribute__((format(printf, 3, 4)));
 /// Prints milli-units as "<int>.<3 digits>".
 struct milli {
   unsigned long long whole, frac;

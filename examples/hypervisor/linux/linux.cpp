@@ -438,8 +438,7 @@ bool requested() {
 namespace {
 /// The boot's verdict from its results; ends the machine.
 [[noreturn]] void summary(const core::tally& t) {
-  // Transitional: results of callers not yet handed the tally (the legacy counters).
-  const int pass = t.pass + results_pass, fail = t.fail + results_fail, errata = t.errata + results_errata;
+  const int pass = t.pass, fail = t.fail, errata = t.errata;
   kprintf("HVKIT SUMMARY pass=%d fail=%d errata=%d\n", pass, fail, errata);
   const bool ok = fail == 0 && pass > 0;
   kprintf("HVKIT DONE %s\n", ok ? "PASS" : "FAIL");

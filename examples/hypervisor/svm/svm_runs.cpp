@@ -334,10 +334,8 @@ bool run_guest(const svm_run& cfg, const core::guest_cpu& cpu, boot_runs& br, wp
           cfg.base.wp_intercepted ? "intercepted" : "guest_owned",
           core::shadow::enabled() ? "all(shadow)" : cr0_intercept_name(cfg.cr.cr0_write));
   hc::guest_header profile_header{};  // a guest profile's header (load_guest)
-  core::tally load_results{};          // transitional: into the legacy results until svm/ has a tally
-  const hc::guest_header* g = load_guest(load_results, profile_header, cfg.base.guest_flags & hc::cfg_guest32,
+  const hc::guest_header* g = load_guest(br.results, profile_header, cfg.base.guest_flags & hc::cfg_guest32,
                                          cfg.base.profile);
-  add_to_legacy_results(load_results);
   if (!g) return false;
   current_vmcb vmcb{&br.slots.a1};  // the run's VMCB: guest A's first, handed down
   setup_vmcb(br.host, br.pages, vmcb, *g, cfg, vs);

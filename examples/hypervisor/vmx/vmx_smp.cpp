@@ -97,10 +97,7 @@ bool setup_second_guest_vmcs(cpu& c) {
                                                                v::exit_controls::save_ia32_pat | v::exit_controls::load_ia32_pat);
   const auto entry = v::adjust_controls(vcaps.entry_caps(), v::entry_controls::ia32e_mode_guest | v::entry_controls::load_ia32_efer |
                                                                 v::entry_controls::load_ia32_pat);
-  core::tally t{};  // transitional: the Linux boot's results are the legacy counters
-  const bool controls = write_controls(t, pin, proc, proc2, exitc, entry, c.m->sg.root);
-  add_to_legacy_results(t);
-  if (!controls) return false;
+  if (!write_controls(*c.st.results, pin, proc, proc2, exitc, entry, c.m->sg.root)) return false;
   const v::guest_owned_bits owned = v::make_guest_owned<policy_wp_guest_owned>(v::cr_mask_features{true, c.st.cpu->model.cr4_allowed});
   const x86::cr0 cr0 = x86::cr0::pg | x86::cr0::wp | x86::cr0::ne | x86::cr0::et | x86::cr0::pe;
   if (!write_guest_crs(h, owned, cr0, x86::cr4::pae, 0)) return false;
