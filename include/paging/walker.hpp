@@ -325,6 +325,17 @@ class basic_walker {
     all = 0;
     return canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all);
   }
+  /// As above, with the output address in `out` instead of `t.address` (not written): a
+  /// caller that uses the address next (nested_walker: the final second-stage access) keeps
+  /// it in a register, off a store-to-load round trip.
+  template <class Tables>
+  [[gnu::always_inline]] constexpr bool walk_checked(Tables& tables, const mmu_context& mmu, const walk_request& req,
+                                                     translation& t, walk_fault& f, std::uint64_t& all,
+                                                     std::uint64_t& out) const noexcept {
+    f.linear = req.linear;
+    all = 0;
+    return canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all, out);
+  }
 
   /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
   [[nodiscard, gnu::always_inline]] static constexpr bool needs_ad(const walk_request& req, std::uint64_t all) noexcept {
