@@ -462,8 +462,8 @@ class ept_walker {
   /// The walk of either length: a 5-level walk is its PML5 step, then the steps of levels 4-1
   /// that a 4-level walk takes, on the path's entries one further on (one copy of levels 4-1
   /// for both lengths: half the code of the walk in every function that inlines it).
-  /// `t` gets every member but the address (on success only: a fault leaves it as it is and
-  /// reports in `f`), `out` the output address.
+  /// On success `t` gets every member but the address and `out` the output address; on a
+  /// fault `f` reports it and `t` holds nothing meaningful.
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_levels(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                                                     ept_access acc, std::uint64_t& all,
@@ -479,17 +479,15 @@ class ept_walker {
     const unsigned top = levels_ == 5 ? 5u : 4u;
     unsigned level = 5;
     int st = 0;
-    std::uint64_t first = 0;
+    // The top entry's address, stored before the walk (off its dependency chain).
+    t.path.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (top == 5 ? 48 : 39)) & 511u) * 8u;
     if (top == 5) {
       st = step<5, 5>(m, ga, w, f, acc);  // never a leaf (no page is mapped at level 5)
       ++w.vals;
-      first = w.first;
     }
     if (st == 0) st = run<4, 4>(m, ga, w, f, acc, level);
     if (st < 0) [[unlikely]] return false;
     t.path.start(ga, 9, 8);
-    // The top entry's address as its step computed it (the PML5 entry's, or the PML4 entry's).
-    t.path.first = top == 5 ? first : w.first;
     t.path.top = static_cast<std::uint8_t>(top);
     const std::uint64_t e = w.e;
     // The leaf is a PTE on the common path: its address, size and the path's length from
@@ -606,7 +604,6 @@ class ept_walker {
     std::uint64_t table = 0, e = 0;
     std::uint64_t all = ~std::uint64_t{0};
     std::uint64_t* vals = nullptr;
-    std::uint64_t first = 0;  ///< the address of the entry read by the step of level Top
   };
 
   template <unsigned Top, unsigned Level, class Mem>
@@ -666,7 +663,6 @@ class ept_walker {
   [[gnu::always_inline]] constexpr int step(const Mem& m, std::uint64_t ga, regs& w, walk_fault& f,
                                             ept_access acc) const noexcept {
     const x86::gpa ea{(w.table & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (Level - 1))) & 511u) * 8u};
-    if constexpr (Level == Top) w.first = ea.value();
     std::uint64_t e = 0;
     constexpr unsigned i = Top - Level;
     if (!detail::read_entry(*m, ea, e)) [[unlikely]] {

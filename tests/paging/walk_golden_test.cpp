@@ -772,12 +772,17 @@ struct ept_golden {
   std::array<uint64_t, 5> values;
   uint64_t address;
 };
-void expect_translation(const paging::host_translation& t, const ept_golden& g) {
+// The top entry's address for `gpa` (SDM 29.3.2: bits 47:39 index the EPT PML4 table, bits
+// 56:48 the EPT PML5 table; the tables of `g` map PML4 entries 0 and 1 alike).
+uint64_t top_entry(const ept_golden& g, uint64_t gpa) {
+  return g.first + ((gpa >> (g.levels == 5 ? 48 : 39)) & 511u) * 8u;
+}
+void expect_translation(const paging::host_translation& t, const ept_golden& g, uint64_t gpa) {
   SCOPED_TRACE(g.what);
   EXPECT_EQ(t.address.value(), g.address);
   for (unsigned i = 0; i < 5; ++i) EXPECT_EQ(t.path.values[i], g.values[i]) << "entry " << i;
-  EXPECT_EQ(t.path.first, g.first);
-  EXPECT_EQ(t.path.input, gpa4);
+  EXPECT_EQ(t.path.first, top_entry(g, gpa));
+  EXPECT_EQ(t.path.input, gpa);
   EXPECT_EQ(t.path.count, g.levels - g.leaf + 1);
   EXPECT_EQ(t.path.top, g.levels);
   EXPECT_EQ(t.path.index_bits, 9);
@@ -800,39 +805,45 @@ TEST(EptGolden, TranslationWrittenInPlace) {
       {"5-level, 2 MiB", 5, 2, pml5, {l5, l4, l3, l2_2m, 0}, 0x4000'0000 + 0x1abc},
       {"5-level, 1 GiB", 5, 3, pml5, {l5, l4, l3_1g, 0, 0}, 0x8000'0000 + 0x20'1abc},
   };
+  // gpa4 at PML4 index 0, and with bit 39 set at PML4 index 1 (the same tables below).
   for (const ept_golden& g : cases) {
-    for (const bool ad : {false, true}) {
-      SCOPED_TRACE(ad ? "EPT A/D" : "no EPT A/D");
-      image m;
-      ept_tables(m, rwx, rwx, rwx, rwx | WB);
-      if (g.leaf == 3) m.put64(0x11000 + 8, l3_1g);
-      if (g.leaf == 2) m.put64(0x12000 + 8, l2_2m);
-      m.put64(pml5, l5);
-      const auto w = paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{g.levels == 5 ? pml5 : 0x10000}, g.levels, ad), {});
-      ASSERT_TRUE(w);
-      auto mem = m.mem();
-      const paging::ept_request req{x86::gpa{gpa4}, paging::ept_access::read};
-      // check(): nothing written, A/D or not.
-      paging::host_translation t;
-      std::memset(static_cast<void*>(&t), 0xa5, sizeof t);
-      paging::walk_fault f = w->fault_for(req);
-      uint64_t all = 0;
-      ASSERT_TRUE(w->walk_checked(std::as_const(mem), req, t, f, all));
-      expect_translation(t, g);
-      // walk(): with EPT A/D the A flags are clear, so the slow path fills the result (the
-      // entries as read before it set them).
-      const auto r = w->walk(mem, req);
-      ASSERT_TRUE(r);
-      expect_translation(*r, g);
-      if (ad) {
-        EXPECT_EQ(m.get64(0x10000) & EA, EA);
+    for (const uint64_t gpa : {gpa4, gpa4 | (uint64_t{1} << 39)}) {
+      for (const bool ad : {false, true}) {
+        SCOPED_TRACE(ad ? "EPT A/D" : "no EPT A/D");
+        SCOPED_TRACE(gpa);
+        image m;
+        ept_tables(m, rwx, rwx, rwx, rwx | WB);
+        m.put64(0x10000 + 8, 0x11000 | rwx);  // PML4 entry 1 as entry 0
+        if (g.leaf == 3) m.put64(0x11000 + 8, l3_1g);
+        if (g.leaf == 2) m.put64(0x12000 + 8, l2_2m);
+        m.put64(pml5, l5);
+        const x86::hpa root{g.levels == 5 ? pml5 : 0x10000};
+        const auto w = paging::ept_walker::make(paging::make_ept_pointer(root, g.levels, ad), {});
+        ASSERT_TRUE(w);
+        auto mem = m.mem();
+        const paging::ept_request req{x86::gpa{gpa}, paging::ept_access::read};
+        // walk_checked(): the walk and its checks, nothing written to memory.
+        paging::host_translation t;
+        std::memset(static_cast<void*>(&t), 0xa5, sizeof t);
+        paging::walk_fault f = w->fault_for(req);
+        uint64_t all = 0;
+        ASSERT_TRUE(w->walk_checked(std::as_const(mem), req, t, f, all));
+        expect_translation(t, g, gpa);
+        // walk(): with EPT A/D the A flags are clear, so the slow path fills the result (the
+        // entries as read before it set them).
+        const auto r = w->walk(mem, req);
+        ASSERT_TRUE(r);
+        expect_translation(*r, g, gpa);
+        if (ad) {
+          EXPECT_EQ(m.get64(0x10000 + ((gpa >> 39) & 511u) * 8u) & EA, EA);
+        }
+        const auto again = w->walk(mem, req);  // the flags are set now: the fast path
+        ASSERT_TRUE(again);
+        EXPECT_EQ(again->address.value(), g.address);
+        EXPECT_EQ(again->path.first, top_entry(g, gpa));
+        EXPECT_EQ(again->path.count, g.levels - g.leaf + 1);
+        EXPECT_EQ(again->page_shift, 12 + 9 * (g.leaf - 1));
       }
-      const auto again = w->walk(mem, req);  // the flags are set now: the fast path
-      ASSERT_TRUE(again);
-      EXPECT_EQ(again->address.value(), g.address);
-      EXPECT_EQ(again->path.first, g.first);
-      EXPECT_EQ(again->path.count, g.levels - g.leaf + 1);
-      EXPECT_EQ(again->page_shift, 12 + 9 * (g.leaf - 1));
     }
   }
 }
