@@ -16,7 +16,7 @@ count() {
     sed -n 's/.*Collected : *\([0-9]*\).*/\1/p'
 }
 printf '| walk | instructions per walk |\n|------|-----------------------|\n'
-for walk in 4-level EPT-4-level nested-4x4 nested-NPT-4x4; do
+for walk in 4-level EPT-4-level nested-4x4 nested-NPT-4x4 32-bit PAE 5-level; do
   a=$(count "$walk" 1000)
   b=$(count "$walk" 11000)
   printf '| %s | %s |\n' "$walk" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.1f", (b - a) / 10000 }')"

@@ -154,19 +154,26 @@ class ept_walker {
   /// writes (const memory); translate() = raw translation (no rights, no A/D).
   template <guest_memory M>
   [[nodiscard, gnu::always_inline]] constexpr host_walk_result walk(M& mem, const ept_request& req) const noexcept {
-    host_translation t{};
+    // As basic_walker::walk_with(): the translation is built in place, straight into the
+    // result (walk_levels() writes every member on success, so it is not cleared first), and
+    // its address comes back in a register, stored once after the join with the A/D slow
+    // path: a caller that feeds the address into its next walk (a loop-carried chain) reads
+    // it without a store-to-load round trip.
+    host_walk_result r{hvkit::detail::default_init};
     walk_fault f = base_fault(req);
     std::uint64_t all = 0;
-    const bool ok = walk_checked(mem, req, t, f, all);
-    // One named result (NRVO); the address stored again on its own so that the caller's
-    // load of it forwards from one store (see basic_walker::walk_with).
-    host_walk_result r = ok ? host_walk_result(t) : host_walk_result(unexpected(f));
-    if (ok) [[likely]] {
-      r.value().address = t.address;
-      if constexpr (writable_guest_memory<M>) {
-        if (req.update_ad && needs_ad(req, all)) [[unlikely]] r = update_slow(mem, req);
+    std::uint64_t out = 0;
+    if (!walk_checked(mem, req, r.value(), f, all, out)) [[unlikely]] {
+      r = host_walk_result(unexpected(f));
+      return r;
+    }
+    if constexpr (writable_guest_memory<M>) {
+      if (req.update_ad && needs_ad(req, all)) [[unlikely]] {
+        out = update_slow(mem, req, r).value();
+        if (!r) [[unlikely]] return r;
       }
     }
+    r.value().address = x86::hpa{out};
     return r;
   }
 
@@ -185,10 +192,21 @@ class ept_walker {
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_checked(const M& mem, const ept_request& req, host_translation& t,
                                                      walk_fault& f, std::uint64_t& all) const noexcept {
+    std::uint64_t out = 0;
+    if (!walk_checked(mem, req, t, f, all, out)) [[unlikely]] return false;
+    t.address = x86::hpa{out};
+    return true;
+  }
+  /// As above, with the output address in `out` instead of `t.address` (not written): a
+  /// caller that stores it itself keeps it in a register up to that store (walk()).
+  template <guest_memory M>
+  [[gnu::always_inline]] constexpr bool walk_checked(const M& mem, const ept_request& req, host_translation& t,
+                                                     walk_fault& f, std::uint64_t& all,
+                                                     std::uint64_t& out) const noexcept {
     if (req.origin != ept_origin::final_access && !ept_request_consistent(req)) [[unlikely]]
       return invalid_request(f);
     const ept_access acc = effective_access(req);
-    if (!walk_tables(mem, req.address, t, f, acc, all)) [[unlikely]] return false;
+    if (!walk_levels(mem, req.address, t, f, acc, all, out)) [[unlikely]] return false;
     // The role's permission table answers allowed/denied with one lookup (its documented
     // layout: row = access class R/W/X/user-address, bit = rights); the full check, which
     // also builds the qualification bits, runs only for a denied access.
@@ -429,7 +447,10 @@ class ept_walker {
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_tables(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                                                     ept_access acc, std::uint64_t& all) const noexcept {
-    return walk_levels(mem, address, t, f, acc, all);
+    std::uint64_t out = 0;
+    if (!walk_levels(mem, address, t, f, acc, all, out)) [[unlikely]] return false;
+    t.address = x86::hpa{out};
+    return true;
   }
 
   /// EPT rights of one entry as pte_access: R -> read, W -> write, X -> exec, XU -> user_exec.
@@ -441,9 +462,12 @@ class ept_walker {
   /// The walk of either length: a 5-level walk is its PML5 step, then the steps of levels 4-1
   /// that a 4-level walk takes, on the path's entries one further on (one copy of levels 4-1
   /// for both lengths: half the code of the walk in every function that inlines it).
+  /// On success `t` gets every member but the address and `out` the output address; on a
+  /// fault `f` reports it and `t` holds nothing meaningful.
   template <guest_memory M>
   [[gnu::always_inline]] constexpr bool walk_levels(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
-                                                    ept_access acc, std::uint64_t& all) const noexcept {
+                                                    ept_access acc, std::uint64_t& all,
+                                                    std::uint64_t& out) const noexcept {
     const std::uint64_t ga = address.value();
     const detail::memory_holder<const M> m(&mem);
     regs w{};
@@ -455,21 +479,30 @@ class ept_walker {
     const unsigned top = levels_ == 5 ? 5u : 4u;
     unsigned level = 5;
     int st = 0;
+    // The top entry's address, stored before the walk (off its dependency chain).
+    t.path.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (top == 5 ? 48 : 39)) & 511u) * 8u;
     if (top == 5) {
       st = step<5, 5>(m, ga, w, f, acc);  // never a leaf (no page is mapped at level 5)
       ++w.vals;
     }
     if (st == 0) st = run<4, 4>(m, ga, w, f, acc, level);
-    t.path.start(ga, 9, 8);
-    t.path.first = (root_.value() & 0x000f'ffff'ffff'f000u) + ((ga >> (12 + 9 * (top - 1))) & 511u) * 8u;
-    t.path.top = static_cast<std::uint8_t>(top);
-    t.path.count = static_cast<std::uint8_t>(top - level + 1);
     if (st < 0) [[unlikely]] return false;
+    t.path.start(ga, 9, 8);
+    t.path.top = static_cast<std::uint8_t>(top);
     const std::uint64_t e = w.e;
-    const unsigned shift = 12 + 9 * (level - 1);
-    const std::uint64_t size = std::uint64_t{1} << shift;
-    t.address = x86::hpa{(e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1))};
-    t.page_shift = static_cast<std::uint8_t>(shift);
+    // The leaf is a PTE on the common path: its address, size and the path's length from
+    // constants there, and only a large page computes them from the level.
+    if (level == 1) [[likely]] {
+      out = (e & 0x000f'ffff'ffff'f000u) | (ga & 0xfffu);
+      t.page_shift = 12;
+      t.path.count = static_cast<std::uint8_t>(top);
+    } else {
+      t.path.count = static_cast<std::uint8_t>(top - level + 1);
+      const unsigned shift = 12 + 9 * (level - 1);
+      const std::uint64_t size = std::uint64_t{1} << shift;
+      out = (e & 0x000f'ffff'ffff'f000u & ~(size - 1)) | (ga & (size - 1));
+      t.page_shift = static_cast<std::uint8_t>(shift);
+    }
     t.rights = pte_access{static_cast<std::uint8_t>(entry_rights(w.all))};
     t.pkey = 0;
     t.memory_type = static_cast<std::uint8_t>(ept_entry{e}.memory_type() | ((e >> 3) & 8u));
@@ -660,8 +693,15 @@ class ept_walker {
     return 0;
   }
 
+  /// The A/D update by compare-exchange, with bounded re-walks when an entry changed: out of
+  /// line and from a fresh walk. Fills `r` and returns its address (walk() stores it).
   template <writable_guest_memory M>
-  [[gnu::noinline]] constexpr host_walk_result update_slow(M& mem, const ept_request& req) const noexcept {
+  [[gnu::noinline]] constexpr x86::hpa update_slow(M& mem, ept_request req, host_walk_result& r) const noexcept {
+    r = update_slow(mem, req);
+    return r ? r.value().address : x86::hpa{};
+  }
+  template <writable_guest_memory M>
+  constexpr host_walk_result update_slow(M& mem, const ept_request& req) const noexcept {
     const bool dirty = effective_access(req).test(ept_access::write);
     host_translation t{};
     walk_fault f = base_fault(req);

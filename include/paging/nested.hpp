@@ -413,11 +413,15 @@ class nested_walker {
     if constexpr (detail::nested_tables<Stage, M>::table_cached) tables.fill = &fill;
     std::uint64_t guest_all = 0;
     walk_fault gf{};
-    if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all)) [[unlikely]] {
+    // The guest's output address goes on to the final access in a register (stored into
+    // `g` beside it, off the walk's dependency chain).
+    std::uint64_t l2 = 0;
+    if (!guest_.walk_checked(tables, mmu, req, g, gf, guest_all, l2)) [[unlikely]] {
       r = nested_result(unexpected(gf));
       return r;
     }
-    const ept_request fin = final_request(req, g);
+    g.address = x86::gpa{l2};
+    const ept_request fin = final_request(req, g, l2);
     walk_fault ef{};
     std::uint64_t all = 0;
     bool final_ok = false;
@@ -445,8 +449,13 @@ class nested_walker {
   /// The final access with the rights of the guest translation (SDM 29.3.3.2: under MBEC,
   /// XU applies to fetches from user-mode linear addresses).
   [[nodiscard]] static constexpr ept_request final_request(const walk_request& req, const translation& g) noexcept {
+    return final_request(req, g, g.address.value());
+  }
+  /// As above, the guest's output address `l2` passed on its own (in a register).
+  [[nodiscard]] static constexpr ept_request final_request(const walk_request& req, const translation& g,
+                                                           std::uint64_t l2) noexcept {
     ept_request fin{};
-    fin.address = g.address;
+    fin.address = x86::gpa{l2};
     fin.linear_valid = true;
     fin.linear = req.linear;
     // Bit tests by hand (flags::test() may be left out of line in a large nested walk).

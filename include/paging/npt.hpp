@@ -176,24 +176,41 @@ class npt_walker {
   template <guest_memory M>
   constexpr bool walk_checked(const M& mem, const ept_request& req, host_translation& t, walk_fault& f,
                               std::uint64_t& all) const noexcept {
+    const std::uint64_t out = walk_checked_at(mem, req, req.address.value(), t, f, all);
+    if (out == failed) [[unlikely]] return false;
+    t.address = x86::hpa{out};
+    return true;
+  }
+  /// What walk_checked_at() returns for an access that faults (an output address is below
+  /// 2^52, never all ones).
+  static constexpr std::uint64_t failed = ~std::uint64_t{0};
+  /// walk_checked() of `ga` (the value of `req.address`, passed on its own), returning the
+  /// output address (or `failed`) instead of writing `t.address`: whether the compiler
+  /// inlines it or not, the address to translate and the translated one travel in
+  /// registers, not through the request and the translation in memory (a nested walk's
+  /// guest table reads chain one such access to the next).
+  template <guest_memory M>
+  constexpr std::uint64_t walk_checked_at(const M& mem, const ept_request& req, std::uint64_t ga, host_translation& t,
+                                          walk_fault& f, std::uint64_t& all) const noexcept {
     if (!ept_request_consistent(req)) [[unlikely]] {  // the same request rules as EPT
       f.kind = fault_kind::invalid_request;
       f.stage = walk_stage::npt;
       f.guest_physical = req.address;
-      return false;
+      return failed;
     }
-    if (!walk_tables(mem, req.address, t, f, all)) [[unlikely]] {
+    const std::uint64_t out = walk_tables_at(mem, x86::gpa{ga}, t, f, all);
+    if (out == failed) [[unlikely]] {
       finish_fault(f, req);
-      return false;
+      return failed;
     }
     const x86::pfec acc = effective_access(req);
     const std::uint64_t need = needed_rights(acc);
     if ((t.rights.raw() & need) != need) [[unlikely]] {
       permission_report(t, need, f);
       finish_fault(f, req);
-      return false;
+      return failed;
     }
-    return true;
+    return out;
   }
 
   /// True if the access must set A or D in a nested entry (`all` from walk_checked()).
@@ -240,13 +257,17 @@ class npt_walker {
         all = (w & ~std::uint64_t{1}) | ((e >> 6) & 1u);  // bit 0: the leaf's D flag
         return true;
       }
-      if (!walk_checked(mem, req, t, f, all)) [[unlikely]] return false;
-      address = x86::gpa{t.address.value()};  // where the memory object holds it
+      const std::uint64_t out = walk_checked_at(mem, req, ga, t, f, all);
+      if (out == failed) [[unlikely]] return false;
+      t.address = x86::hpa{out};
+      address = x86::gpa{out};  // where the memory object holds it
       fill(c, t, ga);
       return true;
     } else {
-      if (!walk_checked(mem, req, t, f, all)) return false;
-      address = x86::gpa{t.address.value()};
+      const std::uint64_t out = walk_checked_at(mem, req, req.address.value(), t, f, all);
+      if (out == failed) return false;
+      t.address = x86::hpa{out};
+      address = x86::gpa{out};
       return true;
     }
   }
@@ -294,6 +315,15 @@ class npt_walker {
   template <guest_memory M>
   constexpr bool walk_tables(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
                              std::uint64_t& all) const noexcept {
+    const std::uint64_t out = walk_tables_at(mem, address, t, f, all);
+    if (out == failed) return false;
+    t.address = x86::hpa{out};
+    return true;
+  }
+  /// As above, returning the output address (or `failed`) instead of writing `t.address`.
+  template <guest_memory M>
+  constexpr std::uint64_t walk_tables_at(const M& mem, x86::gpa address, host_translation& t, walk_fault& f,
+                                         std::uint64_t& all) const noexcept {
     detail::direct_tables<const M> tables(&mem);
     const x86::gva in{address.value()};
     if constexpr (HostFormat::pdpte_registers) {
@@ -305,7 +335,7 @@ class npt_walker {
         f.kind = fault_kind::unbacked;
         f.level = 3;
         f.set_entry_address(x86::hpa{at.value()});  // the nested page tables are host-physical
-        return false;
+        return failed;
       }
       if ((*v & pte::present.raw()) && (*v & pdpte_rsvd_)) {
         t.path.start(address.value() & 0xffff'ffffu, HostFormat::index_bits, HostFormat::entry_bytes);
@@ -315,15 +345,17 @@ class npt_walker {
         f.set_entry_address(x86::hpa{at.value()});
         f.entry_value = *v;
         f.error_code = x86::pfec::present | x86::pfec::rsvd;
-        return false;
+        return failed;
       }
       walker_state s = s_;
       s.pdptes.entries[i] = *v;
       s.pdptes.pdpt = s_.root;
       s.pdptes.loaded = true;  // this walk's PDPTE, just read and checked
-      return basic_walker<HostFormat>(s).walk_tables(tables, in, t, f, all);
+      std::uint64_t out = 0;
+      return basic_walker<HostFormat>(s).walk_tables(tables, in, t, f, all, out) ? out : failed;
     } else {
-      return basic_walker<HostFormat>(s_).walk_tables(tables, in, t, f, all);
+      std::uint64_t out = 0;
+      return basic_walker<HostFormat>(s_).walk_tables(tables, in, t, f, all, out) ? out : failed;
     }
   }
 

@@ -325,6 +325,17 @@ class basic_walker {
     all = 0;
     return canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all);
   }
+  /// As above, with the output address in `out` instead of `t.address` (not written): a
+  /// caller that uses the address next (nested_walker: the final second-stage access) keeps
+  /// it in a register, off a store-to-load round trip.
+  template <class Tables>
+  [[gnu::always_inline]] constexpr bool walk_checked(Tables& tables, const mmu_context& mmu, const walk_request& req,
+                                                     translation& t, walk_fault& f, std::uint64_t& all,
+                                                     std::uint64_t& out) const noexcept {
+    f.linear = req.linear;
+    all = 0;
+    return canonical_ok(req.linear, req.stack, f) && walk_once(tables, mmu, req, t, f, all, out);
+  }
 
   /// True if the walk must set A or D: A clear in an entry read, or D clear in the leaf of a write.
   [[nodiscard, gnu::always_inline]] static constexpr bool needs_ad(const walk_request& req, std::uint64_t all) noexcept {
@@ -398,24 +409,26 @@ class basic_walker {
     // path's alone, with the leaf's level known at compile time on each path.
     if (st < 0) [[unlikely]] return false;
     for (unsigned i = top_level; i < max_levels; ++i) t.path.values[i] = 0;  // below the format's levels
-    t.path.start(va, Format::index_bits, Format::entry_bytes);
-    t.path.first = first.value();
-    t.path.top = static_cast<std::uint8_t>(top_level);
-    t.path.count = static_cast<std::uint8_t>(top_level - level + 1);
     const std::uint64_t e = w.e;
     // The leaf's level is 1 on the common path: its fields from constants there, and only a
-    // large page computes them from the level.
+    // large page computes them from the level. The constants are stored first, in one basic
+    // block with the path's other constant bytes (GCC merges them into one word store; stored
+    // in both branches, GCC would common them into one store of a run-time value), and a
+    // large page overwrites them.
+    path_shape(t.path, va, first, top_level);
+    t.page_shift = 12;
     // PAT index = PAT*4 + PCD*2 + PWT, PAT being bit 7 of a PTE and bit 12 of a large page.
     std::uint64_t pat = (e >> 7) & 1u;
     if (level == 1) [[likely]] {
       out = (e & Format::address_mask) | (va & 0xfffu);
-      t.page_shift = 12;
     } else {
       // Every entry of the path is written on success: those below a large page hold 0.
       for (unsigned i = top_level - level + 1; i < top_level; ++i) t.path.values[i] = 0;
-      const std::uint64_t size = std::uint64_t{1} << Format::shift(level);
+      const unsigned shift = Format::shift(level);
+      const std::uint64_t size = std::uint64_t{1} << shift;
       out = Format::large_base(e, level) | (va & (size - 1));
-      t.page_shift = static_cast<std::uint8_t>(Format::shift(level));
+      t.page_shift = static_cast<std::uint8_t>(shift);
+      t.path.count = static_cast<std::uint8_t>(top_level - level + 1);
       pat = (e >> 12) & 1u;
     }
     // exec (bit 0): no XD anywhere (with NXE); write and user (bits 1, 2): R/W and U/S everywhere.
@@ -532,6 +545,18 @@ class basic_walker {
       if (u > 0) return t;
       if (u < 0) return unexpected(f);
     }
+  }
+
+  /// The success report's path shape (every member but the entries), in member order.
+  template <class Address>
+  [[gnu::always_inline]] static constexpr void path_shape(basic_walk_path<Address>& p, std::uint64_t va, x86::gpa first,
+                                                          unsigned count) noexcept {
+    p.first = first.value();
+    p.input = va;
+    p.count = static_cast<std::uint8_t>(count);
+    p.top = static_cast<std::uint8_t>(top_level);
+    p.index_bits = static_cast<std::uint8_t>(Format::index_bits);
+    p.entry_bytes = static_cast<std::uint8_t>(Format::entry_bytes);
   }
 
   /// The walk's working registers.

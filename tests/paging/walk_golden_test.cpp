@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include <hvkit/paging/ept_walker.hpp>
@@ -755,6 +757,95 @@ TEST(EptGolden, AccessedDirtyAndEptp) {
   caps.ad = false;
   EXPECT_EQ(paging::ept_walker::make(paging::make_ept_pointer(x86::hpa{0x10000}, 4, true), caps).error(),
             paging::eptp_error::ad_unsupported);
+}
+
+// The EPT walk builds its translation in place: every member is written on success, none is
+// left from what the storage held before (walk_checked() into a translation filled with a
+// byte pattern), and walk(), whose output address travels in a register up to its one store
+// (also after the A/D slow path), agrees member by member. Golden values from the tables
+// below (SDM 29.3.2: the entry addresses of a 4- and a 5-level walk, the page sizes).
+struct ept_golden {
+  const char* what;
+  unsigned levels;          // EPTP page-walk length
+  unsigned leaf;            // level of the mapping entry
+  uint64_t first;           // address of the top-level entry
+  std::array<uint64_t, 5> values;
+  uint64_t address;
+};
+// The top entry's address for `gpa` (SDM 29.3.2: bits 47:39 index the EPT PML4 table, bits
+// 56:48 the EPT PML5 table; the tables of `g` map PML4 entries 0 and 1 alike).
+uint64_t top_entry(const ept_golden& g, uint64_t gpa) {
+  return g.first + ((gpa >> (g.levels == 5 ? 48 : 39)) & 511u) * 8u;
+}
+void expect_translation(const paging::host_translation& t, const ept_golden& g, uint64_t gpa) {
+  SCOPED_TRACE(g.what);
+  EXPECT_EQ(t.address.value(), g.address);
+  for (unsigned i = 0; i < 5; ++i) EXPECT_EQ(t.path.values[i], g.values[i]) << "entry " << i;
+  EXPECT_EQ(t.path.first, top_entry(g, gpa));
+  EXPECT_EQ(t.path.input, gpa);
+  EXPECT_EQ(t.path.count, g.levels - g.leaf + 1);
+  EXPECT_EQ(t.path.top, g.levels);
+  EXPECT_EQ(t.path.index_bits, 9);
+  EXPECT_EQ(t.path.entry_bytes, 8);
+  EXPECT_EQ(t.rights.raw(), (paging::pte_access::read | paging::pte_access::write | paging::pte_access::exec).raw());
+  EXPECT_EQ(t.pkey, 0);
+  EXPECT_EQ(t.memory_type, 6);  // WB, ignore-PAT clear
+  EXPECT_EQ(t.page_shift, 12 + 9 * (g.leaf - 1));
+}
+TEST(EptGolden, TranslationWrittenInPlace) {
+  constexpr uint64_t rwx = R | W | X, pml5 = 0x14000;
+  constexpr uint64_t l4 = 0x11000 | rwx, l3 = 0x12000 | rwx, l2 = 0x13000 | rwx, l1 = 0x18000 | rwx | WB;
+  constexpr uint64_t l3_1g = 0x8000'0000 | rwx | EPT_PS | WB, l2_2m = 0x4000'0000 | rwx | EPT_PS | WB;
+  constexpr uint64_t l5 = 0x10000 | rwx;
+  const ept_golden cases[] = {
+      {"4-level, 4 KiB", 4, 1, 0x10000, {l4, l3, l2, l1, 0}, 0x18abc},
+      {"4-level, 2 MiB", 4, 2, 0x10000, {l4, l3, l2_2m, 0, 0}, 0x4000'0000 + 0x1abc},
+      {"4-level, 1 GiB", 4, 3, 0x10000, {l4, l3_1g, 0, 0, 0}, 0x8000'0000 + 0x20'1abc},
+      {"5-level, 4 KiB", 5, 1, pml5, {l5, l4, l3, l2, l1}, 0x18abc},
+      {"5-level, 2 MiB", 5, 2, pml5, {l5, l4, l3, l2_2m, 0}, 0x4000'0000 + 0x1abc},
+      {"5-level, 1 GiB", 5, 3, pml5, {l5, l4, l3_1g, 0, 0}, 0x8000'0000 + 0x20'1abc},
+  };
+  // gpa4 at PML4 index 0, and with bit 39 set at PML4 index 1 (the same tables below).
+  for (const ept_golden& g : cases) {
+    for (const uint64_t gpa : {gpa4, gpa4 | (uint64_t{1} << 39)}) {
+      for (const bool ad : {false, true}) {
+        SCOPED_TRACE(ad ? "EPT A/D" : "no EPT A/D");
+        SCOPED_TRACE(gpa);
+        image m;
+        ept_tables(m, rwx, rwx, rwx, rwx | WB);
+        m.put64(0x10000 + 8, 0x11000 | rwx);  // PML4 entry 1 as entry 0
+        if (g.leaf == 3) m.put64(0x11000 + 8, l3_1g);
+        if (g.leaf == 2) m.put64(0x12000 + 8, l2_2m);
+        m.put64(pml5, l5);
+        const x86::hpa root{g.levels == 5 ? pml5 : 0x10000};
+        const auto w = paging::ept_walker::make(paging::make_ept_pointer(root, g.levels, ad), {});
+        ASSERT_TRUE(w);
+        auto mem = m.mem();
+        const paging::ept_request req{x86::gpa{gpa}, paging::ept_access::read};
+        // walk_checked(): the walk and its checks, nothing written to memory.
+        paging::host_translation t;
+        std::memset(static_cast<void*>(&t), 0xa5, sizeof t);
+        paging::walk_fault f = w->fault_for(req);
+        uint64_t all = 0;
+        ASSERT_TRUE(w->walk_checked(std::as_const(mem), req, t, f, all));
+        expect_translation(t, g, gpa);
+        // walk(): with EPT A/D the A flags are clear, so the slow path fills the result (the
+        // entries as read before it set them).
+        const auto r = w->walk(mem, req);
+        ASSERT_TRUE(r);
+        expect_translation(*r, g, gpa);
+        if (ad) {
+          EXPECT_EQ(m.get64(0x10000 + ((gpa >> 39) & 511u) * 8u) & EA, EA);
+        }
+        const auto again = w->walk(mem, req);  // the flags are set now: the fast path
+        ASSERT_TRUE(again);
+        EXPECT_EQ(again->address.value(), g.address);
+        EXPECT_EQ(again->path.first, top_entry(g, gpa));
+        EXPECT_EQ(again->path.count, g.levels - g.leaf + 1);
+        EXPECT_EQ(again->page_shift, 12 + 9 * (g.leaf - 1));
+      }
+    }
+  }
 }
 
 // ---- nested ----
