@@ -6,6 +6,7 @@
 #pragma once
 
 #include "x86/address.hpp"
+#include "x86/apic_base.hpp"
 #include "x86/apic_destination.hpp"
 #include "x86/apic_icr.hpp"
 #include "x86/apic_registers.hpp"

@@ -181,6 +181,31 @@ static void checks(void)
 	/* 5. An MSR nobody defines (0x6789): RDMSR #GP, seen as EIO; and the guest survives. */
 	rc = msr_read(0x6789, &v);
 	result("unknown_msr_gp", rc == -EIO, "msr=0x6789 read=%s", rc == 0 ? "succeeded" : rc == -EIO ? "#GP(EIO)" : "other");
+	/* 5b. IA32_APIC_BASE (0x1B; SDM Vol. 3A 11.4.4, 11.12.5): writing the value back succeeds;
+	 * a reserved bit (9) #GPs, as on any CPU; EXTD #GPs where CPUID has no x2APIC
+	 * (CPUID.1:ECX[21], 11.12.1); moving the APIC page #GPs (the hypervisor passes the APIC
+	 * through at the page it found at boot, docs/linux-guest.md). Each failed write leaves
+	 * the MSR as it was. */
+	{
+		uint64_t base = 0, after = 0;
+		int got, same, reserved, moved, extd = -EIO, x2apic;
+
+		raw_cpuid(1, 0, r);
+		x2apic = (r[2] >> 21) & 1;
+		got = msr_read(0x1b, &base);
+		same = msr_write(0x1b, base);
+		reserved = msr_write(0x1b, base | (1u << 9));
+		moved = msr_write(0x1b, base + 0x100000);
+		if (!x2apic)
+			extd = msr_write(0x1b, base | (1u << 10));
+		msr_read(0x1b, &after);
+		result("apic_base_writes",
+		       got == 0 && same == 0 && reserved == -EIO && moved == -EIO && extd == -EIO && after == base,
+		       "base=0x%llx x2apic_advertised=%d write_back=%s reserved_bit9=%s moved=%s extd=%s after=0x%llx",
+		       (unsigned long long)base, x2apic, same == 0 ? "ok" : "failed",
+		       reserved == -EIO ? "#GP(EIO)" : "accepted", moved == -EIO ? "#GP(EIO)" : "accepted",
+		       x2apic ? "not_tried" : extd == -EIO ? "#GP(EIO)" : "accepted", (unsigned long long)after);
+	}
 	/* 6. CR0.WP toggles from the hvkit_wp kernel module. */
 	{
 		unsigned long ot = sys_ulong("/sys/module/hvkit_wp/parameters/owned_toggles");

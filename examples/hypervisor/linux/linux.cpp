@@ -26,6 +26,8 @@
 // (reason 4) on that processor, whose handler (vmx/vmx_smp.cpp) loads the post-INIT state,
 // then CS = vector << 8, IP = 0 in real mode (unrestricted guest), and makes the vCPU
 // active. On SVM one vCPU.
+#include <hvkit/x86/apic_base.hpp>
+
 #include "linux/linux_profile.hpp"
 
 #include "svm/svm.hpp"
@@ -319,6 +321,34 @@ int mtrr_fixed_index(std::uint32_t m) {
   return -1;
 }
 
+/// WRMSR IA32_APIC_BASE (reads are not intercepted): the local APIC is the processor's own, so
+/// a write the guest's CPU would accept is done on the real MSR. The processor's rules are
+/// applied first, for the guest's CPU (x86::check_apic_base_write with the policy's
+/// MAXPHYADDR and x2APIC: EXTD #GPs where the policy hides x2APIC; SDM Vol. 3A 11.4.4,
+/// 11.12.5), so the host's WRMSR never faults. What passing the APIC through cannot give: a
+/// new APIC page. The hypervisor's IPI emulation (smp/smp_ipi.cpp) and, on SVM, the
+/// write-protected xAPIC page of the nested page table are at the page found at boot, so a
+/// write that moves it #GPs (logged; Linux never moves it).
+core::msr_hook apic_base_write(linux_state& ls, std::uint64_t v) {
+  const x86::apic_base current{rdmsr(x86::msr::ia32_apic_base)};
+  const x86::apic_base value{v};
+  const auto mode = x86::check_apic_base_write(current, value, ls.cpu->model.maxphyaddr,
+                                               ls.cpu->cpuid.has(cpuid_ns::feat::x2apic));
+  if (!mode) {
+    kprintf("HVKIT LINUX apic_base_gp cpu=%u value=0x%llx current=0x%llx fault=%u\n", this_index(ls),
+            (unsigned long long)v, (unsigned long long)current.raw(), static_cast<unsigned>(mode.error()));
+    return core::msr_hook::gp;
+  }
+  if (value.page() != current.page()) {
+    kprintf("HVKIT LINUX apic_base_move_refused cpu=%u value=0x%llx current=0x%llx\n", this_index(ls),
+            (unsigned long long)v, (unsigned long long)current.raw());
+    return core::msr_hook::gp;
+  }
+  wrmsr(x86::msr::ia32_apic_base, v);
+  ++this_vcpu(ls).msr_emulated;
+  return core::msr_hook::done;
+}
+
 /// The MSRs this hypervisor implements itself for the Linux guest, beyond the MSR policy:
 /// IA32_MISC_ENABLE (every Intel CPU of family 6 has it and Linux reads it unguarded early;
 /// Bochs 2.7 does not implement it), IA32_BIOS_SIGN_ID (the microcode revision: writes are
@@ -326,6 +356,7 @@ int mtrr_fixed_index(std::uint32_t m) {
 /// policy offers MTRR (the guest profile's MSR hook: pass if the MSR is not one of them).
 core::msr_hook platform_msr(linux_state& ls, bool write, std::uint32_t m, std::uint64_t& v) {
   if (write && m == 0x830 && ls.m) return smp::icr_write(smp::this_cpu(), v);  // x2APIC ICR (smp/smp_ipi.cpp)
+  if (write && m == x86::msr::ia32_apic_base) return apic_base_write(ls, v);
   vcpu_data& d = this_vcpu(ls);
   bool gp = false;
   std::uint64_t out = 0;

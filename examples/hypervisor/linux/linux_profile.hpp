@@ -40,12 +40,16 @@ inline constexpr std::uint64_t second_stage_end = 4ull << 30;
 ///         PCI reset control): a guest reboot ends the run instead of resetting the machine.
 inline constexpr std::uint16_t io_intercepts[] = {0xE9, 0x8900, 0x64, 0x92, 0xCF9};
 /// The MSRs neither vendor intercepts: state the VMCS switches or VMLOAD/VMSAVE move (FS/GS
-/// base, KERNEL_GS_BASE, the SYSCALL and SYSENTER MSRs) and the local APIC base, which is
-/// passed through with its device.
+/// base, KERNEL_GS_BASE, the SYSCALL and SYSENTER MSRs).
 inline constexpr std::uint32_t msrs_passed_through[] = {
     x86::msr::ia32_fs_base,      x86::msr::ia32_gs_base,      x86::msr::ia32_kernel_gs_base, x86::msr::ia32_star,
     x86::msr::ia32_lstar,        x86::msr::ia32_cstar,        x86::msr::ia32_fmask,          x86::msr::ia32_sysenter_cs,
-    x86::msr::ia32_sysenter_esp, x86::msr::ia32_sysenter_eip, std::uint32_t{0x1B}};
+    x86::msr::ia32_sysenter_esp, x86::msr::ia32_sysenter_eip};
+/// The MSRs whose reads neither vendor intercepts but whose writes exit: the local APIC base
+/// (the APIC is passed through with its device; a write is checked and then done on the real
+/// MSR by platform_msr, so that a guest cannot move the page the hypervisor uses or enter a
+/// mode its CPUID policy hides).
+inline constexpr std::uint32_t msrs_read_passed_through[] = {x86::msr::ia32_apic_base};
 
 // ---- what GRUB handed over (multiboot v1 information, Multiboot Specification 0.6.96, 3.3) --
 struct module_info {

@@ -80,13 +80,14 @@ bool build_linux_npt(svm_pages& p, bool xapic_read_only, std::uint64_t xapic) {
 
 // ---- the permission maps -------------------------------------------------------------------
 /// Every MSR exits except lx::msrs_passed_through (VMLOAD/VMSAVE move their guest values,
-/// APM 15.5.2), TSC reads and the x2APIC registers when the policy offers x2APIC (the local
+/// APM 15.5.2), reads of lx::msrs_read_passed_through, TSC reads and the x2APIC registers when the policy offers x2APIC (the local
 /// APIC is passed through). PAT exits: the core reads and writes the VMCB's G_PAT, which is
 /// the guest's PAT under nested paging (15.25.8). Only lx::io_intercepts of the ports exit.
 void build_maps(const linux_state& ls) {
   sv::msr_permission_map& linux_msrpm = ls.svm_part->msrpm;
   sv::io_permission_map& linux_iopm = ls.svm_part->iopm;
   for (std::uint32_t m : msrs_passed_through) static_cast<void>(linux_msrpm.pass_through(m));
+  for (std::uint32_t m : msrs_read_passed_through) static_cast<void>(linux_msrpm.set_intercept(m, sv::msr_access::read, false));
   static_cast<void>(linux_msrpm.set_intercept(0x10, sv::msr_access::read, false));  // TSC reads
   if (ls.cpu->cpuid.has(cpuid_ns::feat::x2apic))
     for (std::uint32_t m = 0x800; m <= 0x8FF; ++m) static_cast<void>(linux_msrpm.pass_through(m));

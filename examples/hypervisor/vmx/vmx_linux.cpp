@@ -79,9 +79,11 @@ void build_bitmaps(const linux_state& ls) {
   namespace m = x86::msr;
   // No exit: state the VMCS switches (FS/GS base, SYSENTER, PAT with the load/save PAT
   // controls) or the host never uses (the SYSCALL MSRs, KERNEL_GS_BASE); the local APIC,
-  // which is passed through with its device (APIC base, x2APIC registers when the policy
-  // offers x2APIC, TSC deadline when it offers that).
+  // which is passed through with its device (APIC base reads, x2APIC registers when the
+  // policy offers x2APIC, TSC deadline when it offers that).
   for (std::uint32_t msr : msrs_passed_through) static_cast<void>(msr_bits.pass_through(msr));
+  for (std::uint32_t msr : msrs_read_passed_through)
+    static_cast<void>(msr_bits.set_intercept(msr, hvkit::vmx::msr_access::read, false));
   static_cast<void>(msr_bits.pass_through(m::ia32_pat));
   static_cast<void>(msr_bits.set_intercept(0x10, hvkit::vmx::msr_access::read, false));  // IA32_TSC reads
   if (ls.cpu->msrs.tsc_deadline) static_cast<void>(msr_bits.pass_through(m::ia32_tsc_deadline));
