@@ -419,6 +419,18 @@ TEST(HostedNames, VmxEventsAndEntry) {
   });
 }
 
+TEST(HostedNames, X86ApicBase) {
+  check_names<x86::apic_mode>("apic_mode", 256, {
+      {x86::apic_mode::disabled, "disabled"}, {x86::apic_mode::invalid, "invalid"},
+      {x86::apic_mode::xapic, "xapic"}, {x86::apic_mode::x2apic, "x2apic"},
+  });
+  check_names<x86::apic_base_fault>("apic_base_fault", 256, {
+      {x86::apic_base_fault::reserved_bit, "reserved_bit"}, {x86::apic_base_fault::invalid_state, "invalid_state"},
+      {x86::apic_base_fault::x2apic_to_xapic, "x2apic_to_xapic"},
+      {x86::apic_base_fault::disabled_to_x2apic, "disabled_to_x2apic"},
+  });
+}
+
 TEST(HostedNames, X86MergeAndGpr) {
   check_names<x86::merge_verdict>("merge_verdict", 256, {
       {x86::merge_verdict::deliver_second, "deliver_second"}, {x86::merge_verdict::double_fault, "double_fault"},

@@ -37,6 +37,7 @@
 #include <format>
 #endif
 
+#include "../apic_base.hpp"
 #include "../cr_rules.hpp"
 #include "../exception_merge.hpp"
 #include "../gpr.hpp"
@@ -269,6 +270,34 @@ using ::hvkit::hosted::operator<<;
 /// See name(cr_write_fault).
 [[nodiscard]] inline std::string to_string(cr_write_fault v) { return ::hvkit::hosted::enum_string(name(v), "cr_write_fault", v); }
 
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(apic_mode v) noexcept {
+  switch (v) {
+    case apic_mode::disabled: return "disabled";
+    case apic_mode::invalid: return "invalid";
+    case apic_mode::xapic: return "xapic";
+    case apic_mode::x2apic: return "x2apic";
+  }
+  return {};
+}
+/// See name(apic_mode).
+[[nodiscard]] inline std::string to_string(apic_mode v) { return ::hvkit::hosted::enum_string(name(v), "apic_mode", v); }
+
+/// The enumerator name; empty for a value that names none.
+[[nodiscard]] constexpr std::string_view name(apic_base_fault v) noexcept {
+  switch (v) {
+    case apic_base_fault::reserved_bit: return "reserved_bit";
+    case apic_base_fault::invalid_state: return "invalid_state";
+    case apic_base_fault::x2apic_to_xapic: return "x2apic_to_xapic";
+    case apic_base_fault::disabled_to_x2apic: return "disabled_to_x2apic";
+  }
+  return {};
+}
+/// See name(apic_base_fault).
+[[nodiscard]] inline std::string to_string(apic_base_fault v) {
+  return ::hvkit::hosted::enum_string(name(v), "apic_base_fault", v);
+}
+
 
 }  // namespace hvkit::x86
 
@@ -285,4 +314,8 @@ template <>
 inline constexpr bool enable_printing<x86::gpr> = true;
 template <>
 inline constexpr bool enable_printing<x86::cr_write_fault> = true;
+template <>
+inline constexpr bool enable_printing<x86::apic_mode> = true;
+template <>
+inline constexpr bool enable_printing<x86::apic_base_fault> = true;
 }  // namespace hvkit::hosted
